@@ -1,0 +1,89 @@
+# The interface to the platform. `make help` lists every target.
+#
+# Everything runs from a local virtual environment (.venv) and local node
+# modules (node_modules), which the targets create on first use.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+UV_VERSION := 0.13.9
+OUT := cdktf.out
+ENV ?= dev
+BASE ?=
+
+# jsii (under cdktf) prints a banner on Node 20, which is past end of life.
+# Node 22 or 24 is recommended; the banner only adds noise to logs.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
+export PYTHONDONTWRITEBYTECODE := 1
+
+VENV_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+
+.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff lock clean
+
+help: ## List every target
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(VENV_STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(PY) -r requirements.lock
+	$(BIN)/uv pip install --quiet --python $(PY) --no-deps -e .
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+venv: $(VENV_STAMP) ## Create .venv with every pinned Python dependency
+
+node: $(NODE_STAMP) ## Install the pinned cdktf CLI into node_modules
+
+plan: synth policy ## Synthesize every environment, run the policy gate, write cdktf.out/review/<env>.md
+	$(PY) -m scripts.review --outdir $(OUT) $(if $(BASE),--base $(BASE))
+
+synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
+	$(PY) -m infra
+
+policy: $(VENV_STAMP) ## Checkov on the synthesized stacks (skips and reasons: infra/policy/checkov-skips.yaml)
+	$(PY) -m infra.policy $(OUT)/stacks
+
+review: $(VENV_STAMP) ## Plan review of the synthesized stacks; BASE=<baseline cdktf.out> to compare
+	$(PY) -m scripts.review --outdir $(OUT) $(if $(BASE),--base $(BASE))
+	@cat $(OUT)/review/*.md
+
+hcl: $(VENV_STAMP) $(NODE_STAMP) ## Write every stack as HCL (cdktf.out/stacks/*/cdk.tf) with the pinned cdktf CLI
+	npx --no-install cdktf synth --hcl
+
+lint: $(VENV_STAMP) ## ruff and mypy
+	$(BIN)/ruff check infra scripts tests
+	$(BIN)/ruff format --check infra scripts tests
+	$(BIN)/mypy
+
+test: $(VENV_STAMP) $(NODE_STAMP) lint ## Everything that needs no cloud and no accelerator
+	$(BIN)/pytest
+
+snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/ from the current synth (review the diff!)
+	UPDATE_SNAPSHOTS=1 $(BIN)/pytest tests/test_snapshots.py -q
+
+bench: $(VENV_STAMP) ## Synth wall time and peak memory, against the stock provider import
+	$(PY) -m scripts.bench
+
+deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terraform and Google credentials)
+	npx --no-install cdktf deploy platform-$(ENV)
+
+diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)
+	npx --no-install cdktf diff platform-$(ENV)
+
+lock: ## Re-lock requirements.lock from pyproject.toml (needs network to the package index)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --no-header pyproject.toml -o requirements.lock
+
+clean: ## Remove build outputs (keeps .venv and node_modules)
+	rm -rf $(OUT) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,331 @@
+"""The accelerator catalogue and the `Slice` every layer derives from it.
+
+A slice is written in an environment file as an accelerator generation and a
+topology (TPU) or a node count (GPU). Everything else the platform needs (node
+pool machine type and size, Kubernetes node selectors and resource requests,
+Ray Train's scaling config, the mesh size and the chip's peak FLOP/s) is
+derived here, once. Facts come from the Cloud TPU and GKE documentation, see
+`../shared/design/FACTS.md`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+TPU_RESOURCE = "google.com/tpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class ShapeError(ValueError):
+    """A slice shape the catalogue does not allow.
+
+    `field` names the environment-file key at fault (``accelerator``,
+    ``topology``, ``machine_type`` or ``nodes``) so the loader can point at it.
+    """
+
+    def __init__(self, field: str, value: object, message: str, allowed: list[str]) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{message}; allowed: {', '.join(allowed)}" if allowed else message)
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    """One VM shape of an accelerator generation."""
+
+    chips: int
+    topologies: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator generation: what GKE calls it and what one chip can do."""
+
+    name: str
+    kind: Literal["tpu", "gpu"]
+    description: str
+    node_label: str
+    ray_accelerator_type: str
+    slice_prefix: str
+    peak_bf16_tflops: float
+    hbm_gb: int
+    machine_types: dict[str, MachineShape] = field(default_factory=dict)
+    topology_dims: int = 0
+
+    def machine_for(self, topology: str) -> str:
+        """The default machine type for a topology: the first one that offers it."""
+        for machine_type, shape in self.machine_types.items():
+            if topology in shape.topologies:
+                return machine_type
+        raise ShapeError(
+            "topology",
+            topology,
+            f"topology {topology!r} is not valid for {self.name}",
+            self.all_topologies(),
+        )
+
+    def all_topologies(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for shape in self.machine_types.values():
+            seen.update(dict.fromkeys(shape.topologies))
+        return sorted(seen, key=_topology_chips)
+
+
+def _topology_chips(topology: str) -> int:
+    return math.prod(int(d) for d in topology.split("x"))
+
+
+_V5E_V6E_MULTI = ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
+_V5P = (
+    "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8",
+    "8x8x8", "8x8x16", "8x16x16", "16x16x16",
+)  # fmt: skip
+
+CATALOGUE: dict[str, Accelerator] = {
+    "v5e": Accelerator(
+        name="v5e",
+        kind="tpu",
+        description="TPU v5e (v5 lite pod)",
+        node_label="tpu-v5-lite-podslice",
+        ray_accelerator_type="TPU-V5LITEPOD",
+        slice_prefix="v5litepod",
+        peak_bf16_tflops=197.0,
+        hbm_gb=16,
+        topology_dims=2,
+        machine_types={
+            "ct5lp-hightpu-4t": MachineShape(4, _V5E_V6E_MULTI),
+            "ct5lp-hightpu-8t": MachineShape(8, ("2x4",)),
+            "ct5lp-hightpu-1t": MachineShape(1, ("1x1",)),
+        },
+    ),
+    "v6e": Accelerator(
+        name="v6e",
+        kind="tpu",
+        description="TPU v6e (Trillium)",
+        node_label="tpu-v6e-slice",
+        ray_accelerator_type="TPU-V6E",
+        slice_prefix="v6e",
+        peak_bf16_tflops=918.0,
+        hbm_gb=32,
+        topology_dims=2,
+        machine_types={
+            "ct6e-standard-4t": MachineShape(4, _V5E_V6E_MULTI),
+            "ct6e-standard-8t": MachineShape(8, ("2x4",)),
+            "ct6e-standard-1t": MachineShape(1, ("1x1",)),
+        },
+    ),
+    "v5p": Accelerator(
+        name="v5p",
+        kind="tpu",
+        description="TPU v5p",
+        node_label="tpu-v5p-slice",
+        ray_accelerator_type="TPU-V5P",
+        slice_prefix="v5p",
+        peak_bf16_tflops=459.0,
+        hbm_gb=95,
+        topology_dims=3,
+        # Only the 4-chip VM is listed: it is the one GKE documents for
+        # multi-host v5p slices.
+        machine_types={"ct5p-hightpu-4t": MachineShape(4, _V5P)},
+    ),
+    "a3-high": Accelerator(
+        name="a3-high",
+        kind="gpu",
+        description="A3 High, 8 x NVIDIA H100 80GB, GPUDirect-TCPX",
+        node_label="nvidia-h100-80gb",
+        ray_accelerator_type="H100",
+        slice_prefix="a3-high",
+        peak_bf16_tflops=989.0,
+        hbm_gb=80,
+        machine_types={"a3-highgpu-8g": MachineShape(8, ())},
+    ),
+    "a3-mega": Accelerator(
+        name="a3-mega",
+        kind="gpu",
+        description="A3 Mega, 8 x NVIDIA H100 80GB, GPUDirect-TCPXO",
+        node_label="nvidia-h100-mega-80gb",
+        ray_accelerator_type="H100",
+        slice_prefix="a3-mega",
+        peak_bf16_tflops=989.0,
+        hbm_gb=80,
+        machine_types={"a3-megagpu-8g": MachineShape(8, ())},
+    ),
+}
+
+# Extra NICs (and so extra VPC networks) each GPU machine needs for GPUDirect.
+GPU_EXTRA_NICS = {"a3-highgpu-8g": 4, "a3-megagpu-8g": 8}
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One accelerator slice: every number the platform derives from its shape."""
+
+    accelerator: Accelerator
+    machine_type: str
+    chips_per_host: int
+    hosts: int
+    topology: str | None = None
+
+    @property
+    def kind(self) -> Literal["tpu", "gpu"]:
+        return self.accelerator.kind
+
+    @property
+    def chips(self) -> int:
+        return self.chips_per_host * self.hosts
+
+    @property
+    def name(self) -> str:
+        """The name the field uses: ``v6e-16``, ``v5litepod-32``, ``a3-mega-16``."""
+        return f"{self.accelerator.slice_prefix}-{self.chips}"
+
+    @property
+    def multi_host(self) -> bool:
+        return self.hosts > 1
+
+    @property
+    def resource_name(self) -> str:
+        return TPU_RESOURCE if self.kind == "tpu" else GPU_RESOURCE
+
+    @property
+    def pod_resources(self) -> dict[str, str]:
+        """Requests (equal to limits) of one pod per host, as Kubernetes strings."""
+        return {self.resource_name: str(self.chips_per_host)}
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        if self.kind == "gpu":
+            return {GPU_ACCELERATOR_LABEL: self.accelerator.node_label}
+        assert self.topology is not None
+        return {
+            TPU_ACCELERATOR_LABEL: self.accelerator.node_label,
+            TPU_TOPOLOGY_LABEL: self.topology,
+        }
+
+    @property
+    def ray_scaling_config(self) -> dict[str, object]:
+        """Keyword arguments for `ray.train.ScalingConfig`: one worker per host."""
+        if self.kind == "tpu":
+            return {
+                "num_workers": self.hosts,
+                "use_tpu": True,
+                "topology": self.topology,
+                "accelerator_type": self.accelerator.ray_accelerator_type,
+                "resources_per_worker": {"TPU": self.chips_per_host},
+                "placement_strategy": "SPREAD",
+            }
+        return {
+            "num_workers": self.hosts,
+            "use_gpu": True,
+            "accelerator_type": self.accelerator.ray_accelerator_type,
+            "resources_per_worker": {"GPU": self.chips_per_host},
+            "placement_strategy": "SPREAD",
+        }
+
+    @property
+    def mesh_size(self) -> int:
+        """Devices in the slice's global JAX mesh: one per chip."""
+        return self.chips
+
+    @property
+    def hbm_gb(self) -> int:
+        return self.chips * self.accelerator.hbm_gb
+
+    @property
+    def peak_bf16_flops(self) -> float:
+        """Peak dense bf16 FLOP/s of the whole slice."""
+        return self.chips * self.accelerator.peak_bf16_tflops * 1e12
+
+
+def lookup(accelerator: str) -> Accelerator:
+    try:
+        return CATALOGUE[accelerator]
+    except KeyError:
+        raise ShapeError(
+            "accelerator", accelerator, f"unknown accelerator {accelerator!r}", sorted(CATALOGUE)
+        ) from None
+
+
+def tpu_slice(accelerator: str, topology: str, machine_type: str | None = None) -> Slice:
+    """Derive a TPU slice from its generation and topology.
+
+    Raises `ShapeError` naming the offending field and the valid choices.
+    """
+    acc = lookup(accelerator)
+    if acc.kind != "tpu":
+        raise ShapeError(
+            "accelerator",
+            accelerator,
+            f"{accelerator!r} is a GPU machine family and takes `nodes`, not a topology",
+            [name for name, a in CATALOGUE.items() if a.kind == "tpu"],
+        )
+    dims = topology.split("x")
+    if len(dims) != acc.topology_dims or not all(d.isdigit() and int(d) > 0 for d in dims):
+        raise ShapeError(
+            "topology",
+            topology,
+            f"topology {topology!r} is not a {acc.topology_dims}-D topology of {acc.name}",
+            acc.all_topologies(),
+        )
+    if machine_type is None:
+        machine_type = acc.machine_for(topology)
+    shape = acc.machine_types.get(machine_type)
+    if shape is None:
+        raise ShapeError(
+            "machine_type",
+            machine_type,
+            f"machine type {machine_type!r} is not a {acc.name} machine type",
+            list(acc.machine_types),
+        )
+    if topology not in shape.topologies:
+        raise ShapeError(
+            "topology",
+            topology,
+            f"topology {topology!r} is not valid for {acc.name} on {machine_type} ({shape.chips} chips per host)",
+            list(shape.topologies),
+        )
+    return Slice(
+        accelerator=acc,
+        machine_type=machine_type,
+        chips_per_host=shape.chips,
+        hosts=_topology_chips(topology) // shape.chips,
+        topology=topology,
+    )
+
+
+def gpu_slice(accelerator: str, nodes: int, machine_type: str | None = None) -> Slice:
+    """Derive a GPU slice (a group of identical GPU nodes)."""
+    acc = lookup(accelerator)
+    if acc.kind != "gpu":
+        raise ShapeError(
+            "accelerator",
+            accelerator,
+            f"{accelerator!r} is a TPU generation and takes a `topology`, not `nodes`",
+            [name for name, a in CATALOGUE.items() if a.kind == "gpu"],
+        )
+    machine_type = machine_type or next(iter(acc.machine_types))
+    shape = acc.machine_types.get(machine_type)
+    if shape is None:
+        raise ShapeError(
+            "machine_type",
+            machine_type,
+            f"machine type {machine_type!r} is not a {acc.name} machine type",
+            list(acc.machine_types),
+        )
+    if nodes < 1:
+        raise ShapeError("nodes", nodes, "a GPU slice needs at least one node", ["1 or more"])
+    return Slice(accelerator=acc, machine_type=machine_type, chips_per_host=shape.chips, hosts=nodes)
+
+
+def accelerator_for_machine(machine_type: str) -> tuple[Accelerator, MachineShape] | None:
+    """Reverse look-up used by the plan review: which accelerator a machine type carries."""
+    for acc in CATALOGUE.values():
+        if machine_type in acc.machine_types:
+            return acc, acc.machine_types[machine_type]
+    return None

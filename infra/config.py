@@ -1,0 +1,488 @@
+"""The environment model: one YAML file per environment, loaded into frozen models.
+
+Every difference between environments is a field here; no construct looks at
+an environment's name. Loading either returns a complete `Environment` or
+raises `ConfigError` listing each problem with the file, the field path, the
+bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import types
+import typing
+from collections.abc import Iterable
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from infra.accelerators import CATALOGUE, ShapeError, Slice, gpu_slice, tpu_slice
+
+ENVIRONMENTS_DIR = Path(__file__).parent / "environments"
+
+# GKE versions below which a generation's node pools are refused (GKE docs).
+MIN_GKE_VERSION = {"v6e": "1.31.2-gke.1115000"}
+
+
+class Model(BaseModel):
+    """Base of every config model: immutable, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _cidr(value: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as err:
+        raise ValueError(f"not a CIDR range with its host bits zero ({err})") from None
+    return str(net)
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
+ProjectId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
+ProjectNumber = Annotated[str, StringConstraints(pattern=r"^[0-9]{6,20}$")]
+KubernetesName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
+BucketRole = Literal[
+    "roles/storage.objectViewer",
+    "roles/storage.objectCreator",
+    "roles/storage.objectUser",
+    "roles/storage.objectAdmin",
+]
+# No hyphens in label keys: cdktf rewrites provider-level map keys to snake
+# case, so `managed-by` in the provider's default_labels would silently
+# become `managed_by`.
+LabelKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
+IMAGE_DIGEST = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+@sha256:[0-9a-f]{64}$")
+VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$")
+
+
+def _image_digest(value: str) -> str:
+    if not IMAGE_DIGEST.match(value):
+        raise ValueError("an image must be pinned by digest: <registry>/<path>@sha256:<64 hex digits>")
+    return value
+
+
+def _exact_version(value: str) -> str:
+    if not VERSION.match(value):
+        raise ValueError("a version must be exact, like 1.2.3 (no ranges, no 'latest')")
+    return value
+
+
+ImageDigest = Annotated[str, AfterValidator(_image_digest)]
+ExactVersion = Annotated[str, AfterValidator(_exact_version)]
+
+
+class AuthorizedNetwork(Model):
+    name: Name
+    cidr: Cidr
+
+
+class Network(Model):
+    """The VPC, its one subnet with secondary ranges for pods and services, and the control plane range."""
+
+    name: Name
+    subnet_cidr: Cidr
+    pods_cidr: Cidr
+    services_cidr: Cidr
+    master_cidr: Cidr
+    authorized_networks: list[AuthorizedNetwork] = Field(min_length=1)
+
+    @field_validator("master_cidr")
+    @classmethod
+    def _master_is_slash_28(cls, value: str) -> str:
+        if ipaddress.ip_network(value).prefixlen != 28:
+            raise ValueError("the control plane range of a private cluster must be a /28")
+        return value
+
+    @model_validator(mode="after")
+    def _ranges_do_not_overlap(self) -> Network:
+        ranges = {
+            "subnet_cidr": self.subnet_cidr,
+            "pods_cidr": self.pods_cidr,
+            "services_cidr": self.services_cidr,
+            "master_cidr": self.master_cidr,
+        }
+        names = list(ranges)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                if ipaddress.ip_network(ranges[a]).overlaps(ipaddress.ip_network(ranges[b])):
+                    raise ValueError(f"{a} {ranges[a]} overlaps {b} {ranges[b]}; the ranges must be disjoint")
+        return self
+
+
+class SystemPool(Model):
+    """The CPU node pool for system pods, controllers and Ray heads."""
+
+    machine_type: str = "e2-standard-8"
+    min_nodes: int = Field(ge=0, default=1)
+    max_nodes: int = Field(ge=1, default=3)
+    disk_size_gb: int = Field(ge=20, default=100)
+
+    @model_validator(mode="after")
+    def _min_not_above_max(self) -> SystemPool:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"min_nodes {self.min_nodes} is above max_nodes {self.max_nodes}")
+        return self
+
+
+class Cluster(Model):
+    name: Name
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"]
+    min_master_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]+(\.[0-9]+(-gke\.[0-9]+)?)?$")]
+    deletion_protection: bool
+    system_pool: SystemPool = SystemPool()
+
+
+class Capacity(Model):
+    """How a slice's nodes are obtained."""
+
+    type: Literal["on-demand", "spot", "reservation"]
+    reservation: Name | None = None
+
+    @model_validator(mode="after")
+    def _reservation_named_iff_reserved(self) -> Capacity:
+        if self.type == "reservation" and not self.reservation:
+            raise ValueError("capacity type 'reservation' needs `reservation: <reservation name>`")
+        if self.type != "reservation" and self.reservation:
+            raise ValueError(f"`reservation` is only allowed with capacity type 'reservation', not {self.type!r}")
+        return self
+
+
+class SliceSpec(Model):
+    """One accelerator slice as written in the environment file."""
+
+    accelerator: str
+    topology: str | None = None
+    nodes: int | None = None
+    machine_type: str | None = None
+    zone: str | None = None
+    capacity: Capacity
+    auto_upgrade: bool = True
+
+    @model_validator(mode="after")
+    def _shape_is_in_catalogue(self) -> SliceSpec:
+        self.slice  # noqa: B018 - derive once so a bad shape fails at load
+        return self
+
+    @cached_property
+    def slice(self) -> Slice:
+        acc = CATALOGUE.get(self.accelerator)
+        if acc is not None and acc.kind == "gpu":
+            if self.topology is not None:
+                raise ShapeError("topology", self.topology, "GPU slices take `nodes`, not a topology: remove it", [])
+            return gpu_slice(self.accelerator, self.nodes or 0, self.machine_type)
+        if self.nodes is not None:
+            raise ShapeError(
+                "nodes", self.nodes, "TPU slices take a `topology`; the node count is derived from it: remove it", []
+            )
+        if self.topology is None:
+            if acc is None:
+                return tpu_slice(self.accelerator, "")
+            raise ShapeError("topology", None, f"a {self.accelerator} slice needs a topology", acc.all_topologies())
+        return tpu_slice(self.accelerator, self.topology, self.machine_type)
+
+
+class Lifecycle(Model):
+    """Object lifecycle of a bucket."""
+
+    delete_noncurrent_after_days: int = Field(ge=1)
+    nearline_after_days: int | None = Field(default=None, ge=1)
+
+
+class BucketSpec(Model):
+    """A Cloud Storage bucket. Its name is `<project>-<key>` unless given."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")] | None = None
+    location: str | None = None
+    protect: bool
+    versioning: bool = True
+    soft_delete_days: int = Field(ge=7, le=90)
+    lifecycle: Lifecycle
+
+
+class RegistryCleanup(Model):
+    delete_untagged_after_days: int = Field(ge=1)
+    keep_recent_versions: int = Field(ge=1)
+
+
+class Registry(Model):
+    """The Artifact Registry Docker repository images are pushed to."""
+
+    repository: Name
+    cleanup: RegistryCleanup
+
+    def host(self, region: str) -> str:
+        return f"{region}-docker.pkg.dev"
+
+
+class Identity(Model):
+    """A workload identity: a Kubernetes service account and what it may read or write.
+
+    `direct` grants the bucket roles to the Kubernetes service account's
+    `principal://` identifier; `impersonation` creates a Google service account
+    holding the roles, lets the Kubernetes service account impersonate it and
+    annotates it with `iam.gke.io/gcp-service-account`.
+    """
+
+    namespace: KubernetesName
+    service_account: KubernetesName
+    mode: Literal["direct", "impersonation"]
+    bucket_roles: dict[str, BucketRole]
+
+
+class StateBackend(Model):
+    """Where Terraform keeps this environment's state (prefix `platform/<env>`)."""
+
+    bucket: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")]
+
+
+class Release(Model):
+    """What runs: pinned by digest and exact version, promoted as a whole from dev to prod."""
+
+    images: dict[str, ImageDigest] = {}
+    charts: dict[str, ExactVersion] = {}
+    controllers: dict[str, ExactVersion] = {}
+
+
+class Environment(Model):
+    """One environment, as `infra/environments/<name>.yaml` describes it."""
+
+    name: Name
+    project: ProjectId
+    project_number: ProjectNumber
+    region: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z]+[0-9]+$")]
+    zones: list[str] = Field(min_length=1)
+    labels: dict[LabelKey, Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{0,63}$")]] = {}
+    state: StateBackend
+    network: Network
+    cluster: Cluster
+    slices: dict[Name, SliceSpec] = {}
+    buckets: dict[Name, BucketSpec]
+    registry: Registry
+    identities: dict[Name, Identity] = {}
+    release: Release = Release()
+
+    @field_validator("zones")
+    @classmethod
+    def _zones_well_formed(cls, zones: list[str]) -> list[str]:
+        for zone in zones:
+            if not re.match(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$", zone):
+                raise ValueError(f"zone {zone!r} is not a zone name like us-east5-b")
+        return zones
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> Environment:
+        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+        for i, zone in enumerate(self.zones):
+            if not zone.startswith(self.region + "-"):
+                problems.append((("zones", i), zone, f"zone is not in region {self.region}"))
+        for key, spec in self.slices.items():
+            if spec.zone is not None and spec.zone not in self.zones:
+                problems.append(
+                    (("slices", key, "zone"), spec.zone, f"not one of the environment's zones: {', '.join(self.zones)}")
+                )
+            minimum = MIN_GKE_VERSION.get(spec.accelerator)
+            if minimum and _version_tuple(self.cluster.min_master_version) < _version_tuple(minimum):
+                problems.append(
+                    (
+                        ("cluster", "min_master_version"),
+                        self.cluster.min_master_version,
+                        f"slice {key!r} ({spec.accelerator}) needs GKE {minimum} or newer",
+                    )
+                )
+        for key, ident in self.identities.items():
+            for bucket in ident.bucket_roles:
+                if bucket not in self.buckets:
+                    problems.append(
+                        (
+                            ("identities", key, "bucket_roles", bucket),
+                            bucket,
+                            f"no such bucket; buckets: {', '.join(self.buckets)}",
+                        )
+                    )
+        seen: dict[tuple[str, str], str] = {}
+        for key, ident in self.identities.items():
+            ksa = (ident.namespace, ident.service_account)
+            if ksa in seen:
+                problems.append(
+                    (("identities", key), f"{ksa[0]}/{ksa[1]}", f"the same service account as identity {seen[ksa]!r}")
+                )
+            seen[ksa] = key
+        if problems:
+            raise _CrossReferenceError(problems)
+        return self
+
+    def zone_of(self, slice_key: str) -> str:
+        return self.slices[slice_key].zone or self.zones[0]
+
+    def bucket_name(self, key: str) -> str:
+        return self.buckets[key].name or f"{self.project}-{key}"
+
+    @property
+    def state_prefix(self) -> str:
+        return f"platform/{self.name}"
+
+    @property
+    def workload_pool(self) -> str:
+        return f"{self.project}.svc.id.goog"
+
+    @property
+    def registry_url(self) -> str:
+        return f"{self.registry.host(self.region)}/{self.project}/{self.registry.repository}"
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"[0-9]+", version))
+
+
+class _CrossReferenceError(ValueError):
+    def __init__(self, problems: list[tuple[tuple[str | int, ...], object, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(msg for _, _, msg in problems))
+
+
+class ConfigError(Exception):
+    """An environment file that cannot be loaded; `problems` holds one line per fault."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        lines = "\n".join(f"  {path}: {p}" for p in problems)
+        super().__init__(f"{path}: invalid environment ({len(problems)} problem(s)):\n{lines}")
+
+
+def _format_loc(loc: Iterable[str | int]) -> str:
+    out = ""
+    for part in loc:
+        if part == "[key]":
+            out += " (the key)"
+        else:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip Annotated / Optional wrappers to the type that carries fields."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class whose fields live at `loc` inside an Environment."""
+    current: Any = Environment
+    i = 0
+    while i < len(loc):
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            info = current.model_fields.get(str(loc[i]))
+            if info is None:
+                return None
+            current = info.annotation
+            i += 1
+            continue
+        origin = typing.get_origin(current)
+        if origin in (dict, tuple, list):
+            current = typing.get_args(current)[-1]
+            i += 1
+            continue
+        return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    kind = err["type"]
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    cause = ctx.get("error")
+    if isinstance(cause, ShapeError):
+        return (*loc, cause.field), cause.value, str(cause)
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent else "see the model"
+        return loc, value, f"unknown key {loc[-1]!r}; allowed keys here: {allowed}"
+    if kind == "missing":
+        return loc, None, "required field is missing"
+    message = err["msg"]
+    if kind == "value_error":
+        message = message.removeprefix("Value error, ")
+    if kind == "string_pattern_mismatch":
+        message = f"must match the pattern {ctx.get('pattern')}"
+    return loc, value, message
+
+
+def _problems_from(err: ValidationError) -> list[str]:
+    lines: list[str] = []
+    for e in err.errors():
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, _CrossReferenceError):
+            for loc, value, message in cause.problems:
+                lines.append(f"{_format_loc(loc)}: {value!r}: {message}")
+            continue
+        loc, value, message = _describe(e)
+        # A whole mapping is noise: model-level messages name the values at fault.
+        shown = "" if isinstance(value, dict) or (value is None and e["type"] == "missing") else f"{value!r}: "
+        lines.append(f"{_format_loc(loc)}: {shown}{message}")
+    return lines
+
+
+def load_environment(path: Path) -> Environment:
+    """Load and validate one environment file; raise `ConfigError` on any fault."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(path, [f"cannot read the file: {err.strerror}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(path, [f"not valid YAML: {err}"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(path, [f"(top level): {type(data).__name__}: the file must hold a mapping of fields"])
+    try:
+        env = Environment.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(path, _problems_from(err)) from None
+    if env.name != path.stem:
+        raise ConfigError(path, [f"name: {env.name!r}: must equal the file's name {path.stem!r}"])
+    return env
+
+
+def load_all(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
+    """Load every environment file; all faults of all files are reported together."""
+    envs: dict[str, Environment] = {}
+    errors: list[ConfigError] = []
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise ConfigError(directory, ["no environment files (*.yaml) found"])
+    for path in files:
+        try:
+            envs[path.stem] = load_environment(path)
+        except ConfigError as err:
+            errors.append(err)
+    if errors:
+        if len(errors) == 1:
+            raise errors[0]
+        raise ConfigError(directory, [p for e in errors for p in (f"{e.path.name}: {q}" for q in e.problems)])
+    return envs

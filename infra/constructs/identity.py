@@ -1,0 +1,126 @@
+"""Service accounts: the least-privilege node identity and Workload Identity for pods."""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from infra.bindings import google, kubernetes
+
+NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
+
+
+def gsa_account_id(identity: str) -> str:
+    """Account id of the Google service account an `impersonation` identity uses."""
+    return f"wi-{identity}"
+
+
+class NodeServiceAccount(Construct):
+    """A dedicated node service account holding only GKE's default node role.
+
+    Replaces the Compute Engine default account (project Editor). Image pulls
+    are granted on the platform's repository alone, by the registry construct.
+    """
+
+    def __init__(self, scope: Construct, id_: str, *, project: str, account_id: str) -> None:
+        super().__init__(scope, id_)
+        self.account = google("service_account").ServiceAccount(
+            self,
+            "account",
+            project=project,
+            account_id=account_id,
+            display_name="GKE nodes of the ML platform",
+        )
+        iam = google("project_iam_member")
+        for role in NODE_ROLES:
+            iam.ProjectIamMember(
+                self,
+                role.rsplit(".", 1)[-1],
+                project=project,
+                role=role,
+                member=f"serviceAccount:{self.account.email}",
+            )
+
+    @property
+    def email(self) -> str:
+        return str(self.account.email)
+
+    @property
+    def member(self) -> str:
+        return f"serviceAccount:{self.account.email}"
+
+
+class Namespaces(Construct):
+    """The Kubernetes namespaces workloads run in."""
+
+    def __init__(self, scope: Construct, id_: str, *, names: list[str], labels: dict[str, str]) -> None:
+        super().__init__(scope, id_)
+        ns = kubernetes("namespace_v1")
+        self.by_name = {name: ns.NamespaceV1(self, name, metadata={"name": name, "labels": labels}) for name in names}
+
+
+class WorkloadIdentity(Construct):
+    """A Kubernetes service account and its bucket roles, in one of the two shapes the seeds use.
+
+    - ``direct``: each role is granted on the bucket to the Kubernetes service
+      account's own principal (`principal://.../subject/ns/<ns>/sa/<ksa>`).
+    - ``impersonation``: a Google service account holds the roles; the
+      Kubernetes service account may impersonate it
+      (`roles/iam.workloadIdentityUser`) and is annotated
+      `iam.gke.io/gcp-service-account`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        project_number: str,
+        workload_pool: str,
+        namespace: str,
+        service_account: str,
+        mode: str,
+        bucket_roles: dict[str, tuple[str, str]],
+        depends_on: list,
+    ) -> None:
+        super().__init__(scope, id_)
+        annotations: dict[str, str] = {}
+        if mode == "direct":
+            member = (
+                f"principal://iam.googleapis.com/projects/{project_number}/locations/global/"
+                f"workloadIdentityPools/{workload_pool}/subject/ns/{namespace}/sa/{service_account}"
+            )
+        else:
+            gsa = google("service_account").ServiceAccount(
+                self,
+                "gsa",
+                project=project,
+                account_id=gsa_account_id(id_),
+                display_name=f"Workload identity of {namespace}/{service_account}",
+            )
+            google("service_account_iam_member").ServiceAccountIamMember(
+                self,
+                "workload-identity-user",
+                service_account_id=gsa.name,
+                role="roles/iam.workloadIdentityUser",
+                member=f"serviceAccount:{workload_pool}[{namespace}/{service_account}]",
+            )
+            member = f"serviceAccount:{gsa.email}"
+            annotations["iam.gke.io/gcp-service-account"] = gsa.email
+        self.member = member
+        self.service_account = kubernetes("service_account_v1").ServiceAccountV1(
+            self,
+            "ksa",
+            metadata={"name": service_account, "namespace": namespace, "annotations": annotations},
+            automount_service_account_token=True,
+            depends_on=depends_on,
+        )
+        iam = google("storage_bucket_iam_member")
+        for key, (bucket, role) in bucket_roles.items():
+            iam.StorageBucketIamMember(
+                self,
+                f"{key}-{role.rsplit('.', 1)[-1]}",
+                bucket=bucket,
+                role=role,
+                member=member,
+            )

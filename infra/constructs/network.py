@@ -1,0 +1,83 @@
+"""The VPC: one subnet with secondary ranges for pods and services, Cloud Router and NAT."""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from infra.bindings import google
+
+PODS_RANGE = "pods"
+SERVICES_RANGE = "services"
+
+
+class Network(Construct):
+    """A custom-mode VPC whose private nodes reach the internet only through Cloud NAT."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        region: str,
+        name: str,
+        subnet_cidr: str,
+        pods_cidr: str,
+        services_cidr: str,
+    ) -> None:
+        super().__init__(scope, id_)
+        self.vpc = google("compute_network").ComputeNetwork(
+            self,
+            "vpc",
+            project=project,
+            name=name,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+        )
+        subnetwork = google("compute_subnetwork")
+        self.subnet = subnetwork.ComputeSubnetwork(
+            self,
+            "subnet",
+            project=project,
+            region=region,
+            name=f"{name}-{region}",
+            network=self.vpc.id,
+            ip_cidr_range=subnet_cidr,
+            private_ip_google_access=True,
+            secondary_ip_range=[
+                subnetwork.ComputeSubnetworkSecondaryIpRange(range_name=PODS_RANGE, ip_cidr_range=pods_cidr),
+                subnetwork.ComputeSubnetworkSecondaryIpRange(range_name=SERVICES_RANGE, ip_cidr_range=services_cidr),
+            ],
+            log_config={
+                "aggregation_interval": "INTERVAL_10_MIN",
+                "flow_sampling": 0.5,
+                "metadata": "INCLUDE_ALL_METADATA",
+            },
+        )
+        # GKE adds its own narrower allow rules; everything else inbound is denied and logged.
+        google("compute_firewall").ComputeFirewall(
+            self,
+            "deny-ingress",
+            project=project,
+            name=f"{name}-deny-all-ingress",
+            network=self.vpc.id,
+            direction="INGRESS",
+            priority=65534,
+            source_ranges=["0.0.0.0/0"],
+            deny=[google("compute_firewall").ComputeFirewallDeny(protocol="all")],
+            log_config={"metadata": "INCLUDE_ALL_METADATA"},
+        )
+        router = google("compute_router").ComputeRouter(
+            self, "router", project=project, region=region, name=f"{name}-router", network=self.vpc.id
+        )
+        google("compute_router_nat").ComputeRouterNat(
+            self,
+            "nat",
+            project=project,
+            region=region,
+            name=f"{name}-nat",
+            router=router.name,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            log_config={"enable": True, "filter": "ERRORS_ONLY"},
+        )

@@ -1,0 +1,117 @@
+"""Node pools: the system CPU pool and one pool per accelerator slice."""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from infra.accelerators import Slice
+from infra.bindings import google
+
+SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
+OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+def _node_config(*, machine_type: str, service_account: str, **extra: object) -> dict:
+    return {
+        "machine_type": machine_type,
+        "service_account": service_account,
+        "oauth_scopes": OAUTH_SCOPES,
+        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        "shielded_instance_config": SHIELDED,
+        **extra,
+    }
+
+
+class SystemNodePool(Construct):
+    """An autoscaled CPU pool for system pods, controllers and Ray head pods."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        cluster: str,
+        location: str,
+        machine_type: str,
+        min_nodes: int,
+        max_nodes: int,
+        disk_size_gb: int,
+        service_account: str,
+    ) -> None:
+        super().__init__(scope, id_)
+        self.pool = google("container_node_pool").ContainerNodePool(
+            self,
+            "pool",
+            project=project,
+            cluster=cluster,
+            location=location,
+            name="system",
+            autoscaling={"total_min_node_count": min_nodes, "total_max_node_count": max_nodes},
+            management={"auto_repair": True, "auto_upgrade": True},
+            node_config=_node_config(
+                machine_type=machine_type,
+                service_account=service_account,
+                disk_size_gb=disk_size_gb,
+                disk_type="pd-balanced",
+                image_type="COS_CONTAINERD",
+            ),
+        )
+
+
+class SliceNodePool(Construct):
+    """The node pool of one accelerator slice, every number taken from its `Slice`.
+
+    A multi-host TPU slice is one atomic unit: a fixed node count equal to the
+    slice's hosts, in one zone, with COMPACT placement and the slice's
+    topology, so GKE provisions (and repairs) the hosts together.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        cluster: str,
+        location: str,
+        zone: str,
+        name: str,
+        slice_: Slice,
+        capacity_type: str,
+        reservation: str | None,
+        auto_upgrade: bool,
+        service_account: str,
+    ) -> None:
+        super().__init__(scope, id_)
+        extra: dict[str, object] = {}
+        if capacity_type == "spot":
+            extra["spot"] = True
+        elif capacity_type == "reservation":
+            extra["reservation_affinity"] = {
+                "consume_reservation_type": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": [reservation],
+            }
+        placement = None
+        if slice_.kind == "tpu" and slice_.multi_host:
+            placement = {"type": "COMPACT", "tpu_topology": slice_.topology}
+        self.slice = slice_
+        self.pool = google("container_node_pool").ContainerNodePool(
+            self,
+            "pool",
+            project=project,
+            cluster=cluster,
+            location=location,
+            node_locations=[zone],
+            name=name,
+            node_count=slice_.hosts,
+            placement_policy=placement,
+            management={"auto_repair": True, "auto_upgrade": auto_upgrade},
+            node_config=_node_config(
+                machine_type=slice_.machine_type,
+                service_account=service_account,
+                labels={"platform-slice": name},
+                **extra,
+            ),
+        )

@@ -1,0 +1,107 @@
+"""Policy gate: Checkov over the synthesized stacks, with written reasons for every skip."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+SKIPS_FILE = Path(__file__).parent / "checkov-skips.yaml"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check_id: str
+    name: str
+    stack: str
+    resource: str
+
+    def __str__(self) -> str:
+        return f"{self.check_id} {self.stack} {self.resource}: {self.name}"
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    failed: list[Finding]
+    skipped_ids: set[str]
+    stale_skips: list[str]
+    passed: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.stale_skips
+
+
+def load_skips(path: Path = SKIPS_FILE) -> dict[str, str]:
+    """The skip list as {check id: reason}; every entry must carry a reason."""
+    data = yaml.safe_load(path.read_text()) or {}
+    skips: dict[str, str] = {}
+    for i, entry in enumerate(data.get("skips") or []):
+        check_id = str(entry.get("id", "")).strip()
+        reason = str(entry.get("reason") or "").strip()
+        if not check_id or not reason:
+            raise ValueError(f"{path}: skips[{i}]: every skip needs an `id` and a written `reason`")
+        if check_id in skips:
+            raise ValueError(f"{path}: skips[{i}]: {check_id} is listed twice")
+        skips[check_id] = reason
+    return skips
+
+
+def _checkov() -> str:
+    return str(Path(sys.executable).with_name("checkov"))
+
+
+def run_checkov(stacks_dir: Path, skips: dict[str, str]) -> PolicyResult:
+    """Scan every `stacks/<name>/cdk.tf.json` under `stacks_dir` in one Checkov run.
+
+    Checkov runs every check; failures of a skipped check are set aside here,
+    so a skip that no stack fails any more is reported as stale.
+    """
+    cmd = [_checkov(), "-d", str(stacks_dir), "--framework", "terraform_json", "-o", "json", "--compact"]
+    env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    try:
+        reports = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(
+            f"checkov did not produce a report (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
+        ) from None
+    if isinstance(reports, dict):
+        reports = [reports]
+    failed: list[Finding] = []
+    skipped: set[str] = set()
+    passed = 0
+    for report in reports:
+        results = report.get("results", {})
+        passed += len(results.get("passed_checks", []))
+        for check in results.get("failed_checks", []):
+            if check["check_id"] in skips:
+                skipped.add(check["check_id"])
+                continue
+            stack = Path(check["file_path"]).parent.name
+            failed.append(Finding(check["check_id"], check["check_name"], stack, check["resource"]))
+    if passed == 0 and not failed:
+        raise RuntimeError(f"checkov scanned nothing under {stacks_dir}; run `make synth` first")
+    stale = sorted(set(skips) - skipped)
+    return PolicyResult(failed=sorted(failed, key=str), skipped_ids=skipped, stale_skips=stale, passed=passed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    stacks_dir = Path((argv or sys.argv[1:] or ["cdktf.out/stacks"])[0])
+    skips = load_skips()
+    result = run_checkov(stacks_dir, skips)
+    print(f"policy: {result.passed} checks passed, {len(result.failed)} failed, {len(skips)} skipped with reasons")
+    for finding in result.failed:
+        print(f"  FAILED {finding}")
+    for check_id in result.stale_skips:
+        print(f"  STALE SKIP {check_id}: no stack fails it any more; remove it from {SKIPS_FILE}")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from infra.policy import main
+
+sys.exit(main())

@@ -1,0 +1,147 @@
+"""The platform stack: one instance per environment, `platform-<env>`."""
+
+from __future__ import annotations
+
+from cdktf import GcsBackend, TerraformOutput, TerraformStack
+from constructs import Construct
+
+from infra.config import Environment
+from infra.constructs.cluster import GkeCluster
+from infra.constructs.identity import Namespaces, NodeServiceAccount, WorkloadIdentity
+from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, Network
+from infra.constructs.node_pools import SliceNodePool, SystemNodePool
+from infra.constructs.providers import Providers
+from infra.constructs.registry import DockerRepository
+from infra.constructs.storage import Bucket
+
+
+def stack_name(env: Environment) -> str:
+    return f"platform-{env.name}"
+
+
+class PlatformStack(TerraformStack):
+    """Composes the constructs for one environment; every difference is a field of `env`."""
+
+    def __init__(self, scope: Construct, env: Environment) -> None:
+        super().__init__(scope, stack_name(env))
+        self.env = env
+        GcsBackend(self, bucket=env.state.bucket, prefix=env.state_prefix)
+        providers = Providers(self, "providers", project=env.project, region=env.region, labels=env.labels)
+
+        network = Network(
+            self,
+            "network",
+            project=env.project,
+            region=env.region,
+            name=env.network.name,
+            subnet_cidr=env.network.subnet_cidr,
+            pods_cidr=env.network.pods_cidr,
+            services_cidr=env.network.services_cidr,
+        )
+        nodes = NodeServiceAccount(
+            self, "node-identity", project=env.project, account_id=f"{env.cluster.name}-nodes"[:30]
+        )
+        gke = GkeCluster(
+            self,
+            "gke",
+            project=env.project,
+            region=env.region,
+            name=env.cluster.name,
+            network=network.vpc.id,
+            subnetwork=network.subnet.id,
+            pods_range=PODS_RANGE,
+            services_range=SERVICES_RANGE,
+            master_cidr=env.network.master_cidr,
+            authorized_networks={n.name: n.cidr for n in env.network.authorized_networks},
+            release_channel=env.cluster.release_channel,
+            min_master_version=env.cluster.min_master_version,
+            deletion_protection=env.cluster.deletion_protection,
+            workload_pool=env.workload_pool,
+            labels=env.labels,
+        )
+        cluster = gke.cluster
+        providers.connect(cluster)
+
+        system = env.cluster.system_pool
+        SystemNodePool(
+            self,
+            "system-pool",
+            project=env.project,
+            cluster=cluster.id,
+            location=env.region,
+            machine_type=system.machine_type,
+            min_nodes=system.min_nodes,
+            max_nodes=system.max_nodes,
+            disk_size_gb=system.disk_size_gb,
+            service_account=nodes.email,
+        )
+        self.slice_pools = {
+            key: SliceNodePool(
+                self,
+                f"slice-{key}",
+                project=env.project,
+                cluster=cluster.id,
+                location=env.region,
+                zone=env.zone_of(key),
+                name=key,
+                slice_=spec.slice,
+                capacity_type=spec.capacity.type,
+                reservation=spec.capacity.reservation,
+                auto_upgrade=spec.auto_upgrade,
+                service_account=nodes.email,
+            )
+            for key, spec in env.slices.items()
+        }
+
+        buckets = {
+            key: Bucket(
+                self,
+                f"bucket-{key}",
+                project=env.project,
+                name=env.bucket_name(key),
+                location=(spec.location or env.region).upper(),
+                protect=spec.protect,
+                versioning=spec.versioning,
+                soft_delete_days=spec.soft_delete_days,
+                delete_noncurrent_after_days=spec.lifecycle.delete_noncurrent_after_days,
+                nearline_after_days=spec.lifecycle.nearline_after_days,
+            )
+            for key, spec in env.buckets.items()
+        }
+        registry = DockerRepository(
+            self,
+            "registry",
+            project=env.project,
+            location=env.region,
+            repository_id=env.registry.repository,
+            delete_untagged_after_days=env.registry.cleanup.delete_untagged_after_days,
+            keep_recent_versions=env.registry.cleanup.keep_recent_versions,
+            readers=[nodes.member],
+        )
+
+        namespaces = Namespaces(
+            self,
+            "namespaces",
+            names=sorted({ident.namespace for ident in env.identities.values()}),
+            labels={"app.kubernetes.io/managed-by": "cdktf"},
+        )
+        for key, ident in env.identities.items():
+            WorkloadIdentity(
+                self,
+                key,
+                project=env.project,
+                project_number=env.project_number,
+                workload_pool=env.workload_pool,
+                namespace=ident.namespace,
+                service_account=ident.service_account,
+                mode=ident.mode,
+                bucket_roles={b: (buckets[b].bucket.name, role) for b, role in ident.bucket_roles.items()},
+                depends_on=[namespaces.by_name[ident.namespace]],
+            )
+
+        TerraformOutput(self, "cluster_name", value=cluster.name)
+        TerraformOutput(self, "cluster_location", value=cluster.location)
+        TerraformOutput(self, "registry_url", value=env.registry_url)
+        TerraformOutput(self, "registry_id", value=registry.repository.id)
+        for key, bucket in buckets.items():
+            TerraformOutput(self, f"bucket_{key}", value=bucket.bucket.url)

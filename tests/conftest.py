@@ -1,0 +1,51 @@
+"""Shared fixtures: the environments and their stacks, synthesized once per test session."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.app import synth
+from infra.config import Environment, load_all
+
+# jsii's banner for Node 20 (past end of life) would fill every failure report.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def envs() -> dict[str, Environment]:
+    return load_all()
+
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory: pytest.TempPathFactory, envs: dict[str, Environment]) -> Path:
+    """Every shipped environment synthesized in this process (fast provider import)."""
+    out = tmp_path_factory.mktemp("cdktf.out")
+    synth(envs, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def stacks(synth_dir: Path) -> dict[str, dict[str, Any]]:
+    """Synthesized stack JSON by environment name."""
+    return {
+        p.parent.name.removeprefix("platform-"): json.loads(p.read_text())
+        for p in sorted((synth_dir / "stacks").glob("*/cdk.tf.json"))
+    }
+
+
+def of_type(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
+    """Resources of one type in a synthesized stack, by logical id."""
+    return stack.get("resource", {}).get(rtype, {})
+
+
+def one(stack: dict[str, Any], rtype: str) -> dict[str, Any]:
+    items = list(of_type(stack, rtype).values())
+    assert len(items) == 1, f"expected one {rtype}, found {len(items)}"
+    return items[0]

@@ -1,0 +1,177 @@
+"""Environment files: the shipped ones load; bad ones fail naming file, field, value and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_all, load_environment
+
+DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
+
+
+def test_every_shipped_environment_loads(envs: dict[str, Environment]) -> None:
+    assert set(envs) == {p.stem for p in ENVIRONMENTS_DIR.glob("*.yaml")} >= {"dev", "prod"}
+
+
+def test_dev_reproduces_the_tutorial_training_slice(envs: dict[str, Environment]) -> None:
+    s = envs["dev"].slices["train"].slice
+    assert (s.accelerator.name, s.topology, s.machine_type, s.hosts) == ("v6e", "4x4", "ct6e-standard-4t", 4)
+
+
+def test_prod_differs_from_dev_only_in_fields_it_is_meant_to(envs: dict[str, Environment]) -> None:
+    dev, prod = envs["dev"], envs["prod"]
+    assert prod.cluster.deletion_protection and not dev.cluster.deletion_protection
+    assert all(b.protect for b in prod.buckets.values())
+    assert dev.slices.keys() == prod.slices.keys()
+    assert dev.identities == prod.identities
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def _delete(path: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        del node[last]
+
+    return mutate
+
+
+# (mutation, field path in the message, fragments that must appear: the value and what is allowed)
+BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = {
+    "topology 3x3": (_set("slices.train.topology", "3x3"), "slices.train.topology", ["'3x3'", "4x4", "8x8"]),
+    "2-D topology on v5p": (
+        _set("slices.train", {"accelerator": "v5p", "topology": "4x4", "capacity": {"type": "spot"}}),
+        "slices.train.topology",
+        ["'4x4'", "2x2x2"],
+    ),
+    "4x4 on an 8-chip machine": (
+        _set("slices.train.machine_type", "ct6e-standard-8t"),
+        "slices.train.topology",
+        ["'4x4'", "ct6e-standard-8t", "2x4"],
+    ),
+    "unknown accelerator": (_set("slices.train.accelerator", "v7x"), "slices.train.accelerator", ["'v7x'", "v6e"]),
+    "misspelled key": (_set("cluster.nodeselector", "x"), "cluster.nodeselector", ["unknown key", "release_channel"]),
+    "unknown release channel": (
+        _set("cluster.release_channel", "FAST"),
+        "cluster.release_channel",
+        ["'FAST'", "RAPID", "STABLE"],
+    ),
+    "image by tag": (
+        _set("release.images", {"trainer": "us-east5-docker.pkg.dev/p/r/trainer:latest"}),
+        "release.images.trainer",
+        ["trainer:latest", "@sha256:"],
+    ),
+    "chart version range": (_set("release.charts", {"ray": "^1.2"}), "release.charts.ray", ["'^1.2'", "1.2.3"]),
+    "overlapping ranges": (_set("network.pods_cidr", "10.10.0.0/16"), "network", ["pods_cidr", "overlaps"]),
+    "host bits set in CIDR": (_set("network.subnet_cidr", "10.10.0.1/20"), "network.subnet_cidr", ["10.10.0.1/20"]),
+    "zone outside region": (_set("zones", ["europe-west4-a"]), "zones[0]", ["europe-west4-a", "us-east5"]),
+    "reservation without name": (
+        _set("slices.train.capacity", {"type": "reservation"}),
+        "slices.train.capacity",
+        ["reservation: <reservation name>"],
+    ),
+    "identity grants a bucket that does not exist": (
+        _set("identities.trainer.bucket_roles", {"logs": "roles/storage.objectViewer"}),
+        "identities.trainer.bucket_roles.logs",
+        ["'logs'", "checkpoints"],
+    ),
+    "project-wide role instead of a bucket role": (
+        _set("identities.trainer.bucket_roles", {"checkpoints": "roles/storage.admin"}),
+        "identities.trainer.bucket_roles.checkpoints",
+        ["roles/storage.admin", "roles/storage.objectUser"],
+    ),
+    "deletion protection as a string": (
+        _set("cluster.deletion_protection", "yes"),
+        "cluster.deletion_protection",
+        ["'yes'", "boolean"],
+    ),
+    "missing cluster": (_delete("cluster"), "cluster", ["required"]),
+    "project number as an integer": (
+        _set("project_number", 100000000001),
+        "project_number",
+        ["100000000001", "string"],
+    ),
+    "GKE too old for v6e": (
+        _set("cluster.min_master_version", "1.30"),
+        "cluster.min_master_version",
+        ["'1.30'", "1.31.2-gke.1115000"],
+    ),
+    "GPU slice with a topology": (
+        _set("slices.train", {"accelerator": "a3-mega", "topology": "2x4", "capacity": {"type": "spot"}}),
+        "slices.train.topology",
+        ["'2x4'", "nodes"],
+    ),
+    "hyphen in a label key": (_set("labels", {"cost-center": "ml"}), "labels.cost-center", ["cost-center"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_environment_fails_naming_file_field_value_and_allowed(case: str, tmp_path: Path) -> None:
+    mutate, field, fragments = BAD_FILES[case]
+    data = copy.deepcopy(DEV)
+    mutate(data)
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    message = str(err.value)
+    line = next((p for p in err.value.problems if p.startswith(field)), None)
+    assert line is not None, f"no problem reported at {field}:\n{message}"
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in line, f"{fragment!r} missing from {line!r}"
+
+
+def test_file_name_must_match_environment_name(tmp_path: Path) -> None:
+    path = tmp_path / "staging.yaml"
+    path.write_text(yaml.safe_dump(DEV))
+    with pytest.raises(ConfigError, match="must equal the file's name 'staging'"):
+        load_environment(path)
+
+
+def test_not_yaml_and_not_a_mapping_fail_clearly(tmp_path: Path) -> None:
+    broken = tmp_path / "dev.yaml"
+    broken.write_text("name: [dev\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_environment(broken)
+    broken.write_text("- dev\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_environment(broken)
+
+
+def test_all_faults_of_all_files_are_reported_together(tmp_path: Path) -> None:
+    for name, topology in (("dev", "3x3"), ("prod", "5x5")):
+        data = copy.deepcopy(DEV)
+        data["name"] = name
+        data["slices"]["train"]["topology"] = topology
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        load_all(tmp_path)
+    assert any(p.startswith("dev.yaml: slices.train.topology: '3x3'") for p in err.value.problems)
+    assert any(p.startswith("prod.yaml: slices.train.topology: '5x5'") for p in err.value.problems)
+
+
+def test_models_are_frozen(envs: dict[str, Environment]) -> None:
+    with pytest.raises(ValueError, match="frozen"):
+        envs["dev"].cluster.deletion_protection = True  # type: ignore[misc]

@@ -1,0 +1,80 @@
+"""The first plan review: resources per type, accelerator inventory, protected resources."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from infra.review import accelerator_inventory, diff, render, review_stack
+from tests.conftest import REPO
+
+
+def _bucket_id(stack: dict[str, Any], key: str) -> str:
+    return next(k for k in stack["resource"]["google_storage_bucket"] if k.startswith(f"bucket-{key}_"))
+
+
+def test_dev_inventory_is_16_v6e_chips_in_one_zone(stacks: dict[str, dict[str, Any]]) -> None:
+    assert accelerator_inventory(stacks["dev"]) == {("v6e", "us-east5-b"): 16}
+
+
+def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dict[str, Any]]) -> None:
+    text = render(review_stack("platform-dev", stacks["dev"], None))
+    assert "| v6e | us-east5-b | 0 | 16 | +16 |" in text
+    assert "| `google_container_node_pool` | 2 |" in text
+    assert "## Blocking" not in text
+
+
+def test_unchanged_stack_has_no_changes(stacks: dict[str, dict[str, Any]]) -> None:
+    assert diff(stacks["prod"], stacks["prod"]) == []
+
+
+def test_removing_a_bucket_blocks(stacks: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(stacks["prod"])
+    bucket = _bucket_id(after, "checkpoints")
+    del after["resource"]["google_storage_bucket"][bucket]
+    review = review_stack("platform-prod", after, stacks["prod"])
+    assert [(c.action, c.address) for c in review.blocking] == [("delete", f"google_storage_bucket.{bucket}")]
+    assert f"**delete** `google_storage_bucket.{bucket}`" in render(review)
+
+
+def test_moving_a_bucket_is_a_blocking_replacement_naming_the_attribute(stacks: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(stacks["dev"])
+    bucket = _bucket_id(after, "checkpoints")
+    after["resource"]["google_storage_bucket"][bucket]["location"] = "EUROPE-WEST4"
+    review = review_stack("platform-dev", after, stacks["dev"])
+    assert len(review.blocking) == 1
+    assert review.blocking[0].action == "replace"
+    assert review.blocking[0].replaced_by == ("location",)
+
+
+def test_resizing_a_slice_shows_in_the_inventory_without_blocking(stacks: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(stacks["dev"])
+    for pool in after["resource"]["google_container_node_pool"].values():
+        if pool["name"] == "train":
+            pool["node_count"] = 8
+            pool["placement_policy"]["tpu_topology"] = "4x8"
+    review = review_stack("platform-dev", after, stacks["dev"])
+    assert review.blocking == []
+    assert "| v6e | us-east5-b | 16 | 32 | +16 |" in render(review)
+    assert [c.action for c in review.changes] == ["replace"]
+
+
+def test_review_command_exits_3_when_blocked(synth_dir: Path, tmp_path: Path) -> None:
+    current = tmp_path / "current"
+    shutil.copytree(synth_dir / "stacks", current / "stacks")
+    path = current / "stacks" / "platform-prod" / "cdk.tf.json"
+    stack = json.loads(path.read_text())
+    del stack["resource"]["google_container_cluster"]
+    path.write_text(json.dumps(stack))
+    command = [sys.executable, "-m", "scripts.review", "--outdir", str(current)]
+    blocked = subprocess.run([*command, "--base", str(synth_dir)], cwd=REPO, capture_output=True, text=True)
+    assert blocked.returncode == 3, blocked.stderr
+    assert "BLOCKING: delete google_container_cluster." in blocked.stderr
+    assert "## Blocking" in (current / "review" / "prod.md").read_text()
+    clean = subprocess.run([*command, "--base", str(current)], cwd=REPO, capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stderr

@@ -1,0 +1,150 @@
+"""Invariants of the synthesized stacks (one synth per session, see conftest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.config import Environment
+from tests.conftest import of_type, one
+
+
+def test_every_environment_is_synthesized_as_platform_env(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
+) -> None:
+    assert set(stacks) == set(envs)
+    for name, stack in stacks.items():
+        assert stack["//"]["metadata"]["stackName"] == f"platform-{name}"
+
+
+def test_each_environment_has_its_own_state_prefix(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
+) -> None:
+    prefixes = {name: stack["terraform"]["backend"]["gcs"]["prefix"] for name, stack in stacks.items()}
+    assert prefixes == {name: f"platform/{name}" for name in envs}
+    assert len(set(prefixes.values())) == len(prefixes)
+
+
+def test_dev_has_the_v6e_4x4_pool_of_the_tutorial(stacks: dict[str, dict[str, Any]]) -> None:
+    pool = next(p for p in of_type(stacks["dev"], "google_container_node_pool").values() if p["name"] == "train")
+    assert pool["node_config"]["machine_type"] == "ct6e-standard-4t"
+    assert pool["node_count"] == 4
+    assert pool["placement_policy"] == {"type": "COMPACT", "tpu_topology": "4x4"}
+    assert pool["node_locations"] == ["us-east5-b"]
+
+
+def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]) -> None:
+    for name, env in envs.items():
+        pools = {p["name"]: p for p in of_type(stacks[name], "google_container_node_pool").values()}
+        for key, spec in env.slices.items():
+            s, pool = spec.slice, pools[key]
+            assert pool["node_config"]["machine_type"] == s.machine_type
+            assert pool["node_count"] == s.hosts
+            assert pool["node_locations"] == [env.zone_of(key)], "a slice lives in one zone"
+            if s.kind == "tpu" and s.multi_host:
+                assert pool["placement_policy"] == {"type": "COMPACT", "tpu_topology": s.topology}
+            assert pool["management"]["auto_repair"] is True
+            assert "auto_upgrade" in pool["management"]
+
+
+def test_nodes_use_workload_identity_metadata_and_a_dedicated_account(stacks: dict[str, dict[str, Any]]) -> None:
+    for stack in stacks.values():
+        account = next(
+            addr for addr, a in of_type(stack, "google_service_account").items() if a["account_id"].endswith("-nodes")
+        )
+        for pool in of_type(stack, "google_container_node_pool").values():
+            config = pool["node_config"]
+            assert config["workload_metadata_config"] == {"mode": "GKE_METADATA"}
+            assert config["service_account"] == f"${{google_service_account.{account}.email}}"
+            assert config["shielded_instance_config"]["enable_secure_boot"] is True
+        roles = {m["role"] for m in of_type(stack, "google_project_iam_member").values()}
+        assert roles == {"roles/container.defaultNodeServiceAccount"}, "node account holds no broad role"
+
+
+def test_cluster_is_private_hardened_and_runs_ray_and_fuse(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
+) -> None:
+    for name, stack in stacks.items():
+        cluster = one(stack, "google_container_cluster")
+        assert cluster["workload_identity_config"] == {"workload_pool": f"{envs[name].project}.svc.id.goog"}
+        assert cluster["addons_config"]["ray_operator_config"][0]["enabled"] is True
+        assert cluster["addons_config"]["gcs_fuse_csi_driver_config"] == {"enabled": True}
+        assert cluster["private_cluster_config"]["enable_private_nodes"] is True
+        assert cluster["master_authorized_networks_config"]["cidr_blocks"]
+        assert cluster["datapath_provider"] == "ADVANCED_DATAPATH"
+        assert cluster["enable_shielded_nodes"] is True
+        assert cluster["remove_default_node_pool"] is True
+        assert cluster["release_channel"]["channel"] == envs[name].cluster.release_channel
+
+
+def test_prod_cluster_cannot_be_destroyed(stacks: dict[str, dict[str, Any]]) -> None:
+    cluster = one(stacks["prod"], "google_container_cluster")
+    assert cluster["deletion_protection"] is True
+    assert cluster["lifecycle"]["prevent_destroy"] is True
+
+
+def test_no_bucket_is_public_and_all_are_versioned_with_soft_delete(stacks: dict[str, dict[str, Any]]) -> None:
+    for stack in stacks.values():
+        buckets = of_type(stack, "google_storage_bucket")
+        assert buckets
+        for bucket in buckets.values():
+            assert bucket["uniform_bucket_level_access"] is True
+            assert bucket["public_access_prevention"] == "enforced"
+            assert bucket["versioning"] == {"enabled": True}
+            assert bucket["soft_delete_policy"]["retention_duration_seconds"] >= 7 * 86400
+            assert bucket["lifecycle_rule"]
+        for member in of_type(stack, "google_storage_bucket_iam_member").values():
+            assert member["member"] not in ("allUsers", "allAuthenticatedUsers")
+
+
+def test_prod_checkpoint_bucket_cannot_be_destroyed(stacks: dict[str, dict[str, Any]]) -> None:
+    for bucket in of_type(stacks["prod"], "google_storage_bucket").values():
+        assert bucket["lifecycle"]["prevent_destroy"] is True
+        assert bucket["force_destroy"] is False
+
+
+def test_registry_is_docker_with_immutable_tags_and_cleanup(stacks: dict[str, dict[str, Any]]) -> None:
+    for stack in stacks.values():
+        repo = one(stack, "google_artifact_registry_repository")
+        assert repo["format"] == "DOCKER"
+        assert repo["docker_config"] == {"immutable_tags": True}
+        assert {p["action"] for p in repo["cleanup_policies"]} == {"DELETE", "KEEP"}
+        assert repo["cleanup_policy_dry_run"] is False
+
+
+def test_workload_identity_in_both_shapes(stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]) -> None:
+    stack, env = stacks["dev"], envs["dev"]
+    members = [m["member"] for m in of_type(stack, "google_storage_bucket_iam_member").values()]
+    trainer = env.identities["trainer"]
+    direct = (
+        f"principal://iam.googleapis.com/projects/{env.project_number}/locations/global/workloadIdentityPools/"
+        f"{env.project}.svc.id.goog/subject/ns/{trainer.namespace}/sa/{trainer.service_account}"
+    )
+    assert members.count(direct) == len(trainer.bucket_roles)
+
+    serving = env.identities["serving"]
+    binding = one(stack, "google_service_account_iam_member")
+    assert binding["role"] == "roles/iam.workloadIdentityUser"
+    assert (
+        binding["member"] == f"serviceAccount:{env.project}.svc.id.goog[{serving.namespace}/{serving.service_account}]"
+    )
+    ksas = {k["metadata"]["name"]: k["metadata"] for k in of_type(stack, "kubernetes_service_account_v1").values()}
+    assert "iam.gke.io/gcp-service-account" in ksas[serving.service_account]["annotations"]
+    assert not ksas[trainer.service_account].get("annotations")
+
+
+def test_kubernetes_and_helm_providers_talk_to_the_stacks_cluster(stacks: dict[str, dict[str, Any]]) -> None:
+    for stack in stacks.values():
+        cluster_id = next(iter(of_type(stack, "google_container_cluster")))
+        kube = stack["provider"]["kubernetes"][0]
+        helm = stack["provider"]["helm"][0]["kubernetes"]
+        for config in (kube, helm):
+            assert config["host"] == f"https://${{google_container_cluster.{cluster_id}.endpoint}}"
+            assert cluster_id in config["cluster_ca_certificate"]
+            assert config["token"].startswith("${data.google_client_config.")
+
+
+def test_environment_labels_apply_through_provider_default_labels(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
+) -> None:
+    for name, stack in stacks.items():
+        assert stack["provider"]["google"][0]["default_labels"] == envs[name].labels

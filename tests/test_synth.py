@@ -1,0 +1,97 @@
+"""Synthesis as users run it: `python -m infra`, the fast provider import, the HCL exit path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def _run_app(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infra"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_fast_provider_import_loads_only_the_submodules_used(synth_dir: Path) -> None:
+    package = sys.modules["cdktf_cdktf_provider_google"]
+    loaded = [m for m in sys.modules if m.startswith("cdktf_cdktf_provider_google.")]
+    assert not hasattr(package, "__all__"), "the package __init__ ran"
+    assert 5 < len(loaded) < 60
+
+
+@pytest.mark.slow
+def test_fast_import_output_is_byte_identical_to_the_stock_import(synth_dir: Path, tmp_path: Path) -> None:
+    result = _run_app(tmp_path, PLATFORM_STOCK_PROVIDER_IMPORT="1", CDKTF_OUTDIR=str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    fast = sorted((synth_dir / "stacks").glob("*/cdk.tf.json"))
+    assert fast
+    for path in fast:
+        stock = tmp_path / "out" / path.relative_to(synth_dir)
+        assert stock.read_bytes() == path.read_bytes(), f"{path.parent.name} differs under the stock import"
+
+
+def test_bad_topology_fails_synth_naming_field_value_and_valid_topologies_and_writes_nothing(tmp_path: Path) -> None:
+    envdir = tmp_path / "environments"
+    shutil.copytree(REPO / "infra" / "environments", envdir)
+    dev = envdir / "dev.yaml"
+    dev.write_text(dev.read_text().replace("topology: 4x4", "topology: 3x3"))
+    previous = tmp_path / "cdktf.out" / "stacks" / "platform-dev"
+    previous.mkdir(parents=True)
+    (previous / "cdk.tf.json").write_text("{}")
+
+    result = _run_app(tmp_path, PLATFORM_ENVIRONMENTS_DIR=str(envdir))
+
+    assert result.returncode == 2
+    assert "slices.train.topology: '3x3'" in result.stderr
+    assert "2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16" in result.stderr
+    assert str(dev) in result.stderr
+    assert (previous / "cdk.tf.json").read_text() == "{}", "the previous synth output was touched"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out", "environments"]
+
+
+def test_synth_replaces_the_output_directory_whole(tmp_path: Path) -> None:
+    stale = tmp_path / "cdktf.out" / "stacks" / "platform-gone"
+    stale.mkdir(parents=True)
+    review = tmp_path / "cdktf.out" / "review"
+    review.mkdir()
+    (review / "dev.md").write_text("kept")
+    result = _run_app(tmp_path, PLATFORM_ENVS="dev")
+    assert result.returncode == 0, result.stderr
+    stacks = sorted(p.name for p in (tmp_path / "cdktf.out" / "stacks").iterdir())
+    assert stacks == ["platform-dev"]
+    assert (review / "dev.md").read_text() == "kept"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "staging directories left behind"
+
+
+@pytest.mark.slow
+def test_hcl_export_through_the_pinned_cdktf_cli(tmp_path: Path) -> None:
+    cli = REPO / "node_modules" / ".bin" / "cdktf"
+    if not cli.exists():
+        pytest.fail("node_modules is missing: `make test` installs it (make node)")
+    out = tmp_path / "hcl"
+    result = subprocess.run(
+        [str(cli), "synth", "--hcl", "--output", str(out)],
+        cwd=REPO,
+        env={**os.environ, "CHECKPOINT_DISABLE": "1", "PLATFORM_ENVS": "dev"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    hcl = (out / "stacks" / "platform-dev" / "cdk.tf").read_text()
+    assert 'resource "google_container_node_pool"' in hcl
+    assert 'tpu_topology = "4x4"' in hcl
+    assert 'backend "gcs"' in hcl
