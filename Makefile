@@ -20,6 +20,8 @@ BASE ?=
 # Node 22 or 24 is recommended; the banner only adds noise to logs.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 export PYTHONDONTWRITEBYTECODE := 1
+# No telemetry calls from the cdktf CLI and Terraform (they fail offline anyway).
+export CHECKPOINT_DISABLE := 1
 
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed

@@ -31,6 +31,12 @@ from pydantic import (
 
 from infra.accelerators import CATALOGUE, ShapeError, Slice, gpu_slice, tpu_slice
 
+
+def gsa_account_id(identity: str) -> str:
+    """Account id of the Google service account an `impersonation` identity uses."""
+    return f"wi-{identity}"
+
+
 ENVIRONMENTS_DIR = Path(__file__).parent / "environments"
 
 # GKE versions below which a generation's node pools are refused (GKE docs).
@@ -140,7 +146,8 @@ class SystemPool(Model):
 
 
 class Cluster(Model):
-    name: Name
+    # At most 24 characters: the node service account is `<name>-nodes` (30 at most).
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     release_channel: Literal["RAPID", "REGULAR", "STABLE"]
     min_master_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]+(\.[0-9]+(-gke\.[0-9]+)?)?$")]
     deletion_protection: bool
@@ -314,6 +321,14 @@ class Environment(Model):
                             f"no such bucket; buckets: {', '.join(self.buckets)}",
                         )
                     )
+            if ident.mode == "impersonation" and len(gsa_account_id(key)) > 30:
+                problems.append(
+                    (
+                        ("identities", key),
+                        key,
+                        f"too long: its Google service account id {gsa_account_id(key)!r} would exceed 30 characters",
+                    )
+                )
         seen: dict[tuple[str, str], str] = {}
         for key, ident in self.identities.items():
             ksa = (ident.namespace, ident.service_account)

@@ -122,6 +122,11 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         "slices.train.topology",
         ["'2x4'", "nodes"],
     ),
+    "identity name too long for its service account": (
+        _set("identities", {"a-very-long-identity-name-for-serving": DEV["identities"]["serving"]}),
+        "identities.a-very-long-identity-name-for-serving",
+        ["would exceed 30 characters"],
+    ),
     "hyphen in a label key": (_set("labels", {"cost-center": "ml"}), "labels.cost-center", ["cost-center"]),
 }
 

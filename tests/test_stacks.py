@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+from infra.app import synth
 from infra.config import Environment
+from infra.review import accelerator_inventory
 from tests.conftest import of_type, one
 
 
@@ -148,3 +152,28 @@ def test_environment_labels_apply_through_provider_default_labels(
 ) -> None:
     for name, stack in stacks.items():
         assert stack["provider"]["google"][0]["default_labels"] == envs[name].labels
+
+
+def test_gpu_and_spot_slices_get_their_accelerators_and_capacity(tmp_path: Path, envs: dict[str, Environment]) -> None:
+    data = envs["dev"].model_dump(mode="json", exclude_none=True)
+    data["slices"]["gpu"] = {"accelerator": "a3-mega", "nodes": 2, "capacity": {"type": "spot"}}
+    data["slices"]["small"] = {"accelerator": "v5e", "topology": "2x2", "capacity": {"type": "spot"}}
+    env = Environment.model_validate(data)
+    synth({"dev": env}, tmp_path)
+    stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    pools = {p["name"]: p for p in of_type(stack, "google_container_node_pool").values()}
+    gpu = pools["gpu"]
+    assert gpu["node_count"] == 2
+    assert gpu["node_config"]["machine_type"] == "a3-megagpu-8g"
+    assert gpu["node_config"]["spot"] is True
+    assert gpu["node_config"]["guest_accelerator"] == [
+        {
+            "count": 8,
+            "gpu_driver_installation_config": {"gpu_driver_version": "DEFAULT"},
+            "type": "nvidia-h100-mega-80gb",
+        }
+    ]
+    assert "placement_policy" not in gpu
+    assert "placement_policy" not in pools["small"], "a single-host slice needs no placement policy"
+    assert pools["small"]["node_count"] == 1
+    assert accelerator_inventory(stack)[("a3-mega", "us-east5-b")] == 16

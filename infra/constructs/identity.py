@@ -5,13 +5,9 @@ from __future__ import annotations
 from constructs import Construct
 
 from infra.bindings import google, kubernetes
+from infra.config import gsa_account_id
 
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
-
-
-def gsa_account_id(identity: str) -> str:
-    """Account id of the Google service account an `impersonation` identity uses."""
-    return f"wi-{identity}"
 
 
 class NodeServiceAccount(Construct):

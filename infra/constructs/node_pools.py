@@ -84,6 +84,7 @@ class SliceNodePool(Construct):
         service_account: str,
     ) -> None:
         super().__init__(scope, id_)
+        pool_module = google("container_node_pool")
         extra: dict[str, object] = {}
         if capacity_type == "spot":
             extra["spot"] = True
@@ -93,11 +94,19 @@ class SliceNodePool(Construct):
                 "key": "compute.googleapis.com/reservation-name",
                 "values": [reservation],
             }
+        if slice_.kind == "gpu":
+            extra["guest_accelerator"] = [
+                pool_module.ContainerNodePoolNodeConfigGuestAccelerator(
+                    type=slice_.accelerator.node_label,
+                    count=slice_.chips_per_host,
+                    gpu_driver_installation_config={"gpu_driver_version": "DEFAULT"},
+                )
+            ]
         placement = None
         if slice_.kind == "tpu" and slice_.multi_host:
             placement = {"type": "COMPACT", "tpu_topology": slice_.topology}
         self.slice = slice_
-        self.pool = google("container_node_pool").ContainerNodePool(
+        self.pool = pool_module.ContainerNodePool(
             self,
             "pool",
             project=project,

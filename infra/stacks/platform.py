@@ -38,9 +38,7 @@ class PlatformStack(TerraformStack):
             pods_cidr=env.network.pods_cidr,
             services_cidr=env.network.services_cidr,
         )
-        nodes = NodeServiceAccount(
-            self, "node-identity", project=env.project, account_id=f"{env.cluster.name}-nodes"[:30]
-        )
+        nodes = NodeServiceAccount(self, "node-identity", project=env.project, account_id=f"{env.cluster.name}-nodes")
         gke = GkeCluster(
             self,
             "gke",
