@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.accelerators import CATALOGUE, ShapeError, Slice, gpu_slice, tpu_slice
+from infra.accelerators import ShapeError, Slice, gpu_slice, lookup, tpu_slice
 
 
 def gsa_account_id(identity: str) -> str:
@@ -187,8 +187,8 @@ class SliceSpec(Model):
 
     @cached_property
     def slice(self) -> Slice:
-        acc = CATALOGUE.get(self.accelerator)
-        if acc is not None and acc.kind == "gpu":
+        acc = lookup(self.accelerator)
+        if acc.kind == "gpu":
             if self.topology is not None:
                 raise ShapeError("topology", self.topology, "GPU slices take `nodes`, not a topology: remove it", [])
             return gpu_slice(self.accelerator, self.nodes or 0, self.machine_type)
@@ -197,8 +197,6 @@ class SliceSpec(Model):
                 "nodes", self.nodes, "TPU slices take a `topology`; the node count is derived from it: remove it", []
             )
         if self.topology is None:
-            if acc is None:
-                return tpu_slice(self.accelerator, "")
             raise ShapeError("topology", None, f"a {self.accelerator} slice needs a topology", acc.all_topologies())
         return tpu_slice(self.accelerator, self.topology, self.machine_type)
 

@@ -127,6 +127,11 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         "identities.a-very-long-identity-name-for-serving",
         ["would exceed 30 characters"],
     ),
+    "TPU slice without a topology": (
+        _delete("slices.train.topology"),
+        "slices.train.topology",
+        ["needs a topology", "4x4"],
+    ),
     "hyphen in a label key": (_set("labels", {"cost-center": "ml"}), "labels.cost-center", ["cost-center"]),
 }
 
