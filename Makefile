@@ -24,6 +24,8 @@ export PYTHONDONTWRITEBYTECODE := 1
 export CHECKPOINT_DISABLE := 1
 
 VENV_STAMP := $(VENV)/.installed
+POLICY_VENV := .venv-policy
+POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
 .PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff lock clean
@@ -34,15 +36,20 @@ help: ## List every target
 $(VENV_STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(PY) -r requirements.lock
+	$(BIN)/uv pip sync --quiet --python $(PY) requirements.lock
 	$(BIN)/uv pip install --quiet --python $(PY) --no-deps -e .
+	touch $@
+
+$(POLICY_STAMP): requirements-policy.lock $(VENV_STAMP)
+	$(PYTHON) -m venv $(POLICY_VENV)
+	$(BIN)/uv pip sync --quiet --python $(POLICY_VENV)/bin/python requirements-policy.lock
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-venv: $(VENV_STAMP) ## Create .venv with every pinned Python dependency
+venv: $(VENV_STAMP) $(POLICY_STAMP) ## Create .venv (and .venv-policy for Checkov) with every pinned Python dependency
 
 node: $(NODE_STAMP) ## Install the pinned cdktf CLI into node_modules
 
@@ -52,7 +59,7 @@ plan: synth policy ## Synthesize every environment, run the policy gate, write c
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
 
-policy: $(VENV_STAMP) ## Checkov on the synthesized stacks (skips and reasons: infra/policy/checkov-skips.yaml)
+policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks (skips and reasons: infra/policy/checkov-skips.yaml)
 	$(PY) -m infra.policy $(OUT)/stacks
 
 review: $(VENV_STAMP) ## Plan review of the synthesized stacks; BASE=<baseline cdktf.out> to compare
@@ -67,7 +74,7 @@ lint: $(VENV_STAMP) ## ruff and mypy
 	$(BIN)/ruff format --check infra scripts tests
 	$(BIN)/mypy
 
-test: $(VENV_STAMP) $(NODE_STAMP) lint ## Everything that needs no cloud and no accelerator
+test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) lint ## Everything that needs no cloud and no accelerator
 	$(BIN)/pytest
 
 snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/ from the current synth (review the diff!)
@@ -85,7 +92,8 @@ diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terrafor
 lock: ## Re-lock requirements.lock from pyproject.toml (needs network to the package index)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --no-header pyproject.toml -o requirements.lock
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --extra workloads --no-header pyproject.toml -o requirements.lock
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-policy.in -o requirements-policy.lock
 
 clean: ## Remove build outputs (keeps .venv and node_modules)
 	rm -rf $(OUT) .pytest_cache .mypy_cache .ruff_cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -52,8 +53,16 @@ def load_skips(path: Path = SKIPS_FILE) -> dict[str, str]:
     return skips
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
 def _checkov() -> str:
-    return str(Path(sys.executable).with_name("checkov"))
+    """Checkov from its own environment (`make venv` builds .venv-policy), else from PATH."""
+    local = REPO / ".venv-policy" / "bin" / "checkov"
+    found = str(local) if local.exists() else shutil.which("checkov")
+    if found is None:
+        raise RuntimeError("checkov is not installed: run `make venv` (it builds .venv-policy)")
+    return found
 
 
 def run_checkov(stacks_dir: Path, skips: dict[str, str]) -> PolicyResult:
