@@ -15,6 +15,10 @@ UV_VERSION := 0.13.9
 OUT := cdktf.out
 ENV ?= dev
 BASE ?=
+STEPS ?= 4
+CKPT_DIR ?= .cache/canary
+RECIPE ?= llama3-8b
+DRY_RUN ?=
 
 # jsii (under cdktf) prints a banner on Node 20, which is past end of life.
 # Node 22 or 24 is recommended; the banner only adds noise to logs.
@@ -28,7 +32,7 @@ POLICY_VENV := .venv-policy
 POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff lock clean
+.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train lock clean
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -70,8 +74,8 @@ hcl: $(VENV_STAMP) $(NODE_STAMP) ## Write every stack as HCL (cdktf.out/stacks/*
 	npx --no-install cdktf synth --hcl
 
 lint: $(VENV_STAMP) ## ruff and mypy
-	$(BIN)/ruff check infra scripts tests
-	$(BIN)/ruff format --check infra scripts tests
+	$(BIN)/ruff check infra scripts tests workloads
+	$(BIN)/ruff format --check infra scripts tests workloads
 	$(BIN)/mypy
 
 test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) lint ## Everything that needs no cloud and no accelerator
@@ -82,6 +86,12 @@ snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/ from the current synth (rev
 
 bench: $(VENV_STAMP) ## Synth wall time and peak memory, against the stock provider import
 	$(PY) -m scripts.bench
+
+train-local: $(VENV_STAMP) ## Train the canary through JaxTrainer on local CPU workers (STEPS=, CKPT_DIR=); a rerun resumes
+	$(PY) -m workloads.trainer local --steps $(STEPS) --checkpoint-dir $(CKPT_DIR)
+
+train: $(VENV_STAMP) ## Submit RECIPE= on ENV='s Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
+	$(PY) -m workloads.trainer $(if $(DRY_RUN),args,submit) --env $(ENV) --recipe $(RECIPE)
 
 deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terraform and Google credentials)
 	npx --no-install cdktf deploy platform-$(ENV)
@@ -96,4 +106,4 @@ lock: ## Re-lock requirements.lock from pyproject.toml (needs network to the pac
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-policy.in -o requirements-policy.lock
 
 clean: ## Remove build outputs (keeps .venv and node_modules)
-	rm -rf $(OUT) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(OUT) .cache .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,149 @@
+"""The trainer: scaling config from the slice, MaxText arguments, and the canary on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.accelerators import tpu_slice
+from infra.config import Environment
+from tests.conftest import REPO
+from workloads.trainer.launcher import Placement
+from workloads.trainer.maxtext import maxtext_args
+from workloads.trainer.recipes import Ici, RecipeError, get_recipe, load_recipes
+
+
+def test_launcher_scaling_config_for_the_dev_slice(envs: dict[str, Environment]) -> None:
+    from ray.train.v2.api.config import ScalingConfig
+
+    placement = Placement(slice=envs["dev"].slices["train"].slice)
+    config = ScalingConfig(**placement.scaling_config_kwargs())
+    assert config.num_workers == 4
+    assert config.use_tpu is True
+    assert config.topology == "4x4"
+    assert config.accelerator_type == "TPU-V6E"
+    assert config.resources_per_worker == {"TPU": 4}
+    assert config.placement_strategy == "SPREAD"
+    assert placement.worker_env()["JAX_PLATFORMS"] == "tpu"
+
+
+def test_local_placement_gives_each_cpu_worker_several_devices() -> None:
+    placement = Placement(cpu_workers=2, devices_per_cpu_worker=2)
+    assert placement.devices == 4
+    assert placement.worker_env()["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    assert placement.scaling_config_kwargs()["num_workers"] == 2
+
+
+def test_every_shipped_recipe_loads() -> None:
+    assert {"llama3-8b", "llama3-8b-tutorial", "canary"} <= set(load_recipes())
+
+
+def test_llama3_8b_defaults_to_the_best_published_recipe_on_v6e_16() -> None:
+    args = maxtext_args(
+        get_recipe("llama3-8b"), tpu_slice("v6e", "4x4"), run_name="llama3-8b-dev", base_output_directory="gs://b/mt"
+    )
+    assert args[0].endswith("/MaxText/configs/base.yml")
+    flags = dict(a.split("=", 1) for a in args[1:])
+    assert flags["ici_fsdp_parallelism"] == "16"
+    assert flags["ici_tensor_parallelism"] == "1"
+    assert flags["ici_data_parallelism"] == "1"
+    assert flags["per_device_batch_size"] == "3"
+    assert flags["max_target_length"] == "8192"
+    assert flags["remat_policy"].endswith("offloaded")
+    assert flags["run_name"] == "llama3-8b-dev"
+    assert flags["base_output_directory"] == "gs://b/mt"
+    assert flags["enable_checkpointing"] == "true"
+
+
+def test_the_tutorial_configuration_is_a_named_alternative() -> None:
+    args = maxtext_args(
+        get_recipe("llama3-8b-tutorial"), tpu_slice("v6e", "4x4"), run_name="r", base_output_directory="gs://b/mt"
+    )
+    flags = dict(a.split("=", 1) for a in args[1:])
+    assert (flags["ici_fsdp_parallelism"], flags["ici_tensor_parallelism"]) == ("4", "4")
+    assert (flags["per_device_batch_size"], flags["max_target_length"]) == ("1", "4096")
+
+
+@pytest.mark.parametrize(
+    ("change", "slice_args", "message"),
+    [
+        ({}, ("v6e", "8x8"), "tuned for v6e 4x4"),
+        ({"ici": Ici(data=1, fsdp=8, tensor=4)}, ("v6e", "4x4"), "= 32 must equal the slice's 16 chips"),
+        ({"accelerator": None, "topology": None, "ici": Ici(fsdp=-1)}, ("v5e", "2x2"), "more than the slice's 64 GB"),
+        ({"flags": {"steps": 5}}, ("v6e", "4x4"), "set by the recipe's own fields"),
+        ({"dataset_type": "hf"}, ("v6e", "4x4"), "needs a dataset_path"),
+        ({"engine": "canary"}, ("v6e", "4x4"), "not maxtext"),
+    ],
+)
+def test_recipes_that_do_not_fit_are_refused(change: dict, slice_args: tuple[str, str], message: str) -> None:
+    recipe = get_recipe("llama3-8b").model_copy(update=change)
+    with pytest.raises(RecipeError, match=message):
+        maxtext_args(recipe, tpu_slice(*slice_args), run_name="r", base_output_directory="gs://b/mt")
+
+
+def test_args_command_prints_the_run_plan_and_refuses_a_bad_recipe() -> None:
+    command = [sys.executable, "-m", "workloads.trainer", "args", "--env", "dev"]
+    ok = subprocess.run([*command, "--recipe", "llama3-8b"], cwd=REPO, capture_output=True, text=True, check=True)
+    plan = json.loads(ok.stdout.splitlines()[-1])
+    assert plan["scaling_config"]["num_workers"] == 4
+    assert "ici_fsdp_parallelism=16" in plan["maxtext_args"]
+    assert "base_output_directory=gs://acme-ml-platform-dev-checkpoints/maxtext" in plan["maxtext_args"]
+    bad = subprocess.run([*command, "--recipe", "llama3-70b"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "unknown recipe 'llama3-70b'; recipes:" in bad.stderr
+
+
+CANARY_TWO_STEPS = """
+import json, sys
+from workloads.trainer.canary.train import CanaryConfig, train
+print(json.dumps(train(CanaryConfig(checkpoint_dir=sys.argv[1], end_step=2,
+                                    mesh={"data": 1, "fsdp": 2, "tensor": 2}))))
+"""
+
+
+def _cpu_env(devices: int) -> dict[str, str]:
+    return {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "PYTHONPATH": str(REPO),
+    }
+
+
+def test_canary_trains_two_sharded_steps_and_loss_goes_down(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", CANARY_TWO_STEPS, str(tmp_path)], env=_cpu_env(4), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout.splitlines()[-1])
+    assert summary["devices"] == 4
+    assert summary["mesh"] == {"data": 1, "fsdp": 2, "tensor": 2}
+    assert summary["loss_last"] < summary["loss_first"]
+    assert (tmp_path / "state" / "2").is_dir()
+
+
+@pytest.mark.slow
+def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(tmp_path: Path) -> None:
+    """Two `make train-local` runs; in the second a worker dies mid-run, Ray retries it and it resumes."""
+    command = [sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(tmp_path)]
+
+    def run(*extra: str) -> dict:
+        done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=400)
+        assert done.returncode == 0, done.stderr[-4000:]
+        return json.loads(done.stdout.splitlines()[-1])
+
+    first = run("--steps", "2")
+    assert (first["start_step"], first["end_step"], first["processes"], first["devices"]) == (0, 2, 2, 4)
+
+    second = run("--steps", "3", "--fail-at-step", "3")
+    assert (tmp_path / ".failed-at-3").exists(), "the worker was never killed"
+    assert (second["start_step"], second["end_step"]) == (2, 5)
+    assert second["loss_first"] < first["loss_first"]
+    assert second["loss_last"] < second["loss_first"]
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5], "a completed step was lost or redone"

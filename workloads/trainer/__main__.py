@@ -1,0 +1,227 @@
+"""The trainer's command line.
+
+  local   train the canary through JaxTrainer on a private local Ray instance (CPU)
+  run     inside the cluster: train a recipe on an environment's slice
+  args    print the MaxText arguments a recipe gets on an environment's slice
+  submit  submit `run` to the Ray cluster's job API
+
+Every command prints one JSON object as its last line of output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_environment
+from workloads.trainer.recipes import RecipeError, get_recipe
+
+# Where the RayCluster chart mounts the checkpoint bucket (Cloud Storage FUSE).
+CHECKPOINT_MOUNT = "/data/checkpoints"
+DEFAULT_LOCAL_CKPT = ".cache/canary"
+
+
+def _env(name: str) -> Environment:
+    return load_environment(ENVIRONMENTS_DIR / f"{name}.yaml")
+
+
+def run_local(
+    *,
+    steps: int,
+    checkpoint_dir: str,
+    workers: int,
+    devices_per_worker: int,
+    mesh: dict[str, int],
+    max_failures: int = 1,
+    fail_at_step: int | None = None,
+) -> dict[str, Any]:
+    """Train the canary `steps` more steps on local CPU workers; return the run's summary."""
+    from workloads.trainer.canary.train import SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
+    from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray
+
+    ckpt = Path(checkpoint_dir).absolute()
+    ckpt.mkdir(parents=True, exist_ok=True)
+    start = latest_step(ckpt)
+    config = CanaryConfig(checkpoint_dir=str(ckpt), end_step=start + steps, mesh=mesh, fail_at_step=fail_at_step)
+    placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker)
+    local_ray(num_cpus=workers)
+    trainer = build_trainer(
+        canary_loop,
+        config.to_dict(),
+        placement=placement,
+        run_name="canary-local",
+        storage_path=str(ckpt / "ray"),
+        max_failures=max_failures,
+    )
+    trainer.fit()
+    records = read_metrics(ckpt)
+    last = json.loads((ckpt / SUMMARY_FILE).read_text())
+    missing = [s for s in range(start + 1, config.end_step + 1) if s not in records]
+    if missing:
+        raise RuntimeError(f"steps {missing} were never completed")
+    return {
+        **last,
+        "start_step": start,
+        "end_step": config.end_step,
+        "loss_first": records[start + 1]["loss"],
+        "loss_last": records[config.end_step]["loss"],
+        "workers": workers,
+    }
+
+
+def _mesh_arg(text: str) -> dict[str, int]:
+    sizes = dict(data=1, fsdp=-1, tensor=1)
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        if key not in sizes:
+            raise argparse.ArgumentTypeError(f"unknown mesh axis {key!r}; axes: data, fsdp, tensor")
+        sizes[key] = int(value)
+    return sizes
+
+
+def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
+    """What `run` does for a recipe on an environment's slice (no Ray, no MaxText needed)."""
+    from workloads.trainer.maxtext import maxtext_args
+
+    env = _env(args.env)
+    if args.slice not in env.slices:
+        raise RecipeError(f"environment {env.name!r} has no slice {args.slice!r}; slices: {', '.join(env.slices)}")
+    slice_ = env.slices[args.slice].slice
+    recipe = get_recipe(args.recipe)
+    run_name = args.run_name or f"{recipe.name}-{env.name}"
+    plan: dict[str, Any] = {
+        "recipe": recipe.name,
+        "engine": recipe.engine,
+        "environment": env.name,
+        "slice": slice_.name,
+        "run_name": run_name,
+        "scaling_config": slice_.ray_scaling_config,
+        "mesh": recipe.mesh_for(slice_),
+        "storage_path": f"{CHECKPOINT_MOUNT}/ray",
+    }
+    if recipe.engine == "maxtext":
+        output = f"gs://{env.bucket_name(args.bucket)}/maxtext"
+        plan["maxtext_args"] = maxtext_args(recipe, slice_, run_name=run_name, base_output_directory=output)
+    return plan
+
+
+def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
+    import ray
+
+    from workloads.trainer.canary.train import CanaryConfig, latest_step
+    from workloads.trainer.launcher import Placement, build_trainer, canary_loop
+    from workloads.trainer.maxtext import maxtext_loop
+
+    plan = _cluster_plan(args)
+    env = _env(args.env)
+    slice_ = env.slices[args.slice].slice
+    recipe = get_recipe(args.recipe)
+    ray.init()
+    if recipe.engine == "maxtext":
+        loop, loop_config = maxtext_loop, {"argv": plan["maxtext_args"]}
+    else:
+        ckpt = f"{CHECKPOINT_MOUNT}/canary/{plan['run_name']}"
+        config = CanaryConfig(
+            checkpoint_dir=ckpt,
+            end_step=latest_step(ckpt) + recipe.steps,
+            global_batch=recipe.per_device_batch_size * slice_.chips,
+            seq_len=recipe.max_target_length,
+            mesh=plan["mesh"],
+            checkpoint_every=recipe.checkpoint_period,
+            peak_tflops_per_device=slice_.accelerator.peak_bf16_tflops,
+        )
+        loop, loop_config = canary_loop, config.to_dict()
+    trainer = build_trainer(
+        loop,
+        loop_config,
+        placement=Placement(slice=slice_),
+        run_name=plan["run_name"],
+        storage_path=plan["storage_path"],
+        max_failures=args.max_failures,
+    )
+    result = trainer.fit()
+    return {**plan, "error": str(result.error) if result.error else None}
+
+
+def _submit(args: argparse.Namespace) -> dict[str, Any]:
+    from ray.job_submission import JobSubmissionClient
+
+    plan = _cluster_plan(args)  # refuse a bad recipe before anything is sent
+    entrypoint = " ".join(
+        [
+            "python -m workloads.trainer run",
+            f"--env {args.env} --slice {args.slice} --recipe {args.recipe}",
+            f"--run-name {plan['run_name']} --bucket {args.bucket} --max-failures {args.max_failures}",
+        ]
+    )
+    client = JobSubmissionClient(args.address)
+    job_id = client.submit_job(entrypoint=entrypoint, submission_id=args.submission_id)
+    return {**plan, "entrypoint": entrypoint, "job_id": job_id, "address": args.address}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m workloads.trainer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    local = sub.add_parser("local", help="train the canary on local CPU workers through JaxTrainer")
+    local.add_argument("--steps", type=int, default=int(os.environ.get("STEPS", "4")))
+    local.add_argument("--checkpoint-dir", default=os.environ.get("CKPT_DIR") or DEFAULT_LOCAL_CKPT)
+    local.add_argument("--workers", type=int, default=2)
+    local.add_argument("--devices-per-worker", type=int, default=2)
+    local.add_argument(
+        "--mesh",
+        type=_mesh_arg,
+        default=_mesh_arg("data=1,fsdp=2,tensor=2"),
+        help="axis sizes, e.g. data=1,fsdp=2,tensor=2 (one may be -1: fill)",
+    )
+    local.add_argument("--max-failures", type=int, default=1)
+    local.add_argument("--fail-at-step", type=int, default=None, help=argparse.SUPPRESS)
+    for name, helptext in (
+        ("run", "train a recipe on a slice (inside the cluster)"),
+        ("args", "print what `run` would do, MaxText arguments included"),
+        ("submit", "submit `run` to the Ray job API"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--env", required=True)
+        p.add_argument("--recipe", required=True)
+        p.add_argument("--slice", default="train", help="the environment's slice key")
+        p.add_argument("--bucket", default="checkpoints", help="the environment's checkpoint bucket key")
+        p.add_argument("--run-name", default=None, help="stable across restarts; default <recipe>-<env>")
+        p.add_argument("--max-failures", type=int, default=3)
+        if name == "submit":
+            p.add_argument("--address", default=os.environ.get("RAY_ADDRESS", "http://127.0.0.1:8265"))
+            p.add_argument("--submission-id", default=None)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "local":
+            if args.steps < 1:
+                parser.error(f"--steps must be at least 1, got {args.steps}")
+            out = run_local(
+                steps=args.steps,
+                checkpoint_dir=args.checkpoint_dir,
+                workers=args.workers,
+                devices_per_worker=args.devices_per_worker,
+                mesh=args.mesh,
+                max_failures=args.max_failures,
+                fail_at_step=args.fail_at_step,
+            )
+        elif args.command == "args":
+            out = _cluster_plan(args)
+        elif args.command == "run":
+            out = _run_in_cluster(args)
+        else:
+            out = _submit(args)
+    except (ConfigError, RecipeError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""The canary's training loop. Runs the same in a plain process and inside a Ray Train worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workloads.trainer.canary import data
+from workloads.trainer.canary.model import ModelConfig
+
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "last_run.json"
+
+
+@dataclass(frozen=True)
+class CanaryConfig:
+    """Everything one canary run needs; travels to Ray workers as a dict."""
+
+    checkpoint_dir: str
+    end_step: int
+    model: ModelConfig = field(default_factory=ModelConfig)
+    global_batch: int = 16
+    seq_len: int = 128
+    learning_rate: float = 3e-3
+    warmup_steps: int = 2
+    checkpoint_every: int = 1
+    mesh: dict[str, int] = field(default_factory=lambda: {"data": 1, "fsdp": -1, "tensor": 1})
+    seed: int = 0
+    peak_tflops_per_device: float | None = None
+    # Fault injection for tests: the last process exits hard once, right after
+    # the checkpoint of this step is written (a marker file makes it once).
+    fail_at_step: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> CanaryConfig:
+        return cls(**{**raw, "model": ModelConfig(**raw["model"])})
+
+
+def _path_of(keys: tuple[Any, ...]) -> str:
+    parts = []
+    for k in keys:
+        parts.append(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))))
+    return "/".join(parts)
+
+
+def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Train from the latest checkpoint in `config.checkpoint_dir` up to `config.end_step`.
+
+    Returns the run's summary (identical on every process). Process 0 appends
+    one JSON line per step to `<checkpoint_dir>/metrics.jsonl`.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    import orbax.checkpoint as ocp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from workloads.trainer.canary.model import Decoder
+    from workloads.trainer.mesh import AXES, BATCH_SPEC, mesh_shape, param_spec
+
+    devices = jax.devices()
+    shape = mesh_shape(len(devices), **config.mesh)
+    mesh = Mesh(np.array(devices).reshape(shape), AXES)
+    model = Decoder(config.model)
+    schedule = optax.linear_schedule(0.0, config.learning_rate, max(config.warmup_steps, 1))
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.01))
+
+    def init(rng: jax.Array) -> dict[str, Any]:
+        params = model.init(rng, jnp.zeros((1, config.seq_len), jnp.int32))["params"]
+        return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
+
+    abstract = jax.eval_shape(init, jax.random.key(config.seed))
+
+    def sharding_of(keys: tuple[Any, ...], leaf: Any) -> NamedSharding:
+        spec = () if leaf.ndim == 0 else param_spec(_path_of(keys))
+        return NamedSharding(mesh, PartitionSpec(*spec))
+
+    shardings = jax.tree_util.tree_map_with_path(sharding_of, abstract)
+    batch_sharding = NamedSharding(mesh, PartitionSpec(*BATCH_SPEC))
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    checkpoint_dir = Path(config.checkpoint_dir).absolute()
+    manager = ocp.CheckpointManager(
+        checkpoint_dir / "state",
+        options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False),
+    )
+    start = manager.latest_step() or 0
+    if start:
+        target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
+        state = manager.restore(start, args=ocp.args.StandardRestore(target))
+    else:
+        state = jax.jit(init, out_shardings=shardings)(jax.random.key(config.seed))
+
+    def loss_fn(params: Any, tokens: jax.Array) -> jax.Array:
+        logits = model.apply({"params": params}, tokens[:, :-1])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
+
+    def train_step(state: dict[str, Any], tokens: jax.Array) -> tuple[dict[str, Any], jax.Array]:
+        loss, grads = jax.value_and_grad(loss_fn)(state["params"], tokens)
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
+
+    step_fn = jax.jit(
+        train_step,
+        in_shardings=(shardings, batch_sharding),
+        out_shardings=(shardings, replicated),
+        donate_argnums=0,
+    )
+    text = data.corpus()
+    tokens_per_step = config.global_batch * config.seq_len
+    flops_per_step = config.model.flops_per_token(config.seq_len) * tokens_per_step
+    is_writer = jax.process_index() == 0
+    metrics_path = checkpoint_dir / METRICS_FILE
+    step_times: list[float] = []
+    losses: list[float] = []
+    for step in range(start, config.end_step):
+        host = data.batch(step, seed=config.seed, global_batch=config.global_batch, seq_len=config.seq_len, text=text)
+        tokens = jax.make_array_from_callback(host.shape, batch_sharding, host.__getitem__)
+        began = time.perf_counter()
+        state, loss_value = step_fn(state, tokens)
+        loss = float(loss_value)  # waits for the step
+        elapsed = time.perf_counter() - began
+        done = step + 1
+        if done % config.checkpoint_every == 0 or done == config.end_step:
+            manager.save(done, args=ocp.args.StandardSave(state))
+        step_times.append(elapsed)
+        losses.append(loss)
+        record = {"step": done, "loss": loss, "step_time_s": elapsed}
+        if is_writer:
+            with metrics_path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+        if report is not None:
+            report(record)
+        if config.fail_at_step == done and jax.process_index() == jax.process_count() - 1:
+            marker = checkpoint_dir / f".failed-at-{done}"
+            if not marker.exists():
+                marker.touch()
+                os._exit(17)
+    manager.wait_until_finished()
+    manager.close()
+
+    steady = step_times[1:] or step_times  # the first step of a process includes compilation
+    step_time = statistics.median(steady) if steady else float("nan")
+    tflops_per_device = flops_per_step / step_time / len(devices) / 1e12 if steady else float("nan")
+    peak = config.peak_tflops_per_device
+    summary = {
+        "start_step": start,
+        "end_step": config.end_step,
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+        "checkpoint_dir": str(checkpoint_dir),
+        "tokens_per_s": tokens_per_step / step_time if steady else None,
+        "step_time_s": step_time,
+        "tflops_per_device": tflops_per_device,
+        "mfu": tflops_per_device / peak if peak else None,
+        "devices": len(devices),
+        "processes": jax.process_count(),
+        "mesh": dict(zip(AXES, shape, strict=True)),
+        "params": config.model.param_count(),
+    }
+    if is_writer:
+        (checkpoint_dir / SUMMARY_FILE).write_text(json.dumps(summary) + "\n")
+    return summary
+
+
+def read_metrics(checkpoint_dir: str | Path) -> dict[int, dict[str, Any]]:
+    """Per-step records of every run in `checkpoint_dir`; a step redone after a failure keeps its last record."""
+    path = Path(checkpoint_dir) / METRICS_FILE
+    if not path.exists():
+        return {}
+    records: dict[int, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        records[record["step"]] = record
+    return records
+
+
+def latest_step(checkpoint_dir: str | Path) -> int:
+    """The step of the newest complete checkpoint, 0 if none (no JAX needed)."""
+    state = Path(checkpoint_dir) / "state"
+    steps = [int(p.name) for p in state.glob("[0-9]*") if p.is_dir() and p.name.isdigit()] if state.exists() else []
+    return max(steps, default=0)

@@ -1,0 +1,108 @@
+"""Training recipes, and the check that a recipe fits the slice it is launched on."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from infra.accelerators import Slice
+
+RECIPES_FILE = Path(__file__).with_name("recipes.yaml")
+
+# Training with Adam in mixed precision: weights, gradients and optimizer state.
+TRAINING_BYTES_PER_PARAM = 18
+
+
+class RecipeError(ValueError):
+    """A recipe that is malformed or does not fit its slice."""
+
+
+class Ici(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    data: int = Field(default=1, ge=-1)
+    fsdp: int = Field(default=-1, ge=-1)
+    tensor: int = Field(default=1, ge=-1)
+
+
+class Recipe(BaseModel):
+    """One training recipe, as `recipes.yaml` describes it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: str
+    description: str
+    engine: Literal["maxtext", "canary"]
+    accelerator: str | None = None
+    topology: str | None = None
+    model_name: str | None = None
+    params_billion: float = Field(gt=0)
+    per_device_batch_size: int = Field(ge=1)
+    max_target_length: int = Field(ge=16)
+    steps: int = Field(ge=1)
+    ici: Ici = Ici()
+    remat_policy: str | None = None
+    attention: str | None = None
+    dataset_type: Literal["synthetic", "hf", "tfds", "grain"] = "synthetic"
+    dataset_path: str | None = None
+    checkpoint_period: int = Field(default=100, ge=1)
+    flags: dict[str, str | int | float | bool] = {}
+
+    def mesh_for(self, slice_: Slice) -> dict[str, int]:
+        """The resolved (data, fsdp, tensor) sizes on `slice_`, or RecipeError saying why not."""
+        self.check_fits(slice_)
+        sizes = self.ici.model_dump()
+        if -1 in sizes.values():
+            fill = next(k for k, v in sizes.items() if v == -1)
+            sizes[fill] = slice_.chips // math.prod(v for v in sizes.values() if v != -1)
+        return sizes
+
+    def check_fits(self, slice_: Slice) -> None:
+        where = f"recipe {self.name!r} on slice {slice_.name} ({slice_.topology or slice_.hosts})"
+        if self.accelerator and (self.accelerator, self.topology) != (slice_.accelerator.name, slice_.topology):
+            raise RecipeError(
+                f"{where}: the recipe is tuned for {self.accelerator} {self.topology}; "
+                f"use a slice of that shape or a recipe for {slice_.accelerator.name} {slice_.topology}"
+            )
+        sizes = self.ici.model_dump()
+        fills = [k for k, v in sizes.items() if v == -1]
+        known = math.prod(v for v in sizes.values() if v != -1)
+        if len(fills) > 1:
+            raise RecipeError(f"{where}: at most one ici axis may be -1, got {sizes}")
+        if (fills and slice_.chips % known) or (not fills and known != slice_.chips):
+            product = " x ".join(f"{k} {v}" for k, v in sizes.items())
+            raise RecipeError(
+                f"{where}: ici parallelism {product} = {known} must equal the slice's {slice_.chips} chips"
+            )
+        need_gb = self.params_billion * TRAINING_BYTES_PER_PARAM
+        if need_gb > slice_.hbm_gb:
+            raise RecipeError(
+                f"{where}: {self.params_billion}B parameters need about {need_gb:.0f} GB for weights, gradients "
+                f"and Adam state ({TRAINING_BYTES_PER_PARAM} bytes each), more than the slice's {slice_.hbm_gb} GB "
+                "of HBM; use a larger slice"
+            )
+
+
+@cache
+def load_recipes(path: Path = RECIPES_FILE) -> dict[str, Recipe]:
+    raw = yaml.safe_load(path.read_text()) or {}
+    recipes = {}
+    for name, body in raw.items():
+        try:
+            recipes[name] = Recipe.model_validate({"name": name, **body})
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+            raise RecipeError(f"{path}: recipe {name!r}: {problems}") from None
+    return recipes
+
+
+def get_recipe(name: str) -> Recipe:
+    recipes = load_recipes()
+    if name not in recipes:
+        raise RecipeError(f"unknown recipe {name!r}; recipes: {', '.join(sorted(recipes))}")
+    return recipes[name]
