@@ -93,7 +93,8 @@ train-local: $(VENV_STAMP) ## Train the canary through JaxTrainer on local CPU w
 train: $(VENV_STAMP) ## Submit RECIPE= on ENV='s Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
 	$(PY) -m workloads.trainer $(if $(DRY_RUN),args,submit) --env $(ENV) --recipe $(RECIPE)
 
-deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terraform and Google credentials)
+deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terraform and Google credentials; refuses placeholder images)
+	$(PY) -m scripts.predeploy $(ENV)
 	npx --no-install cdktf deploy platform-$(ENV)
 
 diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)

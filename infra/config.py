@@ -263,6 +263,26 @@ class Release(Model):
     controllers: dict[str, ExactVersion] = {}
 
 
+class PodSize(Model):
+    cpu: Annotated[str, StringConstraints(pattern=r"^[0-9]+m?$")]
+    memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")]
+
+
+class Training(Model):
+    """The Ray training cluster: which slice, identity, bucket and image it uses."""
+
+    slice: Name
+    identity: Name
+    bucket: Name
+    image: Name
+    head: PodSize = PodSize(cpu="4", memory="16Gi")
+    worker: PodSize
+    shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"
+
+
+PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
+
+
 class Environment(Model):
     """One environment, as `infra/environments/<name>.yaml` describes it."""
 
@@ -280,6 +300,7 @@ class Environment(Model):
     registry: Registry
     identities: dict[Name, Identity] = {}
     release: Release = Release()
+    training: Training | None = None
 
     @field_validator("zones")
     @classmethod
@@ -335,9 +356,42 @@ class Environment(Model):
                     (("identities", key), f"{ksa[0]}/{ksa[1]}", f"the same service account as identity {seen[ksa]!r}")
                 )
             seen[ksa] = key
+        problems += self._training_problems()
         if problems:
             raise _CrossReferenceError(problems)
         return self
+
+    def _training_problems(self) -> list[tuple[tuple[str | int, ...], object, str]]:
+        t = self.training
+        if t is None:
+            return []
+        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+        for field, value, known in (
+            ("slice", t.slice, self.slices),
+            ("identity", t.identity, self.identities),
+            ("bucket", t.bucket, self.buckets),
+            ("image", t.image, self.release.images),
+        ):
+            if value not in known:
+                where = "release.images" if field == "image" else f"{field}s" if field != "identity" else "identities"
+                problems.append((("training", field), value, f"not in {where}: {', '.join(known) or '(none)'}"))
+        identity = self.identities.get(t.identity)
+        if identity and t.bucket in self.buckets:
+            role = identity.bucket_roles.get(t.bucket)
+            if role not in ("roles/storage.objectUser", "roles/storage.objectAdmin"):
+                problems.append(
+                    (
+                        ("training", "identity"),
+                        t.identity,
+                        f"must be able to write checkpoints to bucket {t.bucket!r}: give it "
+                        f"roles/storage.objectUser there (it has {role or 'no role'})",
+                    )
+                )
+        return problems
+
+    def placeholder_images(self) -> list[str]:
+        """Release images still at the all-zero digest (not built yet)."""
+        return sorted(name for name, ref in self.release.images.items() if ref.endswith(PLACEHOLDER_DIGEST))
 
     def zone_of(self, slice_key: str) -> str:
         return self.slices[slice_key].zone or self.zones[0]

@@ -132,6 +132,16 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         "slices.train.topology",
         ["needs a topology", "4x4"],
     ),
+    "training on a slice that does not exist": (
+        _set("training.slice", "serve"),
+        "training.slice",
+        ["'serve'", "train"],
+    ),
+    "training identity that cannot write checkpoints": (
+        _set("training.identity", "serving"),
+        "training.identity",
+        ["'serving'", "roles/storage.objectUser", "roles/storage.objectViewer"],
+    ),
     "hyphen in a label key": (_set("labels", {"cost-center": "ml"}), "labels.cost-center", ["cost-center"]),
 }
 

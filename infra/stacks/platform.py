@@ -12,6 +12,7 @@ from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, Network
 from infra.constructs.node_pools import SliceNodePool, SystemNodePool
 from infra.constructs.providers import Providers
 from infra.constructs.registry import DockerRepository
+from infra.constructs.releases import ChartRelease, ray_training_values
 from infra.constructs.storage import Bucket
 
 
@@ -123,8 +124,9 @@ class PlatformStack(TerraformStack):
             names=sorted({ident.namespace for ident in env.identities.values()}),
             labels={"app.kubernetes.io/managed-by": "cdktf"},
         )
+        identities = {}
         for key, ident in env.identities.items():
-            WorkloadIdentity(
+            identities[key] = WorkloadIdentity(
                 self,
                 key,
                 project=env.project,
@@ -135,6 +137,17 @@ class PlatformStack(TerraformStack):
                 mode=ident.mode,
                 bucket_roles={b: (buckets[b].bucket.name, role) for b, role in ident.bucket_roles.items()},
                 depends_on=[namespaces.by_name[ident.namespace]],
+            )
+
+        if env.training is not None:
+            identity = identities[env.training.identity]
+            ChartRelease(
+                self,
+                "ray-training",
+                chart="ray-training",
+                namespace=env.identities[env.training.identity].namespace,
+                values=ray_training_values(env),
+                depends_on=[identity.service_account, self.slice_pools[env.training.slice].pool],
             )
 
         TerraformOutput(self, "cluster_name", value=cluster.name)

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_environment
+from workloads.constants import CHECKPOINT_MOUNT
 from workloads.trainer.recipes import RecipeError, get_recipe
 
-# Where the RayCluster chart mounts the checkpoint bucket (Cloud Storage FUSE).
-CHECKPOINT_MOUNT = "/data/checkpoints"
 DEFAULT_LOCAL_CKPT = ".cache/canary"
 
 

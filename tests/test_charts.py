@@ -1,0 +1,132 @@
+"""Charts rendered with the Helm SDK from exactly the values the synthesized stack passes, validated strictly."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, of_type
+from workloads.charts.check import CRDS, ChartCheckError, lint, render, validate
+from workloads.constants import RAY_VERSION
+
+needs_crds = pytest.mark.skipif(not CRDS.is_dir(), reason=f"upstream CRD schemas not found at {CRDS}")
+CHART_DIRS = sorted(p.parent for p in (REPO / "workloads" / "charts").glob("*/Chart.yaml"))
+
+
+def release_values(stack: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(release, values) of the Helm release `name` in a synthesized stack."""
+    release = next(r for r in of_type(stack, "helm_release").values() if r["name"] == name)
+    return release, json.loads(release["values"][0])
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(stacks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    release, values = release_values(stacks["dev"], "ray-training")
+    objects = render("ray-training", values, name=release["name"], namespace=release["namespace"])
+    assert [o["kind"] for o in objects] == ["RayCluster"]
+    return objects[0]
+
+
+@pytest.mark.parametrize("chart", CHART_DIRS, ids=lambda p: p.name)
+def test_every_chart_has_a_schema_and_ci_values_that_lint_clean(chart: Path) -> None:
+    assert (chart / "values.schema.json").exists()
+    ci_files = sorted((chart / "ci").glob("*.yaml"))
+    assert ci_files, f"{chart.name} has no ci/*.yaml values"
+    for ci in ci_files:
+        assert lint(chart.name, yaml.safe_load(ci.read_text())) == [], ci.name
+
+
+def test_ci_values_are_what_the_dev_stack_passes(stacks: dict[str, dict[str, Any]]) -> None:
+    _, values = release_values(stacks["dev"], "ray-training")
+    ci = yaml.safe_load((REPO / "workloads/charts/ray-training/ci/dev-values.yaml").read_text())
+    assert ci == values, "ci/dev-values.yaml drifted from the stack; copy the stack's values"
+
+
+def test_dev_worker_group_is_derived_from_the_v6e_4x4_slice(ray_cluster: dict[str, Any]) -> None:
+    group = ray_cluster["spec"]["workerGroupSpecs"][0]
+    assert group["numOfHosts"] == 4
+    assert group["groupName"] == "v6e-16"
+    pod = group["template"]["spec"]
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "4x4",
+    }
+    resources = pod["containers"][0]["resources"]
+    assert resources["requests"]["google.com/tpu"] == "4"
+    assert resources["limits"]["google.com/tpu"] == "4"
+    assert resources["requests"] == resources["limits"]
+
+
+def test_pods_mount_the_checkpoint_bucket_with_workload_identity(ray_cluster: dict[str, Any]) -> None:
+    for template in (
+        ray_cluster["spec"]["headGroupSpec"]["template"],
+        ray_cluster["spec"]["workerGroupSpecs"][0]["template"],
+    ):
+        assert template["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+        assert template["metadata"]["labels"]["app.kubernetes.io/name"] == "kuberay", "TPU webhook selects on it"
+        spec = template["spec"]
+        assert spec["serviceAccountName"] == "ray-trainer"
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["checkpoints"]["csi"]["driver"] == "gcsfuse.csi.storage.gke.io"
+        assert volumes["checkpoints"]["csi"]["volumeAttributes"]["bucketName"] == "acme-ml-platform-dev-checkpoints"
+        assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+        mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+        assert mounts == {"checkpoints": "/data/checkpoints", "dshm": "/dev/shm"}
+
+
+@needs_crds
+def test_rendered_objects_validate_against_the_upstream_crds(ray_cluster: dict[str, Any]) -> None:
+    validate(ray_cluster)
+
+
+@needs_crds
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda o: o["spec"]["workerGroupSpecs"][0].update(numOfHost=4), "'numOfHost' was unexpected"),
+        (lambda o: o["spec"]["workerGroupSpecs"][0]["template"]["spec"].update(nodeselector={}), "'nodeselector'"),
+        (lambda o: o["spec"]["workerGroupSpecs"][0].update(numOfHosts="4"), "is not of type 'integer'"),
+    ],
+)
+def test_a_misspelled_or_mistyped_field_fails_validation(
+    ray_cluster: dict[str, Any], mutate: Any, message: str
+) -> None:
+    obj = json.loads(json.dumps(ray_cluster))
+    mutate(obj)
+    with pytest.raises(ChartCheckError, match=re.escape(message)):
+        validate(obj)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("image",), "us-east5-docker.pkg.dev/p/r/trainer:latest", "image"),
+        (("worker", "numOfHosts"), 0, "numOfHosts"),
+        (("worker", "nodeSelector"), {}, "nodeSelector"),
+        (("worker", "acceleratorResource"), "google.com/gpu", "acceleratorResource"),
+    ],
+)
+def test_values_schema_refuses_bad_values(
+    stacks: dict[str, dict[str, Any]], path: tuple[str, ...], value: Any, message: str
+) -> None:
+    _, values = release_values(stacks["dev"], "ray-training")
+    node = values
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ChartCheckError, match=message):
+        render("ray-training", values, name="ray-training", namespace="ml-training")
+
+
+def test_ray_version_is_the_same_everywhere() -> None:
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert f'"ray[default,train]=={RAY_VERSION}"' in pyproject
+    chart = yaml.safe_load((REPO / "workloads/charts/ray-training/Chart.yaml").read_text())
+    assert chart["appVersion"] == RAY_VERSION
+    dockerfile = (REPO / "workloads/trainer/Dockerfile").read_text()
+    assert re.search(rf"^FROM rayproject/ray:{re.escape(RAY_VERSION)}-py312", dockerfile, re.M)

@@ -1,0 +1,44 @@
+"""The image catalogue: every image pinned, linted, and its build inputs in one place."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+CATALOGUE: dict[str, Any] = yaml.safe_load((REPO / "images" / "images.yaml").read_text())
+HADOLINT = Path(sys.executable).with_name("hadolint")
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_image_dockerfile_is_hadolint_clean(name: str) -> None:
+    dockerfile = REPO / CATALOGUE[name]["dockerfile"]
+    result = subprocess.run([str(HADOLINT), "--no-color", str(dockerfile)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_image_is_built_from_pinned_inputs(name: str) -> None:
+    entry = CATALOGUE[name]
+    text = (REPO / entry["dockerfile"]).read_text()
+    for line in re.findall(r"^FROM\s+(\S+)", text, re.M):
+        assert re.search(r":[0-9][\w.-]*(@sha256:[0-9a-f]{64})?$", line), f"FROM {line} is not pinned to a version"
+        assert ":latest" not in line
+    declared = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", text, re.M))
+    for arg, value in entry.get("build_args", {}).items():
+        assert declared.get(arg) == str(value), f"{arg}: Dockerfile default {declared.get(arg)} != catalogue {value}"
+    if "MAXTEXT_COMMIT" in declared:
+        assert re.fullmatch(r"[0-9a-f]{40}", declared["MAXTEXT_COMMIT"]), "MaxText must be a full commit hash"
+
+
+def test_trainer_runs_as_a_non_root_user() -> None:
+    text = (REPO / CATALOGUE["trainer"]["dockerfile"]).read_text()
+    users = re.findall(r"^USER\s+(\S+)", text, re.M)
+    assert users and users[-1].split(":")[0] not in ("root", "0")

@@ -1,0 +1,106 @@
+"""Offline checks of the charts: render with the Helm SDK, lint, validate every object strictly.
+
+Core objects are validated against the Kubernetes schemas of `KUBERNETES_VERSION`
+(`kubernetes-validate`, strict: unknown fields are errors). Custom resources
+(RayCluster, JobSet, LeaderWorkerSet, Kueue) are validated against the upstream
+CRD schemas in `../shared/crds`, made strict the way the API server would
+need them to be to catch a misspelled field instead of pruning it.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CHARTS = Path(__file__).resolve().parent
+REPO = CHARTS.parents[1]
+CRDS = REPO.parent / "shared" / "crds"
+KUBERNETES_VERSION = "1.33.0"
+
+
+class ChartCheckError(Exception):
+    """A chart that does not render, lint or validate; the message says where."""
+
+
+def render(chart: str, values: dict[str, Any], *, name: str, namespace: str) -> list[dict[str, Any]]:
+    """Render `chart` with `values` (schema-checked by Helm) into its objects, in template order."""
+    import helm_python as helm
+
+    loaded = helm.Chart.load(CHARTS / chart)
+    try:
+        manifests = loaded.render(values, name=name, namespace=namespace, is_install=True)
+    except helm.HelmError as err:
+        raise ChartCheckError(f"{chart}: {err}") from None
+    objects = []
+    for template in sorted(manifests):
+        for doc in yaml.safe_load_all(manifests[template]):
+            if doc:
+                objects.append(doc)
+    return objects
+
+
+def lint(chart: str, values: dict[str, Any]) -> list[str]:
+    """Helm lint findings of warning level or worse, as lines."""
+    import helm_python as helm
+
+    report = helm.lint(CHARTS / chart, values, strict=True, kube_version=f"v{KUBERNETES_VERSION}")
+    return [f"{m['path']}: {m['error']}" for m in report.get("messages", []) if m.get("severity", 0) >= 2]
+
+
+def _strict(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _strict(v) for k, v in schema.items()}
+    if out.pop("x-kubernetes-int-or-string", False):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if out.pop("nullable", False) and "type" in out:
+        out["type"] = [out["type"], "null"]
+    if "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+@cache
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """Strict JSON schemas by (apiVersion, kind) from the upstream CRDs."""
+    if not CRDS.is_dir():
+        raise FileNotFoundError(f"upstream CRD schemas not found at {CRDS}")
+    schemas = {}
+    for path in sorted(CRDS.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
+            schemas[(f"{group}/{version['name']}", kind)] = _strict(schema)
+    return schemas
+
+
+def validate(obj: dict[str, Any]) -> None:
+    """Validate one rendered object; raise ChartCheckError naming the object and the field."""
+    import jsonschema
+    import kubernetes_validate
+
+    where = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+    key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+    if "." in key[0].split("/")[0]:
+        schema = crd_schemas().get(key)
+        if schema is None:
+            known = ", ".join(sorted(f"{a} {k}" for a, k in crd_schemas()))
+            raise ChartCheckError(f"{where}: no CRD schema for {key[0]} {key[1]}; known: {known}")
+        errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(obj), key=lambda e: list(e.path))
+        if errors:
+            lines = [f"{'.'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errors[:10]]
+            raise ChartCheckError(f"{where}: " + "; ".join(lines))
+        return
+    try:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as err:
+        path = ".".join(map(str, err.path)) or "(root)"
+        raise ChartCheckError(f"{where}: {path}: {err.message}") from None

@@ -1,0 +1,8 @@
+"""Facts shared by the stack (chart values) and the code in the images; no heavy imports."""
+
+# Ray in the trainer image, the Ray client in pyproject.toml and the chart's
+# rayVersion must be equal (tests/test_charts.py checks all of them).
+RAY_VERSION = "2.60.0"
+
+# Where the ray-training chart mounts the checkpoint bucket (Cloud Storage FUSE).
+CHECKPOINT_MOUNT = "/data/checkpoints"
