@@ -278,6 +278,8 @@ class Training(Model):
     head: PodSize = PodSize(cpu="4", memory="16Gi")
     worker: PodSize
     shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"
+    # Ray Train restarts the worker group this many times; each restart resumes from the last checkpoint.
+    max_failures: int = Field(default=3, ge=0)
 
 
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64

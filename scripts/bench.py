@@ -1,15 +1,20 @@
-"""Benchmarks: synth wall time and peak memory against the stock provider import.
+"""Benchmarks, each in fresh processes on this machine.
 
-Each measurement runs in a fresh process on this machine, repeated; the
-median is reported. Target (issue 2): synthesizing every environment takes
-under half the time of `import cdktf_cdktf_provider_google` alone.
+synth:  synth wall time and peak memory against the stock provider import
+        (target: every environment synthesized in under half the time of
+        `import cdktf_cdktf_provider_google` alone); median of --repeat runs.
+canary: the canary's steady-state step time through JaxTrainer against a plain
+        JAX loop on the same machine and mesh (1 process x 4 CPU devices;
+        target ratio plain / JaxTrainer >= 0.95), and its tokens/s, plus the
+        2-worker x 2-device process group that `make train-local` uses.
 
-Usage: python -m scripts.bench [--repeat 3]
+Usage: python -m scripts.bench [synth|canary|all] [--repeat 3] [--steps 30]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -42,10 +47,88 @@ def measure(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, rss_kib / 1024
 
 
+PLAIN_LOOP = """
+import json, sys
+from workloads.trainer.canary.train import CanaryConfig, train
+steps = int(sys.argv[2])
+print(json.dumps(train(CanaryConfig(checkpoint_dir=sys.argv[1], end_step=steps, checkpoint_every=steps,
+                                    mesh={"data": 1, "fsdp": 2, "tensor": 2}))))
+"""
+
+
+def _last_json(stdout: str) -> dict[str, float]:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def bench_canary(steps: int) -> None:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RAY_USAGE_STATS_ENABLED": "0"}
+    trainer = [
+        sys.executable,
+        "-m",
+        "workloads.trainer",
+        "local",
+        "--steps",
+        str(steps),
+        "--checkpoint-every",
+        str(steps),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = _last_json(
+            subprocess.run(
+                [sys.executable, "-c", PLAIN_LOOP, f"{tmp}/plain", str(steps)],
+                env={**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        one = _last_json(
+            subprocess.run(
+                [*trainer, "--workers", "1", "--devices-per-worker", "4", "--checkpoint-dir", f"{tmp}/one"],
+                env=env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        two = _last_json(
+            subprocess.run(
+                [*trainer, "--workers", "2", "--devices-per-worker", "2", "--checkpoint-dir", f"{tmp}/two"],
+                env=env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+    print(f"{'canary, mesh data 1 x fsdp 2 x tensor 2':<45} {'step ms (median)':>16} {'tokens/s':>10}")
+    for name, run in (
+        ("plain JAX loop, 1 process x 4 devices", plain),
+        ("JaxTrainer, 1 worker x 4 devices", one),
+        ("JaxTrainer, 2 workers x 2 devices (gloo)", two),
+    ):
+        print(f"{name:<45} {run['step_time_s'] * 1000:>16.1f} {run['tokens_per_s']:>10.0f}")
+    ratio = plain["step_time_s"] / one["step_time_s"]
+    verdict = "met" if ratio >= 0.95 else "MISSED"
+    print(f"plain / JaxTrainer step time = {ratio:.3f} (target >= 0.95: {verdict}); {steps} steps, first excluded")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("which", nargs="?", choices=["synth", "canary", "all"], default="all")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args(argv)
+    if args.which in ("canary", "all"):
+        bench_canary(args.steps)
+    if args.which in ("synth", "all"):
+        bench_synth(args.repeat)
+    return 0
+
+
+def bench_synth(repeat: int) -> None:
     base_env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     python = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         results: dict[str, tuple[float, float]] = {}
         for name, (command, extra) in cases.items():
-            runs = [measure(command, {**base_env, **extra}) for _ in range(args.repeat)]
+            runs = [measure(command, {**base_env, **extra}) for _ in range(repeat)]
             results[name] = (statistics.median(r[0] for r in runs), max(r[1] for r in runs))
     print(f"{'benchmark':<45} {'wall s (median)':>16} {'peak RSS MiB':>13}")
     for name, (wall, rss) in results.items():
@@ -70,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "met" if ratio < 0.5 else "MISSED"
     when = time.strftime("%Y-%m-%d")
     print(f"synth / stock import = {ratio:.2f} (target < 0.50: {verdict}); {when}, {os.cpu_count()} cores")
-    return 0
 
 
 if __name__ == "__main__":

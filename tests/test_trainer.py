@@ -147,3 +147,32 @@ def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(tmp_path: Path) -
     assert second["loss_last"] < second["loss_first"]
     steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5], "a completed step was lost or redone"
+
+
+def test_submit_sends_the_run_command_to_the_ray_job_api(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ray.job_submission
+
+    from workloads.trainer.__main__ import main
+
+    sent: dict[str, object] = {}
+
+    class FakeClient:
+        def __init__(self, address: str) -> None:
+            sent["address"] = address
+
+        def submit_job(self, **kwargs: object) -> str:
+            sent.update(kwargs)
+            return "raysubmit_123"
+
+    monkeypatch.setattr(ray.job_submission, "JobSubmissionClient", FakeClient)
+    assert main(["submit", "--env", "dev", "--recipe", "llama3-8b", "--address", "http://127.0.0.1:8265"]) == 0
+    assert sent["address"] == "http://127.0.0.1:8265"
+    assert sent["entrypoint"] == (
+        "python -m workloads.trainer run --env dev --slice train --recipe llama3-8b "
+        "--run-name llama3-8b-dev --bucket checkpoints --max-failures 3"
+    )
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert out["job_id"] == "raysubmit_123"
+    assert out["max_failures"] == 3

@@ -37,6 +37,7 @@ def run_local(
     mesh: dict[str, int],
     max_failures: int = 1,
     fail_at_step: int | None = None,
+    checkpoint_every: int = 1,
 ) -> dict[str, Any]:
     """Train the canary `steps` more steps on local CPU workers; return the run's summary."""
     from workloads.trainer.canary.train import SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
@@ -45,7 +46,13 @@ def run_local(
     ckpt = Path(checkpoint_dir).absolute()
     ckpt.mkdir(parents=True, exist_ok=True)
     start = latest_step(ckpt)
-    config = CanaryConfig(checkpoint_dir=str(ckpt), end_step=start + steps, mesh=mesh, fail_at_step=fail_at_step)
+    config = CanaryConfig(
+        checkpoint_dir=str(ckpt),
+        end_step=start + steps,
+        mesh=mesh,
+        fail_at_step=fail_at_step,
+        checkpoint_every=checkpoint_every,
+    )
     placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker)
     local_ray(num_cpus=workers)
     trainer = build_trainer(
@@ -101,11 +108,16 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
         "scaling_config": slice_.ray_scaling_config,
         "mesh": recipe.mesh_for(slice_),
         "storage_path": f"{CHECKPOINT_MOUNT}/ray",
+        "max_failures": args.max_failures if args.max_failures is not None else _max_failures(env),
     }
     if recipe.engine == "maxtext":
         output = f"gs://{env.bucket_name(args.bucket)}/maxtext"
         plan["maxtext_args"] = maxtext_args(recipe, slice_, run_name=run_name, base_output_directory=output)
     return plan
+
+
+def _max_failures(env: Environment) -> int:
+    return env.training.max_failures if env.training else 3
 
 
 def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,7 +152,7 @@ def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
         placement=Placement(slice=slice_),
         run_name=plan["run_name"],
         storage_path=plan["storage_path"],
-        max_failures=args.max_failures,
+        max_failures=plan["max_failures"],
     )
     result = trainer.fit()
     return {**plan, "error": str(result.error) if result.error else None}
@@ -154,7 +166,7 @@ def _submit(args: argparse.Namespace) -> dict[str, Any]:
         [
             "python -m workloads.trainer run",
             f"--env {args.env} --slice {args.slice} --recipe {args.recipe}",
-            f"--run-name {plan['run_name']} --bucket {args.bucket} --max-failures {args.max_failures}",
+            f"--run-name {plan['run_name']} --bucket {args.bucket} --max-failures {plan['max_failures']}",
         ]
     )
     client = JobSubmissionClient(args.address)
@@ -179,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         help="axis sizes, e.g. data=1,fsdp=2,tensor=2 (one may be -1: fill)",
     )
     local.add_argument("--max-failures", type=int, default=1)
+    local.add_argument("--checkpoint-every", type=int, default=1, help="steps between checkpoints (and the last)")
     local.add_argument("--fail-at-step", type=int, default=None, help=argparse.SUPPRESS)
     for name, helptext in (
         ("run", "train a recipe on a slice (inside the cluster)"),
@@ -191,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--slice", default="train", help="the environment's slice key")
         p.add_argument("--bucket", default="checkpoints", help="the environment's checkpoint bucket key")
         p.add_argument("--run-name", default=None, help="stable across restarts; default <recipe>-<env>")
-        p.add_argument("--max-failures", type=int, default=3)
+        p.add_argument(
+            "--max-failures", type=int, default=None, help="default: the environment's training.max_failures"
+        )
         if name == "submit":
             p.add_argument("--address", default=os.environ.get("RAY_ADDRESS", "http://127.0.0.1:8265"))
             p.add_argument("--submission-id", default=None)
@@ -208,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 mesh=args.mesh,
                 max_failures=args.max_failures,
                 fail_at_step=args.fail_at_step,
+                checkpoint_every=args.checkpoint_every,
             )
         elif args.command == "args":
             out = _cluster_plan(args)
