@@ -130,3 +130,10 @@ def test_ray_version_is_the_same_everywhere() -> None:
     assert chart["appVersion"] == RAY_VERSION
     dockerfile = (REPO / "workloads/trainer/Dockerfile").read_text()
     assert re.search(rf"^FROM rayproject/ray:{re.escape(RAY_VERSION)}-py312", dockerfile, re.M)
+
+
+def test_core_objects_are_validated_strictly_against_kubernetes_schemas() -> None:
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "ray-trainer"}}
+    validate(account)
+    with pytest.raises(ChartCheckError, match=r"ServiceAccount/ray-trainer: .*'automountToken' was unexpected"):
+        validate({**account, "automountToken": True})

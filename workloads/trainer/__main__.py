@@ -42,6 +42,7 @@ def run_local(
     """Train the canary `steps` more steps on local CPU workers; return the run's summary."""
     from workloads.trainer.canary.train import SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
     from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray
+    from workloads.trainer.mesh import mesh_shape
 
     ckpt = Path(checkpoint_dir).absolute()
     ckpt.mkdir(parents=True, exist_ok=True)
@@ -54,6 +55,7 @@ def run_local(
         checkpoint_every=checkpoint_every,
     )
     placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker)
+    mesh_shape(placement.devices, **mesh)  # a mesh that does not fit fails here, not in a worker
     local_ray(num_cpus=workers)
     trainer = build_trainer(
         canary_loop,

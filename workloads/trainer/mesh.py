@@ -23,7 +23,7 @@ def mesh_shape(devices: int, data: int = 1, fsdp: int = -1, tensor: int = 1) -> 
     if math.prod(sizes) != devices:
         raise ValueError(
             f"mesh data={sizes[0]} x fsdp={sizes[1]} x tensor={sizes[2]} = {math.prod(sizes)} "
-            f"does not equal the {devices} devices of the slice"
+            f"does not equal the {devices} devices available"
         )
     return sizes[0], sizes[1], sizes[2]
 
