@@ -15,10 +15,15 @@ UV_VERSION := 0.13.9
 OUT := cdktf.out
 ENV ?= dev
 BASE ?=
+PLAN ?=
 STEPS ?= 4
 CKPT_DIR ?= .cache/canary
 RECIPE ?= llama3-8b
 DRY_RUN ?=
+AUTO_APPROVE ?=
+IMAGE ?=
+FROM ?= dev
+TO ?= prod
 
 # jsii (under cdktf) prints a banner on Node 20, which is past end of life.
 # Node 22 or 24 is recommended; the banner only adds noise to logs.
@@ -32,7 +37,7 @@ POLICY_VENV := .venv-policy
 POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train lock clean
+.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train image promote lock clean
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -66,9 +71,8 @@ synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platf
 policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks (skips and reasons: infra/policy/checkov-skips.yaml)
 	$(PY) -m infra.policy $(OUT)/stacks
 
-review: $(VENV_STAMP) ## Plan review of the synthesized stacks; BASE=<baseline cdktf.out> to compare
-	$(PY) -m scripts.review --outdir $(OUT) $(if $(BASE),--base $(BASE))
-	@cat $(OUT)/review/*.md
+review: $(VENV_STAMP) ## Plan review as Markdown: PLAN=<terraform show -json file>, or offline BASE=<baseline cdktf.out>; exit 3 = blocked
+	@$(PY) -m scripts.review $(if $(PLAN),--plan $(PLAN),--print --outdir $(OUT) $(if $(BASE),--base $(BASE)))
 
 hcl: $(VENV_STAMP) $(NODE_STAMP) ## Write every stack as HCL (cdktf.out/stacks/*/cdk.tf) with the pinned cdktf CLI
 	npx --no-install cdktf synth --hcl
@@ -93,9 +97,16 @@ train-local: $(VENV_STAMP) ## Train the canary through JaxTrainer on local CPU w
 train: $(VENV_STAMP) ## Submit RECIPE= on ENV='s Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
 	$(PY) -m workloads.trainer $(if $(DRY_RUN),args,submit) --env $(ENV) --recipe $(RECIPE)
 
+image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s registry, pin its digest (DRY_RUN=1: print only)
+	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<name> ENV=<env> [DRY_RUN=1]"; exit 2; }
+	$(PY) -m scripts.image $(IMAGE) $(ENV) $(if $(DRY_RUN),--dry-run)
+
+promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
+	$(PY) -m scripts.promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
+
 deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terraform and Google credentials; refuses placeholder images)
 	$(PY) -m scripts.predeploy $(ENV)
-	npx --no-install cdktf deploy platform-$(ENV)
+	npx --no-install cdktf deploy platform-$(ENV) $(if $(AUTO_APPROVE),--auto-approve)
 
 diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)
 	npx --no-install cdktf diff platform-$(ENV)

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_all
+from infra.config import ConfigError, Environment, environments_dir, load_all
 
 DEFAULT_OUTDIR = Path("cdktf.out")
 
@@ -56,9 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     from infra import bindings
 
     bindings.use_stock_import(os.environ.get("PLATFORM_STOCK_PROVIDER_IMPORT") == "1")
-    environments = Path(os.environ.get("PLATFORM_ENVIRONMENTS_DIR", ENVIRONMENTS_DIR))
     try:
-        envs = load_all(environments)
+        envs = load_all(environments_dir())
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ bad value and what is allowed.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import types
 import typing
@@ -38,6 +39,12 @@ def gsa_account_id(identity: str) -> str:
 
 
 ENVIRONMENTS_DIR = Path(__file__).parent / "environments"
+
+
+def environments_dir() -> Path:
+    """The environments directory; `PLATFORM_ENVIRONMENTS_DIR` overrides it (read at call time)."""
+    return Path(os.environ.get("PLATFORM_ENVIRONMENTS_DIR") or ENVIRONMENTS_DIR)
+
 
 # GKE versions below which a generation's node pools are refused (GKE docs).
 MIN_GKE_VERSION = {"v6e": "1.31.2-gke.1115000"}

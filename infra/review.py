@@ -1,17 +1,22 @@
 """Plan review: what a change does, in Markdown, for the pull request.
 
-Offline (no credentials) it compares the synthesized stacks of this checkout
-with a baseline `cdktf.out` by resource address. It reports counts per
-action, every change, the accelerator inventory before and after (chips per
-generation and zone), and a blocking section for any destroy or replacement
-of a protected stateful resource.
+One renderer, two inputs:
+- offline (no credentials): the synthesized stacks of this checkout against
+  a baseline `cdktf.out`, by resource address;
+- online: a real Terraform plan as `terraform show -json` prints it.
+
+It reports counts per action, every create / update / replace / delete with
+the attributes that changed (and those forcing a replacement), resource drift,
+the accelerator inventory before and after (chips per generation and zone),
+and a blocking section for any destroy or replacement of a protected stateful
+resource, in every form a plan can express it.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,11 @@ FORCES_REPLACEMENT: Mapping[str, tuple[str, ...]] = {
 }
 
 BLOCKED = 3
+SUPPORTED_PLAN_FORMAT_MAJOR = 1
+
+
+class PlanFormatError(ValueError):
+    """A plan file this renderer cannot read."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,8 @@ class StackReview:
     inventory_before: Counter[tuple[str, str]]
     inventory_after: Counter[tuple[str, str]]
     has_baseline: bool
+    source: str = "offline"
+    drift: list[Change] = field(default_factory=list)
     blocking: list[Change] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -71,15 +83,26 @@ def resources(stack_json: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def accelerator_inventory(stack_json: Mapping[str, Any]) -> Counter[tuple[str, str]]:
     """Chips per (accelerator generation, zone) that the stack's node pools hold."""
+    return pool_inventory((stack_json.get("resource") or {}).get("google_container_node_pool", {}).values())
+
+
+def pool_inventory(pools: Iterable[Mapping[str, Any]]) -> Counter[tuple[str, str]]:
+    """Chips per (accelerator generation, zone) of node pool bodies (config or plan values)."""
     inventory: Counter[tuple[str, str]] = Counter()
-    for body in (stack_json.get("resource") or {}).get("google_container_node_pool", {}).values():
-        found = accelerator_for_machine(str((body.get("node_config") or {}).get("machine_type", "")))
+    for body in pools:
+        node_config = body.get("node_config") or {}
+        if isinstance(node_config, list):  # plan values hold blocks as lists
+            node_config = node_config[0] if node_config else {}
+        found = accelerator_for_machine(str(node_config.get("machine_type", "")))
         if found is None:
             continue
         acc, shape = found
         nodes = body.get("node_count")
         if nodes is None:
-            nodes = (body.get("autoscaling") or {}).get("total_max_node_count", 0)
+            autoscaling = body.get("autoscaling") or {}
+            if isinstance(autoscaling, list):
+                autoscaling = autoscaling[0] if autoscaling else {}
+            nodes = autoscaling.get("total_max_node_count") or 0
         zones = body.get("node_locations") or [body.get("location", "?")]
         for zone in zones:
             inventory[(acc.name, zone)] += int(nodes) * shape.chips
@@ -117,10 +140,63 @@ def review_stack(stack: str, after: Mapping[str, Any], before: Mapping[str, Any]
     )
 
 
+_PLAN_ACTIONS = {
+    ("create",): "create",
+    ("update",): "update",
+    ("delete",): "delete",
+    ("delete", "create"): "replace",
+    ("create", "delete"): "replace",
+}
+
+
+def _changed(before: Any, after: Any) -> tuple[str, ...]:
+    before, after = before or {}, after or {}
+    return tuple(sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
+
+
+def _plan_change(entry: Mapping[str, Any]) -> Change | None:
+    change = entry.get("change") or {}
+    action = _PLAN_ACTIONS.get(tuple(change.get("actions") or ()))
+    if action is None:  # no-op, read
+        return None
+    replaced_by = tuple(sorted({".".join(map(str, path)) for path in change.get("replace_paths") or []}))
+    attributes = _changed(change.get("before"), change.get("after")) if action in ("update", "replace") else ()
+    return Change(action, entry["address"], attributes, replaced_by)
+
+
+def review_plan(stack: str, plan: Mapping[str, Any]) -> StackReview:
+    """Review a real plan (`terraform show -json`); refuse a format this renderer does not know."""
+    version = str(plan.get("format_version", ""))
+    major = version.split(".", 1)[0]
+    if not major.isdigit() or int(major) != SUPPORTED_PLAN_FORMAT_MAJOR:
+        raise PlanFormatError(
+            f"plan format_version {version or '(missing)'!r} is not supported; "
+            f"this review reads format {SUPPORTED_PLAN_FORMAT_MAJOR}.x (terraform show -json)"
+        )
+    entries = plan.get("resource_changes") or []
+    changes = [c for c in map(_plan_change, entries) if c is not None]
+    drift = [c for c in map(_plan_change, plan.get("resource_drift") or []) if c is not None]
+    pools = [e for e in entries if e.get("type") == "google_container_node_pool"]
+    after_types: Counter[str] = Counter(e["type"] for e in entries if (e.get("change") or {}).get("after") is not None)
+    return StackReview(
+        stack=stack,
+        changes=sorted(changes, key=lambda c: c.address),
+        types_after=after_types,
+        inventory_before=pool_inventory(e["change"]["before"] for e in pools if e["change"].get("before")),
+        inventory_after=pool_inventory(e["change"]["after"] for e in pools if e["change"].get("after")),
+        has_baseline=True,
+        source="plan",
+        drift=drift,
+    )
+
+
 def render(review: StackReview) -> str:
     lines = [f"# Plan review: {review.stack}", ""]
-    basis = "against the baseline" if review.has_baseline else "with no baseline: every resource is new"
-    lines += [f"Offline review of the synthesized configuration, {basis}.", ""]
+    if review.source == "plan":
+        lines += ["Review of a Terraform plan (`terraform show -json`).", ""]
+    else:
+        basis = "against the baseline" if review.has_baseline else "with no baseline: every resource is new"
+        lines += [f"Offline review of the synthesized configuration, {basis}.", ""]
     counts = Counter(c.action for c in review.changes)
     lines += ["| action | resources |", "|---|---|"]
     lines += [f"| {action} | {counts.get(action, 0)} |" for action in ("create", "update", "replace", "delete")]
@@ -149,9 +225,13 @@ def render(review: StackReview) -> str:
         lines += ["", "## Changes", ""]
         for c in review.changes:
             attrs = f": {', '.join(c.attributes)}" if c.attributes else ""
-            lines.append(f"- {c.action} `{c.address}`{attrs}")
+            forced = f" (replacement forced by {', '.join(c.replaced_by)})" if c.replaced_by else ""
+            lines.append(f"- {c.action} `{c.address}`{attrs}{forced}")
         if not review.changes:
             lines.append("No changes.")
+    if review.drift:
+        lines += ["", "## Drift", "", "Changed outside Terraform since the last apply:", ""]
+        lines += [f"- {c.action} `{c.address}`: {', '.join(c.attributes) or 'changed'}" for c in review.drift]
     return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from infra.config import ENVIRONMENTS_DIR, ConfigError, load_environment
+from infra.config import ConfigError, environments_dir, load_environment
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m scripts.predeploy <env>", file=sys.stderr)
         return 2
-    path = ENVIRONMENTS_DIR / f"{args[0]}.yaml"
+    path = environments_dir() / f"{args[0]}.yaml"
     try:
         env = load_environment(path)
     except ConfigError as err:

@@ -1,0 +1,129 @@
+"""Build an image from the catalogue (`images/images.yaml`), push it, pin its digest.
+
+With a Docker engine that answers, the build runs locally; otherwise it is
+submitted to Cloud Build. The tag is the git commit; the pushed digest is
+written to the environment's `release.images.<name>`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.config import ENVIRONMENTS_DIR, Environment, load_environment
+from infra.delivery.release_file import diff, updated_text, write_validated
+
+REPO = Path(__file__).resolve().parents[2]
+CATALOGUE = REPO / "images" / "images.yaml"
+DIGEST_PLACEHOLDER = "<digest of the pushed image>"
+
+
+class ImageError(ValueError):
+    """An image that cannot be built as asked; nothing was run or written."""
+
+
+@dataclass(frozen=True)
+class ImageBuild:
+    name: str
+    env: Environment
+    env_path: Path
+    image: str  # <registry>/<name>:<git commit>
+    engine: str  # docker | cloud-build
+    commands: list[list[str]]
+    digest_command: list[str]
+    cloudbuild: dict[str, Any] | None
+
+    def pin(self, digest: str) -> str:
+        return f"{self.image.rsplit(':', 1)[0]}@{digest}"
+
+
+def load_catalogue(path: Path = CATALOGUE) -> dict[str, dict[str, Any]]:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def docker_answers() -> bool:
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def git_commit() -> str:
+    out = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def plan_build(
+    name: str, env_name: str, *, commit: str, use_docker: bool, environments: Path = ENVIRONMENTS_DIR
+) -> ImageBuild:
+    catalogue = load_catalogue()
+    if name not in catalogue:
+        raise ImageError(f"{CATALOGUE}: no image {name!r}; images: {', '.join(sorted(catalogue))}")
+    entry = catalogue[name]
+    env_path = environments / f"{env_name}.yaml"
+    env = load_environment(env_path)
+    image = f"{env.registry_url}/{name}:{commit}"
+    build_args = [f"--build-arg={k}={v}" for k, v in sorted((entry.get("build_args") or {}).items())]
+    dockerfile, context = entry["dockerfile"], entry.get("context", ".")
+    if use_docker:
+        commands = [
+            ["docker", "build", "--file", dockerfile, *build_args, "--tag", image, context],
+            ["docker", "push", image],
+        ]
+        digest_command = ["docker", "inspect", "--format={{index .RepoDigests 0}}", image]
+        return ImageBuild(name, env, env_path, image, "docker", commands, digest_command, None)
+    cloudbuild = {
+        "steps": [
+            {
+                "name": "gcr.io/cloud-builders/docker",
+                "args": ["build", "--file", dockerfile, *build_args, "--tag", image, "."],
+            }
+        ],
+        "images": [image],
+        "options": {"logging": "CLOUD_LOGGING_ONLY"},
+    }
+    commands = [
+        [
+            "gcloud",
+            "builds",
+            "submit",
+            context,
+            f"--project={env.project}",
+            f"--region={env.region}",
+            "--config=<cloudbuild.yaml>",
+        ]
+    ]
+    digest_command = [
+        "gcloud", "artifacts", "docker", "images", "describe", image, f"--project={env.project}",
+        "--format=value(image_summary.digest)",
+    ]  # fmt: skip
+    return ImageBuild(name, env, env_path, image, "cloud-build", commands, digest_command, cloudbuild)
+
+
+def build(plan: ImageBuild, *, run: Callable[[Sequence[str]], str], dry_run: bool) -> tuple[str, str]:
+    """Run the build (unless `dry_run`); return (pin, diff of the environment file)."""
+    if dry_run:
+        pin = plan.pin(DIGEST_PLACEHOLDER)
+        return pin, ""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "cloudbuild.yaml"
+        if plan.cloudbuild is not None:
+            config.write_text(json.dumps(plan.cloudbuild))
+        for command in plan.commands:
+            run([c.replace("<cloudbuild.yaml>", str(config)) for c in command])
+        # Both forms end in the digest: `<repo>@sha256:...` (docker) or `sha256:...` (gcloud).
+        digest = "sha256:" + run(plan.digest_command).strip().rsplit("sha256:", 1)[-1]
+    pin = plan.pin(digest)
+    old = plan.env_path.read_text()
+    new = updated_text(plan.env_path, {"images": {plan.name: pin}})
+    write_validated(plan.env_path, new)
+    return pin, diff(plan.env_path, old, new)

@@ -1,0 +1,53 @@
+"""Rewrite an environment file's release pins, keeping its comments and order, all or nothing."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from infra.config import load_environment
+
+
+def _yaml() -> YAML:
+    yaml = YAML()  # round-trip: comments, key order and quoting survive
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+def updated_text(path: Path, pins: Mapping[str, Mapping[str, str]]) -> str:
+    """The file's text with `release.<section>.<name>` set for every pin in `pins`."""
+    yaml = _yaml()
+    data = yaml.load(path.read_text())
+    release = data.setdefault("release", {})
+    for section, values in pins.items():
+        if release.get(section) is None or release.get(section) == {}:
+            release[section] = {}
+        for name, value in values.items():
+            release[section][name] = value
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
+def diff(path: Path, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path), str(path)))
+
+
+def write_validated(path: Path, text: str) -> None:
+    """Replace `path` with `text` only if it loads as a valid environment of the same name."""
+    with tempfile.TemporaryDirectory() as tmp:
+        candidate = Path(tmp) / path.name
+        candidate.write_text(text)
+        load_environment(candidate)  # raises ConfigError; the original is untouched
+    fd, staging = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(staging, path)
