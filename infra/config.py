@@ -162,18 +162,34 @@ class Cluster(Model):
 
 
 class Capacity(Model):
-    """How a slice's nodes are obtained."""
+    """How a slice's nodes are obtained.
 
-    type: Literal["on-demand", "spot", "reservation"]
+    `flex-start` and `queued` are the Dynamic Workload Scheduler's two modes:
+    nodes come (all at once) when capacity is found, for at most
+    `max_run_hours` (flex-start), or when a queued ProvisioningRequest is
+    admitted (queued provisioning, through Kueue).
+    """
+
+    type: Literal["on-demand", "spot", "reservation", "flex-start", "queued"]
     reservation: Name | None = None
+    max_run_hours: int | None = Field(default=None, ge=1, le=168)
 
     @model_validator(mode="after")
-    def _reservation_named_iff_reserved(self) -> Capacity:
+    def _fields_fit_the_type(self) -> Capacity:
         if self.type == "reservation" and not self.reservation:
             raise ValueError("capacity type 'reservation' needs `reservation: <reservation name>`")
         if self.type != "reservation" and self.reservation:
             raise ValueError(f"`reservation` is only allowed with capacity type 'reservation', not {self.type!r}")
+        if self.type == "flex-start" and self.max_run_hours is None:
+            raise ValueError("capacity type 'flex-start' needs `max_run_hours` (1 to 168)")
+        if self.type != "flex-start" and self.max_run_hours is not None:
+            raise ValueError(f"`max_run_hours` is only allowed with capacity type 'flex-start', not {self.type!r}")
         return self
+
+    @property
+    def dynamic(self) -> bool:
+        """Nodes come and go with demand (Dynamic Workload Scheduler): no fixed node count."""
+        return self.type in ("flex-start", "queued")
 
 
 class SliceSpec(Model):
@@ -186,11 +202,19 @@ class SliceSpec(Model):
     zone: str | None = None
     capacity: Capacity
     auto_upgrade: bool = True
+    # Default: on, except for flex-start, whose nodes GKE must not repair.
+    auto_repair: bool | None = None
 
     @model_validator(mode="after")
     def _shape_is_in_catalogue(self) -> SliceSpec:
         self.slice  # noqa: B018 - derive once so a bad shape fails at load
+        if self.capacity.type == "flex-start" and self.auto_repair:
+            raise ValueError("capacity type 'flex-start' needs auto_repair off (remove `auto_repair: true`)")
         return self
+
+    @property
+    def repairs(self) -> bool:
+        return self.auto_repair if self.auto_repair is not None else self.capacity.type != "flex-start"
 
     @cached_property
     def slice(self) -> Slice:

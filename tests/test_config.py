@@ -142,6 +142,34 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         "training.identity",
         ["'serving'", "roles/storage.objectUser", "roles/storage.objectViewer"],
     ),
+    "flex-start without a maximum run duration": (
+        _set("slices.train.capacity", {"type": "flex-start"}),
+        "slices.train.capacity",
+        ["flex-start", "needs `max_run_hours` (1 to 168)"],
+    ),
+    "maximum run duration on on-demand capacity": (
+        _set("slices.train.capacity", {"type": "on-demand", "max_run_hours": 4}),
+        "slices.train.capacity",
+        ["`max_run_hours` is only allowed with capacity type 'flex-start', not 'on-demand'"],
+    ),
+    "queued provisioning with a reservation": (
+        _set("slices.train.capacity", {"type": "queued", "reservation": "r1"}),
+        "slices.train.capacity",
+        ["`reservation` is only allowed with capacity type 'reservation', not 'queued'"],
+    ),
+    "flex-start with auto-repair on": (
+        _set(
+            "slices.train",
+            {
+                "accelerator": "v6e",
+                "topology": "4x4",
+                "capacity": {"type": "flex-start", "max_run_hours": 8},
+                "auto_repair": True,
+            },
+        ),
+        "slices.train",
+        ["flex-start", "auto_repair off"],
+    ),
     "hyphen in a label key": (_set("labels", {"cost-center": "ml"}), "labels.cost-center", ["cost-center"]),
 }
 

@@ -177,3 +177,34 @@ def test_gpu_and_spot_slices_get_their_accelerators_and_capacity(tmp_path: Path,
     assert "placement_policy" not in pools["small"], "a single-host slice needs no placement policy"
     assert pools["small"]["node_count"] == 1
     assert accelerator_inventory(stack)[("a3-mega", "us-east5-b")] == 16
+
+
+def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
+    tmp_path: Path, envs: dict[str, Environment]
+) -> None:
+    data = envs["dev"].model_dump(mode="json", exclude_none=True)
+    data["slices"]["flex"] = {
+        "accelerator": "v6e",
+        "topology": "2x4",
+        "capacity": {"type": "flex-start", "max_run_hours": 8},
+    }
+    data["slices"]["queued"] = {"accelerator": "a3-mega", "nodes": 2, "capacity": {"type": "queued"}}
+    synth({"dev": Environment.model_validate(data)}, tmp_path)
+    stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    pools = {p["name"]: p for p in of_type(stack, "google_container_node_pool").values()}
+    flex, queued = pools["flex"], pools["queued"]
+    for pool, hosts in ((flex, 2), (queued, 2)):
+        assert "node_count" not in pool
+        assert pool["initial_node_count"] == 0
+        assert pool["autoscaling"] == {
+            "total_min_node_count": 0,
+            "total_max_node_count": hosts,
+            "location_policy": "ANY",
+        }
+        assert pool["node_config"]["reservation_affinity"] == {"consume_reservation_type": "NO_RESERVATION"}
+    assert flex["node_config"]["flex_start"] is True
+    assert flex["node_config"]["max_run_duration"] == "28800s"
+    assert flex["management"]["auto_repair"] is False
+    assert queued["queued_provisioning"] == {"enabled": True}
+    assert "spot" not in queued["node_config"]
+    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 16 + 8

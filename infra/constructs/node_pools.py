@@ -80,12 +80,15 @@ class SliceNodePool(Construct):
         slice_: Slice,
         capacity_type: str,
         reservation: str | None,
+        max_run_hours: int | None,
+        auto_repair: bool,
         auto_upgrade: bool,
         service_account: str,
     ) -> None:
         super().__init__(scope, id_)
         pool_module = google("container_node_pool")
         extra: dict[str, object] = {}
+        pool: dict[str, object] = {"node_count": slice_.hosts}
         if capacity_type == "spot":
             extra["spot"] = True
         elif capacity_type == "reservation":
@@ -94,6 +97,23 @@ class SliceNodePool(Construct):
                 "key": "compute.googleapis.com/reservation-name",
                 "values": [reservation],
             }
+        elif capacity_type in ("flex-start", "queued"):
+            # Dynamic Workload Scheduler: no static node count; the slice's
+            # hosts arrive together when capacity is found.
+            pool = {
+                "initial_node_count": 0,
+                "autoscaling": {
+                    "total_min_node_count": 0,
+                    "total_max_node_count": slice_.hosts,
+                    "location_policy": "ANY",
+                },
+            }
+            extra["reservation_affinity"] = {"consume_reservation_type": "NO_RESERVATION"}
+            if capacity_type == "flex-start":
+                extra["flex_start"] = True
+                extra["max_run_duration"] = f"{(max_run_hours or 0) * 3600}s"
+            else:
+                pool["queued_provisioning"] = {"enabled": True}
         if slice_.kind == "gpu":
             extra["guest_accelerator"] = [
                 pool_module.ContainerNodePoolNodeConfigGuestAccelerator(
@@ -114,9 +134,9 @@ class SliceNodePool(Construct):
             location=location,
             node_locations=[zone],
             name=name,
-            node_count=slice_.hosts,
             placement_policy=placement,
-            management={"auto_repair": True, "auto_upgrade": auto_upgrade},
+            management={"auto_repair": auto_repair, "auto_upgrade": auto_upgrade},
+            **pool,
             node_config=_node_config(
                 machine_type=slice_.machine_type,
                 service_account=service_account,

@@ -86,6 +86,8 @@ class PlatformStack(TerraformStack):
                 slice_=spec.slice,
                 capacity_type=spec.capacity.type,
                 reservation=spec.capacity.reservation,
+                max_run_hours=spec.capacity.max_run_hours,
+                auto_repair=spec.repairs,
                 auto_upgrade=spec.auto_upgrade,
                 service_account=nodes.email,
             )
