@@ -260,6 +260,8 @@ class Registry(Model):
 
     repository: Name
     cleanup: RegistryCleanup
+    # Terraform refuses to destroy or replace a protected repository (and the images in it).
+    protect: bool = False
 
     def host(self, region: str) -> str:
         return f"{region}-docker.pkg.dev"

@@ -106,6 +106,11 @@ def test_prod_checkpoint_bucket_cannot_be_destroyed(stacks: dict[str, dict[str, 
         assert bucket["force_destroy"] is False
 
 
+def test_prod_registry_cannot_be_destroyed(stacks: dict[str, dict[str, Any]]) -> None:
+    assert one(stacks["prod"], "google_artifact_registry_repository")["lifecycle"]["prevent_destroy"] is True
+    assert one(stacks["dev"], "google_artifact_registry_repository")["lifecycle"]["prevent_destroy"] is False
+
+
 def test_registry_is_docker_with_immutable_tags_and_cleanup(stacks: dict[str, dict[str, Any]]) -> None:
     for stack in stacks.values():
         repo = one(stack, "google_artifact_registry_repository")

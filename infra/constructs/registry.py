@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cdktf import TerraformResourceLifecycle
 from constructs import Construct
 
 from infra.bindings import google
@@ -27,6 +28,7 @@ class DockerRepository(Construct):
         delete_untagged_after_days: int,
         keep_recent_versions: int,
         readers: list[str],
+        protect: bool,
     ) -> None:
         super().__init__(scope, id_)
         ar = google("artifact_registry_repository")
@@ -40,6 +42,7 @@ class DockerRepository(Construct):
             description="Platform container images, pinned by digest in each environment's release",
             docker_config={"immutable_tags": True},
             cleanup_policy_dry_run=False,
+            lifecycle=TerraformResourceLifecycle(prevent_destroy=protect),
             cleanup_policies=[
                 ar.ArtifactRegistryRepositoryCleanupPolicies(
                     id="delete-untagged",

@@ -118,6 +118,7 @@ class PlatformStack(TerraformStack):
             delete_untagged_after_days=env.registry.cleanup.delete_untagged_after_days,
             keep_recent_versions=env.registry.cleanup.keep_recent_versions,
             readers=[nodes.member],
+            protect=env.registry.protect,
         )
 
         namespaces = Namespaces(
