@@ -21,8 +21,11 @@ from infra.delivery.images import ImageError, build, docker_answers, git_commit,
 
 
 def _run(command: Sequence[str]) -> str:
+    """Run a step; its output is shown (on stderr) and returned."""
     print(f"+ {shlex.join(command)}", file=sys.stderr)
-    return subprocess.run(list(command), check=True, capture_output=False, text=True, stdout=subprocess.PIPE).stdout
+    out = subprocess.run(list(command), check=True, text=True, stdout=subprocess.PIPE).stdout
+    sys.stderr.write(out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
