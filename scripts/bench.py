@@ -56,13 +56,15 @@ print(json.dumps(train(CanaryConfig(checkpoint_dir=sys.argv[1], end_step=steps, 
 """
 
 
-def _last_json(stdout: str) -> dict[str, float]:
-    return json.loads(stdout.strip().splitlines()[-1])
+def _summary(command: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Run one canary command; its last output line is the run's JSON summary."""
+    out = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def bench_canary(steps: int) -> None:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "RAY_USAGE_STATS_ENABLED": "0"}
-    trainer = [
+    local = [
         sys.executable,
         "-m",
         "workloads.trainer",
@@ -73,36 +75,12 @@ def bench_canary(steps: int) -> None:
         str(steps),
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        plain = _last_json(
-            subprocess.run(
-                [sys.executable, "-c", PLAIN_LOOP, f"{tmp}/plain", str(steps)],
-                env={**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
+        plain = _summary(
+            [sys.executable, "-c", PLAIN_LOOP, f"{tmp}/plain", str(steps)],
+            {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
         )
-        one = _last_json(
-            subprocess.run(
-                [*trainer, "--workers", "1", "--devices-per-worker", "4", "--checkpoint-dir", f"{tmp}/one"],
-                env=env,
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
-        two = _last_json(
-            subprocess.run(
-                [*trainer, "--workers", "2", "--devices-per-worker", "2", "--checkpoint-dir", f"{tmp}/two"],
-                env=env,
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
+        one = _summary([*local, "--workers", "1", "--devices-per-worker", "4", "--checkpoint-dir", f"{tmp}/one"], env)
+        two = _summary([*local, "--workers", "2", "--devices-per-worker", "2", "--checkpoint-dir", f"{tmp}/two"], env)
     print(f"{'canary, mesh data 1 x fsdp 2 x tensor 2':<45} {'step ms (median)':>16} {'tokens/s':>10}")
     for name, run in (
         ("plain JAX loop, 1 process x 4 devices", plain),
