@@ -36,11 +36,44 @@ class ShapeError(ValueError):
 
 
 @dataclass(frozen=True)
+class GpuDirect:
+    """GPUDirect networking of a GPU machine: its extra NICs and the pieces GKE needs for them.
+
+    Each extra NIC sits in its own VPC network; the NCCL plugin installer puts
+    the transport's NCCL plugin on the node, and a receive-data-path daemon
+    runs beside every pod that uses it. Versions are pairs upstream releases
+    together (GoogleCloudPlatform/container-engine-accelerators, gpudirect-*).
+    """
+
+    transport: Literal["tcpx", "tcpxo"]
+    extra_nics: int
+    installer_image: str
+    daemon_image: str
+
+
+TCPX = GpuDirect(
+    transport="tcpx",
+    extra_nics=4,
+    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.12",
+    daemon_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.15",
+)
+TCPXO = GpuDirect(
+    transport="tcpxo",
+    extra_nics=8,
+    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
+    daemon_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
+)
+
+
+@dataclass(frozen=True)
 class MachineShape:
     """One VM shape of an accelerator generation."""
 
     chips: int
     topologies: tuple[str, ...]
+    vcpus: int = 0
+    memory_gb: int = 0
+    gpudirect: GpuDirect | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +176,7 @@ CATALOGUE: dict[str, Accelerator] = {
         slice_prefix="a3-high",
         peak_bf16_tflops=989.0,
         hbm_gb=80,
-        machine_types={"a3-highgpu-8g": MachineShape(8, ())},
+        machine_types={"a3-highgpu-8g": MachineShape(8, (), vcpus=208, memory_gb=1872, gpudirect=TCPX)},
     ),
     "a3-mega": Accelerator(
         name="a3-mega",
@@ -154,12 +187,9 @@ CATALOGUE: dict[str, Accelerator] = {
         slice_prefix="a3-mega",
         peak_bf16_tflops=989.0,
         hbm_gb=80,
-        machine_types={"a3-megagpu-8g": MachineShape(8, ())},
+        machine_types={"a3-megagpu-8g": MachineShape(8, (), vcpus=208, memory_gb=1872, gpudirect=TCPXO)},
     ),
 }
-
-# Extra NICs (and so extra VPC networks) each GPU machine needs for GPUDirect.
-GPU_EXTRA_NICS = {"a3-highgpu-8g": 4, "a3-megagpu-8g": 8}
 
 
 @dataclass(frozen=True)
@@ -171,6 +201,15 @@ class Slice:
     chips_per_host: int
     hosts: int
     topology: str | None = None
+
+    @property
+    def shape(self) -> MachineShape:
+        return self.accelerator.machine_types[self.machine_type]
+
+    @property
+    def gpudirect(self) -> GpuDirect | None:
+        """The GPUDirect networking this slice's machines need, if any."""
+        return self.shape.gpudirect
 
     @property
     def kind(self) -> Literal["tpu", "gpu"]:

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from infra.accelerators import ShapeError, Slice, gpu_slice, lookup, tpu_slice
+from infra.controllers import CONTROLLERS
 
 
 def gsa_account_id(identity: str) -> str:
@@ -113,6 +114,16 @@ class Network(Model):
     services_cidr: Cidr
     master_cidr: Cidr
     authorized_networks: list[AuthorizedNetwork] = Field(min_length=1)
+    # GPUDirect (A3 High / A3 Mega): each extra NIC gets its own VPC network,
+    # with subnet n taking the n-th /24 of this range. Needed once a GPU slice
+    # whose machine has extra NICs exists.
+    gpudirect_cidr: Cidr | None = None
+
+    def gpudirect_subnets(self, count: int) -> list[str]:
+        """The /24 ranges of the first `count` GPUDirect networks (1-based: the n-th /24 is network n)."""
+        assert self.gpudirect_cidr is not None
+        subnets = list(ipaddress.ip_network(self.gpudirect_cidr).subnets(new_prefix=24))
+        return [str(net) for net in subnets[1 : count + 1]]
 
     @field_validator("master_cidr")
     @classmethod
@@ -129,6 +140,13 @@ class Network(Model):
             "services_cidr": self.services_cidr,
             "master_cidr": self.master_cidr,
         }
+        if self.gpudirect_cidr is not None:
+            ranges["gpudirect_cidr"] = self.gpudirect_cidr
+            if ipaddress.ip_network(self.gpudirect_cidr).prefixlen > 20:
+                raise ValueError(
+                    f"gpudirect_cidr {self.gpudirect_cidr} is too small: it holds one /24 per GPUDirect "
+                    "network (up to 8, numbered from 1), so it must be a /20 or larger"
+                )
         names = list(ranges)
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
@@ -178,7 +196,17 @@ class Capacity(Model):
     def _fields_fit_the_type(self) -> Capacity:
         if self.type == "reservation" and not self.reservation:
             raise ValueError("capacity type 'reservation' needs `reservation: <reservation name>`")
-        if self.type != "reservation" and self.reservation:
+        if self.type == "queued" and self.reservation:
+            raise ValueError(
+                "queued provisioning cannot consume a reservation: the Dynamic Workload Scheduler finds the "
+                "capacity (remove `reservation`, or use type 'reservation')"
+            )
+        if self.type == "flex-start" and self.reservation:
+            raise ValueError(
+                "flex-start cannot consume a reservation: its nodes come from the Dynamic Workload Scheduler "
+                "(remove `reservation`, or use type 'reservation')"
+            )
+        if self.type in ("on-demand", "spot") and self.reservation:
             raise ValueError(f"`reservation` is only allowed with capacity type 'reservation', not {self.type!r}")
         if self.type == "flex-start" and self.max_run_hours is None:
             raise ValueError("capacity type 'flex-start' needs `max_run_hours` (1 to 168)")
@@ -201,16 +229,46 @@ class SliceSpec(Model):
     machine_type: str | None = None
     zone: str | None = None
     capacity: Capacity
+    # GPU slices only: autoscale between min_nodes and `nodes` (default: a fixed `nodes`).
+    min_nodes: int | None = Field(default=None, ge=0)
     auto_upgrade: bool = True
     # Default: on, except for flex-start, whose nodes GKE must not repair.
     auto_repair: bool | None = None
 
     @model_validator(mode="after")
     def _shape_is_in_catalogue(self) -> SliceSpec:
-        self.slice  # noqa: B018 - derive once so a bad shape fails at load
-        if self.capacity.type == "flex-start" and self.auto_repair:
+        slice_ = self.slice  # derive once so a bad shape fails at load
+        kind = self.capacity.type
+        if kind == "flex-start" and self.auto_repair:
             raise ValueError("capacity type 'flex-start' needs auto_repair off (remove `auto_repair: true`)")
+        if self.min_nodes is not None:
+            if slice_.kind == "tpu":
+                raise ValueError(
+                    "a TPU slice is provisioned as one unit of all its hosts: remove `min_nodes` "
+                    "(use capacity 'flex-start' or 'queued' for a slice that exists only while it is used)"
+                )
+            if kind == "queued" and self.min_nodes != 0:
+                raise ValueError(
+                    f"queued provisioning needs min_nodes 0, not {self.min_nodes}: its nodes exist only "
+                    "while an admitted ProvisioningRequest holds them"
+                )
+            if kind == "flex-start" and self.min_nodes != 0:
+                raise ValueError(
+                    f"flex-start takes no static node count (min_nodes {self.min_nodes}): its nodes come "
+                    "and go with the workload"
+                )
+            if self.min_nodes > slice_.hosts:
+                raise ValueError(f"min_nodes {self.min_nodes} is above nodes {slice_.hosts}")
         return self
+
+    @property
+    def node_range(self) -> tuple[int, int] | None:
+        """(min, max) nodes of an autoscaled pool, or None for a fixed node count."""
+        if self.capacity.dynamic:
+            return (0, self.slice.hosts)
+        if self.min_nodes is not None:
+            return (self.min_nodes, self.slice.hosts)
+        return None
 
     @property
     def repairs(self) -> bool:
@@ -295,6 +353,14 @@ class Release(Model):
     charts: dict[str, ExactVersion] = {}
     controllers: dict[str, ExactVersion] = {}
 
+    @field_validator("controllers")
+    @classmethod
+    def _known_controllers(cls, controllers: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(controllers) - set(CONTROLLERS))
+        if unknown:
+            raise ValueError(f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(CONTROLLERS)}")
+        return controllers
+
 
 class PodSize(Model):
     cpu: Annotated[str, StringConstraints(pattern=r"^[0-9]+m?$")]
@@ -313,6 +379,46 @@ class Training(Model):
     shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"
     # Ray Train restarts the worker group this many times; each restart resumes from the last checkpoint.
     max_failures: int = Field(default=3, ge=0)
+
+
+class NcclTest(Model):
+    """The NCCL all-gather test JobSet: proves a GPU slice's nodes talk at full bandwidth."""
+
+    slice: Name
+    # Bus bandwidth (GB/s per GPU) of the largest message below which the test fails.
+    # About 185-190 is healthy on A3 Mega over two nodes.
+    min_bus_bandwidth_gbps: float = Field(gt=0)
+    # Nodes to span; default: all of the slice's nodes.
+    nodes: int | None = Field(default=None, ge=2)
+    # Bump to run the test again with unchanged settings.
+    run: int = Field(default=1, ge=1)
+
+
+class GpuTraining(Model):
+    """A JobSet that trains the canary with JAX on a GPU slice, one process per node."""
+
+    slice: Name
+    image: Name
+    bucket: Name
+    steps: int = Field(ge=1)
+    run: int = Field(default=1, ge=1)
+
+
+class Batch(Model):
+    """Batch jobs through Kueue and JobSet.
+
+    Kueue gets one ResourceFlavor per listed slice, one ClusterQueue whose
+    quota is the sum of those slices, and a LocalQueue named `queue` in the
+    namespace of `identity`, whose service account the jobs run as. Slices
+    with `queued` capacity are reached through a ProvisioningRequest admission
+    check (Dynamic Workload Scheduler).
+    """
+
+    identity: Name
+    queue: KubernetesName
+    slices: list[Name] = Field(min_length=1)
+    nccl_test: NcclTest | None = None
+    training: GpuTraining | None = None
 
 
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
@@ -336,6 +442,7 @@ class Environment(Model):
     identities: dict[Name, Identity] = {}
     release: Release = Release()
     training: Training | None = None
+    batch: Batch | None = None
 
     @field_validator("zones")
     @classmethod
@@ -392,6 +499,7 @@ class Environment(Model):
                 )
             seen[ksa] = key
         problems += self._training_problems()
+        problems += self._gpu_problems()
         if problems:
             raise _CrossReferenceError(problems)
         return self
@@ -410,19 +518,108 @@ class Environment(Model):
             if value not in known:
                 where = "release.images" if field == "image" else f"{field}s" if field != "identity" else "identities"
                 problems.append((("training", field), value, f"not in {where}: {', '.join(known) or '(none)'}"))
-        identity = self.identities.get(t.identity)
-        if identity and t.bucket in self.buckets:
-            role = identity.bucket_roles.get(t.bucket)
-            if role not in ("roles/storage.objectUser", "roles/storage.objectAdmin"):
+        problems += self._writer_problems(("training", "identity"), t.identity, t.bucket)
+        return problems
+
+    def _writer_problems(
+        self, where: tuple[str, ...], identity_key: str, bucket: str
+    ) -> list[tuple[tuple[str | int, ...], object, str]]:
+        """A job's identity must be able to write its checkpoints to its bucket."""
+        identity = self.identities.get(identity_key)
+        if identity is None or bucket not in self.buckets:
+            return []
+        role = identity.bucket_roles.get(bucket)
+        if role in ("roles/storage.objectUser", "roles/storage.objectAdmin"):
+            return []
+        return [
+            (
+                where,
+                identity_key,
+                f"must be able to write checkpoints to bucket {bucket!r}: give it "
+                f"roles/storage.objectUser there (it has {role or 'no role'})",
+            )
+        ]
+
+    def _gpu_problems(self) -> list[tuple[tuple[str | int, ...], object, str]]:
+        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+        needs = self.gpudirect_networks
+        if needs and self.network.gpudirect_cidr is None:
+            users = ", ".join(k for k, s in self.slices.items() if s.slice.gpudirect)
+            problems.append(
+                (
+                    ("network", "gpudirect_cidr"),
+                    None,
+                    f"slices {users} need {needs} GPUDirect networks: give a /20 or larger range, "
+                    "for example 192.168.0.0/16",
+                )
+            )
+        batch = self.batch
+        queued = [k for k, s in self.slices.items() if s.capacity.type == "queued"]
+        for key in queued:
+            if batch is None or key not in batch.slices:
                 problems.append(
                     (
-                        ("training", "identity"),
-                        t.identity,
-                        f"must be able to write checkpoints to bucket {t.bucket!r}: give it "
-                        f"roles/storage.objectUser there (it has {role or 'no role'})",
+                        ("slices", key, "capacity", "type"),
+                        "queued",
+                        "queued provisioning is requested through Kueue: list this slice in `batch.slices`",
                     )
                 )
+        if batch is None:
+            return problems
+        missing = [c for c in ("jobset", "kueue") if c not in self.release.controllers]
+        if missing:
+            problems.append(
+                (
+                    ("release", "controllers"),
+                    dict(self.release.controllers),
+                    f"batch jobs need the JobSet and Kueue controllers: pin {', '.join(missing)} "
+                    "(an exact chart version)",
+                )
+            )
+        if batch.identity not in self.identities:
+            problems.append(
+                (("batch", "identity"), batch.identity, f"not in identities: {', '.join(self.identities) or '(none)'}")
+            )
+        for i, key in enumerate(batch.slices):
+            if key not in self.slices:
+                problems.append((("batch", "slices", i), key, f"not in slices: {', '.join(self.slices) or '(none)'}"))
+            elif self.slices[key].slice.kind != "gpu":
+                problems.append((("batch", "slices", i), key, "Kueue queues GPU slices here; this is a TPU slice"))
+        if len(set(batch.slices)) != len(batch.slices):
+            problems.append((("batch", "slices"), batch.slices, "a slice is listed twice"))
+        for section, job in (("nccl_test", batch.nccl_test), ("training", batch.training)):
+            if job is not None and job.slice not in batch.slices:
+                problems.append(
+                    (("batch", section, "slice"), job.slice, f"not one of batch.slices: {', '.join(batch.slices)}")
+                )
+        test = batch.nccl_test
+        if test is not None and test.nodes is not None and test.slice in self.slices:
+            hosts = self.slices[test.slice].slice.hosts
+            if test.nodes > hosts:
+                problems.append(
+                    (("batch", "nccl_test", "nodes"), test.nodes, f"slice {test.slice!r} has only {hosts} nodes")
+                )
+        training = batch.training
+        if training is not None:
+            if training.image not in self.release.images:
+                problems.append(
+                    (
+                        ("batch", "training", "image"),
+                        training.image,
+                        f"not in release.images: {', '.join(self.release.images) or '(none)'}",
+                    )
+                )
+            if training.bucket not in self.buckets:
+                problems.append(
+                    (("batch", "training", "bucket"), training.bucket, f"not in buckets: {', '.join(self.buckets)}")
+                )
+            problems += self._writer_problems(("batch", "identity"), batch.identity, training.bucket)
         return problems
+
+    @property
+    def gpudirect_networks(self) -> int:
+        """How many GPUDirect VPC networks the slices need: the most extra NICs of any machine."""
+        return max((s.slice.gpudirect.extra_nics for s in self.slices.values() if s.slice.gpudirect), default=0)
 
     def placeholder_images(self) -> list[str]:
         """Release images still at the all-zero digest (not built yet)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,34 @@ def test_every_chart_has_a_schema_and_ci_values_that_lint_clean(chart: Path) -> 
 
 
 def test_ci_values_are_what_the_dev_stack_passes(stacks: dict[str, dict[str, Any]]) -> None:
-    _, values = release_values(stacks["dev"], "ray-training")
-    ci = yaml.safe_load((REPO / "workloads/charts/ray-training/ci/dev-values.yaml").read_text())
-    assert ci == values, "ci/dev-values.yaml drifted from the stack; copy the stack's values"
+    """`ci/dev-<release>.yaml` of each local chart is exactly what the dev stack passes (`make snapshots`)."""
+    releases = [r for r in of_type(stacks["dev"], "helm_release").values() if "repository" not in r]
+    assert {r["name"] for r in releases} >= {"ray-training", "gpu-networking", "kueue-queues", "nccl-test"}
+    for release in releases:
+        chart = release["chart"].rsplit("/", 1)[-1]
+        path = REPO / "workloads/charts" / chart / "ci" / f"dev-{release['name']}.yaml"
+        values = json.loads(release["values"][0])
+        if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+            path.write_text(yaml.safe_dump(values, sort_keys=True))
+        assert path.exists(), f"{path} is missing; run `make snapshots`"
+        assert yaml.safe_load(path.read_text()) == values, f"{path.name} drifted from the stack; run `make snapshots`"
+
+
+@pytest.mark.parametrize("release", ["ray-training", "gpu-networking", "kueue-queues", "nccl-test", "gpu-training"])
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_every_release_renders_and_validates_strictly(
+    env: str, release: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    names = {r["name"] for r in of_type(stacks[env], "helm_release").values()}
+    if release not in names:
+        pytest.skip(f"{env} does not deploy {release}")
+    found, values = release_values(stacks[env], release)
+    chart = found["chart"].rsplit("/", 1)[-1]
+    objects = render(chart, values, name=found["name"], namespace=found["namespace"])
+    assert objects
+    if CRDS.is_dir():
+        for obj in objects:
+            validate(obj)
 
 
 def test_dev_worker_group_is_derived_from_the_v6e_4x4_slice(ray_cluster: dict[str, Any]) -> None:

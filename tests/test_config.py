@@ -153,9 +153,87 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         ["`max_run_hours` is only allowed with capacity type 'flex-start', not 'on-demand'"],
     ),
     "queued provisioning with a reservation": (
-        _set("slices.train.capacity", {"type": "queued", "reservation": "r1"}),
-        "slices.train.capacity",
-        ["`reservation` is only allowed with capacity type 'reservation', not 'queued'"],
+        _set("slices.a3mega.capacity", {"type": "queued", "reservation": "r1"}),
+        "slices.a3mega.capacity",
+        ["queued provisioning cannot consume a reservation"],
+    ),
+    "flex-start with a reservation": (
+        _set("slices.a3mega.capacity", {"type": "flex-start", "max_run_hours": 8, "reservation": "r1"}),
+        "slices.a3mega.capacity",
+        ["flex-start cannot consume a reservation"],
+    ),
+    "reservation name on spot capacity": (
+        _set("slices.a3mega.capacity", {"type": "spot", "reservation": "r1"}),
+        "slices.a3mega.capacity",
+        ["`reservation` is only allowed with capacity type 'reservation', not 'spot'"],
+    ),
+    "queued provisioning with a minimum of nodes": (
+        _set("slices.a3mega.min_nodes", 1),
+        "slices.a3mega",
+        ["queued provisioning needs min_nodes 0, not 1"],
+    ),
+    "flex-start with a static node count": (
+        _set(
+            "slices.a3mega",
+            {
+                "accelerator": "a3-mega",
+                "nodes": 2,
+                "min_nodes": 2,
+                "capacity": {"type": "flex-start", "max_run_hours": 8},
+            },
+        ),
+        "slices.a3mega",
+        ["flex-start takes no static node count (min_nodes 2)"],
+    ),
+    "min_nodes on a TPU slice": (
+        _set("slices.train.min_nodes", 1),
+        "slices.train",
+        ["a TPU slice is provisioned as one unit", "remove `min_nodes`"],
+    ),
+    "min_nodes above nodes": (
+        _set("slices.a3mega", {"accelerator": "a3-mega", "nodes": 2, "min_nodes": 3, "capacity": {"type": "spot"}}),
+        "slices.a3mega",
+        ["min_nodes 3 is above nodes 2"],
+    ),
+    "queued provisioning without Kueue": (
+        _delete("batch"),
+        "slices.a3mega.capacity.type",
+        ["'queued'", "list this slice in `batch.slices`"],
+    ),
+    "GPUDirect slice without GPUDirect networks": (
+        _delete("network.gpudirect_cidr"),
+        "network.gpudirect_cidr",
+        ["slices a3mega need 8 GPUDirect networks", "192.168.0.0/16"],
+    ),
+    "GPUDirect range too small": (
+        _set("network.gpudirect_cidr", "192.168.0.0/24"),
+        "network",
+        ["gpudirect_cidr 192.168.0.0/24 is too small", "/20 or larger"],
+    ),
+    "batch on a TPU slice": (
+        _set("batch.slices", ["a3mega", "train"]),
+        "batch.slices[1]",
+        ["'train'", "this is a TPU slice"],
+    ),
+    "NCCL test on more nodes than the slice has": (
+        _set("batch.nccl_test.nodes", 4),
+        "batch.nccl_test.nodes",
+        ["4", "slice 'a3mega' has only 2 nodes"],
+    ),
+    "batch without the controllers": (
+        _set("release.controllers", {"kueue": "0.17.3"}),
+        "release.controllers",
+        ["pin jobset"],
+    ),
+    "unknown controller": (
+        _set("release.controllers", {"jobset": "0.12.0", "kueue": "0.17.3", "volcano": "1.0.0"}),
+        "release.controllers",
+        ["unknown controller(s) volcano", "known: jobset, kueue"],
+    ),
+    "GPU training identity that cannot write checkpoints": (
+        _set("batch.identity", "serving"),
+        "batch.identity",
+        ["'serving'", "roles/storage.objectUser", "roles/storage.objectViewer"],
     ),
     "flex-start with auto-repair on": (
         _set(

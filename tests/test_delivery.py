@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.config import ConfigError, load_environment
 from infra.delivery.images import plan_build
@@ -114,11 +115,16 @@ def environments(tmp_path: Path) -> Path:
     return directory
 
 
+GPU_DIGEST = "sha256:" + "cd" * 32
+
+
 def _pin_dev(environments: Path, image: str) -> None:
+    """Pin dev's trainer at `image` and its GPU trainer at a good digest."""
     path = environments / "dev.yaml"
     text = path.read_text()
-    current = load_environment(path).release.images["trainer"]
-    path.write_text(text.replace(current, image))
+    images = load_environment(path).release.images
+    gpu = f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer-gpu@{GPU_DIGEST}"
+    path.write_text(text.replace(images["trainer"], image).replace(images["trainer-gpu"], gpu))
 
 
 def _snapshot(directory: Path) -> dict[str, str]:
@@ -149,11 +155,11 @@ def test_promotion_refuses_anything_but_a_digest_from_the_source_registry(
 def test_promotion_refuses_when_the_source_pins_nothing(environments: Path) -> None:
     for name in ("dev", "prod"):
         path = environments / f"{name}.yaml"
-        text = path.read_text()
-        start = text.index("  images:\n")
-        end = text.index("  charts:")
-        path.write_text(text[:start] + "  images: {}\n" + text[end:])
-        path.write_text(path.read_text().replace("# The Ray training cluster", "# Ray").split("\ntraining:")[0] + "\n")
+        data = yaml.safe_load(path.read_text())
+        data["release"]["images"] = {}
+        del data["training"]
+        data["batch"].pop("training", None)
+        path.write_text(yaml.safe_dump(data))
     with pytest.raises(PromotionError, match="pins no images"):
         promote("dev", "prod", dry_run=True, run=lambda c: None, environments=environments)
 
@@ -171,7 +177,12 @@ def test_promotion_updates_prod_keeping_comments_and_a_second_run_changes_nothin
             "gcloud", "container", "images", "add-tag", "--quiet",
             f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@{DIGEST}",
             "us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/trainer:promoted-abababababab",
-        ]
+        ],
+        [
+            "gcloud", "container", "images", "add-tag", "--quiet",
+            f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer-gpu@{GPU_DIGEST}",
+            "us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/trainer-gpu:promoted-cdcdcdcdcdcd",
+        ],
     ]  # fmt: skip
     assert load_environment(prod).release.images["trainer"].endswith(DIGEST)
     assert [line for line in prod.read_text().splitlines() if line.lstrip().startswith("#")] == comments
@@ -179,7 +190,7 @@ def test_promotion_updates_prod_keeping_comments_and_a_second_run_changes_nothin
     second = promote("dev", "prod", dry_run=False, run=lambda c: calls.append(list(c)), environments=environments)
     assert not second.changed
     assert prod.read_text() == after_first
-    assert len(calls) == 1
+    assert len(calls) == 2
 
 
 def test_promotion_dry_run_writes_nothing_and_runs_nothing(environments: Path) -> None:
@@ -288,10 +299,10 @@ def test_make_promote_with_digests_updates_prod_once(tmp_path: Path, environment
     first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     assert "+    trainer: us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/trainer@" in first.stdout
-    assert log.read_text().count("add-tag") == 1
+    assert log.read_text().count("add-tag") == 2
     after = (environments / "prod.yaml").read_text()
     second = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
     assert "nothing to change" in second.stdout
     assert (environments / "prod.yaml").read_text() == after
-    assert log.read_text().count("add-tag") == 1
+    assert log.read_text().count("add-tag") == 2

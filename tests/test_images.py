@@ -38,7 +38,23 @@ def test_image_is_built_from_pinned_inputs(name: str) -> None:
         assert re.fullmatch(r"[0-9a-f]{40}", declared["MAXTEXT_COMMIT"]), "MaxText must be a full commit hash"
 
 
-def test_trainer_runs_as_a_non_root_user() -> None:
-    text = (REPO / CATALOGUE["trainer"]["dockerfile"]).read_text()
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_image_runs_as_a_non_root_user(name: str) -> None:
+    text = (REPO / CATALOGUE[name]["dockerfile"]).read_text()
     users = re.findall(r"^USER\s+(\S+)", text, re.M)
     assert users and users[-1].split(":")[0] not in ("root", "0")
+
+
+def _pins(path: Path) -> dict[str, str]:
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", path.read_text(), re.M))
+
+
+def test_gpu_image_uses_the_repository_lock_versions() -> None:
+    """The GPU image's own lock (CUDA wheels) agrees with requirements.lock on every shared package."""
+    gpu = _pins(REPO / "workloads/trainer/requirements-gpu.lock")
+    main = _pins(REPO / "requirements.lock")
+    for package in ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "pydantic", "pyyaml"):
+        assert gpu[package] == main[package], (
+            f"{package}: GPU image {gpu[package]} != requirements.lock {main[package]}"
+        )
+    assert "jax-cuda12-plugin" in gpu

@@ -18,14 +18,16 @@ def _bucket_id(stack: dict[str, Any], key: str) -> str:
     return next(k for k in stack["resource"]["google_storage_bucket"] if k.startswith(f"bucket-{key}_"))
 
 
-def test_dev_inventory_is_16_v6e_chips_in_one_zone(stacks: dict[str, dict[str, Any]]) -> None:
-    assert accelerator_inventory(stacks["dev"]) == {("v6e", "us-east5-b"): 16}
+def test_dev_inventory_is_16_v6e_chips_and_16_h100s_in_one_zone(stacks: dict[str, dict[str, Any]]) -> None:
+    # An autoscaled (queued) pool counts at its maximum: what the plan can bring up.
+    assert accelerator_inventory(stacks["dev"]) == {("v6e", "us-east5-b"): 16, ("a3-mega", "us-east5-b"): 16}
 
 
 def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dict[str, Any]]) -> None:
     text = render(review_stack("platform-dev", stacks["dev"], None))
     assert "| v6e | us-east5-b | 0 | 16 | +16 |" in text
-    assert "| `google_container_node_pool` | 2 |" in text
+    assert "| a3-mega | us-east5-b | 0 | 16 | +16 |" in text
+    assert "| `google_container_node_pool` | 3 |" in text
     assert "## Blocking" not in text
 
 

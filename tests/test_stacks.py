@@ -42,11 +42,20 @@ def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], e
         for key, spec in env.slices.items():
             s, pool = spec.slice, pools[key]
             assert pool["node_config"]["machine_type"] == s.machine_type
-            assert pool["node_count"] == s.hosts
+            if spec.node_range is None:
+                assert pool["node_count"] == s.hosts
+            else:
+                low, high = spec.node_range
+                assert "node_count" not in pool
+                assert (pool["autoscaling"]["total_min_node_count"], pool["autoscaling"]["total_max_node_count"]) == (
+                    low,
+                    high,
+                )
+                assert high == s.hosts
             assert pool["node_locations"] == [env.zone_of(key)], "a slice lives in one zone"
             if s.kind == "tpu" and s.multi_host:
                 assert pool["placement_policy"] == {"type": "COMPACT", "tpu_topology": s.topology}
-            assert pool["management"]["auto_repair"] is True
+            assert pool["management"]["auto_repair"] is spec.repairs
             assert "auto_upgrade" in pool["management"]
 
 
@@ -163,6 +172,7 @@ def test_gpu_and_spot_slices_get_their_accelerators_and_capacity(tmp_path: Path,
     data = envs["dev"].model_dump(mode="json", exclude_none=True)
     data["slices"]["gpu"] = {"accelerator": "a3-mega", "nodes": 2, "capacity": {"type": "spot"}}
     data["slices"]["small"] = {"accelerator": "v5e", "topology": "2x2", "capacity": {"type": "spot"}}
+    data["slices"]["elastic"] = {"accelerator": "a3-high", "nodes": 4, "min_nodes": 1, "capacity": {"type": "spot"}}
     env = Environment.model_validate(data)
     synth({"dev": env}, tmp_path)
     stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
@@ -181,7 +191,18 @@ def test_gpu_and_spot_slices_get_their_accelerators_and_capacity(tmp_path: Path,
     assert "placement_policy" not in gpu
     assert "placement_policy" not in pools["small"], "a single-host slice needs no placement policy"
     assert pools["small"]["node_count"] == 1
-    assert accelerator_inventory(stack)[("a3-mega", "us-east5-b")] == 16
+    elastic = pools["elastic"]
+    assert "node_count" not in elastic
+    assert elastic["autoscaling"]["total_min_node_count"] == 1
+    assert elastic["autoscaling"]["total_max_node_count"] == 4
+    # A3 High uses the first 4 of the 8 GPUDirect networks the A3 Mega pools need.
+    assert len(elastic["network_config"]["additional_node_network_configs"]) == 4
+    assert (
+        elastic["network_config"]["additional_node_network_configs"]
+        == (pools["gpu"]["network_config"]["additional_node_network_configs"][:4])
+    )
+    # dev's own queued A3 Mega pool plus this one, 2 nodes x 8 GPUs each.
+    assert accelerator_inventory(stack)[("a3-mega", "us-east5-b")] == 32
 
 
 def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
@@ -194,6 +215,7 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
         "capacity": {"type": "flex-start", "max_run_hours": 8},
     }
     data["slices"]["queued"] = {"accelerator": "a3-mega", "nodes": 2, "capacity": {"type": "queued"}}
+    data["batch"]["slices"].append("queued")  # only Kueue requests queued capacity
     synth({"dev": Environment.model_validate(data)}, tmp_path)
     stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
     pools = {p["name"]: p for p in of_type(stack, "google_container_node_pool").values()}

@@ -36,6 +36,7 @@ class GkeCluster(Construct):
         deletion_protection: bool,
         workload_pool: str,
         labels: dict[str, str],
+        multi_networking: bool = False,
     ) -> None:
         super().__init__(scope, id_)
         cc = google("container_cluster")
@@ -48,7 +49,9 @@ class GkeCluster(Construct):
             network=network,
             subnetwork=subnetwork,
             networking_mode="VPC_NATIVE",
+            # Dataplane V2; GPUDirect's extra node networks also need multi-networking.
             datapath_provider="ADVANCED_DATAPATH",
+            enable_multi_networking=multi_networking or None,
             ip_allocation_policy={
                 "cluster_secondary_range_name": pods_range,
                 "services_secondary_range_name": services_range,

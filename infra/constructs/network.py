@@ -81,3 +81,64 @@ class Network(Construct):
             source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
             log_config={"enable": True, "filter": "ERRORS_ONLY"},
         )
+
+
+def gpudirect_names(name: str, region: str, count: int) -> list[tuple[str, str]]:
+    """(network, subnetwork) names of the GPUDirect NICs 1..count: `<vpc>-gpu-<n>`, `<vpc>-gpu-<n>-<region>`."""
+    return [(f"{name}-gpu-{n}", f"{name}-gpu-{n}-{region}") for n in range(1, count + 1)]
+
+
+class GpuDirectNetworks(Construct):
+    """The extra VPC networks of GPUDirect (TCPX: 4, TCPXO: 8), one subnet each.
+
+    GPU NICs carry only GPU-to-GPU traffic between the slice's nodes: each
+    network allows ingress from its own subnet and nothing else, and uses the
+    jumbo MTU GPUDirect is tuned for.
+    """
+
+    MTU = 8244
+
+    def __init__(self, scope: Construct, id_: str, *, project: str, region: str, name: str, subnets: list[str]) -> None:
+        super().__init__(scope, id_)
+        self.networks = []
+        self.subnets = []
+        names = gpudirect_names(name, region, len(subnets))
+        for n, ((net_name, subnet_name), cidr) in enumerate(zip(names, subnets, strict=True), start=1):
+            vpc = google("compute_network").ComputeNetwork(
+                self,
+                f"vpc-{n}",
+                project=project,
+                name=net_name,
+                auto_create_subnetworks=False,
+                routing_mode="REGIONAL",
+                mtu=self.MTU,
+            )
+            subnet = google("compute_subnetwork").ComputeSubnetwork(
+                self,
+                f"subnet-{n}",
+                project=project,
+                region=region,
+                name=subnet_name,
+                network=vpc.id,
+                ip_cidr_range=cidr,
+                private_ip_google_access=True,
+                log_config={
+                    "aggregation_interval": "INTERVAL_10_MIN",
+                    "flow_sampling": 0.5,
+                    "metadata": "INCLUDE_ALL_METADATA",
+                },
+            )
+            firewall = google("compute_firewall")
+            firewall.ComputeFirewall(
+                self,
+                f"internal-{n}",
+                project=project,
+                name=f"{net_name}-internal",
+                network=vpc.id,
+                direction="INGRESS",
+                source_ranges=[cidr],
+                allow=[firewall.ComputeFirewallAllow(protocol=p) for p in ("tcp", "udp", "icmp")],
+                log_config={"metadata": "INCLUDE_ALL_METADATA"},
+            )
+            self.networks.append(vpc)
+            self.subnets.append(subnet)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from constructs import Construct
 
 from infra.accelerators import Slice
@@ -64,7 +66,9 @@ class SliceNodePool(Construct):
 
     A multi-host TPU slice is one atomic unit: a fixed node count equal to the
     slice's hosts, in one zone, with COMPACT placement and the slice's
-    topology, so GKE provisions (and repairs) the hosts together.
+    topology, so GKE provisions (and repairs) the hosts together. A GPU slice
+    whose machines have GPUDirect NICs gets one additional node network per
+    NIC (`extra_networks`: (network, subnetwork) pairs, in NIC order).
     """
 
     def __init__(
@@ -81,14 +85,22 @@ class SliceNodePool(Construct):
         capacity_type: str,
         reservation: str | None,
         max_run_hours: int | None,
+        node_range: tuple[int, int] | None,
         auto_repair: bool,
         auto_upgrade: bool,
         service_account: str,
+        extra_networks: Sequence[tuple[str, str]] = (),
     ) -> None:
         super().__init__(scope, id_)
         pool_module = google("container_node_pool")
         extra: dict[str, object] = {}
         pool: dict[str, object] = {"node_count": slice_.hosts}
+        if node_range is not None:
+            low, high = node_range
+            pool = {
+                "initial_node_count": low,
+                "autoscaling": {"total_min_node_count": low, "total_max_node_count": high, "location_policy": "ANY"},
+            }
         if capacity_type == "spot":
             extra["spot"] = True
         elif capacity_type == "reservation":
@@ -98,16 +110,8 @@ class SliceNodePool(Construct):
                 "values": [reservation],
             }
         elif capacity_type in ("flex-start", "queued"):
-            # Dynamic Workload Scheduler: no static node count; the slice's
-            # hosts arrive together when capacity is found.
-            pool = {
-                "initial_node_count": 0,
-                "autoscaling": {
-                    "total_min_node_count": 0,
-                    "total_max_node_count": slice_.hosts,
-                    "location_policy": "ANY",
-                },
-            }
+            # Dynamic Workload Scheduler: no static node count (node_range is
+            # 0..hosts); the slice's hosts arrive together when capacity is found.
             extra["reservation_affinity"] = {"consume_reservation_type": "NO_RESERVATION"}
             if capacity_type == "flex-start":
                 extra["flex_start"] = True
@@ -122,6 +126,17 @@ class SliceNodePool(Construct):
                     gpu_driver_installation_config={"gpu_driver_version": "DEFAULT"},
                 )
             ]
+            # gVNIC: the NIC driver GPUDirect needs (and the fastest for the primary NIC).
+            extra["gvnic"] = {"enabled": True}
+        if extra_networks:
+            pool["network_config"] = {
+                "additional_node_network_configs": [
+                    pool_module.ContainerNodePoolNetworkConfigAdditionalNodeNetworkConfigs(
+                        network=network, subnetwork=subnetwork
+                    )
+                    for network, subnetwork in extra_networks
+                ]
+            }
         placement = None
         if slice_.kind == "tpu" and slice_.multi_host:
             placement = {"type": "COMPACT", "tpu_topology": slice_.topology}

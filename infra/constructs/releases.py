@@ -8,8 +8,11 @@ from typing import Any
 
 from constructs import Construct
 
+from infra.accelerators import Slice
 from infra.bindings import helm
 from infra.config import Environment
+from infra.constructs.network import gpudirect_names
+from infra.controllers import CONTROLLERS
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +50,167 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
     }
 
 
+# Pinned by digest upstream (container-engine-accelerators, nri_device_injector).
+DEVICE_INJECTOR_IMAGE = (
+    "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
+)
+PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
+# The TCPXO installer's host set-up step only needs nsenter; it runs in the node's namespaces.
+HOST_SETUP_IMAGE = "ubuntu:24.04"
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+PROVISIONING_CHECK = "dws-provisioning"
+GPUDIRECT_NETWORK = "vpc{n}"  # GKE Network object of the n-th GPUDirect NIC (eth<n> in the pod)
+
+
+def gpudirect_network_names(count: int) -> list[str]:
+    return [GPUDIRECT_NETWORK.format(n=n) for n in range(1, count + 1)]
+
+
+def gpu_networking_values(env: Environment) -> dict[str, Any]:
+    """Values of the gpu-networking chart: one GKE Network per GPUDirect VPC, installers per transport."""
+    vpcs = gpudirect_names(env.network.name, env.region, env.gpudirect_networks)
+    transports: dict[str, dict[str, Any]] = {}
+    for spec in env.slices.values():
+        direct = spec.slice.gpudirect
+        if direct is None:
+            continue
+        installer = transports.setdefault(
+            direct.transport, {"transport": direct.transport, "image": direct.installer_image, "acceleratorLabels": []}
+        )
+        if spec.slice.accelerator.node_label not in installer["acceleratorLabels"]:
+            installer["acceleratorLabels"].append(spec.slice.accelerator.node_label)
+    return {
+        "networks": [
+            {"name": name, "vpc": vpc, "subnet": subnet}
+            for name, (vpc, subnet) in zip(gpudirect_network_names(len(vpcs)), vpcs, strict=True)
+        ],
+        "installers": [transports[t] for t in sorted(transports)],
+        "deviceInjectorImage": DEVICE_INJECTOR_IMAGE,
+        "pauseImage": PAUSE_IMAGE,
+        "hostSetupImage": HOST_SETUP_IMAGE,
+    }
+
+
+def kueue_values(env: Environment) -> dict[str, Any]:
+    """Values of the kueue-queues chart: a flavor per batch slice, quota summed from the slices."""
+    batch = env.batch
+    assert batch is not None
+    flavors: list[dict[str, Any]] = []
+    for key in batch.slices:
+        spec = env.slices[key]
+        slice_ = spec.slice
+        tolerations = [{"key": slice_.resource_name, "operator": "Exists", "effect": "NoSchedule"}]
+        if spec.capacity.type == "queued":
+            tolerations.append({"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"})
+        flavors.append(
+            {
+                "name": key,
+                "nodeLabels": {NODEPOOL_LABEL: key},
+                "tolerations": tolerations,
+                "quota": {
+                    "cpu": str(slice_.hosts * slice_.shape.vcpus),
+                    "memory": f"{slice_.hosts * slice_.shape.memory_gb}G",
+                    slice_.resource_name: str(slice_.chips),
+                },
+                "provisioningRequest": spec.capacity.type == "queued",
+            }
+        )
+    resources = sorted({r for f in flavors for r in f["quota"]})
+    return {
+        "clusterQueue": batch.queue,
+        "localQueue": {"name": batch.queue, "namespace": env.identities[batch.identity].namespace},
+        "coveredResources": resources,
+        "flavors": flavors,
+        "provisioning": {
+            "name": PROVISIONING_CHECK,
+            "className": "queued-provisioning.gke.io",
+            "managedResources": sorted({env.slices[key].slice.resource_name for key in batch.slices}),
+        },
+    }
+
+
+def _gpu_pod_values(env: Environment, key: str, nodes: int) -> dict[str, Any]:
+    """What every GPU JobSet pod on slice `key` needs: placement, queue, resources, GPUDirect."""
+    batch = env.batch
+    assert batch is not None
+    slice_: Slice = env.slices[key].slice
+    direct = slice_.gpudirect
+    return {
+        "queue": batch.queue,
+        "serviceAccountName": env.identities[batch.identity].service_account,
+        "nodes": nodes,
+        "acceleratorResource": slice_.resource_name,
+        "acceleratorsPerNode": slice_.chips_per_host,
+        "nodeSelector": {**slice_.node_selector, NODEPOOL_LABEL: key},
+        "gpudirect": None
+        if direct is None
+        else {
+            "transport": direct.transport,
+            "daemonImage": direct.daemon_image,
+            "networks": gpudirect_network_names(direct.extra_nics),
+        },
+    }
+
+
+def nccl_test_values(env: Environment) -> dict[str, Any]:
+    """Values of the gpu-jobset chart running the NCCL all-gather test."""
+    batch = env.batch
+    assert batch is not None and batch.nccl_test is not None
+    test = batch.nccl_test
+    slice_ = env.slices[test.slice].slice
+    direct = slice_.gpudirect
+    assert direct is not None, "every GPU machine in the catalogue has GPUDirect NICs"
+    return {
+        **_gpu_pod_values(env, test.slice, test.nodes or slice_.hosts),
+        "workload": "nccl-test",
+        "run": test.run,
+        # The NCCL plugin image carries nccl-tests, MPI and the launch scripts.
+        "image": direct.installer_image,
+        "ncclTest": {"minBusBandwidthGbps": test.min_bus_bandwidth_gbps},
+    }
+
+
+def gpu_training_values(env: Environment) -> dict[str, Any]:
+    """Values of the gpu-jobset chart training the canary with JAX, one process per node."""
+    batch = env.batch
+    assert batch is not None and batch.training is not None
+    training = batch.training
+    slice_ = env.slices[training.slice].slice
+    return {
+        **_gpu_pod_values(env, training.slice, slice_.hosts),
+        "workload": "train",
+        "run": training.run,
+        "image": env.release.images[training.image],
+        "training": {
+            "steps": training.steps,
+            "bucket": env.bucket_name(training.bucket),
+            "mountPath": CHECKPOINT_MOUNT,
+        },
+    }
+
+
+class ControllerRelease(Construct):
+    """An upstream controller's chart from its OCI registry, at the environment's pinned version."""
+
+    def __init__(self, scope: Construct, id_: str, *, version: str, depends_on: list[Any]) -> None:
+        super().__init__(scope, id_)
+        controller = CONTROLLERS[id_]
+        self.release = helm("release").Release(
+            self,
+            "release",
+            name=id_,
+            repository=controller.repository,
+            chart=controller.chart,
+            version=version,
+            namespace=controller.namespace,
+            create_namespace=True,
+            atomic=True,
+            wait=True,
+            timeout=900,
+            depends_on=depends_on,
+        )
+
+
 class ChartRelease(Construct):
     """A Helm release of one of the repository's charts, values passed as one JSON document."""
 
@@ -59,6 +223,7 @@ class ChartRelease(Construct):
         namespace: str,
         values: dict[str, Any],
         depends_on: list[Any],
+        wait: bool = True,
     ) -> None:
         super().__init__(scope, id_)
         version = _chart_version(chart)
@@ -70,8 +235,8 @@ class ChartRelease(Construct):
             version=version,
             namespace=namespace,
             values=[json.dumps(values, sort_keys=True)],
-            atomic=True,
-            wait=True,
+            atomic=wait,
+            wait=wait,
             timeout=900,
             depends_on=depends_on,
         )

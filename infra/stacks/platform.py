@@ -8,12 +8,21 @@ from constructs import Construct
 from infra.config import Environment
 from infra.constructs.cluster import GkeCluster
 from infra.constructs.identity import Namespaces, NodeServiceAccount, WorkloadIdentity
-from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, Network
+from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, GpuDirectNetworks, Network
 from infra.constructs.node_pools import SliceNodePool, SystemNodePool
 from infra.constructs.providers import Providers
 from infra.constructs.registry import DockerRepository
-from infra.constructs.releases import ChartRelease, ray_training_values
+from infra.constructs.releases import (
+    ChartRelease,
+    ControllerRelease,
+    gpu_networking_values,
+    gpu_training_values,
+    kueue_values,
+    nccl_test_values,
+    ray_training_values,
+)
 from infra.constructs.storage import Bucket
+from infra.controllers import CONTROLLERS
 
 
 def stack_name(env: Environment) -> str:
@@ -39,6 +48,18 @@ class PlatformStack(TerraformStack):
             pods_cidr=env.network.pods_cidr,
             services_cidr=env.network.services_cidr,
         )
+        # (network, subnetwork) of each GPUDirect NIC, as references, so pools follow the networks.
+        gpu_nics: list[tuple[str, str]] = []
+        if env.gpudirect_networks:
+            gpudirect = GpuDirectNetworks(
+                self,
+                "gpudirect",
+                project=env.project,
+                region=env.region,
+                name=env.network.name,
+                subnets=env.network.gpudirect_subnets(env.gpudirect_networks),
+            )
+            gpu_nics = [(n.name, s.name) for n, s in zip(gpudirect.networks, gpudirect.subnets, strict=True)]
         nodes = NodeServiceAccount(self, "node-identity", project=env.project, account_id=f"{env.cluster.name}-nodes")
         gke = GkeCluster(
             self,
@@ -57,6 +78,7 @@ class PlatformStack(TerraformStack):
             deletion_protection=env.cluster.deletion_protection,
             workload_pool=env.workload_pool,
             labels=env.labels,
+            multi_networking=bool(gpu_nics),
         )
         cluster = gke.cluster
         providers.connect(cluster)
@@ -87,9 +109,11 @@ class PlatformStack(TerraformStack):
                 capacity_type=spec.capacity.type,
                 reservation=spec.capacity.reservation,
                 max_run_hours=spec.capacity.max_run_hours,
+                node_range=spec.node_range,
                 auto_repair=spec.repairs,
                 auto_upgrade=spec.auto_upgrade,
                 service_account=nodes.email,
+                extra_networks=gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
             )
             for key, spec in env.slices.items()
         }
@@ -153,9 +177,53 @@ class PlatformStack(TerraformStack):
                 depends_on=[identity.service_account, self.slice_pools[env.training.slice].pool],
             )
 
+        self._gpu_releases(env, identities)
+
         TerraformOutput(self, "cluster_name", value=cluster.name)
         TerraformOutput(self, "cluster_location", value=cluster.location)
         TerraformOutput(self, "registry_url", value=env.registry_url)
         TerraformOutput(self, "registry_id", value=registry.repository.id)
         for key, bucket in buckets.items():
             TerraformOutput(self, f"bucket_{key}", value=bucket.bucket.url)
+
+    def _gpu_releases(self, env: Environment, identities: dict) -> None:
+        """GPUDirect networking, the pinned controllers, Kueue's queues and the GPU JobSets."""
+        pools = [p.pool for p in self.slice_pools.values()]
+        controllers = {
+            name: ControllerRelease(self, name, version=version, depends_on=pools)
+            for name, version in sorted(env.release.controllers.items())
+        }
+        if env.gpudirect_networks:
+            ChartRelease(
+                self,
+                "gpu-networking",
+                chart="gpu-networking",
+                namespace="kube-system",
+                values=gpu_networking_values(env),
+                depends_on=pools,
+            )
+        batch = env.batch
+        if batch is None:
+            return
+        queues = ChartRelease(
+            self,
+            "kueue-queues",
+            chart="kueue-queues",
+            namespace=CONTROLLERS["kueue"].namespace,
+            values=kueue_values(env),
+            depends_on=[controllers["kueue"].release, identities[batch.identity].service_account],
+        )
+        namespace = env.identities[batch.identity].namespace
+        # JobSets wait in Kueue for capacity, so the deploy does not wait for them.
+        jobs = {"nccl-test": (batch.nccl_test, nccl_test_values), "gpu-training": (batch.training, gpu_training_values)}
+        for name, (section, values) in jobs.items():
+            if section is not None:
+                ChartRelease(
+                    self,
+                    name,
+                    chart="gpu-jobset",
+                    namespace=namespace,
+                    values=values(env),
+                    depends_on=[queues.release, controllers["jobset"].release],
+                    wait=False,
+                )

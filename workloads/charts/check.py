@@ -57,6 +57,10 @@ def _strict(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: _strict(v) for k, v in schema.items()}
+    pattern = out.get("pattern")
+    if isinstance(pattern, str) and "(?i)" in pattern[1:]:
+        # Go allows inline flags anywhere (`^(?i)...`); Python only at the start.
+        out["pattern"] = "(?i)" + pattern.replace("(?i)", "")
     if out.pop("x-kubernetes-int-or-string", False):
         out.pop("type", None)
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
@@ -67,12 +71,61 @@ def _strict(schema: Any) -> Any:
     return out
 
 
+_NAME = {"type": "string", "pattern": "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"}
+
+
+def _gke_object(spec: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "additionalProperties": False, "required": required, "properties": spec},
+        },
+    }
+
+
+# GKE's multi-networking objects have no public CRD; these schemas are written
+# from the GKE documentation ("Set up multi-network support for Pods" and the
+# GPUDirect-TCPX(O) guides), covering the fields the platform uses.
+GKE_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
+    ("networking.gke.io/v1", "GKENetworkParamSet"): _gke_object(
+        {
+            "vpc": {"type": "string", "minLength": 1},
+            "vpcSubnet": {"type": "string", "minLength": 1},
+            "deviceMode": {"enum": ["NetDevice", "DPDK-VFIO"]},
+            "podIPv4Ranges": {"type": "object"},
+        },
+        ["vpc", "vpcSubnet"],
+    ),
+    ("networking.gke.io/v1", "Network"): _gke_object(
+        {
+            "type": {"enum": ["L3", "Device"]},
+            "parametersRef": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["group", "kind", "name"],
+                "properties": {
+                    "group": {"const": "networking.gke.io"},
+                    "kind": {"const": "GKENetworkParamSet"},
+                    "name": _NAME,
+                },
+            },
+        },
+        ["type"],
+    ),
+}
+
+
 @cache
 def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    """Strict JSON schemas by (apiVersion, kind) from the upstream CRDs."""
+    """Strict JSON schemas by (apiVersion, kind) from the upstream CRDs (and GKE's documented objects)."""
     if not CRDS.is_dir():
         raise FileNotFoundError(f"upstream CRD schemas not found at {CRDS}")
-    schemas = {}
+    schemas = dict(GKE_SCHEMAS)
     for path in sorted(CRDS.glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]

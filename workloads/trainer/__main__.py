@@ -4,6 +4,7 @@
   run     inside the cluster: train a recipe on an environment's slice
   args    print the MaxText arguments a recipe gets on an environment's slice
   submit  submit `run` to the Ray cluster's job API
+  jobset  one process of a JobSet (GPU slices): join the JAX process group, train the canary
 
 Every command prints one JSON object as its last line of output.
 """
@@ -79,6 +80,34 @@ def run_local(
         "loss_last": records[config.end_step]["loss"],
         "workers": workers,
     }
+
+
+def run_jobset_process(
+    *, coordinator: str, processes: int, process_id: int, steps: int, checkpoint_dir: str, mesh: dict[str, int]
+) -> dict[str, Any]:
+    """One process of a multi-node JobSet: join the JAX process group, train the canary to step `steps`.
+
+    JobSet gives every pod a stable DNS name and its index (JOB_COMPLETION_INDEX);
+    pod 0 is the coordinator. `steps` is the run's last step, so a restarted
+    JobSet resumes from the latest checkpoint towards the same end. On CPU
+    (JAX_PLATFORMS=cpu, used by the tests) the group's collectives go over gloo.
+    """
+    import jax
+
+    from workloads.trainer.canary.train import CanaryConfig, train
+
+    if not 0 <= process_id < processes:
+        raise ValueError(f"--process-id {process_id} is outside 0..{processes - 1}")
+    if processes > 1:
+        if os.environ.get("JAX_PLATFORMS") == "cpu":
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator, processes, process_id)
+    try:
+        summary = train(CanaryConfig(checkpoint_dir=checkpoint_dir, end_step=steps, mesh=mesh))
+    finally:
+        if processes > 1:
+            jax.distributed.shutdown()
+    return {**summary, "process_id": process_id, "processes": processes}
 
 
 def _mesh_arg(text: str) -> dict[str, int]:
@@ -212,9 +241,25 @@ def main(argv: list[str] | None = None) -> int:
         if name == "submit":
             p.add_argument("--address", default=os.environ.get("RAY_ADDRESS", "http://127.0.0.1:8265"))
             p.add_argument("--submission-id", default=None)
+    jobset = sub.add_parser("jobset", help="one process of a multi-node JobSet: train the canary")
+    jobset.add_argument("--coordinator", required=True, help="host:port of process 0")
+    jobset.add_argument("--processes", type=int, required=True)
+    jobset.add_argument("--process-id", type=int, required=True)
+    jobset.add_argument("--steps", type=int, required=True, help="the run's last step (a restart resumes towards it)")
+    jobset.add_argument("--checkpoint-dir", required=True)
+    jobset.add_argument("--mesh", type=_mesh_arg, default=_mesh_arg("data=1,fsdp=-1,tensor=1"))
     args = parser.parse_args(argv)
     try:
-        if args.command == "local":
+        if args.command == "jobset":
+            out = run_jobset_process(
+                coordinator=args.coordinator,
+                processes=args.processes,
+                process_id=args.process_id,
+                steps=args.steps,
+                checkpoint_dir=args.checkpoint_dir,
+                mesh=args.mesh,
+            )
+        elif args.command == "local":
             if args.steps < 1:
                 parser.error(f"--steps must be at least 1, got {args.steps}")
             out = run_local(

@@ -1,0 +1,34 @@
+"""Upstream controllers the platform installs as pinned Helm releases.
+
+Their versions live in each environment's `release.controllers` (exact, and
+promoted from dev to prod with the rest of the release); where the charts come
+from and which namespace they run in is fixed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Controller:
+    repository: str
+    chart: str
+    namespace: str
+    description: str
+
+
+CONTROLLERS = {
+    "jobset": Controller(
+        repository="oci://registry.k8s.io/jobset/charts",
+        chart="jobset",
+        namespace="jobset-system",
+        description="JobSet: a group of Jobs run and restarted as one unit",
+    ),
+    "kueue": Controller(
+        repository="oci://registry.k8s.io/kueue/charts",
+        chart="kueue",
+        namespace="kueue-system",
+        description="Kueue: job queueing, quota and ProvisioningRequest admission",
+    ),
+}
