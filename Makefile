@@ -18,6 +18,7 @@ BASE ?=
 PLAN ?=
 STEPS ?= 4
 CKPT_DIR ?= .cache/canary
+PORT ?= 8000
 RECIPE ?= llama3-8b
 DRY_RUN ?=
 AUTO_APPROVE ?=
@@ -37,7 +38,7 @@ POLICY_VENV := .venv-policy
 POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train image promote lock clean
+.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train serve-local image promote lock clean
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -85,11 +86,14 @@ lint: $(VENV_STAMP) ## ruff and mypy
 test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) lint ## Everything that needs no cloud and no accelerator
 	$(BIN)/pytest
 
-snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/ from the current synth (review the diff!)
-	UPDATE_SNAPSHOTS=1 $(BIN)/pytest tests/test_snapshots.py -q
+snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/ and charts' ci/dev-*.yaml from the current synth (review the diff!)
+	UPDATE_SNAPSHOTS=1 $(BIN)/pytest tests/test_snapshots.py tests/test_charts.py -q -k 'snapshot or what_the_dev_stack_passes'
 
 bench: $(VENV_STAMP) ## Synth wall time and peak memory, against the stock provider import
 	$(PY) -m scripts.bench
+
+serve-local: $(VENV_STAMP) ## Serve the canary checkpoint of train-local over HTTP (PORT=, CKPT_DIR=)
+	JAX_PLATFORMS=cpu $(PY) -m workloads.server --port $(PORT) --checkpoint-dir $(CKPT_DIR)
 
 train-local: $(VENV_STAMP) ## Train the canary through JaxTrainer on local CPU workers (STEPS=, CKPT_DIR=); a rerun resumes
 	$(PY) -m workloads.trainer local --steps $(STEPS) --checkpoint-dir $(CKPT_DIR)
@@ -111,11 +115,12 @@ deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terra
 diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)
 	npx --no-install cdktf diff platform-$(ENV)
 
-lock: ## Re-lock requirements.lock from pyproject.toml (needs network to the package index)
+lock: ## Re-lock requirements.lock, the policy lock and the GPU image's lock (needs network to the package index)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --extra workloads --no-header pyproject.toml -o requirements.lock
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-policy.in -o requirements-policy.lock
+	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
 
 clean: ## Remove build outputs (keeps .venv and node_modules)
 	rm -rf $(OUT) .cache .pytest_cache .mypy_cache .ruff_cache

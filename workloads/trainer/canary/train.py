@@ -16,6 +16,8 @@ from workloads.trainer.canary.model import ModelConfig
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "last_run.json"
+# The model's shape, next to its checkpoints, so a server builds the same model.
+MODEL_FILE = "model.json"
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     flops_per_step = config.model.flops_per_token(config.seq_len) * tokens_per_step
     is_writer = jax.process_index() == 0
     metrics_path = checkpoint_dir / METRICS_FILE
+    if is_writer:
+        (checkpoint_dir / MODEL_FILE).write_text(json.dumps(asdict(config.model), sort_keys=True) + "\n")
     step_times: list[float] = []
     losses: list[float] = []
     for step in range(start, config.end_step):
