@@ -19,6 +19,7 @@ PLAN ?=
 STEPS ?= 4
 CKPT_DIR ?= .cache/canary
 PORT ?= 8000
+ACTION ?= list
 RECIPE ?= llama3-8b
 DRY_RUN ?=
 AUTO_APPROVE ?=
@@ -38,7 +39,7 @@ POLICY_VENV := .venv-policy
 POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train serve-local image promote lock clean
+.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train serve-local saxml image promote lock clean
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -94,6 +95,9 @@ bench: $(VENV_STAMP) ## Synth wall time and peak memory, against the stock provi
 
 serve-local: $(VENV_STAMP) ## Serve the canary checkpoint of train-local over HTTP (PORT=, CKPT_DIR=)
 	JAX_PLATFORMS=cpu $(PY) -m workloads.server --port $(PORT) --checkpoint-dir $(CKPT_DIR)
+
+saxml: $(VENV_STAMP) ## Saxml client: ACTION=publish|list|generate|unpublish ENV= (SAXML_URL=, PROMPT=)
+	$(PY) -m workloads.serving.saxml $(ACTION) --env $(ENV)
 
 train-local: $(VENV_STAMP) ## Train the canary through JaxTrainer on local CPU workers (STEPS=, CKPT_DIR=); a rerun resumes
 	$(PY) -m workloads.trainer local --steps $(STEPS) --checkpoint-dir $(CKPT_DIR)

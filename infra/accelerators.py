@@ -90,6 +90,8 @@ class Accelerator:
     hbm_gb: int
     machine_types: dict[str, MachineShape] = field(default_factory=dict)
     topology_dims: int = 0
+    # The chip's name in Saxml's --platform_chip and Pathways' --instance_type (`tpuv6e:4x4`).
+    platform_chip: str = ""
 
     def machine_for(self, topology: str) -> str:
         """The default machine type for a topology: the first one that offers it."""
@@ -131,6 +133,7 @@ CATALOGUE: dict[str, Accelerator] = {
         peak_bf16_tflops=197.0,
         hbm_gb=16,
         topology_dims=2,
+        platform_chip="tpuv5e",
         machine_types={
             "ct5lp-hightpu-4t": MachineShape(4, _V5E_V6E_MULTI),
             "ct5lp-hightpu-8t": MachineShape(8, ("2x4",)),
@@ -147,6 +150,7 @@ CATALOGUE: dict[str, Accelerator] = {
         peak_bf16_tflops=918.0,
         hbm_gb=32,
         topology_dims=2,
+        platform_chip="tpuv6e",
         machine_types={
             "ct6e-standard-4t": MachineShape(4, _V5E_V6E_MULTI),
             "ct6e-standard-8t": MachineShape(8, ("2x4",)),
@@ -163,6 +167,7 @@ CATALOGUE: dict[str, Accelerator] = {
         peak_bf16_tflops=459.0,
         hbm_gb=95,
         topology_dims=3,
+        platform_chip="tpuv5",
         # Only the 4-chip VM is listed: it is the one GKE documents for
         # multi-host v5p slices.
         machine_types={"ct5p-hightpu-4t": MachineShape(4, _V5P)},

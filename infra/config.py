@@ -421,6 +421,130 @@ class Batch(Model):
     training: GpuTraining | None = None
 
 
+BYTES_PER_PARAMETER = {"bf16": 2, "int8": 1}
+
+
+class ServedModel(Model):
+    """What a serving deployment holds in HBM: its weights at a precision, plus a KV cache budget."""
+
+    name: Annotated[str, StringConstraints(min_length=1)]
+    parameters_b: float = Field(gt=0, description="parameters, in billions")
+    precision: Literal["bf16", "int8"]
+    kv_cache_gb: float = Field(ge=0)
+
+    @property
+    def weights_gb(self) -> float:
+        return self.parameters_b * BYTES_PER_PARAMETER[self.precision]
+
+    @property
+    def need_gb(self) -> float:
+        return self.weights_gb + self.kv_cache_gb
+
+    def fit_problem(self, slice_key: str, slice_: Slice) -> str | None:
+        """Why the model does not fit one replica on `slice_`, or None when it fits."""
+        if self.need_gb <= slice_.hbm_gb:
+            return None
+        return (
+            f"{self.name}: {self.parameters_b:g}B parameters in {self.precision} need {self.weights_gb:g} GB of "
+            f"weights + {self.kv_cache_gb:g} GB of KV cache = {self.need_gb:g} GB, more than the "
+            f"{slice_.hbm_gb} GB of HBM of slice {slice_key!r} ({slice_.name}: {slice_.chips} chips x "
+            f"{slice_.accelerator.hbm_gb} GB)"
+        )
+
+
+class SaxmlServing(Model):
+    """Saxml: an admin server, one model-server JobSet job per slice, an HTTP server behind a load balancer."""
+
+    engine: Literal["saxml"]
+    slices: list[Name] = Field(min_length=1)
+    identity: Name
+    bucket: Name  # the admin server's state (SAX_ROOT)
+    model: ServedModel
+    # The Saxml model class and checkpoint `make saxml ... publish` uses by default.
+    model_class: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*$")]
+    checkpoint: str = "None"
+    load_balancer: Literal["internal", "external"] = "internal"
+
+
+class CheckpointConversion(Model):
+    """Convert a Meta Llama checkpoint in a bucket to a MaxText checkpoint for JetStream."""
+
+    source_bucket: Name
+    source_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]
+    # The sizes MaxText's inference conversion script knows at the pinned commit.
+    model_size: Literal[
+        "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
+        "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "llama3.3-70b",
+    ]  # fmt: skip
+    image: Name  # release.images key of the converter (the trainer image's `converter` stage)
+
+
+class JetStreamServing(Model):
+    """JetStream with MaxText on Pathways, on one slice or disaggregated on a prefill and a decode slice."""
+
+    engine: Literal["jetstream"]
+    slice: Name | None = None
+    prefill_slice: Name | None = None
+    decode_slice: Name | None = None
+    identity: Name
+    bucket: Name  # the converted checkpoint
+    scratch_bucket: Name  # Pathways scratch (compilation cache, temporaries)
+    model: ServedModel
+    checkpoint_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]
+    conversion: CheckpointConversion | None = None
+    max_prefill_length: int = Field(default=1024, ge=1)
+    max_target_length: int = Field(default=2048, ge=2)
+    per_device_batch_size: int = Field(default=4, ge=1)
+
+    @model_validator(mode="after")
+    def _one_or_two_slices(self) -> JetStreamServing:
+        split = (self.prefill_slice, self.decode_slice)
+        if self.slice is not None and any(split):
+            raise ValueError("give either `slice`, or `prefill_slice` and `decode_slice` (disaggregated), not both")
+        if self.slice is None and not all(split):
+            raise ValueError("give `slice`, or both `prefill_slice` and `decode_slice` (disaggregated serving)")
+        if self.max_prefill_length >= self.max_target_length:
+            raise ValueError(
+                f"max_prefill_length {self.max_prefill_length} must be below max_target_length {self.max_target_length}"
+            )
+        return self
+
+    @property
+    def slice_keys(self) -> list[str]:
+        return [self.slice] if self.slice else [self.prefill_slice or "", self.decode_slice or ""]
+
+
+class VllmServing(Model):
+    """vLLM on TPU: an OpenAI-compatible server on one TPU host, tensor parallel over all its chips."""
+
+    engine: Literal["vllm"]
+    slice: Name
+    identity: Name
+    bucket: Name
+    model_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]  # the weights' folder in the bucket
+    model: ServedModel
+    max_model_len: int = Field(default=4096, ge=16)
+    replicas: int = Field(default=1, ge=1)
+    # A Kubernetes Secret (key `token`) whose value clients must send as a bearer token.
+    api_key_secret: KubernetesName | None = None
+
+
+class CanaryServing(Model):
+    """The canary server (workloads/server) on the checkpoints the canary trainer wrote."""
+
+    engine: Literal["canary"]
+    identity: Name
+    bucket: Name
+    path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")] = "canary"
+    image: Name
+    replicas: int = Field(default=1, ge=1)
+    max_batch: int = Field(default=8, ge=1)
+    queue_size: int = Field(default=64, ge=1)
+
+
+Serving = Annotated[SaxmlServing | JetStreamServing | VllmServing | CanaryServing, Field(discriminator="engine")]
+
+
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
 
@@ -443,6 +567,7 @@ class Environment(Model):
     release: Release = Release()
     training: Training | None = None
     batch: Batch | None = None
+    serving: dict[Name, Serving] = {}
 
     @field_validator("zones")
     @classmethod
@@ -500,6 +625,7 @@ class Environment(Model):
             seen[ksa] = key
         problems += self._training_problems()
         problems += self._gpu_problems()
+        problems += self._serving_problems()
         if problems:
             raise _CrossReferenceError(problems)
         return self
@@ -614,6 +740,138 @@ class Environment(Model):
                     (("batch", "training", "bucket"), training.bucket, f"not in buckets: {', '.join(self.buckets)}")
                 )
             problems += self._writer_problems(("batch", "identity"), batch.identity, training.bucket)
+        return problems
+
+    def _serving_problems(self) -> list[tuple[tuple[str | int, ...], object, str]]:
+        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+        engines = {d.engine for d in self.serving.values()}
+        for controller, engine in (("jobset", "saxml"), ("lws", "jetstream")):
+            if engine in engines and controller not in self.release.controllers:
+                problems.append(
+                    (
+                        ("release", "controllers"),
+                        dict(self.release.controllers),
+                        f"{engine} serving needs the {controller} controller: pin its chart version",
+                    )
+                )
+        for key, d in self.serving.items():
+            where: tuple[str | int, ...] = ("serving", key)
+            problems += self._known(where, d)
+            if isinstance(d, CanaryServing):
+                continue
+            slice_fields: list[tuple[str, str]] = (
+                [("slices", k) for k in d.slices]
+                if isinstance(d, SaxmlServing)
+                else [(f, getattr(d, f)) for f in ("slice", "prefill_slice", "decode_slice") if getattr(d, f, None)]
+            )
+            slices = {}
+            for field_name, slice_key in slice_fields:
+                spec = self.slices.get(slice_key)
+                if spec is None:
+                    problems.append(
+                        ((*where, field_name), slice_key, f"not in slices: {', '.join(self.slices) or '(none)'}")
+                    )
+                elif spec.slice.kind != "tpu":
+                    problems.append(((*where, field_name), slice_key, "serving here runs on TPU slices; this is GPU"))
+                else:
+                    slices[slice_key] = spec.slice
+            # The fit check: every slice holds a whole replica of the model.
+            for slice_key, slice_ in slices.items():
+                reason = d.model.fit_problem(slice_key, slice_)
+                if reason:
+                    problems.append(((*where, "model"), f"{d.model.parameters_b:g}B {d.model.precision}", reason))
+            if isinstance(d, JetStreamServing) and len(slices) == 2:
+                prefill, decode = slices.get(d.prefill_slice or ""), slices.get(d.decode_slice or "")
+                if (
+                    prefill
+                    and decode
+                    and (prefill.topology, prefill.machine_type) != (decode.topology, decode.machine_type)
+                ):
+                    problems.append(
+                        (
+                            (*where, "decode_slice"),
+                            d.decode_slice,
+                            f"prefill and decode slices must have one shape: {prefill.topology} on "
+                            f"{prefill.machine_type} vs {decode.topology} on {decode.machine_type}",
+                        )
+                    )
+            if isinstance(d, VllmServing) and d.slice in slices and slices[d.slice].multi_host:
+                s_ = slices[d.slice]
+                problems.append(
+                    (
+                        (*where, "slice"),
+                        d.slice,
+                        f"vLLM here serves from one TPU host (tensor parallelism = its chips); {s_.name} has "
+                        f"{s_.hosts} hosts: use a single-host shape such as v6e 2x4 on ct6e-standard-8t",
+                    )
+                )
+            if isinstance(d, SaxmlServing):
+                problems += self._saxml_identity_problems(where, d)
+        return problems
+
+    def _known(self, where: tuple[str | int, ...], d: Any) -> list[tuple[tuple[str | int, ...], object, str]]:
+        """The identity, buckets and image a serving deployment names exist, and it can read its bucket."""
+        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+        if d.identity not in self.identities:
+            problems.append(
+                ((*where, "identity"), d.identity, f"not in identities: {', '.join(self.identities) or '(none)'}")
+            )
+        buckets = [("bucket", d.bucket)]
+        if isinstance(d, JetStreamServing):
+            buckets.append(("scratch_bucket", d.scratch_bucket))
+        conversion = getattr(d, "conversion", None)
+        if conversion is not None:
+            buckets.append(("conversion.source_bucket", conversion.source_bucket))
+        for field_name, bucket in buckets:
+            if bucket not in self.buckets:
+                problems.append(
+                    ((*where, *field_name.split(".")), bucket, f"not in buckets: {', '.join(self.buckets)}")
+                )
+            elif d.identity in self.identities and bucket not in self.identities[d.identity].bucket_roles:
+                problems.append(
+                    (
+                        (*where, "identity"),
+                        d.identity,
+                        f"has no role on bucket {bucket!r} ({field_name}); "
+                        f"add one to identities.{d.identity}.bucket_roles",
+                    )
+                )
+        images = [("image", getattr(d, "image", None))]
+        if conversion is not None:
+            images.append(("conversion.image", conversion.image))
+        for field_name, image in images:
+            if image is not None and image not in self.release.images:
+                problems.append(
+                    (
+                        (*where, *field_name.split(".")),
+                        image,
+                        f"not in release.images: {', '.join(self.release.images) or '(none)'}",
+                    )
+                )
+        return problems
+
+    def _saxml_identity_problems(
+        self, where: tuple[str | int, ...], d: SaxmlServing
+    ) -> list[tuple[tuple[str | int, ...], object, str]]:
+        """Saxml's identity: its own Google service account, admin of the Saxml bucket and of nothing else."""
+        identity = self.identities.get(d.identity)
+        if identity is None:
+            return []
+        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+        if identity.mode != "impersonation":
+            problems.append(
+                ((*where, "identity"), d.identity, "Saxml runs as a Google service account: use mode impersonation")
+            )
+        others = sorted(set(identity.bucket_roles) - {d.bucket})
+        if others or identity.bucket_roles.get(d.bucket) != "roles/storage.objectAdmin":
+            problems.append(
+                (
+                    ("identities", d.identity, "bucket_roles"),
+                    dict(identity.bucket_roles),
+                    f"Saxml's identity gets roles/storage.objectAdmin on bucket {d.bucket!r} and no other role"
+                    + (f" (remove {', '.join(others)})" if others else ""),
+                )
+            )
         return problems
 
     @property

@@ -31,4 +31,10 @@ CONTROLLERS = {
         namespace="kueue-system",
         description="Kueue: job queueing, quota and ProvisioningRequest admission",
     ),
+    "lws": Controller(
+        repository="oci://registry.k8s.io/lws/charts",
+        chart="lws",
+        namespace="lws-system",
+        description="LeaderWorkerSet: a leader pod and its workers, scheduled and restarted as one group",
+    ),
 }

@@ -7,8 +7,11 @@ canary: the canary's steady-state step time through JaxTrainer against a plain
         JAX loop on the same machine and mesh (1 process x 4 CPU devices;
         target ratio plain / JaxTrainer >= 0.95), and its tokens/s, plus the
         2-worker x 2-device process group that `make train-local` uses.
+server: the canary server on a freshly trained checkpoint: requests/s and
+        p50/p99 latency at a steady concurrency, then a burst 4x the queue
+        (every request answered: 200 or a fast 429).
 
-Usage: python -m scripts.bench [synth|canary|all] [--repeat 3] [--steps 30]
+Usage: python -m scripts.bench [synth|canary|server|all] [--repeat 3] [--steps 30]
 """
 
 from __future__ import annotations
@@ -93,14 +96,72 @@ def bench_canary(steps: int) -> None:
     print(f"plain / JaxTrainer step time = {ratio:.3f} (target >= 0.95: {verdict}); {steps} steps, first excluded")
 
 
+SERVER_CHECKPOINT = """
+import sys
+from workloads.trainer.canary.train import CanaryConfig, train
+train(CanaryConfig(checkpoint_dir=sys.argv[1], end_step=4))
+"""
+
+
+def bench_server(*, max_batch: int = 8, queue_size: int = 64, requests: int = 256, max_tokens: int = 32) -> None:
+    import asyncio
+    import socket
+    import urllib.request
+
+    from workloads.server.load import run_load
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    with tempfile.TemporaryDirectory() as tmp, socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        subprocess.run([sys.executable, "-c", SERVER_CHECKPOINT, tmp], env=env, cwd=REPO, check=True)
+        command = [sys.executable, "-m", "workloads.server", "--port", str(port), "--checkpoint-dir", tmp]
+        command += ["--max-batch", str(max_batch), "--queue-size", str(queue_size)]
+        server = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/readyz", timeout=5):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise RuntimeError("the canary server did not become ready") from None
+                    time.sleep(0.2)
+            prompt = "A slice is healthy when"
+            print(f"canary server: batch {max_batch}, queue {queue_size}, {max_tokens} new tokens per request")
+            print(f"{'load':<32} {'ok/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'codes':>22}")
+            for concurrency, total in ((1, 32), (max_batch, requests), (4 * max_batch, requests)):
+                result = asyncio.run(
+                    run_load(url, requests=total, concurrency=concurrency, prompt=prompt, max_tokens=max_tokens)
+                )
+                row = result.summary()
+                name = f"{total} requests, concurrency {concurrency}"
+                print(f"{name:<32} {row['ok_per_s']:>8} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['codes']!s:>22}")
+            burst = 4 * (queue_size + max_batch)
+            result = asyncio.run(run_load(url, requests=burst, concurrency=burst, prompt=prompt, max_tokens=max_tokens))
+            row = result.summary()
+            print(
+                f"burst of {burst} at once: {row['codes']}, {row['no_answer']} unanswered, "
+                f"429 answered in p99 {row['rejected_p99_ms']} ms"
+            )
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", nargs="?", choices=["synth", "canary", "all"], default="all")
+    parser.add_argument("which", nargs="?", choices=["synth", "canary", "server", "all"], default="all")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args(argv)
     if args.which in ("canary", "all"):
         bench_canary(args.steps)
+    if args.which in ("server", "all"):
+        bench_server()
     if args.which in ("synth", "all"):
         bench_synth(args.repeat)
     return 0

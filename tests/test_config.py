@@ -133,9 +133,9 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         ["needs a topology", "4x4"],
     ),
     "training on a slice that does not exist": (
-        _set("training.slice", "serve"),
+        _set("training.slice", "nope"),
         "training.slice",
-        ["'serve'", "train"],
+        ["'nope'", "train"],
     ),
     "training identity that cannot write checkpoints": (
         _set("training.identity", "serving"),

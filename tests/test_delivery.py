@@ -118,13 +118,21 @@ def environments(tmp_path: Path) -> Path:
 GPU_DIGEST = "sha256:" + "cd" * 32
 
 
+OTHER_IMAGES = ["checkpoint-converter", "server", "trainer-gpu"]
+
+
 def _pin_dev(environments: Path, image: str) -> None:
-    """Pin dev's trainer at `image` and its GPU trainer at a good digest."""
+    """Pin dev's trainer at `image` and every other image at a good digest of its own."""
     path = environments / "dev.yaml"
     text = path.read_text()
     images = load_environment(path).release.images
-    gpu = f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer-gpu@{GPU_DIGEST}"
-    path.write_text(text.replace(images["trainer"], image).replace(images["trainer-gpu"], gpu))
+    assert sorted(images) == sorted(["trainer", *OTHER_IMAGES])
+    text = text.replace(images["trainer"], image)
+    for name in OTHER_IMAGES:
+        text = text.replace(
+            images[name], f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/{name}@{GPU_DIGEST}"
+        )
+    path.write_text(text)
 
 
 def _snapshot(directory: Path) -> dict[str, str]:
@@ -157,7 +165,7 @@ def test_promotion_refuses_when_the_source_pins_nothing(environments: Path) -> N
         path = environments / f"{name}.yaml"
         data = yaml.safe_load(path.read_text())
         data["release"]["images"] = {}
-        del data["training"]
+        del data["training"], data["serving"]
         data["batch"].pop("training", None)
         path.write_text(yaml.safe_dump(data))
     with pytest.raises(PromotionError, match="pins no images"):
@@ -172,17 +180,14 @@ def test_promotion_updates_prod_keeping_comments_and_a_second_run_changes_nothin
     first = promote("dev", "prod", dry_run=False, run=lambda c: calls.append(list(c)), environments=environments)
     assert first.changed
     assert f"+    trainer: us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/trainer@{DIGEST}" in first.diff
+    # One copy per image, in name order, each to prod's registry under the digest's tag.
     assert calls == [
         [
             "gcloud", "container", "images", "add-tag", "--quiet",
-            f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@{DIGEST}",
-            "us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/trainer:promoted-abababababab",
-        ],
-        [
-            "gcloud", "container", "images", "add-tag", "--quiet",
-            f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer-gpu@{GPU_DIGEST}",
-            "us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/trainer-gpu:promoted-cdcdcdcdcdcd",
-        ],
+            f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/{name}@{digest}",
+            f"us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/{name}:promoted-{digest[7:19]}",
+        ]
+        for name, digest in sorted([("trainer", DIGEST)] + [(n, GPU_DIGEST) for n in OTHER_IMAGES])
     ]  # fmt: skip
     assert load_environment(prod).release.images["trainer"].endswith(DIGEST)
     assert [line for line in prod.read_text().splitlines() if line.lstrip().startswith("#")] == comments
@@ -190,7 +195,7 @@ def test_promotion_updates_prod_keeping_comments_and_a_second_run_changes_nothin
     second = promote("dev", "prod", dry_run=False, run=lambda c: calls.append(list(c)), environments=environments)
     assert not second.changed
     assert prod.read_text() == after_first
-    assert len(calls) == 2
+    assert len(calls) == 4
 
 
 def test_promotion_dry_run_writes_nothing_and_runs_nothing(environments: Path) -> None:
@@ -299,10 +304,10 @@ def test_make_promote_with_digests_updates_prod_once(tmp_path: Path, environment
     first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     assert "+    trainer: us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/trainer@" in first.stdout
-    assert log.read_text().count("add-tag") == 2
+    assert log.read_text().count("add-tag") == 4
     after = (environments / "prod.yaml").read_text()
     second = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
     assert "nothing to change" in second.stdout
     assert (environments / "prod.yaml").read_text() == after
-    assert log.read_text().count("add-tag") == 2
+    assert log.read_text().count("add-tag") == 4

@@ -18,16 +18,21 @@ def _bucket_id(stack: dict[str, Any], key: str) -> str:
     return next(k for k in stack["resource"]["google_storage_bucket"] if k.startswith(f"bucket-{key}_"))
 
 
-def test_dev_inventory_is_16_v6e_chips_and_16_h100s_in_one_zone(stacks: dict[str, dict[str, Any]]) -> None:
+def test_dev_inventory_counts_every_slice_by_generation_and_zone(stacks: dict[str, dict[str, Any]]) -> None:
+    # v6e: train 16 + serve 16 + prefill 8 + decode 8 + vllm 8; v5e: two Saxml 4x8 slices.
     # An autoscaled (queued) pool counts at its maximum: what the plan can bring up.
-    assert accelerator_inventory(stacks["dev"]) == {("v6e", "us-east5-b"): 16, ("a3-mega", "us-east5-b"): 16}
+    assert accelerator_inventory(stacks["dev"]) == {
+        ("v6e", "us-east5-b"): 56,
+        ("v5e", "us-east5-b"): 64,
+        ("a3-mega", "us-east5-b"): 16,
+    }
 
 
 def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dict[str, Any]]) -> None:
     text = render(review_stack("platform-dev", stacks["dev"], None))
-    assert "| v6e | us-east5-b | 0 | 16 | +16 |" in text
+    assert "| v6e | us-east5-b | 0 | 56 | +56 |" in text
     assert "| a3-mega | us-east5-b | 0 | 16 | +16 |" in text
-    assert "| `google_container_node_pool` | 3 |" in text
+    assert "| `google_container_node_pool` | 9 |" in text
     assert "## Blocking" not in text
 
 
@@ -62,7 +67,7 @@ def test_resizing_a_slice_shows_in_the_inventory_without_blocking(stacks: dict[s
             pool["placement_policy"]["tpu_topology"] = "4x8"
     review = review_stack("platform-dev", after, stacks["dev"])
     assert review.blocking == []
-    assert "| v6e | us-east5-b | 16 | 32 | +16 |" in render(review)
+    assert "| v6e | us-east5-b | 56 | 72 | +16 |" in render(review)
     assert [c.action for c in review.changes] == ["replace"]
 
 

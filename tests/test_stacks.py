@@ -140,11 +140,11 @@ def test_workload_identity_in_both_shapes(stacks: dict[str, dict[str, Any]], env
     assert members.count(direct) == len(trainer.bucket_roles)
 
     serving = env.identities["serving"]
-    binding = one(stack, "google_service_account_iam_member")
+    bindings = {b["member"]: b for b in of_type(stack, "google_service_account_iam_member").values()}
+    impersonating = [k for k, i in env.identities.items() if i.mode == "impersonation"]
+    assert len(bindings) == len(impersonating) == 2, "one binding per impersonation identity"
+    binding = bindings[f"serviceAccount:{env.project}.svc.id.goog[{serving.namespace}/{serving.service_account}]"]
     assert binding["role"] == "roles/iam.workloadIdentityUser"
-    assert (
-        binding["member"] == f"serviceAccount:{env.project}.svc.id.goog[{serving.namespace}/{serving.service_account}]"
-    )
     ksas = {k["metadata"]["name"]: k["metadata"] for k in of_type(stack, "kubernetes_service_account_v1").values()}
     assert "iam.gke.io/gcp-service-account" in ksas[serving.service_account]["annotations"]
     assert not ksas[trainer.service_account].get("annotations")
@@ -234,4 +234,5 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
     assert flex["management"]["auto_repair"] is False
     assert queued["queued_provisioning"] == {"enabled": True}
     assert "spot" not in queued["node_config"]
-    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 16 + 8
+    # The shipped v6e slices (train 16, serve 16, prefill 8, decode 8, vllm 8) and this one.
+    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 56 + 8

@@ -102,4 +102,7 @@ def test_deploy_is_refused_while_an_image_is_a_placeholder() -> None:
         [sys.executable, "-m", "scripts.predeploy", "dev"], cwd=REPO, capture_output=True, text=True, check=False
     )
     assert result.returncode == 2
-    assert "release.images: trainer, trainer-gpu still at the placeholder digest" in result.stderr
+    assert (
+        "release.images: checkpoint-converter, server, trainer, trainer-gpu still at the placeholder digest"
+        in result.stderr
+    )

@@ -6,3 +6,6 @@ RAY_VERSION = "2.60.0"
 
 # Where the ray-training chart mounts the checkpoint bucket (Cloud Storage FUSE).
 CHECKPOINT_MOUNT = "/data/checkpoints"
+
+# Where `make train-local` writes the canary's checkpoints and `make serve-local` reads them.
+DEFAULT_LOCAL_CKPT = ".cache/canary"

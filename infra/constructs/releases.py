@@ -189,6 +189,15 @@ def gpu_training_values(env: Environment) -> dict[str, Any]:
     }
 
 
+def without_nulls(values: Any) -> Any:
+    """`values` with every null dropped: Helm reads a null as "delete this key", so it is never sent."""
+    if isinstance(values, dict):
+        return {k: without_nulls(v) for k, v in values.items() if v is not None}
+    if isinstance(values, list):
+        return [without_nulls(v) for v in values]
+    return values
+
+
 class ControllerRelease(Construct):
     """An upstream controller's chart from its OCI registry, at the environment's pinned version."""
 
@@ -234,7 +243,7 @@ class ChartRelease(Construct):
             chart=chart_path(chart),
             version=version,
             namespace=namespace,
-            values=[json.dumps(values, sort_keys=True)],
+            values=[json.dumps(without_nulls(values), sort_keys=True)],
             atomic=wait,
             wait=wait,
             timeout=900,

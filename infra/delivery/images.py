@@ -73,6 +73,8 @@ def plan_build(
     env = load_environment(env_path)
     image = f"{env.registry_url}/{name}:{commit}"
     build_args = [f"--build-arg={k}={v}" for k, v in sorted((entry.get("build_args") or {}).items())]
+    if entry.get("target"):
+        build_args += ["--target", entry["target"]]  # one stage of a multi-stage Dockerfile
     dockerfile, context = entry["dockerfile"], entry.get("context", ".")
     if use_docker:
         commands = [

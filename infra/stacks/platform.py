@@ -21,6 +21,7 @@ from infra.constructs.releases import (
     nccl_test_values,
     ray_training_values,
 )
+from infra.constructs.serving import release_name, serving_values
 from infra.constructs.storage import Bucket
 from infra.controllers import CONTROLLERS
 
@@ -177,7 +178,8 @@ class PlatformStack(TerraformStack):
                 depends_on=[identity.service_account, self.slice_pools[env.training.slice].pool],
             )
 
-        self._gpu_releases(env, identities)
+        controllers = self._gpu_releases(env, identities)
+        self._serving_releases(env, identities, controllers)
 
         TerraformOutput(self, "cluster_name", value=cluster.name)
         TerraformOutput(self, "cluster_location", value=cluster.location)
@@ -186,7 +188,31 @@ class PlatformStack(TerraformStack):
         for key, bucket in buckets.items():
             TerraformOutput(self, f"bucket_{key}", value=bucket.bucket.url)
 
-    def _gpu_releases(self, env: Environment, identities: dict) -> None:
+    def _serving_releases(self, env: Environment, identities: dict, controllers: dict) -> None:
+        """One release per serving deployment; model servers load for minutes, so the deploy does not wait."""
+        needs = {"saxml": "jobset", "jetstream": "lws"}
+        for key, deployment in env.serving.items():
+            chart, namespace, values = serving_values(env, key)
+            slice_keys = {
+                "saxml": getattr(deployment, "slices", []),
+                "jetstream": getattr(deployment, "slice_keys", []),
+                "vllm": [getattr(deployment, "slice", "")],
+            }.get(deployment.engine, [])
+            depends = [identities[deployment.identity].service_account]
+            depends += [self.slice_pools[k].pool for k in slice_keys]
+            if deployment.engine in needs:
+                depends.append(controllers[needs[deployment.engine]].release)
+            ChartRelease(
+                self,
+                release_name(key),
+                chart=chart,
+                namespace=namespace,
+                values=values,
+                depends_on=depends,
+                wait=False,
+            )
+
+    def _gpu_releases(self, env: Environment, identities: dict) -> dict:
         """GPUDirect networking, the pinned controllers, Kueue's queues and the GPU JobSets."""
         pools = [p.pool for p in self.slice_pools.values()]
         controllers = {
@@ -204,7 +230,7 @@ class PlatformStack(TerraformStack):
             )
         batch = env.batch
         if batch is None:
-            return
+            return controllers
         queues = ChartRelease(
             self,
             "kueue-queues",
@@ -227,3 +253,4 @@ class PlatformStack(TerraformStack):
                     depends_on=[queues.release, controllers["jobset"].release],
                     wait=False,
                 )
+        return controllers

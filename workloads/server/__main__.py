@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from workloads.trainer.__main__ import DEFAULT_LOCAL_CKPT
+from workloads.constants import DEFAULT_LOCAL_CKPT
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_environment
-from workloads.constants import CHECKPOINT_MOUNT
+from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
 from workloads.trainer.recipes import RecipeError, get_recipe
-
-DEFAULT_LOCAL_CKPT = ".cache/canary"
 
 
 def _env(name: str) -> Environment:

@@ -1,0 +1,183 @@
+"""Values of the serving charts, one function per engine, every number taken from the slices.
+
+Each serving deployment `<key>` of an environment becomes the Helm release
+`serve-<key>` of its engine's chart, in the namespace of its identity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra import upstream
+from infra.accelerators import Slice
+from infra.config import (
+    CanaryServing,
+    Environment,
+    JetStreamServing,
+    SaxmlServing,
+    Serving,
+    VllmServing,
+)
+from infra.constructs.releases import NODEPOOL_LABEL
+from workloads.constants import CHECKPOINT_MOUNT
+
+CHART = {"saxml": "saxml", "jetstream": "jetstream-pathways", "vllm": "vllm-tpu", "canary": "canary-server"}
+MODEL_MOUNT = "/data/models"
+
+
+def release_name(key: str) -> str:
+    return f"serve-{key}"
+
+
+def _pool_selector(slice_: Slice, key: str) -> dict[str, str]:
+    return {**slice_.node_selector, NODEPOOL_LABEL: key}
+
+
+def _identity(env: Environment, d: Serving) -> tuple[str, str]:
+    """(namespace, Kubernetes service account) the deployment runs as."""
+    identity = env.identities[d.identity]
+    return identity.namespace, identity.service_account
+
+
+def saxml_values(env: Environment, key: str) -> dict[str, Any]:
+    d = env.serving[key]
+    assert isinstance(d, SaxmlServing)
+    slices = []
+    for slice_key in d.slices:
+        s = env.slices[slice_key].slice
+        slices.append(
+            {
+                "name": slice_key,
+                "hosts": s.hosts,
+                "chipsPerHost": s.chips_per_host,
+                "nodeSelector": _pool_selector(s, slice_key),
+                "platformChip": s.accelerator.platform_chip,
+                "platformTopology": s.topology,
+            }
+        )
+    return {
+        "images": {"admin": upstream.SAXML_ADMIN, "model": upstream.SAXML_MODEL, "http": upstream.SAXML_HTTP},
+        "serviceAccountName": _identity(env, d)[1],
+        "bucket": env.bucket_name(d.bucket),
+        "cell": f"/sax/{key}",
+        "slices": slices,
+        "loadBalancer": d.load_balancer,
+        "model": {
+            "name": d.model.name,
+            "class": d.model_class,
+            "checkpoint": d.checkpoint,
+            "replicas": len(slices),
+        },
+    }
+
+
+def _checkpoint_dir(d: JetStreamServing) -> str:
+    """Where the converted checkpoint is read from, inside the bucket."""
+    return f"{d.checkpoint_path}/int8" if d.model.precision == "int8" else f"{d.checkpoint_path}/bf16/0/items"
+
+
+def maxtext_serving_args(env: Environment, d: JetStreamServing) -> list[str]:
+    """JetStream-MaxText server arguments: parallelism over one slice's chips, precision from the model."""
+    first = env.slices[d.slice_keys[0]].slice
+    args = [
+        "MaxText/configs/base.yml",
+        f"model_name={d.model.name}",
+        f"load_parameters_path=gs://{env.bucket_name(d.bucket)}/{_checkpoint_dir(d)}",
+        f"max_prefill_predict_length={d.max_prefill_length}",
+        f"max_target_length={d.max_target_length}",
+        f"per_device_batch_size={d.per_device_batch_size}",
+        "ici_fsdp_parallelism=1",
+        "ici_autoregressive_parallelism=1",
+        f"ici_tensor_parallelism={first.chips}",
+        "scan_layers=false",
+        "weight_dtype=bfloat16",
+        "async_checkpointing=false",
+        "enable_single_controller=true",
+        "enable_model_warmup=true",
+    ]
+    if d.model.precision == "int8":
+        args += ["quantization=int8", "quantize_kvcache=true", "checkpoint_is_quantized=true"]
+    if d.slice is None:
+        args += ["inference_server=ExperimentalMaxtextDisaggregatedServer_8", "stack_prefill_result_cache=True"]
+    return args
+
+
+def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
+    d = env.serving[key]
+    assert isinstance(d, JetStreamServing)
+    slices = [env.slices[k].slice for k in d.slice_keys]
+    first = slices[0]
+    conversion = None
+    if d.conversion is not None:
+        conversion = {
+            "image": env.release.images[d.conversion.image],
+            "sourceBucket": env.bucket_name(d.conversion.source_bucket),
+            "sourcePath": d.conversion.source_path,
+            "modelSize": d.conversion.model_size,
+            "modelName": d.model.name,
+            "output": f"gs://{env.bucket_name(d.bucket)}/{d.checkpoint_path}",
+            "precision": d.model.precision,
+            # Conversion holds the bf16 weights in host memory, with room to spare.
+            "memory": f"{int(d.model.parameters_b * 2 * 1.5) + 16}Gi",
+        }
+    return {
+        "images": {
+            "pathwaysServer": upstream.PATHWAYS_SERVER,
+            "pathwaysProxy": upstream.PATHWAYS_PROXY,
+            "jetstream": upstream.JETSTREAM_PATHWAYS,
+            "http": upstream.JETSTREAM_HTTP,
+        },
+        "serviceAccountName": _identity(env, d)[1],
+        "scratch": f"gs://{env.bucket_name(d.scratch_bucket)}/pathways",
+        # Every pod of the group is one TPU host; the leader also runs the
+        # resource manager, the IFRT proxy and JetStream.
+        "size": sum(s.hosts for s in slices),
+        "subGroupSize": first.hosts if d.slice is None else None,
+        "chipsPerHost": first.chips_per_host,
+        "instanceType": f"{first.accelerator.platform_chip}:{first.topology}",
+        "instanceCount": len(slices),
+        "nodeSelector": first.node_selector,
+        "nodePools": d.slice_keys,
+        "maxtextArgs": maxtext_serving_args(env, d),
+        "conversion": conversion,
+    }
+
+
+def vllm_values(env: Environment, key: str) -> dict[str, Any]:
+    d = env.serving[key]
+    assert isinstance(d, VllmServing)
+    s = env.slices[d.slice].slice
+    return {
+        "image": upstream.VLLM_TPU,
+        "serviceAccountName": _identity(env, d)[1],
+        "replicas": d.replicas,
+        "nodeSelector": _pool_selector(s, d.slice),
+        "chips": s.chips_per_host,
+        "tensorParallelSize": s.chips,
+        "model": {"name": d.model.name, "bucket": env.bucket_name(d.bucket), "path": d.model_path},
+        "modelMount": MODEL_MOUNT,
+        "maxModelLen": d.max_model_len,
+        "apiKeySecret": d.api_key_secret,
+    }
+
+
+def canary_values(env: Environment, key: str) -> dict[str, Any]:
+    d = env.serving[key]
+    assert isinstance(d, CanaryServing)
+    return {
+        "image": env.release.images[d.image],
+        "serviceAccountName": _identity(env, d)[1],
+        "replicas": d.replicas,
+        "checkpoints": {"bucket": env.bucket_name(d.bucket), "mountPath": CHECKPOINT_MOUNT, "path": d.path},
+        "maxBatch": d.max_batch,
+        "queueSize": d.queue_size,
+    }
+
+
+VALUES = {"saxml": saxml_values, "jetstream": jetstream_values, "vllm": vllm_values, "canary": canary_values}
+
+
+def serving_values(env: Environment, key: str) -> tuple[str, str, dict[str, Any]]:
+    """(chart, namespace, values) of serving deployment `key`."""
+    d = env.serving[key]
+    return CHART[d.engine], _identity(env, d)[0], VALUES[d.engine](env, key)

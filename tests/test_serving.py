@@ -1,0 +1,362 @@
+"""Serving on TPU slices: Saxml, JetStream + Pathways (also disaggregated), vLLM, the canary; the HBM fit check."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.accelerators import tpu_slice
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel, load_environment
+from tests.conftest import of_type
+from tests.test_charts import needs_crds, release_values
+from workloads.charts.check import render, validate
+from workloads.serving import saxml
+
+DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
+
+
+def rendered(stack: dict[str, Any], release: str) -> list[dict[str, Any]]:
+    found, values = release_values(stack, release)
+    objects = render(found["chart"].rsplit("/", 1)[-1], values, name=found["name"], namespace=found["namespace"])
+    for obj in objects:
+        validate(obj)
+    return objects
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def pools(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in of_type(stack, "google_container_node_pool").values()}
+
+
+# --- must show, from the synthesized stacks ---------------------------------------------------------
+
+
+@needs_crds
+def test_saxml_model_servers_are_one_job_of_8_hosts_per_v5e_4x8_slice(stacks: dict[str, dict[str, Any]]) -> None:
+    objects = rendered(stacks["dev"], "serve-saxml")
+    jobset = one(objects, "JobSet")
+    assert jobset["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == (
+        "cloud.google.com/gke-nodepool"
+    )
+    jobs = jobset["spec"]["replicatedJobs"]
+    assert [j["name"] for j in jobs] == ["sax-a", "sax-b"]
+    for job in jobs:
+        spec = job["template"]["spec"]
+        assert job["replicas"] == 1
+        assert spec["parallelism"] == spec["completions"] == 8
+        assert spec["backoffLimit"] == 0, "no retries inside a slice"
+        pod = spec["template"]["spec"]
+        assert pod["nodeSelector"] == {
+            "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+            "cloud.google.com/gke-tpu-topology": "4x8",
+            "cloud.google.com/gke-nodepool": job["name"],
+        }
+        server = pod["containers"][0]
+        assert server["resources"]["limits"] == server["resources"]["requests"] == {"google.com/tpu": "4"}
+        assert 8471 in {p["containerPort"] for p in server["ports"]}
+        env = {e["name"]: e["value"] for e in server["env"]}
+        assert env["MEGASCALE_NUM_SLICES"] == "" and env["SAX_ROOT"] == "gs://acme-ml-platform-dev-saxml/sax-root"
+        assert "--platform_topology=4x8" in server["args"] and "--platform_chip=tpuv5e" in server["args"]
+    service = one(objects, "Service")
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
+    # Both pools exist with 8 hosts each.
+    for key in ("sax-a", "sax-b"):
+        pool = pools(stacks["dev"])[key]
+        assert (pool["node_count"], pool["node_config"]["machine_type"]) == (8, "ct5lp-hightpu-4t")
+
+
+def test_saxml_identity_is_admin_of_its_bucket_and_nothing_else(stacks: dict[str, dict[str, Any]]) -> None:
+    stack = stacks["dev"]
+    account = next(a for a in of_type(stack, "google_service_account").values() if a["account_id"] == "wi-saxml")
+    assert account
+    grants = [
+        (m["bucket"], m["role"])
+        for m in of_type(stack, "google_storage_bucket_iam_member").values()
+        if "wi-saxml" in json.dumps(m["member"]) or "saxml_gsa" in json.dumps(m["member"])
+    ]
+    assert len(grants) == 1 and grants[0][1] == "roles/storage.objectAdmin"
+    assert "bucket-saxml" in grants[0][0]
+    project_roles = [m for m in of_type(stack, "google_project_iam_member").values() if "saxml" in json.dumps(m)]
+    assert project_roles == [], "no project-wide storage role (the tutorial grants storage admin)"
+
+
+@needs_crds
+def test_jetstream_leaderworkerset_is_one_pod_per_v6e_4x4_host(stacks: dict[str, dict[str, Any]]) -> None:
+    objects = rendered(stacks["dev"], "serve-llama405b")
+    lws = one(objects, "LeaderWorkerSet")
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 4
+    leader, worker = template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]
+    for pod in (leader, worker):
+        assert pod["nodeSelector"] == {
+            "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+            "cloud.google.com/gke-tpu-topology": "4x4",
+        }
+        chips = {c["name"]: c.get("resources", {}).get("limits") for c in pod["containers"]}
+        assert chips["pathways-worker"] == {"google.com/tpu": "4"}
+    assert [c["name"] for c in leader["initContainers"]] == ["pathways-rm", "pathways-proxy"]
+    assert {c["name"] for c in leader["containers"]} == {"pathways-worker", "jetstream", "jetstream-http"}
+    rm_args = leader["initContainers"][0]["args"]
+    assert "--instance_type=tpuv6e:4x4" in rm_args and "--instance_count=1" in rm_args
+    jetstream = next(c for c in leader["containers"] if c["name"] == "jetstream")
+    assert "ici_tensor_parallelism=16" in jetstream["args"] and "quantization=int8" in jetstream["args"]
+    service = one(objects, "Service")
+    assert service["spec"]["ports"][0]["port"] == 8000
+    # The checkpoint conversion Job reads the Meta checkpoint from the bucket and writes int8 next to it.
+    job = one(objects, "Job")
+    script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert "--base-model-path /data/source/meta/Llama3.1-405B-Instruct" in script
+    assert "save_quantized_params_path=gs://acme-ml-platform-dev-models/maxtext/llama3.1-405b/int8" in script
+
+
+@needs_crds
+def test_disaggregated_serving_spans_two_v6e_2x4_pools(stacks: dict[str, dict[str, Any]]) -> None:
+    for key in ("prefill", "decode"):
+        pool = pools(stacks["dev"])[key]
+        assert pool["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x4"}
+        assert (pool["node_count"], pool["node_config"]["machine_type"]) == (2, "ct6e-standard-4t")
+    lws = one(rendered(stacks["dev"], "serve-llama70b-disagg"), "LeaderWorkerSet")
+    assert lws["metadata"]["annotations"] == {
+        "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": "cloud.google.com/gke-nodepool"
+    }
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert (template["size"], template["subGroupPolicy"]["subGroupSize"]) == (4, 2)
+    leader = template["leaderTemplate"]["spec"]
+    assert "--instance_count=2" in leader["initContainers"][0]["args"]
+    terms = leader["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["prefill", "decode"]
+    jetstream = next(c for c in leader["containers"] if c["name"] == "jetstream")
+    assert "inference_server=ExperimentalMaxtextDisaggregatedServer_8" in jetstream["args"]
+
+
+def test_disaggregated_slices_may_use_one_8_chip_host_each(tmp_path: Path) -> None:
+    data = copy.deepcopy(DEV)
+    for key in ("prefill", "decode"):
+        data["slices"][key]["machine_type"] = "ct6e-standard-8t"
+    env = _load(tmp_path, data)
+    from infra.constructs.serving import jetstream_values
+
+    values = jetstream_values(env, "llama70b-disagg")
+    assert (values["size"], values["subGroupSize"], values["chipsPerHost"]) == (2, 1, 8)
+
+
+@needs_crds
+def test_vllm_tensor_parallelism_is_the_slices_chips(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
+) -> None:
+    chips = envs["dev"].slices["vllm"].slice.chips
+    deployment = one(rendered(stacks["dev"], "serve-llama70b-vllm"), "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert f"--tensor-parallel-size={chips}" in container["args"] and chips == 8
+    assert container["resources"]["limits"] == {"google.com/tpu": "8"}
+    assert "--model=/data/models/hf/Llama-3.3-70B-Instruct" in container["args"]
+    key = next(e for e in container["env"] if e["name"] == "VLLM_API_KEY")
+    assert key["valueFrom"]["secretKeyRef"] == {"name": "vllm-api-key", "key": "token"}
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+
+
+def test_vllm_chart_refuses_tensor_parallelism_other_than_the_chips(stacks: dict[str, dict[str, Any]]) -> None:
+    _, values = release_values(stacks["dev"], "serve-llama70b-vllm")
+    from workloads.charts.check import ChartCheckError
+
+    with pytest.raises(ChartCheckError, match="tensorParallelSize 4 must equal the pod's TPU chips 8"):
+        render("vllm-tpu", {**values, "tensorParallelSize": 4}, name="v", namespace="ml-serving")
+
+
+@needs_crds
+def test_canary_server_is_ready_only_with_weights_and_exposes_metrics(stacks: dict[str, dict[str, Any]]) -> None:
+    deployment = one(rendered(stacks["dev"], "serve-canary"), "Deployment")
+    pod = deployment["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert pod["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
+    assert "--checkpoint-dir=/data/checkpoints/canary" in container["args"]
+
+
+# --- the fit check --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parameters_b", "precision", "accelerator", "topology", "fits"),
+    [
+        (175, "bf16", "v5e", "4x8", True),  # Saxml's 175B test model: 350 GB on 32 x 16 GB
+        (175, "bf16", "v5e", "2x4", False),  # ... not on 8 chips (128 GB)
+        (405, "int8", "v6e", "4x4", True),  # Llama 3.1 405B int8: 405 GB on 16 x 32 GB
+        (405, "bf16", "v6e", "4x4", False),  # 810 GB in bf16
+    ],
+)
+def test_fit_check_matches_the_seeds(
+    parameters_b: float, precision: str, accelerator: str, topology: str, fits: bool
+) -> None:
+    model = ServedModel(name="m", parameters_b=parameters_b, precision=precision, kv_cache_gb=0)
+    assert (model.fit_problem("s", tpu_slice(accelerator, topology)) is None) is fits
+
+
+def _load(tmp_path: Path, data: dict[str, Any]) -> Environment:
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_environment(path)
+
+
+def _problems(tmp_path: Path, data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        _load(tmp_path, data)
+    assert str(tmp_path / "dev.yaml") in str(err.value)
+    return err.value.problems
+
+
+def test_a_model_too_big_for_its_slice_fails_loading_with_the_arithmetic(tmp_path: Path) -> None:
+    data = copy.deepcopy(DEV)
+    data["slices"]["sax-b"]["topology"] = "2x4"  # 8 chips x 16 GB = 128 GB
+    problems = _problems(tmp_path, data)
+    assert problems == [
+        "serving.saxml.model: '175B bf16': lmcloudspmd175b: 175B parameters in bf16 need 350 GB of weights + "
+        "100 GB of KV cache = 450 GB, more than the 128 GB of HBM of slice 'sax-b' (v5litepod-8: 8 chips x 16 GB)"
+    ]
+
+
+def test_the_kv_cache_budget_counts(tmp_path: Path) -> None:
+    data = copy.deepcopy(DEV)
+    data["serving"]["llama405b"]["model"]["kv_cache_gb"] = 120  # 405 + 120 > 512
+    (problem,) = _problems(tmp_path, data)
+    assert problem.startswith("serving.llama405b.model:") and "= 525 GB, more than the 512 GB" in problem
+
+
+@pytest.mark.parametrize(
+    ("mutate", "fragment"),
+    [
+        (
+            lambda d: d["serving"]["llama70b-vllm"].update(slice="serve"),
+            "serving.llama70b-vllm.slice: 'serve': vLLM here serves from one TPU host",
+        ),
+        (
+            lambda d: d["slices"]["decode"].update(machine_type="ct6e-standard-8t"),
+            "serving.llama70b-disagg.decode_slice: 'decode': prefill and decode slices must have one shape",
+        ),
+        (
+            lambda d: d["serving"]["llama405b"].update(prefill_slice="prefill"),
+            "give either `slice`, or `prefill_slice` and `decode_slice`",
+        ),
+        (
+            lambda d: d["identities"]["saxml"]["bucket_roles"].update(models="roles/storage.objectViewer"),
+            "Saxml's identity gets roles/storage.objectAdmin on bucket 'saxml' and no other role (remove models)",
+        ),
+        (
+            lambda d: d["identities"]["saxml"].update(mode="direct"),
+            "Saxml runs as a Google service account: use mode impersonation",
+        ),
+        (
+            lambda d: d["release"]["controllers"].pop("lws"),
+            "jetstream serving needs the lws controller",
+        ),
+        (
+            lambda d: d["serving"]["llama405b"]["conversion"].update(model_size="llama4-400b"),
+            "llama3.1-405b",
+        ),
+        (
+            lambda d: d["serving"]["canary"].update(bucket="datasets"),
+            "serving.canary.identity: 'serving': has no role on bucket 'datasets'",
+        ),
+        (
+            lambda d: d["serving"]["saxml"].update(slices=["sax-a", "a3mega"]),
+            "serving.saxml.slices: 'a3mega': serving here runs on TPU slices",
+        ),
+        (
+            lambda d: d["serving"]["llama405b"].update(engine="triton"),
+            "'triton'",
+        ),
+    ],
+)
+def test_bad_serving_configurations_are_refused(tmp_path: Path, mutate: Any, fragment: str) -> None:
+    data = copy.deepcopy(DEV)
+    mutate(data)
+    problems = _problems(tmp_path, data)
+    assert any(fragment in p for p in problems), problems
+
+
+# --- the Saxml client -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def saxml_http() -> Iterator[tuple[str, list[tuple[str, str, Any]]]]:
+    """A stand-in for Saxml's HTTP server that records each request and answers with JSON."""
+    seen: list[tuple[str, str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"null")
+            seen.append((self.command, self.path, body))
+            payload = json.dumps({"ok": True, "path": self.path}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+
+
+def test_saxml_client_publishes_lists_generates_and_unpublishes(
+    saxml_http: tuple[str, list[tuple[str, str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, seen = saxml_http
+    for action in ("publish", "list", "generate", "unpublish"):
+        argv = [action, "--env", "dev", "--url", url] + (
+            ["--prompt", "How many days are in a week?"] * (action == "generate")
+        )
+        assert saxml.main(argv) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert printed["answer"]["ok"] is True
+    model = "/sax/saxml/lmcloudspmd175b"
+    assert seen == [
+        (
+            "POST",
+            "/publish",
+            {
+                "model": model,
+                "model_path": "saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test",
+                "checkpoint": "None",
+                "replicas": 2,
+            },
+        ),
+        ("GET", "/listcell", {"model": model}),
+        ("POST", "/generate", {"model": model, "query": "How many days are in a week?"}),
+        ("POST", "/unpublish", {"model": model}),
+    ]
+
+
+def test_saxml_client_errors_are_clear(capsys: pytest.CaptureFixture[str]) -> None:
+    assert saxml.main(["generate", "--env", "dev", "--url", "http://127.0.0.1:9"]) == 2
+    assert "generate needs --prompt" in capsys.readouterr().err
+    assert saxml.main(["list", "--env", "dev", "--url", "http://127.0.0.1:9"]) == 2
+    assert "cannot reach the Saxml HTTP server at http://127.0.0.1:9" in capsys.readouterr().err
+    assert saxml.main(["list", "--env", "dev", "--deployment", "llama405b"]) == 2
+    assert "no Saxml deployment 'llama405b'; Saxml deployments: saxml" in capsys.readouterr().err
+    d = load_environment(ENVIRONMENTS_DIR / "dev.yaml").serving["saxml"]
+    assert isinstance(d, SaxmlServing)
