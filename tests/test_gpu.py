@@ -17,7 +17,7 @@ import yaml
 from infra.config import ENVIRONMENTS_DIR, Environment, load_environment
 from infra.constructs.releases import gpu_networking_values, nccl_test_values
 from tests.conftest import REPO, of_type
-from tests.test_charts import needs_crds, release_values
+from tests.test_charts import needs_crds, release_values, rendered
 from workloads.charts.check import render, validate
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
@@ -32,14 +32,6 @@ def resolve(reference: str, attribute: str) -> tuple[str, str]:
 
 def by_name(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in of_type(stack, rtype).values()}
-
-
-def rendered(stack: dict[str, Any], release: str) -> list[dict[str, Any]]:
-    found, values = release_values(stack, release)
-    objects = render(found["chart"].rsplit("/", 1)[-1], values, name=found["name"], namespace=found["namespace"])
-    for obj in objects:
-        validate(obj)
-    return objects
 
 
 def kind(objects: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

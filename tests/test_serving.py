@@ -16,19 +16,11 @@ import yaml
 from infra.accelerators import tpu_slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel, load_environment
 from tests.conftest import of_type
-from tests.test_charts import needs_crds, release_values
-from workloads.charts.check import render, validate
+from tests.test_charts import needs_crds, release_values, rendered
+from workloads.charts.check import render
 from workloads.serving import saxml
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
-
-
-def rendered(stack: dict[str, Any], release: str) -> list[dict[str, Any]]:
-    found, values = release_values(stack, release)
-    objects = render(found["chart"].rsplit("/", 1)[-1], values, name=found["name"], namespace=found["namespace"])
-    for obj in objects:
-        validate(obj)
-    return objects
 
 
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
