@@ -465,6 +465,10 @@ class SaxmlServing(Model):
     checkpoint: str = "None"
     load_balancer: Literal["internal", "external"] = "internal"
 
+    def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """(field path, slice key) of every slice the deployment holds a model replica on."""
+        return [(("slices", i), key) for i, key in enumerate(self.slices)]
+
 
 class CheckpointConversion(Model):
     """Convert a Meta Llama checkpoint in a bucket to a MaxText checkpoint for JetStream."""
@@ -513,6 +517,10 @@ class JetStreamServing(Model):
     def slice_keys(self) -> list[str]:
         return [self.slice] if self.slice else [self.prefill_slice or "", self.decode_slice or ""]
 
+    def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
+        fields = ("slice",) if self.slice else ("prefill_slice", "decode_slice")
+        return [((f,), getattr(self, f)) for f in fields]
+
 
 class VllmServing(Model):
     """vLLM on TPU: an OpenAI-compatible server on one TPU host, tensor parallel over all its chips."""
@@ -528,6 +536,9 @@ class VllmServing(Model):
     # A Kubernetes Secret (key `token`) whose value clients must send as a bearer token.
     api_key_secret: KubernetesName | None = None
 
+    def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
+        return [(("slice",), self.slice)]
+
 
 class CanaryServing(Model):
     """The canary server (workloads/server) on the checkpoints the canary trainer wrote."""
@@ -540,6 +551,9 @@ class CanaryServing(Model):
     replicas: int = Field(default=1, ge=1)
     max_batch: int = Field(default=8, ge=1)
     queue_size: int = Field(default=64, ge=1)
+
+    def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
+        return []  # on CPU nodes
 
 
 Serving = Annotated[SaxmlServing | JetStreamServing | VllmServing | CanaryServing, Field(discriminator="engine")]
@@ -757,26 +771,20 @@ class Environment(Model):
         for key, d in self.serving.items():
             where: tuple[str | int, ...] = ("serving", key)
             problems += self._known(where, d)
-            if isinstance(d, CanaryServing):
-                continue
-            slice_fields: list[tuple[str, str]] = (
-                [("slices", k) for k in d.slices]
-                if isinstance(d, SaxmlServing)
-                else [(f, getattr(d, f)) for f in ("slice", "prefill_slice", "decode_slice") if getattr(d, f, None)]
-            )
             slices = {}
-            for field_name, slice_key in slice_fields:
+            for field_path, slice_key in d.slice_fields():
                 spec = self.slices.get(slice_key)
                 if spec is None:
                     problems.append(
-                        ((*where, field_name), slice_key, f"not in slices: {', '.join(self.slices) or '(none)'}")
+                        ((*where, *field_path), slice_key, f"not in slices: {', '.join(self.slices) or '(none)'}")
                     )
                 elif spec.slice.kind != "tpu":
-                    problems.append(((*where, field_name), slice_key, "serving here runs on TPU slices; this is GPU"))
+                    problems.append(((*where, *field_path), slice_key, "serving here runs on TPU slices; this is GPU"))
                 else:
                     slices[slice_key] = spec.slice
             # The fit check: every slice holds a whole replica of the model.
             for slice_key, slice_ in slices.items():
+                assert not isinstance(d, CanaryServing)
                 reason = d.model.fit_problem(slice_key, slice_)
                 if reason:
                     problems.append(((*where, "model"), f"{d.model.parameters_b:g}B {d.model.precision}", reason))

@@ -265,7 +265,7 @@ def test_the_kv_cache_budget_counts(tmp_path: Path) -> None:
         ),
         (
             lambda d: d["serving"]["saxml"].update(slices=["sax-a", "a3mega"]),
-            "serving.saxml.slices: 'a3mega': serving here runs on TPU slices",
+            "serving.saxml.slices[1]: 'a3mega': serving here runs on TPU slices",
         ),
         (
             lambda d: d["serving"]["llama405b"].update(engine="triton"),

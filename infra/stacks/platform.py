@@ -193,13 +193,8 @@ class PlatformStack(TerraformStack):
         needs = {"saxml": "jobset", "jetstream": "lws"}
         for key, deployment in env.serving.items():
             chart, namespace, values = serving_values(env, key)
-            slice_keys = {
-                "saxml": getattr(deployment, "slices", []),
-                "jetstream": getattr(deployment, "slice_keys", []),
-                "vllm": [getattr(deployment, "slice", "")],
-            }.get(deployment.engine, [])
             depends = [identities[deployment.identity].service_account]
-            depends += [self.slice_pools[k].pool for k in slice_keys]
+            depends += [self.slice_pools[k].pool for _, k in deployment.slice_fields()]
             if deployment.engine in needs:
                 depends.append(controllers[needs[deployment.engine]].release)
             ChartRelease(
