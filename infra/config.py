@@ -33,6 +33,9 @@ from pydantic import (
 from infra.accelerators import ShapeError, Slice, gpu_slice, lookup, tpu_slice
 from infra.controllers import CONTROLLERS
 
+# One fault found across fields: (field path, the value at fault, what is wrong and what is allowed).
+Problem = tuple[tuple[str | int, ...], object, str]
+
 
 def gsa_account_id(identity: str) -> str:
     """Account id of the Google service account an `impersonation` identity uses."""
@@ -593,7 +596,7 @@ class Environment(Model):
 
     @model_validator(mode="after")
     def _cross_references(self) -> Environment:
-        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+        problems: list[Problem] = []
         for i, zone in enumerate(self.zones):
             if not zone.startswith(self.region + "-"):
                 problems.append((("zones", i), zone, f"zone is not in region {self.region}"))
@@ -644,26 +647,19 @@ class Environment(Model):
             raise _CrossReferenceError(problems)
         return self
 
-    def _training_problems(self) -> list[tuple[tuple[str | int, ...], object, str]]:
+    def _training_problems(self) -> list[Problem]:
         t = self.training
         if t is None:
             return []
-        problems: list[tuple[tuple[str | int, ...], object, str]] = []
-        for field, value, known in (
-            ("slice", t.slice, self.slices),
-            ("identity", t.identity, self.identities),
-            ("bucket", t.bucket, self.buckets),
-            ("image", t.image, self.release.images),
-        ):
-            if value not in known:
-                where = "release.images" if field == "image" else f"{field}s" if field != "identity" else "identities"
-                problems.append((("training", field), value, f"not in {where}: {', '.join(known) or '(none)'}"))
+        problems: list[Problem] = []
+        problems += _not_in(("training", "slice"), t.slice, self.slices, "slices")
+        problems += _not_in(("training", "identity"), t.identity, self.identities, "identities")
+        problems += _not_in(("training", "bucket"), t.bucket, self.buckets, "buckets")
+        problems += _not_in(("training", "image"), t.image, self.release.images, "release.images")
         problems += self._writer_problems(("training", "identity"), t.identity, t.bucket)
         return problems
 
-    def _writer_problems(
-        self, where: tuple[str, ...], identity_key: str, bucket: str
-    ) -> list[tuple[tuple[str | int, ...], object, str]]:
+    def _writer_problems(self, where: tuple[str, ...], identity_key: str, bucket: str) -> list[Problem]:
         """A job's identity must be able to write its checkpoints to its bucket."""
         identity = self.identities.get(identity_key)
         if identity is None or bucket not in self.buckets:
@@ -680,8 +676,8 @@ class Environment(Model):
             )
         ]
 
-    def _gpu_problems(self) -> list[tuple[tuple[str | int, ...], object, str]]:
-        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+    def _gpu_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
         needs = self.gpudirect_networks
         if needs and self.network.gpudirect_cidr is None:
             users = ", ".join(k for k, s in self.slices.items() if s.slice.gpudirect)
@@ -716,13 +712,10 @@ class Environment(Model):
                     "(an exact chart version)",
                 )
             )
-        if batch.identity not in self.identities:
-            problems.append(
-                (("batch", "identity"), batch.identity, f"not in identities: {', '.join(self.identities) or '(none)'}")
-            )
+        problems += _not_in(("batch", "identity"), batch.identity, self.identities, "identities")
         for i, key in enumerate(batch.slices):
             if key not in self.slices:
-                problems.append((("batch", "slices", i), key, f"not in slices: {', '.join(self.slices) or '(none)'}"))
+                problems += _not_in(("batch", "slices", i), key, self.slices, "slices")
             elif self.slices[key].slice.kind != "gpu":
                 problems.append((("batch", "slices", i), key, "Kueue queues GPU slices here; this is a TPU slice"))
         if len(set(batch.slices)) != len(batch.slices):
@@ -741,23 +734,13 @@ class Environment(Model):
                 )
         training = batch.training
         if training is not None:
-            if training.image not in self.release.images:
-                problems.append(
-                    (
-                        ("batch", "training", "image"),
-                        training.image,
-                        f"not in release.images: {', '.join(self.release.images) or '(none)'}",
-                    )
-                )
-            if training.bucket not in self.buckets:
-                problems.append(
-                    (("batch", "training", "bucket"), training.bucket, f"not in buckets: {', '.join(self.buckets)}")
-                )
+            problems += _not_in(("batch", "training", "image"), training.image, self.release.images, "release.images")
+            problems += _not_in(("batch", "training", "bucket"), training.bucket, self.buckets, "buckets")
             problems += self._writer_problems(("batch", "identity"), batch.identity, training.bucket)
         return problems
 
-    def _serving_problems(self) -> list[tuple[tuple[str | int, ...], object, str]]:
-        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+    def _serving_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
         engines = {d.engine for d in self.serving.values()}
         for controller, engine in (("jobset", "saxml"), ("lws", "jetstream")):
             if engine in engines and controller not in self.release.controllers:
@@ -775,9 +758,7 @@ class Environment(Model):
             for field_path, slice_key in d.slice_fields():
                 spec = self.slices.get(slice_key)
                 if spec is None:
-                    problems.append(
-                        ((*where, *field_path), slice_key, f"not in slices: {', '.join(self.slices) or '(none)'}")
-                    )
+                    problems += _not_in((*where, *field_path), slice_key, self.slices, "slices")
                 elif spec.slice.kind != "tpu":
                     problems.append(((*where, *field_path), slice_key, "serving here runs on TPU slices; this is GPU"))
                 else:
@@ -817,13 +798,10 @@ class Environment(Model):
                 problems += self._saxml_identity_problems(where, d)
         return problems
 
-    def _known(self, where: tuple[str | int, ...], d: Any) -> list[tuple[tuple[str | int, ...], object, str]]:
+    def _known(self, where: tuple[str | int, ...], d: Any) -> list[Problem]:
         """The identity, buckets and image a serving deployment names exist, and it can read its bucket."""
-        problems: list[tuple[tuple[str | int, ...], object, str]] = []
-        if d.identity not in self.identities:
-            problems.append(
-                ((*where, "identity"), d.identity, f"not in identities: {', '.join(self.identities) or '(none)'}")
-            )
+        problems: list[Problem] = []
+        problems += _not_in((*where, "identity"), d.identity, self.identities, "identities")
         buckets = [("bucket", d.bucket)]
         if isinstance(d, JetStreamServing):
             buckets.append(("scratch_bucket", d.scratch_bucket))
@@ -832,9 +810,7 @@ class Environment(Model):
             buckets.append(("conversion.source_bucket", conversion.source_bucket))
         for field_name, bucket in buckets:
             if bucket not in self.buckets:
-                problems.append(
-                    ((*where, *field_name.split(".")), bucket, f"not in buckets: {', '.join(self.buckets)}")
-                )
+                problems += _not_in((*where, *field_name.split(".")), bucket, self.buckets, "buckets")
             elif d.identity in self.identities and bucket not in self.identities[d.identity].bucket_roles:
                 problems.append(
                     (
@@ -848,24 +824,16 @@ class Environment(Model):
         if conversion is not None:
             images.append(("conversion.image", conversion.image))
         for field_name, image in images:
-            if image is not None and image not in self.release.images:
-                problems.append(
-                    (
-                        (*where, *field_name.split(".")),
-                        image,
-                        f"not in release.images: {', '.join(self.release.images) or '(none)'}",
-                    )
-                )
+            if image is not None:
+                problems += _not_in((*where, *field_name.split(".")), image, self.release.images, "release.images")
         return problems
 
-    def _saxml_identity_problems(
-        self, where: tuple[str | int, ...], d: SaxmlServing
-    ) -> list[tuple[tuple[str | int, ...], object, str]]:
+    def _saxml_identity_problems(self, where: tuple[str | int, ...], d: SaxmlServing) -> list[Problem]:
         """Saxml's identity: its own Google service account, admin of the Saxml bucket and of nothing else."""
         identity = self.identities.get(d.identity)
         if identity is None:
             return []
-        problems: list[tuple[tuple[str | int, ...], object, str]] = []
+        problems: list[Problem] = []
         if identity.mode != "impersonation":
             problems.append(
                 ((*where, "identity"), d.identity, "Saxml runs as a Google service account: use mode impersonation")
@@ -910,12 +878,18 @@ class Environment(Model):
         return f"{self.registry.host(self.region)}/{self.project}/{self.registry.repository}"
 
 
+def _not_in(loc: tuple[str | int, ...], value: str, known: Iterable[str], label: str) -> list[Problem]:
+    """No problem when `value` is one of `known`; otherwise one naming what is allowed."""
+    names = list(known)
+    return [] if value in names else [(loc, value, f"not in {label}: {', '.join(names) or '(none)'}")]
+
+
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"[0-9]+", version))
 
 
 class _CrossReferenceError(ValueError):
-    def __init__(self, problems: list[tuple[tuple[str | int, ...], object, str]]) -> None:
+    def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
         super().__init__("; ".join(msg for _, _, msg in problems))
 

@@ -62,6 +62,11 @@ PROVISIONING_CHECK = "dws-provisioning"
 GPUDIRECT_NETWORK = "vpc{n}"  # GKE Network object of the n-th GPUDirect NIC (eth<n> in the pod)
 
 
+def pool_selector(slice_: Slice, pool: str) -> dict[str, str]:
+    """Node selector of one slice's own node pool: its accelerator labels and the pool's name."""
+    return {**slice_.node_selector, NODEPOOL_LABEL: pool}
+
+
 def gpudirect_network_names(count: int) -> list[str]:
     return [GPUDIRECT_NETWORK.format(n=n) for n in range(1, count + 1)]
 
@@ -141,7 +146,7 @@ def _gpu_pod_values(env: Environment, key: str, nodes: int) -> dict[str, Any]:
         "nodes": nodes,
         "acceleratorResource": slice_.resource_name,
         "acceleratorsPerNode": slice_.chips_per_host,
-        "nodeSelector": {**slice_.node_selector, NODEPOOL_LABEL: key},
+        "nodeSelector": pool_selector(slice_, key),
         "gpudirect": None
         if direct is None
         else {

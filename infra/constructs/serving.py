@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from infra import upstream
-from infra.accelerators import Slice
 from infra.config import (
     CanaryServing,
     Environment,
@@ -18,7 +17,7 @@ from infra.config import (
     Serving,
     VllmServing,
 )
-from infra.constructs.releases import NODEPOOL_LABEL
+from infra.constructs.releases import pool_selector
 from workloads.constants import CHECKPOINT_MOUNT
 
 CHART = {"saxml": "saxml", "jetstream": "jetstream-pathways", "vllm": "vllm-tpu", "canary": "canary-server"}
@@ -27,10 +26,6 @@ MODEL_MOUNT = "/data/models"
 
 def release_name(key: str) -> str:
     return f"serve-{key}"
-
-
-def _pool_selector(slice_: Slice, key: str) -> dict[str, str]:
-    return {**slice_.node_selector, NODEPOOL_LABEL: key}
 
 
 def _identity(env: Environment, d: Serving) -> tuple[str, str]:
@@ -50,7 +45,7 @@ def saxml_values(env: Environment, key: str) -> dict[str, Any]:
                 "name": slice_key,
                 "hosts": s.hosts,
                 "chipsPerHost": s.chips_per_host,
-                "nodeSelector": _pool_selector(s, slice_key),
+                "nodeSelector": pool_selector(s, slice_key),
                 "platformChip": s.accelerator.platform_chip,
                 "platformTopology": s.topology,
             }
@@ -151,7 +146,7 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "image": upstream.VLLM_TPU,
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
-        "nodeSelector": _pool_selector(s, d.slice),
+        "nodeSelector": pool_selector(s, d.slice),
         "chips": s.chips_per_host,
         "tensorParallelSize": s.chips,
         "model": {"name": d.model.name, "bucket": env.bucket_name(d.bucket), "path": d.model_path},
