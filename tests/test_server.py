@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -158,6 +159,28 @@ def test_a_burst_larger_than_the_queue_is_answered_in_full(server: str) -> None:
     mean = next(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("canary_batch_size_mean"))
     assert mean > 1.0, metrics
     assert 'canary_requests_total{code="429"}' in metrics
+
+
+def test_make_serve_local_serves_the_checkpoint(checkpoint: Path) -> None:
+    """The documented command: `make serve-local PORT= CKPT_DIR=` answers /generate."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        ["make", "-s", "serve-local", f"PORT={port}", f"CKPT_DIR={checkpoint}"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # make and the server it starts stop together
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(proc, url)
+        status, answer = _post(f"{url}/generate", b'{"prompt": "The canary", "max_tokens": 5}')
+        assert status == 200 and answer["response"]
+        assert _post(f"{url}/generate", b'{"prompt": "The canary"}')[0] == 400
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
 
 
 def test_not_ready_until_the_weights_load(tmp_path: Path) -> None:
