@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from infra.accelerators import ShapeError, Slice, gpu_slice, lookup, tpu_slice
-from infra.controllers import CONTROLLERS
+from infra.controllers import CONTROLLERS, ENGINE_CONTROLLER
 
 # One fault found across fields: (field path, the value at fault, what is wrong and what is allowed).
 Problem = tuple[tuple[str | int, ...], object, str]
@@ -516,13 +516,14 @@ class JetStreamServing(Model):
             )
         return self
 
-    @property
-    def slice_keys(self) -> list[str]:
-        return [self.slice] if self.slice else [self.prefill_slice or "", self.decode_slice or ""]
-
     def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
         fields = ("slice",) if self.slice else ("prefill_slice", "decode_slice")
         return [((f,), getattr(self, f)) for f in fields]
+
+    @property
+    def slice_keys(self) -> list[str]:
+        """The slice, or the prefill then the decode slice."""
+        return [key for _, key in self.slice_fields()]
 
 
 class VllmServing(Model):
@@ -742,7 +743,7 @@ class Environment(Model):
     def _serving_problems(self) -> list[Problem]:
         problems: list[Problem] = []
         engines = {d.engine for d in self.serving.values()}
-        for controller, engine in (("jobset", "saxml"), ("lws", "jetstream")):
+        for engine, controller in ENGINE_CONTROLLER.items():
             if engine in engines and controller not in self.release.controllers:
                 problems.append(
                     (

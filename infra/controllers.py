@@ -38,3 +38,6 @@ CONTROLLERS = {
         description="LeaderWorkerSet: a leader pod and its workers, scheduled and restarted as one group",
     ),
 }
+
+# The controller each serving engine's chart needs (its custom resources).
+ENGINE_CONTROLLER = {"saxml": "jobset", "jetstream": "lws"}

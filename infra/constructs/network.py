@@ -8,6 +8,8 @@ from infra.bindings import google
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
+# Flow logs of every subnet: sampled, aggregated, with metadata (what the policy gate expects).
+SUBNET_FLOW_LOGS = {"aggregation_interval": "INTERVAL_10_MIN", "flow_sampling": 0.5, "metadata": "INCLUDE_ALL_METADATA"}
 
 
 class Network(Construct):
@@ -48,11 +50,7 @@ class Network(Construct):
                 subnetwork.ComputeSubnetworkSecondaryIpRange(range_name=PODS_RANGE, ip_cidr_range=pods_cidr),
                 subnetwork.ComputeSubnetworkSecondaryIpRange(range_name=SERVICES_RANGE, ip_cidr_range=services_cidr),
             ],
-            log_config={
-                "aggregation_interval": "INTERVAL_10_MIN",
-                "flow_sampling": 0.5,
-                "metadata": "INCLUDE_ALL_METADATA",
-            },
+            log_config=SUBNET_FLOW_LOGS,
         )
         # GKE adds its own narrower allow rules; everything else inbound is denied and logged.
         google("compute_firewall").ComputeFirewall(
@@ -122,11 +120,7 @@ class GpuDirectNetworks(Construct):
                 network=vpc.id,
                 ip_cidr_range=cidr,
                 private_ip_google_access=True,
-                log_config={
-                    "aggregation_interval": "INTERVAL_10_MIN",
-                    "flow_sampling": 0.5,
-                    "metadata": "INCLUDE_ALL_METADATA",
-                },
+                log_config=SUBNET_FLOW_LOGS,
             )
             firewall = google("compute_firewall")
             firewall.ComputeFirewall(

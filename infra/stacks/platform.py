@@ -23,7 +23,7 @@ from infra.constructs.releases import (
 )
 from infra.constructs.serving import release_name, serving_values
 from infra.constructs.storage import Bucket
-from infra.controllers import CONTROLLERS
+from infra.controllers import CONTROLLERS, ENGINE_CONTROLLER
 
 
 def stack_name(env: Environment) -> str:
@@ -178,7 +178,12 @@ class PlatformStack(TerraformStack):
                 depends_on=[identity.service_account, self.slice_pools[env.training.slice].pool],
             )
 
-        controllers = self._gpu_releases(env, identities)
+        pools = [p.pool for p in self.slice_pools.values()]
+        controllers = {
+            name: ControllerRelease(self, name, version=version, depends_on=pools)
+            for name, version in sorted(env.release.controllers.items())
+        }
+        self._gpu_releases(env, identities, controllers, pools)
         self._serving_releases(env, identities, controllers)
 
         TerraformOutput(self, "cluster_name", value=cluster.name)
@@ -190,13 +195,12 @@ class PlatformStack(TerraformStack):
 
     def _serving_releases(self, env: Environment, identities: dict, controllers: dict) -> None:
         """One release per serving deployment; model servers load for minutes, so the deploy does not wait."""
-        needs = {"saxml": "jobset", "jetstream": "lws"}
         for key, deployment in env.serving.items():
             chart, namespace, values = serving_values(env, key)
             depends = [identities[deployment.identity].service_account]
             depends += [self.slice_pools[k].pool for _, k in deployment.slice_fields()]
-            if deployment.engine in needs:
-                depends.append(controllers[needs[deployment.engine]].release)
+            if deployment.engine in ENGINE_CONTROLLER:
+                depends.append(controllers[ENGINE_CONTROLLER[deployment.engine]].release)
             ChartRelease(
                 self,
                 release_name(key),
@@ -207,13 +211,8 @@ class PlatformStack(TerraformStack):
                 wait=False,
             )
 
-    def _gpu_releases(self, env: Environment, identities: dict) -> dict:
-        """GPUDirect networking, the pinned controllers, Kueue's queues and the GPU JobSets."""
-        pools = [p.pool for p in self.slice_pools.values()]
-        controllers = {
-            name: ControllerRelease(self, name, version=version, depends_on=pools)
-            for name, version in sorted(env.release.controllers.items())
-        }
+    def _gpu_releases(self, env: Environment, identities: dict, controllers: dict, pools: list) -> None:
+        """GPUDirect networking (once every pool exists), Kueue's queues and the GPU JobSets."""
         if env.gpudirect_networks:
             ChartRelease(
                 self,
@@ -225,7 +224,7 @@ class PlatformStack(TerraformStack):
             )
         batch = env.batch
         if batch is None:
-            return controllers
+            return
         queues = ChartRelease(
             self,
             "kueue-queues",
@@ -248,4 +247,3 @@ class PlatformStack(TerraformStack):
                     depends_on=[queues.release, controllers["jobset"].release],
                     wait=False,
                 )
-        return controllers
