@@ -45,6 +45,11 @@ def of_type(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
     return stack.get("resource", {}).get(rtype, {})
 
 
+def by_name(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
+    """Resources of one type in a synthesized stack, by their `name` attribute."""
+    return {r["name"]: r for r in of_type(stack, rtype).values()}
+
+
 def one(stack: dict[str, Any], rtype: str) -> dict[str, Any]:
     items = list(of_type(stack, rtype).values())
     assert len(items) == 1, f"expected one {rtype}, found {len(items)}"

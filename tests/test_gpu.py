@@ -16,7 +16,7 @@ import yaml
 
 from infra.config import ENVIRONMENTS_DIR, Environment, load_environment
 from infra.constructs.releases import gpu_networking_values, nccl_test_values
-from tests.conftest import REPO, of_type
+from tests.conftest import REPO, by_name, of_type
 from tests.test_charts import needs_crds, release_values, rendered
 from workloads.charts.check import render, validate
 
@@ -28,10 +28,6 @@ def resolve(reference: str, attribute: str) -> tuple[str, str]:
     match = re.fullmatch(rf"\$\{{([a-z_]+)\.([^.]+)\.{attribute}\}}", reference)
     assert match, f"{reference!r} is not a reference to a resource's {attribute}"
     return match.group(1), match.group(2)
-
-
-def by_name(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
-    return {r["name"]: r for r in of_type(stack, rtype).values()}
 
 
 def kind(objects: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import yaml
 
 from infra.accelerators import tpu_slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel, load_environment
-from tests.conftest import of_type
+from tests.conftest import by_name, of_type
 from tests.test_charts import needs_crds, release_values, rendered
 from workloads.charts.check import render
 from workloads.serving import saxml
@@ -26,10 +26,6 @@ DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     (found,) = [o for o in objects if o["kind"] == kind]
     return found
-
-
-def pools(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {p["name"]: p for p in of_type(stack, "google_container_node_pool").values()}
 
 
 # --- must show, from the synthesized stacks ---------------------------------------------------------
@@ -66,7 +62,7 @@ def test_saxml_model_servers_are_one_job_of_8_hosts_per_v5e_4x8_slice(stacks: di
     assert service["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
     # Both pools exist with 8 hosts each.
     for key in ("sax-a", "sax-b"):
-        pool = pools(stacks["dev"])[key]
+        pool = by_name(stacks["dev"], "google_container_node_pool")[key]
         assert (pool["node_count"], pool["node_config"]["machine_type"]) == (8, "ct5lp-hightpu-4t")
 
 
@@ -117,7 +113,7 @@ def test_jetstream_leaderworkerset_is_one_pod_per_v6e_4x4_host(stacks: dict[str,
 @needs_crds
 def test_disaggregated_serving_spans_two_v6e_2x4_pools(stacks: dict[str, dict[str, Any]]) -> None:
     for key in ("prefill", "decode"):
-        pool = pools(stacks["dev"])[key]
+        pool = by_name(stacks["dev"], "google_container_node_pool")[key]
         assert pool["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x4"}
         assert (pool["node_count"], pool["node_config"]["machine_type"]) == (2, "ct6e-standard-4t")
     lws = one(rendered(stacks["dev"], "serve-llama70b-disagg"), "LeaderWorkerSet")

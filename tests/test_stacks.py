@@ -9,7 +9,7 @@ from typing import Any
 from infra.app import synth
 from infra.config import Environment
 from infra.review import accelerator_inventory
-from tests.conftest import of_type, one
+from tests.conftest import by_name, of_type, one
 
 
 def test_every_environment_is_synthesized_as_platform_env(
@@ -38,7 +38,7 @@ def test_dev_has_the_v6e_4x4_pool_of_the_tutorial(stacks: dict[str, dict[str, An
 
 def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]) -> None:
     for name, env in envs.items():
-        pools = {p["name"]: p for p in of_type(stacks[name], "google_container_node_pool").values()}
+        pools = by_name(stacks[name], "google_container_node_pool")
         for key, spec in env.slices.items():
             s, pool = spec.slice, pools[key]
             assert pool["node_config"]["machine_type"] == s.machine_type
@@ -176,7 +176,7 @@ def test_gpu_and_spot_slices_get_their_accelerators_and_capacity(tmp_path: Path,
     env = Environment.model_validate(data)
     synth({"dev": env}, tmp_path)
     stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
-    pools = {p["name"]: p for p in of_type(stack, "google_container_node_pool").values()}
+    pools = by_name(stack, "google_container_node_pool")
     gpu = pools["gpu"]
     assert gpu["node_count"] == 2
     assert gpu["node_config"]["machine_type"] == "a3-megagpu-8g"
@@ -218,7 +218,7 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
     data["batch"]["slices"].append("queued")  # only Kueue requests queued capacity
     synth({"dev": Environment.model_validate(data)}, tmp_path)
     stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
-    pools = {p["name"]: p for p in of_type(stack, "google_container_node_pool").values()}
+    pools = by_name(stack, "google_container_node_pool")
     flex, queued = pools["flex"], pools["queued"]
     for pool, hosts in ((flex, 2), (queued, 2)):
         assert "node_count" not in pool
