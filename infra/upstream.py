@@ -1,4 +1,4 @@
-"""Upstream serving images the platform deploys, pinned to released versions.
+"""Upstream images the platform deploys, pinned to released versions.
 
 These come from their publishers' registries, by the tags their guides pair
 together (the Pathways server and proxy with the JetStream image they were
@@ -8,6 +8,16 @@ them because they are the same in every environment.
 
 from __future__ import annotations
 
+# GPUDirect node set-up (gpu-networking chart). The NCCL plugin installer and
+# receive-data-path daemon are paired per machine in infra/accelerators.py.
+DEVICE_INJECTOR = (
+    "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
+)
+PAUSE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
+# The TCPXO installer's host set-up step only needs nsenter; it runs in the node's namespaces.
+HOST_SETUP = "ubuntu:24.04"
+
+# Serving.
 SAXML_ADMIN = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
 SAXML_MODEL = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.1.0"
 SAXML_HTTP = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0"

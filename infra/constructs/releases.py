@@ -8,6 +8,7 @@ from typing import Any
 
 from constructs import Construct
 
+from infra import upstream
 from infra.accelerators import Slice
 from infra.bindings import helm
 from infra.config import Environment
@@ -50,13 +51,6 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
     }
 
 
-# Pinned by digest upstream (container-engine-accelerators, nri_device_injector).
-DEVICE_INJECTOR_IMAGE = (
-    "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
-)
-PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
-# The TCPXO installer's host set-up step only needs nsenter; it runs in the node's namespaces.
-HOST_SETUP_IMAGE = "ubuntu:24.04"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 PROVISIONING_CHECK = "dws-provisioning"
 GPUDIRECT_NETWORK = "vpc{n}"  # GKE Network object of the n-th GPUDirect NIC (eth<n> in the pod)
@@ -90,9 +84,9 @@ def gpu_networking_values(env: Environment) -> dict[str, Any]:
             for name, (vpc, subnet) in zip(gpudirect_network_names(len(vpcs)), vpcs, strict=True)
         ],
         "installers": [transports[t] for t in sorted(transports)],
-        "deviceInjectorImage": DEVICE_INJECTOR_IMAGE,
-        "pauseImage": PAUSE_IMAGE,
-        "hostSetupImage": HOST_SETUP_IMAGE,
+        "deviceInjectorImage": upstream.DEVICE_INJECTOR,
+        "pauseImage": upstream.PAUSE,
+        "hostSetupImage": upstream.HOST_SETUP,
     }
 
 
