@@ -1,0 +1,78 @@
+"""What every part of the environment model shares: the base model, the annotated field types, problems."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
+
+# One fault found across fields: (field path, the value at fault, what is wrong and what is allowed).
+Problem = tuple[tuple[str | int, ...], object, str]
+
+
+class Model(BaseModel):
+    """Base of every config model: immutable, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _cidr(value: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as err:
+        raise ValueError(f"not a CIDR range with its host bits zero ({err})") from None
+    return str(net)
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
+ProjectId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
+ProjectNumber = Annotated[str, StringConstraints(pattern=r"^[0-9]{6,20}$")]
+KubernetesName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
+BucketRole = Literal[
+    "roles/storage.objectViewer",
+    "roles/storage.objectCreator",
+    "roles/storage.objectUser",
+    "roles/storage.objectAdmin",
+]
+# No hyphens in label keys: cdktf rewrites provider-level map keys to snake
+# case, so `managed-by` in the provider's default_labels would silently
+# become `managed_by`.
+LabelKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
+IMAGE_DIGEST = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+@sha256:[0-9a-f]{64}$")
+VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$")
+
+
+def _image_digest(value: str) -> str:
+    if not IMAGE_DIGEST.match(value):
+        raise ValueError("an image must be pinned by digest: <registry>/<path>@sha256:<64 hex digits>")
+    return value
+
+
+def _exact_version(value: str) -> str:
+    if not VERSION.match(value):
+        raise ValueError("a version must be exact, like 1.2.3 (no ranges, no 'latest')")
+    return value
+
+
+ImageDigest = Annotated[str, AfterValidator(_image_digest)]
+ExactVersion = Annotated[str, AfterValidator(_exact_version)]
+
+
+def _not_in(loc: tuple[str | int, ...], value: str, known: Iterable[str], label: str) -> list[Problem]:
+    """No problem when `value` is one of `known`; otherwise one naming what is allowed."""
+    names = list(known)
+    return [] if value in names else [(loc, value, f"not in {label}: {', '.join(names) or '(none)'}")]
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"[0-9]+", version))
+
+
+class _CrossReferenceError(ValueError):
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(msg for _, _, msg in problems))

@@ -1,0 +1,149 @@
+"""The cluster, its system pool, and the accelerator slices with how their capacity is obtained."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from infra.accelerators import ShapeError, Slice, gpu_slice, lookup, tpu_slice
+from infra.config.base import Model, Name
+
+# GKE versions below which a generation's node pools are refused (GKE docs).
+MIN_GKE_VERSION = {"v6e": "1.31.2-gke.1115000"}
+
+
+class SystemPool(Model):
+    """The CPU node pool for system pods, controllers and Ray heads."""
+
+    machine_type: str = "e2-standard-8"
+    min_nodes: int = Field(ge=0, default=1)
+    max_nodes: int = Field(ge=1, default=3)
+    disk_size_gb: int = Field(ge=20, default=100)
+
+    @model_validator(mode="after")
+    def _min_not_above_max(self) -> SystemPool:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"min_nodes {self.min_nodes} is above max_nodes {self.max_nodes}")
+        return self
+
+
+class Cluster(Model):
+    # At most 24 characters: the node service account is `<name>-nodes` (30 at most).
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"]
+    min_master_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]+(\.[0-9]+(-gke\.[0-9]+)?)?$")]
+    deletion_protection: bool
+    system_pool: SystemPool = SystemPool()
+
+
+class Capacity(Model):
+    """How a slice's nodes are obtained.
+
+    `flex-start` and `queued` are the Dynamic Workload Scheduler's two modes:
+    nodes come (all at once) when capacity is found, for at most
+    `max_run_hours` (flex-start), or when a queued ProvisioningRequest is
+    admitted (queued provisioning, through Kueue).
+    """
+
+    type: Literal["on-demand", "spot", "reservation", "flex-start", "queued"]
+    reservation: Name | None = None
+    max_run_hours: int | None = Field(default=None, ge=1, le=168)
+
+    @model_validator(mode="after")
+    def _fields_fit_the_type(self) -> Capacity:
+        if self.type == "reservation" and not self.reservation:
+            raise ValueError("capacity type 'reservation' needs `reservation: <reservation name>`")
+        if self.type == "queued" and self.reservation:
+            raise ValueError(
+                "queued provisioning cannot consume a reservation: the Dynamic Workload Scheduler finds the "
+                "capacity (remove `reservation`, or use type 'reservation')"
+            )
+        if self.type == "flex-start" and self.reservation:
+            raise ValueError(
+                "flex-start cannot consume a reservation: its nodes come from the Dynamic Workload Scheduler "
+                "(remove `reservation`, or use type 'reservation')"
+            )
+        if self.type in ("on-demand", "spot") and self.reservation:
+            raise ValueError(f"`reservation` is only allowed with capacity type 'reservation', not {self.type!r}")
+        if self.type == "flex-start" and self.max_run_hours is None:
+            raise ValueError("capacity type 'flex-start' needs `max_run_hours` (1 to 168)")
+        if self.type != "flex-start" and self.max_run_hours is not None:
+            raise ValueError(f"`max_run_hours` is only allowed with capacity type 'flex-start', not {self.type!r}")
+        return self
+
+    @property
+    def dynamic(self) -> bool:
+        """Nodes come and go with demand (Dynamic Workload Scheduler): no fixed node count."""
+        return self.type in ("flex-start", "queued")
+
+
+class SliceSpec(Model):
+    """One accelerator slice as written in the environment file."""
+
+    accelerator: str
+    topology: str | None = None
+    nodes: int | None = None
+    machine_type: str | None = None
+    zone: str | None = None
+    capacity: Capacity
+    # GPU slices only: autoscale between min_nodes and `nodes` (default: a fixed `nodes`).
+    min_nodes: int | None = Field(default=None, ge=0)
+    auto_upgrade: bool = True
+    # Default: on, except for flex-start, whose nodes GKE must not repair.
+    auto_repair: bool | None = None
+
+    @model_validator(mode="after")
+    def _shape_is_in_catalogue(self) -> SliceSpec:
+        slice_ = self.slice  # derive once so a bad shape fails at load
+        kind = self.capacity.type
+        if kind == "flex-start" and self.auto_repair:
+            raise ValueError("capacity type 'flex-start' needs auto_repair off (remove `auto_repair: true`)")
+        if self.min_nodes is not None:
+            if slice_.kind == "tpu":
+                raise ValueError(
+                    "a TPU slice is provisioned as one unit of all its hosts: remove `min_nodes` "
+                    "(use capacity 'flex-start' or 'queued' for a slice that exists only while it is used)"
+                )
+            if kind == "queued" and self.min_nodes != 0:
+                raise ValueError(
+                    f"queued provisioning needs min_nodes 0, not {self.min_nodes}: its nodes exist only "
+                    "while an admitted ProvisioningRequest holds them"
+                )
+            if kind == "flex-start" and self.min_nodes != 0:
+                raise ValueError(
+                    f"flex-start takes no static node count (min_nodes {self.min_nodes}): its nodes come "
+                    "and go with the workload"
+                )
+            if self.min_nodes > slice_.hosts:
+                raise ValueError(f"min_nodes {self.min_nodes} is above nodes {slice_.hosts}")
+        return self
+
+    @property
+    def node_range(self) -> tuple[int, int] | None:
+        """(min, max) nodes of an autoscaled pool, or None for a fixed node count."""
+        if self.capacity.dynamic:
+            return (0, self.slice.hosts)
+        if self.min_nodes is not None:
+            return (self.min_nodes, self.slice.hosts)
+        return None
+
+    @property
+    def repairs(self) -> bool:
+        return self.auto_repair if self.auto_repair is not None else self.capacity.type != "flex-start"
+
+    @cached_property
+    def slice(self) -> Slice:
+        acc = lookup(self.accelerator)
+        if acc.kind == "gpu":
+            if self.topology is not None:
+                raise ShapeError("topology", self.topology, "GPU slices take `nodes`, not a topology: remove it", [])
+            return gpu_slice(self.accelerator, self.nodes or 0, self.machine_type)
+        if self.nodes is not None:
+            raise ShapeError(
+                "nodes", self.nodes, "TPU slices take a `topology`; the node count is derived from it: remove it", []
+            )
+        if self.topology is None:
+            raise ShapeError("topology", None, f"a {self.accelerator} slice needs a topology", acc.all_topologies())
+        return tpu_slice(self.accelerator, self.topology, self.machine_type)

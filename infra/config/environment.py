@@ -1,0 +1,342 @@
+"""The environment: every section together, and the checks that cross sections."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from infra.config.base import (
+    LabelKey,
+    Model,
+    Name,
+    Problem,
+    ProjectId,
+    ProjectNumber,
+    _CrossReferenceError,
+    _not_in,
+    _version_tuple,
+)
+from infra.config.compute import MIN_GKE_VERSION, Cluster, SliceSpec
+from infra.config.identity import Identity, gsa_account_id
+from infra.config.network import Network
+from infra.config.release import PLACEHOLDER_DIGEST, Release
+from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, Serving, VllmServing
+from infra.config.storage import BucketSpec, Registry, StateBackend
+from infra.config.training import Batch, Training
+from infra.controllers import ENGINE_CONTROLLER
+
+
+class Environment(Model):
+    """One environment, as `infra/environments/<name>.yaml` describes it."""
+
+    # RUF012: pydantic copies `{}` defaults; ruff cannot see that Model (imported) is a pydantic model.
+    name: Name
+    project: ProjectId
+    project_number: ProjectNumber
+    region: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z]+[0-9]+$")]
+    zones: list[str] = Field(min_length=1)
+    labels: dict[LabelKey, Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{0,63}$")]] = {}  # noqa: RUF012
+    state: StateBackend
+    network: Network
+    cluster: Cluster
+    slices: dict[Name, SliceSpec] = {}  # noqa: RUF012
+    buckets: dict[Name, BucketSpec]
+    registry: Registry
+    identities: dict[Name, Identity] = {}  # noqa: RUF012
+    release: Release = Release()
+    training: Training | None = None
+    batch: Batch | None = None
+    serving: dict[Name, Serving] = {}  # noqa: RUF012
+
+    @field_validator("zones")
+    @classmethod
+    def _zones_well_formed(cls, zones: list[str]) -> list[str]:
+        for zone in zones:
+            if not re.match(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$", zone):
+                raise ValueError(f"zone {zone!r} is not a zone name like us-east5-b")
+        return zones
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> Environment:
+        problems: list[Problem] = []
+        for i, zone in enumerate(self.zones):
+            if not zone.startswith(self.region + "-"):
+                problems.append((("zones", i), zone, f"zone is not in region {self.region}"))
+        for key, spec in self.slices.items():
+            if spec.zone is not None and spec.zone not in self.zones:
+                problems.append(
+                    (("slices", key, "zone"), spec.zone, f"not one of the environment's zones: {', '.join(self.zones)}")
+                )
+            minimum = MIN_GKE_VERSION.get(spec.accelerator)
+            if minimum and _version_tuple(self.cluster.min_master_version) < _version_tuple(minimum):
+                problems.append(
+                    (
+                        ("cluster", "min_master_version"),
+                        self.cluster.min_master_version,
+                        f"slice {key!r} ({spec.accelerator}) needs GKE {minimum} or newer",
+                    )
+                )
+        for key, ident in self.identities.items():
+            for bucket in ident.bucket_roles:
+                if bucket not in self.buckets:
+                    problems.append(
+                        (
+                            ("identities", key, "bucket_roles", bucket),
+                            bucket,
+                            f"no such bucket; buckets: {', '.join(self.buckets)}",
+                        )
+                    )
+            if ident.mode == "impersonation" and len(gsa_account_id(key)) > 30:
+                problems.append(
+                    (
+                        ("identities", key),
+                        key,
+                        f"too long: its Google service account id {gsa_account_id(key)!r} would exceed 30 characters",
+                    )
+                )
+        seen: dict[tuple[str, str], str] = {}
+        for key, ident in self.identities.items():
+            ksa = (ident.namespace, ident.service_account)
+            if ksa in seen:
+                problems.append(
+                    (("identities", key), f"{ksa[0]}/{ksa[1]}", f"the same service account as identity {seen[ksa]!r}")
+                )
+            seen[ksa] = key
+        problems += self._training_problems()
+        problems += self._gpu_problems()
+        problems += self._serving_problems()
+        if problems:
+            raise _CrossReferenceError(problems)
+        return self
+
+    def _training_problems(self) -> list[Problem]:
+        t = self.training
+        if t is None:
+            return []
+        problems: list[Problem] = []
+        problems += _not_in(("training", "slice"), t.slice, self.slices, "slices")
+        problems += _not_in(("training", "identity"), t.identity, self.identities, "identities")
+        problems += _not_in(("training", "bucket"), t.bucket, self.buckets, "buckets")
+        problems += _not_in(("training", "image"), t.image, self.release.images, "release.images")
+        problems += self._writer_problems(("training", "identity"), t.identity, t.bucket)
+        return problems
+
+    def _writer_problems(self, where: tuple[str, ...], identity_key: str, bucket: str) -> list[Problem]:
+        """A job's identity must be able to write its checkpoints to its bucket."""
+        identity = self.identities.get(identity_key)
+        if identity is None or bucket not in self.buckets:
+            return []
+        role = identity.bucket_roles.get(bucket)
+        if role in ("roles/storage.objectUser", "roles/storage.objectAdmin"):
+            return []
+        return [
+            (
+                where,
+                identity_key,
+                f"must be able to write checkpoints to bucket {bucket!r}: give it "
+                f"roles/storage.objectUser there (it has {role or 'no role'})",
+            )
+        ]
+
+    def _gpu_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
+        needs = self.gpudirect_networks
+        if needs and self.network.gpudirect_cidr is None:
+            users = ", ".join(k for k, s in self.slices.items() if s.slice.gpudirect)
+            problems.append(
+                (
+                    ("network", "gpudirect_cidr"),
+                    None,
+                    f"slices {users} need {needs} GPUDirect networks: give a /20 or larger range, "
+                    "for example 192.168.0.0/16",
+                )
+            )
+        batch = self.batch
+        queued = [k for k, s in self.slices.items() if s.capacity.type == "queued"]
+        for key in queued:
+            if batch is None or key not in batch.slices:
+                problems.append(
+                    (
+                        ("slices", key, "capacity", "type"),
+                        "queued",
+                        "queued provisioning is requested through Kueue: list this slice in `batch.slices`",
+                    )
+                )
+        if batch is None:
+            return problems
+        missing = [c for c in ("jobset", "kueue") if c not in self.release.controllers]
+        if missing:
+            problems.append(
+                (
+                    ("release", "controllers"),
+                    dict(self.release.controllers),
+                    f"batch jobs need the JobSet and Kueue controllers: pin {', '.join(missing)} "
+                    "(an exact chart version)",
+                )
+            )
+        problems += _not_in(("batch", "identity"), batch.identity, self.identities, "identities")
+        for i, key in enumerate(batch.slices):
+            if key not in self.slices:
+                problems += _not_in(("batch", "slices", i), key, self.slices, "slices")
+            elif self.slices[key].slice.kind != "gpu":
+                problems.append((("batch", "slices", i), key, "Kueue queues GPU slices here; this is a TPU slice"))
+        if len(set(batch.slices)) != len(batch.slices):
+            problems.append((("batch", "slices"), batch.slices, "a slice is listed twice"))
+        for section, job in (("nccl_test", batch.nccl_test), ("training", batch.training)):
+            if job is not None and job.slice not in batch.slices:
+                problems.append(
+                    (("batch", section, "slice"), job.slice, f"not one of batch.slices: {', '.join(batch.slices)}")
+                )
+        test = batch.nccl_test
+        if test is not None and test.nodes is not None and test.slice in self.slices:
+            hosts = self.slices[test.slice].slice.hosts
+            if test.nodes > hosts:
+                problems.append(
+                    (("batch", "nccl_test", "nodes"), test.nodes, f"slice {test.slice!r} has only {hosts} nodes")
+                )
+        training = batch.training
+        if training is not None:
+            problems += _not_in(("batch", "training", "image"), training.image, self.release.images, "release.images")
+            problems += _not_in(("batch", "training", "bucket"), training.bucket, self.buckets, "buckets")
+            problems += self._writer_problems(("batch", "identity"), batch.identity, training.bucket)
+        return problems
+
+    def _serving_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
+        engines = {d.engine for d in self.serving.values()}
+        for engine, controller in ENGINE_CONTROLLER.items():
+            if engine in engines and controller not in self.release.controllers:
+                problems.append(
+                    (
+                        ("release", "controllers"),
+                        dict(self.release.controllers),
+                        f"{engine} serving needs the {controller} controller: pin its chart version",
+                    )
+                )
+        for key, d in self.serving.items():
+            where: tuple[str | int, ...] = ("serving", key)
+            problems += self._known(where, d)
+            slices = {}
+            for field_path, slice_key in d.slice_fields():
+                spec = self.slices.get(slice_key)
+                if spec is None:
+                    problems += _not_in((*where, *field_path), slice_key, self.slices, "slices")
+                elif spec.slice.kind != "tpu":
+                    problems.append(((*where, *field_path), slice_key, "serving here runs on TPU slices; this is GPU"))
+                else:
+                    slices[slice_key] = spec.slice
+            # The fit check: every slice holds a whole replica of the model.
+            for slice_key, slice_ in slices.items():
+                assert not isinstance(d, CanaryServing)
+                reason = d.model.fit_problem(slice_key, slice_)
+                if reason:
+                    problems.append(((*where, "model"), f"{d.model.parameters_b:g}B {d.model.precision}", reason))
+            if isinstance(d, JetStreamServing) and len(slices) == 2:
+                prefill, decode = slices.get(d.prefill_slice or ""), slices.get(d.decode_slice or "")
+                if (
+                    prefill
+                    and decode
+                    and (prefill.topology, prefill.machine_type) != (decode.topology, decode.machine_type)
+                ):
+                    problems.append(
+                        (
+                            (*where, "decode_slice"),
+                            d.decode_slice,
+                            f"prefill and decode slices must have one shape: {prefill.topology} on "
+                            f"{prefill.machine_type} vs {decode.topology} on {decode.machine_type}",
+                        )
+                    )
+            if isinstance(d, VllmServing) and d.slice in slices and slices[d.slice].multi_host:
+                s_ = slices[d.slice]
+                problems.append(
+                    (
+                        (*where, "slice"),
+                        d.slice,
+                        f"vLLM here serves from one TPU host (tensor parallelism = its chips); {s_.name} has "
+                        f"{s_.hosts} hosts: use a single-host shape such as v6e 2x4 on ct6e-standard-8t",
+                    )
+                )
+            if isinstance(d, SaxmlServing):
+                problems += self._saxml_identity_problems(where, d)
+        return problems
+
+    def _known(self, where: tuple[str | int, ...], d: Any) -> list[Problem]:
+        """The identity, buckets and image a serving deployment names exist, and it can read its bucket."""
+        problems: list[Problem] = []
+        problems += _not_in((*where, "identity"), d.identity, self.identities, "identities")
+        buckets = [("bucket", d.bucket)]
+        if isinstance(d, JetStreamServing):
+            buckets.append(("scratch_bucket", d.scratch_bucket))
+        conversion = getattr(d, "conversion", None)
+        if conversion is not None:
+            buckets.append(("conversion.source_bucket", conversion.source_bucket))
+        for field_name, bucket in buckets:
+            if bucket not in self.buckets:
+                problems += _not_in((*where, *field_name.split(".")), bucket, self.buckets, "buckets")
+            elif d.identity in self.identities and bucket not in self.identities[d.identity].bucket_roles:
+                problems.append(
+                    (
+                        (*where, "identity"),
+                        d.identity,
+                        f"has no role on bucket {bucket!r} ({field_name}); "
+                        f"add one to identities.{d.identity}.bucket_roles",
+                    )
+                )
+        images = [("image", getattr(d, "image", None))]
+        if conversion is not None:
+            images.append(("conversion.image", conversion.image))
+        for field_name, image in images:
+            if image is not None:
+                problems += _not_in((*where, *field_name.split(".")), image, self.release.images, "release.images")
+        return problems
+
+    def _saxml_identity_problems(self, where: tuple[str | int, ...], d: SaxmlServing) -> list[Problem]:
+        """Saxml's identity: its own Google service account, admin of the Saxml bucket and of nothing else."""
+        identity = self.identities.get(d.identity)
+        if identity is None:
+            return []
+        problems: list[Problem] = []
+        if identity.mode != "impersonation":
+            problems.append(
+                ((*where, "identity"), d.identity, "Saxml runs as a Google service account: use mode impersonation")
+            )
+        others = sorted(set(identity.bucket_roles) - {d.bucket})
+        if others or identity.bucket_roles.get(d.bucket) != "roles/storage.objectAdmin":
+            problems.append(
+                (
+                    ("identities", d.identity, "bucket_roles"),
+                    dict(identity.bucket_roles),
+                    f"Saxml's identity gets roles/storage.objectAdmin on bucket {d.bucket!r} and no other role"
+                    + (f" (remove {', '.join(others)})" if others else ""),
+                )
+            )
+        return problems
+
+    @property
+    def gpudirect_networks(self) -> int:
+        """How many GPUDirect VPC networks the slices need: the most extra NICs of any machine."""
+        return max((s.slice.gpudirect.extra_nics for s in self.slices.values() if s.slice.gpudirect), default=0)
+
+    def placeholder_images(self) -> list[str]:
+        """Release images still at the all-zero digest (not built yet)."""
+        return sorted(name for name, ref in self.release.images.items() if ref.endswith(PLACEHOLDER_DIGEST))
+
+    def zone_of(self, slice_key: str) -> str:
+        return self.slices[slice_key].zone or self.zones[0]
+
+    def bucket_name(self, key: str) -> str:
+        return self.buckets[key].name or f"{self.project}-{key}"
+
+    @property
+    def state_prefix(self) -> str:
+        return f"platform/{self.name}"
+
+    @property
+    def workload_pool(self) -> str:
+        return f"{self.project}.svc.id.goog"
+
+    @property
+    def registry_url(self) -> str:
+        return f"{self.registry.host(self.region)}/{self.project}/{self.registry.repository}"

@@ -1,0 +1,157 @@
+"""Loading environment files, and turning validation errors into one readable line per problem."""
+
+from __future__ import annotations
+
+import os
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from infra.accelerators import ShapeError
+from infra.config.base import _CrossReferenceError
+from infra.config.environment import Environment
+
+ENVIRONMENTS_DIR = Path(__file__).parent.parent / "environments"
+
+
+def environments_dir() -> Path:
+    """The environments directory; `PLATFORM_ENVIRONMENTS_DIR` overrides it (read at call time)."""
+    return Path(os.environ.get("PLATFORM_ENVIRONMENTS_DIR") or ENVIRONMENTS_DIR)
+
+
+class ConfigError(Exception):
+    """An environment file that cannot be loaded; `problems` holds one line per fault."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        lines = "\n".join(f"  {path}: {p}" for p in problems)
+        super().__init__(f"{path}: invalid environment ({len(problems)} problem(s)):\n{lines}")
+
+
+def _format_loc(loc: Iterable[str | int]) -> str:
+    out = ""
+    for part in loc:
+        if part == "[key]":
+            out += " (the key)"
+        else:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip Annotated / Optional wrappers to the type that carries fields."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class whose fields live at `loc` inside an Environment."""
+    current: Any = Environment
+    i = 0
+    while i < len(loc):
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            info = current.model_fields.get(str(loc[i]))
+            if info is None:
+                return None
+            current = info.annotation
+            i += 1
+            continue
+        origin = typing.get_origin(current)
+        if origin in (dict, tuple, list):
+            current = typing.get_args(current)[-1]
+            i += 1
+            continue
+        return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    kind = err["type"]
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    cause = ctx.get("error")
+    if isinstance(cause, ShapeError):
+        return (*loc, cause.field), cause.value, str(cause)
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent else "see the model"
+        return loc, value, f"unknown key {loc[-1]!r}; allowed keys here: {allowed}"
+    if kind == "missing":
+        return loc, None, "required field is missing"
+    message = err["msg"]
+    if kind == "value_error":
+        message = message.removeprefix("Value error, ")
+    if kind == "string_pattern_mismatch":
+        message = f"must match the pattern {ctx.get('pattern')}"
+    return loc, value, message
+
+
+def _problems_from(err: ValidationError) -> list[str]:
+    lines: list[str] = []
+    for e in err.errors():
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, _CrossReferenceError):
+            for loc, value, message in cause.problems:
+                lines.append(f"{_format_loc(loc)}: {value!r}: {message}")
+            continue
+        loc, value, message = _describe(e)
+        # A whole mapping is noise: model-level messages name the values at fault.
+        shown = "" if isinstance(value, dict) or (value is None and e["type"] == "missing") else f"{value!r}: "
+        lines.append(f"{_format_loc(loc)}: {shown}{message}")
+    return lines
+
+
+def load_environment(path: Path) -> Environment:
+    """Load and validate one environment file; raise `ConfigError` on any fault."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(path, [f"cannot read the file: {err.strerror}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(path, [f"not valid YAML: {err}"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(path, [f"(top level): {type(data).__name__}: the file must hold a mapping of fields"])
+    try:
+        env = Environment.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(path, _problems_from(err)) from None
+    if env.name != path.stem:
+        raise ConfigError(path, [f"name: {env.name!r}: must equal the file's name {path.stem!r}"])
+    return env
+
+
+def load_all(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
+    """Load every environment file; all faults of all files are reported together."""
+    envs: dict[str, Environment] = {}
+    errors: list[ConfigError] = []
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise ConfigError(directory, ["no environment files (*.yaml) found"])
+    for path in files:
+        try:
+            envs[path.stem] = load_environment(path)
+        except ConfigError as err:
+            errors.append(err)
+    if errors:
+        if len(errors) == 1:
+            raise errors[0]
+        raise ConfigError(directory, [p for e in errors for p in (f"{e.path.name}: {q}" for q in e.problems)])
+    return envs

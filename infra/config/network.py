@@ -1,0 +1,64 @@
+"""The VPC: its subnet, secondary ranges, control plane range and GPUDirect networks."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pydantic import Field, field_validator, model_validator
+
+from infra.config.base import Cidr, Model, Name
+
+
+class AuthorizedNetwork(Model):
+    name: Name
+    cidr: Cidr
+
+
+class Network(Model):
+    """The VPC, its one subnet with secondary ranges for pods and services, and the control plane range."""
+
+    name: Name
+    subnet_cidr: Cidr
+    pods_cidr: Cidr
+    services_cidr: Cidr
+    master_cidr: Cidr
+    authorized_networks: list[AuthorizedNetwork] = Field(min_length=1)
+    # GPUDirect (A3 High / A3 Mega): each extra NIC gets its own VPC network,
+    # with subnet n taking the n-th /24 of this range. Needed once a GPU slice
+    # whose machine has extra NICs exists.
+    gpudirect_cidr: Cidr | None = None
+
+    def gpudirect_subnets(self, count: int) -> list[str]:
+        """The /24 ranges of the first `count` GPUDirect networks (1-based: the n-th /24 is network n)."""
+        assert self.gpudirect_cidr is not None
+        subnets = list(ipaddress.ip_network(self.gpudirect_cidr).subnets(new_prefix=24))
+        return [str(net) for net in subnets[1 : count + 1]]
+
+    @field_validator("master_cidr")
+    @classmethod
+    def _master_is_slash_28(cls, value: str) -> str:
+        if ipaddress.ip_network(value).prefixlen != 28:
+            raise ValueError("the control plane range of a private cluster must be a /28")
+        return value
+
+    @model_validator(mode="after")
+    def _ranges_do_not_overlap(self) -> Network:
+        ranges = {
+            "subnet_cidr": self.subnet_cidr,
+            "pods_cidr": self.pods_cidr,
+            "services_cidr": self.services_cidr,
+            "master_cidr": self.master_cidr,
+        }
+        if self.gpudirect_cidr is not None:
+            ranges["gpudirect_cidr"] = self.gpudirect_cidr
+            if ipaddress.ip_network(self.gpudirect_cidr).prefixlen > 20:
+                raise ValueError(
+                    f"gpudirect_cidr {self.gpudirect_cidr} is too small: it holds one /24 per GPUDirect "
+                    "network (up to 8, numbered from 1), so it must be a /20 or larger"
+                )
+        names = list(ranges)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                if ipaddress.ip_network(ranges[a]).overlaps(ipaddress.ip_network(ranges[b])):
+                    raise ValueError(f"{a} {ranges[a]} overlaps {b} {ranges[b]}; the ranges must be disjoint")
+        return self

@@ -1,0 +1,27 @@
+"""The release: images pinned by digest, charts and controllers by exact version."""
+
+from __future__ import annotations
+
+from pydantic import field_validator
+
+from infra.config.base import ExactVersion, ImageDigest, Model
+from infra.controllers import CONTROLLERS
+
+PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
+
+
+class Release(Model):
+    """What runs: pinned by digest and exact version, promoted as a whole from dev to prod."""
+
+    # RUF012: pydantic copies `{}` defaults; ruff cannot see that Model (imported) is a pydantic model.
+    images: dict[str, ImageDigest] = {}  # noqa: RUF012
+    charts: dict[str, ExactVersion] = {}  # noqa: RUF012
+    controllers: dict[str, ExactVersion] = {}  # noqa: RUF012
+
+    @field_validator("controllers")
+    @classmethod
+    def _known_controllers(cls, controllers: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(controllers) - set(CONTROLLERS))
+        if unknown:
+            raise ValueError(f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(CONTROLLERS)}")
+        return controllers

@@ -1,0 +1,148 @@
+"""Serving deployments: the served model and one model per engine (Saxml, JetStream, vLLM, canary)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from infra.accelerators import Slice
+from infra.config.base import KubernetesName, Model, Name
+
+BYTES_PER_PARAMETER = {"bf16": 2, "int8": 1}
+
+
+class ServedModel(Model):
+    """What a serving deployment holds in HBM: its weights at a precision, plus a KV cache budget."""
+
+    name: Annotated[str, StringConstraints(min_length=1)]
+    parameters_b: float = Field(gt=0, description="parameters, in billions")
+    precision: Literal["bf16", "int8"]
+    kv_cache_gb: float = Field(ge=0)
+
+    @property
+    def weights_gb(self) -> float:
+        return self.parameters_b * BYTES_PER_PARAMETER[self.precision]
+
+    @property
+    def need_gb(self) -> float:
+        return self.weights_gb + self.kv_cache_gb
+
+    def fit_problem(self, slice_key: str, slice_: Slice) -> str | None:
+        """Why the model does not fit one replica on `slice_`, or None when it fits."""
+        if self.need_gb <= slice_.hbm_gb:
+            return None
+        return (
+            f"{self.name}: {self.parameters_b:g}B parameters in {self.precision} need {self.weights_gb:g} GB of "
+            f"weights + {self.kv_cache_gb:g} GB of KV cache = {self.need_gb:g} GB, more than the "
+            f"{slice_.hbm_gb} GB of HBM of slice {slice_key!r} ({slice_.name}: {slice_.chips} chips x "
+            f"{slice_.accelerator.hbm_gb} GB)"
+        )
+
+
+class SaxmlServing(Model):
+    """Saxml: an admin server, one model-server JobSet job per slice, an HTTP server behind a load balancer."""
+
+    engine: Literal["saxml"]
+    slices: list[Name] = Field(min_length=1)
+    identity: Name
+    bucket: Name  # the admin server's state (SAX_ROOT)
+    model: ServedModel
+    # The Saxml model class and checkpoint `make saxml ... publish` uses by default.
+    model_class: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*$")]
+    checkpoint: str = "None"
+    load_balancer: Literal["internal", "external"] = "internal"
+
+    def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """(field path, slice key) of every slice the deployment holds a model replica on."""
+        return [(("slices", i), key) for i, key in enumerate(self.slices)]
+
+
+class CheckpointConversion(Model):
+    """Convert a Meta Llama checkpoint in a bucket to a MaxText checkpoint for JetStream."""
+
+    source_bucket: Name
+    source_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]
+    # The sizes MaxText's inference conversion script knows at the pinned commit.
+    model_size: Literal[
+        "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
+        "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "llama3.3-70b",
+    ]  # fmt: skip
+    image: Name  # release.images key of the converter (the trainer image's `converter` stage)
+
+
+class JetStreamServing(Model):
+    """JetStream with MaxText on Pathways, on one slice or disaggregated on a prefill and a decode slice."""
+
+    engine: Literal["jetstream"]
+    slice: Name | None = None
+    prefill_slice: Name | None = None
+    decode_slice: Name | None = None
+    identity: Name
+    bucket: Name  # the converted checkpoint
+    scratch_bucket: Name  # Pathways scratch (compilation cache, temporaries)
+    model: ServedModel
+    checkpoint_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]
+    conversion: CheckpointConversion | None = None
+    max_prefill_length: int = Field(default=1024, ge=1)
+    max_target_length: int = Field(default=2048, ge=2)
+    per_device_batch_size: int = Field(default=4, ge=1)
+
+    @model_validator(mode="after")
+    def _one_or_two_slices(self) -> JetStreamServing:
+        split = (self.prefill_slice, self.decode_slice)
+        if self.slice is not None and any(split):
+            raise ValueError("give either `slice`, or `prefill_slice` and `decode_slice` (disaggregated), not both")
+        if self.slice is None and not all(split):
+            raise ValueError("give `slice`, or both `prefill_slice` and `decode_slice` (disaggregated serving)")
+        if self.max_prefill_length >= self.max_target_length:
+            raise ValueError(
+                f"max_prefill_length {self.max_prefill_length} must be below max_target_length {self.max_target_length}"
+            )
+        return self
+
+    def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
+        fields = ("slice",) if self.slice else ("prefill_slice", "decode_slice")
+        return [((f,), getattr(self, f)) for f in fields]
+
+    @property
+    def slice_keys(self) -> list[str]:
+        """The slice, or the prefill then the decode slice."""
+        return [key for _, key in self.slice_fields()]
+
+
+class VllmServing(Model):
+    """vLLM on TPU: an OpenAI-compatible server on one TPU host, tensor parallel over all its chips."""
+
+    engine: Literal["vllm"]
+    slice: Name
+    identity: Name
+    bucket: Name
+    model_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]  # the weights' folder in the bucket
+    model: ServedModel
+    max_model_len: int = Field(default=4096, ge=16)
+    replicas: int = Field(default=1, ge=1)
+    # A Kubernetes Secret (key `token`) whose value clients must send as a bearer token.
+    api_key_secret: KubernetesName | None = None
+
+    def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
+        return [(("slice",), self.slice)]
+
+
+class CanaryServing(Model):
+    """The canary server (workloads/server) on the checkpoints the canary trainer wrote."""
+
+    engine: Literal["canary"]
+    identity: Name
+    bucket: Name
+    path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")] = "canary"
+    image: Name
+    replicas: int = Field(default=1, ge=1)
+    max_batch: int = Field(default=8, ge=1)
+    queue_size: int = Field(default=64, ge=1)
+
+    def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
+        return []  # on CPU nodes
+
+
+Serving = Annotated[SaxmlServing | JetStreamServing | VllmServing | CanaryServing, Field(discriminator="engine")]

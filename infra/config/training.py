@@ -1,0 +1,68 @@
+"""Training: the Ray training cluster and batch jobs (NCCL test, GPU training) through Kueue and JobSet."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
+
+from infra.config.base import KubernetesName, Model, Name
+
+
+class PodSize(Model):
+    cpu: Annotated[str, StringConstraints(pattern=r"^[0-9]+m?$")]
+    memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")]
+
+
+class Training(Model):
+    """The Ray training cluster: which slice, identity, bucket and image it uses."""
+
+    slice: Name
+    identity: Name
+    bucket: Name
+    image: Name
+    head: PodSize = PodSize(cpu="4", memory="16Gi")
+    worker: PodSize
+    shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"
+    # Ray Train restarts the worker group this many times; each restart resumes from the last checkpoint.
+    max_failures: int = Field(default=3, ge=0)
+
+
+class NcclTest(Model):
+    """The NCCL all-gather test JobSet: proves a GPU slice's nodes talk at full bandwidth."""
+
+    slice: Name
+    # Bus bandwidth (GB/s per GPU) of the largest message below which the test fails.
+    # About 185-190 is healthy on A3 Mega over two nodes.
+    min_bus_bandwidth_gbps: float = Field(gt=0)
+    # Nodes to span; default: all of the slice's nodes.
+    nodes: int | None = Field(default=None, ge=2)
+    # Bump to run the test again with unchanged settings.
+    run: int = Field(default=1, ge=1)
+
+
+class GpuTraining(Model):
+    """A JobSet that trains the canary with JAX on a GPU slice, one process per node."""
+
+    slice: Name
+    image: Name
+    bucket: Name
+    steps: int = Field(ge=1)
+    run: int = Field(default=1, ge=1)
+
+
+class Batch(Model):
+    """Batch jobs through Kueue and JobSet.
+
+    Kueue gets one ResourceFlavor per listed slice, one ClusterQueue whose
+    quota is the sum of those slices, and a LocalQueue named `queue` in the
+    namespace of `identity`, whose service account the jobs run as. Slices
+    with `queued` capacity are reached through a ProvisioningRequest admission
+    check (Dynamic Workload Scheduler).
+    """
+
+    identity: Name
+    queue: KubernetesName
+    slices: list[Name] = Field(min_length=1)
+    nccl_test: NcclTest | None = None
+    training: GpuTraining | None = None
