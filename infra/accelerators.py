@@ -373,3 +373,43 @@ def accelerator_for_machine(machine_type: str) -> tuple[Accelerator, MachineShap
         if machine_type in acc.machine_types:
             return acc, acc.machine_types[machine_type]
     return None
+
+
+def tpu_slice_for_machine(machine_type: str, topology: str) -> Slice:
+    """The TPU slice a node pool of `machine_type` with `tpu_topology` forms (ShapeError when none)."""
+    found = accelerator_for_machine(machine_type)
+    if found is None or found[0].kind != "tpu":
+        raise ShapeError("machine_type", machine_type, f"{machine_type!r} is not a TPU machine type", [])
+    return tpu_slice(found[0].name, topology, machine_type)
+
+
+def tpu_accelerator_for_label(node_label: str) -> Accelerator | None:
+    """The TPU generation GKE labels `cloud.google.com/gke-tpu-accelerator: <node_label>`."""
+    return next((a for a in CATALOGUE.values() if a.kind == "tpu" and a.node_label == node_label), None)
+
+
+@dataclass(frozen=True)
+class CpuMachine:
+    """A CPU machine type's size, as Compute Engine's machine-type tables list it (memory in GiB)."""
+
+    vcpus: int
+    memory_gib: float
+
+
+# The CPU machine types an environment's cpu_pools may use: general purpose and the
+# memory-optimized shapes a checkpoint conversion of a large model needs.
+# Source: https://cloud.google.com/compute/docs/general-purpose-machines and
+# https://cloud.google.com/compute/docs/memory-optimized-machines
+CPU_MACHINES: dict[str, CpuMachine] = {
+    "e2-standard-8": CpuMachine(8, 32),
+    "n2-standard-32": CpuMachine(32, 128),
+    "n2-highmem-32": CpuMachine(32, 256),
+    "n2-highmem-64": CpuMachine(64, 512),
+    "n2-highmem-128": CpuMachine(128, 864),
+    "c3-highmem-88": CpuMachine(88, 704),
+    "c3-highmem-176": CpuMachine(176, 1408),
+    "m1-ultramem-40": CpuMachine(40, 961),
+    "m1-ultramem-80": CpuMachine(80, 1922),
+    "m1-megamem-96": CpuMachine(96, 1433.6),
+    "m3-ultramem-64": CpuMachine(64, 1952),
+}

@@ -16,6 +16,11 @@ class Controller:
     chart: str
     namespace: str
     description: str
+    # The port the controller's admission webhook server listens on, in its pods. In a
+    # private cluster the control plane must be let through to it by a firewall rule.
+    # All three use controller-runtime's default (9443): their charts' webhook Service
+    # targets it (jobset, kueue, lws: config/webhook/service.yaml, targetPort 9443).
+    webhook_port: int = 9443
 
 
 CONTROLLERS = {

@@ -102,7 +102,8 @@ def pool_inventory(pools: Iterable[Mapping[str, Any]]) -> Counter[tuple[str, str
             autoscaling = body.get("autoscaling") or {}
             if isinstance(autoscaling, list):
                 autoscaling = autoscaling[0] if autoscaling else {}
-            nodes = autoscaling.get("total_max_node_count") or 0
+            # Per-zone limits (TPU slices) or a total over the pool's zones (GPU pools).
+            nodes = autoscaling.get("max_node_count") or autoscaling.get("total_max_node_count") or 0
         zones = body.get("node_locations") or [body.get("location", "?")]
         for zone in zones:
             inventory[(acc.name, zone)] += int(nodes) * shape.chips

@@ -82,6 +82,7 @@ def test_dev_worker_group_is_derived_from_the_v6e_4x4_slice(ray_cluster: dict[st
     assert pod["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
         "cloud.google.com/gke-tpu-topology": "4x4",
+        "cloud.google.com/gke-nodepool": "train",
     }
     resources = pod["containers"][0]["resources"]
     assert resources["requests"]["google.com/tpu"] == "4"

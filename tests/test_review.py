@@ -32,7 +32,7 @@ def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dic
     text = render(review_stack("platform-dev", stacks["dev"], None))
     assert "| v6e | us-east5-b | 0 | 56 | +56 |" in text
     assert "| a3-mega | us-east5-b | 0 | 16 | +16 |" in text
-    assert "| `google_container_node_pool` | 9 |" in text
+    assert "| `google_container_node_pool` | 10 |" in text  # 8 slices, system, the conversion pool
     assert "## Blocking" not in text
 
 

@@ -82,32 +82,74 @@ def test_saxml_identity_is_admin_of_its_bucket_and_nothing_else(stacks: dict[str
 
 
 @needs_crds
-def test_jetstream_leaderworkerset_is_one_pod_per_v6e_4x4_host(stacks: dict[str, dict[str, Any]]) -> None:
+def test_jetstream_follows_the_gke_tutorial_chipless_leader_and_a_worker_per_v6e_4x4_host(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """The GKE JetStream + Pathways tutorial (shared/seeds/003): LWS size = hosts + 1, a leader without TPU
+    chips on the CPU pool, one Pathways worker per TPU host, MaxText's 405B inference config with the Llama 3
+    tokenizer, ici_autoregressive_parallelism=2 x ici_tensor_parallelism=8, and pools with GCE_METADATA."""
     objects = rendered(stacks["dev"], "serve-llama405b")
     lws = one(objects, "LeaderWorkerSet")
     template = lws["spec"]["leaderWorkerTemplate"]
-    assert template["size"] == 4
+    assert template["size"] == 5
+    assert template["subGroupPolicy"] == {"subGroupPolicyType": "LeaderExcluded", "subGroupSize": 4}
     leader, worker = template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]
-    for pod in (leader, worker):
-        assert pod["nodeSelector"] == {
-            "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-            "cloud.google.com/gke-tpu-topology": "4x4",
-        }
-        chips = {c["name"]: c.get("resources", {}).get("limits") for c in pod["containers"]}
-        assert chips["pathways-worker"] == {"google.com/tpu": "4"}
+    assert leader["nodeSelector"] == {"cloud.google.com/gke-nodepool": "system"}
+    assert not any("google.com/tpu" in json.dumps(c.get("resources", {})) for c in leader["containers"])
+    assert worker["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "4x4",
+    }
+    assert [c["resources"]["limits"] for c in worker["containers"]] == [{"google.com/tpu": "4"}]
     assert [c["name"] for c in leader["initContainers"]] == ["pathways-rm", "pathways-proxy"]
-    assert {c["name"] for c in leader["containers"]} == {"pathways-worker", "jetstream", "jetstream-http"}
+    assert {c["name"] for c in leader["containers"]} == {"jetstream", "jetstream-http"}
     rm_args = leader["initContainers"][0]["args"]
     assert "--instance_type=tpuv6e:4x4" in rm_args and "--instance_count=1" in rm_args
     jetstream = next(c for c in leader["containers"] if c["name"] == "jetstream")
-    assert "ici_tensor_parallelism=16" in jetstream["args"] and "quantization=int8" in jetstream["args"]
+    args = jetstream["args"]
+    assert args[0] == "MaxText/configs/v5e/inference/llama3_405b_v5e-64.yml"
+    assert "tokenizer_path=assets/tokenizer_llama3.tiktoken" in args
+    assert "ici_autoregressive_parallelism=2" in args and "ici_tensor_parallelism=8" in args
+    assert "quantization=int8" in args and "checkpoint_is_quantized=true" in args
+    probe = jetstream["startupProbe"]
+    assert probe["initialDelaySeconds"] + probe["periodSeconds"] * probe["failureThreshold"] >= 600 + 10000
     service = one(objects, "Service")
     assert service["spec"]["ports"][0]["port"] == 8000
-    # The checkpoint conversion Job reads the Meta checkpoint from the bucket and writes int8 next to it.
+    pool = by_name(stacks["dev"], "google_container_node_pool")["serve"]
+    assert pool["node_config"]["workload_metadata_config"] == {"mode": "GCE_METADATA"}
+    assert "pathways" in pool["node_config"]["service_account"]
+    # The checkpoint conversion Job reads the Meta checkpoint from the bucket and writes int8 next to it,
+    # on the CPU pool that holds it.
     job = one(objects, "Job")
-    script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
-    assert "--base-model-path /data/source/meta/Llama3.1-405B-Instruct" in script
-    assert "save_quantized_params_path=gs://acme-ml-platform-dev-models/maxtext/llama3.1-405b/int8" in script
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "convert"}
+    assert pod["tolerations"][0]["value"] == "convert"
+    assert pod["containers"][0]["resources"]["requests"]["memory"] == "1231Gi"
+    script = pod["containers"][0]["args"][0]
+    assert "/data/source/meta/Llama3.1-405B-Instruct" in script
+
+
+def test_pathways_pools_act_as_their_own_node_identity_with_only_the_serving_buckets(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """GCE_METADATA pools expose the node's service account to pods: it is a separate account, holding
+    exactly the bucket roles of the JetStream deployments' identity."""
+    stack = stacks["dev"]
+    pools = by_name(stack, "google_container_node_pool")
+    gce = sorted(k for k, p in pools.items() if p["node_config"]["workload_metadata_config"]["mode"] == "GCE_METADATA")
+    assert gce == ["decode", "prefill", "serve"]
+    accounts = {a["account_id"] for a in of_type(stack, "google_service_account").values()}
+    assert "ml-platform-dev-pathways" in accounts
+    granted = sorted(
+        (m["bucket"].split(".")[1].split("_")[0], m["role"])
+        for m in of_type(stack, "google_storage_bucket_iam_member").values()
+        if "pathways-node-identity" in m["member"]
+    )
+    assert granted == [
+        ("bucket-checkpoints", "roles/storage.objectViewer"),
+        ("bucket-models", "roles/storage.objectUser"),
+        ("bucket-pathways", "roles/storage.objectUser"),
+    ]
 
 
 @needs_crds
@@ -116,18 +158,23 @@ def test_disaggregated_serving_spans_two_v6e_2x4_pools(stacks: dict[str, dict[st
         pool = by_name(stacks["dev"], "google_container_node_pool")[key]
         assert pool["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x4"}
         assert (pool["node_count"], pool["node_config"]["machine_type"]) == (2, "ct6e-standard-4t")
-    lws = one(rendered(stacks["dev"], "serve-llama70b-disagg"), "LeaderWorkerSet")
+    objects = rendered(stacks["dev"], "serve-llama70b-disagg")
+    lws = one(objects, "LeaderWorkerSet")
     assert lws["metadata"]["annotations"] == {
         "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": "cloud.google.com/gke-nodepool"
     }
     template = lws["spec"]["leaderWorkerTemplate"]
-    assert (template["size"], template["subGroupPolicy"]["subGroupSize"]) == (4, 2)
-    leader = template["leaderTemplate"]["spec"]
+    assert (template["size"], template["subGroupPolicy"]["subGroupSize"]) == (5, 2)
+    leader, worker = template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]
     assert "--instance_count=2" in leader["initContainers"][0]["args"]
-    terms = leader["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms[0]["matchExpressions"][0]["values"] == ["prefill", "decode"]
     jetstream = next(c for c in leader["containers"] if c["name"] == "jetstream")
     assert "inference_server=ExperimentalMaxtextDisaggregatedServer_8" in jetstream["args"]
+    assert "ici_tensor_parallelism=8" in jetstream["args"]  # Llama 2 70B: 8 KV heads, 8 chips per slice
+    # The 70B deployment converts its checkpoint too, on the same CPU pool.
+    job = one(objects, "Job")
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "convert"}
 
 
 def test_disaggregated_slices_may_use_one_8_chip_host_each(tmp_path: Path) -> None:
@@ -138,7 +185,7 @@ def test_disaggregated_slices_may_use_one_8_chip_host_each(tmp_path: Path) -> No
     from infra.constructs.serving import jetstream_values
 
     values = jetstream_values(env, "llama70b-disagg")
-    assert (values["size"], values["subGroupSize"], values["chipsPerHost"]) == (2, 1, 8)
+    assert (values["size"], values["subGroupSize"], values["chipsPerHost"]) == (3, 1, 8)
 
 
 @needs_crds

@@ -9,6 +9,7 @@ from typing import Any
 from infra.app import synth
 from infra.config import Environment
 from infra.review import accelerator_inventory
+from infra.rules.run import check_synthesized
 from tests.conftest import by_name, of_type, one
 
 
@@ -59,14 +60,19 @@ def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], e
             assert "auto_upgrade" in pool["management"]
 
 
-def test_nodes_use_workload_identity_metadata_and_a_dedicated_account(stacks: dict[str, dict[str, Any]]) -> None:
-    for stack in stacks.values():
-        account = next(
-            addr for addr, a in of_type(stack, "google_service_account").items() if a["account_id"].endswith("-nodes")
-        )
+def test_nodes_use_workload_identity_metadata_and_a_dedicated_account(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
+) -> None:
+    for name, stack in stacks.items():
+        accounts = {a["account_id"]: addr for addr, a in of_type(stack, "google_service_account").items()}
+        nodes = accounts[f"{envs[name].cluster.name}-nodes"]
+        pathways = accounts[f"{envs[name].cluster.name}-pathways"]
         for pool in of_type(stack, "google_container_node_pool").values():
             config = pool["node_config"]
-            assert config["workload_metadata_config"] == {"mode": "GKE_METADATA"}
+            # JetStream + Pathways pools run with the GCE metadata server (the GKE tutorial), as their own account.
+            gce = pool["name"] in envs[name].pathways_slices
+            assert config["workload_metadata_config"] == {"mode": "GCE_METADATA" if gce else "GKE_METADATA"}
+            account = pathways if gce else nodes
             assert config["service_account"] == f"${{google_service_account.{account}.email}}"
             assert config["shielded_instance_config"]["enable_secure_boot"] is True
         roles = {m["role"] for m in of_type(stack, "google_project_iam_member").values()}
@@ -220,19 +226,21 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
     stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
     pools = by_name(stack, "google_container_node_pool")
     flex, queued = pools["flex"], pools["queued"]
-    for pool, hosts in ((flex, 2), (queued, 2)):
+    # GKE's DWS guides: --enable-autoscaling --num-nodes=0 --location-policy=ANY --reservation-affinity=none
+    # --no-enable-autorepair. A multi-host TPU slice is sized by the per-zone maximum (total_* is refused
+    # for it); a GPU pool by the total.
+    assert flex["autoscaling"] == {"min_node_count": 0, "max_node_count": 2, "location_policy": "ANY"}
+    assert queued["autoscaling"] == {"total_min_node_count": 0, "total_max_node_count": 2, "location_policy": "ANY"}
+    for pool in (flex, queued):
         assert "node_count" not in pool
         assert pool["initial_node_count"] == 0
-        assert pool["autoscaling"] == {
-            "total_min_node_count": 0,
-            "total_max_node_count": hosts,
-            "location_policy": "ANY",
-        }
         assert pool["node_config"]["reservation_affinity"] == {"consume_reservation_type": "NO_RESERVATION"}
+        assert pool["management"]["auto_repair"] is False
     assert flex["node_config"]["flex_start"] is True
     assert flex["node_config"]["max_run_duration"] == "28800s"
-    assert flex["management"]["auto_repair"] is False
     assert queued["queued_provisioning"] == {"enabled": True}
     assert "spot" not in queued["node_config"]
+    terraform, _, _ = check_synthesized(stack)
+    assert [v.line() for v in terraform] == []
     # The shipped v6e slices (train 16, serve 16, prefill 8, decode 8, vllm 8) and this one.
     assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 56 + 8

@@ -26,7 +26,7 @@ from infra.config.base import (
     ProjectId,
     ProjectNumber,
 )
-from infra.config.compute import MIN_GKE_VERSION, Capacity, Cluster, SliceSpec, SystemPool
+from infra.config.compute import MIN_GKE_VERSION, Capacity, Cluster, CpuPool, SliceSpec, SystemPool
 from infra.config.environment import Environment
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.loading import ENVIRONMENTS_DIR, ConfigError, environments_dir, load_all, load_environment
@@ -62,6 +62,7 @@ __all__ = [
     "Cidr",
     "Cluster",
     "ConfigError",
+    "CpuPool",
     "Environment",
     "ExactVersion",
     "GpuTraining",

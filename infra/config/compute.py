@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from infra.accelerators import ShapeError, Slice, gpu_slice, lookup, tpu_slice
+from infra.accelerators import CPU_MACHINES, CpuMachine, ShapeError, Slice, gpu_slice, lookup, tpu_slice
 from infra.config.base import Model, Name
 
 # GKE versions below which a generation's node pools are refused (GKE docs).
@@ -91,15 +91,19 @@ class SliceSpec(Model):
     # GPU slices only: autoscale between min_nodes and `nodes` (default: a fixed `nodes`).
     min_nodes: int | None = Field(default=None, ge=0)
     auto_upgrade: bool = True
-    # Default: on, except for flex-start, whose nodes GKE must not repair.
+    # Default: on, except for flex-start and queued provisioning, whose nodes GKE must not repair.
     auto_repair: bool | None = None
 
     @model_validator(mode="after")
     def _shape_is_in_catalogue(self) -> SliceSpec:
         slice_ = self.slice  # derive once so a bad shape fails at load
         kind = self.capacity.type
-        if kind == "flex-start" and self.auto_repair:
-            raise ValueError("capacity type 'flex-start' needs auto_repair off (remove `auto_repair: true`)")
+        if self.capacity.dynamic and self.auto_repair:
+            raise ValueError(
+                f"capacity type {kind!r} needs auto_repair off (remove `auto_repair: true`): the Dynamic Workload "
+                "Scheduler's nodes are not repaired (GKE docs: provisioningrequest, dws-flex-start-training: "
+                "--no-enable-autorepair)"
+            )
         if self.min_nodes is not None:
             if slice_.kind == "tpu":
                 raise ValueError(
@@ -131,7 +135,7 @@ class SliceSpec(Model):
 
     @property
     def repairs(self) -> bool:
-        return self.auto_repair if self.auto_repair is not None else self.capacity.type != "flex-start"
+        return self.auto_repair if self.auto_repair is not None else not self.capacity.dynamic
 
     @cached_property
     def slice(self) -> Slice:
@@ -147,3 +151,25 @@ class SliceSpec(Model):
         if self.topology is None:
             raise ShapeError("topology", None, f"a {self.accelerator} slice needs a topology", acc.all_topologies())
         return tpu_slice(self.accelerator, self.topology, self.machine_type)
+
+
+class CpuPool(Model):
+    """An extra CPU node pool for jobs the system pool cannot hold (checkpoint conversion), from zero nodes.
+
+    Its nodes are tainted `platform.pool=<name>:NoSchedule`, so only the jobs
+    placed there (which tolerate it) start them.
+    """
+
+    machine_type: str
+    max_nodes: int = Field(ge=1, default=1)
+
+    @field_validator("machine_type")
+    @classmethod
+    def _known_machine(cls, value: str) -> str:
+        if value not in CPU_MACHINES:
+            raise ValueError(f"unknown CPU machine type; known: {', '.join(CPU_MACHINES)}")
+        return value
+
+    @property
+    def shape(self) -> CpuMachine:
+        return CPU_MACHINES[self.machine_type]

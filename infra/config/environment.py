@@ -18,7 +18,7 @@ from infra.config.base import (
     _not_in,
     _version_tuple,
 )
-from infra.config.compute import MIN_GKE_VERSION, Cluster, SliceSpec
+from infra.config.compute import MIN_GKE_VERSION, Cluster, CpuPool, SliceSpec
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.network import Network
 from infra.config.release import PLACEHOLDER_DIGEST, Release
@@ -42,6 +42,7 @@ class Environment(Model):
     network: Network
     cluster: Cluster
     slices: dict[Name, SliceSpec] = {}  # noqa: RUF012
+    cpu_pools: dict[Name, CpuPool] = {}  # noqa: RUF012
     buckets: dict[Name, BucketSpec]
     registry: Registry
     identities: dict[Name, Identity] = {}  # noqa: RUF012
@@ -77,6 +78,11 @@ class Environment(Model):
                         self.cluster.min_master_version,
                         f"slice {key!r} ({spec.accelerator}) needs GKE {minimum} or newer",
                     )
+                )
+        for key in self.cpu_pools:
+            if key in self.slices or key == "system":
+                problems.append(
+                    (("cpu_pools", key), key, "a node pool of that name exists already (a slice, or system)")
                 )
         for key, ident in self.identities.items():
             for bucket in ident.bucket_roles:
@@ -287,6 +293,7 @@ class Environment(Model):
         images = [("image", getattr(d, "image", None))]
         if conversion is not None:
             images.append(("conversion.image", conversion.image))
+            problems += _not_in((*where, "conversion", "pool"), conversion.pool, self.cpu_pools, "cpu_pools")
         for field_name, image in images:
             if image is not None:
                 problems += _not_in((*where, *field_name.split(".")), image, self.release.images, "release.images")
@@ -313,6 +320,17 @@ class Environment(Model):
                 )
             )
         return problems
+
+    @property
+    def pathways_slices(self) -> list[str]:
+        """Slices of the JetStream + Pathways deployments.
+
+        Their pools run with the GCE metadata server (`--workload-metadata=GCE_METADATA`,
+        as the GKE JetStream + Pathways tutorial creates them), so their pods act as
+        the pools' own node service account, which the stack gives exactly the bucket
+        roles of those deployments' identities.
+        """
+        return sorted({k for d in self.serving.values() if isinstance(d, JetStreamServing) for k in d.slice_keys})
 
     @property
     def gpudirect_networks(self) -> int:

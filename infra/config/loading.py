@@ -135,6 +135,12 @@ def load_environment(path: Path) -> Environment:
         raise ConfigError(path, _problems_from(err)) from None
     if env.name != path.stem:
         raise ConfigError(path, [f"name: {env.name!r}: must equal the file's name {path.stem!r}"])
+    # The rules of the real systems (infra/rules), on the environment as a whole.
+    from infra.rules import check_environment
+
+    violations = check_environment(env)
+    if violations:
+        raise ConfigError(path, [v.line() for v in violations])
     return env
 
 

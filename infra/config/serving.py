@@ -69,6 +69,9 @@ class CheckpointConversion(Model):
         "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "llama3.3-70b",
     ]  # fmt: skip
     image: Name  # release.images key of the converter (the trainer image's `converter` stage)
+    # The cpu_pools entry the Job runs on: one of its nodes must hold the Job's memory
+    # (the bf16 weights once and a half; rule gke.pod-fits-a-node-of-its-pool).
+    pool: Name
 
 
 class JetStreamServing(Model):

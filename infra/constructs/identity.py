@@ -36,6 +36,12 @@ class NodeServiceAccount(Construct):
                 member=f"serviceAccount:{self.account.email}",
             )
 
+    def grant_buckets(self, roles: dict[str, tuple[str, str]]) -> None:
+        """Bucket roles for pods that act as the nodes' account (pools with the GCE metadata server)."""
+        iam = google("storage_bucket_iam_member")
+        for key, (bucket, role) in sorted(roles.items()):
+            iam.StorageBucketIamMember(self, key, bucket=bucket, role=role, member=self.member)
+
     @property
     def email(self) -> str:
         return str(self.account.email)
@@ -78,8 +84,13 @@ class WorkloadIdentity(Construct):
         mode: str,
         bucket_roles: dict[str, tuple[str, str]],
         depends_on: list,
+        cluster: object,
     ) -> None:
         super().__init__(scope, id_)
+        # `<project>.svc.id.goog` exists once a cluster with Workload Identity does: every
+        # binding naming it waits for the cluster, or a first apply in a fresh project fails
+        # with "Identity Pool does not exist".
+        after_cluster = [cluster]
         annotations: dict[str, str] = {}
         if mode == "direct":
             member = (
@@ -100,6 +111,7 @@ class WorkloadIdentity(Construct):
                 service_account_id=gsa.name,
                 role="roles/iam.workloadIdentityUser",
                 member=f"serviceAccount:{workload_pool}[{namespace}/{service_account}]",
+                depends_on=after_cluster,
             )
             member = f"serviceAccount:{gsa.email}"
             annotations["iam.gke.io/gcp-service-account"] = gsa.email
@@ -119,4 +131,5 @@ class WorkloadIdentity(Construct):
                 bucket=bucket,
                 role=role,
                 member=member,
+                depends_on=after_cluster if mode == "direct" else None,
             )

@@ -136,3 +136,31 @@ class GpuDirectNetworks(Construct):
             )
             self.networks.append(vpc)
             self.subnets.append(subnet)
+
+
+class ControlPlaneWebhooks(Construct):
+    """Lets a private cluster's control plane reach the nodes on the admission webhook ports in use.
+
+    GKE's own firewall rule for private clusters opens only tcp:443 and
+    tcp:10250 from the control plane range; a webhook served on any other
+    port (9443 for JobSet, Kueue and LWS) would time out on every admission
+    call. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules
+    """
+
+    def __init__(
+        self, scope: Construct, id_: str, *, project: str, network: str, name: str, master_cidr: str, ports: list[int]
+    ) -> None:
+        super().__init__(scope, id_)
+        firewall = google("compute_firewall")
+        self.firewall = firewall.ComputeFirewall(
+            self,
+            "firewall",
+            project=project,
+            name=f"{name}-control-plane-webhooks",
+            network=network,
+            direction="INGRESS",
+            priority=1000,
+            source_ranges=[master_cidr],
+            allow=[firewall.ComputeFirewallAllow(protocol="tcp", ports=[str(p) for p in sorted(set(ports))])],
+            log_config={"metadata": "INCLUDE_ALL_METADATA"},
+        )

@@ -11,14 +11,16 @@ from infra.bindings import google
 
 SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# The CPU pool's name: system pods, controllers, Ray heads and the chipless Pathways leaders.
+SYSTEM_POOL = "system"
 
 
-def _node_config(*, machine_type: str, service_account: str, **extra: object) -> dict:
+def _node_config(*, machine_type: str, service_account: str, metadata: str = "GKE_METADATA", **extra: object) -> dict:
     return {
         "machine_type": machine_type,
         "service_account": service_account,
         "oauth_scopes": OAUTH_SCOPES,
-        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        "workload_metadata_config": {"mode": metadata},
         "shielded_instance_config": SHIELDED,
         **extra,
     }
@@ -48,7 +50,7 @@ class SystemNodePool(Construct):
             project=project,
             cluster=cluster,
             location=location,
-            name="system",
+            name=SYSTEM_POOL,
             autoscaling={"total_min_node_count": min_nodes, "total_max_node_count": max_nodes},
             management={"auto_repair": True, "auto_upgrade": True},
             node_config=_node_config(
@@ -57,6 +59,52 @@ class SystemNodePool(Construct):
                 disk_size_gb=disk_size_gb,
                 disk_type="pd-balanced",
                 image_type="COS_CONTAINERD",
+            ),
+        )
+
+
+CPU_POOL_TAINT = "platform.pool"
+
+
+class CpuNodePool(Construct):
+    """A CPU pool that scales from zero for the jobs placed on it, tainted so nothing else lands there.
+
+    Jobs that run there select `cloud.google.com/gke-nodepool: <name>` and
+    tolerate `platform.pool=<name>:NoSchedule`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        cluster: str,
+        location: str,
+        name: str,
+        machine_type: str,
+        max_nodes: int,
+        service_account: str,
+    ) -> None:
+        super().__init__(scope, id_)
+        self.pool = google("container_node_pool").ContainerNodePool(
+            self,
+            "pool",
+            project=project,
+            cluster=cluster,
+            location=location,
+            name=name,
+            initial_node_count=0,
+            autoscaling={"total_min_node_count": 0, "total_max_node_count": max_nodes, "location_policy": "ANY"},
+            management={"auto_repair": True, "auto_upgrade": True},
+            node_config=_node_config(
+                machine_type=machine_type,
+                service_account=service_account,
+                disk_size_gb=200,
+                disk_type="pd-balanced",
+                image_type="COS_CONTAINERD",
+                labels={"platform-pool": name},
+                taint=[{"key": CPU_POOL_TAINT, "value": name, "effect": "NO_SCHEDULE"}],
             ),
         )
 
@@ -90,6 +138,7 @@ class SliceNodePool(Construct):
         auto_upgrade: bool,
         service_account: str,
         extra_networks: Sequence[tuple[str, str]] = (),
+        metadata: str = "GKE_METADATA",
     ) -> None:
         super().__init__(scope, id_)
         pool_module = google("container_node_pool")
@@ -97,9 +146,17 @@ class SliceNodePool(Construct):
         pool: dict[str, object] = {"node_count": slice_.hosts}
         if node_range is not None:
             low, high = node_range
+            # A TPU slice lives in one zone and GKE sizes it by the per-zone maximum: total_*
+            # counts are refused ("Maximum node count 0 is not a valid size of TPU pod slice").
+            # GPU pools scale over the pool's zones (the DWS guides' --total-max-nodes).
+            counts = "" if slice_.kind == "tpu" else "total_"
             pool = {
                 "initial_node_count": low,
-                "autoscaling": {"total_min_node_count": low, "total_max_node_count": high, "location_policy": "ANY"},
+                "autoscaling": {
+                    f"{counts}min_node_count": low,
+                    f"{counts}max_node_count": high,
+                    "location_policy": "ANY",
+                },
             }
         if capacity_type == "spot":
             extra["spot"] = True
@@ -155,6 +212,7 @@ class SliceNodePool(Construct):
             node_config=_node_config(
                 machine_type=slice_.machine_type,
                 service_account=service_account,
+                metadata=metadata,
                 labels={"platform-slice": name},
                 **extra,
             ),

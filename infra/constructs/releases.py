@@ -43,15 +43,21 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
             "acceleratorResource": slice_.resource_name,
             "acceleratorsPerHost": slice_.chips_per_host,
             "resources": {"cpu": training.worker.cpu, "memory": training.worker.memory},
-            "nodeSelector": slice_.node_selector,
+            # Pinned to its own pool: another slice of the same shape (a serving slice) matches the labels too.
+            "nodeSelector": pool_selector(slice_, training.slice),
             "sharedMemory": training.shared_memory,
-            "env": {},
+            "env": dict(TPU_WORKER_ENV) if slice_.kind == "tpu" else {},
         },
         "checkpoints": {"bucket": env.bucket_name(training.bucket), "mountPath": CHECKPOINT_MOUNT},
     }
 
 
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+# What the GKE Ray + MaxText tutorial's RayCluster sets on every TPU worker (and KubeRay's
+# ray-cluster.tpu-v6e-16-multihost.yaml sample): JAX on the TPU, and libtpu's PJRT
+# compatibility mode that Ray's TPU workers need. The tutorial's TPU_SLICE_BUILDER_DUMP_*
+# and --xla_dump_to are debugging output, left out.
+TPU_WORKER_ENV = {"JAX_PLATFORMS": "tpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 PROVISIONING_CHECK = "dws-provisioning"
 GPUDIRECT_NETWORK = "vpc{n}"  # GKE Network object of the n-th GPUDirect NIC (eth<n> in the pod)
 

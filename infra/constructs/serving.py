@@ -6,6 +6,7 @@ Each serving deployment `<key>` of an environment becomes the Helm release
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from infra import upstream
@@ -17,7 +18,10 @@ from infra.config import (
     Serving,
     VllmServing,
 )
-from infra.constructs.releases import pool_selector
+from infra.constructs.node_pools import SYSTEM_POOL
+from infra.constructs.releases import NODEPOOL_LABEL, pool_selector
+from infra.models import MODELS
+from infra.rules.environment import conversion_memory_gib
 from workloads.constants import CHECKPOINT_MOUNT
 
 CHART = {"saxml": "saxml", "jetstream": "jetstream-pathways", "vllm": "vllm-tpu", "canary": "canary-server"}
@@ -72,21 +76,33 @@ def _checkpoint_dir(d: JetStreamServing) -> str:
 
 
 def maxtext_serving_args(env: Environment, d: JetStreamServing) -> list[str]:
-    """JetStream-MaxText server arguments: parallelism over one slice's chips, precision from the model."""
+    """JetStream-MaxText server arguments, as the GKE JetStream + Pathways tutorial passes them.
+
+    Parallelism over one slice's chips: tensor parallelism takes the largest
+    share of the chips that divides the model's KV heads (Llama 3.1 405B and
+    Llama 2 70B have 8), the rest goes to autoregressive parallelism. On a
+    v6e 4x4 that is the tutorial's ici_tensor_parallelism=8 x
+    ici_autoregressive_parallelism=2. The model's own config file and
+    tokenizer come from `infra/models.py`.
+    """
     first = env.slices[d.slice_keys[0]].slice
+    arch = MODELS[d.model.name]
+    tensor = math.gcd(arch.kv_heads, first.chips)
     args = [
-        "MaxText/configs/base.yml",
+        arch.serving_config,
         f"model_name={d.model.name}",
+        f"tokenizer_path={arch.tokenizer}",
         f"load_parameters_path=gs://{env.bucket_name(d.bucket)}/{_checkpoint_dir(d)}",
         f"max_prefill_predict_length={d.max_prefill_length}",
         f"max_target_length={d.max_target_length}",
         f"per_device_batch_size={d.per_device_batch_size}",
         "ici_fsdp_parallelism=1",
-        "ici_autoregressive_parallelism=1",
-        f"ici_tensor_parallelism={first.chips}",
+        f"ici_autoregressive_parallelism={first.chips // tensor}",
+        f"ici_tensor_parallelism={tensor}",
         "scan_layers=false",
         "weight_dtype=bfloat16",
         "async_checkpointing=false",
+        "steps=1",
         "enable_single_controller=true",
         "enable_model_warmup=true",
     ]
@@ -112,8 +128,10 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
             "modelName": d.model.name,
             "output": f"gs://{env.bucket_name(d.bucket)}/{d.checkpoint_path}",
             "precision": d.model.precision,
-            # Conversion holds the bf16 weights in host memory, with room to spare.
-            "memory": f"{int(d.model.parameters_b * 2 * 1.5) + 16}Gi",
+            # Conversion holds the bf16 weights in host memory, with room to spare, on a node
+            # of its CPU pool (rule gke.pod-fits-a-node-of-its-pool checks that it fits).
+            "memory": f"{conversion_memory_gib(d.model.parameters_b)}Gi",
+            "pool": d.conversion.pool,
         }
     return {
         "images": {
@@ -124,10 +142,11 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
         },
         "serviceAccountName": _identity(env, d)[1],
         "scratch": f"gs://{env.bucket_name(d.scratch_bucket)}/pathways",
-        # Every pod of the group is one TPU host; the leader also runs the
-        # resource manager, the IFRT proxy and JetStream.
-        "size": sum(s.hosts for s in slices),
-        "subGroupSize": first.hosts if d.slice is None else None,
+        # A chipless leader (resource manager, IFRT proxy, JetStream) on the CPU pool, and
+        # one worker per TPU host; each slice's workers form one subgroup (the tutorial).
+        "size": 1 + sum(s.hosts for s in slices),
+        "subGroupSize": first.hosts,
+        "leader": {"nodeSelector": {NODEPOOL_LABEL: SYSTEM_POOL}, "cpu": "4", "memory": "16Gi"},
         "chipsPerHost": first.chips_per_host,
         "instanceType": f"{first.accelerator.platform_chip}:{first.topology}",
         "instanceCount": len(slices),
@@ -151,6 +170,8 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "tensorParallelSize": s.chips,
         "model": {"name": d.model.name, "bucket": env.bucket_name(d.bucket), "path": d.model_path},
         "modelMount": MODEL_MOUNT,
+        # The FUSE file cache holds the weights once, with a tenth to spare.
+        "fileCacheSize": f"{math.ceil(d.model.weights_gb * 1.1)}Gi",
         "maxModelLen": d.max_model_len,
         "apiKeySecret": d.api_key_secret,
     }

@@ -8,8 +8,8 @@ from constructs import Construct
 from infra.config import Environment
 from infra.constructs.cluster import GkeCluster
 from infra.constructs.identity import Namespaces, NodeServiceAccount, WorkloadIdentity
-from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, GpuDirectNetworks, Network
-from infra.constructs.node_pools import SliceNodePool, SystemNodePool
+from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, ControlPlaneWebhooks, GpuDirectNetworks, Network
+from infra.constructs.node_pools import CpuNodePool, SliceNodePool, SystemNodePool
 from infra.constructs.providers import Providers
 from infra.constructs.registry import DockerRepository
 from infra.constructs.releases import (
@@ -97,6 +97,15 @@ class PlatformStack(TerraformStack):
             disk_size_gb=system.disk_size_gb,
             service_account=nodes.email,
         )
+        # Pathways pools use the GCE metadata server: their pods act as this account (see
+        # Environment.pathways_slices), which holds only what those deployments need.
+        pathways_nodes = (
+            NodeServiceAccount(
+                self, "pathways-node-identity", project=env.project, account_id=f"{env.cluster.name}-pathways"
+            )
+            if env.pathways_slices
+            else None
+        )
         self.slice_pools = {
             key: SliceNodePool(
                 self,
@@ -113,11 +122,24 @@ class PlatformStack(TerraformStack):
                 node_range=spec.node_range,
                 auto_repair=spec.repairs,
                 auto_upgrade=spec.auto_upgrade,
-                service_account=nodes.email,
+                service_account=(pathways_nodes or nodes).email if key in env.pathways_slices else nodes.email,
+                metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
                 extra_networks=gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
             )
             for key, spec in env.slices.items()
         }
+        for key, cpu in env.cpu_pools.items():
+            CpuNodePool(
+                self,
+                f"cpu-{key}",
+                project=env.project,
+                cluster=cluster.id,
+                location=env.region,
+                name=key,
+                machine_type=cpu.machine_type,
+                max_nodes=cpu.max_nodes,
+                service_account=nodes.email,
+            )
 
         buckets = {
             key: Bucket(
@@ -142,9 +164,19 @@ class PlatformStack(TerraformStack):
             repository_id=env.registry.repository,
             delete_untagged_after_days=env.registry.cleanup.delete_untagged_after_days,
             keep_recent_versions=env.registry.cleanup.keep_recent_versions,
-            readers=[nodes.member],
+            readers=[nodes.member] + ([pathways_nodes.member] if pathways_nodes else []),
             protect=env.registry.protect,
         )
+
+        if pathways_nodes is not None:
+            pathways_nodes.grant_buckets(
+                {
+                    f"{b}-{role.rsplit('.', 1)[-1]}": (buckets[b].bucket.name, role)
+                    for d in env.serving.values()
+                    if d.engine == "jetstream"
+                    for b, role in env.identities[d.identity].bucket_roles.items()
+                }
+            )
 
         namespaces = Namespaces(
             self,
@@ -165,6 +197,7 @@ class PlatformStack(TerraformStack):
                 mode=ident.mode,
                 bucket_roles={b: (buckets[b].bucket.name, role) for b, role in ident.bucket_roles.items()},
                 depends_on=[namespaces.by_name[ident.namespace]],
+                cluster=cluster,
             )
 
         if env.training is not None:
@@ -179,6 +212,16 @@ class PlatformStack(TerraformStack):
             )
 
         pools = [p.pool for p in self.slice_pools.values()]
+        if env.release.controllers:
+            ControlPlaneWebhooks(
+                self,
+                "webhooks",
+                project=env.project,
+                network=network.vpc.id,
+                name=env.network.name,
+                master_cidr=env.network.master_cidr,
+                ports=[CONTROLLERS[name].webhook_port for name in env.release.controllers],
+            )
         controllers = {
             name: ControllerRelease(self, name, version=version, depends_on=pools)
             for name, version in sorted(env.release.controllers.items())

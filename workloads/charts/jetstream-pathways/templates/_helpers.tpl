@@ -4,7 +4,7 @@ app.kubernetes.io/part-of: ml-platform
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 
-{{- /* Where a group's pods run: a v6e host of one of the deployment's pools. */}}
+{{- /* Where a worker runs: a TPU host of one of the deployment's pools. */}}
 {{- define "jetstream.placement" -}}
 nodeSelector:
   {{- toYaml .Values.nodeSelector | nindent 2 }}

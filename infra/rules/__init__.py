@@ -1,0 +1,146 @@
+"""The rules of the real systems the platform runs on, checked before anything is applied.
+
+Our own schemas and invariants say what *we* meant; GKE, Cloud Storage FUSE,
+Workload Identity, KubeRay, JobSet, LeaderWorkerSet, Kueue, Pathways and
+MaxText each refuse things of their own, at apply, admission, mount, pod
+start or engine start. Every such rule that can be known ahead lives in this
+package, once, with the source it was taken from and the layer it guards, and
+runs on three kinds of subject:
+
+- ``environment``: the loaded `Environment` (run by `load_environment`, so a
+  bad file fails at load with the file, field, value, rule and source);
+- ``terraform``: a synthesized stack (`cdk.tf.json`), exactly what Terraform applies;
+- ``manifest``: the objects of one rendered Helm release, exactly what the
+  Helm provider sends to the API server.
+
+`make plan` runs all of them (`python -m infra.rules`) and reports how many ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start"]
+Subject = Literal["environment", "terraform", "manifest"]
+LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start")
+
+# One finding of a check: (field path, the value at fault, what is wrong and what is allowed).
+Finding = tuple[str, object, str]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of a real system: what it enforces, where that is written, and the check."""
+
+    id: str
+    system: str
+    layer: Layer
+    summary: str
+    source: str
+    subject: Subject
+    check: Callable[..., Iterable[Finding]] = field(repr=False, compare=False)
+
+    def run(self, *args: Any) -> list[Violation]:
+        return [Violation(self, path, value, message) for path, value, message in self.check(*args)]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule broken by one field of one subject."""
+
+    rule: Rule
+    field: str
+    value: object
+    message: str
+
+    def line(self, where: str = "") -> str:
+        """`<where>: <field>: <value>: <message> [rule <id> (<system>, refused at <layer>); source: <source>]`."""
+        prefix = f"{where}: " if where else ""
+        return (
+            f"{prefix}{self.field}: {self.value!r}: {self.message} "
+            f"[rule {self.rule.id} ({self.rule.system}, refused at {self.rule.layer}); source: {self.rule.source}]"
+        )
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(*, id: str, system: str, layer: Layer, summary: str, source: str, subject: Subject) -> Callable:
+    """Register the decorated function as the check of a rule."""
+    if layer not in LAYERS:
+        raise ValueError(f"rule {id}: layer {layer!r} is not one of {LAYERS}")
+    if not source.strip():
+        raise ValueError(f"rule {id}: every rule names its source")
+
+    def register(check: Callable[..., Iterable[Finding]]) -> Callable[..., Iterable[Finding]]:
+        if id in RULES:
+            raise ValueError(f"rule {id} is defined twice")
+        RULES[id] = Rule(id, system, layer, summary, source, subject, check)
+        return check
+
+    return register
+
+
+def rules_for(subject: Subject) -> list[Rule]:
+    _load_rule_modules()
+    return [r for r in RULES.values() if r.subject == subject]
+
+
+def all_rules() -> list[Rule]:
+    _load_rule_modules()
+    return list(RULES.values())
+
+
+def _load_rule_modules() -> None:
+    # Importing the modules registers their rules (once).
+    from infra.rules import environment, manifests, terraform  # noqa: F401
+
+
+def check_environment(env: Any) -> list[Violation]:
+    """Every environment rule on one loaded environment."""
+    return [v for r in rules_for("environment") for v in r.run(env)]
+
+
+def check_stack(stack: dict[str, Any]) -> list[Violation]:
+    """Every terraform rule on one synthesized stack."""
+    return [v for r in rules_for("terraform") for v in r.run(stack)]
+
+
+def check_release(objects: list[dict[str, Any]], ctx: Any) -> list[Violation]:
+    """Every manifest rule on the rendered objects of one Helm release (`ctx`: a manifests.ReleaseContext)."""
+    return [v for r in rules_for("manifest") for v in r.run(objects, ctx)]
+
+
+# Helpers the checks share -------------------------------------------------------------------------
+
+
+def pod_templates(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(field path, pod template) of every pod an object creates: Deployments, Jobs, JobSets, LWS, RayClusters."""
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+        yield "spec.template", spec.get("template") or {}
+    elif kind == "JobSet":
+        for i, job in enumerate(spec.get("replicatedJobs") or []):
+            yield f"spec.replicatedJobs[{i}].template.spec.template", job["template"]["spec"]["template"]
+    elif kind == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        if "leaderTemplate" in lwt:
+            yield "spec.leaderWorkerTemplate.leaderTemplate", lwt["leaderTemplate"]
+        yield "spec.leaderWorkerTemplate.workerTemplate", lwt.get("workerTemplate") or {}
+    elif kind == "RayCluster":
+        yield "spec.headGroupSpec.template", spec["headGroupSpec"]["template"]
+        for i, group in enumerate(spec.get("workerGroupSpecs") or []):
+            yield f"spec.workerGroupSpecs[{i}].template", group["template"]
+
+
+def containers(pod_spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(field path inside the pod spec, container) of every container and init container."""
+    for section in ("initContainers", "containers"):
+        for i, c in enumerate(pod_spec.get(section) or []):
+            yield f"{section}[{i}]", c
+
+
+def where(obj: dict[str, Any]) -> str:
+    return f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"

@@ -1,0 +1,31 @@
+"""`python -m infra.rules [cdktf.out/stacks]`: every rule on every environment, stack and rendered release."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from infra.config import ConfigError, environments_dir, load_all
+from infra.rules.run import run
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    stacks = Path(args[0] if args else "cdktf.out/stacks")
+    try:
+        envs = load_all(environments_dir())
+    except ConfigError as err:  # environment rules run at load: their violations land here
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if not any(stacks.glob("*/cdk.tf.json")):
+        print(f"error: no synthesized stacks under {stacks}; run `make synth` first", file=sys.stderr)
+        return 2
+    report = run(envs, stacks)
+    for line in report.lines:
+        print(f"error: {line}", file=sys.stderr)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Run every rule on what `make synth` wrote: each environment, each stack, each rendered release."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.rules import Violation, check_environment, check_release, check_stack, rules_for
+from infra.rules.manifests import ReleaseContext
+
+
+@dataclass
+class Report:
+    """What ran and what it found; `lines` name the file, field, value, rule and source of each violation."""
+
+    rules: dict[str, int] = field(default_factory=dict)
+    subjects: dict[str, int] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.lines
+
+    def summary(self) -> str:
+        ran = sum(self.rules.values())
+        parts = ", ".join(f"{self.rules[s]} {s} rules on {self.subjects[s]} {_noun(s)}" for s in self.rules)
+        verdict = "no violations" if self.ok else f"{len(self.lines)} violation(s)"
+        return f"rules: {ran} rules ran ({parts}): {verdict}"
+
+
+def _noun(subject: str) -> str:
+    return {"environment": "environments", "terraform": "stacks", "manifest": "releases"}[subject]
+
+
+def stack_releases(stack: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """(helm_release resource, rendered objects) of every local chart release of a stack, by release name."""
+    from workloads.charts.check import render
+
+    out = {}
+    for release in (stack.get("resource", {}).get("helm_release") or {}).values():
+        if "repository" in release:
+            continue  # an upstream controller's chart: not rendered here
+        values = json.loads(release["values"][0])
+        chart = release["chart"].rsplit("/", 1)[-1]
+        out[release["name"]] = (release, render(chart, values, name=release["name"], namespace=release["namespace"]))
+    return out
+
+
+def check_synthesized(stack: dict[str, Any]) -> tuple[list[Violation], list[tuple[str, Violation]], int]:
+    """(terraform violations, (release, violation) pairs, releases checked) of one synthesized stack."""
+    releases = stack_releases(stack)
+    objects = {name: objs for name, (_, objs) in releases.items()}
+    manifest: list[tuple[str, Violation]] = []
+    for name, (release, objs) in releases.items():
+        ctx = ReleaseContext(name=name, namespace=release["namespace"], stack=stack, stack_objects=objects)
+        manifest += [(name, v) for v in check_release(objs, ctx)]
+    return check_stack(stack), manifest, len(releases)
+
+
+def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
+    report = Report()
+    for subject in ("environment", "terraform", "manifest"):
+        report.rules[subject] = len(rules_for(subject))
+        report.subjects[subject] = 0
+    for name, env in envs.items():
+        report.subjects["environment"] += 1
+        report.lines += [v.line(f"infra/environments/{name}.yaml") for v in check_environment(env)]
+    for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
+        stack = json.loads(path.read_text())
+        terraform, manifest, count = check_synthesized(stack)
+        report.subjects["terraform"] += 1
+        report.subjects["manifest"] += count
+        report.lines += [v.line(str(path)) for v in terraform]
+        report.lines += [v.line(f"{path} helm_release {release}") for release, v in manifest]
+    return report

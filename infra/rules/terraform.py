@@ -1,0 +1,483 @@
+"""Rules checked on a synthesized stack: exactly the resources Terraform will apply.
+
+Each check gets the stack's JSON (`cdk.tf.json`) and yields (field, value,
+message) for every resource that GCP, GKE or the google provider would refuse
+(or that would apply and then leave pods that can never start).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from infra.accelerators import ShapeError, tpu_slice_for_machine
+from infra.controllers import CONTROLLERS
+from infra.rules import Finding, rule
+
+DOCS = "https://cloud.google.com/kubernetes-engine/docs"
+TPU_DOC = f"{DOCS}/how-to/tpus"
+QUEUED_DOC = f"{DOCS}/how-to/provisioningrequest"
+FLEX_DOC = f"{DOCS}/how-to/dws-flex-start-training"
+PRIVATE_DOC = f"{DOCS}/how-to/latest/network-isolation#add_firewall_rules"
+WI_DOC = f"{DOCS}/how-to/workload-identity"
+GPUDIRECT_DOC = f"{DOCS}/how-to/gpu-bandwidth-gpudirect-tcpx"
+TOOLKIT_POOL = "GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/main.tf (lifecycle preconditions)"
+
+
+def resources(stack: dict[str, Any], rtype: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(`<type>.<name or logical id>`, body) of every resource of one type."""
+    for logical_id, body in (stack.get("resource", {}).get(rtype) or {}).items():
+        yield f"{rtype}.{body.get('name', logical_id)}", body
+
+
+def _ref(rtype: str, stack: dict[str, Any], value: str) -> dict[str, Any] | None:
+    """The resource body a `${<rtype>.<id>.<attr>}` reference points at."""
+    m = re.search(r"\$\{" + re.escape(rtype) + r"\.([^.}]+)", value or "")
+    return (stack.get("resource", {}).get(rtype) or {}).get(m.group(1)) if m else None
+
+
+def _node_pools(stack: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(where, pool, node_config) of every node pool."""
+    for where, pool in resources(stack, "google_container_node_pool"):
+        yield where, pool, pool.get("node_config") or {}
+
+
+def _is_tpu(node_config: dict[str, Any]) -> bool:
+    return str(node_config.get("machine_type", "")).startswith("ct")
+
+
+def _queued(pool: dict[str, Any]) -> bool:
+    return bool((pool.get("queued_provisioning") or {}).get("enabled"))
+
+
+def _flex(node_config: dict[str, Any]) -> bool:
+    return bool(node_config.get("flex_start"))
+
+
+# Node pools: TPU slices -----------------------------------------------------------------------------
+
+
+@rule(
+    id="gke.tpu.multihost-compact-placement",
+    system="GKE",
+    layer="apply",
+    summary="A multi-host TPU slice pool has placement policy COMPACT with its tpu_topology, in exactly one zone.",
+    source=f"{TPU_DOC}#node_pool (multi-host TPU slice node pools); {TOOLKIT_POOL}",
+    subject="terraform",
+)
+def _tpu_compact(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, nc in _node_pools(stack):
+        placement = pool.get("placement_policy") or {}
+        if not placement.get("tpu_topology"):
+            continue
+        if placement.get("type") != "COMPACT":
+            yield f"{where}.placement_policy.type", placement.get("type"), "a TPU slice topology needs type COMPACT"
+        zones = pool.get("node_locations") or []
+        if len(zones) != 1:
+            yield f"{where}.node_locations", zones, "a multi-host TPU slice lives in exactly one zone"
+        if not _is_tpu(nc):
+            yield f"{where}.node_config.machine_type", nc.get("machine_type"), "tpu_topology is only for TPU machines"
+
+
+@rule(
+    id="gke.tpu.node-count-equals-hosts",
+    system="GKE",
+    layer="apply",
+    summary=(
+        "A multi-host TPU slice pool has as many nodes as its topology has hosts (fixed, or the autoscaling maximum)."
+    ),
+    source=f"{TPU_DOC}#node_pool: 'the number of nodes ... must equal the number of VMs in the slice'",
+    subject="terraform",
+)
+def _tpu_node_count(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, nc in _node_pools(stack):
+        topology = (pool.get("placement_policy") or {}).get("tpu_topology")
+        if not topology or not _is_tpu(nc):
+            continue
+        try:
+            hosts = tpu_slice_for_machine(nc["machine_type"], topology).hosts
+        except ShapeError as err:
+            yield f"{where}.placement_policy.tpu_topology", topology, str(err)
+            continue
+        autoscaling = pool.get("autoscaling")
+        if autoscaling is None:
+            if pool.get("node_count") != hosts:
+                yield (
+                    f"{where}.node_count",
+                    pool.get("node_count"),
+                    f"{topology} on {nc['machine_type']} is {hosts} hosts",
+                )
+        elif autoscaling.get("max_node_count") != hosts:
+            yield (
+                f"{where}.autoscaling.max_node_count",
+                autoscaling.get("max_node_count"),
+                f"an autoscaled {topology} slice pool scales to exactly its {hosts} hosts",
+            )
+
+
+@rule(
+    id="gke.tpu.multihost-autoscaling-per-zone",
+    system="GKE",
+    layer="apply",
+    summary="An autoscaled multi-host TPU pool uses per-zone min/max node counts; total_* counts are refused.",
+    source=(
+        f"{TPU_DOC} (autoscaling multi-host slices); error seen: 'Maximum node count 0 is not a valid size of "
+        "TPU pod slice'"
+    ),
+    subject="terraform",
+)
+def _tpu_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, _nc in _node_pools(stack):
+        autoscaling = pool.get("autoscaling") or {}
+        if not (pool.get("placement_policy") or {}).get("tpu_topology"):
+            continue
+        for key in ("total_min_node_count", "total_max_node_count"):
+            if key in autoscaling:
+                yield (
+                    f"{where}.autoscaling.{key}",
+                    autoscaling[key],
+                    "use min_node_count / max_node_count (per zone) for a TPU slice",
+                )
+
+
+# Node pools: Dynamic Workload Scheduler ----------------------------------------------------------------
+
+
+@rule(
+    id="gke.dws.queued-needs-autoscaling-from-zero",
+    system="GKE",
+    layer="apply",
+    summary="Queued provisioning needs autoscaling with location policy ANY, no initial nodes and no fixed node_count.",
+    source=f"{QUEUED_DOC}#create-node-pool (--enable-autoscaling --num-nodes=0 --location-policy=ANY); {TOOLKIT_POOL}",
+    subject="terraform",
+)
+def _queued_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, nc in _node_pools(stack):
+        if not (_queued(pool) or _flex(nc)):
+            continue
+        autoscaling = pool.get("autoscaling")
+        if autoscaling is None:
+            yield f"{where}.autoscaling", None, "Dynamic Workload Scheduler pools must autoscale"
+            continue
+        if "node_count" in pool:
+            yield f"{where}.node_count", pool["node_count"], "no static node count with the Dynamic Workload Scheduler"
+        if pool.get("initial_node_count", 0) != 0:
+            yield f"{where}.initial_node_count", pool["initial_node_count"], "must be 0"
+        low = autoscaling.get("min_node_count", autoscaling.get("total_min_node_count", 0))
+        if low != 0:
+            yield f"{where}.autoscaling", autoscaling, "the minimum must be 0: nodes exist only while a job holds them"
+        if _queued(pool) and autoscaling.get("location_policy") != "ANY":
+            yield f"{where}.autoscaling.location_policy", autoscaling.get("location_policy"), "must be ANY"
+
+
+@rule(
+    id="gke.dws.no-auto-repair",
+    system="GKE",
+    layer="apply",
+    summary="Queued-provisioning and flex-start pools have node auto-repair off.",
+    source=(
+        f"{QUEUED_DOC}#create-node-pool (--no-enable-autorepair); {FLEX_DOC} (--no-enable-autorepair); {TOOLKIT_POOL}"
+    ),
+    subject="terraform",
+)
+def _dws_repair(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, nc in _node_pools(stack):
+        if (_queued(pool) or _flex(nc)) and (pool.get("management") or {}).get("auto_repair", True):
+            yield (
+                f"{where}.management.auto_repair",
+                (pool.get("management") or {}).get("auto_repair", True),
+                "repair would recreate nodes the Dynamic Workload Scheduler provisioned for a bounded run; turn it off",
+            )
+
+
+@rule(
+    id="gke.dws.no-reservation-no-spot",
+    system="GKE",
+    layer="apply",
+    summary="Queued-provisioning and flex-start pools consume no reservation (NO_RESERVATION) and are not Spot.",
+    source=f"{QUEUED_DOC}#create-node-pool (--reservation-affinity=none); {FLEX_DOC}; {TOOLKIT_POOL}",
+    subject="terraform",
+)
+def _dws_reservation(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, nc in _node_pools(stack):
+        if not (_queued(pool) or _flex(nc)):
+            continue
+        affinity = (nc.get("reservation_affinity") or {}).get("consume_reservation_type")
+        if affinity != "NO_RESERVATION":
+            yield (
+                f"{where}.node_config.reservation_affinity.consume_reservation_type",
+                affinity,
+                "must be NO_RESERVATION",
+            )
+        if nc.get("spot") or nc.get("preemptible"):
+            yield f"{where}.node_config.spot", True, "Dynamic Workload Scheduler capacity is not Spot capacity"
+
+
+@rule(
+    id="gke.dws.flex-start-max-run-duration",
+    system="GKE",
+    layer="apply",
+    summary="Flex-start nodes carry a max_run_duration of at most 7 days.",
+    source=f"{FLEX_DOC} (--max-run-duration, up to 7 days)",
+    subject="terraform",
+)
+def _flex_duration(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, _pool, nc in _node_pools(stack):
+        if not _flex(nc):
+            continue
+        duration = nc.get("max_run_duration")
+        seconds = int(duration[:-1]) if isinstance(duration, str) and duration.endswith("s") else None
+        if seconds is None or not 0 < seconds <= 7 * 24 * 3600:
+            yield f"{where}.node_config.max_run_duration", duration, "between 1s and 604800s (7 days)"
+
+
+# Cluster, identity, private control plane ------------------------------------------------------------------
+
+
+def _clusters(stack: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (logical_id, f"google_container_cluster.{body.get('name')}", body)
+        for logical_id, body in (stack.get("resource", {}).get("google_container_cluster") or {}).items()
+    ]
+
+
+@rule(
+    id="gke.wi.bindings-after-cluster",
+    system="IAM / Workload Identity",
+    layer="apply",
+    summary="IAM bindings to <project>.svc.id.goog members depend on the cluster that creates the identity pool.",
+    source=(
+        f"{WI_DOC} (the pool exists once a cluster with Workload Identity does); error: 'Identity Pool does not "
+        "exist' (terraform-google-modules/terraform-google-kubernetes-engine#916)"
+    ),
+    subject="terraform",
+)
+def _wi_after_cluster(stack: dict[str, Any]) -> Iterator[Finding]:
+    cluster_ids = {f"google_container_cluster.{lid}" for lid, _, _ in _clusters(stack)}
+    for rtype, body_map in (stack.get("resource") or {}).items():
+        for logical_id, body in body_map.items():
+            member = str(body.get("member", ""))
+            if ".svc.id.goog" not in member:
+                continue
+            depends = set(body.get("depends_on") or [])
+            if not depends & cluster_ids:
+                yield (
+                    f"{rtype}.{logical_id}.depends_on",
+                    sorted(depends),
+                    f"member {member[:60]}... needs depends_on the cluster ({', '.join(sorted(cluster_ids))})",
+                )
+
+
+@rule(
+    id="gke.private.webhook-ports-open",
+    system="GKE",
+    layer="admission",
+    summary="In a private cluster, the control plane range may reach nodes on every admission webhook port in use.",
+    source=(
+        f"{PRIVATE_DOC} (GKE's own rule opens 443 and 10250 only); webhook ports: "
+        + ", ".join(f"{c.chart} {c.webhook_port}" for c in CONTROLLERS.values())
+    ),
+    subject="terraform",
+)
+def _webhook_ports(stack: dict[str, Any]) -> Iterator[Finding]:
+    wanted = {
+        name: CONTROLLERS[name].webhook_port
+        for name in (r.get("chart") for _, r in resources(stack, "helm_release"))
+        if name in CONTROLLERS
+    }
+    for _, where, cluster in _clusters(stack):
+        master = (cluster.get("private_cluster_config") or {}).get("master_ipv4_cidr_block")
+        if not master or not wanted:
+            continue
+        opened: set[int] = set()
+        for _, fw in resources(stack, "google_compute_firewall"):
+            if fw.get("direction", "INGRESS") != "INGRESS" or master not in (fw.get("source_ranges") or []):
+                continue
+            for allow in fw.get("allow") or []:
+                if allow.get("protocol") in ("tcp", "all"):
+                    opened |= {int(p) for p in allow.get("ports") or [] if str(p).isdigit()}
+        for name, port in sorted(wanted.items()):
+            if port not in opened:
+                yield (
+                    f"{where}.private_cluster_config.master_ipv4_cidr_block",
+                    master,
+                    f"no firewall rule lets {master} reach the nodes on tcp:{port} ({name}'s webhook): "
+                    "admission calls would time out",
+                )
+
+
+@rule(
+    id="gke.private.master-cidr-28",
+    system="GKE",
+    layer="apply",
+    summary="The control plane range of a private cluster is a /28 from private address space.",
+    source=f"{DOCS}/how-to/legacy/network-isolations (master-ipv4-cidr: a /28 RFC 1918 range)",
+    subject="terraform",
+)
+def _master_28(stack: dict[str, Any]) -> Iterator[Finding]:
+    for _, where, cluster in _clusters(stack):
+        master = (cluster.get("private_cluster_config") or {}).get("master_ipv4_cidr_block")
+        if master is None:
+            continue
+        net = ipaddress.ip_network(master)
+        if net.prefixlen != 28 or not net.is_private:
+            yield f"{where}.private_cluster_config.master_ipv4_cidr_block", master, "must be a private /28"
+
+
+@rule(
+    id="gke.wi.gke-metadata-needs-workload-pool",
+    system="GKE",
+    layer="apply",
+    summary="Node pools with the GKE metadata server need Workload Identity enabled on the cluster.",
+    source=f"{WI_DOC}#enable_on_cluster (workload_metadata_config GKE_METADATA requires a workload pool)",
+    subject="terraform",
+)
+def _gke_metadata(stack: dict[str, Any]) -> Iterator[Finding]:
+    pooled = any((c.get("workload_identity_config") or {}).get("workload_pool") for _, _, c in _clusters(stack))
+    for where, _pool, nc in _node_pools(stack):
+        mode = (nc.get("workload_metadata_config") or {}).get("mode")
+        if mode == "GKE_METADATA" and not pooled:
+            yield f"{where}.node_config.workload_metadata_config.mode", mode, "the cluster has no workload pool"
+
+
+# GPUDirect -----------------------------------------------------------------------------------------------------
+
+
+@rule(
+    id="gke.gpudirect.multinetwork-dataplane-v2-gvnic",
+    system="GKE",
+    layer="apply",
+    summary="Additional node networks need cluster multi-networking and Dataplane V2, and gVNIC on the pool.",
+    source=f"{GPUDIRECT_DOC}; {DOCS}/how-to/setup-multinetwork-support-for-pods#requirements",
+    subject="terraform",
+)
+def _multinetwork(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, nc in _node_pools(stack):
+        extra = (pool.get("network_config") or {}).get("additional_node_network_configs") or []
+        if not extra:
+            continue
+        cluster = _ref("google_container_cluster", stack, str(pool.get("cluster", "")))
+        if cluster is not None:
+            if not cluster.get("enable_multi_networking"):
+                yield f"{where}.cluster", pool.get("cluster"), "the cluster needs enable_multi_networking"
+            if cluster.get("datapath_provider") != "ADVANCED_DATAPATH":
+                yield f"{where}.cluster", pool.get("cluster"), "the cluster needs datapath_provider ADVANCED_DATAPATH"
+        if not (nc.get("gvnic") or {}).get("enabled"):
+            yield f"{where}.node_config.gvnic.enabled", False, "additional node networks need gVNIC"
+
+
+@rule(
+    id="gce.multinic.one-vpc-per-nic",
+    system="Compute Engine",
+    layer="apply",
+    summary="Each network interface of a VM is in a different VPC network, none of them the node's primary VPC.",
+    source="https://cloud.google.com/vpc/docs/multiple-interfaces-concepts (each interface in a different VPC)",
+    subject="terraform",
+)
+def _one_vpc_per_nic(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, _nc in _node_pools(stack):
+        extra = (pool.get("network_config") or {}).get("additional_node_network_configs") or []
+        networks = [e.get("network") for e in extra]
+        cluster = _ref("google_container_cluster", stack, str(pool.get("cluster", ""))) or {}
+        primary = str(cluster.get("network", "")).replace(".id}", "").replace(".name}", "")
+        for i, net in enumerate(networks):
+            base = str(net).replace(".id}", "").replace(".name}", "")
+            if networks.count(net) > 1 or (primary and base == primary):
+                yield f"{where}.network_config.additional_node_network_configs[{i}].network", net, "a VPC used twice"
+
+
+# Names -------------------------------------------------------------------------------------------------------
+
+_NAME_RULES: dict[str, tuple[str, str]] = {
+    # resource type: (pattern, what GCP allows)
+    "google_container_cluster": (r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", "1-40 lowercase letters, digits, hyphens"),
+    "google_container_node_pool": (r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", "1-40 lowercase letters, digits, hyphens"),
+    "google_compute_network": (r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", "1-63 characters, RFC 1035"),
+    "google_compute_subnetwork": (r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", "1-63 characters, RFC 1035"),
+    "google_compute_firewall": (r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", "1-63 characters, RFC 1035"),
+}
+
+
+@rule(
+    id="gcp.resource-names",
+    system="GKE / Compute Engine",
+    layer="apply",
+    summary=(
+        "Cluster and node pool names are at most 40 characters; networks, subnets and firewalls at most 63 (RFC 1035)."
+    ),
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster "
+        "(name: up to 40 characters); https://cloud.google.com/compute/docs/naming-resources"
+    ),
+    subject="terraform",
+)
+def _names(stack: dict[str, Any]) -> Iterator[Finding]:
+    for rtype, (pattern, allowed) in _NAME_RULES.items():
+        for where, body in resources(stack, rtype):
+            name = body.get("name")
+            if isinstance(name, str) and "${" not in name and not re.match(pattern, name):
+                yield f"{where}.name", name, f"allowed: {allowed}"
+
+
+@rule(
+    id="iam.service-account-id",
+    system="IAM",
+    layer="apply",
+    summary="A service account id is 6-30 characters: a lowercase letter, then letters, digits or hyphens.",
+    source="https://cloud.google.com/iam/docs/service-accounts-create#creating (account ID: 6-30 characters)",
+    subject="terraform",
+)
+def _sa_ids(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in resources(stack, "google_service_account"):
+        account = body.get("account_id", "")
+        if not re.match(r"^[a-z]([-a-z0-9]{4,28}[a-z0-9])$", account):
+            yield f"{where}.account_id", account, "6-30 characters, [a-z][-a-z0-9]*[a-z0-9]"
+
+
+@rule(
+    id="gcs.bucket-names",
+    system="Cloud Storage",
+    layer="apply",
+    summary="Bucket names are 3-63 characters of lowercase letters, digits, - and _, and do not start with 'goog'.",
+    source="https://cloud.google.com/storage/docs/buckets#naming",
+    subject="terraform",
+)
+def _bucket_names(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in resources(stack, "google_storage_bucket"):
+        name = body.get("name", "")
+        if not re.match(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$", name) or name.startswith("goog") or "google" in name:
+            yield f"{where}.name", name, "3-63 of [a-z0-9_-], starting and ending alphanumeric, no 'goog' prefix"
+
+
+@rule(
+    id="tf.node-pool.node-count-or-initial",
+    system="Terraform google provider",
+    layer="apply",
+    summary="A node pool sets node_count or initial_node_count, not both.",
+    source=(
+        "hashicorp/terraform-provider-google v6.50.0 google/services/container/resource_container_node_pool.go "
+        "L958: 'Cannot set both initial_node_count and node_count on node pool'"
+    ),
+    subject="terraform",
+)
+def _count_xor_initial(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, _nc in _node_pools(stack):
+        if "node_count" in pool and "initial_node_count" in pool:
+            yield f"{where}.initial_node_count", pool["initial_node_count"], "node_count is set too"
+
+
+@rule(
+    id="gke.compact-placement-no-blue-green",
+    system="GKE",
+    layer="apply",
+    summary="Compact placement is not supported with blue-green node upgrades.",
+    source=f"{DOCS}/how-to/compact-placement#limitations-standard; {TOOLKIT_POOL} L387-390",
+    subject="terraform",
+)
+def _compact_blue_green(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, _nc in _node_pools(stack):
+        strategy = (pool.get("upgrade_settings") or {}).get("strategy")
+        if (pool.get("placement_policy") or {}).get("type") == "COMPACT" and strategy == "BLUE_GREEN":
+            yield f"{where}.upgrade_settings.strategy", strategy, "use SURGE with COMPACT placement"

@@ -1,0 +1,440 @@
+"""The rules of the real systems (infra/rules): every rule has a source, passes on what ships, and fails on a
+known-bad example with its own message.
+
+Each failing example is a small change to exactly what the dev stack applies (its synthesized JSON, its
+rendered releases, its environment); many of them are the defects the rules were written for, as the
+platform produced them before the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_environment
+from infra.models import MODELS, ModelArch
+from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
+from infra.rules.manifests import ReleaseContext
+from infra.rules.run import check_synthesized, stack_releases
+from tests.conftest import REPO, of_type
+
+DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def releases(stacks: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rendered objects of every local release of the dev stack."""
+    return {name: objs for name, (_, objs) in stack_releases(stacks["dev"]).items()}
+
+
+def test_there_are_at_least_40_rules_each_with_a_source_and_a_layer() -> None:
+    rules = all_rules()
+    assert len(rules) >= 40
+    for r in rules:
+        assert r.layer in LAYERS, r.id
+        assert len(r.source) > 20 and len(r.summary) > 20, r.id
+        assert r.subject in ("environment", "terraform", "manifest"), r.id
+
+
+def test_every_rule_has_a_failing_example_here() -> None:
+    covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES)
+    assert sorted(set(RULES) - covered) == []
+    assert sorted(covered - set(RULES)) == []
+
+
+@pytest.mark.parametrize("name", ["dev", "prod"])
+def test_what_ships_breaks_no_rule(name: str, envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]) -> None:
+    assert check_environment(envs[name]) == []
+    terraform, manifest, count = check_synthesized(stacks[name])
+    assert [v.line() for v in terraform] == []
+    assert [f"{release}: {v.line()}" for release, v in manifest] == []
+    assert count >= 8
+
+
+# --- environment rules ------------------------------------------------------------------------------------------
+
+
+def _env(data: dict[str, Any]) -> Environment:
+    """The environment without running the rules (load_environment runs them)."""
+    return Environment.model_validate(data)
+
+
+def _old_405b_args(args: list[str]) -> list[str]:
+    """The 405B server's arguments as the platform generated them before following the tutorial."""
+    out = [a for a in args if not a.startswith(("tokenizer_path=", "ici_tensor", "ici_autoregressive"))]
+    return [*out, "ici_autoregressive_parallelism=1", "ici_tensor_parallelism=16"]
+
+
+def _patch_args(monkeypatch: pytest.MonkeyPatch, change: Callable[[list[str]], list[str]]) -> None:
+    from infra.constructs import serving
+
+    real = serving.maxtext_serving_args
+    monkeypatch.setattr(serving, "maxtext_serving_args", lambda env, d: change(real(env, d)))
+
+
+ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    "platform.tpu.one-workload-per-slice": (
+        lambda d, mp: d["serving"]["llama405b"].update(slice="train"),
+        "serving.llama405b.slice",
+        "slice 'train' is already used by training.slice",
+    ),
+    "maxtext.ici-product-equals-chips": (
+        lambda d, mp: _patch_args(mp, lambda a: [*a, "ici_fsdp_parallelism=2"]),
+        "serving.llama405b.maxtext args",
+        "product 32 is not the slice's 16 chips",
+    ),
+    "maxtext.tensor-parallelism-divides-kv-heads": (
+        lambda d, mp: _patch_args(mp, _old_405b_args),
+        "serving.llama405b.maxtext args.ici_tensor_parallelism",
+        "llama3.1-405b has 8 KV heads",
+    ),
+    "maxtext.tokenizer-matches-model": (
+        lambda d, mp: _patch_args(mp, _old_405b_args),
+        "serving.llama405b.maxtext args.tokenizer_path",
+        "llama3.1-405b needs assets/tokenizer_llama3.tiktoken",
+    ),
+    "vllm.tensor-parallel-divides-heads": (
+        lambda d, mp: mp.setitem(MODELS, "meta-llama/Llama-3.3-70B-Instruct", ModelArch(60, 4, "t")),
+        "serving.llama70b-vllm.slice",
+        "60 heads are not divisible by 8 chips",
+    ),
+    "gke.pod-fits-a-node-of-its-pool": (
+        lambda d, mp: d["cpu_pools"]["convert"].update(machine_type="n2-highmem-64"),
+        "serving.llama405b.conversion.pool",
+        "requests 1231 GiB; a n2-highmem-64 node has about 495 GiB allocatable",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(ENV_CASES))
+def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    mutate, field, fragment = ENV_CASES[rule_id]
+    data = copy.deepcopy(DEV)
+    assert RULES[rule_id].run(_env(data)) == []
+    mutate(data, monkeypatch)
+    found = RULES[rule_id].run(_env(data))
+    assert any(v.field == field and fragment in v.message for v in found), [v.line() for v in found]
+
+
+def test_a_broken_rule_fails_loading_with_file_field_value_rule_and_source(tmp_path: Path) -> None:
+    data = copy.deepcopy(DEV)
+    data["serving"]["llama405b"]["slice"] = "train"
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    (line,) = err.value.problems
+    assert line.startswith("serving.llama405b.slice: 'train': slice 'train' is already used by training.slice")
+    assert "[rule platform.tpu.one-workload-per-slice (GKE TPU slices, refused at pod-start); source: https://" in line
+    assert str(path) in str(err.value)
+
+
+# --- terraform rules --------------------------------------------------------------------------------------------
+
+
+def _pool(stack: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in of_type(stack, "google_container_node_pool").values() if p["name"] == name)
+
+
+def _cluster(stack: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(of_type(stack, "google_container_cluster").values()))
+
+
+def _tpu_total_autoscaling(stack: dict[str, Any]) -> None:
+    pool = _pool(stack, "train")
+    pool.pop("node_count")
+    pool["autoscaling"] = {"total_min_node_count": 0, "total_max_node_count": 4, "location_policy": "ANY"}
+
+
+def _drop_cluster_dependency(stack: dict[str, Any]) -> None:
+    member = next(
+        m for m in of_type(stack, "google_storage_bucket_iam_member").values() if "principal://" in m["member"]
+    )
+    member.pop("depends_on")
+
+
+def _drop_webhook_firewall(stack: dict[str, Any]) -> None:
+    firewalls = of_type(stack, "google_compute_firewall")
+    (key,) = [k for k, f in firewalls.items() if f["name"].endswith("-control-plane-webhooks")]
+    del firewalls[key]
+
+
+def _flex_too_long(stack: dict[str, Any]) -> None:
+    config = _pool(stack, "a3mega")["node_config"]
+    config.update(flex_start=True, max_run_duration="864000s")
+
+
+def _same_vpc_twice(stack: dict[str, Any]) -> None:
+    nics = _pool(stack, "a3mega")["network_config"]["additional_node_network_configs"]
+    nics[1]["network"] = nics[0]["network"]
+
+
+TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    "gke.tpu.multihost-compact-placement": (
+        lambda s: _pool(s, "train").update(node_locations=["us-east5-a", "us-east5-b"]),
+        "a multi-host TPU slice lives in exactly one zone",
+    ),
+    "gke.tpu.node-count-equals-hosts": (
+        lambda s: _pool(s, "train").update(node_count=3),
+        "4x4 on ct6e-standard-4t is 4",
+    ),
+    "gke.tpu.multihost-autoscaling-per-zone": (_tpu_total_autoscaling, "use min_node_count / max_node_count"),
+    "gke.dws.queued-needs-autoscaling-from-zero": (
+        lambda s: _pool(s, "a3mega")["autoscaling"].update(location_policy="BALANCED"),
+        "must be ANY",
+    ),
+    # The queued A3 Mega pool as the platform synthesized it before following GKE's DWS guide.
+    "gke.dws.no-auto-repair": (lambda s: _pool(s, "a3mega")["management"].update(auto_repair=True), "turn it off"),
+    "gke.dws.no-reservation-no-spot": (
+        lambda s: _pool(s, "a3mega")["node_config"]["reservation_affinity"].update(
+            consume_reservation_type="ANY_RESERVATION"
+        ),
+        "must be NO_RESERVATION",
+    ),
+    "gke.dws.flex-start-max-run-duration": (_flex_too_long, "604800s (7 days)"),
+    # Before the fix: bindings to the identity pool did not wait for the cluster.
+    "gke.wi.bindings-after-cluster": (_drop_cluster_dependency, "needs depends_on the cluster"),
+    # Before the fix: no rule let the control plane reach 9443.
+    "gke.private.webhook-ports-open": (_drop_webhook_firewall, "reach the nodes on tcp:9443"),
+    "gke.private.master-cidr-28": (
+        lambda s: _cluster(s)["private_cluster_config"].update(master_ipv4_cidr_block="172.16.0.0/24"),
+        "must be a private /28",
+    ),
+    "gke.wi.gke-metadata-needs-workload-pool": (
+        lambda s: _cluster(s).pop("workload_identity_config"),
+        "the cluster has no workload pool",
+    ),
+    "gke.gpudirect.multinetwork-dataplane-v2-gvnic": (
+        lambda s: _cluster(s).pop("enable_multi_networking"),
+        "the cluster needs enable_multi_networking",
+    ),
+    "gce.multinic.one-vpc-per-nic": (_same_vpc_twice, "a VPC used twice"),
+    "gcp.resource-names": (lambda s: _pool(s, "train").update(name="t" * 41), "allowed: 1-40"),
+    "iam.service-account-id": (
+        lambda s: next(iter(of_type(s, "google_service_account").values())).update(account_id="ab"),
+        "6-30 characters",
+    ),
+    "gcs.bucket-names": (
+        lambda s: next(iter(of_type(s, "google_storage_bucket").values())).update(name="google-models"),
+        "no 'goog' prefix",
+    ),
+    "tf.node-pool.node-count-or-initial": (
+        lambda s: _pool(s, "train").update(initial_node_count=4),
+        "node_count is set too",
+    ),
+    "gke.compact-placement-no-blue-green": (
+        lambda s: _pool(s, "train").update(upgrade_settings={"strategy": "BLUE_GREEN"}),
+        "use SURGE with COMPACT placement",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(TERRAFORM_CASES))
+def test_terraform_rule_fails_on_its_example(rule_id: str, stacks: dict[str, dict[str, Any]]) -> None:
+    mutate, fragment = TERRAFORM_CASES[rule_id]
+    stack = copy.deepcopy(stacks["dev"])
+    assert RULES[rule_id].run(stack) == []
+    mutate(stack)
+    found = RULES[rule_id].run(stack)
+    assert found and all(fragment in v.message for v in found), [v.line() for v in found]
+
+
+# --- manifest rules ---------------------------------------------------------------------------------------------
+
+
+def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def _worker(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The TPU worker pod template of the RayCluster."""
+    return _kind(objs, "RayCluster")["spec"]["workerGroupSpecs"][0]["template"]
+
+
+def _fuse_volume(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    return next(v for v in pod_spec["volumes"] if "csi" in v)
+
+
+def _lwt(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    return _kind(objs, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+
+
+def _jetstream(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(c for c in _lwt(objs)["leaderTemplate"]["spec"]["containers"] if c["name"] == "jetstream")
+
+
+def _sax_pod(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    return _kind(objs, "JobSet")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+def _old_ray_mount(objs: list[dict[str, Any]]) -> None:
+    attributes = _fuse_volume(_worker(objs)["spec"])["csi"]["volumeAttributes"]
+    attributes["mountOptions"] = "implicit-dirs,file-cache:enable-parallel-downloads:true"
+
+
+def _old_ray_selector(objs: list[dict[str, Any]]) -> None:
+    _worker(objs)["spec"]["nodeSelector"].pop("cloud.google.com/gke-nodepool")
+
+
+def _old_ray_env(objs: list[dict[str, Any]]) -> None:
+    _worker(objs)["spec"]["containers"][0].pop("env")
+
+
+def _tpu_selector_without_chips(objs: list[dict[str, Any]]) -> None:
+    leader = _lwt(objs)["leaderTemplate"]["spec"]
+    leader["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"}
+
+
+def _requests_below_limits(objs: list[dict[str, Any]]) -> None:
+    _worker(objs)["spec"]["containers"][0]["resources"]["requests"]["google.com/tpu"] = "2"
+
+
+def _two_chips(objs: list[dict[str, Any]]) -> None:
+    resources = _worker(objs)["spec"]["containers"][0]["resources"]
+    resources["requests"]["google.com/tpu"] = resources["limits"]["google.com/tpu"] = "2"
+
+
+def _old_probe(objs: list[dict[str, Any]]) -> None:
+    _jetstream(objs)["startupProbe"] = {"httpGet": {"path": "/healthcheck", "port": 8000}, "periodSeconds": 10}
+    _jetstream(objs)["startupProbe"]["failureThreshold"] = 180
+
+
+def _vllm_on_gce_pool(objs: list[dict[str, Any]]) -> None:
+    _kind(objs, "Deployment")["spec"]["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] = "serve"
+
+
+def _forbidden_option(objs: list[dict[str, Any]]) -> None:
+    attributes = _fuse_volume(_kind(objs, "Deployment")["spec"]["template"]["spec"])["csi"]["volumeAttributes"]
+    attributes["mountOptions"] += ",temp-dir=/tmp/x"
+
+
+def _duplicate_group(objs: list[dict[str, Any]]) -> None:
+    groups = _kind(objs, "RayCluster")["spec"]["workerGroupSpecs"]
+    groups.append(copy.deepcopy(groups[0]))
+
+
+def _flavor_mismatch(objs: list[dict[str, Any]]) -> None:
+    group = _kind(objs, "ClusterQueue")["spec"]["resourceGroups"][0]
+    group["flavors"][0]["resources"] = group["flavors"][0]["resources"][:-1]
+
+
+MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    # Before the fix the Ray and vLLM mounts asked for parallel downloads without a file cache.
+    "gcsfuse.parallel-downloads-need-file-cache": ("ray-training", _old_ray_mount, "parallel downloads need a file"),
+    "gcsfuse.pod-annotation": (
+        "serve-llama70b-vllm",
+        lambda o: _kind(o, "Deployment")["spec"]["template"]["metadata"]["annotations"].pop("gke-gcsfuse/volumes"),
+        'must be "true"',
+    ),
+    "gcsfuse.sidecar-limits": (
+        "ray-training",
+        lambda o: _worker(o)["metadata"]["annotations"].pop("gke-gcsfuse/memory-limit"),
+        "set gke-gcsfuse/memory-limit",
+    ),
+    "gcsfuse.needs-gke-metadata-node": ("serve-llama70b-vllm", _vllm_on_gce_pool, "pools serve use GCE_METADATA"),
+    "gcsfuse.allowed-mount-options-and-attributes": ("serve-llama70b-vllm", _forbidden_option, "set by the driver"),
+    # Before the fix the Saxml model servers ran on the host network.
+    "gke.wi.host-network-has-no-workload-identity": (
+        "serve-saxml",
+        lambda o: _sax_pod(o).update(hostNetwork=True),
+        "the pod gets the node's identity",
+    ),
+    "k8s.extended-resources-requests-equal-limits": ("ray-training", _requests_below_limits, "must equal the limit"),
+    "gke.tpu.selectors-and-whole-host": ("ray-training", _two_chips, "host has 4 chips: request all"),
+    # Before the fix the Ray workers selected any v6e 4x4 pool, the serving slice included.
+    "platform.tpu.pod-pinned-to-its-pool": ("ray-training", _old_ray_selector, "pools serve, train all match"),
+    "k8s.tpu-taint-needs-request-or-toleration": (
+        "serve-llama405b",
+        _tpu_selector_without_chips,
+        "add a google.com/tpu toleration",
+    ),
+    "kuberay.tpu.num-of-hosts-matches-topology": (
+        "ray-training",
+        lambda o: _kind(o, "RayCluster")["spec"]["workerGroupSpecs"][0].update(numOfHosts=2),
+        "topology 4x4 with 4 chips per host is 4 hosts",
+    ),
+    # Before the fix the TPU workers lacked the tutorial's environment.
+    "kuberay.tpu.worker-env": ("ray-training", _old_ray_env, "must be '"),
+    "kuberay.worker-group-names-unique": ("ray-training", _duplicate_group, "used by more than one worker group"),
+    "jobset.job-names-dns-1035": (
+        "serve-saxml",
+        lambda o: _kind(o, "JobSet")["metadata"].update(name="s" * 60),
+        "is invalid",
+    ),
+    "jobset.policies-name-replicated-jobs": (
+        "nccl-test",
+        lambda o: _kind(o, "JobSet")["spec"].update(successPolicy={"operator": "All", "targetReplicatedJobs": ["x"]}),
+        "not a replicatedJob",
+    ),
+    "lws.subgroup-size-divides-group": (
+        "serve-llama70b-disagg",
+        lambda o: _lwt(o).update(size=4),
+        "size-1 = 3 must be divisible by subGroupSize when using LeaderExcluded",
+    ),
+    "kueue.queue-exists-and-covers-resources": (
+        "nccl-test",
+        lambda o: _kind(o, "JobSet")["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "nope"}),
+        "no LocalQueue; known: ml-gpu/gpu",
+    ),
+    "kueue.flavors-list-covered-resources": ("kueue-queues", _flavor_mismatch, "must list"),
+    # Before the fix the 405B group was one pod per host, leader on a TPU host: with a chipless
+    # leader that size is one TPU host short.
+    "pathways.workers-match-instance": (
+        "serve-llama405b",
+        lambda o: _lwt(o).update(size=4),
+        "1 x 4x4 is 16 chips; the group's TPU pods hold 12",
+    ),
+    # Before the fix the probe allowed 30 minutes.
+    "jetstream.startup-probe-covers-restore": ("serve-llama405b", _old_probe, "allows 1800 s; at least 10600 s"),
+    "k8s.names-and-label-values": (
+        "serve-canary",
+        lambda o: _kind(o, "Deployment")["metadata"]["labels"].update(team="x" * 64),
+        "at most 63 characters",
+    ),
+    "k8s.native-sidecars-need-1.29": ("serve-llama405b", lambda o: None, "the cluster may run 1.28"),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(MANIFEST_CASES))
+def test_manifest_rule_fails_on_its_example(
+    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    release, mutate, fragment = MANIFEST_CASES[rule_id]
+    stack = copy.deepcopy(stacks["dev"])
+    objects = copy.deepcopy(releases[release])
+    namespace = next(r["namespace"] for r in of_type(stack, "helm_release").values() if r["name"] == release)
+    ctx = ReleaseContext(name=release, namespace=namespace, stack=stack, stack_objects=releases)
+    assert RULES[rule_id].run(objects, ctx) == []
+    mutate(objects)
+    if rule_id == "k8s.native-sidecars-need-1.29":
+        _cluster(stack)["min_master_version"] = "1.28"
+    found = RULES[rule_id].run(objects, ctx)
+    assert found and all(fragment in v.message for v in found), [v.line() for v in found]
+
+
+def test_make_plan_step_reports_how_many_rules_ran(synth_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.rules", str(synth_dir / "stacks")], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"rules: {len(RULES)} rules ran (" in done.stdout
+    assert "on 2 environments" in done.stdout and "on 2 stacks" in done.stdout and ": no violations" in done.stdout
+
+
+def test_violation_line_names_field_value_rule_and_source() -> None:
+    rule = RULES["gke.dws.no-auto-repair"]
+    line = Violation(rule, "google_container_node_pool.a3mega.management.auto_repair", True, "turn it off").line(
+        "x.json"
+    )
+    assert line == (
+        "x.json: google_container_node_pool.a3mega.management.auto_repair: True: turn it off "
+        f"[rule gke.dws.no-auto-repair (GKE, refused at apply); source: {rule.source}]"
+    )
