@@ -17,7 +17,9 @@ ENV ?= dev
 BASE ?=
 PLAN ?=
 STEPS ?= 4
-CKPT_DIR ?= .cache/canary
+# train-local's engine: `canary`, or `maxtext` (MaxText's own loop, in the engine environment)
+ENGINE ?= canary
+CKPT_DIR ?= .cache/$(ENGINE)
 PORT ?= 8000
 ACTION ?= list
 RECIPE ?= llama3-8b
@@ -38,8 +40,11 @@ VENV_STAMP := $(VENV)/.installed
 POLICY_VENV := .venv-policy
 POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# The MaxText engine environment (scripts/engine.sh: a venv on a host Python >= 3.12, else a Debian 13 root).
+ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
+ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train serve-local saxml image promote lock clean
+.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train serve-local saxml image promote lock clean engine
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -99,8 +104,16 @@ serve-local: $(VENV_STAMP) ## Serve the canary checkpoint of train-local over HT
 saxml: $(VENV_STAMP) ## Saxml client: ACTION=publish|list|generate|unpublish ENV= (SAXML_URL=, PROMPT=)
 	$(PY) -m workloads.serving.saxml $(ACTION) --env $(ENV)
 
-train-local: $(VENV_STAMP) ## Train the canary through JaxTrainer on local CPU workers (STEPS=, CKPT_DIR=); a rerun resumes
+engine: ## Build the MaxText engine environment from workloads/trainer/requirements-maxtext.lock (once; again when the lock changes)
+	UV_VERSION=$(UV_VERSION) scripts/engine.sh build
+
+ifeq ($(ENGINE),maxtext)
+train-local: engine ## Train through JaxTrainer on local CPU workers: the canary, or ENGINE=maxtext (STEPS=, CKPT_DIR=); a rerun resumes
+	$(ENGINE_RUN) python -m workloads.trainer local --engine maxtext --steps $(STEPS) --checkpoint-dir $(CKPT_DIR)
+else
+train-local: $(VENV_STAMP)
 	$(PY) -m workloads.trainer local --steps $(STEPS) --checkpoint-dir $(CKPT_DIR)
+endif
 
 train: $(VENV_STAMP) ## Submit RECIPE= on ENV='s Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
 	$(PY) -m workloads.trainer $(if $(DRY_RUN),args,submit) --env $(ENV) --recipe $(RECIPE)
@@ -119,12 +132,14 @@ deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terra
 diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)
 	npx --no-install cdktf diff platform-$(ENV)
 
-lock: ## Re-lock requirements.lock, the policy lock and the GPU image's lock (needs network to the package index)
+lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and the MaxText engine lock (needs network to the package index)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --extra workloads --no-header pyproject.toml -o requirements.lock
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-policy.in -o requirements-policy.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
+	# pytype (a lint tool in maxtext's extra) has no wheel for Python 3.13 and nothing imports it at run time.
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.12 --no-header --no-emit-package pytype workloads/trainer/requirements-maxtext.in -o $(ENGINE_LOCK)
 
 clean: ## Remove build outputs (keeps .venv and node_modules)
 	rm -rf $(OUT) .cache .pytest_cache .mypy_cache .ruff_cache
