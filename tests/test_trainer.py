@@ -40,14 +40,24 @@ def test_local_placement_gives_each_cpu_worker_several_devices() -> None:
 
 
 def test_every_shipped_recipe_loads() -> None:
-    assert {"llama3-8b", "llama3-8b-tutorial", "canary"} <= set(load_recipes())
+    assert {"llama3-8b", "llama3-8b-tutorial", "maxtext-tiny", "canary"} <= set(load_recipes())
+
+
+def test_local_maxtext_args_come_from_the_same_code_with_the_mesh_sized_to_the_cpu_devices() -> None:
+    recipe = get_recipe("maxtext-tiny")
+    on_slice = maxtext_args(recipe, tpu_slice("v6e", "4x4"), run_name="r", base_output_directory="/ckpt")
+    local = maxtext_args(recipe, 4, run_name="r", base_output_directory="/ckpt")
+    differ = set(local) ^ set(on_slice)
+    assert differ == {"ici_fsdp_parallelism=16", "ici_fsdp_parallelism=4"}
+    with pytest.raises(RecipeError, match="does not divide 3 devices"):
+        maxtext_args(get_recipe("llama3-8b"), 3, run_name="r", base_output_directory="/ckpt")
 
 
 def test_llama3_8b_defaults_to_the_best_published_recipe_on_v6e_16() -> None:
     args = maxtext_args(
         get_recipe("llama3-8b"), tpu_slice("v6e", "4x4"), run_name="llama3-8b-dev", base_output_directory="gs://b/mt"
     )
-    assert args[0].endswith("/MaxText/configs/base.yml")
+    assert args[0] == "src/maxtext/configs/base.yml"  # resolved against the installed maxtext in the worker
     flags = dict(a.split("=", 1) for a in args[1:])
     assert flags["ici_fsdp_parallelism"] == "16"
     assert flags["ici_tensor_parallelism"] == "1"

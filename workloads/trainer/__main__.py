@@ -1,6 +1,7 @@
 """The trainer's command line.
 
-  local   train the canary through JaxTrainer on a private local Ray instance (CPU)
+  local   train through JaxTrainer on a private local Ray instance (CPU): the canary,
+          or MaxText's own loop on a tiny recipe (--engine maxtext, in the engine environment)
   run     inside the cluster: train a recipe on an environment's slice
   args    print the MaxText arguments a recipe gets on an environment's slice
   submit  submit `run` to the Ray cluster's job API
@@ -77,6 +78,81 @@ def run_local(
         "loss_first": records[start + 1]["loss"],
         "loss_last": records[config.end_step]["loss"],
         "workers": workers,
+    }
+
+
+def run_local_maxtext(
+    *,
+    recipe_name: str,
+    steps: int,
+    checkpoint_dir: str,
+    workers: int,
+    devices_per_worker: int,
+    max_failures: int = 1,
+    kill_after_checkpoint: int | None = None,
+) -> dict[str, Any]:
+    """Train `recipe_name` `steps` more steps with MaxText's own loop on local CPU workers; return a summary.
+
+    The arguments are `maxtext_args` for the recipe with the mesh sized to the
+    local devices, exactly as on a slice; only a local metrics file is added
+    (MaxText writes each step's loss there) to report the losses.
+    """
+    from workloads.trainer.launcher import Placement, build_trainer, local_ray
+    from workloads.trainer.maxtext import checkpoint_steps, maxtext_args, maxtext_loop
+
+    recipe = get_recipe(recipe_name)
+    placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker)
+    base = Path(checkpoint_dir).absolute()
+    run_name = f"{recipe.name}-local"
+    checkpoints = base / run_name / "checkpoints"
+    done = checkpoint_steps(checkpoints)
+    start = done[-1] + 1 if done else 0
+    end = start + steps  # MaxText trains steps [start, end) and checkpoints the last one
+    argv = maxtext_args(recipe, placement.devices, run_name=run_name, base_output_directory=str(base), steps=end)
+    metrics = base / f"{run_name}-metrics-{start:06d}.jsonl"
+    metrics.unlink(missing_ok=True)
+    loop_config: dict[str, Any] = {"argv": [*argv, f"metrics_file={metrics}"], "checkpoint_dir": str(checkpoints)}
+    if kill_after_checkpoint is not None:
+        marker = base / f"{run_name}-killed-{start:06d}"
+        marker.unlink(missing_ok=True)
+        loop_config["kill_after_checkpoint"] = {"step": kill_after_checkpoint, "marker": str(marker)}
+    local_ray(num_cpus=workers)
+    trainer = build_trainer(
+        maxtext_loop,
+        loop_config,
+        placement=placement,
+        run_name=run_name,
+        storage_path=str(base / "ray"),
+        max_failures=max_failures,
+    )
+    result = trainer.fit()
+    if result.error:
+        raise RuntimeError(f"MaxText run failed: {result.error}")
+    losses: dict[int, float] = {}
+    restarts = 0
+    for line in metrics.read_text().splitlines():
+        record = json.loads(line)
+        step = int(record["step"])
+        if step in losses and step == start:
+            restarts += 1
+        losses[step] = float(record["learning/loss"])
+    missing = [s for s in range(start, end) if s not in losses]
+    if missing:
+        raise RuntimeError(f"steps {missing} were never completed")
+    if end - 1 not in checkpoint_steps(checkpoints):
+        raise RuntimeError(f"no checkpoint of the last step {end - 1} under {checkpoints}")
+    return {
+        "engine": "maxtext",
+        "recipe": recipe.name,
+        "start_step": start,
+        "end_step": end - 1,
+        "loss_first": losses[start],
+        "loss_last": losses[end - 1],
+        "checkpoint_dir": str(checkpoints),
+        "checkpoints": checkpoint_steps(checkpoints),
+        "workers": workers,
+        "devices": placement.devices,
+        "maxtext_args": argv,
     }
 
 
@@ -208,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m workloads.trainer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    local = sub.add_parser("local", help="train the canary on local CPU workers through JaxTrainer")
+    local = sub.add_parser("local", help="train on local CPU workers through JaxTrainer (canary or maxtext)")
+    local.add_argument("--engine", choices=("canary", "maxtext"), default="canary")
+    local.add_argument("--recipe", default="maxtext-tiny", help="the maxtext engine's recipe (a small one)")
+    local.add_argument("--kill-after-checkpoint", type=int, default=None, help=argparse.SUPPRESS)
     local.add_argument("--steps", type=int, default=int(os.environ.get("STEPS", "4")))
     local.add_argument("--checkpoint-dir", default=os.environ.get("CKPT_DIR") or DEFAULT_LOCAL_CKPT)
     local.add_argument("--workers", type=int, default=2)
@@ -260,16 +339,27 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "local":
             if args.steps < 1:
                 parser.error(f"--steps must be at least 1, got {args.steps}")
-            out = run_local(
-                steps=args.steps,
-                checkpoint_dir=args.checkpoint_dir,
-                workers=args.workers,
-                devices_per_worker=args.devices_per_worker,
-                mesh=args.mesh,
-                max_failures=args.max_failures,
-                fail_at_step=args.fail_at_step,
-                checkpoint_every=args.checkpoint_every,
-            )
+            if args.engine == "maxtext":
+                out = run_local_maxtext(
+                    recipe_name=args.recipe,
+                    steps=args.steps,
+                    checkpoint_dir=args.checkpoint_dir,
+                    workers=args.workers,
+                    devices_per_worker=args.devices_per_worker,
+                    max_failures=args.max_failures,
+                    kill_after_checkpoint=args.kill_after_checkpoint,
+                )
+            else:
+                out = run_local(
+                    steps=args.steps,
+                    checkpoint_dir=args.checkpoint_dir,
+                    workers=args.workers,
+                    devices_per_worker=args.devices_per_worker,
+                    mesh=args.mesh,
+                    max_failures=args.max_failures,
+                    fail_at_step=args.fail_at_step,
+                    checkpoint_every=args.checkpoint_every,
+                )
         elif args.command == "args":
             out = _cluster_plan(args)
         elif args.command == "run":

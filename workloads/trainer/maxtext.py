@@ -1,18 +1,32 @@
 """The MaxText engine: arguments from a recipe and a slice, and the training entry.
 
-MaxText is installed only in the trainer image (a pinned commit, see the
-Dockerfile); it is imported inside the worker, never at module import.
+MaxText (the `maxtext` package, pinned in workloads/trainer/requirements-maxtext.lock)
+is installed in the trainer image and the local engine environment (`make
+engine`); it is imported inside the worker, never at module import.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from infra.accelerators import Slice
 from workloads.trainer.recipes import Recipe, RecipeError
 
-# Where the trainer image puts MaxText's base config (see workloads/trainer/Dockerfile).
-MAXTEXT_BASE_CONFIG = "/opt/maxtext/src/MaxText/configs/base.yml"
+# MaxText's base config as MaxText's own documentation names it; MaxText
+# resolves `src/maxtext/configs/...` against its installed package
+# (maxtext.configs.pyconfig.resolve_config_path), and `resolve_config_path`
+# below does the same in the worker, so the arguments do not depend on where
+# the package is installed.
+MAXTEXT_BASE_CONFIG = "src/maxtext/configs/base.yml"
+_CONFIG_PREFIX = "src/maxtext/configs/"
+
+# The training entry point (maxtext/trainers/pre_train/train.py in the pinned release).
+TRAIN_MODULE = "maxtext.trainers.pre_train.train"
 
 
 def _value(value: object) -> str:
@@ -21,7 +35,7 @@ def _value(value: object) -> str:
 
 def maxtext_args(
     recipe: Recipe,
-    slice_: Slice,
+    slice_: Slice | int,
     *,
     run_name: str,
     base_output_directory: str,
@@ -30,8 +44,10 @@ def maxtext_args(
 ) -> list[str]:
     """MaxText's argv (after the program name) for `recipe` on `slice_`.
 
-    `run_name` must be stable across restarts: MaxText resumes from the latest
-    checkpoint under `<base_output_directory>/<run_name>`.
+    `slice_` is a platform slice, or the number of local CPU devices (the
+    offline runs: the same arguments, with the mesh sized to those devices and
+    no HBM check). `run_name` must be stable across restarts: MaxText resumes
+    from the latest checkpoint under `<base_output_directory>/<run_name>`.
     """
     if recipe.engine != "maxtext":
         raise RecipeError(f"recipe {recipe.name!r} is for the {recipe.engine} engine, not maxtext")
@@ -41,7 +57,7 @@ def maxtext_args(
         raise RecipeError(f"base_output_directory {base_output_directory!r} must be a gs:// URL or an absolute path")
     if recipe.dataset_type != "synthetic" and not recipe.dataset_path:
         raise RecipeError(f"recipe {recipe.name!r}: dataset_type {recipe.dataset_type!r} needs a dataset_path")
-    mesh = recipe.mesh_for(slice_)
+    mesh = recipe.mesh_for_devices(slice_) if isinstance(slice_, int) else recipe.mesh_for(slice_)
     args = {
         "run_name": run_name,
         "base_output_directory": base_output_directory,
@@ -70,8 +86,54 @@ def maxtext_args(
     return [config_path, *(f"{key}={_value(value)}" for key, value in args.items())]
 
 
-def maxtext_loop(config: dict[str, Any]) -> None:
-    """`train_loop_per_worker` of the maxtext engine: MaxText's own training entry."""
-    from MaxText.train import main  # only in the trainer image
+def resolve_config_path(path: str) -> str:
+    """`src/maxtext/configs/<file>` as a file of the installed `maxtext` package; any other path as is."""
+    if not path.startswith(_CONFIG_PREFIX):
+        return path
+    from importlib.resources import files
 
-    main(["MaxText.train", *config["argv"]])
+    resolved = Path(str(files("maxtext"))) / "configs" / path.removeprefix(_CONFIG_PREFIX)
+    if not resolved.is_file():
+        raise FileNotFoundError(f"{path}: no {resolved} in the installed maxtext package")
+    return str(resolved)
+
+
+def checkpoint_steps(checkpoint_dir: str | Path) -> list[int]:
+    """The steps MaxText has finished checkpoints for under `<base_output_directory>/<run_name>/checkpoints`."""
+    root = Path(checkpoint_dir)
+    if not root.is_dir():
+        return []
+    # Orbax writes `<step>.orbax-checkpoint-tmp-*` while saving and renames it when done.
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit())
+
+
+def _kill_self_after_checkpoint(checkpoint_dir: str, step: int, marker: Path) -> None:
+    """Test hook: SIGKILL this worker once the checkpoint of `step` exists, the first time only."""
+    if marker.exists():
+        return
+
+    def watch() -> None:
+        while step not in checkpoint_steps(checkpoint_dir):
+            time.sleep(0.2)
+        marker.write_text(f"killed after checkpoint {step}\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def maxtext_loop(config: dict[str, Any]) -> None:
+    """`train_loop_per_worker` of the maxtext engine: MaxText's own training entry.
+
+    `config["argv"]` is `maxtext_args(...)` (plus, locally, a metrics file).
+    `kill_after_checkpoint` (tests only): worker 0 kills itself once that
+    step's checkpoint exists, the first time, so Ray's FailureConfig restarts
+    the group and MaxText resumes from its latest checkpoint.
+    """
+    import ray.train
+    from maxtext.trainers.pre_train.train import main  # only in the engine environment
+
+    argv = [resolve_config_path(config["argv"][0]), *config["argv"][1:]]
+    kill = config.get("kill_after_checkpoint")
+    if kill and ray.train.get_context().get_world_rank() == 0:
+        _kill_self_after_checkpoint(config["checkpoint_dir"], kill["step"], Path(kill["marker"]))
+    main([TRAIN_MODULE, *argv])

@@ -56,10 +56,17 @@ class Recipe(BaseModel):
     def mesh_for(self, slice_: Slice) -> dict[str, int]:
         """The resolved (data, fsdp, tensor) sizes on `slice_`, or RecipeError saying why not."""
         self.check_fits(slice_)
+        return self.mesh_for_devices(slice_.chips)
+
+    def mesh_for_devices(self, devices: int) -> dict[str, int]:
+        """The resolved (data, fsdp, tensor) sizes on `devices` devices (local CPU devices: no fit check)."""
         sizes = self.ici.model_dump()
-        if -1 in sizes.values():
-            fill = next(k for k, v in sizes.items() if v == -1)
-            sizes[fill] = slice_.chips // math.prod(v for v in sizes.values() if v != -1)
+        fills = [k for k, v in sizes.items() if v == -1]
+        known = math.prod(v for v in sizes.values() if v != -1)
+        if len(fills) > 1 or (fills and devices % known) or (not fills and known != devices):
+            raise RecipeError(f"recipe {self.name!r}: ici parallelism {sizes} does not divide {devices} devices")
+        if fills:
+            sizes[fills[0]] = devices // known
         return sizes
 
     def check_fits(self, slice_: Slice) -> None:
