@@ -25,6 +25,7 @@ ACTION ?= list
 RECIPE ?= llama3-8b
 DRY_RUN ?=
 AUTO_APPROVE ?=
+CONFIRM ?=
 IMAGE ?=
 FROM ?= dev
 TO ?= prod
@@ -44,7 +45,7 @@ NODE_STAMP := node_modules/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: help venv node plan synth policy review hcl test lint bench snapshots deploy diff train-local train serve-local saxml image promote lock clean engine
+.PHONY: help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,11 +70,17 @@ venv: $(VENV_STAMP) $(POLICY_STAMP) ## Create .venv (and .venv-policy for Checko
 
 node: $(NODE_STAMP) ## Install the pinned cdktf CLI into node_modules
 
-plan: synth policy ## Synthesize every environment, run the policy gate, write cdktf.out/review/<env>.md
+plan: synth policy rules ## Synthesize every environment, run the policy gate and the rules, write cdktf.out/review/<env>.md
 	$(PY) -m scripts.review --outdir $(OUT) $(if $(BASE),--base $(BASE))
 
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
+
+crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (workloads/charts/crds.yaml, checksums verified) into .cache/crds
+	$(PY) -m workloads.charts.crds fetch
+
+rules: $(VENV_STAMP) ## Every rule of the real systems (infra/rules) on the synthesized stacks and rendered releases
+	$(PY) -m infra.rules $(OUT)/stacks
 
 policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks (skips and reasons: infra/policy/checkov-skips.yaml)
 	$(PY) -m infra.policy $(OUT)/stacks
@@ -125,9 +132,14 @@ image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s reg
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PY) -m scripts.promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
 
-deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terraform and Google credentials; refuses placeholder images)
-	$(PY) -m scripts.predeploy $(ENV)
-	npx --no-install cdktf deploy platform-$(ENV) $(if $(AUTO_APPROVE),--auto-approve)
+deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terraform and Google credentials; refuses placeholder images; DRY_RUN=1)
+	$(PY) -m scripts.deploy deploy $(ENV) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
+
+deploy-infra: $(VENV_STAMP) $(NODE_STAMP) ## First deploy of a fresh ENV: everything but the releases of images not built yet (DRY_RUN=1)
+	$(PY) -m scripts.deploy deploy $(ENV) --infra-only $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
+
+destroy: $(VENV_STAMP) $(NODE_STAMP) ## Tear ENV down: shows what goes, refuses protected resources; needs CONFIRM=platform-$(ENV) (DRY_RUN=1)
+	$(PY) -m scripts.deploy destroy $(ENV) $(if $(CONFIRM),--confirm $(CONFIRM)) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
 diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)
 	npx --no-install cdktf diff platform-$(ENV)

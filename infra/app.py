@@ -13,19 +13,23 @@ from infra.config import ConfigError, Environment, environments_dir, load_all
 DEFAULT_OUTDIR = Path("cdktf.out")
 
 
-def synth(envs: dict[str, Environment], outdir: Path) -> None:
-    """Synthesize `envs` into `outdir` (cdktf's layout: stacks/platform-<env>/cdk.tf.json)."""
+def synth(envs: dict[str, Environment], outdir: Path, *, omit_unbuilt: bool = False) -> dict[str, list[str]]:
+    """Synthesize `envs` into `outdir` (cdktf's layout: stacks/platform-<env>/cdk.tf.json).
+
+    With `omit_unbuilt` (a first deploy) the releases that run images not built yet are left
+    out; returns them by environment.
+    """
     from cdktf import App
 
     from infra.stacks.platform import PlatformStack
 
     app = App(outdir=str(outdir))
-    for env in envs.values():
-        PlatformStack(app, env)
+    stacks = [PlatformStack(app, env, omit_unbuilt=omit_unbuilt) for env in envs.values()]
     app.synth()
+    return {s.env.name: s.left_out for s in stacks}
 
 
-def synth_atomically(envs: dict[str, Environment], outdir: Path) -> None:
+def synth_atomically(envs: dict[str, Environment], outdir: Path, *, omit_unbuilt: bool = False) -> dict[str, list[str]]:
     """Synthesize into a sibling temporary directory, then swap it in.
 
     A failure leaves the previous `outdir` exactly as it was.
@@ -34,7 +38,7 @@ def synth_atomically(envs: dict[str, Environment], outdir: Path) -> None:
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}-", dir=outdir.parent))
     try:
-        synth(envs, staging)
+        left_out = synth(envs, staging, omit_unbuilt=omit_unbuilt)
         # Keep what other tools put beside the stacks (the plan review).
         if outdir.exists():
             for child in outdir.iterdir():
@@ -50,6 +54,7 @@ def synth_atomically(envs: dict[str, Environment], outdir: Path) -> None:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    return left_out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,12 +74,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: PLATFORM_ENVS names unknown environments {unknown}; known: {sorted(envs)}", file=sys.stderr)
             return 2
         envs = {k: envs[k] for k in wanted}
-    # The cdktf CLI passes its own output directory (synth --hcl, deploy).
+    # The cdktf CLI passes its own output directory (synth --hcl, deploy). A first deploy
+    # (`make deploy-infra`) sets PLATFORM_OMIT_UNBUILT=1: releases of unbuilt images are left out.
     cli_outdir = os.environ.get("CDKTF_OUTDIR")
+    omit = os.environ.get("PLATFORM_OMIT_UNBUILT") == "1"
     if cli_outdir:
-        synth(envs, Path(cli_outdir))
+        left_out = synth(envs, Path(cli_outdir), omit_unbuilt=omit)
     else:
-        synth_atomically(envs, DEFAULT_OUTDIR)
+        left_out = synth_atomically(envs, DEFAULT_OUTDIR, omit_unbuilt=omit)
     for name in envs:
         print(f"synthesized platform-{name}")
+        if left_out.get(name):
+            print(f"  left out until their images are built: {', '.join(left_out[name])}")
     return 0

@@ -12,10 +12,16 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, of_type
-from workloads.charts.check import CRDS, ChartCheckError, lint, render, validate
+from workloads.charts.check import ChartCheckError, lint, render, validate
+from workloads.charts.crds import available
 from workloads.constants import RAY_VERSION
 
-needs_crds = pytest.mark.skipif(not CRDS.is_dir(), reason=f"upstream CRD schemas not found at {CRDS}")
+# Strict validation of custom resources needs the pinned upstream schemas (`make crds`). Outside CI a
+# clone without them skips these tests and says so; in CI (CI=true) nothing is skipped: they fail.
+IN_CI = os.environ.get("CI") == "true"
+needs_crds = pytest.mark.skipif(
+    not IN_CI and not available(), reason="pinned upstream CRD schemas not available: run `make crds`"
+)
 CHART_DIRS = sorted(p.parent for p in (REPO / "workloads" / "charts").glob("*/Chart.yaml"))
 
 

@@ -225,6 +225,10 @@ TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
         lambda s: next(iter(of_type(s, "google_storage_bucket").values())).update(name="google-models"),
         "no 'goog' prefix",
     ),
+    "gke.dns-endpoint-allows-external-traffic": (
+        lambda s: _cluster(s).pop("control_plane_endpoints_config"),
+        "connect through the DNS endpoint: set it true",
+    ),
     "tf.node-pool.node-count-or-initial": (
         lambda s: _pool(s, "train").update(initial_node_count=4),
         "node_count is set too",
@@ -438,3 +442,11 @@ def test_violation_line_names_field_value_rule_and_source() -> None:
         "x.json: google_container_node_pool.a3mega.management.auto_repair: True: turn it off "
         f"[rule gke.dws.no-auto-repair (GKE, refused at apply); source: {rule.source}]"
     )
+
+
+def test_the_readme_lists_every_rule_with_its_source() -> None:
+    from infra.rules.__main__ import table
+
+    readme = (REPO / "README.md").read_text()
+    shown = readme.split("<!-- rules:begin -->\n", 1)[1].split("\n<!-- rules:end -->", 1)[0]
+    assert shown == table(), "regenerate the README's rules table: python -m infra.rules --table"

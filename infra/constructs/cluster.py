@@ -62,6 +62,11 @@ class GkeCluster(Construct):
                 "master_ipv4_cidr_block": master_cidr,
                 "master_global_access_config": {"enabled": False},
             },
+            # The DNS-based control plane endpoint: reachable from anywhere, every call authorized by IAM
+            # (container.clusters.connect), so CI runners outside the authorized networks can deploy
+            # through it. The IP endpoint stays limited to `authorized_networks`.
+            # https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation#dns-based_endpoint
+            control_plane_endpoints_config={"dns_endpoint_config": {"allow_external_traffic": True}},
             master_authorized_networks_config={
                 "cidr_blocks": [
                     cc.ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(display_name=display, cidr_block=cidr)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from cdktf import Fn
 from constructs import Construct
 
 from infra.bindings import google, helm, kubernetes
@@ -21,13 +20,14 @@ class Providers(Construct):
         self._client = google("data_google_client_config").DataGoogleClientConfig(self, "client")
 
     def connect(self, cluster: object) -> None:
-        """Configure Kubernetes and Helm against `cluster` (a ContainerCluster)."""
-        endpoint = f"https://{cluster.endpoint}"  # type: ignore[attr-defined]
-        ca = Fn.base64decode(cluster.master_auth.cluster_ca_certificate)  # type: ignore[attr-defined]
+        """Configure Kubernetes and Helm against `cluster` (a ContainerCluster), through its DNS endpoint.
+
+        The DNS-based endpoint serves a publicly trusted certificate and authorizes every call with IAM,
+        so a deploy works from wherever the caller's Google credentials do (a CI runner outside the
+        control plane's authorized networks included); no cluster CA is needed.
+        """
+        dns = cluster.control_plane_endpoints_config.dns_endpoint_config.endpoint  # type: ignore[attr-defined]
+        endpoint = f"https://{dns}"
         token = self._client.access_token
-        kubernetes("provider").KubernetesProvider(
-            self, "kubernetes", host=endpoint, token=token, cluster_ca_certificate=ca
-        )
-        helm("provider").HelmProvider(
-            self, "helm", kubernetes={"host": endpoint, "token": token, "cluster_ca_certificate": ca}
-        )
+        kubernetes("provider").KubernetesProvider(self, "kubernetes", host=endpoint, token=token)
+        helm("provider").HelmProvider(self, "helm", kubernetes={"host": endpoint, "token": token})

@@ -1,4 +1,7 @@
-"""`python -m infra.rules [cdktf.out/stacks]`: every rule on every environment, stack and rendered release."""
+"""`python -m infra.rules [cdktf.out/stacks]`: every rule on every environment, stack and rendered release.
+
+`python -m infra.rules --table` prints the rules as the README's Markdown table.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,22 @@ from infra.config import ConfigError, environments_dir, load_all
 from infra.rules.run import run
 
 
+def table() -> str:
+    """Every rule as a Markdown table row: the README's rules table is this output."""
+    from infra.rules import all_rules
+
+    rows = ["| rule | system | refused at | what it enforces | source |", "|---|---|---|---|---|"]
+    for r in sorted(all_rules(), key=lambda r: (r.subject, r.id)):
+        source = r.source.replace("|", "/")
+        rows.append(f"| `{r.id}` | {r.system} | {r.layer} | {r.summary} | {source} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
+    if args == ["--table"]:
+        print(table())
+        return 0
     stacks = Path(args[0] if args else "cdktf.out/stacks")
     try:
         envs = load_all(environments_dir())

@@ -481,3 +481,31 @@ def _compact_blue_green(stack: dict[str, Any]) -> Iterator[Finding]:
         strategy = (pool.get("upgrade_settings") or {}).get("strategy")
         if (pool.get("placement_policy") or {}).get("type") == "COMPACT" and strategy == "BLUE_GREEN":
             yield f"{where}.upgrade_settings.strategy", strategy, "use SURGE with COMPACT placement"
+
+
+@rule(
+    id="gke.dns-endpoint-allows-external-traffic",
+    system="GKE",
+    layer="apply",
+    summary=(
+        "Providers that reach the cluster through its DNS-based endpoint need it to allow external traffic "
+        "(control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic, provider >= 6.11.0)."
+    ),
+    source=(
+        f"{DOCS}/concepts/network-isolation#dns-based_endpoint; hashicorp/terraform-provider-google "
+        "v6.11.0 (Add support for GKE DNS-based endpoints, #20193)"
+    ),
+    subject="terraform",
+)
+def _dns_endpoint(stack: dict[str, Any]) -> Iterator[Finding]:
+    hosts = [p.get("host", "") for p in (stack.get("provider") or {}).get("kubernetes") or []]
+    hosts += [(p.get("kubernetes") or {}).get("host", "") for p in (stack.get("provider") or {}).get("helm") or []]
+    for logical_id, where, cluster in _clusters(stack):
+        uses_dns = any(f"google_container_cluster.{logical_id}.control_plane_endpoints_config" in h for h in hosts)
+        dns = (cluster.get("control_plane_endpoints_config") or {}).get("dns_endpoint_config") or {}
+        if uses_dns and dns.get("allow_external_traffic") is not True:
+            yield (
+                f"{where}.control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic",
+                dns.get("allow_external_traffic"),
+                "the Kubernetes and Helm providers connect through the DNS endpoint: set it true",
+            )

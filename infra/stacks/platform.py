@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from cdktf import GcsBackend, TerraformOutput, TerraformStack
 from constructs import Construct
 
-from infra.config import Environment
+from infra.config import PLACEHOLDER_DIGEST, Environment
 from infra.constructs.cluster import GkeCluster
 from infra.constructs.identity import Namespaces, NodeServiceAccount, WorkloadIdentity
 from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, ControlPlaneWebhooks, GpuDirectNetworks, Network
@@ -33,9 +36,13 @@ def stack_name(env: Environment) -> str:
 class PlatformStack(TerraformStack):
     """Composes the constructs for one environment; every difference is a field of `env`."""
 
-    def __init__(self, scope: Construct, env: Environment) -> None:
+    def __init__(self, scope: Construct, env: Environment, *, omit_unbuilt: bool = False) -> None:
         super().__init__(scope, stack_name(env))
         self.env = env
+        # First deploy of a fresh environment: the releases that run images not built yet (still at the
+        # placeholder digest) are left out, named in `left_out`; the registry they will be pushed to is not.
+        self.omit_unbuilt = omit_unbuilt
+        self.left_out: list[str] = []
         GcsBackend(self, bucket=env.state.bucket, prefix=env.state_prefix)
         providers = Providers(self, "providers", project=env.project, region=env.region, labels=env.labels)
 
@@ -202,8 +209,7 @@ class PlatformStack(TerraformStack):
 
         if env.training is not None:
             identity = identities[env.training.identity]
-            ChartRelease(
-                self,
+            self._chart_release(
                 "ray-training",
                 chart="ray-training",
                 namespace=env.identities[env.training.identity].namespace,
@@ -236,6 +242,13 @@ class PlatformStack(TerraformStack):
         for key, bucket in buckets.items():
             TerraformOutput(self, f"bucket_{key}", value=bucket.bucket.url)
 
+    def _chart_release(self, id_: str, **kwargs: Any) -> ChartRelease | None:
+        """A ChartRelease, or None (recorded in `left_out`) when it would run an image not built yet."""
+        if self.omit_unbuilt and PLACEHOLDER_DIGEST in json.dumps(kwargs["values"]):
+            self.left_out.append(id_)
+            return None
+        return ChartRelease(self, id_, **kwargs)
+
     def _serving_releases(self, env: Environment, identities: dict, controllers: dict) -> None:
         """One release per serving deployment; model servers load for minutes, so the deploy does not wait."""
         for key, deployment in env.serving.items():
@@ -244,8 +257,7 @@ class PlatformStack(TerraformStack):
             depends += [self.slice_pools[k].pool for _, k in deployment.slice_fields()]
             if deployment.engine in ENGINE_CONTROLLER:
                 depends.append(controllers[ENGINE_CONTROLLER[deployment.engine]].release)
-            ChartRelease(
-                self,
+            self._chart_release(
                 release_name(key),
                 chart=chart,
                 namespace=namespace,
@@ -281,8 +293,7 @@ class PlatformStack(TerraformStack):
         jobs = {"nccl-test": (batch.nccl_test, nccl_test_values), "gpu-training": (batch.training, gpu_training_values)}
         for name, (section, values) in jobs.items():
             if section is not None:
-                ChartRelease(
-                    self,
+                self._chart_release(
                     name,
                     chart="gpu-jobset",
                     namespace=namespace,

@@ -3,7 +3,7 @@
 Core objects are validated against the Kubernetes schemas of `KUBERNETES_VERSION`
 (`kubernetes-validate`, strict: unknown fields are errors). Custom resources
 (RayCluster, JobSet, LeaderWorkerSet, Kueue) are validated against the upstream
-CRD schemas in `../shared/crds`, made strict the way the API server would
+CRD schemas pinned in `crds.yaml` (see `crds.py`), made strict the way the API server would
 need them to be to catch a misspelled field instead of pruning it.
 """
 
@@ -18,7 +18,6 @@ import yaml
 
 CHARTS = Path(__file__).resolve().parent
 REPO = CHARTS.parents[1]
-CRDS = REPO.parent / "shared" / "crds"
 KUBERNETES_VERSION = "1.33.0"
 
 
@@ -122,11 +121,11 @@ GKE_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
 
 @cache
 def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    """Strict JSON schemas by (apiVersion, kind) from the upstream CRDs (and GKE's documented objects)."""
-    if not CRDS.is_dir():
-        raise FileNotFoundError(f"upstream CRD schemas not found at {CRDS}")
+    """Strict JSON schemas by (apiVersion, kind) from the pinned upstream CRDs (and GKE's documented objects)."""
+    from workloads.charts.crds import locate
+
     schemas = dict(GKE_SCHEMAS)
-    for path in sorted(CRDS.glob("*.yaml")):
+    for path in sorted(locate().glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:

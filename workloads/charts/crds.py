@@ -1,0 +1,132 @@
+"""The pinned upstream CRD schemas: where they are, that they are the pinned files, and `make crds` to fetch them.
+
+    python -m workloads.charts.crds fetch    download every pinned file into .cache/crds (checksums verified)
+    python -m workloads.charts.crds where    print the directory in use, or fail naming what is missing
+
+Look-up order: $PLATFORM_CRDS_DIR, .cache/crds (what `make crds` wrote), ../shared/crds beside the
+checkout. A directory counts only when it holds every pinned file with its pinned checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import urllib.request
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+CHARTS = Path(__file__).resolve().parent
+REPO = CHARTS.parents[1]
+PINS = CHARTS / "crds.yaml"
+FETCHED = REPO / ".cache" / "crds"
+SHARED = REPO.parent / "shared" / "crds"
+
+
+class CrdsMissing(FileNotFoundError):
+    """No directory holds the pinned CRD schemas."""
+
+
+@cache
+def pins() -> dict[str, tuple[str, str]]:
+    """{file name: (download URL, sha256)} of every pinned schema."""
+    data = yaml.safe_load(PINS.read_text())
+    out = {}
+    for name, pin in data["files"].items():
+        src = data["sources"][pin["source"]]
+        url = f"https://github.com/{src['repository']}/raw/{src['commit']}/{src['directory']}/{name}"
+        out[name] = (url, pin["sha256"])
+    return out
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def problems(directory: Path) -> list[str]:
+    """What keeps `directory` from being the pinned schemas (empty: it is)."""
+    if not directory.is_dir():
+        return [f"{directory}: no such directory"]
+    found = []
+    for name, (_, sha) in pins().items():
+        path = directory / name
+        if not path.is_file():
+            found.append(f"{path}: missing")
+        elif _sha256(path) != sha:
+            found.append(f"{path}: sha256 {_sha256(path)} is not the pinned {sha}")
+    return found
+
+
+def candidates() -> list[Path]:
+    env = os.environ.get("PLATFORM_CRDS_DIR")
+    return [Path(env)] if env else [FETCHED, SHARED]
+
+
+def locate() -> Path:
+    """The directory of the pinned schemas, or CrdsMissing saying what is wrong and how to get them."""
+    report = []
+    for directory in candidates():
+        found = problems(directory)
+        if not found:
+            return directory
+        report += found[:3]
+    raise CrdsMissing(
+        "the pinned upstream CRD schemas are not available (`make crds` fetches them): " + "; ".join(report)
+    )
+
+
+def available() -> bool:
+    try:
+        locate()
+    except CrdsMissing:
+        return False
+    return True
+
+
+def fetch(target: Path = FETCHED) -> list[str]:
+    """Download every pinned file into `target` atomically: all verified, or nothing changed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".crds-") as tmp:
+        staging = Path(tmp) / "crds"
+        staging.mkdir()
+        for name, (url, sha) in pins().items():
+            with urllib.request.urlopen(url, timeout=60) as response:
+                data = response.read()
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != sha:
+                raise ValueError(f"{url}: sha256 {digest} is not the pinned {sha} ({PINS})")
+            (staging / name).write_bytes(data)
+        if target.exists():
+            for old in target.iterdir():
+                old.unlink()
+            target.rmdir()
+        staging.rename(target)
+    return sorted(pins())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    if args == ["fetch"]:
+        try:
+            names = fetch()
+        except (OSError, ValueError) as err:
+            print(f"error: fetching the pinned CRD schemas failed: {err}", file=sys.stderr)
+            return 1
+        print(f"{len(names)} pinned CRD schemas in {FETCHED}")
+        return 0
+    if args == ["where"]:
+        try:
+            print(locate())
+        except CrdsMissing as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return 0
+    print("usage: python -m workloads.charts.crds fetch|where", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
