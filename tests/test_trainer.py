@@ -30,6 +30,7 @@ def test_launcher_scaling_config_for_the_dev_slice(envs: dict[str, Environment])
     assert config.resources_per_worker == {"TPU": 4}
     assert config.placement_strategy == "SPREAD"
     assert placement.worker_env()["JAX_PLATFORMS"] == "tpu"
+    assert placement.worker_env()["ENABLE_PJRT_COMPATIBILITY"] == "true"  # the GKE Ray + MaxText tutorial
 
 
 def test_local_placement_gives_each_cpu_worker_several_devices() -> None:

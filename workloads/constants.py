@@ -9,3 +9,9 @@ CHECKPOINT_MOUNT = "/data/checkpoints"
 
 # Where `make train-local` writes the canary's checkpoints and `make serve-local` reads them.
 DEFAULT_LOCAL_CKPT = ".cache/canary"
+
+# What the GKE Ray + MaxText tutorial sets on every TPU worker (its RayCluster env and its
+# JaxTrainer worker_runtime_env; KubeRay's ray-cluster.tpu-v6e-16-multihost.yaml sample too):
+# JAX on the TPU, and libtpu's PJRT compatibility mode. The tutorial's TPU_SLICE_BUILDER_DUMP_*
+# and --xla_dump_to are debugging output, left out.
+TPU_WORKER_ENV = {"JAX_PLATFORMS": "tpu", "ENABLE_PJRT_COMPATIBILITY": "true"}

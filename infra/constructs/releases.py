@@ -14,7 +14,7 @@ from infra.bindings import helm
 from infra.config import Environment
 from infra.constructs.network import gpudirect_names
 from infra.controllers import CONTROLLERS
-from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION
+from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 CHARTS = REPO / "workloads" / "charts"
@@ -53,11 +53,7 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
 
 
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-# What the GKE Ray + MaxText tutorial's RayCluster sets on every TPU worker (and KubeRay's
-# ray-cluster.tpu-v6e-16-multihost.yaml sample): JAX on the TPU, and libtpu's PJRT
-# compatibility mode that Ray's TPU workers need. The tutorial's TPU_SLICE_BUILDER_DUMP_*
-# and --xla_dump_to are debugging output, left out.
-TPU_WORKER_ENV = {"JAX_PLATFORMS": "tpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
+
 PROVISIONING_CHECK = "dws-provisioning"
 GPUDIRECT_NETWORK = "vpc{n}"  # GKE Network object of the n-th GPUDirect NIC (eth<n> in the pod)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.accelerators import Slice
+from workloads.constants import TPU_WORKER_ENV
 
 
 def _init_cpu_process_group(coordinator: str, num_processes: int, process_id: int) -> None:
@@ -104,8 +105,9 @@ class Placement:
                 "XLA_FLAGS": f"--xla_force_host_platform_device_count={self.devices_per_cpu_worker}",
             }
         elif self.slice.kind == "tpu":
-            # TPU_* host bounds and worker hostnames come from GKE's TPU webhook.
-            env = {"JAX_PLATFORMS": "tpu"}
+            # TPU_* host bounds and worker hostnames come from GKE's TPU webhook; the rest is what the
+            # GKE Ray + MaxText tutorial's worker_runtime_env sets (its dump settings are debugging only).
+            env = dict(TPU_WORKER_ENV)
         else:
             env = {"JAX_PLATFORMS": "cuda"}
         return {**env, **(extra or {})}
