@@ -90,8 +90,15 @@ def _ici_product(env: Environment) -> Iterator[Finding]:
     id="maxtext.tensor-parallelism-divides-kv-heads",
     system="MaxText",
     layer="engine-start",
-    summary="ici_tensor_parallelism divides the model's KV heads (Llama 3.1 405B and Llama 2 70B have 8).",
-    source=f"{MAXTEXT} configs/models/<model>.yml base_num_kv_heads; {JETSTREAM_TUTORIAL}: ici_tensor_parallelism=8",
+    summary=(
+        "ici_tensor_parallelism divides the model's KV heads (Llama 3.1 405B and Llama 2 70B have 8): the KV "
+        "cache is sharded over the tensor axis."
+    ),
+    source=(
+        f"{MAXTEXT} configs/models/<model>.yml base_num_kv_heads; {JETSTREAM_TUTORIAL}: ici_tensor_parallelism=8. "
+        "Not found as an explicit check in MaxText: JAX refuses to place an array whose dimension is not "
+        "divisible by its mesh axis (not run here for the 405B config)"
+    ),
     subject="environment",
 )
 def _tensor_heads(env: Environment) -> Iterator[Finding]:
@@ -113,7 +120,10 @@ def _tensor_heads(env: Environment) -> Iterator[Finding]:
     id="maxtext.tokenizer-matches-model",
     system="MaxText",
     layer="engine-start",
-    summary="A Llama 3 model is served with the Llama 3 tokenizer; base.yml's default is Llama 2's.",
+    summary=(
+        "A Llama 3 model is served with the Llama 3 tokenizer; base.yml's default is Llama 2's (not a refusal: "
+        "the server starts and answers in the wrong vocabulary)."
+    ),
     source=f"{MAXTEXT} configs/base.yml (tokenizer_path default assets/tokenizer.llama2); {JETSTREAM_TUTORIAL}",
     subject="environment",
 )
