@@ -84,18 +84,11 @@ def rule(*, id: str, system: str, layer: Layer, summary: str, source: str, subje
 
 
 def rules_for(subject: Subject) -> list[Rule]:
-    _load_rule_modules()
     return [r for r in RULES.values() if r.subject == subject]
 
 
 def all_rules() -> list[Rule]:
-    _load_rule_modules()
     return list(RULES.values())
-
-
-def _load_rule_modules() -> None:
-    # Importing the modules registers their rules (once).
-    from infra.rules import environment, manifests, terraform  # noqa: F401
 
 
 def check_environment(env: Any) -> list[Violation]:
@@ -144,3 +137,7 @@ def containers(pod_spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
 
 def where(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
+
+
+# Importing the rule modules registers their rules: RULES is complete once `infra.rules` is imported.
+from infra.rules import environment, manifests, terraform  # noqa: E402, F401
