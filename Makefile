@@ -45,7 +45,7 @@ NODE_STAMP := node_modules/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine
+.PHONY: help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -113,6 +113,12 @@ saxml: $(VENV_STAMP) ## Saxml client: ACTION=publish|list|generate|unpublish ENV
 
 engine: ## Build the MaxText engine environment from workloads/trainer/requirements-maxtext.lock (once; again when the lock changes)
 	UV_VERSION=$(UV_VERSION) scripts/engine.sh build
+
+compile-recipes: engine ## Compile every maxtext recipe for its TPU slice on the CPU; print per-chip memory and headroom, write compiled.yaml
+	$(ENGINE_RUN) python -m workloads.trainer.compiled --write
+
+engine-check: engine ## The MaxText checks (tests/engine): train-local twice + resume, killed-worker resume, compile vs compiled.yaml, conversions
+	$(ENGINE_RUN) python -m pytest -m engine --confcutdir=tests/engine -p no:cacheprovider tests/engine
 
 ifeq ($(ENGINE),maxtext)
 train-local: engine ## Train through JaxTrainer on local CPU workers: the canary, or ENGINE=maxtext (STEPS=, CKPT_DIR=); a rerun resumes

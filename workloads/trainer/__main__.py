@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -94,11 +95,12 @@ def run_local_maxtext(
     """Train `recipe_name` `steps` more steps with MaxText's own loop on local CPU workers; return a summary.
 
     The arguments are `maxtext_args` for the recipe with the mesh sized to the
-    local devices, exactly as on a slice; only a local metrics file is added
-    (MaxText writes each step's loss there) to report the losses.
+    local devices, exactly as on a slice; only a local metrics file per worker
+    process is added (MaxText writes each step's loss there) to report the
+    losses and, after a restart, the step each attempt resumed from.
     """
     from workloads.trainer.launcher import Placement, build_trainer, local_ray
-    from workloads.trainer.maxtext import checkpoint_steps, maxtext_args, maxtext_loop
+    from workloads.trainer.maxtext import checkpoint_steps, maxtext_args, maxtext_loop, read_attempts
 
     recipe = get_recipe(recipe_name)
     placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker)
@@ -109,12 +111,12 @@ def run_local_maxtext(
     start = done[-1] + 1 if done else 0
     end = start + steps  # MaxText trains steps [start, end) and checkpoints the last one
     argv = maxtext_args(recipe, placement.devices, run_name=run_name, base_output_directory=str(base), steps=end)
-    metrics = base / f"{run_name}-metrics-{start:06d}.jsonl"
-    metrics.unlink(missing_ok=True)
-    loop_config: dict[str, Any] = {"argv": [*argv, f"metrics_file={metrics}"], "checkpoint_dir": str(checkpoints)}
+    metrics_dir = base / f"{run_name}-metrics" / f"from-{start:06d}"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(parents=True)
+    loop_config: dict[str, Any] = {"argv": argv, "checkpoint_dir": str(checkpoints), "metrics_dir": str(metrics_dir)}
     if kill_after_checkpoint is not None:
-        marker = base / f"{run_name}-killed-{start:06d}"
-        marker.unlink(missing_ok=True)
+        marker = metrics_dir / "killed"
         loop_config["kill_after_checkpoint"] = {"step": kill_after_checkpoint, "marker": str(marker)}
     local_ray(num_cpus=workers)
     trainer = build_trainer(
@@ -128,14 +130,8 @@ def run_local_maxtext(
     result = trainer.fit()
     if result.error:
         raise RuntimeError(f"MaxText run failed: {result.error}")
-    losses: dict[int, float] = {}
-    restarts = 0
-    for line in metrics.read_text().splitlines():
-        record = json.loads(line)
-        step = int(record["step"])
-        if step in losses and step == start:
-            restarts += 1
-        losses[step] = float(record["learning/loss"])
+    attempts = read_attempts(metrics_dir)
+    losses = {step: loss for attempt in attempts for step, loss in attempt.items()}
     missing = [s for s in range(start, end) if s not in losses]
     if missing:
         raise RuntimeError(f"steps {missing} were never completed")
@@ -148,6 +144,7 @@ def run_local_maxtext(
         "end_step": end - 1,
         "loss_first": losses[start],
         "loss_last": losses[end - 1],
+        "attempts": [{"first_step": min(a), "last_step": max(a)} for a in attempts],
         "checkpoint_dir": str(checkpoints),
         "checkpoints": checkpoint_steps(checkpoints),
         "workers": workers,

@@ -7,6 +7,7 @@ engine`); it is imported inside the worker, never at module import.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -51,14 +52,34 @@ def maxtext_args(
     """
     if recipe.engine != "maxtext":
         raise RecipeError(f"recipe {recipe.name!r} is for the {recipe.engine} engine, not maxtext")
-    if not recipe.model_name:
-        raise RecipeError(f"recipe {recipe.name!r} names no model_name")
     if not base_output_directory.startswith(("gs://", "/")):
         raise RecipeError(f"base_output_directory {base_output_directory!r} must be a gs:// URL or an absolute path")
     if recipe.dataset_type != "synthetic" and not recipe.dataset_path:
         raise RecipeError(f"recipe {recipe.name!r}: dataset_type {recipe.dataset_type!r} needs a dataset_path")
     mesh = recipe.mesh_for_devices(slice_) if isinstance(slice_, int) else recipe.mesh_for(slice_)
-    args = {
+    return build_args(
+        recipe,
+        mesh,
+        run_name=run_name,
+        base_output_directory=base_output_directory,
+        steps=steps,
+        config_path=config_path,
+    )
+
+
+def build_args(
+    recipe: Recipe,
+    mesh: dict[str, int],
+    *,
+    run_name: str,
+    base_output_directory: str,
+    steps: int | None = None,
+    config_path: str = MAXTEXT_BASE_CONFIG,
+) -> list[str]:
+    """The argv of `maxtext_args` for a resolved mesh, without the fit checks (the compile table uses it)."""
+    if not recipe.model_name:
+        raise RecipeError(f"recipe {recipe.name!r} names no model_name")
+    args: dict[str, str | int | float | bool] = {
         "run_name": run_name,
         "base_output_directory": base_output_directory,
         "model_name": recipe.model_name,
@@ -124,16 +145,36 @@ def _kill_self_after_checkpoint(checkpoint_dir: str, step: int, marker: Path) ->
 def maxtext_loop(config: dict[str, Any]) -> None:
     """`train_loop_per_worker` of the maxtext engine: MaxText's own training entry.
 
-    `config["argv"]` is `maxtext_args(...)` (plus, locally, a metrics file).
-    `kill_after_checkpoint` (tests only): worker 0 kills itself once that
-    step's checkpoint exists, the first time, so Ray's FailureConfig restarts
-    the group and MaxText resumes from its latest checkpoint.
+    `config["argv"]` is `maxtext_args(...)`. Local runs add `metrics_dir`:
+    each worker process has MaxText write its per-step metrics to its own
+    file there (`rank<r>-pid<p>.jsonl`), so every attempt of a restarted run
+    is one file. `kill_after_checkpoint` (tests only): worker 0 kills itself
+    once that step's checkpoint exists, the first time, so Ray's
+    FailureConfig restarts the group and MaxText resumes from its latest
+    checkpoint.
     """
     import ray.train
     from maxtext.trainers.pre_train.train import main  # only in the engine environment
 
+    rank = ray.train.get_context().get_world_rank()
     argv = [resolve_config_path(config["argv"][0]), *config["argv"][1:]]
+    if config.get("metrics_dir"):
+        argv.append(f"metrics_file={config['metrics_dir']}/rank{rank}-pid{os.getpid()}.jsonl")
     kill = config.get("kill_after_checkpoint")
-    if kill and ray.train.get_context().get_world_rank() == 0:
+    if kill and rank == 0:
         _kill_self_after_checkpoint(config["checkpoint_dir"], kill["step"], Path(kill["marker"]))
     main([TRAIN_MODULE, *argv])
+
+
+def read_attempts(metrics_dir: str | Path) -> list[dict[int, float]]:
+    """Worker 0's losses by step, one dict per attempt (process), oldest first."""
+    files = sorted(Path(metrics_dir).glob("rank0-pid*.jsonl"), key=lambda p: p.stat().st_mtime)
+    attempts = []
+    for path in files:
+        losses = {}
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            losses[int(record["step"])] = float(record["learning/loss"])
+        if losses:
+            attempts.append(losses)
+    return attempts

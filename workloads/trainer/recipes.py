@@ -15,6 +15,8 @@ from infra.accelerators import Slice
 RECIPES_FILE = Path(__file__).with_name("recipes.yaml")
 
 # Training with Adam in mixed precision: weights, gradients and optimizer state.
+# Only a fast first filter: the per-chip memory the compiler reports for a
+# recipe (compiled.yaml) decides whether it fits.
 TRAINING_BYTES_PER_PARAM = 18
 
 
@@ -93,6 +95,12 @@ class Recipe(BaseModel):
                 f"and Adam state ({TRAINING_BYTES_PER_PARAM} bytes each), more than the slice's {slice_.hbm_gb} GB "
                 "of HBM; use a larger slice"
             )
+        # The compiler's per-chip figure (compiled.yaml, `make compile-recipes`) is the real check.
+        from workloads.trainer.compiled import fit_problem
+
+        problem = fit_problem(self, slice_)
+        if problem:
+            raise RecipeError(f"{where}: {problem}")
 
 
 @cache

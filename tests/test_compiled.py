@@ -1,0 +1,82 @@
+"""The compiler's table (compiled.yaml) is the recipes' memory fit check, and it must be current."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from infra.accelerators import tpu_slice
+from workloads.trainer.compiled import (
+    args_key,
+    compile_argv,
+    compiled_recipes,
+    fit_problem,
+    load_table,
+    maxtext_version,
+    parse_compile_output,
+    recipe_slice,
+)
+from workloads.trainer.maxtext import maxtext_args
+from workloads.trainer.recipes import Ici, RecipeError, get_recipe
+
+
+def test_compiled_yaml_was_regenerated_for_every_recipes_current_arguments() -> None:
+    table = load_table()
+    recipes = compiled_recipes()
+    assert {r.name for r in recipes} == set(table), "run `make compile-recipes` and commit compiled.yaml"
+    for recipe in recipes:
+        entry = table[recipe.name]
+        assert entry.key == args_key(recipe, recipe_slice(recipe)), (  # type: ignore[arg-type]
+            f"{recipe.name}: its arguments changed since compiled.yaml was written; run `make compile-recipes`"
+        )
+        assert entry.maxtext == maxtext_version()
+        assert entry.fits and entry.headroom_gib > 0
+
+
+def test_the_compile_uses_exactly_the_arguments_of_a_cluster_run_plus_the_topology() -> None:
+    recipe = get_recipe("llama3-8b")
+    slice_ = tpu_slice("v6e", "4x4")
+    cluster = maxtext_args(recipe, slice_, run_name="llama3-8b", base_output_directory="/tmp/maxtext-compile")
+    assert compile_argv(recipe, slice_) == [*cluster, "compile_topology=v6e-16", "compile_topology_num_slices=1"]
+
+
+def test_a_recipe_whose_arguments_changed_is_refused_until_it_is_compiled_again() -> None:
+    recipe = get_recipe("llama3-8b").model_copy(update={"per_device_batch_size": 4})
+    with pytest.raises(RecipeError, match="the compiler has not checked these arguments"):
+        maxtext_args(recipe, tpu_slice("v6e", "4x4"), run_name="r", base_output_directory="gs://b/mt")
+
+
+def test_a_recipe_the_compiler_found_too_large_is_refused_with_the_compilers_numbers() -> None:
+    recipe = get_recipe("llama3-8b")
+    table = load_table()
+    table["llama3-8b"] = replace(
+        table["llama3-8b"], fits=False, per_chip_gib=40.93, error="CompileTimeHbmOom: used 40.93G of 31.25G hbm"
+    )
+    problem = fit_problem(recipe, tpu_slice("v6e", "4x4"), table)
+    assert problem and "needs 40.93 GiB per chip, more than the 31.25 GiB" in problem
+    assert "CompileTimeHbmOom" in problem
+
+
+def test_the_fast_filter_still_refuses_weights_that_cannot_fit_before_any_table_lookup() -> None:
+    recipe = get_recipe("llama3-8b").model_copy(
+        update={"accelerator": None, "topology": None, "params_billion": 70.0, "ici": Ici(fsdp=-1)}
+    )
+    with pytest.raises(RecipeError, match="bytes each"):
+        recipe.check_fits(tpu_slice("v5e", "4x8"))
+
+
+def test_parse_compile_output_reads_memory_analysis_and_hbm_oom() -> None:
+    gib = 1024**3
+    stats = (
+        "Memory analysis: CompiledMemoryStats(generated_code_size_in_bytes=1000, argument_size_in_bytes="
+        f"{10 * gib}, output_size_in_bytes={10 * gib}, alias_size_in_bytes={10 * gib}, temp_size_in_bytes={gib // 2}, "
+        "host_generated_code_size_in_bytes=0, host_argument_size_in_bytes=0)"
+    )
+    assert parse_compile_output(stats) == (10.5, None, None)
+    oom = "RESOURCE_EXHAUSTED: CompileTimeHbmOom: Ran out of memory in memory space hbm. Used 40.93G of 31.25G hbm."
+    per_chip, capacity, error = parse_compile_output(oom)
+    assert (round(per_chip, 2), capacity) == (40.93, 31.25)
+    assert error and error.startswith("CompileTimeHbmOom")
+    with pytest.raises(RuntimeError, match="neither its memory analysis"):
+        parse_compile_output("Traceback: something else")

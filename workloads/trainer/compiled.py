@@ -1,0 +1,274 @@
+"""What the compiler says about each MaxText recipe: per-chip memory of its training step on its slice.
+
+`python -m workloads.trainer.compiled` (`make compile-recipes`, in the engine
+environment) compiles every maxtext recipe that names a slice shape ahead of
+time for that TPU slice on the CPU, with MaxText's own `train_compile` and
+exactly the arguments `maxtext_args` generates (plus the compile topology),
+and prints per recipe the slice, the per-chip memory, the HBM per chip, the
+headroom and the compile time. `--write` records them in `compiled.yaml`,
+keyed by a hash of the arguments and the MaxText version; `--check` compiles
+again and compares with the table.
+
+The table is the recipes' memory fit check (`fit_problem`, used by
+`Recipe.check_fits`): a recipe whose arguments changed since the table was
+written, or that the compiler found too large, is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.accelerators import Slice, tpu_slice
+from workloads.trainer.recipes import Recipe, RecipeError, load_recipes
+
+COMPILED_FILE = Path(__file__).with_name("compiled.yaml")
+ENGINE_LOCK = Path(__file__).with_name("requirements-maxtext.lock")
+COMPILE_MODULE = "maxtext.trainers.pre_train.train_compile"
+# Fixed run name and output directory for the compile: neither changes the compiled step.
+COMPILE_OUTPUT = "/tmp/maxtext-compile"
+GIB = 1024**3
+# train_compile's full output per recipe, for a closer look.
+LOG_DIR = Path(".cache/compile")
+# HBM per chip as the TPU compiler counts it (its CompileTimeHbmOom message
+# reports this capacity for v6e); other generations: the nominal size.
+COMPILER_HBM_GIB = {"v6e": 31.25}
+# MaxText names v5p slices by TensorCores (two per chip), the others by chips.
+_CORES_PER_CHIP = {"v5p": 2}
+
+
+def maxtext_version(lock: Path = ENGINE_LOCK) -> str:
+    """The MaxText version pinned in the engine lock."""
+    found = re.search(r"^maxtext(?:\[[^\]]*\])?==(\S+)", lock.read_text(), re.M)
+    if not found:
+        raise RuntimeError(f"{lock}: no maxtext pin")
+    return found.group(1)
+
+
+def compile_topology(slice_: Slice) -> str:
+    """MaxText's name of the slice (`compile_topology=`): v6e-16 for a v6e 4x4."""
+    name = slice_.accelerator.name
+    return f"{name}-{slice_.chips * _CORES_PER_CHIP.get(name, 1)}"
+
+
+def hbm_gib_per_chip(slice_: Slice) -> float:
+    return COMPILER_HBM_GIB.get(slice_.accelerator.name, slice_.accelerator.hbm_gb * 1e9 / GIB)
+
+
+def recipe_slice(recipe: Recipe) -> Slice | None:
+    """The slice a recipe is tuned for, or None (a recipe for any slice is not compiled)."""
+    if recipe.engine != "maxtext" or not (recipe.accelerator and recipe.topology):
+        return None
+    return tpu_slice(recipe.accelerator, recipe.topology)
+
+
+def compile_argv(recipe: Recipe, slice_: Slice) -> list[str]:
+    """`train_compile`'s arguments: the recipe's `maxtext_args` (no fit check) plus the compile topology."""
+    from workloads.trainer.maxtext import build_args
+
+    args = build_args(
+        recipe, recipe.mesh_for_devices(slice_.chips), run_name=recipe.name, base_output_directory=COMPILE_OUTPUT
+    )
+    return [*args, f"compile_topology={compile_topology(slice_)}", "compile_topology_num_slices=1"]
+
+
+def args_key(recipe: Recipe, slice_: Slice, version: str | None = None) -> str:
+    """Hash of the compile arguments and the MaxText version: the table entry is valid while it matches."""
+    payload = {"maxtext": version or maxtext_version(), "argv": compile_argv(recipe, slice_)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One recipe's compile result on its slice."""
+
+    key: str
+    maxtext: str
+    slice: str
+    compile_topology: str
+    fits: bool
+    per_chip_gib: float
+    hbm_per_chip_gib: float
+    headroom_gib: float
+    compile_seconds: float
+    error: str | None = None
+
+    def summary(self, recipe: str) -> str:
+        verdict = "fits" if self.fits else "DOES NOT FIT"
+        return (
+            f"{recipe}: {self.slice}, compile_topology={self.compile_topology}: "
+            f"{self.per_chip_gib:.2f} GiB per chip of {self.hbm_per_chip_gib:.2f} GiB HBM, "
+            f"headroom {self.headroom_gib:.2f} GiB, "
+            f"compiled in {self.compile_seconds:.0f} s: {verdict}"
+        )
+
+
+def load_table(path: Path = COMPILED_FILE) -> dict[str, Compiled]:
+    raw = yaml.safe_load(path.read_text()) if path.exists() else None
+    return {name: Compiled(**entry) for name, entry in (raw or {}).items()}
+
+
+def write_table(table: dict[str, Compiled], path: Path = COMPILED_FILE) -> None:
+    header = (
+        "# Written by `make compile-recipes` (python -m workloads.trainer.compiled --write): each maxtext\n"
+        "# recipe compiled ahead of time for its slice by MaxText's train_compile on the CPU. `key` hashes\n"
+        "# the compile arguments and the MaxText version; a recipe whose key no longer matches is refused\n"
+        "# until this file is regenerated. Sizes in GiB per chip.\n"
+    )
+    body = {name: asdict(entry) for name, entry in sorted(table.items())}
+    path.write_text(header + yaml.safe_dump(body, sort_keys=False))
+
+
+def fit_problem(recipe: Recipe, slice_: Slice, table: dict[str, Compiled] | None = None) -> str | None:
+    """Why `recipe` must not run on `slice_` according to the compiler's table, or None."""
+    target = recipe_slice(recipe)
+    if target is None or (target.accelerator.name, target.topology) != (slice_.accelerator.name, slice_.topology):
+        return None
+    entry = (load_table() if table is None else table).get(recipe.name)
+    key = args_key(recipe, target)
+    if entry is None or entry.key != key:
+        return (
+            f"the compiler has not checked these arguments (compiled.yaml has "
+            f"{'no entry' if entry is None else 'key ' + entry.key} for it, the arguments hash to {key}); "
+            "run `make compile-recipes` in the engine environment and commit compiled.yaml"
+        )
+    if not entry.fits:
+        return (
+            f"the compiler needs {entry.per_chip_gib:.2f} GiB per chip, more than the "
+            f"{entry.hbm_per_chip_gib:.2f} GiB of HBM of a {entry.slice} chip ({entry.error or 'out of HBM'})"
+        )
+    return None
+
+
+_SIZE = r"([\d.]+)\s*([KMGT]i?B?|[KMGT]?)"
+
+
+def _gib(number: str, unit: str) -> float:
+    scale = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}[unit[:1]]
+    return float(number) * scale / GIB
+
+
+def parse_compile_output(output: str) -> tuple[float, float | None, str | None]:
+    """(per-chip GiB, the compiler's HBM capacity in GiB if it said, error) from train_compile's output."""
+    oom = re.search(rf"Used {_SIZE} of {_SIZE} hbm", output)
+    if oom:
+        kind = "CompileTimeHbmOom" if "CompileTimeHbmOom" in output else "RESOURCE_EXHAUSTED"
+        exceeded = re.search(rf"Exceeded hbm capacity by {_SIZE}", output)
+        detail = f"{kind}: used {oom.group(1)}{oom.group(2)} of {oom.group(3)}{oom.group(4)} hbm"
+        if exceeded:
+            detail += f", exceeded by {exceeded.group(1)}{exceeded.group(2)}"
+        return _gib(oom.group(1), oom.group(2)), _gib(oom.group(3), oom.group(4)), detail
+    stats = re.search(r"Memory analysis: CompiledMemoryStats\((.*?)\)", output)
+    if not stats:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        raise RuntimeError(f"train_compile printed neither its memory analysis nor an HBM OOM:\n{tail}")
+    fields = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", stats.group(1))}
+    # The device memory of one step, as MaxText's own print_compiled_memory_stats adds it up.
+    total = (
+        fields["argument_size_in_bytes"]
+        + fields["output_size_in_bytes"]
+        + fields["temp_size_in_bytes"]
+        - fields["alias_size_in_bytes"]
+    )
+    return total / GIB, None, None
+
+
+def compile_recipe(recipe: Recipe, *, python: str = sys.executable) -> Compiled:
+    """Compile `recipe` for its slice with train_compile in a fresh process; the result."""
+    from workloads.trainer.maxtext import resolve_config_path
+
+    slice_ = recipe_slice(recipe)
+    if slice_ is None:
+        raise RecipeError(f"recipe {recipe.name!r} names no slice shape to compile for")
+    argv = compile_argv(recipe, slice_)
+    argv[0] = resolve_config_path(argv[0])
+    started = time.monotonic()
+    result = subprocess.run(
+        [python, "-m", COMPILE_MODULE, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    seconds = time.monotonic() - started
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    (LOG_DIR / f"{recipe.name}.log").write_text(result.stdout + result.stderr)
+    per_chip, capacity, error = parse_compile_output(result.stdout + result.stderr)
+    if result.returncode != 0 and error is None:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
+        raise RuntimeError(f"train_compile failed for {recipe.name} (exit {result.returncode}):\n{tail}")
+    hbm = capacity or hbm_gib_per_chip(slice_)
+    return Compiled(
+        key=args_key(recipe, slice_),
+        maxtext=maxtext_version(),
+        slice=f"{slice_.name} ({slice_.topology})",
+        compile_topology=compile_topology(slice_),
+        fits=error is None and per_chip <= hbm,
+        per_chip_gib=round(per_chip, 2),
+        hbm_per_chip_gib=round(hbm, 2),
+        headroom_gib=round(hbm - per_chip, 2),
+        compile_seconds=round(seconds, 1),
+        error=error,
+    )
+
+
+def compiled_recipes(recipes: dict[str, Recipe] | None = None) -> list[Recipe]:
+    """The recipes the table covers: every maxtext recipe that names its slice shape."""
+    return [r for r in (recipes or load_recipes()).values() if recipe_slice(r) is not None]
+
+
+def compare(fresh: Compiled, recorded: Compiled | None, *, tolerance_gib: float = 0.05) -> str | None:
+    """Why a fresh compile disagrees with the table, or None."""
+    if recorded is None:
+        return "not in compiled.yaml"
+    if recorded.key != fresh.key:
+        return f"compiled.yaml has key {recorded.key}, the arguments hash to {fresh.key}"
+    if recorded.fits != fresh.fits or abs(recorded.per_chip_gib - fresh.per_chip_gib) > tolerance_gib:
+        return f"compiled.yaml says {recorded.per_chip_gib} GiB per chip, the compiler now {fresh.per_chip_gib}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.trainer.compiled", description=__doc__.splitlines()[0])
+    parser.add_argument("recipes", nargs="*", help="default: every maxtext recipe with a slice shape")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="record the results in compiled.yaml")
+    mode.add_argument("--check", action="store_true", help="fail when a result differs from compiled.yaml")
+    args = parser.parse_args(argv)
+    recipes = compiled_recipes()
+    if args.recipes:
+        unknown = sorted(set(args.recipes) - {r.name for r in recipes})
+        if unknown:
+            parser.error(f"not compilable recipes: {unknown}; compilable: {[r.name for r in recipes]}")
+        recipes = [r for r in recipes if r.name in args.recipes]
+    table = load_table()
+    written = dict(table) if args.recipes else {}  # a full run drops recipes that no longer exist
+    problems = []
+    results: dict[str, Any] = {}
+    for recipe in recipes:
+        fresh = compile_recipe(recipe)
+        print(fresh.summary(recipe.name), flush=True)
+        results[recipe.name] = asdict(fresh)
+        if args.check and (why := compare(fresh, table.get(recipe.name))):
+            problems.append(f"{recipe.name}: {why}")
+        written[recipe.name] = fresh
+    if args.write:
+        write_table(written)
+    print(json.dumps(results))
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
