@@ -100,10 +100,12 @@ def test_ray_workers_are_pinned_to_the_training_pool_and_carry_the_tutorials_tpu
 
 
 def test_the_queued_a3_mega_pool_follows_the_dws_guide(stacks: dict[str, dict[str, Any]]) -> None:
-    """--enable-queued-provisioning --enable-autoscaling --num-nodes=0 --location-policy=ANY
-    --reservation-affinity=none --no-enable-autorepair (GKE: provisioningrequest)."""
+    """--enable-queued-provisioning --flex-start --enable-autoscaling --num-nodes=0 --location-policy=ANY
+    --reservation-affinity=none --no-enable-autorepair (GKE: provisioningrequest, flex-start with queued
+    provisioning)."""
     pool = by_name(stacks["dev"], "google_container_node_pool")["a3mega"]
     assert pool["queued_provisioning"] == {"enabled": True}
+    assert pool["node_config"]["flex_start"] is True and "max_run_duration" not in pool["node_config"]
     assert pool["management"] == {"auto_repair": False, "auto_upgrade": True}
     assert pool["initial_node_count"] == 0 and "node_count" not in pool
     assert pool["autoscaling"] == {"total_min_node_count": 0, "total_max_node_count": 2, "location_policy": "ANY"}

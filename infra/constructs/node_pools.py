@@ -169,9 +169,11 @@ class SliceNodePool(Construct):
         elif capacity_type in ("flex-start", "queued"):
             # Dynamic Workload Scheduler: no static node count (node_range is
             # 0..hosts); the slice's hosts arrive together when capacity is found.
+            # Both run flex-start VMs: GKE's "flex-start with queued provisioning" guide creates the
+            # queued pool with --enable-queued-provisioning --flex-start (nodes for up to 7 days).
             extra["reservation_affinity"] = {"consume_reservation_type": "NO_RESERVATION"}
+            extra["flex_start"] = True
             if capacity_type == "flex-start":
-                extra["flex_start"] = True
                 extra["max_run_duration"] = f"{(max_run_hours or 0) * 3600}s"
             else:
                 pool["queued_provisioning"] = {"enabled": True}

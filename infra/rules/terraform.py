@@ -219,8 +219,11 @@ def _dws_reservation(stack: dict[str, Any]) -> Iterator[Finding]:
     id="gke.dws.flex-start-max-run-duration",
     system="GKE",
     layer="apply",
-    summary="Flex-start nodes carry a max_run_duration of at most 7 days.",
-    source=f"{FLEX_DOC} (--max-run-duration, up to 7 days)",
+    summary="A flex-start max_run_duration is whole seconds ('<n>s'), at most 7 days (the default when unset).",
+    source=(
+        f"{FLEX_DOC} (--max-run-duration, up to 7 days); {DOCS}/concepts/dws ('If you don't specify a value for "
+        "the maxRunDurationSeconds parameter, the default is seven days'); provider v6.50.0 node_config.go"
+    ),
     subject="terraform",
 )
 def _flex_duration(stack: dict[str, Any]) -> Iterator[Finding]:
@@ -228,7 +231,9 @@ def _flex_duration(stack: dict[str, Any]) -> Iterator[Finding]:
         if not _flex(nc):
             continue
         duration = nc.get("max_run_duration")
-        seconds = int(duration[:-1]) if isinstance(duration, str) and duration.endswith("s") else None
+        if duration is None:
+            continue
+        seconds = int(duration[:-1]) if isinstance(duration, str) and re.match(r"^[0-9]+s$", duration) else None
         if seconds is None or not 0 < seconds <= 7 * 24 * 3600:
             yield f"{where}.node_config.max_run_duration", duration, "between 1s and 604800s (7 days)"
 
