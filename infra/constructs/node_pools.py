@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from constructs import Construct
 
@@ -26,51 +27,16 @@ def _node_config(*, machine_type: str, service_account: str, metadata: str = "GK
     }
 
 
-class SystemNodePool(Construct):
-    """An autoscaled CPU pool for system pods, controllers and Ray head pods."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        id_: str,
-        *,
-        project: str,
-        cluster: str,
-        location: str,
-        machine_type: str,
-        min_nodes: int,
-        max_nodes: int,
-        disk_size_gb: int,
-        service_account: str,
-    ) -> None:
-        super().__init__(scope, id_)
-        self.pool = google("container_node_pool").ContainerNodePool(
-            self,
-            "pool",
-            project=project,
-            cluster=cluster,
-            location=location,
-            name=SYSTEM_POOL,
-            autoscaling={"total_min_node_count": min_nodes, "total_max_node_count": max_nodes},
-            management={"auto_repair": True, "auto_upgrade": True},
-            node_config=_node_config(
-                machine_type=machine_type,
-                service_account=service_account,
-                disk_size_gb=disk_size_gb,
-                disk_type="pd-balanced",
-                image_type="COS_CONTAINERD",
-            ),
-        )
-
-
 CPU_POOL_TAINT = "platform.pool"
 
 
 class CpuNodePool(Construct):
-    """A CPU pool that scales from zero for the jobs placed on it, tainted so nothing else lands there.
+    """An autoscaled CPU pool: the system pool, or a dedicated pool for the jobs placed on it.
 
-    Jobs that run there select `cloud.google.com/gke-nodepool: <name>` and
-    tolerate `platform.pool=<name>:NoSchedule`.
+    The system pool (`dedicated=False`) takes system pods, controllers, Ray heads
+    and the chipless Pathways leaders. A dedicated pool scales from zero and is
+    tainted so nothing else lands there: its jobs select
+    `cloud.google.com/gke-nodepool: <name>` and tolerate `platform.pool=<name>:NoSchedule`.
     """
 
     def __init__(
@@ -83,10 +49,24 @@ class CpuNodePool(Construct):
         location: str,
         name: str,
         machine_type: str,
+        min_nodes: int,
         max_nodes: int,
+        disk_size_gb: int,
         service_account: str,
+        dedicated: bool,
     ) -> None:
         super().__init__(scope, id_)
+        dedication: dict[str, Any] = (
+            {
+                "labels": {"platform-pool": name},
+                "taint": [{"key": CPU_POOL_TAINT, "value": name, "effect": "NO_SCHEDULE"}],
+            }
+            if dedicated
+            else {}
+        )
+        autoscaling: dict[str, object] = {"total_min_node_count": min_nodes, "total_max_node_count": max_nodes}
+        if dedicated:
+            autoscaling["location_policy"] = "ANY"
         self.pool = google("container_node_pool").ContainerNodePool(
             self,
             "pool",
@@ -94,17 +74,16 @@ class CpuNodePool(Construct):
             cluster=cluster,
             location=location,
             name=name,
-            initial_node_count=0,
-            autoscaling={"total_min_node_count": 0, "total_max_node_count": max_nodes, "location_policy": "ANY"},
+            initial_node_count=0 if dedicated else None,
+            autoscaling=autoscaling,
             management={"auto_repair": True, "auto_upgrade": True},
             node_config=_node_config(
                 machine_type=machine_type,
                 service_account=service_account,
-                disk_size_gb=200,
+                disk_size_gb=disk_size_gb,
                 disk_type="pd-balanced",
                 image_type="COS_CONTAINERD",
-                labels={"platform-pool": name},
-                taint=[{"key": CPU_POOL_TAINT, "value": name, "effect": "NO_SCHEDULE"}],
+                **dedication,
             ),
         )
 

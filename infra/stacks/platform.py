@@ -12,7 +12,7 @@ from infra.config import PLACEHOLDER_DIGEST, Environment
 from infra.constructs.cluster import GkeCluster
 from infra.constructs.identity import Namespaces, NodeServiceAccount, WorkloadIdentity
 from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, ControlPlaneWebhooks, GpuDirectNetworks, Network
-from infra.constructs.node_pools import CpuNodePool, SliceNodePool, SystemNodePool
+from infra.constructs.node_pools import SYSTEM_POOL, CpuNodePool, SliceNodePool
 from infra.constructs.providers import Providers
 from infra.constructs.registry import DockerRepository
 from infra.constructs.releases import (
@@ -92,17 +92,19 @@ class PlatformStack(TerraformStack):
         providers.connect(cluster)
 
         system = env.cluster.system_pool
-        SystemNodePool(
+        CpuNodePool(
             self,
             "system-pool",
             project=env.project,
             cluster=cluster.id,
             location=env.region,
+            name=SYSTEM_POOL,
             machine_type=system.machine_type,
             min_nodes=system.min_nodes,
             max_nodes=system.max_nodes,
             disk_size_gb=system.disk_size_gb,
             service_account=nodes.email,
+            dedicated=False,
         )
         # Pathways pools use the GCE metadata server: their pods act as this account (see
         # Environment.pathways_slices), which holds only what those deployments need.
@@ -144,8 +146,11 @@ class PlatformStack(TerraformStack):
                 location=env.region,
                 name=key,
                 machine_type=cpu.machine_type,
+                min_nodes=0,
                 max_nodes=cpu.max_nodes,
+                disk_size_gb=200,
                 service_account=nodes.email,
+                dedicated=True,
             )
 
         buckets = {
