@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 import yaml
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_all, load_environment
+from tests.conftest import REPO
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 
@@ -301,3 +304,21 @@ def test_all_faults_of_all_files_are_reported_together(tmp_path: Path) -> None:
 def test_models_are_frozen(envs: dict[str, Environment]) -> None:
     with pytest.raises(ValueError, match="frozen"):
         envs["dev"].cluster.deletion_protection = True  # type: ignore[misc]
+
+
+def test_loading_an_environment_imports_no_cdktf() -> None:
+    """The trainer image loads environments (with their rules) but installs no cdktf: loading must not import it."""
+    code = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("cdktf", "constructs", "jsii", "cdktf_cdktf_provider_google"):
+            raise ImportError("not in the trainer image: " + name)
+sys.meta_path.insert(0, Block())
+from infra.config import ENVIRONMENTS_DIR, load_all
+from workloads.trainer.recipes import get_recipe
+print(sorted(load_all(ENVIRONMENTS_DIR)))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['dev', 'prod']"

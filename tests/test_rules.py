@@ -73,10 +73,10 @@ def _old_405b_args(args: list[str]) -> list[str]:
 
 
 def _patch_args(monkeypatch: pytest.MonkeyPatch, change: Callable[[list[str]], list[str]]) -> None:
-    from infra.constructs import serving
+    from workloads.serving import jetstream
 
-    real = serving.maxtext_serving_args
-    monkeypatch.setattr(serving, "maxtext_serving_args", lambda env, d: change(real(env, d)))
+    real = jetstream.maxtext_serving_args
+    monkeypatch.setattr(jetstream, "maxtext_serving_args", lambda env, d: change(real(env, d)))
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {

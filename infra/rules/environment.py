@@ -57,7 +57,7 @@ def _one_workload(env: Environment) -> Iterator[Finding]:
 
 def _jetstream(env: Environment) -> Iterator[tuple[str, Any, dict[str, str]]]:
     """(field path, deployment, MaxText args as a dict) of every JetStream deployment."""
-    from infra.constructs.serving import maxtext_serving_args
+    from workloads.serving.jetstream import maxtext_serving_args
 
     for name, d in env.serving.items():
         if d.engine == "jetstream":
