@@ -21,4 +21,6 @@ def run_json(*args: str, timeout: int = 900) -> dict[str, Any]:
     result = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
     tail = (result.stdout + result.stderr)[-4000:]
     assert result.returncode == 0, tail
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    # The last JSON line: Ray's raylet may still print a notice after it.
+    last = next(line for line in reversed(result.stdout.splitlines()) if line.startswith("{"))
+    return json.loads(last)
