@@ -52,3 +52,27 @@ def test_the_script_is_the_commands_in_order_and_stops_at_the_first_failure() ->
     assert script.startswith("set -euo pipefail\n")
     body = script.removeprefix("set -euo pipefail\n").replace(" \\\n    ", " ").splitlines()
     assert [shlex.split(line) for line in body] == conversion_commands(**META, precision="int8")  # type: ignore[arg-type]
+
+
+def test_the_jetstream_chart_job_runs_exactly_the_script_the_stack_passes() -> None:
+    import yaml
+
+    from tests.conftest import REPO
+    from workloads.charts.check import render
+
+    values = yaml.safe_load((REPO / "workloads/charts/jetstream-pathways/ci/dev-serve-llama405b.yaml").read_text())
+    job = next(
+        o for o in render("jetstream-pathways", values, name="serve", namespace="ml-serving") if o["kind"] == "Job"
+    )
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["/bin/bash", "-c"]
+    assert container["args"] == [values["conversion"]["commands"]]
+    expected = conversion_script(
+        source_format="meta",
+        source=f"/data/source/{values['conversion']['sourcePath']}",
+        output=values["conversion"]["output"],
+        model_name=values["conversion"]["modelName"],
+        model_size=values["conversion"]["modelSize"],
+        precision=values["conversion"]["precision"],
+    )
+    assert values["conversion"]["commands"] == expected

@@ -77,6 +77,8 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
     first = slices[0]
     conversion = None
     if d.conversion is not None:
+        from workloads.trainer.conversion import conversion_script
+
         conversion = {
             "image": env.release.images[d.conversion.image],
             "sourceBucket": env.bucket_name(d.conversion.source_bucket),
@@ -89,6 +91,15 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
             # of its CPU pool (rule gke.pod-fits-a-node-of-its-pool checks that it fits).
             "memory": f"{conversion_memory_gib(d.model.parameters_b)}Gi",
             "pool": d.conversion.pool,
+            # The Job's script: the same commands the engine tests run (workloads/trainer/conversion.py).
+            "commands": conversion_script(
+                source_format="meta",
+                source=f"/data/source/{d.conversion.source_path}",
+                output=f"gs://{env.bucket_name(d.bucket)}/{d.checkpoint_path}",
+                model_name=d.model.name,
+                model_size=d.conversion.model_size,
+                precision=d.model.precision,
+            ),
         }
     return {
         "images": {

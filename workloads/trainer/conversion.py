@@ -91,9 +91,14 @@ def conversion_script(**kwargs: object) -> str:
 
 
 def _argv_chunks(argv: list[str]) -> list[str]:
-    """The argv quoted, the program and module on the first line, one argument per line after."""
+    """The argv quoted: program and module on the first line, then one argument (or `--flag value`) per line."""
     head = 3 if len(argv) > 2 and argv[1] == "-m" else 1
-    return [shlex.join(argv[:head]), *(shlex.quote(a) for a in argv[head:])]
+    chunks, rest = [shlex.join(argv[:head])], argv[head:]
+    while rest:
+        take = 2 if rest[0].startswith("--") and "=" not in rest[0] and len(rest) > 1 else 1
+        chunks.append(shlex.join(rest[:take]))
+        rest = rest[take:]
+    return chunks
 
 
 def verify(paths: list[str]) -> list[str]:
