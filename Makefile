@@ -158,6 +158,7 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
 	# pytype (a lint tool in maxtext's extra) has no wheel for Python 3.13 and nothing imports it at run time.
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.12 --no-header --no-emit-package pytype workloads/trainer/requirements-maxtext.in -o $(ENGINE_LOCK)
+	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/trainer/requirements-converter.in -o workloads/trainer/requirements-converter.lock
 
 clean: ## Remove build outputs (keeps .venv and node_modules)
 	rm -rf $(OUT) .cache .pytest_cache .mypy_cache .ruff_cache

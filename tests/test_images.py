@@ -90,3 +90,14 @@ def test_engine_lock_pins_maxtext_jax_with_its_libtpu_and_the_repository_version
     for package in ("ray", "pydantic", "pyyaml"):
         assert engine[package] == main[package], f"{package}: engine {engine[package]} != requirements.lock"
     assert not re.search(r"^\s*(--index-url|--extra-index-url|-i )", (REPO / ENGINE_LOCK).read_text(), re.M)
+
+
+def test_converter_stage_adds_only_its_lock_which_moves_nothing_the_engine_lock_pins() -> None:
+    text = (REPO / "workloads/trainer/Dockerfile").read_text()
+    converter = text[text.index("AS converter") :]
+    assert "pip install --no-cache-dir --no-deps -r workloads/trainer/requirements-converter.lock" in converter
+    engine = _pins(REPO / ENGINE_LOCK)
+    extra = _pins(REPO / "workloads/trainer/requirements-converter.lock")
+    assert "torch" in extra
+    moved = {p: (engine[p], v) for p, v in extra.items() if p in engine and engine[p] != v}
+    assert not moved, f"the converter lock moves engine pins: {moved}"
