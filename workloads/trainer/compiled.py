@@ -241,11 +241,14 @@ def compare(fresh: Compiled, recorded: Compiled | None, *, tolerance_gib: float 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.trainer.compiled", description=__doc__.splitlines()[0])
     parser.add_argument("recipes", nargs="*", help="default: every maxtext recipe with a slice shape")
+    parser.add_argument("--recipes-file", type=Path, default=None, help="compile another file's recipes (no table)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="record the results in compiled.yaml")
     mode.add_argument("--check", action="store_true", help="fail when a result differs from compiled.yaml")
     args = parser.parse_args(argv)
-    recipes = compiled_recipes()
+    if args.recipes_file and (args.write or args.check):
+        parser.error("--recipes-file only prints: compiled.yaml is for recipes.yaml")
+    recipes = compiled_recipes(load_recipes(args.recipes_file) if args.recipes_file else None)
     if args.recipes:
         unknown = sorted(set(args.recipes) - {r.name for r in recipes})
         if unknown:
