@@ -78,5 +78,12 @@ def test_parse_compile_output_reads_memory_analysis_and_hbm_oom() -> None:
     per_chip, capacity, error = parse_compile_output(oom)
     assert (round(per_chip, 2), capacity) == (40.93, 31.25)
     assert error and error.startswith("CompileTimeHbmOom")
+    newer = (
+        "RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: Ran out of memory on HBM, the total memory required for "
+        "HLO temporaries (63.54G) exceeds available HBM (15.75G). HLO module: jit_train_step."
+    )
+    per_chip, capacity, error = parse_compile_output(newer)
+    assert (round(per_chip, 2), capacity) == (63.54, 15.75)
+    assert error == "CompileTimeHbmOom: HLO temporaries need 63.54G of 15.75G HBM"
     with pytest.raises(RuntimeError, match="neither its memory analysis"):
         parse_compile_output("Traceback: something else")

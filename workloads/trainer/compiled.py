@@ -41,9 +41,9 @@ COMPILE_OUTPUT = "/tmp/maxtext-compile"
 GIB = 1024**3
 # train_compile's full output per recipe, for a closer look.
 LOG_DIR = Path(".cache/compile")
-# HBM per chip as the TPU compiler counts it (its CompileTimeHbmOom message
-# reports this capacity for v6e); other generations: the nominal size.
-COMPILER_HBM_GIB = {"v6e": 31.25}
+# HBM per chip as the TPU compiler counts it (its CompileTimeHbmOom messages
+# report these capacities); other generations: the nominal size.
+COMPILER_HBM_GIB = {"v6e": 31.25, "v5e": 15.75}
 # MaxText names v5p slices by TensorCores (two per chip), the others by chips.
 _CORES_PER_CHIP = {"v5p": 2}
 
@@ -161,14 +161,20 @@ def _gib(number: str, unit: str) -> float:
 
 def parse_compile_output(output: str) -> tuple[float, float | None, str | None]:
     """(per-chip GiB, the compiler's HBM capacity in GiB if it said, error) from train_compile's output."""
-    oom = re.search(rf"Used {_SIZE} of {_SIZE} hbm", output)
+    # XLA's two phrasings: "Used 40.93G of 31.25G hbm" and (libtpu 0.0.50) "CompileTimeHbmOom: ... the
+    # total memory required for HLO temporaries (63.54G) exceeds available HBM (15.75G)".
+    oom = re.search(rf"Used {_SIZE} of {_SIZE} hbm", output) or re.search(
+        rf"required for ([\w ]+?) \({_SIZE}\) exceeds available HBM \({_SIZE}\)", output
+    )
     if oom:
         kind = "CompileTimeHbmOom" if "CompileTimeHbmOom" in output else "RESOURCE_EXHAUSTED"
+        used, capacity = oom.groups()[-4:-2], oom.groups()[-2:]
+        what = f"{oom.group(1)} " if len(oom.groups()) == 5 else ""
+        detail = f"{kind}: {what}need {''.join(used)} of {''.join(capacity)} HBM"
         exceeded = re.search(rf"Exceeded hbm capacity by {_SIZE}", output)
-        detail = f"{kind}: used {oom.group(1)}{oom.group(2)} of {oom.group(3)}{oom.group(4)} hbm"
         if exceeded:
             detail += f", exceeded by {exceeded.group(1)}{exceeded.group(2)}"
-        return _gib(oom.group(1), oom.group(2)), _gib(oom.group(3), oom.group(4)), detail
+        return _gib(*used), _gib(*capacity), detail
     stats = re.search(r"Memory analysis: CompiledMemoryStats\((.*?)\)", output)
     if not stats:
         tail = "\n".join(output.strip().splitlines()[-15:])
