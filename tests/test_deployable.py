@@ -115,6 +115,6 @@ def test_the_queued_a3_mega_pool_follows_the_dws_guide(stacks: dict[str, dict[st
 def test_checkpoint_conversions_run_on_a_cpu_pool_that_holds_them(stacks: dict[str, dict[str, Any]]) -> None:
     for stack in stacks.values():
         pool = by_name(stack, "google_container_node_pool")["convert"]
-        assert pool["node_config"]["machine_type"] == "c3-highmem-176"
+        assert pool["node_config"]["machine_type"] == "m1-ultramem-80"
         assert pool["autoscaling"]["total_min_node_count"] == 0
         assert pool["node_config"]["taint"] == [{"key": "platform.pool", "value": "convert", "effect": "NO_SCHEDULE"}]

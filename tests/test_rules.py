@@ -108,7 +108,7 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
     "gke.pod-fits-a-node-of-its-pool": (
         lambda d, mp: d["cpu_pools"]["convert"].update(machine_type="n2-highmem-64"),
         "serving.llama405b.conversion.pool",
-        "requests 1231 GiB; a n2-highmem-64 node has about 495 GiB allocatable",
+        "requests 1636 GiB; a n2-highmem-64 node has about 495 GiB allocatable",
     ),
 }
 

@@ -124,7 +124,7 @@ def test_jetstream_follows_the_gke_tutorial_chipless_leader_and_a_worker_per_v6e
     pod = job["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "convert"}
     assert pod["tolerations"][0]["value"] == "convert"
-    assert pod["containers"][0]["resources"]["requests"]["memory"] == "1231Gi"
+    assert pod["containers"][0]["resources"]["requests"]["memory"] == "1636Gi"
     script = pod["containers"][0]["args"][0]
     assert "/data/source/meta/Llama3.1-405B-Instruct" in script
 
