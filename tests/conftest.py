@@ -54,3 +54,9 @@ def one(stack: dict[str, Any], rtype: str) -> dict[str, Any]:
     items = list(of_type(stack, rtype).values())
     assert len(items) == 1, f"expected one {rtype}, found {len(items)}"
     return items[0]
+
+
+def one_of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """The one rendered object of `kind` among a release's objects."""
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found

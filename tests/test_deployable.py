@@ -9,19 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from infra.controllers import CONTROLLERS
-from tests.conftest import by_name, of_type, one
+from tests.conftest import by_name, of_type, one, one_of_kind
 from tests.test_charts import needs_crds, rendered
-
-
-def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    (found,) = [o for o in objects if o["kind"] == kind]
-    return found
 
 
 @needs_crds
 def test_fuse_mounts_never_ask_for_parallel_downloads_without_a_file_cache(stacks: dict[str, dict[str, Any]]) -> None:
     """GKE >= 1.32.0-gke.1795000 fails such a mount: 'file cache should be enabled for parallel download support'."""
-    ray = _kind(rendered(stacks["dev"], "ray-training"), "RayCluster")
+    ray = one_of_kind(rendered(stacks["dev"], "ray-training"), "RayCluster")
     for template in (ray["spec"]["headGroupSpec"]["template"], ray["spec"]["workerGroupSpecs"][0]["template"]):
         volume = next(v for v in template["spec"]["volumes"] if "csi" in v)
         assert volume["csi"]["volumeAttributes"]["mountOptions"] == "implicit-dirs"  # the tutorial's
@@ -31,7 +26,7 @@ def test_fuse_mounts_never_ask_for_parallel_downloads_without_a_file_cache(stack
             "gke-gcsfuse/memory-limit": "0",
             "gke-gcsfuse/ephemeral-storage-limit": "0",
         }
-    vllm = _kind(rendered(stacks["dev"], "serve-llama70b-vllm"), "Deployment")["spec"]["template"]["spec"]
+    vllm = one_of_kind(rendered(stacks["dev"], "serve-llama70b-vllm"), "Deployment")["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in vllm["volumes"]}
     attributes = volumes["models"]["csi"]["volumeAttributes"]
     assert "file-cache:enable-parallel-downloads:true" in attributes["mountOptions"]
@@ -44,7 +39,7 @@ def test_fuse_mounts_never_ask_for_parallel_downloads_without_a_file_cache(stack
 def test_saxml_model_servers_run_on_the_pod_network_so_workload_identity_applies(
     stacks: dict[str, dict[str, Any]],
 ) -> None:
-    jobset = _kind(rendered(stacks["dev"], "serve-saxml"), "JobSet")
+    jobset = one_of_kind(rendered(stacks["dev"], "serve-saxml"), "JobSet")
     for job in jobset["spec"]["replicatedJobs"]:
         pod = job["template"]["spec"]["template"]["spec"]
         assert "hostNetwork" not in pod and "dnsPolicy" not in pod
@@ -88,7 +83,7 @@ def test_ray_workers_are_pinned_to_the_training_pool_and_carry_the_tutorials_tpu
     stacks: dict[str, dict[str, Any]],
 ) -> None:
     """dev has two identical v6e 4x4 pools (train, serve): without the pool, Ray could take the serving slice."""
-    ray = _kind(rendered(stacks["dev"], "ray-training"), "RayCluster")
+    ray = one_of_kind(rendered(stacks["dev"], "ray-training"), "RayCluster")
     worker = ray["spec"]["workerGroupSpecs"][0]["template"]["spec"]
     assert worker["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",

@@ -23,7 +23,7 @@ from infra.models import MODELS, ModelArch
 from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
 from infra.rules.manifests import ReleaseContext
 from infra.rules.run import check_synthesized, stack_releases
-from tests.conftest import REPO, of_type
+from tests.conftest import REPO, of_type, one_of_kind
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 
@@ -253,14 +253,9 @@ def test_terraform_rule_fails_on_its_example(rule_id: str, stacks: dict[str, dic
 # --- manifest rules ---------------------------------------------------------------------------------------------
 
 
-def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    (found,) = [o for o in objects if o["kind"] == kind]
-    return found
-
-
 def _worker(objs: list[dict[str, Any]]) -> dict[str, Any]:
     """The TPU worker pod template of the RayCluster."""
-    return _kind(objs, "RayCluster")["spec"]["workerGroupSpecs"][0]["template"]
+    return one_of_kind(objs, "RayCluster")["spec"]["workerGroupSpecs"][0]["template"]
 
 
 def _fuse_volume(pod_spec: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +263,7 @@ def _fuse_volume(pod_spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lwt(objs: list[dict[str, Any]]) -> dict[str, Any]:
-    return _kind(objs, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+    return one_of_kind(objs, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
 
 
 def _jetstream(objs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -276,7 +271,7 @@ def _jetstream(objs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _sax_pod(objs: list[dict[str, Any]]) -> dict[str, Any]:
-    return _kind(objs, "JobSet")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    return one_of_kind(objs, "JobSet")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
 
 
 def _old_ray_mount(objs: list[dict[str, Any]]) -> None:
@@ -312,21 +307,23 @@ def _old_probe(objs: list[dict[str, Any]]) -> None:
 
 
 def _vllm_on_gce_pool(objs: list[dict[str, Any]]) -> None:
-    _kind(objs, "Deployment")["spec"]["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] = "serve"
+    one_of_kind(objs, "Deployment")["spec"]["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] = (
+        "serve"
+    )
 
 
 def _forbidden_option(objs: list[dict[str, Any]]) -> None:
-    attributes = _fuse_volume(_kind(objs, "Deployment")["spec"]["template"]["spec"])["csi"]["volumeAttributes"]
+    attributes = _fuse_volume(one_of_kind(objs, "Deployment")["spec"]["template"]["spec"])["csi"]["volumeAttributes"]
     attributes["mountOptions"] += ",temp-dir=/tmp/x"
 
 
 def _duplicate_group(objs: list[dict[str, Any]]) -> None:
-    groups = _kind(objs, "RayCluster")["spec"]["workerGroupSpecs"]
+    groups = one_of_kind(objs, "RayCluster")["spec"]["workerGroupSpecs"]
     groups.append(copy.deepcopy(groups[0]))
 
 
 def _flavor_mismatch(objs: list[dict[str, Any]]) -> None:
-    group = _kind(objs, "ClusterQueue")["spec"]["resourceGroups"][0]
+    group = one_of_kind(objs, "ClusterQueue")["spec"]["resourceGroups"][0]
     group["flavors"][0]["resources"] = group["flavors"][0]["resources"][:-1]
 
 
@@ -335,7 +332,9 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     "gcsfuse.parallel-downloads-need-file-cache": ("ray-training", _old_ray_mount, "parallel downloads need a file"),
     "gcsfuse.pod-annotation": (
         "serve-llama70b-vllm",
-        lambda o: _kind(o, "Deployment")["spec"]["template"]["metadata"]["annotations"].pop("gke-gcsfuse/volumes"),
+        lambda o: one_of_kind(o, "Deployment")["spec"]["template"]["metadata"]["annotations"].pop(
+            "gke-gcsfuse/volumes"
+        ),
         'must be "true"',
     ),
     "gcsfuse.sidecar-limits": (
@@ -362,7 +361,7 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     ),
     "kuberay.tpu.num-of-hosts-matches-topology": (
         "ray-training",
-        lambda o: _kind(o, "RayCluster")["spec"]["workerGroupSpecs"][0].update(numOfHosts=2),
+        lambda o: one_of_kind(o, "RayCluster")["spec"]["workerGroupSpecs"][0].update(numOfHosts=2),
         "topology 4x4 with 4 chips per host is 4 hosts",
     ),
     # Before the fix the TPU workers lacked the tutorial's environment.
@@ -370,12 +369,14 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     "kuberay.worker-group-names-unique": ("ray-training", _duplicate_group, "used by more than one worker group"),
     "jobset.job-names-dns-1035": (
         "serve-saxml",
-        lambda o: _kind(o, "JobSet")["metadata"].update(name="s" * 60),
+        lambda o: one_of_kind(o, "JobSet")["metadata"].update(name="s" * 60),
         "is invalid",
     ),
     "jobset.policies-name-replicated-jobs": (
         "nccl-test",
-        lambda o: _kind(o, "JobSet")["spec"].update(successPolicy={"operator": "All", "targetReplicatedJobs": ["x"]}),
+        lambda o: one_of_kind(o, "JobSet")["spec"].update(
+            successPolicy={"operator": "All", "targetReplicatedJobs": ["x"]}
+        ),
         "not a replicatedJob",
     ),
     "lws.subgroup-size-divides-group": (
@@ -385,7 +386,7 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     ),
     "kueue.queue-exists-and-covers-resources": (
         "nccl-test",
-        lambda o: _kind(o, "JobSet")["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "nope"}),
+        lambda o: one_of_kind(o, "JobSet")["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "nope"}),
         "no LocalQueue; known: ml-gpu/gpu",
     ),
     "kueue.flavors-list-covered-resources": ("kueue-queues", _flavor_mismatch, "must list"),
@@ -400,7 +401,7 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     "jetstream.startup-probe-covers-restore": ("serve-llama405b", _old_probe, "allows 1800 s; at least 10600 s"),
     "k8s.names-and-label-values": (
         "serve-canary",
-        lambda o: _kind(o, "Deployment")["metadata"]["labels"].update(team="x" * 64),
+        lambda o: one_of_kind(o, "Deployment")["metadata"]["labels"].update(team="x" * 64),
         "at most 63 characters",
     ),
     "k8s.native-sidecars-need-1.29": ("serve-llama405b", lambda o: None, "the cluster may run 1.28"),

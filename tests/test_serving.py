@@ -15,17 +15,12 @@ import yaml
 
 from infra.accelerators import tpu_slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel, load_environment
-from tests.conftest import by_name, of_type
+from tests.conftest import by_name, of_type, one_of_kind
 from tests.test_charts import needs_crds, release_values, rendered
 from workloads.charts.check import render
 from workloads.serving import saxml
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
-
-
-def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    (found,) = [o for o in objects if o["kind"] == kind]
-    return found
 
 
 # --- must show, from the synthesized stacks ---------------------------------------------------------
@@ -34,7 +29,7 @@ def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 @needs_crds
 def test_saxml_model_servers_are_one_job_of_8_hosts_per_v5e_4x8_slice(stacks: dict[str, dict[str, Any]]) -> None:
     objects = rendered(stacks["dev"], "serve-saxml")
-    jobset = one(objects, "JobSet")
+    jobset = one_of_kind(objects, "JobSet")
     assert jobset["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == (
         "cloud.google.com/gke-nodepool"
     )
@@ -57,7 +52,7 @@ def test_saxml_model_servers_are_one_job_of_8_hosts_per_v5e_4x8_slice(stacks: di
         env = {e["name"]: e["value"] for e in server["env"]}
         assert env["MEGASCALE_NUM_SLICES"] == "" and env["SAX_ROOT"] == "gs://acme-ml-platform-dev-saxml/sax-root"
         assert "--platform_topology=4x8" in server["args"] and "--platform_chip=tpuv5e" in server["args"]
-    service = one(objects, "Service")
+    service = one_of_kind(objects, "Service")
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
     # Both pools exist with 8 hosts each.
@@ -89,7 +84,7 @@ def test_jetstream_follows_the_gke_tutorial_chipless_leader_and_a_worker_per_v6e
     chips on the CPU pool, one Pathways worker per TPU host, MaxText's 405B inference config with the Llama 3
     tokenizer, ici_autoregressive_parallelism=2 x ici_tensor_parallelism=8, and pools with GCE_METADATA."""
     objects = rendered(stacks["dev"], "serve-llama405b")
-    lws = one(objects, "LeaderWorkerSet")
+    lws = one_of_kind(objects, "LeaderWorkerSet")
     template = lws["spec"]["leaderWorkerTemplate"]
     assert template["size"] == 5
     assert template["subGroupPolicy"] == {"subGroupPolicyType": "LeaderExcluded", "subGroupSize": 4}
@@ -113,14 +108,14 @@ def test_jetstream_follows_the_gke_tutorial_chipless_leader_and_a_worker_per_v6e
     assert "quantization=int8" in args and "checkpoint_is_quantized=true" in args
     probe = jetstream["startupProbe"]
     assert probe["initialDelaySeconds"] + probe["periodSeconds"] * probe["failureThreshold"] >= 600 + 10000
-    service = one(objects, "Service")
+    service = one_of_kind(objects, "Service")
     assert service["spec"]["ports"][0]["port"] == 8000
     pool = by_name(stacks["dev"], "google_container_node_pool")["serve"]
     assert pool["node_config"]["workload_metadata_config"] == {"mode": "GCE_METADATA"}
     assert "pathways" in pool["node_config"]["service_account"]
     # The checkpoint conversion Job reads the Meta checkpoint from the bucket and writes int8 next to it,
     # on the CPU pool that holds it.
-    job = one(objects, "Job")
+    job = one_of_kind(objects, "Job")
     pod = job["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "convert"}
     assert pod["tolerations"][0]["value"] == "convert"
@@ -159,7 +154,7 @@ def test_disaggregated_serving_spans_two_v6e_2x4_pools(stacks: dict[str, dict[st
         assert pool["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x4"}
         assert (pool["node_count"], pool["node_config"]["machine_type"]) == (2, "ct6e-standard-4t")
     objects = rendered(stacks["dev"], "serve-llama70b-disagg")
-    lws = one(objects, "LeaderWorkerSet")
+    lws = one_of_kind(objects, "LeaderWorkerSet")
     assert lws["metadata"]["annotations"] == {
         "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": "cloud.google.com/gke-nodepool"
     }
@@ -173,7 +168,7 @@ def test_disaggregated_serving_spans_two_v6e_2x4_pools(stacks: dict[str, dict[st
     assert "inference_server=ExperimentalMaxtextDisaggregatedServer_8" in jetstream["args"]
     assert "ici_tensor_parallelism=8" in jetstream["args"]  # Llama 2 70B: 8 KV heads, 8 chips per slice
     # The 70B deployment converts its checkpoint too, on the same CPU pool.
-    job = one(objects, "Job")
+    job = one_of_kind(objects, "Job")
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "convert"}
 
 
@@ -193,7 +188,7 @@ def test_vllm_tensor_parallelism_is_the_slices_chips(
     stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
 ) -> None:
     chips = envs["dev"].slices["vllm"].slice.chips
-    deployment = one(rendered(stacks["dev"], "serve-llama70b-vllm"), "Deployment")
+    deployment = one_of_kind(rendered(stacks["dev"], "serve-llama70b-vllm"), "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert f"--tensor-parallel-size={chips}" in container["args"] and chips == 8
     assert container["resources"]["limits"] == {"google.com/tpu": "8"}
@@ -213,7 +208,7 @@ def test_vllm_chart_refuses_tensor_parallelism_other_than_the_chips(stacks: dict
 
 @needs_crds
 def test_canary_server_is_ready_only_with_weights_and_exposes_metrics(stacks: dict[str, dict[str, Any]]) -> None:
-    deployment = one(rendered(stacks["dev"], "serve-canary"), "Deployment")
+    deployment = one_of_kind(rendered(stacks["dev"], "serve-canary"), "Deployment")
     pod = deployment["spec"]["template"]
     container = pod["spec"]["containers"][0]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
