@@ -73,9 +73,11 @@ def deploy(env: Environment, path: Path, *, infra_only: bool, auto_approve: bool
         return 2
     extra = {"PLATFORM_ENVS": env.name}
     if infra_only:
-        _, left_out = _synth_one(env, omit_unbuilt=True)
-        if left_out:
-            print(f"{stack}: left out until their images are built: {', '.join(left_out)}")
+        # A real deploy's synth (the app, run by cdktf) names what it leaves out; a dry run synthesizes here.
+        if dry_run:
+            _, left_out = _synth_one(env, omit_unbuilt=True)
+            if left_out:
+                print(f"{stack}: left out until their images are built: {', '.join(left_out)}")
         extra["PLATFORM_OMIT_UNBUILT"] = "1"
     else:
         print(f"{stack}: every release image is pinned to a built digest")

@@ -96,6 +96,7 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
 def test_dry_runs_change_nothing(tmp_path: Path) -> None:
     done = _run(["deploy", "dev", "--infra-only", "--dry-run"], tmp_path)
     assert done.returncode == 0
+    assert "platform-dev: left out until their images are built: ray-training, " in done.stdout
     assert "dry run, would run: PLATFORM_ENVS=dev PLATFORM_OMIT_UNBUILT=1 " in done.stdout
     assert done.stdout.rstrip().endswith("deploy platform-dev")
     assert _calls(tmp_path) == []
