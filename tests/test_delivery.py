@@ -274,6 +274,34 @@ def test_user_workflows_pass_actionlint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+# The Node 24 majors (hosted runners dropped Node 20 in September 2026), each `runs.using: node24` in its
+# action.yml at that tag: read from the action repositories at these commits.
+NODE24_ACTIONS = {
+    "actions/checkout": ("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+    "actions/setup-python": ("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
+    "actions/setup-node": ("820762786026740c76f36085b0efc47a31fe5020", "v7.0.0"),
+    "google-github-actions/auth": ("7c6bc770dae815cd3e89ee6cdf493a5fab2cc093", "v3.0.0"),
+    "hashicorp/setup-terraform": ("dfe3c3f87815947d99a8997f908cb6525fc44e9e", "v4.0.1"),
+}
+
+
+def test_every_action_is_pinned_by_commit_to_its_node24_release() -> None:
+    """A tag can be moved; a commit cannot. Node 20 actions no longer start on hosted runners."""
+    import re
+
+    seen = set()
+    for workflow in sorted((REPO / ".github" / "workflows").glob("*.yml")):
+        for line in workflow.read_text().splitlines():
+            found = re.search(r"uses: ([\w.-]+/[\w.-]+)@(\S+)(?: # (v[\d.]+))?", line)
+            if not found:
+                continue
+            action, ref, tag = found.groups()
+            assert action in NODE24_ACTIONS, f"{workflow.name}: {action} has no known Node 24 pin"
+            assert (ref, tag) == NODE24_ACTIONS[action], f"{workflow.name}: {line.strip()}"
+            seen.add(action)
+    assert seen == set(NODE24_ACTIONS)
+
+
 def test_pull_request_comment_is_updated_not_duplicated() -> None:
     workflow = (REPO / ".github" / "workflows" / "pull-request.yml").read_text()
     assert "<!-- platform-plan-review -->" in workflow
