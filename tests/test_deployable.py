@@ -1,4 +1,4 @@
-"""What GKE and the engines would have refused on a real cluster, fixed: one test per defect of issue 10.
+"""What GKE and the engines would have refused on a real cluster, fixed: one test per defect (issues 10 and 14).
 
 Each asserts the real system's rule or the tutorial's configuration on exactly what the dev stack applies
 (the synthesized Terraform, the rendered charts), not our own idea of it.
@@ -113,3 +113,40 @@ def test_checkpoint_conversions_run_on_a_cpu_pool_that_holds_them(stacks: dict[s
         assert pool["node_config"]["machine_type"] == "m1-ultramem-80"
         assert pool["autoscaling"]["total_min_node_count"] == 0
         assert pool["node_config"]["taint"] == [{"key": "platform.pool", "value": "convert", "effect": "NO_SCHEDULE"}]
+
+
+# --- issue 14 ----------------------------------------------------------------------------------------------
+
+
+@needs_crds
+def test_jetstream_leaves_the_lws_name_to_the_headless_service_lws_creates(stacks: dict[str, dict[str, Any]]) -> None:
+    """LWS creates its headless Service `<lws>` only if no Service of that name exists
+    (CreateHeadlessServiceIfNotExists); without it `LWS_LEADER_ADDRESS` (<lws>-0.<lws>.<ns>) never resolves."""
+    for release in ("serve-llama405b", "serve-llama70b-disagg"):
+        objects = rendered(stacks["dev"], release)
+        lws = one_of_kind(objects, "LeaderWorkerSet")["metadata"]["name"]
+        services = [o["metadata"]["name"] for o in objects if o["kind"] == "Service"]
+        assert services == [f"{release}-svc"] and lws not in services
+
+
+def test_every_api_the_stack_calls_is_enabled_by_the_stack_and_kept_on_destroy(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """Binary Authorization was enforced on the cluster while binaryauthorization.googleapis.com was never enabled."""
+    for stack in stacks.values():
+        services = {s["service"]: (k, s) for k, s in of_type(stack, "google_project_service").items()}
+        key, binauthz = services["binaryauthorization.googleapis.com"]
+        assert binauthz["disable_on_destroy"] is False
+        assert one(stack, "google_container_cluster")["binary_authorization"]
+        assert f"google_project_service.{key}" in one(stack, "google_container_cluster")["depends_on"]
+        assert {"container.googleapis.com", "compute.googleapis.com", "iamcredentials.googleapis.com"} <= set(services)
+
+
+def test_dedicated_cpu_pools_are_pinned_to_the_environments_zones(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Any]
+) -> None:
+    """Without node_locations the m1-ultramem-80 `convert` pool spans every zone of us-east5; creating it fails
+    in any zone that does not offer the machine type."""
+    for name, stack in stacks.items():
+        for key in envs[name].cpu_pools:
+            assert by_name(stack, "google_container_node_pool")[key]["node_locations"] == envs[name].zones

@@ -48,6 +48,52 @@ def test_image_runs_as_a_non_root_user(name: str) -> None:
     assert users and users[-1].split(":")[0] not in ("root", "0")
 
 
+# The user each base image runs its build steps as (its own USER): rayproject/ray's Dockerfile ends with
+# `USER ray` (uid 1000), the python images set none (root).
+BASE_USERS = {"rayproject/ray": "1000", "python": "root"}
+
+
+def _workdirs_unwritable_by_the_classic_builder(text: str) -> list[str]:
+    """WORKDIRs that a non-root user's later RUN would find owned by root under the classic builder.
+
+    The classic builder creates a missing WORKDIR as root whatever the current USER (moby/moby#36677);
+    BuildKit creates it for the current user. A Dockerfile builds under either only if a non-root stage's
+    WORKDIR was created, and given to that user, by an earlier root RUN.
+    """
+    problems, owned, user, stage_users, stage = [], set(), "root", {}, None
+    for line in text.splitlines():
+        if m := re.match(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", line, re.I):
+            image = m.group(1)
+            user = stage_users.get(image) or BASE_USERS[image.split(":")[0]]
+            stage = m.group(2)
+        elif m := re.match(r"^USER\s+(\S+)", line):
+            user = "root" if m.group(1).split(":")[0] in ("root", "0") else m.group(1).split(":")[0]
+        elif m := re.match(r"^RUN\s+mkdir -p (\S+) && chown (\d+)", line):
+            if user == "root":
+                owned.add((m.group(1), m.group(2)))
+        elif m := re.match(r"^WORKDIR\s+(\S+)", line):
+            if user != "root" and (m.group(1), user) not in owned:
+                problems.append(f"WORKDIR {m.group(1)} as user {user}: root-owned under the classic builder")
+        if stage:
+            stage_users[stage] = user
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_image_builds_with_the_classic_builder_and_buildkit(name: str) -> None:
+    """Cloud Build's docker step uses the classic builder: the trainer's `pip install -e .` as uid 1000 failed
+    writing its egg-info into a root-owned /opt/platform."""
+    text = (REPO / CATALOGUE[name]["dockerfile"]).read_text()
+    assert _workdirs_unwritable_by_the_classic_builder(text) == []
+
+
+def test_the_classic_builder_check_finds_the_old_trainer_workdir() -> None:
+    old = "FROM rayproject/ray:2.60.0-py312 AS trainer\nWORKDIR /opt/platform\nRUN pip install -e .\n"
+    assert _workdirs_unwritable_by_the_classic_builder(old) == [
+        "WORKDIR /opt/platform as user 1000: root-owned under the classic builder"
+    ]
+
+
 def _pins(path: Path) -> dict[str, str]:
     return dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", path.read_text(), re.M))
 

@@ -176,7 +176,18 @@ def _same_vpc_twice(stack: dict[str, Any]) -> None:
     nics[1]["network"] = nics[0]["network"]
 
 
+def _drop_service(stack: dict[str, Any], api: str) -> None:
+    services = of_type(stack, "google_project_service")
+    (key,) = [k for k, v in services.items() if v["service"] == api]
+    del services[key]
+
+
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    # Before the fix: Binary Authorization enforced, its API never enabled.
+    "gcp.apis-enabled-before-use": (
+        lambda s: _drop_service(s, "binaryauthorization.googleapis.com"),
+        "this API is not enabled by the stack",
+    ),
     "gke.tpu.multihost-compact-placement": (
         lambda s: _pool(s, "train").update(node_locations=["us-east5-a", "us-east5-b"]),
         "a multi-host TPU slice lives in exactly one zone",

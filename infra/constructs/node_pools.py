@@ -37,6 +37,8 @@ class CpuNodePool(Construct):
     and the chipless Pathways leaders. A dedicated pool scales from zero and is
     tainted so nothing else lands there: its jobs select
     `cloud.google.com/gke-nodepool: <name>` and tolerate `platform.pool=<name>:NoSchedule`.
+    `zones` pins the pool's nodes (`node_locations`): without it a pool spans every zone
+    of the cluster's region, and creating it fails in any zone without the machine type.
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class CpuNodePool(Construct):
         disk_size_gb: int,
         service_account: str,
         dedicated: bool,
+        zones: Sequence[str] | None = None,
     ) -> None:
         super().__init__(scope, id_)
         dedication: dict[str, Any] = (
@@ -73,6 +76,7 @@ class CpuNodePool(Construct):
             project=project,
             cluster=cluster,
             location=location,
+            node_locations=list(zones) if zones else None,
             name=name,
             initial_node_count=0 if dedicated else None,
             autoscaling=autoscaling,

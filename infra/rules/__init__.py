@@ -140,4 +140,4 @@ def where(obj: dict[str, Any]) -> str:
 
 
 # Importing the rule modules registers their rules: RULES is complete once `infra.rules` is imported.
-from infra.rules import environment, manifests, terraform  # noqa: E402, F401
+from infra.rules import environment, manifests, service_usage, terraform  # noqa: E402, F401

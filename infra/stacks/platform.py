@@ -9,6 +9,7 @@ from cdktf import GcsBackend, TerraformOutput, TerraformStack
 from constructs import Construct
 
 from infra.config import PLACEHOLDER_DIGEST, Environment
+from infra.constructs.apis import ProjectApis
 from infra.constructs.cluster import GkeCluster
 from infra.constructs.identity import Namespaces, NodeServiceAccount, WorkloadIdentity
 from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, ControlPlaneWebhooks, GpuDirectNetworks, Network
@@ -27,6 +28,7 @@ from infra.constructs.releases import (
 from infra.constructs.serving import release_name, serving_values
 from infra.constructs.storage import Bucket
 from infra.controllers import CONTROLLERS, ENGINE_CONTROLLER
+from infra.gcp_apis import PLATFORM_APIS
 
 
 def stack_name(env: Environment) -> str:
@@ -45,6 +47,7 @@ class PlatformStack(TerraformStack):
         self.left_out: list[str] = []
         GcsBackend(self, bucket=env.state.bucket, prefix=env.state_prefix)
         providers = Providers(self, "providers", project=env.project, region=env.region, labels=env.labels)
+        apis = ProjectApis(self, "apis", project=env.project, apis=PLATFORM_APIS)
 
         network = Network(
             self,
@@ -151,6 +154,7 @@ class PlatformStack(TerraformStack):
                 disk_size_gb=200,
                 service_account=nodes.email,
                 dedicated=True,
+                zones=env.zones,
             )
 
         buckets = {
@@ -239,6 +243,9 @@ class PlatformStack(TerraformStack):
         }
         self._gpu_releases(env, identities, controllers, pools)
         self._serving_releases(env, identities, controllers)
+
+        # Last: every Google resource above waits for its API to be enabled.
+        apis.depend_all(self)
 
         TerraformOutput(self, "cluster_name", value=cluster.name)
         TerraformOutput(self, "cluster_location", value=cluster.location)
