@@ -150,3 +150,26 @@ def test_dedicated_cpu_pools_are_pinned_to_the_environments_zones(
     for name, stack in stacks.items():
         for key in envs[name].cpu_pools:
             assert by_name(stack, "google_container_node_pool")[key]["node_locations"] == envs[name].zones
+
+
+@needs_crds
+def test_vllm_compiles_once_into_a_persistent_single_writer_cache_and_waits_for_a_cold_start(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """The cache sat in the container's /tmp (every restart compiled from nothing) and the startup budget was
+    20 minutes, below a cold compile of a 70B model (about 30 minutes, tpu-inference PR #3408)."""
+    deployment = one_of_kind(rendered(stacks["dev"], "serve-llama70b-vllm"), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (vllm,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in vllm["env"]}
+    mount = next(m for m in vllm["volumeMounts"] if m["mountPath"] == env["VLLM_XLA_CACHE_PATH"])
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["csi"]["volumeAttributes"] == {
+        "bucketName": "acme-ml-platform-dev-pathways",
+        "mountOptions": "implicit-dirs,only-dir=xla-cache/serve-llama70b-vllm",
+    }
+    assert not mount.get("readOnly") and not volume["csi"].get("readOnly")
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    probe = vllm["startupProbe"]
+    assert probe["httpGet"]["path"] == "/health"  # not behind the API key
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 3600

@@ -62,18 +62,18 @@ def _workdirs_unwritable_by_the_classic_builder(text: str) -> list[str]:
     """
     problems, owned, user, stage_users, stage = [], set(), "root", {}, None
     for line in text.splitlines():
-        if m := re.match(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", line, re.I):
-            image = m.group(1)
+        instruction, _, rest = line.partition(" ")
+        if instruction == "FROM":
+            image, *alias = rest.split()
             user = stage_users.get(image) or BASE_USERS[image.split(":")[0]]
-            stage = m.group(2)
-        elif m := re.match(r"^USER\s+(\S+)", line):
-            user = "root" if m.group(1).split(":")[0] in ("root", "0") else m.group(1).split(":")[0]
-        elif m := re.match(r"^RUN\s+mkdir -p (\S+) && chown (\d+)", line):
-            if user == "root":
-                owned.add((m.group(1), m.group(2)))
-        elif m := re.match(r"^WORKDIR\s+(\S+)", line):
-            if user != "root" and (m.group(1), user) not in owned:
-                problems.append(f"WORKDIR {m.group(1)} as user {user}: root-owned under the classic builder")
+            stage = alias[-1] if alias else None
+        elif instruction == "USER":
+            uid = rest.split(":")[0]
+            user = "root" if uid in ("root", "0") else uid
+        elif instruction == "RUN" and user == "root" and (m := re.match(r"mkdir -p (\S+) && chown (\d+)", rest)):
+            owned.add((m.group(1), m.group(2)))
+        elif instruction == "WORKDIR" and user != "root" and (rest, user) not in owned:
+            problems.append(f"WORKDIR {rest} as user {user}: root-owned under the classic builder")
         if stage:
             stage_users[stage] = user
     return problems

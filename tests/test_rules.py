@@ -338,7 +338,38 @@ def _flavor_mismatch(objs: list[dict[str, Any]]) -> None:
     group["flavors"][0]["resources"] = group["flavors"][0]["resources"][:-1]
 
 
+def _service_named_after_the_lws(objs: list[dict[str, Any]]) -> None:
+    service = one_of_kind(objs, "Service")
+    service["metadata"]["name"] = one_of_kind(objs, "LeaderWorkerSet")["metadata"]["name"]
+
+
+def _vllm(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    return one_of_kind(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def _old_vllm_cache(objs: list[dict[str, Any]]) -> None:
+    env = next(e for e in _vllm(objs)["env"] if e["name"] == "VLLM_XLA_CACHE_PATH")
+    env["value"] = "/tmp/vllm-xla-cache"
+
+
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    # Before the fix: the JetStream Service took the LWS's name, so LWS made no headless Service.
+    "k8s.controller-created-names": (
+        "serve-llama405b",
+        _service_named_after_the_lws,
+        "already has a Service of this name",
+    ),
+    # Before the fix: 120 x 10 s, and the cache in the container's /tmp.
+    "vllm.startup-probe-covers-cold-compile": (
+        "serve-llama70b-vllm",
+        lambda o: _vllm(o)["startupProbe"].update(periodSeconds=10, failureThreshold=120),
+        "allows 1200 s; at least 3600 s",
+    ),
+    "vllm.xla-cache-persistent-single-writer": (
+        "serve-llama70b-vllm",
+        _old_vllm_cache,
+        "not on a persistent volume",
+    ),
     # Before the fix the Ray and vLLM mounts asked for parallel downloads without a file cache.
     "gcsfuse.parallel-downloads-need-file-cache": ("ray-training", _old_ray_mount, "parallel downloads need a file"),
     "gcsfuse.pod-annotation": (
@@ -462,3 +493,15 @@ def test_the_readme_lists_every_rule_with_its_source() -> None:
     readme = (REPO / "README.md").read_text()
     shown = readme.split("<!-- rules:begin -->\n", 1)[1].split("\n<!-- rules:end -->", 1)[0]
     assert shown == table(), "regenerate the README's rules table: python -m infra.rules --table"
+
+
+def test_controller_names_over_their_limits_are_refused(
+    stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    """A 53-character LWS name passes LWS's webhook (63) but its StatefulSet's pods are never created."""
+    objects = copy.deepcopy(releases["serve-llama405b"])
+    one_of_kind(objects, "LeaderWorkerSet")["metadata"]["name"] = "l" * 53
+    ctx = ReleaseContext(name="serve-llama405b", namespace="ml-serving", stack=stacks["dev"], stack_objects=releases)
+    found = RULES["k8s.controller-created-names"].run(objects, ctx)
+    assert [v.field.split(": ", 1)[1] for v in found] == [f"StatefulSet {'l' * 53}", f"StatefulSet {'l' * 53}-0"]
+    assert all("over 52 characters" in v.message for v in found)

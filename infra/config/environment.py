@@ -129,8 +129,10 @@ class Environment(Model):
         problems += self._writer_problems(("training", "identity"), t.identity, t.bucket)
         return problems
 
-    def _writer_problems(self, where: tuple[str, ...], identity_key: str, bucket: str) -> list[Problem]:
-        """A job's identity must be able to write its checkpoints to its bucket."""
+    def _writer_problems(
+        self, where: tuple[str | int, ...], identity_key: str, bucket: str, what: str = "checkpoints"
+    ) -> list[Problem]:
+        """A job's identity must be able to write `what` (its checkpoints, a cache) to its bucket."""
         identity = self.identities.get(identity_key)
         if identity is None or bucket not in self.buckets:
             return []
@@ -141,7 +143,7 @@ class Environment(Model):
             (
                 where,
                 identity_key,
-                f"must be able to write checkpoints to bucket {bucket!r}: give it "
+                f"must be able to write {what} to bucket {bucket!r}: give it "
                 f"roles/storage.objectUser there (it has {role or 'no role'})",
             )
         ]
@@ -275,6 +277,8 @@ class Environment(Model):
         buckets = [("bucket", d.bucket)]
         if isinstance(d, JetStreamServing):
             buckets.append(("scratch_bucket", d.scratch_bucket))
+        if isinstance(d, VllmServing):
+            buckets.append(("cache_bucket", d.cache_bucket))
         conversion = getattr(d, "conversion", None)
         if conversion is not None:
             buckets.append(("conversion.source_bucket", conversion.source_bucket))
@@ -290,6 +294,8 @@ class Environment(Model):
                         f"add one to identities.{d.identity}.bucket_roles",
                     )
                 )
+        if isinstance(d, VllmServing):
+            problems += self._writer_problems((*where, "identity"), d.identity, d.cache_bucket, "its compilation cache")
         images = [("image", getattr(d, "image", None))]
         if conversion is not None:
             images.append(("conversion.image", conversion.image))

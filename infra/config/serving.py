@@ -124,9 +124,15 @@ class VllmServing(Model):
     model_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]  # the weights' folder in the bucket
     model: ServedModel
     max_model_len: int = Field(default=4096, ge=16)
-    replicas: int = Field(default=1, ge=1)
+    # One replica: it alone writes the persistent XLA compilation cache (see `cache_bucket`).
+    replicas: int = Field(default=1, ge=1, le=1)
     # A Kubernetes Secret (key `token`) whose value clients must send as a bearer token.
     api_key_secret: KubernetesName | None = None
+    # Where the server keeps its XLA compilation cache (`xla-cache/<release>/` in this bucket, which the
+    # identity must be able to write): a restart or a new revision loads the compiled programs instead of
+    # compiling from nothing (about 30 minutes for a 70B model). One writer per path: replicas sharing a
+    # writable cache fail ("filesystem error: cannot create directories", GKE's vLLM TPU guide).
+    cache_bucket: Name
 
     def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
         return [(("slice",), self.slice)]

@@ -142,6 +142,9 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "fileCacheSize": f"{math.ceil(d.model.weights_gb * 1.1)}Gi",
         "maxModelLen": d.max_model_len,
         "apiKeySecret": d.api_key_secret,
+        # The persistent XLA compilation cache: this release's own folder, one writer (one replica,
+        # replaced with Recreate, so an old and a new pod never write it at once).
+        "xlaCache": {"bucket": env.bucket_name(d.cache_bucket), "path": f"xla-cache/{release_name(key)}"},
     }
 
 

@@ -135,9 +135,23 @@ def containers(pod_spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
             yield f"{section}[{i}]", c
 
 
+def probe_budget(probe: dict[str, Any]) -> int:
+    """Seconds a probe allows before the kubelet gives up (Kubernetes' defaults: period 10 s, threshold 3)."""
+    return int(probe.get("initialDelaySeconds", 0)) + int(probe.get("periodSeconds", 10)) * int(
+        probe.get("failureThreshold", 3)
+    )
+
+
 def where(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
 
 
 # Importing the rule modules registers their rules: RULES is complete once `infra.rules` is imported.
-from infra.rules import environment, manifests, service_usage, terraform  # noqa: E402, F401
+from infra.rules import (  # noqa: E402, F401
+    controller_objects,
+    environment,
+    manifests,
+    service_usage,
+    terraform,
+    vllm,
+)

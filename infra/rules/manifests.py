@@ -21,7 +21,7 @@ from infra.accelerators import (
     tpu_accelerator_for_label,
     tpu_slice_for_machine,
 )
-from infra.rules import Finding, containers, pod_templates, rule, where
+from infra.rules import Finding, containers, pod_templates, probe_budget, rule, where
 
 DOCS = "https://cloud.google.com/kubernetes-engine/docs"
 FUSE_PERF_DOC = f"{DOCS}/how-to/cloud-storage-fuse-csi-driver-perf"
@@ -45,6 +45,13 @@ class ReleaseContext:
     stack: dict[str, Any] = field(default_factory=dict, repr=False)
     # Objects of every local release of the stack, by release name.
     stack_objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+
+    def namespace_of(self, release: str) -> str | None:
+        """The namespace another release of the stack installs into."""
+        for r in (self.stack.get("resource", {}).get("helm_release") or {}).values():
+            if r.get("name") == release:
+                return r.get("namespace")
+        return None
 
     def pools(self) -> dict[str, dict[str, Any]]:
         """Node pools of the stack by name."""
@@ -616,9 +623,7 @@ def _startup_probe(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
             probe = c.get("startupProbe")
             if probe is None:
                 continue
-            budget = probe.get("initialDelaySeconds", 0) + probe.get("periodSeconds", 10) * probe.get(
-                "failureThreshold", 3
-            )
+            budget = probe_budget(probe)
             if budget < TUTORIAL_STARTUP_BUDGET_S:
                 yield (
                     f"{where(obj)}: leaderTemplate.spec.{path}.startupProbe",
