@@ -115,10 +115,10 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         "project_number",
         ["100000000001", "string"],
     ),
-    "GKE too old for v6e": (
+    "GKE minor out of every channel": (
         _set("cluster.min_master_version", "1.30"),
         "cluster.min_master_version",
-        ["'1.30'", "1.31.2-gke.1115000"],
+        ["'1.30'", "not in the platform's calendar", "1.35", "release-schedule"],
     ),
     "GPU slice with a topology": (
         _set("slices.train", {"accelerator": "a3-mega", "topology": "2x4", "capacity": {"type": "spot"}}),

@@ -80,6 +80,17 @@ def _patch_args(monkeypatch: pytest.MonkeyPatch, change: Callable[[list[str]], l
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    # Before the fix: both environments pinned 1.33, out of standard support since 2026-08-03.
+    "gke.version-in-support": (
+        lambda d, mp: d["cluster"].update(min_master_version="1.33"),
+        "cluster.min_master_version",
+        "GKE 1.33 left standard support on 2026-08-03",
+    ),
+    "gke.features-need-versions": (
+        lambda d, mp: d["cluster"].update(min_master_version="1.31.1-gke.1146000"),
+        "cluster.min_master_version",
+        "slices.train.accelerator needs GKE 1.31.2-gke.1115000 or newer",
+    ),
     "platform.tpu.one-workload-per-slice": (
         lambda d, mp: d["serving"]["llama405b"].update(slice="train"),
         "serving.llama405b.slice",

@@ -26,7 +26,7 @@ from infra.config.base import (
     ProjectId,
     ProjectNumber,
 )
-from infra.config.compute import MIN_GKE_VERSION, Capacity, Cluster, CpuPool, SliceSpec, SystemPool
+from infra.config.compute import Capacity, Cluster, CpuPool, SliceSpec, SystemPool
 from infra.config.environment import Environment
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.loading import ENVIRONMENTS_DIR, ConfigError, environments_dir, load_all, load_environment
@@ -49,7 +49,6 @@ __all__ = [
     "BYTES_PER_PARAMETER",
     "ENVIRONMENTS_DIR",
     "IMAGE_DIGEST",
-    "MIN_GKE_VERSION",
     "PLACEHOLDER_DIGEST",
     "VERSION",
     "AuthorizedNetwork",

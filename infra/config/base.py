@@ -68,10 +68,6 @@ def _not_in(loc: tuple[str | int, ...], value: str, known: Iterable[str], label:
     return [] if value in names else [(loc, value, f"not in {label}: {', '.join(names) or '(none)'}")]
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"[0-9]+", version))
-
-
 class _CrossReferenceError(ValueError):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems

@@ -10,9 +10,6 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from infra.accelerators import CPU_MACHINES, CpuMachine, ShapeError, Slice, gpu_slice, lookup, tpu_slice
 from infra.config.base import Model, Name
 
-# GKE versions below which a generation's node pools are refused (GKE docs).
-MIN_GKE_VERSION = {"v6e": "1.31.2-gke.1115000"}
-
 
 class SystemPool(Model):
     """The CPU node pool for system pods, controllers and Ray heads."""
@@ -32,7 +29,8 @@ class SystemPool(Model):
 class Cluster(Model):
     # At most 24 characters: the node service account is `<name>-nodes` (30 at most).
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
-    release_channel: Literal["RAPID", "REGULAR", "STABLE"]
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"]
+    # Checked against GKE's calendar (infra/gke_versions.py) by rule gke.version-in-support.
     min_master_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]+(\.[0-9]+(-gke\.[0-9]+)?)?$")]
     deletion_protection: bool
     system_pool: SystemPool = SystemPool()

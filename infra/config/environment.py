@@ -16,9 +16,8 @@ from infra.config.base import (
     ProjectNumber,
     _CrossReferenceError,
     _not_in,
-    _version_tuple,
 )
-from infra.config.compute import MIN_GKE_VERSION, Cluster, CpuPool, SliceSpec
+from infra.config.compute import Cluster, CpuPool, SliceSpec
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.network import Network
 from infra.config.release import PLACEHOLDER_DIGEST, Release
@@ -69,15 +68,6 @@ class Environment(Model):
             if spec.zone is not None and spec.zone not in self.zones:
                 problems.append(
                     (("slices", key, "zone"), spec.zone, f"not one of the environment's zones: {', '.join(self.zones)}")
-                )
-            minimum = MIN_GKE_VERSION.get(spec.accelerator)
-            if minimum and _version_tuple(self.cluster.min_master_version) < _version_tuple(minimum):
-                problems.append(
-                    (
-                        ("cluster", "min_master_version"),
-                        self.cluster.min_master_version,
-                        f"slice {key!r} ({spec.accelerator}) needs GKE {minimum} or newer",
-                    )
                 )
         for key in self.cpu_pools:
             if key in self.slices or key == "system":

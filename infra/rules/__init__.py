@@ -150,6 +150,7 @@ def where(obj: dict[str, Any]) -> str:
 from infra.rules import (  # noqa: E402, F401
     controller_objects,
     environment,
+    gke_versions,
     manifests,
     service_usage,
     terraform,

@@ -37,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     if not any(stacks.glob("*/cdk.tf.json")):
         print(f"error: no synthesized stacks under {stacks}; run `make synth` first", file=sys.stderr)
         return 2
+    from infra.rules.gke_versions import support_warnings
+
+    for name, env in envs.items():
+        for warning in support_warnings(env):
+            print(f"warning: infra/environments/{name}.yaml: {warning}", file=sys.stderr)
     report = run(envs, stacks)
     for line in report.lines:
         print(f"error: {line}", file=sys.stderr)
