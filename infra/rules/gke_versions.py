@@ -28,9 +28,7 @@ def _support(env: Environment, on: date) -> tuple[list[Finding], list[str]]:
     offered = gv.CHANNELS[channel]
     if minor not in offered:
         refusals.append((FIELD, version, f"the {channel} channel offers {', '.join(offered)} ({gv.SCHEDULE})"))
-    end, kind = (
-        (info.end_of_extended, "extended") if channel == "EXTENDED" else (info.end_of_standard, "standard")
-    )
+    end, kind = (info.end_of_extended, "extended") if channel == "EXTENDED" else (info.end_of_standard, "standard")
     if on >= end:
         refusals.append((FIELD, version, f"GKE {minor} left {kind} support on {end.isoformat()} ({gv.SCHEDULE})"))
         return refusals, []
