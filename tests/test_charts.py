@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -171,3 +172,15 @@ def test_core_objects_are_validated_strictly_against_kubernetes_schemas() -> Non
     validate(account)
     with pytest.raises(ChartCheckError, match=r"ServiceAccount/ray-trainer: .*'automountToken' was unexpected"):
         validate({**account, "automountToken": True})
+
+
+@needs_crds
+def test_gke_network_objects_validate_against_gkes_published_crds(stacks: dict[str, dict[str, Any]]) -> None:
+    """GKE's Network and GKENetworkParamSet against GKE's own CRDs (gke-networking-api), not schemas we wrote."""
+    objects = rendered(stacks["dev"], "gpu-networking")
+    kinds = {o["kind"] for o in objects}
+    assert {"Network", "GKENetworkParamSet"} <= kinds
+    network = copy.deepcopy(next(o for o in objects if o["kind"] == "Network"))
+    network["spec"]["parametersRef"]["nmae"] = network["spec"]["parametersRef"].pop("name")
+    with pytest.raises(ChartCheckError, match="nmae"):
+        validate(network)

@@ -364,6 +364,11 @@ def _old_vllm_cache(objs: list[dict[str, Any]]) -> None:
 
 
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    "k8s.crd-validation-rules": (
+        "ray-training",
+        lambda o: one_of_kind(o, "RayCluster")["spec"].update(managedBy="example.com/other"),
+        "the managedBy field value must be either",
+    ),
     # Before the fix: the JetStream Service took the LWS's name, so LWS made no headless Service.
     "k8s.controller-created-names": (
         "serve-llama405b",

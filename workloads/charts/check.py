@@ -2,9 +2,11 @@
 
 Core objects are validated against the Kubernetes schemas of `KUBERNETES_VERSION`
 (`kubernetes-validate`, strict: unknown fields are errors). Custom resources
-(RayCluster, JobSet, LeaderWorkerSet, Kueue) are validated against the upstream
-CRD schemas pinned in `crds.yaml` (see `crds.py`), made strict the way the API server would
-need them to be to catch a misspelled field instead of pruning it.
+(RayCluster, JobSet, LeaderWorkerSet, Kueue, GKE's Network and GKENetworkParamSet) are
+validated against the upstream CRD schemas pinned in `crds.yaml` (see `crds.py`), made strict
+the way the API server would need them to be to catch a misspelled field instead of pruning it,
+and then against the CRDs' own CEL rules (`x-kubernetes-validations`, see `cel.py`), which the
+API server evaluates on every create.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from workloads.charts.cel import CelFailure, evaluate
+from workloads.charts.crds import pins
 
 CHARTS = Path(__file__).resolve().parent
 REPO = CHARTS.parents[1]
@@ -70,68 +75,29 @@ def _strict(schema: Any) -> Any:
     return out
 
 
-_NAME = {"type": "string", "pattern": "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"}
-
-
-def _gke_object(spec: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "additionalProperties": False,
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": {"type": "object", "additionalProperties": False, "required": required, "properties": spec},
-        },
-    }
-
-
-# GKE's multi-networking objects have no public CRD; these schemas are written
-# from the GKE documentation ("Set up multi-network support for Pods" and the
-# GPUDirect-TCPX(O) guides), covering the fields the platform uses.
-GKE_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
-    ("networking.gke.io/v1", "GKENetworkParamSet"): _gke_object(
-        {
-            "vpc": {"type": "string", "minLength": 1},
-            "vpcSubnet": {"type": "string", "minLength": 1},
-            "deviceMode": {"enum": ["NetDevice", "DPDK-VFIO"]},
-            "podIPv4Ranges": {"type": "object"},
-        },
-        ["vpc", "vpcSubnet"],
-    ),
-    ("networking.gke.io/v1", "Network"): _gke_object(
-        {
-            "type": {"enum": ["L3", "Device"]},
-            "parametersRef": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["group", "kind", "name"],
-                "properties": {
-                    "group": {"const": "networking.gke.io"},
-                    "kind": {"const": "GKENetworkParamSet"},
-                    "name": _NAME,
-                },
-            },
-        },
-        ["type"],
-    ),
-}
+@cache
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """Strict JSON schemas by (apiVersion, kind) from the pinned upstream CRDs (GKE's networking objects too)."""
+    return {key: _strict(copy.deepcopy(schema)) for key, schema in crd_openapi().items()}
 
 
 @cache
-def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    """Strict JSON schemas by (apiVersion, kind) from the pinned upstream CRDs (and GKE's documented objects)."""
+def crd_openapi() -> dict[tuple[str, str], dict[str, Any]]:
+    """The pinned CRDs' openAPIV3Schema by (apiVersion, kind), as published (CEL rules and defaults included)."""
     from workloads.charts.crds import locate
 
-    schemas = dict(GKE_SCHEMAS)
-    for path in sorted(locate().glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+    schemas = {}
+    for name in sorted(pins()):
+        crd = yaml.safe_load((locate() / name).read_text())
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
-            schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
-            schemas[(f"{group}/{version['name']}", kind)] = _strict(schema)
+            schemas[(f"{group}/{version['name']}", kind)] = version["schema"]["openAPIV3Schema"]
     return schemas
+
+
+def cel_failures(obj: dict[str, Any]) -> list[CelFailure]:
+    """The CEL rules of its CRD that a custom resource breaks on create."""
+    return evaluate(obj, crd_openapi()[(obj["apiVersion"], obj["kind"])])
 
 
 def validate(obj: dict[str, Any]) -> None:
@@ -150,6 +116,9 @@ def validate(obj: dict[str, Any]) -> None:
         if errors:
             lines = [f"{'.'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errors[:10]]
             raise ChartCheckError(f"{where}: " + "; ".join(lines))
+        failures = cel_failures(obj)
+        if failures:
+            raise ChartCheckError(f"{where}: " + "; ".join(f.line() for f in failures))
         return
     try:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)

@@ -1,0 +1,42 @@
+"""The Kubernetes API server's own validation of custom resources: the CEL rules their CRDs carry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from infra.rules import Finding, rule, where
+
+
+@rule(
+    id="k8s.crd-validation-rules",
+    system="Kubernetes API server (CRD validation rules)",
+    layer="admission",
+    summary=(
+        "Every rendered custom resource satisfies its pinned CRD's x-kubernetes-validations (CEL) rules, "
+        "evaluated with the schema's defaults as the API server does on create."
+    ),
+    source=(
+        "https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/"
+        "#validation-rules; the CRDs pinned in workloads/charts/crds.yaml"
+    ),
+    subject="manifest",
+)
+def _cel(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
+    from workloads.charts.check import cel_failures, crd_openapi
+    from workloads.charts.crds import CrdsMissing
+
+    custom = [o for o in objects if "." in str(o.get("apiVersion", "")).split("/")[0]]
+    if not custom:
+        return
+    try:
+        known = crd_openapi()
+    except CrdsMissing as err:
+        yield "custom resources", len(custom), f"cannot evaluate their CRDs' rules: {err}"
+        return
+    for obj in custom:
+        if (obj["apiVersion"], obj["kind"]) not in known:
+            yield where(obj), obj["apiVersion"], "no pinned CRD for this kind: its rules cannot be evaluated"
+            continue
+        for failure in cel_failures(obj):
+            yield f"{where(obj)}: {failure.path}", failure.rule, failure.message
