@@ -390,10 +390,13 @@ def tpu_accelerator_for_label(node_label: str) -> Accelerator | None:
 
 @dataclass(frozen=True)
 class CpuMachine:
-    """A CPU machine type's size, as Compute Engine's machine-type tables list it (memory in GiB)."""
+    """A CPU machine type's size, as Compute Engine's machine-type tables list it (memory in GiB), and the
+    boot disk type it takes (C4 boots only from Hyperdisk:
+    https://cloud.google.com/compute/docs/general-purpose-machines#c4_disks)."""
 
     vcpus: int
     memory_gib: float
+    disk_type: str = "pd-balanced"
 
 
 # The CPU machine types an environment's cpu_pools may use: general purpose and the
@@ -408,6 +411,7 @@ CPU_MACHINES: dict[str, CpuMachine] = {
     "n2-highmem-128": CpuMachine(128, 864),
     "c3-highmem-88": CpuMachine(88, 704),
     "c3-highmem-176": CpuMachine(176, 1408),
+    "c4-highmem-288": CpuMachine(288, 2232, disk_type="hyperdisk-balanced"),
     "m1-ultramem-40": CpuMachine(40, 961),
     "m1-ultramem-80": CpuMachine(80, 1922),
     "m1-megamem-96": CpuMachine(96, 1433.6),

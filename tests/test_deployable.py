@@ -110,7 +110,9 @@ def test_the_queued_a3_mega_pool_follows_the_dws_guide(stacks: dict[str, dict[st
 def test_checkpoint_conversions_run_on_a_cpu_pool_that_holds_them(stacks: dict[str, dict[str, Any]]) -> None:
     for stack in stacks.values():
         pool = by_name(stack, "google_container_node_pool")["convert"]
-        assert pool["node_config"]["machine_type"] == "m1-ultramem-80"
+        # m1-ultramem-80 (before the fix) is not offered in us-east5; C4 boots only from Hyperdisk.
+        assert pool["node_config"]["machine_type"] == "c4-highmem-288"
+        assert pool["node_config"]["disk_type"] == "hyperdisk-balanced"
         assert pool["autoscaling"]["total_min_node_count"] == 0
         assert pool["node_config"]["taint"] == [{"key": "platform.pool", "value": "convert", "effect": "NO_SCHEDULE"}]
 
@@ -145,8 +147,8 @@ def test_every_api_the_stack_calls_is_enabled_by_the_stack_and_kept_on_destroy(
 def test_dedicated_cpu_pools_are_pinned_to_the_environments_zones(
     stacks: dict[str, dict[str, Any]], envs: dict[str, Any]
 ) -> None:
-    """Without node_locations the m1-ultramem-80 `convert` pool spans every zone of us-east5; creating it fails
-    in any zone that does not offer the machine type."""
+    """Without node_locations the `convert` pool spans every zone of us-east5; creating it fails in any zone
+    that does not offer the machine type."""
     for name, stack in stacks.items():
         for key in envs[name].cpu_pools:
             assert by_name(stack, "google_container_node_pool")[key]["node_locations"] == envs[name].zones
@@ -173,3 +175,19 @@ def test_vllm_compiles_once_into_a_persistent_single_writer_cache_and_waits_for_
     probe = vllm["startupProbe"]
     assert probe["httpGet"]["path"] == "/health"  # not behind the API key
     assert probe["periodSeconds"] * probe["failureThreshold"] >= 3600
+
+
+def test_every_pool_goes_only_to_zones_that_offer_its_machine_type(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Any]
+) -> None:
+    """Before the fix: m1-ultramem-80 (offered in no us-east5 zone) and A3 Mega in us-east5-b (only -a offers
+    it). Held against the dated zone catalogue (infra/zones.yaml)."""
+    from infra.zones import REGIONS, zones_offering
+
+    for name, stack in stacks.items():
+        for pool in of_type(stack, "google_container_node_pool").values():
+            machine = pool["node_config"]["machine_type"]
+            zones = pool.get("node_locations") or REGIONS[envs[name].region]
+            offered = zones_offering(machine)
+            assert offered is not None and set(zones) <= offered, (name, pool["name"], machine, zones)
+    assert by_name(stacks["dev"], "google_container_node_pool")["a3mega"]["node_locations"] == ["us-east5-a"]

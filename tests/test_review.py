@@ -24,14 +24,14 @@ def test_dev_inventory_counts_every_slice_by_generation_and_zone(stacks: dict[st
     assert accelerator_inventory(stacks["dev"]) == {
         ("v6e", "us-east5-b"): 56,
         ("v5e", "us-east5-b"): 64,
-        ("a3-mega", "us-east5-b"): 16,
+        ("a3-mega", "us-east5-a"): 16,
     }
 
 
 def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dict[str, Any]]) -> None:
     text = render(review_stack("platform-dev", stacks["dev"], None))
     assert "| v6e | us-east5-b | 0 | 56 | +56 |" in text
-    assert "| a3-mega | us-east5-b | 0 | 16 | +16 |" in text
+    assert "| a3-mega | us-east5-a | 0 | 16 | +16 |" in text
     assert "| `google_container_node_pool` | 10 |" in text  # 8 slices, system, the conversion pool
     assert "## Blocking" not in text
 

@@ -80,6 +80,12 @@ def _patch_args(monkeypatch: pytest.MonkeyPatch, change: Callable[[list[str]], l
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    # Before the fix: the convert pool's m1-ultramem-80 (no us-east5 zone offers it); A3 Mega in us-east5-b.
+    "gce.machine-type-offered-in-zone": (
+        lambda d, mp: d["cpu_pools"]["convert"].update(machine_type="m1-ultramem-80"),
+        "cpu_pools.convert.machine_type",
+        "not offered in us-east5-b, us-east5-a (the pool's zones); offered in this region: none",
+    ),
     # Before the fix: both environments pinned 1.33, out of standard support since 2026-08-03.
     "gke.version-in-support": (
         lambda d, mp: d["cluster"].update(min_master_version="1.33"),
@@ -521,3 +527,30 @@ def test_controller_names_over_their_limits_are_refused(
     found = RULES["k8s.controller-created-names"].run(objects, ctx)
     assert [v.field.split(": ", 1)[1] for v in found] == [f"StatefulSet {'l' * 53}", f"StatefulSet {'l' * 53}-0"]
     assert all("over 52 characters" in v.message for v in found)
+
+
+def _region(data: dict[str, Any], region: str) -> None:
+    data.update(region=region, zones=[f"{region}-a"])
+    data["slices"]["a3mega"]["zone"] = f"{region}-a"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "fragment"),
+    [
+        (lambda d: d["slices"]["a3mega"].pop("zone"), "slices.a3mega", "offered in this region: us-east5-a"),
+        (
+            lambda d: d.update(zones=["us-east5-b", "us-east5-a", "us-east5-d"]),
+            "zones[2]",
+            "no such zone; us-east5 has",
+        ),
+        (lambda d: d["cluster"]["system_pool"].update(machine_type="zz-standard-8"), "cluster.system_pool", "known"),
+        (lambda d: _region(d, "us-east9"), "region", "not a Compute Engine region"),
+    ],
+)
+def test_places_and_machines_that_do_not_exist_are_refused(
+    change: Callable[[dict[str, Any]], Any], field: str, fragment: str
+) -> None:
+    data = copy.deepcopy(DEV)
+    change(data)
+    found = RULES["gce.machine-type-offered-in-zone"].run(_env(data))
+    assert any(v.field.startswith(field) and fragment in v.message for v in found), [v.line() for v in found]

@@ -183,7 +183,7 @@ def test_environment_labels_apply_through_provider_default_labels(
 
 def test_gpu_and_spot_slices_get_their_accelerators_and_capacity(tmp_path: Path, envs: dict[str, Environment]) -> None:
     data = envs["dev"].model_dump(mode="json", exclude_none=True)
-    data["slices"]["gpu"] = {"accelerator": "a3-mega", "nodes": 2, "capacity": {"type": "spot"}}
+    data["slices"]["gpu"] = {"accelerator": "a3-mega", "nodes": 2, "zone": "us-east5-a", "capacity": {"type": "spot"}}
     data["slices"]["small"] = {"accelerator": "v5e", "topology": "2x2", "capacity": {"type": "spot"}}
     data["slices"]["elastic"] = {"accelerator": "a3-high", "nodes": 4, "min_nodes": 1, "capacity": {"type": "spot"}}
     env = Environment.model_validate(data)
@@ -215,7 +215,7 @@ def test_gpu_and_spot_slices_get_their_accelerators_and_capacity(tmp_path: Path,
         == (pools["gpu"]["network_config"]["additional_node_network_configs"][:4])
     )
     # dev's own queued A3 Mega pool plus this one, 2 nodes x 8 GPUs each.
-    assert accelerator_inventory(stack)[("a3-mega", "us-east5-b")] == 32
+    assert accelerator_inventory(stack)[("a3-mega", "us-east5-a")] == 32
 
 
 def test_dynamic_workload_scheduler_pools_have_no_static_node_count(

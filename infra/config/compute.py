@@ -19,6 +19,11 @@ class SystemPool(Model):
     max_nodes: int = Field(ge=1, default=3)
     disk_size_gb: int = Field(ge=20, default=100)
 
+    @property
+    def disk_type(self) -> str:
+        machine = CPU_MACHINES.get(self.machine_type)
+        return machine.disk_type if machine else "pd-balanced"
+
     @model_validator(mode="after")
     def _min_not_above_max(self) -> SystemPool:
         if self.min_nodes > self.max_nodes:

@@ -106,6 +106,7 @@ class PlatformStack(TerraformStack):
             min_nodes=system.min_nodes,
             max_nodes=system.max_nodes,
             disk_size_gb=system.disk_size_gb,
+            disk_type=system.disk_type,
             service_account=nodes.email,
             dedicated=False,
         )
@@ -152,6 +153,7 @@ class PlatformStack(TerraformStack):
                 min_nodes=0,
                 max_nodes=cpu.max_nodes,
                 disk_size_gb=200,
+                disk_type=cpu.shape.disk_type,
                 service_account=nodes.email,
                 dedicated=True,
                 zones=env.zones,
