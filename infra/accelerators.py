@@ -67,7 +67,8 @@ TCPXO = GpuDirect(
 
 @dataclass(frozen=True)
 class MachineShape:
-    """One VM shape of an accelerator generation."""
+    """One VM shape of an accelerator generation; vCPUs and memory (GiB) as `gcloud compute machine-types
+    list` reports them (the TPU docs' VM tables agree: ct5lp-hightpu-4t 112 vCPU / 192 GB)."""
 
     chips: int
     topologies: tuple[str, ...]
@@ -135,9 +136,9 @@ CATALOGUE: dict[str, Accelerator] = {
         topology_dims=2,
         platform_chip="tpuv5e",
         machine_types={
-            "ct5lp-hightpu-4t": MachineShape(4, _V5E_V6E_MULTI),
-            "ct5lp-hightpu-8t": MachineShape(8, ("2x4",)),
-            "ct5lp-hightpu-1t": MachineShape(1, ("1x1",)),
+            "ct5lp-hightpu-4t": MachineShape(4, _V5E_V6E_MULTI, vcpus=112, memory_gb=192),
+            "ct5lp-hightpu-8t": MachineShape(8, ("2x4",), vcpus=224, memory_gb=384),
+            "ct5lp-hightpu-1t": MachineShape(1, ("1x1",), vcpus=24, memory_gb=48),
         },
     ),
     "v6e": Accelerator(
@@ -152,9 +153,9 @@ CATALOGUE: dict[str, Accelerator] = {
         topology_dims=2,
         platform_chip="tpuv6e",
         machine_types={
-            "ct6e-standard-4t": MachineShape(4, _V5E_V6E_MULTI),
-            "ct6e-standard-8t": MachineShape(8, ("2x4",)),
-            "ct6e-standard-1t": MachineShape(1, ("1x1",)),
+            "ct6e-standard-4t": MachineShape(4, _V5E_V6E_MULTI, vcpus=180, memory_gb=720),
+            "ct6e-standard-8t": MachineShape(8, ("2x4",), vcpus=360, memory_gb=1440),
+            "ct6e-standard-1t": MachineShape(1, ("1x1",), vcpus=44, memory_gb=176),
         },
     ),
     "v5p": Accelerator(
@@ -170,7 +171,7 @@ CATALOGUE: dict[str, Accelerator] = {
         platform_chip="tpuv5",
         # Only the 4-chip VM is listed: it is the one GKE documents for
         # multi-host v5p slices.
-        machine_types={"ct5p-hightpu-4t": MachineShape(4, _V5P)},
+        machine_types={"ct5p-hightpu-4t": MachineShape(4, _V5P, vcpus=208, memory_gb=448)},
     ),
     "a3-high": Accelerator(
         name="a3-high",

@@ -370,6 +370,14 @@ def _old_vllm_cache(objs: list[dict[str, Any]]) -> None:
 
 
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    # Before the fix (issue 10): a conversion Job larger than any node of any pool.
+    "k8s.scheduler-places-every-pod": (
+        "serve-llama405b",
+        lambda o: one_of_kind(o, "Job")["spec"]["template"]["spec"]["containers"][0]["resources"].update(
+            requests={"cpu": "16", "memory": "2400Gi"}, limits={"memory": "2400Gi"}
+        ),
+        "no node pool can take this pod",
+    ),
     "k8s.crd-validation-rules": (
         "ray-training",
         lambda o: one_of_kind(o, "RayCluster")["spec"].update(managedBy="example.com/other"),

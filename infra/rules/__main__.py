@@ -23,6 +23,22 @@ def table() -> str:
     return "\n".join(rows)
 
 
+def placement_summary(stacks: Path) -> str:
+    """Write every pod's placement verdict to <out>/placement/<stack>.md; one line saying what was found."""
+    import json
+
+    from infra.rules.scheduler import placement_report
+
+    out = stacks.parent / "placement"
+    out.mkdir(exist_ok=True)
+    pods = unplaced = 0
+    for path in sorted(stacks.glob("*/cdk.tf.json")):
+        table, count, missing = placement_report(json.loads(path.read_text()))
+        (out / f"{path.parent.name}.md").write_text(f"# Where each pod of {path.parent.name} can run\n\n{table}")
+        pods, unplaced = pods + count, unplaced + missing
+    return f"placement: {pods} pod templates simulated against every node pool, {unplaced} fit none ({out})"
+
+
 def cel_summary() -> str:
     """How many of the pinned CRDs' CEL rules run on create, and each one that does not, with why."""
     from workloads.charts.cel import rule_counts
@@ -66,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in report.lines:
         print(f"error: {line}", file=sys.stderr)
     print(report.summary())
+    print(placement_summary(stacks))
     print(cel_summary())
     return 0 if report.ok else 1
 
