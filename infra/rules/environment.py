@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from infra.gke_nodes import allocatable_memory_gib
 from infra.models import MODELS
 from infra.rules import Finding, rule
 
@@ -161,21 +162,6 @@ def _vllm_heads(env: Environment) -> Iterator[Finding]:
             yield f"serving.{name}.slice", d.slice, f"{arch.query_heads} heads are not divisible by {chips} chips"
 
 
-# GKE reserves part of each node's memory (docs: "Cluster architecture > Standard node allocatable"): 25% of the
-# first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112 and 2% above 128 GiB, plus 100 MiB for
-# eviction.
-def allocatable_gib(memory_gib: float) -> float:
-    bands = [(4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06), (math.inf, 0.02)]
-    reserved, left = 0.0, memory_gib
-    for size, share in bands:
-        take = min(left, size)
-        reserved += take * share
-        left -= take
-        if left <= 0:
-            break
-    return memory_gib - reserved - 0.1
-
-
 @rule(
     id="gke.pod-fits-a-node-of-its-pool",
     system="Kubernetes scheduler / GKE",
@@ -198,7 +184,7 @@ def _conversion_fits(env: Environment) -> Iterator[Finding]:
         if pool is None:
             continue  # the model reports the unknown pool
         need = conversion_memory_gib(d.model.parameters_b)
-        have = allocatable_gib(pool.shape.memory_gib)
+        have = allocatable_memory_gib(pool.shape.memory_gib)
         if need > have:
             yield (
                 f"serving.{name}.conversion.pool",
