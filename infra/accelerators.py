@@ -75,6 +75,8 @@ class MachineShape:
     vcpus: int = 0
     memory_gb: int = 0
     gpudirect: GpuDirect | None = None
+    # The node pool's boot disk, where the machine requires one (None: GKE's default).
+    disk_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,13 @@ class Accelerator:
     topology_dims: int = 0
     # The chip's name in Saxml's --platform_chip and Pathways' --instance_type (`tpuv6e:4x4`).
     platform_chip: str = ""
+    # TensorCores per chip as Cloud TPU and MaxText count them in slice names (v5p-8 is 4 chips), and the
+    # JAX devices each chip shows (a v5p megacore is one device; each TPU7x TensorCore is one).
+    cores_per_chip: int = 1
+    devices_per_chip: int = 1
+    # Multi-host slices are placed by a workload policy (a resource policy) instead of a bare COMPACT
+    # topology (GKE: "This policy replaces the --tpu-topology flag used by other TPU versions").
+    workload_policy: bool = False
 
     def machine_for(self, topology: str) -> str:
         """The default machine type for a topology: the first one that offers it."""
@@ -169,9 +178,34 @@ CATALOGUE: dict[str, Accelerator] = {
         hbm_gb=95,
         topology_dims=3,
         platform_chip="tpuv5",
+        cores_per_chip=2,
         # Only the 4-chip VM is listed: it is the one GKE documents for
         # multi-host v5p slices.
         machine_types={"ct5p-hightpu-4t": MachineShape(4, _V5P, vcpus=208, memory_gb=448)},
+    ),
+    # Ironwood. https://cloud.google.com/tpu/docs/tpu7x (2,307 TFLOP/s bf16 and 192 GiB HBM per chip; 4 chips,
+    # 224 vCPUs and 960 GB per VM); https://cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood
+    # (node label tpu7x, workload policy placement, GKE 1.34.0-gke.2201000+). Topologies: 2x2x1 is one host,
+    # larger ones multiples of 4 per side as xpk's generator and MaxText's accelerator_to_spec_map list
+    # them (AI-Hypercomputer/maxtext src/maxtext/utils/accelerator_to_spec_map.py: tpu7x-16 = 2x2x2).
+    # Boot disk: Hyperdisk, as Cluster Toolkit's gke-tpu-7x example (v1.95.0) creates the pool.
+    "tpu7x": Accelerator(
+        name="tpu7x",
+        kind="tpu",
+        description="TPU7x (Ironwood)",
+        node_label="tpu7x",
+        ray_accelerator_type="TPU-V7X",
+        slice_prefix="tpu7x",
+        peak_bf16_tflops=2307.0,
+        hbm_gb=192,
+        topology_dims=3,
+        platform_chip="tpu7x",
+        cores_per_chip=2,
+        devices_per_chip=2,
+        workload_policy=True,
+        machine_types={
+            "tpu7x-standard-4t": MachineShape(4, _V5P, vcpus=224, memory_gb=960, disk_type="hyperdisk-balanced")
+        },
     ),
     "a3-high": Accelerator(
         name="a3-high",
@@ -227,8 +261,14 @@ class Slice:
 
     @property
     def name(self) -> str:
-        """The name the field uses: ``v6e-16``, ``v5litepod-32``, ``a3-mega-16``."""
-        return f"{self.accelerator.slice_prefix}-{self.chips}"
+        """The name the field uses: ``v6e-16``, ``v5litepod-32``, ``a3-mega-16``; TensorCores where the
+        generation counts them (``v5p-8`` and ``tpu7x-8`` are 4 chips)."""
+        return f"{self.accelerator.slice_prefix}-{self.chips * self.accelerator.cores_per_chip}"
+
+    @property
+    def devices(self) -> int:
+        """JAX devices in the slice: one per chip, or per TensorCore on TPU7x."""
+        return self.chips * self.accelerator.devices_per_chip
 
     @property
     def multi_host(self) -> bool:
@@ -275,8 +315,8 @@ class Slice:
 
     @property
     def mesh_size(self) -> int:
-        """Devices in the slice's global JAX mesh: one per chip."""
-        return self.chips
+        """Devices in the slice's global JAX mesh."""
+        return self.devices
 
     @property
     def hbm_gb(self) -> int:
@@ -382,6 +422,12 @@ def tpu_slice_for_machine(machine_type: str, topology: str) -> Slice:
     if found is None or found[0].kind != "tpu":
         raise ShapeError("machine_type", machine_type, f"{machine_type!r} is not a TPU machine type", [])
     return tpu_slice(found[0].name, topology, machine_type)
+
+
+def tpu_accelerator_for_machine(machine_type: str) -> Accelerator | None:
+    """The TPU generation of a machine type, or None for any other machine."""
+    found = accelerator_for_machine(machine_type)
+    return found[0] if found is not None and found[0].kind == "tpu" else None
 
 
 def tpu_accelerator_for_label(node_label: str) -> Accelerator | None:

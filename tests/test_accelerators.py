@@ -92,3 +92,16 @@ def test_gpu_slice_needs_a_node_and_a_gpu_family() -> None:
         gpu_slice("a3-mega", 0)
     with pytest.raises(ShapeError, match="TPU generation"):
         gpu_slice("v6e", 2)
+
+
+def test_ironwood_slices_are_named_by_tensorcores_and_show_two_devices_per_chip() -> None:
+    """MaxText's accelerator_to_spec_map: tpu7x-16 is 2x2x2 (8 chips, 16 devices); GKE: 4 chips per VM."""
+    from infra.accelerators import tpu_slice
+
+    s = tpu_slice("tpu7x", "2x2x2")
+    assert (s.machine_type, s.hosts, s.chips, s.devices, s.name) == ("tpu7x-standard-4t", 2, 8, 16, "tpu7x-16")
+    assert s.node_selector == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu7x",
+        "cloud.google.com/gke-tpu-topology": "2x2x2",
+    }
+    assert tpu_slice("v5p", "2x2x1").name == "v5p-8"  # Cloud TPU counts v5p TensorCores too

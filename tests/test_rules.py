@@ -199,7 +199,15 @@ def _drop_service(stack: dict[str, Any], api: str) -> None:
     del services[key]
 
 
+def _ironwood_without_policy(stack: dict[str, Any]) -> None:
+    pool = _pool(stack, "train")
+    pool["node_config"]["machine_type"] = "tpu7x-standard-4t"
+    pool["placement_policy"] = {"type": "COMPACT", "tpu_topology": "2x2x2"}
+    pool["node_count"] = 2
+
+
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    "gke.tpu.workload-policy-placement": (_ironwood_without_policy, "needs a workload policy"),
     # Before the fix: Binary Authorization enforced, its API never enabled.
     "gcp.apis-enabled-before-use": (
         lambda s: _drop_service(s, "binaryauthorization.googleapis.com"),

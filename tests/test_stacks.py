@@ -251,3 +251,30 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
     assert [v.line() for v in terraform] == []
     # The shipped v6e slices (train 16, serve 16, prefill 8, decode 8, vllm 8) and this one.
     assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 56 + 8
+
+
+def test_an_ironwood_slice_gets_its_workload_policy_as_gke_documents_it(
+    tmp_path: Path, envs: dict[str, Environment]
+) -> None:
+    """GKE's Ironwood guide: `resource-policies create workload-policy --type=HIGH_THROUGHPUT
+    --accelerator-topology=2x2x2`, then the pool with `--placement-policy`; no policy for one host."""
+    from infra.rules import check_stack
+
+    data = envs["dev"].model_dump(mode="json", exclude_none=True)
+    data["slices"]["iron"] = {"accelerator": "tpu7x", "topology": "2x2x2", "capacity": {"type": "spot"}}
+    data["slices"]["iron-one"] = {"accelerator": "tpu7x", "topology": "2x2x1", "capacity": {"type": "spot"}}
+    synth({"dev": Environment.model_validate(data)}, tmp_path)
+    stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    (policy_id, policy), *_ = of_type(stack, "google_compute_resource_policy").items()
+    assert policy["workload_policy"] == {"type": "HIGH_THROUGHPUT", "accelerator_topology": "2x2x2"}
+    assert policy["region"] == "us-east5"
+    pools = by_name(stack, "google_container_node_pool")
+    assert pools["iron"]["placement_policy"] == {
+        "type": "COMPACT",
+        "tpu_topology": "2x2x2",
+        "policy_name": f"${{google_compute_resource_policy.{policy_id}.name}}",
+    }
+    assert pools["iron"]["node_count"] == 2  # 8 chips, 4 per tpu7x-standard-4t
+    assert pools["iron"]["node_config"]["disk_type"] == "hyperdisk-balanced"
+    assert "placement_policy" not in pools["iron-one"] and pools["iron-one"]["node_count"] == 1
+    assert [v.line() for v in check_stack(stack)] == []

@@ -19,6 +19,7 @@ from infra.accelerators import (
     TPU_TOPOLOGY_LABEL,
     ShapeError,
     tpu_accelerator_for_label,
+    tpu_accelerator_for_machine,
     tpu_slice_for_machine,
 )
 from infra.rules import Finding, containers, pod_templates, probe_budget, rule, where
@@ -332,7 +333,7 @@ def _pinned(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Find
     for name, pool in ctx.pools().items():
         topology = (pool.get("placement_policy") or {}).get("tpu_topology")
         machine = (pool.get("node_config") or {}).get("machine_type", "")
-        if topology and machine.startswith("ct"):
+        if topology and tpu_accelerator_for_machine(machine) is not None:
             acc = tpu_slice_for_machine(machine, topology).accelerator
             by_labels.setdefault((acc.node_label, topology), []).append(name)
     for at, _meta, spec in _pods(objects):

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from infra.accelerators import ShapeError, tpu_slice_for_machine
+from infra.accelerators import ShapeError, tpu_accelerator_for_machine, tpu_slice_for_machine
 from infra.controllers import CONTROLLERS
 from infra.rules import Finding, rule
 
@@ -45,7 +45,7 @@ def _node_pools(stack: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], di
 
 
 def _is_tpu(node_config: dict[str, Any]) -> bool:
-    return str(node_config.get("machine_type", "")).startswith("ct")
+    return tpu_accelerator_for_machine(str(node_config.get("machine_type", ""))) is not None
 
 
 def _queued(pool: dict[str, Any]) -> bool:
@@ -79,6 +79,59 @@ def _tpu_compact(stack: dict[str, Any]) -> Iterator[Finding]:
             yield f"{where}.node_locations", zones, "a multi-host TPU slice lives in exactly one zone"
         if not _is_tpu(nc):
             yield f"{where}.node_config.machine_type", nc.get("machine_type"), "tpu_topology is only for TPU machines"
+
+
+IRONWOOD_DOC = f"{DOCS}/concepts/tpu-ironwood"
+
+
+@rule(
+    id="gke.tpu.workload-policy-placement",
+    system="GKE",
+    layer="apply",
+    summary=(
+        "A multi-host TPU7x pool is placed by a HIGH_THROUGHPUT workload policy of the stack, in the pool's "
+        "region, whose accelerator topology is the slice's; a single-host pool has no placement policy."
+    ),
+    source=(
+        f"{IRONWOOD_DOC} ('Ironwood (TPU7x) uses a workload policy [...] apply it by using the --placement-policy "
+        "flag. This policy replaces the --tpu-topology flag'); GoogleCloudPlatform/cluster-toolkit "
+        "modules/compute/resource-policy and gke-node-pool @ v1.95.0; AI-Hypercomputer/xpk src/xpk/core/"
+        "nodepool.py (no policy for single-host slices: 'TPU topology can't be specified with single-host')"
+    ),
+    subject="terraform",
+)
+def _workload_policy(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, nc in _node_pools(stack):
+        accelerator = tpu_accelerator_for_machine(str(nc.get("machine_type", "")))
+        if accelerator is None or not accelerator.workload_policy:
+            continue
+        placement = pool.get("placement_policy")
+        if pool.get("node_count", 0) == 1 and "autoscaling" not in pool:
+            if placement:
+                yield f"{where}.placement_policy", placement, "a single-host slice takes no placement policy"
+            continue
+        policy = _ref("google_compute_resource_policy", stack, str((placement or {}).get("policy_name", "")))
+        if policy is None:
+            yield (
+                f"{where}.placement_policy.policy_name",
+                (placement or {}).get("policy_name"),
+                ("a multi-host TPU7x slice needs a workload policy (google_compute_resource_policy) of this stack"),
+            )
+            continue
+        workload = policy.get("workload_policy") or {}
+        topology = (placement or {}).get("tpu_topology")
+        if workload.get("type") != "HIGH_THROUGHPUT" or workload.get("accelerator_topology") != topology:
+            yield (
+                f"{where}.placement_policy.policy_name",
+                workload,
+                (f"the workload policy must be HIGH_THROUGHPUT with accelerator_topology {topology}"),
+            )
+        if policy.get("region") != pool.get("location"):
+            yield (
+                f"{where}.placement_policy.policy_name",
+                policy.get("region"),
+                (f"the workload policy must be in the pool's region {pool.get('location')}"),
+            )
 
 
 @rule(

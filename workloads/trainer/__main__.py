@@ -241,11 +241,11 @@ def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
         config = CanaryConfig(
             checkpoint_dir=ckpt,
             end_step=latest_step(ckpt) + recipe.steps,
-            global_batch=recipe.per_device_batch_size * slice_.chips,
+            global_batch=recipe.per_device_batch_size * slice_.devices,
             seq_len=recipe.max_target_length,
             mesh=plan["mesh"],
             checkpoint_every=recipe.checkpoint_period,
-            peak_tflops_per_device=slice_.accelerator.peak_bf16_tflops,
+            peak_tflops_per_device=slice_.accelerator.peak_bf16_tflops / slice_.accelerator.devices_per_chip,
         )
         loop, loop_config = canary_loop, config.to_dict()
     trainer = build_trainer(

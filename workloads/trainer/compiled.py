@@ -44,8 +44,6 @@ LOG_DIR = Path(".cache/compile")
 # HBM per chip as the TPU compiler counts it (its CompileTimeHbmOom messages
 # report these capacities); other generations: the nominal size.
 COMPILER_HBM_GIB = {"v6e": 31.25, "v5e": 15.75}
-# MaxText names v5p slices by TensorCores (two per chip), the others by chips.
-_CORES_PER_CHIP = {"v5p": 2}
 
 
 def maxtext_version(lock: Path = ENGINE_LOCK) -> str:
@@ -57,9 +55,8 @@ def maxtext_version(lock: Path = ENGINE_LOCK) -> str:
 
 
 def compile_topology(slice_: Slice) -> str:
-    """MaxText's name of the slice (`compile_topology=`): v6e-16 for a v6e 4x4."""
-    name = slice_.accelerator.name
-    return f"{name}-{slice_.chips * _CORES_PER_CHIP.get(name, 1)}"
+    """MaxText's name of the slice (`compile_topology=`): v6e-16 for a v6e 4x4, tpu7x-16 for a 2x2x2 (TensorCores)."""
+    return f"{slice_.accelerator.name}-{slice_.chips * slice_.accelerator.cores_per_chip}"
 
 
 def hbm_gib_per_chip(slice_: Slice) -> float:
@@ -78,7 +75,7 @@ def compile_argv(recipe: Recipe, slice_: Slice) -> list[str]:
     from workloads.trainer.maxtext import build_args
 
     args = build_args(
-        recipe, recipe.mesh_for_devices(slice_.chips), run_name=recipe.name, base_output_directory=COMPILE_OUTPUT
+        recipe, recipe.mesh_for_devices(slice_.devices), run_name=recipe.name, base_output_directory=COMPILE_OUTPUT
     )
     return [*args, f"compile_topology={compile_topology(slice_)}", "compile_topology_num_slices=1"]
 

@@ -84,7 +84,7 @@ class Placement:
 
     @property
     def devices(self) -> int:
-        return self.slice.chips if self.slice else self.cpu_workers * self.devices_per_cpu_worker
+        return self.slice.devices if self.slice else self.cpu_workers * self.devices_per_cpu_worker
 
     def scaling_config_kwargs(self) -> dict[str, Any]:
         if self.slice is not None:

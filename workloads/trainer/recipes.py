@@ -58,7 +58,7 @@ class Recipe(BaseModel):
     def mesh_for(self, slice_: Slice) -> dict[str, int]:
         """The resolved (data, fsdp, tensor) sizes on `slice_`, or RecipeError saying why not."""
         self.check_fits(slice_)
-        return self.mesh_for_devices(slice_.chips)
+        return self.mesh_for_devices(slice_.devices)
 
     def mesh_for_devices(self, devices: int) -> dict[str, int]:
         """The resolved (data, fsdp, tensor) sizes on `devices` devices (local CPU devices: no fit check)."""
@@ -83,10 +83,11 @@ class Recipe(BaseModel):
         known = math.prod(v for v in sizes.values() if v != -1)
         if len(fills) > 1:
             raise RecipeError(f"{where}: at most one ici axis may be -1, got {sizes}")
-        if (fills and slice_.chips % known) or (not fills and known != slice_.chips):
+        if (fills and slice_.devices % known) or (not fills and known != slice_.devices):
             product = " x ".join(f"{k} {v}" for k, v in sizes.items())
+            unit = "chips" if slice_.devices == slice_.chips else f"devices ({slice_.chips} chips)"
             raise RecipeError(
-                f"{where}: ici parallelism {product} = {known} must equal the slice's {slice_.chips} chips"
+                f"{where}: ici parallelism {product} = {known} must equal the slice's {slice_.devices} {unit}"
             )
         need_gb = self.params_billion * TRAINING_BYTES_PER_PARAM
         if need_gb > slice_.hbm_gb:
