@@ -322,3 +322,58 @@ print(sorted(load_all(ENVIRONMENTS_DIR)))
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['dev', 'prod']"
+
+
+DEV_TEXT = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "problem"),
+    [
+        # The production guard turned off by a second key in the same mapping.
+        (
+            "  deletion_protection: false\n",
+            "  deletion_protection: true\n  deletion_protection: false\n",
+            "cluster.deletion_protection: written twice, at lines 39 and 40",
+        ),
+        # A second `train:` slice (here 8x8: four times the chips) silently replacing the first.
+        (
+            "slices:\n",
+            "slices:\n  train:\n    accelerator: v6e\n    topology: 8x8\n    capacity: {type: on-demand}\n",
+            "slices.train: written twice, at lines 46 and 50",
+        ),
+    ],
+    ids=["cluster.deletion_protection", "slices.train"],
+)
+def test_a_key_written_twice_is_refused_naming_both_lines(
+    before: str, after: str, problem: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "dev.yaml"
+    path.write_text(DEV_TEXT.replace(before, after, 1))
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    assert err.value.problems == [
+        f"{problem}; a key may appear once (YAML), and the second would silently replace the first"
+    ]
+    assert str(path) in str(err.value)
+
+
+def test_a_file_that_is_not_utf8_is_refused_naming_the_byte_offset(tmp_path: Path) -> None:
+    path = tmp_path / "dev.yaml"
+    raw = DEV_TEXT.encode()
+    path.write_bytes(raw[:500] + b"\xff" + raw[500:])
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    line = raw[:500].count(b"\n") + 1
+    assert err.value.problems == [f"not valid UTF-8 at byte offset 500 (line {line}): b'\\xff'"]
+
+
+@pytest.mark.parametrize("number", [".inf", "-.inf", ".nan"])
+def test_infinite_and_nan_numbers_are_refused_at_load(number: str, tmp_path: Path) -> None:
+    """Before the fix `.inf` in a numeric field synthesized invalid JSON into a Helm value."""
+    path = tmp_path / "dev.yaml"
+    path.write_text(DEV_TEXT.replace("    max_nodes: 3\n", f"    max_nodes: {number}\n", 1))
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    (line,) = err.value.problems
+    assert line.startswith("cluster.system_pool.max_nodes: ")

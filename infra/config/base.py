@@ -14,9 +14,10 @@ Problem = tuple[tuple[str | int, ...], object, str]
 
 
 class Model(BaseModel):
-    """Base of every config model: immutable, unknown keys rejected."""
+    """Base of every config model: immutable, unknown keys rejected, no infinite or NaN numbers (no GCP field
+    holds one, and JSON, which Terraform and Helm read, cannot write one)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def _cidr(value: str) -> str:

@@ -117,13 +117,49 @@ def _problems_from(err: ValidationError) -> list[str]:
     return lines
 
 
+def _duplicate_keys(node: yaml.Node, path: tuple[str | int, ...] = ()) -> list[str]:
+    """Every key written twice in one mapping, at any depth, with its field path and both lines.
+
+    YAML allows a key once per mapping; PyYAML would keep the last one silently (a second
+    `deletion_protection: false` under `cluster:` would turn the guard off without a word).
+    """
+    found: list[str] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                found.append(
+                    f"{_format_loc((*path, key))}: written twice, at lines {seen[key]} and {line}; a key may "
+                    "appear once (YAML), and the second would silently replace the first"
+                )
+            seen.setdefault(key, line)
+            found += _duplicate_keys(value_node, (*path, key))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += _duplicate_keys(item, (*path, i))
+    return found
+
+
 def load_environment(path: Path) -> Environment:
     """Load and validate one environment file; raise `ConfigError` on any fault."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as err:
         raise ConfigError(path, [f"cannot read the file: {err.strerror}"]) from None
     try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ConfigError(
+            path, [f"not valid UTF-8 at byte offset {err.start} (line {line}): {raw[err.start : err.end]!r}"]
+        ) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        duplicates = _duplicate_keys(node) if node is not None else []
+        if duplicates:
+            raise ConfigError(path, duplicates)
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(path, [f"not valid YAML: {err}"]) from None
