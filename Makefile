@@ -70,8 +70,8 @@ venv: $(VENV_STAMP) $(POLICY_STAMP) ## Create .venv (and .venv-policy for Checko
 
 node: $(NODE_STAMP) ## Install the pinned cdktf CLI into node_modules
 
-plan: synth policy rules ## Synthesize every environment, run the policy gate and the rules, write cdktf.out/review/<env>.md
-	$(PY) -m scripts.review --outdir $(OUT) $(if $(BASE),--base $(BASE))
+plan: $(VENV_STAMP) $(POLICY_STAMP) ## Synthesize every environment, run the policy gate and the rules, write cdktf.out/review/<env>.md; all or nothing
+	$(PY) -m scripts.plan --outdir $(OUT) $(if $(BASE),--base $(BASE))
 
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
