@@ -87,6 +87,19 @@ def _capacity(machine_type: str) -> tuple[float, float, dict[str, float]] | None
     return (cpu.vcpus, cpu.memory_gib, {}) if cpu else None
 
 
+def machine_allocatable(machine_type: str) -> dict[str, float] | None:
+    """What pods can request on one node of `machine_type`: cpu (cores), memory (GiB), its accelerators."""
+    capacity = _capacity(machine_type)
+    if capacity is None:
+        return None
+    vcpus, memory, extended = capacity
+    return {
+        "cpu": allocatable_cpu(vcpus) - SYSTEM_DAEMONSETS_CPU,
+        "memory": allocatable_memory_gib(memory) - SYSTEM_DAEMONSETS_MEMORY_GIB,
+        **extended,
+    }
+
+
 def node_of(pool: dict[str, Any], region: str) -> Node | None:
     """The node a synthesized `google_container_node_pool` makes, or None when its machine is not catalogued."""
     config = pool.get("node_config") or {}
@@ -94,7 +107,6 @@ def node_of(pool: dict[str, Any], region: str) -> Node | None:
     capacity = _capacity(machine)
     if capacity is None:
         return None
-    vcpus, memory, extended = capacity
     zones = tuple(pool.get("node_locations") or ())
     labels = {
         "cloud.google.com/gke-nodepool": pool["name"],
@@ -131,9 +143,4 @@ def node_of(pool: dict[str, Any], region: str) -> Node | None:
         labels["cloud.google.com/gke-accelerator"] = gpu["type"]
         labels["cloud.google.com/gke-gpu"] = "true"
         taints.append(("nvidia.com/gpu", "present", "NoSchedule"))
-    allocatable = {
-        "cpu": allocatable_cpu(vcpus) - SYSTEM_DAEMONSETS_CPU,
-        "memory": allocatable_memory_gib(memory) - SYSTEM_DAEMONSETS_MEMORY_GIB,
-        **extended,
-    }
-    return Node(pool["name"], machine, labels, tuple(taints), allocatable, zones)
+    return Node(pool["name"], machine, labels, tuple(taints), machine_allocatable(machine) or {}, zones)

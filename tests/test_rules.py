@@ -86,6 +86,16 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "cpu_pools.convert.machine_type",
         "not offered in us-east5-b, us-east5-a (the pool's zones); offered in this region: none",
     ),
+    "gcp.names-where-written": (
+        lambda d, mp: d["cluster"].update(name="ml-platform-dev-abcdefgh"),
+        "cluster.name",
+        "the node service account 'ml-platform-dev-abcdefgh-pathways': 6-30 characters",
+    ),
+    "gke.requests-fit-their-pool": (
+        lambda d, mp: d["training"]["worker"].update(memory="800Gi"),
+        "training.worker.memory",
+        "requests 800.25 GiB with the FUSE sidecar; a ct6e-standard-4t node of the slice has about 698.1 GiB",
+    ),
     # Before the fix: both environments pinned 1.33, out of standard support since 2026-08-03.
     "gke.version-in-support": (
         lambda d, mp: d["cluster"].update(min_master_version="1.33"),
@@ -259,7 +269,7 @@ TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     ),
     "gcs.bucket-names": (
         lambda s: next(iter(of_type(s, "google_storage_bucket").values())).update(name="google-models"),
-        "no 'goog' prefix",
+        "must not start with 'goog'",
     ),
     "gke.dns-endpoint-allows-external-traffic": (
         lambda s: _cluster(s).pop("control_plane_endpoints_config"),
@@ -559,7 +569,11 @@ def _region(data: dict[str, Any], region: str) -> None:
             "zones[2]",
             "no such zone; us-east5 has",
         ),
-        (lambda d: d["cluster"]["system_pool"].update(machine_type="zz-standard-8"), "cluster.system_pool", "known"),
+        (
+            lambda d: d["cpu_pools"]["convert"].update(machine_type="m3-ultramem-64"),
+            "cpu_pools.convert.machine_type",
+            "not in the zone catalogue",
+        ),
         (lambda d: _region(d, "us-east9"), "region", "not a Compute Engine region"),
     ],
 )

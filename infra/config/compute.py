@@ -10,19 +10,35 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from infra.accelerators import CPU_MACHINES, CpuMachine, ShapeError, Slice, gpu_slice, lookup, tpu_slice
 from infra.config.base import Model, Name
 
+# GKE: at most 1,000 nodes per node pool per zone (https://cloud.google.com/kubernetes-engine/quotas);
+# a boot disk of 10 GB to 64 TB (https://cloud.google.com/compute/docs/disks#disk-types), 20 GB the
+# least GKE's node images leave room in.
+MAX_POOL_NODES = 1000
+
+
+def _cpu_machine(value: str) -> str:
+    """A CPU machine type of the catalogue (its size and boot disk are known), or a ValueError listing them."""
+    if value not in CPU_MACHINES:
+        raise ValueError(f"unknown CPU machine type; known: {', '.join(CPU_MACHINES)}")
+    return value
+
 
 class SystemPool(Model):
     """The CPU node pool for system pods, controllers and Ray heads."""
 
     machine_type: str = "e2-standard-8"
-    min_nodes: int = Field(ge=0, default=1)
-    max_nodes: int = Field(ge=1, default=3)
-    disk_size_gb: int = Field(ge=20, default=100)
+    min_nodes: int = Field(ge=0, le=MAX_POOL_NODES, default=1)
+    max_nodes: int = Field(ge=1, le=MAX_POOL_NODES, default=3)
+    disk_size_gb: int = Field(ge=20, le=65536, default=100)
 
     @property
     def disk_type(self) -> str:
-        machine = CPU_MACHINES.get(self.machine_type)
-        return machine.disk_type if machine else "pd-balanced"
+        return CPU_MACHINES[self.machine_type].disk_type
+
+    @field_validator("machine_type")
+    @classmethod
+    def _known_machine(cls, value: str) -> str:
+        return _cpu_machine(value)
 
     @model_validator(mode="after")
     def _min_not_above_max(self) -> SystemPool:
@@ -87,12 +103,12 @@ class SliceSpec(Model):
 
     accelerator: str
     topology: str | None = None
-    nodes: int | None = None
+    nodes: int | None = Field(default=None, ge=1, le=MAX_POOL_NODES)
     machine_type: str | None = None
     zone: str | None = None
     capacity: Capacity
     # GPU slices only: autoscale between min_nodes and `nodes` (default: a fixed `nodes`).
-    min_nodes: int | None = Field(default=None, ge=0)
+    min_nodes: int | None = Field(default=None, ge=0, le=MAX_POOL_NODES)
     auto_upgrade: bool = True
     # Default: on, except for flex-start and queued provisioning, whose nodes GKE must not repair.
     auto_repair: bool | None = None
@@ -164,14 +180,12 @@ class CpuPool(Model):
     """
 
     machine_type: str
-    max_nodes: int = Field(ge=1, default=1)
+    max_nodes: int = Field(ge=1, le=MAX_POOL_NODES, default=1)
 
     @field_validator("machine_type")
     @classmethod
     def _known_machine(cls, value: str) -> str:
-        if value not in CPU_MACHINES:
-            raise ValueError(f"unknown CPU machine type; known: {', '.join(CPU_MACHINES)}")
-        return value
+        return _cpu_machine(value)
 
     @property
     def shape(self) -> CpuMachine:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import types
 import typing
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -44,44 +45,77 @@ def _format_loc(loc: Iterable[str | int]) -> str:
     return out or "(top level)"
 
 
-def _unwrap(annotation: Any) -> Any:
-    """Strip Annotated / Optional wrappers to the type that carries fields."""
+def _strip(annotation: Any) -> Any:
+    """Strip Annotated and Optional wrappers; a union of several models stays a union."""
     while True:
         origin = typing.get_origin(annotation)
         if origin is Annotated:
             annotation = typing.get_args(annotation)[0]
         elif origin in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) > 1:
+                return annotation
             annotation = args[0]
         else:
             return annotation
 
 
-def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The model class whose fields live at `loc` inside an Environment."""
+def _union_member(union: Any, tag: str | int) -> Any:
+    """The member of a discriminated union of models whose discriminator value is `tag`, or None."""
+    for member in typing.get_args(union):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            for info in member.model_fields.values():
+                if typing.get_origin(info.annotation) is typing.Literal and tag in typing.get_args(info.annotation):
+                    return member
+    return None
+
+
+def _walk(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], type[BaseModel] | None]:
+    """`loc` as the file writes it (pydantic's union tags dropped), and the model whose fields live there."""
     current: Any = Environment
-    i = 0
-    while i < len(loc):
-        current = _unwrap(current)
+    clean: list[str | int] = []
+    for part in loc:
+        current = _strip(current)
+        if typing.get_origin(current) in (typing.Union, types.UnionType):
+            member = _union_member(current, part)
+            if member is not None:
+                current = member  # pydantic's tag for the member it tried: not a key of the file
+                continue
+            current = None
+        clean.append(part)
         if isinstance(current, type) and issubclass(current, BaseModel):
-            info = current.model_fields.get(str(loc[i]))
-            if info is None:
-                return None
-            current = info.annotation
-            i += 1
-            continue
-        origin = typing.get_origin(current)
-        if origin in (dict, tuple, list):
+            info = current.model_fields.get(str(part))
+            current = info.annotation if info is not None else None
+        elif typing.get_origin(current) in (dict, tuple, list):
             current = typing.get_args(current)[-1]
-            i += 1
-            continue
+        else:
+            current = None
+    current = _strip(current)
+    if typing.get_origin(current) in (typing.Union, types.UnionType):
+        current = None
+    return tuple(clean), current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _show(value: object, limit: int = 200) -> str:
+    """`repr(value)`, cut to `limit` characters with the full length said."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _lookalike(key: str, allowed: Iterable[str]) -> str | None:
+    """An allowed key that `key` differs from only in non-ASCII characters (a Cyrillic a for a Latin one)."""
+    if key.isascii():
         return None
-    current = _unwrap(current)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+    for candidate in allowed:
+        if len(candidate) == len(key) and all(k == c or not k.isascii() for k, c in zip(key, candidate, strict=True)):
+            odd = ", ".join(f"U+{ord(k):04X} {unicodedata.name(k, '?')}" for k in key if not k.isascii())
+            return f"{candidate!r} written with look-alike characters ({odd})"
+    return None
 
 
 def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    raw = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    loc, _ = _walk(raw)
     kind = err["type"]
     value = err.get("input")
     ctx = err.get("ctx") or {}
@@ -89,11 +123,16 @@ def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
     if isinstance(cause, ShapeError):
         return (*loc, cause.field), cause.value, str(cause)
     if kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent else "see the model"
-        return loc, value, f"unknown key {loc[-1]!r}; allowed keys here: {allowed}"
+        _, parent = _walk(raw[:-1])
+        allowed = list(parent.model_fields) if parent else []
+        like = _lookalike(str(loc[-1]), allowed)
+        what = f"unknown key {loc[-1]!r}" + (f": {like}" if like else "")
+        return loc, value, f"{what}; allowed keys here: {', '.join(allowed) or '(none)'}"
     if kind == "missing":
         return loc, None, "required field is missing"
+    if kind == "union_tag_invalid":
+        field = str(ctx.get("discriminator", "")).strip("'")
+        return (*loc, field), ctx.get("tag"), f"allowed: {ctx.get('expected_tags')}"
     message = err["msg"]
     if kind == "value_error":
         message = message.removeprefix("Value error, ")
@@ -108,11 +147,11 @@ def _problems_from(err: ValidationError) -> list[str]:
         cause = (e.get("ctx") or {}).get("error")
         if isinstance(cause, _CrossReferenceError):
             for loc, value, message in cause.problems:
-                lines.append(f"{_format_loc(loc)}: {value!r}: {message}")
+                lines.append(f"{_format_loc(loc)}: {_show(value)}: {message}")
             continue
         loc, value, message = _describe(e)
         # A whole mapping is noise: model-level messages name the values at fault.
-        shown = "" if isinstance(value, dict) or (value is None and e["type"] == "missing") else f"{value!r}: "
+        shown = "" if isinstance(value, dict) or (value is None and e["type"] == "missing") else f"{_show(value)}: "
         lines.append(f"{_format_loc(loc)}: {shown}{message}")
     return lines
 
@@ -162,7 +201,11 @@ def load_environment(path: Path) -> Environment:
             raise ConfigError(path, duplicates)
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ConfigError(path, [f"not valid YAML: {err}"]) from None
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = getattr(err, "problem", None) or str(err)
+        context = getattr(err, "context", None)
+        raise ConfigError(path, [f"{where}not valid YAML: {what}" + (f" ({context})" if context else "")]) from None
     if not isinstance(data, dict):
         raise ConfigError(path, [f"(top level): {type(data).__name__}: the file must hold a mapping of fields"])
     try:

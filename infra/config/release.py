@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
-from infra.config.base import ExactVersion, ImageDigest, Model
+from infra.config.base import ExactVersion, ImageDigest, Model, Problem, _CrossReferenceError
 from infra.controllers import CONTROLLERS
 
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
@@ -25,3 +25,19 @@ class Release(Model):
         if unknown:
             raise ValueError(f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(CONTROLLERS)}")
         return controllers
+
+    @model_validator(mode="after")
+    def _known_versions(self) -> Release:
+        problems: list[Problem] = [
+            (
+                ("release", "controllers", name),
+                version,
+                f"not a version the platform knows (its CRDs pinned in workloads/charts/crds.yaml, its webhooks' "
+                f"rules in infra/rules); known: {', '.join(CONTROLLERS[name].versions)}",
+            )
+            for name, version in self.controllers.items()
+            if version not in CONTROLLERS[name].versions
+        ]
+        if problems:
+            raise _CrossReferenceError(problems)
+        return self

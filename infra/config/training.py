@@ -33,8 +33,9 @@ class NcclTest(Model):
 
     slice: Name
     # Bus bandwidth (GB/s per GPU) of the largest message below which the test fails.
-    # About 185-190 is healthy on A3 Mega over two nodes.
-    min_bus_bandwidth_gbps: float = Field(gt=0)
+    # About 185-190 is healthy on A3 Mega over two nodes; no A3 node moves more than its NICs' 1,600 Gbps
+    # (200 GB/s: https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth), so a higher gate always fails.
+    min_bus_bandwidth_gbps: float = Field(gt=0, le=200)
     # Nodes to span; default: all of the slice's nodes.
     nodes: int | None = Field(default=None, ge=2)
     # Bump to run the test again with unchanged settings.

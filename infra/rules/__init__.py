@@ -154,6 +154,7 @@ from infra.rules import (  # noqa: E402, F401
     environment,
     gke_versions,
     manifests,
+    resource_names,
     scheduler,
     service_usage,
     terraform,

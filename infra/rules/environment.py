@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from infra.gke_nodes import allocatable_memory_gib
+from infra.gke_nodes import allocatable_memory_gib, machine_allocatable
 from infra.models import MODELS
 from infra.rules import Finding, rule
 
@@ -201,3 +201,41 @@ def conversion_memory_gib(parameters_b: float) -> int:
     full-precision one while it quantizes; measured only on tiny checkpoints here, not at 405B.
     """
     return int(parameters_b * 2 * 2) + 16
+
+
+@rule(
+    id="gke.requests-fit-their-pool",
+    system="Kubernetes scheduler / GKE",
+    layer="pod-start",
+    summary=(
+        "The Ray head's and workers' CPU and memory requests (with the FUSE sidecar's) fit one node of the pool "
+        "they run on, after GKE's reservations and its DaemonSets."
+    ),
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes (allocatable); "
+        "https://kubernetes.io/docs/concepts/scheduling-eviction/kube-scheduler/ (a pod no node fits stays "
+        "Pending: 'Insufficient cpu' / 'Insufficient memory')"
+    ),
+    subject="environment",
+)
+def _requests_fit(env: Environment) -> Iterator[Finding]:
+    from infra.rules.scheduler import FUSE_DEFAULTS, quantity
+
+    if env.training is None:
+        return
+    pods = [("worker", env.training.worker, env.slices[env.training.slice].slice.machine_type, "slice")]
+    pods.append(("head", env.training.head, env.cluster.system_pool.machine_type, "system pool"))
+    for name, size, machine, pool in pods:
+        free = machine_allocatable(machine)
+        if free is None:
+            continue  # gce.machine-type-offered-in-zone names an uncatalogued machine
+        for resource in ("cpu", "memory"):
+            need = quantity(getattr(size, resource), resource) + FUSE_DEFAULTS[resource]
+            if need > free[resource]:
+                unit = " cores" if resource == "cpu" else " GiB"
+                yield (
+                    f"training.{name}.{resource}",
+                    getattr(size, resource),
+                    f"requests {need:g}{unit} with the FUSE sidecar; a {machine} node of the {pool} has about "
+                    f"{free[resource]:.1f}{unit} allocatable",
+                )

@@ -14,6 +14,7 @@ from typing import Any
 
 from infra.accelerators import ShapeError, tpu_accelerator_for_machine, tpu_slice_for_machine
 from infra.controllers import CONTROLLERS
+from infra.gcp_names import BUCKET_NAMING, SERVICE_ACCOUNT_ID, bucket_name_problem, service_account_id_problem
 from infra.rules import Finding, rule
 
 DOCS = "https://cloud.google.com/kubernetes-engine/docs"
@@ -484,29 +485,29 @@ def _names(stack: dict[str, Any]) -> Iterator[Finding]:
     system="IAM",
     layer="apply",
     summary="A service account id is 6-30 characters: a lowercase letter, then letters, digits or hyphens.",
-    source="https://cloud.google.com/iam/docs/service-accounts-create#creating (account ID: 6-30 characters)",
+    source=SERVICE_ACCOUNT_ID,
     subject="terraform",
 )
 def _sa_ids(stack: dict[str, Any]) -> Iterator[Finding]:
     for where, body in resources(stack, "google_service_account"):
         account = body.get("account_id", "")
-        if not re.match(r"^[a-z]([-a-z0-9]{4,28}[a-z0-9])$", account):
-            yield f"{where}.account_id", account, "6-30 characters, [a-z][-a-z0-9]*[a-z0-9]"
+        if problem := service_account_id_problem(account):
+            yield f"{where}.account_id", account, problem
 
 
 @rule(
     id="gcs.bucket-names",
     system="Cloud Storage",
     layer="apply",
-    summary="Bucket names are 3-63 characters of lowercase letters, digits, - and _, and do not start with 'goog'.",
-    source="https://cloud.google.com/storage/docs/buckets#naming",
+    summary="Bucket names are 3-63 characters of a-z, 0-9, - and _, with no 'goog' prefix and no 'google'.",
+    source=BUCKET_NAMING,
     subject="terraform",
 )
 def _bucket_names(stack: dict[str, Any]) -> Iterator[Finding]:
     for where, body in resources(stack, "google_storage_bucket"):
         name = body.get("name", "")
-        if not re.match(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$", name) or name.startswith("goog") or "google" in name:
-            yield f"{where}.name", name, "3-63 of [a-z0-9_-], starting and ending alphanumeric, no 'goog' prefix"
+        if problem := bucket_name_problem(name):
+            yield f"{where}.name", name, problem
 
 
 @rule(

@@ -43,9 +43,8 @@ GIB = 1024**3
 LOG_DIR = Path(".cache/compile")
 # HBM per chip as the TPU compiler counts it (its CompileTimeHbmOom messages
 # report these capacities); other generations: the nominal size.
-# TPU7x: per JAX device, one TensorCore with half of the chip's 192 GiB (the compiler's own figure replaces it
-# when it reports one).
-COMPILER_HBM_GIB = {"v6e": 31.25, "v5e": 15.75, "tpu7x": 96.0}
+# TPU7x: per JAX device (one TensorCore): libtpu 0.0.50's CompileTimeHbmOom for tpu7x-16 reports 94.74G.
+COMPILER_HBM_GIB = {"v6e": 31.25, "v5e": 15.75, "tpu7x": 94.74}
 
 
 def maxtext_version(lock: Path = ENGINE_LOCK) -> str:
