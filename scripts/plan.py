@@ -31,7 +31,7 @@ def steps(staging: Path, base: Path | None) -> list[Step]:
         ("synth", [py, "-m", "infra"], {"CDKTF_OUTDIR": str(staging)}),
         ("policy", [py, "-m", "infra.policy", str(staging / "stacks")], {}),
         ("rules", [py, "-m", "infra.rules", str(staging / "stacks")], {}),
-        ("review", review, {}),
+        ("review", review, {}),  # its paths name the staging copy; the final ones are printed at the end
     ]
 
 
@@ -67,6 +67,8 @@ def run_plan(outdir: Path, planned: Sequence[Step] | None = None, *, base: Path 
     _replace(staging, outdir)
     shutil.rmtree(failed, ignore_errors=True)
     print(f"plan: every step passed in {time.monotonic() - started:.0f} s; {outdir} written", file=sys.stderr)
+    for review in sorted((outdir / "review").glob("*.md")):
+        print(f"review: {review}")
     return 0
 
 
