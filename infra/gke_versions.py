@@ -14,6 +14,9 @@ Sources:
 Where two copies disagreed (1.32, 1.33 end of standard support) the earlier date is kept. End of extended
 support is the 24-month policy's date where the schedule could not be read (marked `estimated`).
 Not checkable offline: what a real project is offered today (`gcloud container get-server-config`).
+Features with no minimum of their own: the DNS-based control-plane endpoint ("available today on every
+cluster, regardless of version", Google Cloud blog, 2024-11-11). The Gateway API and InferencePool CRDs
+GKE installs itself from 1.34.0-gke.1626000 are listed for when the stack uses them.
 """
 
 from __future__ import annotations
@@ -90,6 +93,11 @@ FEATURES: dict[str, Feature] = {
     "ray-operator": Feature(
         "1.30.0-gke.1747000",
         "https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/how-to/enable-ray-on-gke",
+    ),
+    "gateway-inference-crds": Feature(
+        "1.34.0-gke.1626000",
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway (GKE installs the "
+        "Gateway API and Inference Extension CRDs from 1.34.0-gke.1626000)",
     ),
     "a3-mega-tcpxo": Feature(
         "1.28.9-gke.1250000",

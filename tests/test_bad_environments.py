@@ -277,6 +277,18 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "release.controllers.jobset",
         "must be exact",
     ),
+    "a chart version the repository does not have": (
+        "versions",
+        _sub("  charts: {}\n", "  charts:\n    ray-training: 9.9.9\n"),
+        "release.charts.ray-training",
+        "workloads/charts/ray-training/Chart.yaml",
+    ),
+    "a chart that does not exist": (
+        "versions",
+        _sub("  charts: {}\n", "  charts:\n    ray-trainin: 0.2.0\n"),
+        "release.charts.ray-trainin",
+        "not a chart of workloads/charts: canary-server",
+    ),
     "GKE 1.33 past its end of support": (
         "versions",
         _sub('  min_master_version: "1.35"\n', '  min_master_version: "1.33"\n'),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator, model_validator
 
+from infra.charts import local_chart_versions
 from infra.config.base import ExactVersion, ImageDigest, Model, Problem, _CrossReferenceError
 from infra.controllers import CONTROLLERS
 
@@ -38,6 +39,20 @@ class Release(Model):
             for name, version in self.controllers.items()
             if version not in CONTROLLERS[name].versions
         ]
+        charts = local_chart_versions()
+        for name, version in self.charts.items():
+            if name not in charts:
+                problems.append(
+                    (("release", "charts", name), name, f"not a chart of workloads/charts: {', '.join(charts)}")
+                )
+            elif version != charts[name]:
+                problems.append(
+                    (
+                        ("release", "charts", name),
+                        version,
+                        f"the repository's {name} chart is {charts[name]} (workloads/charts/{name}/Chart.yaml)",
+                    )
+                )
         if problems:
             raise _CrossReferenceError(problems)
         return self

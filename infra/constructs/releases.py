@@ -11,6 +11,7 @@ from constructs import Construct
 from infra import upstream
 from infra.accelerators import Slice
 from infra.bindings import helm
+from infra.charts import local_chart_versions
 from infra.config import Environment
 from infra.constructs.network import gpudirect_names
 from infra.controllers import CONTROLLERS
@@ -236,7 +237,7 @@ class ChartRelease(Construct):
         wait: bool = True,
     ) -> None:
         super().__init__(scope, id_)
-        version = _chart_version(chart)
+        version = local_chart_versions()[chart]
         self.release = helm("release").Release(
             self,
             "release",
@@ -250,10 +251,3 @@ class ChartRelease(Construct):
             timeout=900,
             depends_on=depends_on,
         )
-
-
-def _chart_version(chart: str) -> str:
-    for line in (CHARTS / chart / "Chart.yaml").read_text().splitlines():
-        if line.startswith("version:"):
-            return line.split(":", 1)[1].strip().strip('"')
-    raise ValueError(f"{CHARTS / chart / 'Chart.yaml'} has no version")
