@@ -5,7 +5,8 @@ topology (TPU) or a node count (GPU). Everything else the platform needs (node
 pool machine type and size, Kubernetes node selectors and resource requests,
 Ray Train's scaling config, the mesh size and the chip's peak FLOP/s) is
 derived here, once. Facts come from the Cloud TPU and GKE documentation, see
-`../shared/design/FACTS.md`.
+https://cloud.google.com/tpu/docs/system-architecture-tpu-vm and
+https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus.
 """
 
 from __future__ import annotations

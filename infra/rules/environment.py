@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
 TPU_DOC = "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus"
 MAXTEXT = "AI-Hypercomputer/maxtext"
-JETSTREAM_TUTORIAL = "GKE tutorial 'Serve Llama 3.1 405B with JetStream and Pathways' (shared/seeds/003)"
+JETSTREAM_TUTORIAL = (
+    "GKE tutorial 'Serve LLMs using multi-host TPUs on GKE with JetStream and Pathways' "
+    "(https://cloud.google.com/kubernetes-engine/docs/tutorials/serve-multihost-tpu-jetstream)"
+)
 
 
 def _workloads(env: Environment) -> Iterator[tuple[str, str]]:

@@ -29,9 +29,13 @@ FUSE_PERF_DOC = f"{DOCS}/how-to/cloud-storage-fuse-csi-driver-perf"
 FUSE_SIDECAR_DOC = f"{DOCS}/how-to/cloud-storage-fuse-csi-driver-sidecar"
 TPU_DOC = f"{DOCS}/how-to/tpus"
 RAY_TUTORIAL = (
-    "GKE tutorial 'Train Llama 3 with MaxText and Ray on TPU Trillium' (shared/seeds/000), RayCluster manifest"
+    "GKE tutorial 'Train an LLM using JAX, Ray Train, and TPU Trillium on GKE' "
+    f"({DOCS}/tutorials/distributed-training-tpu), RayCluster manifest"
 )
-JETSTREAM_TUTORIAL = "GKE tutorial 'Serve Llama 3.1 405B with JetStream and Pathways' (shared/seeds/003), LWS manifest"
+JETSTREAM_TUTORIAL = (
+    "GKE tutorial 'Serve LLMs using multi-host TPUs on GKE with JetStream and Pathways' "
+    f"({DOCS}/tutorials/serve-multihost-tpu-jetstream), LWS manifest"
+)
 FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 PATHWAYS_TYPE = re.compile(r"^--instance_type=tpu[a-z0-9]+:([0-9x]+)$")
@@ -372,7 +376,10 @@ def _tpu_taint(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[F
     system="KubeRay TPU webhook",
     layer="admission",
     summary="A TPU worker group's numOfHosts is the number of hosts of its topology.",
-    source="ray-project/kuberay ray-operator/pkg/webhooks (TPU multi-host validation); FACTS: KubeRay TPU webhook",
+    source=(
+        "ray-project/kuberay ray-operator/pkg/webhooks (TPU multi-host validation: numOfHosts must match the "
+        "topology); https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/tpu.html"
+    ),
     subject="manifest",
 )
 def _num_of_hosts(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
