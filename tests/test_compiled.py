@@ -42,9 +42,13 @@ def test_the_compile_uses_exactly_the_arguments_of_a_cluster_run_plus_the_topolo
 
 
 def test_a_recipe_whose_arguments_changed_is_refused_until_it_is_compiled_again() -> None:
+    """A run plan (`make train`) asks the compiler's table; resolving a recipe's mesh reads no file."""
+    from workloads.trainer.__main__ import _fitting_mesh
+
     recipe = get_recipe("llama3-8b").model_copy(update={"per_device_batch_size": 4})
+    assert recipe.mesh_for(tpu_slice("v6e", "4x4")) == {"data": 1, "fsdp": 16, "tensor": 1}
     with pytest.raises(RecipeError, match="the compiler has not checked these arguments"):
-        maxtext_args(recipe, tpu_slice("v6e", "4x4"), run_name="r", base_output_directory="gs://b/mt")
+        _fitting_mesh(recipe, tpu_slice("v6e", "4x4"))
 
 
 def test_a_recipe_the_compiler_found_too_large_is_refused_with_the_compilers_numbers() -> None:

@@ -754,7 +754,7 @@ def _ray_groups(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[
     summary="Every flavor of a ClusterQueue resource group lists exactly the group's coveredResources, in order.",
     source=(
         "kubernetes-sigs/kueue apis/kueue/v1beta1/clusterqueue_types.go CEL validation @ v0.17.3 (each "
-        "flavor's resources must match coveredResources); CRD in shared/crds"
+        "flavor's resources must match coveredResources); CRD pinned in workloads/charts/crds.yaml"
     ),
     subject="manifest",
 )

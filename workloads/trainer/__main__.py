@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from infra.accelerators import Slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_environment
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
-from workloads.trainer.recipes import RecipeError, get_recipe
+from workloads.trainer.recipes import Recipe, RecipeError, get_recipe
 
 
 def _env(name: str) -> Environment:
@@ -191,6 +192,17 @@ def _mesh_arg(text: str) -> dict[str, int]:
     return sizes
 
 
+def _fitting_mesh(recipe: Recipe, slice_: Slice) -> dict[str, int]:
+    """The recipe's mesh on the slice, once the compiler's table (compiled.yaml) says it fits there."""
+    from workloads.trainer.compiled import fit_problem
+
+    mesh = recipe.mesh_for(slice_)
+    problem = fit_problem(recipe, slice_)
+    if problem:
+        raise RecipeError(f"recipe {recipe.name!r} on slice {slice_.name}: {problem}")
+    return mesh
+
+
 def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
     """What `run` does for a recipe on an environment's slice (no Ray, no MaxText needed)."""
     from workloads.trainer.maxtext import maxtext_args
@@ -208,7 +220,7 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
         "slice": slice_.name,
         "run_name": run_name,
         "scaling_config": slice_.ray_scaling_config,
-        "mesh": recipe.mesh_for(slice_),
+        "mesh": _fitting_mesh(recipe, slice_),
         "storage_path": f"{CHECKPOINT_MOUNT}/ray",
         "max_failures": args.max_failures if args.max_failures is not None else _max_failures(env),
     }

@@ -96,12 +96,6 @@ class Recipe(BaseModel):
                 f"and Adam state ({TRAINING_BYTES_PER_PARAM} bytes each), more than the slice's {slice_.hbm_gb} GB "
                 "of HBM; use a larger slice"
             )
-        # The compiler's per-chip figure (compiled.yaml, `make compile-recipes`) is the real check.
-        from workloads.trainer.compiled import fit_problem
-
-        problem = fit_problem(self, slice_)
-        if problem:
-            raise RecipeError(f"{where}: {problem}")
 
 
 @cache
