@@ -91,10 +91,11 @@ review: $(VENV_STAMP) ## Plan review as Markdown: PLAN=<terraform show -json fil
 hcl: $(VENV_STAMP) $(NODE_STAMP) ## Write every stack as HCL (cdktf.out/stacks/*/cdk.tf) with the pinned cdktf CLI
 	npx --no-install cdktf synth --hcl
 
-lint: $(VENV_STAMP) ## ruff and mypy
+lint: $(VENV_STAMP) ## ruff, mypy and the layer contract (import-linter: a wrong-way import fails)
 	$(BIN)/ruff check infra scripts tests workloads
 	$(BIN)/ruff format --check infra scripts tests workloads
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) lint ## Everything that needs no cloud and no accelerator
 	$(BIN)/pytest

@@ -8,7 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.config import ConfigError, Environment, environments_dir, load_all
+from infra.config import ConfigError, Environment, environments_dir
+from infra.load import load_all
 
 DEFAULT_OUTDIR = Path("cdktf.out")
 

@@ -39,3 +39,12 @@ MODELS: dict[str, ModelArch] = {
     "meta-llama/Llama-3.3-70B-Instruct": ModelArch(64, 8, LLAMA3_TOKENIZER),
     "meta-llama/Llama-3.1-8B-Instruct": ModelArch(32, 8, LLAMA3_TOKENIZER),
 }
+
+
+def conversion_memory_gib(parameters_b: float) -> int:
+    """Memory a conversion requests: twice the bf16 weights (2 bytes each), plus 16 GiB.
+
+    The int8 step (maxtext.utils.layerwise_quantization) holds the bf16 model and builds a second
+    full-precision one while it quantizes; measured only on tiny checkpoints here, not at 405B.
+    """
+    return int(parameters_b * 2 * 2) + 16

@@ -27,7 +27,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir, load_environment
+from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
+from infra.load import load_environment
 
 DEFAULT_CDKTF = "npx --no-install cdktf"
 

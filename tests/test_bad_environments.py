@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import ENVIRONMENTS_DIR, ConfigError, load_environment
+from infra.config import ENVIRONMENTS_DIR, ConfigError
+from infra.load import load_environment
 from tests.conftest import REPO
 
 DEV = (ENVIRONMENTS_DIR / "dev.yaml").read_text()

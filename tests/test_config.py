@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_all, load_environment
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
+from infra.load import load_all, load_environment
 from tests.conftest import REPO
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
@@ -315,7 +316,8 @@ class Block:
         if name.split(".")[0] in ("cdktf", "constructs", "jsii", "cdktf_cdktf_provider_google"):
             raise ImportError("not in the trainer image: " + name)
 sys.meta_path.insert(0, Block())
-from infra.config import ENVIRONMENTS_DIR, load_all
+from infra.config import ENVIRONMENTS_DIR
+from infra.load import load_all
 from workloads.trainer.recipes import get_recipe
 print(sorted(load_all(ENVIRONMENTS_DIR)))
 """

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import ConfigError, load_environment
+from infra.config import ConfigError
 from infra.delivery.images import plan_build
 from infra.delivery.promote import PromotionError, promote
+from infra.load import load_environment
 from infra.review import PlanFormatError, render, review_plan
 from tests.conftest import REPO
 

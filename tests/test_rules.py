@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_environment
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
+from infra.load import load_environment
 from infra.models import MODELS, ModelArch
 from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
 from infra.rules.manifests import ReleaseContext

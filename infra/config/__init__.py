@@ -29,7 +29,7 @@ from infra.config.base import (
 from infra.config.compute import Capacity, Cluster, CpuPool, SliceSpec, SystemPool
 from infra.config.environment import Environment
 from infra.config.identity import Identity, gsa_account_id
-from infra.config.loading import ENVIRONMENTS_DIR, ConfigError, environments_dir, load_all, load_environment
+from infra.config.loading import ENVIRONMENTS_DIR, ConfigError, environments_dir, parse_environment
 from infra.config.network import AuthorizedNetwork, Network
 from infra.config.release import PLACEHOLDER_DIGEST, Release
 from infra.config.serving import (
@@ -92,6 +92,5 @@ __all__ = [
     "VllmServing",
     "environments_dir",
     "gsa_account_id",
-    "load_all",
-    "load_environment",
+    "parse_environment",
 ]

@@ -6,7 +6,7 @@ import os
 import types
 import typing
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -181,8 +181,11 @@ def _duplicate_keys(node: yaml.Node, path: tuple[str | int, ...] = ()) -> list[s
     return found
 
 
-def load_environment(path: Path) -> Environment:
-    """Load and validate one environment file; raise `ConfigError` on any fault."""
+def parse_environment(path: Path) -> Environment:
+    """Read, parse and validate one environment file against the model; raise `ConfigError` on any fault.
+
+    Schema and cross-references only: the rules of the real systems run on top of this in `infra.load`.
+    """
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -214,17 +217,11 @@ def load_environment(path: Path) -> Environment:
         raise ConfigError(path, _problems_from(err)) from None
     if env.name != path.stem:
         raise ConfigError(path, [f"name: {env.name!r}: must equal the file's name {path.stem!r}"])
-    # The rules of the real systems (infra/rules), on the environment as a whole.
-    from infra.rules import check_environment
-
-    violations = check_environment(env)
-    if violations:
-        raise ConfigError(path, [v.line() for v in violations])
     return env
 
 
-def load_all(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
-    """Load every environment file; all faults of all files are reported together."""
+def load_each(directory: Path, load: Callable[[Path], Environment]) -> dict[str, Environment]:
+    """`load` every environment file of `directory`; all faults of all files are reported together."""
     envs: dict[str, Environment] = {}
     errors: list[ConfigError] = []
     files = sorted(directory.glob("*.yaml"))
@@ -232,7 +229,7 @@ def load_all(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
         raise ConfigError(directory, ["no environment files (*.yaml) found"])
     for path in files:
         try:
-            envs[path.stem] = load_environment(path)
+            envs[path.stem] = load(path)
         except ConfigError as err:
             errors.append(err)
     if errors:

@@ -20,7 +20,7 @@ from infra.config import (
 )
 from infra.constructs.node_pools import SYSTEM_POOL
 from infra.constructs.releases import NODEPOOL_LABEL, pool_selector
-from infra.rules.environment import conversion_memory_gib
+from infra.models import conversion_memory_gib
 from workloads.constants import CHECKPOINT_MOUNT
 from workloads.serving.jetstream import maxtext_serving_args
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from infra.config import ENVIRONMENTS_DIR, Environment, load_environment
+from infra.config import ENVIRONMENTS_DIR, Environment
 from infra.delivery.release_file import diff, updated_text, write_validated
+from infra.load import load_environment
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOGUE = REPO / "images" / "images.yaml"

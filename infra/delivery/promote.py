@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.config import ENVIRONMENTS_DIR, IMAGE_DIGEST, PLACEHOLDER_DIGEST, Environment, load_environment
+from infra.config import ENVIRONMENTS_DIR, IMAGE_DIGEST, PLACEHOLDER_DIGEST, Environment
 from infra.delivery.release_file import diff, updated_text, write_validated
+from infra.load import load_environment
 
 
 class PromotionError(ValueError):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from infra.config import ConfigError, environments_dir, load_all
+from infra.config import ConfigError, environments_dir
+from infra.load import load_all
 from infra.rules.run import run
 
 

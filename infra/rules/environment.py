@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from infra.gke_nodes import allocatable_memory_gib, machine_allocatable
-from infra.models import MODELS
+from infra.models import MODELS, conversion_memory_gib
 from infra.rules import Finding, rule
 
 if TYPE_CHECKING:
@@ -195,15 +195,6 @@ def _conversion_fits(env: Environment) -> Iterator[Finding]:
                 f"the conversion of {d.model.parameters_b:g}B parameters requests {need} GiB; a {pool.machine_type} "
                 f"node has about {have:.0f} GiB allocatable of {pool.shape.memory_gib:g} GiB",
             )
-
-
-def conversion_memory_gib(parameters_b: float) -> int:
-    """Memory a conversion requests: twice the bf16 weights (2 bytes each), plus 16 GiB.
-
-    The int8 step (maxtext.utils.layerwise_quantization) holds the bf16 model and builds a second
-    full-precision one while it quantizes; measured only on tiny checkpoints here, not at 405B.
-    """
-    return int(parameters_b * 2 * 2) + 16
 
 
 @rule(

@@ -21,7 +21,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from infra.config import ENVIRONMENTS_DIR, ConfigError, SaxmlServing, load_environment
+from infra.config import ENVIRONMENTS_DIR, ConfigError, SaxmlServing
+from infra.load import load_environment
 
 
 def model_id(key: str, name: str) -> str:

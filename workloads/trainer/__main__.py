@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.accelerators import Slice
-from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, load_environment
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
+from infra.load import load_environment
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
 from workloads.trainer.recipes import Recipe, RecipeError, get_recipe
 

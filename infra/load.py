@@ -1,0 +1,26 @@
+"""Loading environments for use: each file parsed and validated against the model (`infra.config`), then
+held to the rules of the real systems (`infra.rules`), so a bad file fails naming the file, the field, the
+value, the rule and its source. Every entry point loads through here; the config layer never calls the
+rules itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infra.config import ConfigError, Environment
+from infra.config.loading import ENVIRONMENTS_DIR, load_each, parse_environment
+from infra.rules import check_environment
+
+
+def load_environment(path: Path) -> Environment:
+    """One environment file, validated and checked against every environment rule."""
+    env = parse_environment(path)
+    violations = check_environment(env)
+    if violations:
+        raise ConfigError(path, [v.line() for v in violations])
+    return env
+
+
+def load_all(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
+    """Every environment file of `directory`; all faults of all files reported together."""
+    return load_each(directory, load_environment)
