@@ -153,7 +153,9 @@ def bench_server(*, max_batch: int = 8, queue_size: int = 64, requests: int = 25
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("which", nargs="?", choices=["synth", "canary", "server", "all"], default="all")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)

@@ -29,7 +29,9 @@ def _report_blocking(reviews: list[StackReview]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.review", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--plan", type=Path, default=None, help="a plan as `terraform show -json` prints it")
     parser.add_argument("--stack", default=None, help="the stack the plan belongs to (default: the plan's file name)")
     parser.add_argument("--outdir", type=Path, default=Path("cdktf.out"))

@@ -14,11 +14,3 @@ def test_make_help_lists_every_target() -> None:
     listed = subprocess.run(["make", "-s", "help"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     shown = set(re.findall(r"make (\S+)", listed))
     assert phony == shown
-
-
-def test_readme_documents_every_target() -> None:
-    readme = (REPO / "README.md").read_text()
-    makefile = (REPO / "Makefile").read_text()
-    targets = re.findall(r"^([a-z-]+):.*## ", makefile, re.M)
-    missing = [t for t in targets if f"make {t}" not in readme]
-    assert not missing, f"README does not mention: {missing}"

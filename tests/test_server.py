@@ -181,6 +181,13 @@ def test_make_serve_local_serves_the_checkpoint(checkpoint: Path) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+    # Every request leaves one structured access-log line.
+    assert proc.stdout is not None
+    access = [json.loads(line) for line in proc.stdout.read().splitlines() if '"workloads.server.access"' in line]
+    posts = [line["message"] for line in access if '"POST ' in line["message"]]
+    assert [m.split('"')[1] for m in posts] == ["POST /generate HTTP/1.1"] * 2
+    assert [m.split('"')[2].split()[0] for m in posts] == ["200", "400"]
+    assert {line["severity"] for line in access} == {"INFO"}
 
 
 def test_not_ready_until_the_weights_load(tmp_path: Path) -> None:

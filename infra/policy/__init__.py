@@ -101,7 +101,15 @@ def run_checkov(stacks_dir: Path, skips: dict[str, str]) -> PolicyResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    stacks_dir = Path((argv or sys.argv[1:] or ["cdktf.out/stacks"])[0])
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.policy",
+        description="Checkov on the synthesized stacks; every skip has its reason in infra/policy/checkov-skips.yaml.",
+        epilog="Exit codes: 0 every check passed or is skipped with a reason, 1 a failed check or a stale skip.",
+    )
+    parser.add_argument("stacks", nargs="?", type=Path, default=Path("cdktf.out/stacks"), help="cdktf.out/stacks")
+    stacks_dir = parser.parse_args(argv).stacks
     skips = load_skips()
     result = run_checkov(stacks_dir, skips)
     print(f"policy: {result.passed} checks passed, {len(result.failed)} failed, {len(skips)} skipped with reasons")

@@ -1,6 +1,6 @@
 """`python -m infra.rules [cdktf.out/stacks]`: every rule on every environment, stack and rendered release.
 
-`python -m infra.rules --table` prints the rules as the README's Markdown table.
+`python -m infra.rules --table` prints the rules as docs/rules.md's Markdown table.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from infra.rules.run import run
 
 
 def table() -> str:
-    """Every rule as a Markdown table row: the README's rules table is this output."""
+    """Every rule as a Markdown table row: docs/rules.md's table is this output."""
     from infra.rules import all_rules
 
     rows = ["| rule | system | refused at | what it enforces | source |", "|---|---|---|---|---|"]
@@ -61,11 +61,20 @@ def cel_summary() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    if args == ["--table"]:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.rules",
+        description="Every rule of the real systems on every environment, synthesized stack and rendered release.",
+        epilog="Exit codes: 0 no violations, 1 a violation (or a bad environment file), 2 nothing synthesized.",
+    )
+    parser.add_argument("stacks", nargs="?", type=Path, default=Path("cdktf.out/stacks"), help="cdktf.out/stacks")
+    parser.add_argument("--table", action="store_true", help="print the rules as docs/rules.md's Markdown table")
+    args = parser.parse_args(argv)
+    if args.table:
         print(table())
         return 0
-    stacks = Path(args[0] if args else "cdktf.out/stacks")
+    stacks = args.stacks
     try:
         envs = load_all(environments_dir())
     except ConfigError as err:  # environment rules run at load: their violations land here

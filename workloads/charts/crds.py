@@ -108,8 +108,15 @@ def fetch(target: Path = FETCHED) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    if args == ["fetch"]:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m workloads.charts.crds",
+        description="The pinned upstream CRD schemas: fetch them, or say where they are.",
+        epilog="Exit codes: 0 done, 1 a download or checksum failed (fetch) or no directory holds them (where).",
+    )
+    parser.add_argument("command", choices=["fetch", "where"])
+    if parser.parse_args(argv).command == "fetch":
         try:
             names = fetch()
         except (OSError, ValueError) as err:
@@ -117,15 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{len(names)} pinned CRD schemas in {FETCHED}")
         return 0
-    if args == ["where"]:
-        try:
-            print(locate())
-        except CrdsMissing as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-        return 0
-    print("usage: python -m workloads.charts.crds fetch|where", file=sys.stderr)
-    return 2
+    try:
+        print(locate())
+    except CrdsMissing as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,18 +1,21 @@
 """Serve a canary checkpoint over HTTP: `python -m workloads.server --port 8000 --checkpoint-dir DIR`.
 
 Reads the latest checkpoint `make train-local` (or the trainer in the cluster)
-wrote under the directory; see `workloads/server/app.py` for the API.
+wrote under the directory; see `workloads/server/app.py` for the API. Logs one JSON line per request.
+Exit codes: 0 stopped, 2 no checkpoint to serve.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
 
 from workloads.constants import DEFAULT_LOCAL_CKPT
+from workloads.logs import configure
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +52,16 @@ def main(argv: list[str] | None = None) -> int:
         ),
         flush=True,
     )
-    web.run_app(make_app(engine, request_timeout=args.request_timeout), host=args.host, port=args.port, print=None)
+    # One JSON line per request (aiohttp's access log) and per event, as Cloud Logging reads them.
+    configure()
+    web.run_app(
+        make_app(engine, request_timeout=args.request_timeout),
+        host=args.host,
+        port=args.port,
+        print=None,
+        access_log=logging.getLogger("workloads.server.access"),
+        access_log_format='%a "%r" %s %b %Tf',
+    )
     return 0
 
 

@@ -262,7 +262,15 @@ def main(argv: list[str] | None = None) -> int:
     written = dict(table) if args.recipes else {}  # a full run drops recipes that no longer exist
     problems = []
     results: dict[str, Any] = {}
-    for recipe in recipes:
+    started = time.monotonic()
+    for i, recipe in enumerate(recipes, 1):
+        target = recipe_slice(recipe)
+        print(
+            f"compile: {recipe.name} ({i}/{len(recipes)}) for {target.name if target else '?'} "
+            f"({time.monotonic() - started:.0f} s so far)",
+            file=sys.stderr,
+            flush=True,
+        )
         fresh = compile_recipe(recipe)
         print(fresh.summary(recipe.name), flush=True)
         results[recipe.name] = asdict(fresh)
