@@ -3,6 +3,7 @@ feature the environment uses. The calendar and the minimums are dated data in `i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import date
 from typing import TYPE_CHECKING
@@ -89,7 +90,7 @@ def features_used(env: Environment) -> dict[str, str]:
     system="GKE",
     layer="apply",
     summary="The pinned GKE version is at or above the minimum of every feature the environment uses.",
-    source="infra/gke_versions.py FEATURES: each minimum with its GKE documentation page",
+    source="; ".join(sorted({re.search(r"https://\S+", f.source).group(0) for f in gv.FEATURES.values()})),  # type: ignore[union-attr]
     subject="environment",
 )
 def _features(env: Environment) -> Iterator[Finding]:
