@@ -211,14 +211,18 @@ def _selects(pod: Pod, node: Node) -> str | None:
 
 
 def verdicts(
-    stack: dict[str, Any], releases: dict[str, list[dict[str, Any]]], namespaces: dict[str, str]
+    stack: dict[str, Any],
+    releases: dict[str, list[dict[str, Any]]],
+    namespaces: dict[str, str],
+    only: str | None = None,
 ) -> list[tuple[Pod, dict[str, str | None]]]:
-    """For every pod: {pool: None if it fits there, else the predicate that refused it}."""
+    """For every pod (of release `only`, if given): {pool: None if it fits there, else the predicate that
+    refused it}. The DaemonSets of every release count against each node's room."""
     all_pods = pods(releases, namespaces)
     pool_nodes, _ = nodes(stack)
     daemonsets = [p for p in all_pods if p.kind == "DaemonSet"]
     out = []
-    for pod in all_pods:
+    for pod in all_pods if only is None else [p for p in all_pods if p.release == only]:
         result: dict[str, str | None] = {}
         for node in pool_nodes:
             refusal = _selects(pod, node)
@@ -258,9 +262,7 @@ def _placed(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     for pool in unknown:
         yield f"google_container_node_pool.{pool}", pool, "its machine type is not sized in the catalogue"
     pool_nodes = {n.pool: n for n in nodes(ctx.stack)[0]}
-    for pod, result in verdicts(ctx.stack, releases, namespaces):
-        if pod.release != ctx.name:
-            continue
+    for pod, result in verdicts(ctx.stack, releases, namespaces, only=ctx.name):
         if pod.kind == "DaemonSet":
             # A DaemonSet runs a pod on every node it selects: each such node must also have room for it.
             selected = [p for p in result if _selects(pod, pool_nodes[p]) is None]
