@@ -3,7 +3,7 @@
 The figures are each model's published architecture, as MaxText's model
 configs (`configs/models/<name>.yml`: `base_num_query_heads`,
 `base_num_kv_heads`) and the Hugging Face `config.json` files state them.
-The serving rules (infra/rules/environment.py) use them: tensor parallelism
+The serving rules (infra/rules/maxtext.py, vllm.py) use them: tensor parallelism
 must divide the KV heads, and a Llama 3 model needs the Llama 3 tokenizer.
 """
 

@@ -11,7 +11,7 @@ import pytest
 
 from infra.gke_nodes import allocatable_cpu, allocatable_memory_gib
 from infra.rules import RULES
-from infra.rules.manifests import ReleaseContext
+from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import stack_releases
 from infra.rules.scheduler import pod_requests, quantity, verdicts
 from tests.conftest import one_of_kind

@@ -22,7 +22,7 @@ from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.load import load_environment
 from infra.models import MODELS, ModelArch
 from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
-from infra.rules.manifests import ReleaseContext
+from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import check_synthesized, stack_releases
 from tests.conftest import REPO, of_type, one_of_kind
 

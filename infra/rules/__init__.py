@@ -7,13 +7,18 @@ start or engine start. Every such rule that can be known ahead lives in this
 package, once, with the source it was taken from and the layer it guards, and
 runs on three kinds of subject:
 
-- ``environment``: the loaded `Environment` (run by `load_environment`, so a
-  bad file fails at load with the file, field, value, rule and source);
+- ``environment``: the loaded `Environment` (run by `infra.load.load_environment`,
+  so a bad file fails at load with the file, field, value, rule and source);
 - ``terraform``: a synthesized stack (`cdk.tf.json`), exactly what Terraform applies;
 - ``manifest``: the objects of one rendered Helm release, exactly what the
   Helm provider sends to the API server.
 
 `make plan` runs all of them (`python -m infra.rules`) and reports how many ran.
+
+One module per real system holds that system's rules for every subject (`gke.py`, `gcsfuse.py`,
+`kuberay.py`, `jobset.py`, `lws.py`, `kueue.py`, `pathways.py`, `maxtext.py`, `vllm.py`, ...); what the
+rules of one subject share lives in `environment_subject.py`, `terraform_subject.py` and
+`manifest_subject.py`, and the documents several rules cite in `sources.py`.
 """
 
 from __future__ import annotations
@@ -151,12 +156,20 @@ from infra.rules import (  # noqa: E402, F401
     compute_engine,
     controller_objects,
     crd_cel,
-    environment,
+    gcsfuse,
+    gke,
     gke_versions,
-    manifests,
+    jetstream,
+    jobset,
+    kuberay,
+    kubernetes,
+    kueue,
+    lws,
+    maxtext,
+    pathways,
     resource_names,
     scheduler,
     service_usage,
-    terraform,
     vllm,
+    workload_identity,
 )

@@ -14,10 +14,20 @@ from infra.rules.run import run
 
 
 def table() -> str:
-    """Every rule as a Markdown table row: docs/rules.md's table is this output."""
+    """Where each system's rules live (one module per system), then every rule as a Markdown table row:
+    docs/rules.md's tables are this output."""
+    import inspect
+
     from infra.rules import all_rules
 
-    rows = ["| rule | system | refused at | what it enforces | source |", "|---|---|---|---|---|"]
+    modules: dict[str, list[str]] = {}
+    for r in all_rules():
+        module = inspect.getmodule(r.check)
+        modules.setdefault(module.__name__ if module else "?", []).append(r.id)
+    rows = ["| module | its rules |", "|---|---|"]
+    for name, ids in sorted(modules.items()):
+        rows.append(f"| `{name.replace('.', '/')}.py` | {', '.join(f'`{i}`' for i in sorted(ids))} |")
+    rows += ["", "| rule | system | refused at | what it enforces | source |", "|---|---|---|---|---|"]
     for r in sorted(all_rules(), key=lambda r: (r.subject, r.id)):
         source = r.source.replace("|", "/")
         rows.append(f"| `{r.id}` | {r.system} | {r.layer} | {r.summary} | {source} |")

@@ -7,11 +7,13 @@ the cluster uses. The catalogue is dated data in infra/zones.yaml.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from infra import zones as catalogue
 from infra.rules import Finding, rule
+from infra.rules.terraform_subject import _NAME_RULES, _node_pools, _ref, resources
 
 if TYPE_CHECKING:
     from infra.config import Environment
@@ -68,3 +70,44 @@ def _machine_zones(env: Environment) -> Iterator[Finding]:
         field = f"slices.{key}.zone" if spec.zone else f"slices.{key}"
         why = "its zone" if spec.zone else f"no `zone`: it goes to the first of `zones`, {env.zone_of(key)}"
         yield from _offered(spec.slice.machine_type, [env.zone_of(key)], field, why)
+
+
+@rule(
+    id="gce.multinic.one-vpc-per-nic",
+    system="Compute Engine",
+    layer="apply",
+    summary="Each network interface of a VM is in a different VPC network, none of them the node's primary VPC.",
+    source="https://cloud.google.com/vpc/docs/multiple-interfaces-concepts (each interface in a different VPC)",
+    subject="terraform",
+)
+def _one_vpc_per_nic(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, _nc in _node_pools(stack):
+        extra = (pool.get("network_config") or {}).get("additional_node_network_configs") or []
+        networks = [e.get("network") for e in extra]
+        cluster = _ref("google_container_cluster", stack, str(pool.get("cluster", ""))) or {}
+        primary = str(cluster.get("network", "")).replace(".id}", "").replace(".name}", "")
+        for i, net in enumerate(networks):
+            base = str(net).replace(".id}", "").replace(".name}", "")
+            if networks.count(net) > 1 or (primary and base == primary):
+                yield f"{where}.network_config.additional_node_network_configs[{i}].network", net, "a VPC used twice"
+
+
+@rule(
+    id="gcp.resource-names",
+    system="GKE / Compute Engine",
+    layer="apply",
+    summary=(
+        "Cluster and node pool names are at most 40 characters; networks, subnets and firewalls at most 63 (RFC 1035)."
+    ),
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster "
+        "(name: up to 40 characters); https://cloud.google.com/compute/docs/naming-resources"
+    ),
+    subject="terraform",
+)
+def _names(stack: dict[str, Any]) -> Iterator[Finding]:
+    for rtype, (pattern, allowed) in _NAME_RULES.items():
+        for where, body in resources(stack, rtype):
+            name = body.get("name")
+            if isinstance(name, str) and "${" not in name and not re.match(pattern, name):
+                yield f"{where}.name", name, f"allowed: {allowed}"

@@ -5,7 +5,7 @@ rules `gcs.bucket-names` and `iam.service-account-id` check the synthesized stac
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from infra.config.identity import gsa_account_id
 from infra.gcp_names import (
@@ -17,6 +17,7 @@ from infra.gcp_names import (
     service_account_id_problem,
 )
 from infra.rules import Finding, rule
+from infra.rules.terraform_subject import resources
 
 if TYPE_CHECKING:
     from infra.config import Environment
@@ -50,3 +51,33 @@ def _names(env: Environment) -> Iterator[Finding]:
     for key, identity in env.identities.items():
         if identity.mode == "impersonation" and (problem := service_account_id_problem(gsa_account_id(key))):
             yield f"identities.{key}", key, f"its Google service account {gsa_account_id(key)!r}: {problem}"
+
+
+@rule(
+    id="iam.service-account-id",
+    system="IAM",
+    layer="apply",
+    summary="A service account id is 6-30 characters: a lowercase letter, then letters, digits or hyphens.",
+    source=SERVICE_ACCOUNT_ID,
+    subject="terraform",
+)
+def _sa_ids(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in resources(stack, "google_service_account"):
+        account = body.get("account_id", "")
+        if problem := service_account_id_problem(account):
+            yield f"{where}.account_id", account, problem
+
+
+@rule(
+    id="gcs.bucket-names",
+    system="Cloud Storage",
+    layer="apply",
+    summary="Bucket names are 3-63 characters of a-z, 0-9, - and _, with no 'goog' prefix and no 'google'.",
+    source=BUCKET_NAMING,
+    subject="terraform",
+)
+def _bucket_names(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in resources(stack, "google_storage_bucket"):
+        name = body.get("name", "")
+        if problem := bucket_name_problem(name):
+            yield f"{where}.name", name, problem

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.rules import Violation, check_environment, check_release, check_stack, rules_for
-from infra.rules.manifests import ReleaseContext
+from infra.rules.manifest_subject import ReleaseContext
 
 
 @dataclass

@@ -21,10 +21,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from infra.gke_nodes import Node, node_of
+from infra.accelerators import (
+    TPU_ACCELERATOR_LABEL,
+    TPU_TOPOLOGY_LABEL,
+    tpu_accelerator_for_machine,
+    tpu_slice_for_machine,
+)
+from infra.gke_nodes import Node, allocatable_memory_gib, machine_allocatable, node_of
+from infra.models import conversion_memory_gib
 from infra.rules import Finding, pod_templates, rule, where
+from infra.rules.environment_subject import _workloads
+from infra.rules.manifest_subject import NODEPOOL_LABEL, ReleaseContext, _pods, _selected_pools
+from infra.rules.sources import DOCS, PLAN_TPUS_DOC
+
+if TYPE_CHECKING:
+    from infra.config import Environment
 
 SCHEDULER = "https://kubernetes.io/docs/reference/scheduling/config/#scheduling-plugins"
 FUSE_SIDECAR = "https://cloud.google.com/kubernetes-engine/docs/how-to/cloud-storage-fuse-csi-driver-sidecar"
@@ -292,3 +305,130 @@ def placement_report(stack: dict[str, Any]) -> tuple[str, int, int]:
         asks = ", ".join(f"{k} {v:g}" for k, v in sorted(pod.requests.items()))
         rows.append(f"| {pod.release} | {pod.at} | {asks} | {', '.join(fits) or '**none**'} |")
     return "\n".join(rows) + "\n", len(results), unplaced
+
+
+@rule(
+    id="platform.tpu.one-workload-per-slice",
+    system="GKE TPU slices",
+    layer="pod-start",
+    summary=(
+        "A multi-host TPU slice's chips belong to one workload at a time: two workloads on one slice leave one "
+        "pending forever (every host is taken whole)."
+    ),
+    source=(
+        f"{PLAN_TPUS_DOC} (a multi-host slice is provisioned and used as one unit; pods request all chips of a host)"
+    ),
+    subject="environment",
+)
+def _one_workload(env: Environment) -> Iterator[Finding]:
+    claims: dict[str, list[str]] = {}
+    for path, key in _workloads(env):
+        if key in env.slices and env.slices[key].slice.kind == "tpu":
+            claims.setdefault(key, []).append(path)
+    for key, paths in claims.items():
+        if len(paths) > 1:
+            yield paths[1], key, f"slice {key!r} is already used by {paths[0]}; give each workload its own slice"
+
+
+@rule(
+    id="gke.pod-fits-a-node-of-its-pool",
+    system="Kubernetes scheduler / GKE",
+    layer="pod-start",
+    summary="A checkpoint conversion Job's memory request fits the allocatable memory of one node of its CPU pool.",
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_reservations "
+        "(allocatable = capacity - reserved); a bigger request stays Pending ('Insufficient memory')"
+    ),
+    subject="environment",
+)
+def _conversion_fits(env: Environment) -> Iterator[Finding]:
+    from infra.config import JetStreamServing
+
+    for name, d in env.serving.items():
+        if not isinstance(d, JetStreamServing) or d.conversion is None:
+            continue
+        conversion = d.conversion
+        pool = env.cpu_pools.get(conversion.pool)
+        if pool is None:
+            continue  # the model reports the unknown pool
+        need = conversion_memory_gib(d.model.parameters_b)
+        have = allocatable_memory_gib(pool.shape.memory_gib)
+        if need > have:
+            yield (
+                f"serving.{name}.conversion.pool",
+                conversion.pool,
+                f"the conversion of {d.model.parameters_b:g}B parameters requests {need} GiB; a {pool.machine_type} "
+                f"node has about {have:.0f} GiB allocatable of {pool.shape.memory_gib:g} GiB",
+            )
+
+
+@rule(
+    id="gke.requests-fit-their-pool",
+    system="Kubernetes scheduler / GKE",
+    layer="pod-start",
+    summary=(
+        "The Ray head's and workers' CPU and memory requests (with the FUSE sidecar's) fit one node of the pool "
+        "they run on, after GKE's reservations and its DaemonSets."
+    ),
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes (allocatable); "
+        "https://kubernetes.io/docs/concepts/scheduling-eviction/kube-scheduler/ (a pod no node fits stays "
+        "Pending: 'Insufficient cpu' / 'Insufficient memory')"
+    ),
+    subject="environment",
+)
+def _requests_fit(env: Environment) -> Iterator[Finding]:
+    from infra.rules.scheduler import FUSE_DEFAULTS, quantity
+
+    if env.training is None:
+        return
+    pods = [("worker", env.training.worker, env.slices[env.training.slice].slice.machine_type, "slice")]
+    pods.append(("head", env.training.head, env.cluster.system_pool.machine_type, "system pool"))
+    for name, size, machine, pool in pods:
+        free = machine_allocatable(machine)
+        if free is None:
+            continue  # gce.machine-type-offered-in-zone names an uncatalogued machine
+        for resource in ("cpu", "memory"):
+            need = quantity(getattr(size, resource), resource) + FUSE_DEFAULTS[resource]
+            if need > free[resource]:
+                unit = " cores" if resource == "cpu" else " GiB"
+                yield (
+                    f"training.{name}.{resource}",
+                    getattr(size, resource),
+                    f"requests {need:g}{unit} with the FUSE sidecar; a {machine} node of the {pool} has about "
+                    f"{free[resource]:.1f}{unit} allocatable",
+                )
+
+
+@rule(
+    id="platform.tpu.pod-pinned-to-its-pool",
+    system="Kubernetes scheduler / GKE",
+    layer="pod-start",
+    summary=(
+        "When two slice pools carry the same TPU labels, a TPU pod names its pool "
+        "(cloud.google.com/gke-nodepool); otherwise it can take another workload's slice."
+    ),
+    source=(
+        "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodeselector (any node with "
+        f"the labels matches); GKE node pool label: {DOCS}/how-to/node-pools#nodepool-label"
+    ),
+    subject="manifest",
+)
+def _pinned(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    by_labels: dict[tuple[str, str], list[str]] = {}
+    for name, pool in ctx.pools().items():
+        topology = (pool.get("placement_policy") or {}).get("tpu_topology")
+        machine = (pool.get("node_config") or {}).get("machine_type", "")
+        if topology and tpu_accelerator_for_machine(machine) is not None:
+            acc = tpu_slice_for_machine(machine, topology).accelerator
+            by_labels.setdefault((acc.node_label, topology), []).append(name)
+    for at, _meta, spec in _pods(objects):
+        selector = spec.get("nodeSelector") or {}
+        key = (selector.get(TPU_ACCELERATOR_LABEL, ""), selector.get(TPU_TOPOLOGY_LABEL, ""))
+        twins = by_labels.get(key, [])
+        if len(twins) > 1 and _selected_pools(spec) is None:
+            yield (
+                f"{at}.spec.nodeSelector",
+                selector,
+                f"pools {', '.join(sorted(twins))} all match: add {NODEPOOL_LABEL}: <its pool>",
+            )

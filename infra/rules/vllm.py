@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from infra.models import MODELS
 from infra.rules import Finding, containers, pod_templates, probe_budget, rule, where
+
+if TYPE_CHECKING:
+    from infra.config import Environment
 
 CACHE_ENV = "VLLM_XLA_CACHE_PATH"
 # A cold start: the weights through FUSE plus compiling every program from nothing. tpu-inference PR #3408
@@ -90,3 +94,24 @@ def _vllm_cache(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
                 strategy,
                 "must be Recreate: a rolling update runs the old and the new pod, two writers",
             )
+
+
+@rule(
+    id="vllm.tensor-parallel-divides-heads",
+    system="vLLM",
+    layer="engine-start",
+    summary="--tensor-parallel-size divides the model's attention heads.",
+    source=(
+        "vllm-project/vllm vllm/config (verify_with_parallel_config): 'Total number of attention heads must be "
+        "divisible by tensor parallel size'"
+    ),
+    subject="environment",
+)
+def _vllm_heads(env: Environment) -> Iterator[Finding]:
+    for name, d in env.serving.items():
+        if d.engine != "vllm":
+            continue
+        arch = MODELS.get(d.model.name)
+        chips = env.slices[d.slice].slice.chips
+        if arch is not None and arch.query_heads % chips:
+            yield f"serving.{name}.slice", d.slice, f"{arch.query_heads} heads are not divisible by {chips} chips"

@@ -1,9 +1,4 @@
-"""Rules checked on a synthesized stack: exactly the resources Terraform will apply.
-
-Each check gets the stack's JSON (`cdk.tf.json`) and yields (field, value,
-message) for every resource that GCP, GKE or the google provider would refuse
-(or that would apply and then leave pods that can never start).
-"""
+"""GKE: node pools of TPU slices and the Dynamic Workload Scheduler, private clusters, GPUDirect, the DNS endpoint."""
 
 from __future__ import annotations
 
@@ -12,52 +7,74 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from infra.accelerators import ShapeError, tpu_accelerator_for_machine, tpu_slice_for_machine
+from infra.accelerators import (
+    TPU_ACCELERATOR_LABEL,
+    TPU_RESOURCE,
+    TPU_TOPOLOGY_LABEL,
+    ShapeError,
+    tpu_accelerator_for_label,
+    tpu_accelerator_for_machine,
+    tpu_slice_for_machine,
+)
 from infra.controllers import CONTROLLERS
-from infra.gcp_names import BUCKET_NAMING, SERVICE_ACCOUNT_ID, bucket_name_problem, service_account_id_problem
 from infra.rules import Finding, rule
-
-DOCS = "https://cloud.google.com/kubernetes-engine/docs"
-TPU_DOC = f"{DOCS}/how-to/tpus"
-QUEUED_DOC = f"{DOCS}/how-to/provisioningrequest"
-FLEX_DOC = f"{DOCS}/how-to/dws-flex-start-training"
-PRIVATE_DOC = f"{DOCS}/how-to/latest/network-isolation#add_firewall_rules"
-WI_DOC = f"{DOCS}/how-to/workload-identity"
-GPUDIRECT_DOC = f"{DOCS}/how-to/gpu-bandwidth-gpudirect-tcpx"
-TOOLKIT_POOL = "GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/main.tf (lifecycle preconditions)"
-
-
-def resources(stack: dict[str, Any], rtype: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(`<type>.<name or logical id>`, body) of every resource of one type."""
-    for logical_id, body in (stack.get("resource", {}).get(rtype) or {}).items():
-        yield f"{rtype}.{body.get('name', logical_id)}", body
+from infra.rules.manifest_subject import NODEPOOL_LABEL, ReleaseContext, _pods, _tpu_chips
+from infra.rules.sources import (
+    DOCS,
+    FLEX_DOC,
+    GPUDIRECT_DOC,
+    IRONWOOD_DOC,
+    PRIVATE_DOC,
+    QUEUED_DOC,
+    TOOLKIT_POOL,
+    TPU_DOC,
+)
+from infra.rules.terraform_subject import _clusters, _flex, _is_tpu, _node_pools, _queued, _ref, resources
 
 
-def _ref(rtype: str, stack: dict[str, Any], value: str) -> dict[str, Any] | None:
-    """The resource body a `${<rtype>.<id>.<attr>}` reference points at."""
-    m = re.search(r"\$\{" + re.escape(rtype) + r"\.([^.}]+)", value or "")
-    return (stack.get("resource", {}).get(rtype) or {}).get(m.group(1)) if m else None
-
-
-def _node_pools(stack: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(where, pool, node_config) of every node pool."""
-    for where, pool in resources(stack, "google_container_node_pool"):
-        yield where, pool, pool.get("node_config") or {}
-
-
-def _is_tpu(node_config: dict[str, Any]) -> bool:
-    return tpu_accelerator_for_machine(str(node_config.get("machine_type", ""))) is not None
-
-
-def _queued(pool: dict[str, Any]) -> bool:
-    return bool((pool.get("queued_provisioning") or {}).get("enabled"))
-
-
-def _flex(node_config: dict[str, Any]) -> bool:
-    return bool(node_config.get("flex_start"))
-
-
-# Node pools: TPU slices -----------------------------------------------------------------------------
+@rule(
+    id="gke.tpu.selectors-and-whole-host",
+    system="GKE",
+    layer="pod-start",
+    summary=(
+        "A TPU pod selects both the accelerator and topology labels and requests all chips of its host "
+        "(multi-host slices cannot share a host)."
+    ),
+    source=f"{TPU_DOC}#prepare-workloads (nodeSelector gke-tpu-accelerator and gke-tpu-topology; google.com/tpu)",
+    subject="manifest",
+)
+def _tpu_pods(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    pools = ctx.pools()
+    for at, _meta, spec in _pods(objects):
+        chips = _tpu_chips(spec)
+        if not chips:
+            continue
+        selector = spec.get("nodeSelector") or {}
+        label, topology = selector.get(TPU_ACCELERATOR_LABEL), selector.get(TPU_TOPOLOGY_LABEL)
+        if not label or not topology:
+            yield f"{at}.spec.nodeSelector", selector, f"select both {TPU_ACCELERATOR_LABEL} and {TPU_TOPOLOGY_LABEL}"
+            continue
+        acc = tpu_accelerator_for_label(label)
+        if acc is None:
+            yield f"{at}.spec.nodeSelector.{TPU_ACCELERATOR_LABEL}", label, "not a TPU generation GKE labels"
+            continue
+        pool = pools.get(selector.get(NODEPOOL_LABEL, ""))
+        machines = [pool["node_config"]["machine_type"]] if pool else list(acc.machine_types)
+        per_host = set()
+        for machine in machines:
+            try:
+                per_host.add(tpu_slice_for_machine(machine, topology).chips_per_host)
+            except ShapeError:
+                continue
+        if not per_host:
+            yield f"{at}.spec.nodeSelector.{TPU_TOPOLOGY_LABEL}", topology, f"no {acc.name} machine offers it"
+        for path, n in chips:
+            if per_host and n not in per_host:
+                yield (
+                    f"{at}.spec.{path}.resources.limits.{TPU_RESOURCE}",
+                    n,
+                    f"a {acc.name} {topology} host has {' or '.join(map(str, sorted(per_host)))} chips: request all",
+                )
 
 
 @rule(
@@ -80,9 +97,6 @@ def _tpu_compact(stack: dict[str, Any]) -> Iterator[Finding]:
             yield f"{where}.node_locations", zones, "a multi-host TPU slice lives in exactly one zone"
         if not _is_tpu(nc):
             yield f"{where}.node_config.machine_type", nc.get("machine_type"), "tpu_topology is only for TPU machines"
-
-
-IRONWOOD_DOC = f"{DOCS}/concepts/tpu-ironwood"
 
 
 @rule(
@@ -196,9 +210,6 @@ def _tpu_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
                 )
 
 
-# Node pools: Dynamic Workload Scheduler ----------------------------------------------------------------
-
-
 @rule(
     id="gke.dws.queued-needs-autoscaling-from-zero",
     system="GKE",
@@ -292,43 +303,6 @@ def _flex_duration(stack: dict[str, Any]) -> Iterator[Finding]:
             yield f"{where}.node_config.max_run_duration", duration, "between 1s and 604800s (7 days)"
 
 
-# Cluster, identity, private control plane ------------------------------------------------------------------
-
-
-def _clusters(stack: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    return [
-        (logical_id, f"google_container_cluster.{body.get('name')}", body)
-        for logical_id, body in (stack.get("resource", {}).get("google_container_cluster") or {}).items()
-    ]
-
-
-@rule(
-    id="gke.wi.bindings-after-cluster",
-    system="IAM / Workload Identity",
-    layer="apply",
-    summary="IAM bindings to <project>.svc.id.goog members depend on the cluster that creates the identity pool.",
-    source=(
-        f"{WI_DOC} (the pool exists once a cluster with Workload Identity does); error: 'Identity Pool does not "
-        "exist' (terraform-google-modules/terraform-google-kubernetes-engine#916)"
-    ),
-    subject="terraform",
-)
-def _wi_after_cluster(stack: dict[str, Any]) -> Iterator[Finding]:
-    cluster_ids = {f"google_container_cluster.{lid}" for lid, _, _ in _clusters(stack)}
-    for rtype, body_map in (stack.get("resource") or {}).items():
-        for logical_id, body in body_map.items():
-            member = str(body.get("member", ""))
-            if ".svc.id.goog" not in member:
-                continue
-            depends = set(body.get("depends_on") or [])
-            if not depends & cluster_ids:
-                yield (
-                    f"{rtype}.{logical_id}.depends_on",
-                    sorted(depends),
-                    f"member {member[:60]}... needs depends_on the cluster ({', '.join(sorted(cluster_ids))})",
-                )
-
-
 @rule(
     id="gke.private.webhook-ports-open",
     system="GKE",
@@ -386,25 +360,6 @@ def _master_28(stack: dict[str, Any]) -> Iterator[Finding]:
 
 
 @rule(
-    id="gke.wi.gke-metadata-needs-workload-pool",
-    system="GKE",
-    layer="apply",
-    summary="Node pools with the GKE metadata server need Workload Identity enabled on the cluster.",
-    source=f"{WI_DOC}#enable_on_cluster (workload_metadata_config GKE_METADATA requires a workload pool)",
-    subject="terraform",
-)
-def _gke_metadata(stack: dict[str, Any]) -> Iterator[Finding]:
-    pooled = any((c.get("workload_identity_config") or {}).get("workload_pool") for _, _, c in _clusters(stack))
-    for where, _pool, nc in _node_pools(stack):
-        mode = (nc.get("workload_metadata_config") or {}).get("mode")
-        if mode == "GKE_METADATA" and not pooled:
-            yield f"{where}.node_config.workload_metadata_config.mode", mode, "the cluster has no workload pool"
-
-
-# GPUDirect -----------------------------------------------------------------------------------------------------
-
-
-@rule(
     id="gke.gpudirect.multinetwork-dataplane-v2-gvnic",
     system="GKE",
     layer="apply",
@@ -425,89 +380,6 @@ def _multinetwork(stack: dict[str, Any]) -> Iterator[Finding]:
                 yield f"{where}.cluster", pool.get("cluster"), "the cluster needs datapath_provider ADVANCED_DATAPATH"
         if not (nc.get("gvnic") or {}).get("enabled"):
             yield f"{where}.node_config.gvnic.enabled", False, "additional node networks need gVNIC"
-
-
-@rule(
-    id="gce.multinic.one-vpc-per-nic",
-    system="Compute Engine",
-    layer="apply",
-    summary="Each network interface of a VM is in a different VPC network, none of them the node's primary VPC.",
-    source="https://cloud.google.com/vpc/docs/multiple-interfaces-concepts (each interface in a different VPC)",
-    subject="terraform",
-)
-def _one_vpc_per_nic(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, _nc in _node_pools(stack):
-        extra = (pool.get("network_config") or {}).get("additional_node_network_configs") or []
-        networks = [e.get("network") for e in extra]
-        cluster = _ref("google_container_cluster", stack, str(pool.get("cluster", ""))) or {}
-        primary = str(cluster.get("network", "")).replace(".id}", "").replace(".name}", "")
-        for i, net in enumerate(networks):
-            base = str(net).replace(".id}", "").replace(".name}", "")
-            if networks.count(net) > 1 or (primary and base == primary):
-                yield f"{where}.network_config.additional_node_network_configs[{i}].network", net, "a VPC used twice"
-
-
-# Names -------------------------------------------------------------------------------------------------------
-
-_NAME_RULES: dict[str, tuple[str, str]] = {
-    # resource type: (pattern, what GCP allows)
-    "google_container_cluster": (r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", "1-40 lowercase letters, digits, hyphens"),
-    "google_container_node_pool": (r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", "1-40 lowercase letters, digits, hyphens"),
-    "google_compute_network": (r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", "1-63 characters, RFC 1035"),
-    "google_compute_subnetwork": (r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", "1-63 characters, RFC 1035"),
-    "google_compute_firewall": (r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", "1-63 characters, RFC 1035"),
-}
-
-
-@rule(
-    id="gcp.resource-names",
-    system="GKE / Compute Engine",
-    layer="apply",
-    summary=(
-        "Cluster and node pool names are at most 40 characters; networks, subnets and firewalls at most 63 (RFC 1035)."
-    ),
-    source=(
-        "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster "
-        "(name: up to 40 characters); https://cloud.google.com/compute/docs/naming-resources"
-    ),
-    subject="terraform",
-)
-def _names(stack: dict[str, Any]) -> Iterator[Finding]:
-    for rtype, (pattern, allowed) in _NAME_RULES.items():
-        for where, body in resources(stack, rtype):
-            name = body.get("name")
-            if isinstance(name, str) and "${" not in name and not re.match(pattern, name):
-                yield f"{where}.name", name, f"allowed: {allowed}"
-
-
-@rule(
-    id="iam.service-account-id",
-    system="IAM",
-    layer="apply",
-    summary="A service account id is 6-30 characters: a lowercase letter, then letters, digits or hyphens.",
-    source=SERVICE_ACCOUNT_ID,
-    subject="terraform",
-)
-def _sa_ids(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, body in resources(stack, "google_service_account"):
-        account = body.get("account_id", "")
-        if problem := service_account_id_problem(account):
-            yield f"{where}.account_id", account, problem
-
-
-@rule(
-    id="gcs.bucket-names",
-    system="Cloud Storage",
-    layer="apply",
-    summary="Bucket names are 3-63 characters of a-z, 0-9, - and _, with no 'goog' prefix and no 'google'.",
-    source=BUCKET_NAMING,
-    subject="terraform",
-)
-def _bucket_names(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, body in resources(stack, "google_storage_bucket"):
-        name = body.get("name", "")
-        if problem := bucket_name_problem(name):
-            yield f"{where}.name", name, problem
 
 
 @rule(

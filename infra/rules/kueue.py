@@ -1,0 +1,74 @@
+"""Kueue: queues that exist and cover what a workload asks for, flavors that list the covered resources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from infra.rules import Finding, containers, pod_templates, rule, where
+from infra.rules.manifest_subject import ReleaseContext, _queues
+
+
+@rule(
+    id="kueue.queue-exists-and-covers-resources",
+    system="Kueue",
+    layer="admission",
+    summary=(
+        "A job's kueue.x-k8s.io/queue-name names a LocalQueue in its namespace whose ClusterQueue covers every "
+        "resource its pods request; otherwise the workload is never admitted."
+    ),
+    source=(
+        "https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#resources (covered resources; a workload "
+        "requesting another stays pending: 'resource ... unavailable in ClusterQueue'); kueue LocalQueue docs"
+    ),
+    subject="manifest",
+)
+def _kueue(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    queues = _queues(ctx)
+    for obj in objects:
+        queue = ((obj.get("metadata") or {}).get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+        if not queue:
+            continue
+        namespace = obj["metadata"].get("namespace") or ctx.namespace
+        cq = queues.get((namespace, queue))
+        if cq is None:
+            known = ", ".join(f"{ns}/{n}" for ns, n in sorted(queues)) or "(none)"
+            yield f"{where(obj)}: metadata.labels.kueue.x-k8s.io/queue-name", queue, f"no LocalQueue; known: {known}"
+            continue
+        covered = {r for g in cq.get("spec", {}).get("resourceGroups") or [] for r in g.get("coveredResources") or []}
+        for path, template in pod_templates(obj):
+            for cpath, c in containers(template.get("spec") or {}):
+                for name in (c.get("resources") or {}).get("requests") or {}:
+                    if name not in covered:
+                        yield (
+                            f"{where(obj)}: {path}.spec.{cpath}.resources.requests.{name}",
+                            name,
+                            f"ClusterQueue {cq['metadata']['name']} covers only {', '.join(sorted(covered))}",
+                        )
+
+
+@rule(
+    id="kueue.flavors-list-covered-resources",
+    system="Kueue webhook",
+    layer="admission",
+    summary="Every flavor of a ClusterQueue resource group lists exactly the group's coveredResources, in order.",
+    source=(
+        "kubernetes-sigs/kueue apis/kueue/v1beta1/clusterqueue_types.go CEL validation @ v0.17.3 (each "
+        "flavor's resources must match coveredResources); CRD pinned in workloads/charts/crds.yaml"
+    ),
+    subject="manifest",
+)
+def _kueue_flavors(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    for obj in objects:
+        if obj.get("kind") != "ClusterQueue":
+            continue
+        for i, group in enumerate(obj["spec"].get("resourceGroups") or []):
+            covered = list(group.get("coveredResources") or [])
+            for j, flavor in enumerate(group.get("flavors") or []):
+                names = [r.get("name") for r in flavor.get("resources") or []]
+                if names != covered:
+                    yield (
+                        f"{where(obj)}: spec.resourceGroups[{i}].flavors[{j}].resources",
+                        names,
+                        f"must list {covered}",
+                    )

@@ -1,0 +1,87 @@
+"""MaxText: parallelism that matches the slice and the model, the model's own tokenizer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from infra.models import MODELS
+from infra.rules import Finding, rule
+from infra.rules.sources import JETSTREAM_TUTORIAL, MAXTEXT
+
+if TYPE_CHECKING:
+    from infra.config import Environment
+from infra.rules.environment_subject import ICI_AXES, _jetstream
+
+
+@rule(
+    id="maxtext.ici-product-equals-chips",
+    system="MaxText",
+    layer="engine-start",
+    summary="The product of the ici_* parallelism equals the devices of one slice (one axis may be -1 to fill).",
+    source=f"{MAXTEXT} src/maxtext/utils/max_utils.py create_device_mesh (fill_unspecified_parallelism)",
+    subject="environment",
+)
+def _ici_product(env: Environment) -> Iterator[Finding]:
+    for path, d, args in _jetstream(env):
+        chips = env.slices[d.slice_keys[0]].slice.chips
+        sizes = {axis: int(args.get(axis, "1")) for axis in ICI_AXES}
+        known = math.prod(v for v in sizes.values() if v != -1)
+        fills = [k for k, v in sizes.items() if v == -1]
+        if len(fills) > 1 or (fills and chips % known) or (not fills and known != chips):
+            yield f"{path}.maxtext args", sizes, f"product {known} is not the slice's {chips} chips"
+
+
+@rule(
+    id="maxtext.tensor-parallelism-divides-kv-heads",
+    system="MaxText",
+    layer="engine-start",
+    summary=(
+        "ici_tensor_parallelism divides the model's KV heads (Llama 3.1 405B and Llama 2 70B have 8): the KV "
+        "cache is sharded over the tensor axis."
+    ),
+    source=(
+        f"{MAXTEXT} configs/models/<model>.yml base_num_kv_heads; {JETSTREAM_TUTORIAL}: ici_tensor_parallelism=8. "
+        "Not found as an explicit check in MaxText: JAX refuses to place an array whose dimension is not "
+        "divisible by its mesh axis (not run here for the 405B config)"
+    ),
+    subject="environment",
+)
+def _tensor_heads(env: Environment) -> Iterator[Finding]:
+    for path, d, args in _jetstream(env):
+        arch = MODELS.get(d.model.name)
+        tensor = int(args.get("ici_tensor_parallelism", "1"))
+        if tensor == -1:
+            tensor = env.slices[d.slice_keys[0]].slice.chips
+        if arch is not None and arch.kv_heads % tensor:
+            yield (
+                f"{path}.maxtext args.ici_tensor_parallelism",
+                tensor,
+                f"{d.model.name} has {arch.kv_heads} KV heads; use a divisor and put the rest on "
+                "ici_autoregressive_parallelism",
+            )
+
+
+@rule(
+    id="maxtext.tokenizer-matches-model",
+    system="MaxText",
+    layer="engine-start",
+    summary=(
+        "A Llama 3 model is served with the Llama 3 tokenizer; base.yml's default is Llama 2's (not a refusal: "
+        "the server starts and answers in the wrong vocabulary)."
+    ),
+    source=f"{MAXTEXT} configs/base.yml (tokenizer_path default assets/tokenizer.llama2); {JETSTREAM_TUTORIAL}",
+    subject="environment",
+)
+def _tokenizer(env: Environment) -> Iterator[Finding]:
+    from infra.models import MAXTEXT_DEFAULT_TOKENIZER
+
+    for path, d, args in _jetstream(env):
+        arch = MODELS.get(d.model.name)
+        if arch is None:
+            yield f"{path}.model.name", d.model.name, f"unknown model; known: {', '.join(sorted(MODELS))}"
+            continue
+        tokenizer = args.get("tokenizer_path", MAXTEXT_DEFAULT_TOKENIZER)
+        if tokenizer != arch.tokenizer:
+            yield f"{path}.maxtext args.tokenizer_path", tokenizer, f"{d.model.name} needs {arch.tokenizer}"
