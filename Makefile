@@ -41,11 +41,13 @@ VENV_STAMP := $(VENV)/.installed
 POLICY_VENV := .venv-policy
 POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
+CDKTN_VENV := .venv-cdktn
+CDKTN_STAMP := $(CDKTN_VENV)/.installed
 # The MaxText engine environment (scripts/engine.sh: a venv on a host Python >= 3.12, else a Debian 13 root).
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: cdktn-parity help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -60,6 +62,11 @@ $(VENV_STAMP): requirements.lock pyproject.toml
 $(POLICY_STAMP): requirements-policy.lock $(VENV_STAMP)
 	$(PYTHON) -m venv $(POLICY_VENV)
 	$(BIN)/uv pip sync --quiet --python $(POLICY_VENV)/bin/python requirements-policy.lock
+	touch $@
+
+$(CDKTN_STAMP): requirements-cdktn.lock $(VENV_STAMP)
+	$(PYTHON) -m venv $(CDKTN_VENV)
+	$(BIN)/uv pip sync --quiet --python $(CDKTN_VENV)/bin/python requirements-cdktn.lock
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -87,6 +94,9 @@ policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks (skip
 
 review: $(VENV_STAMP) ## Plan review as Markdown: PLAN=<terraform show -json file>, or offline BASE=<baseline cdktf.out>; exit 3 = blocked
 	@$(PY) -m scripts.review $(if $(PLAN),--plan $(PLAN),--print --outdir $(OUT) $(if $(BASE),--base $(BASE)))
+
+cdktn-parity: $(VENV_STAMP) $(CDKTN_STAMP) ## Synthesize every stack with cdktf and with CDK Terrain (cdktn) and compare them (the exit stays proven)
+	$(PY) -m scripts.cdk_parity --cdktn-python $(CDKTN_VENV)/bin/python
 
 hcl: $(VENV_STAMP) $(NODE_STAMP) ## Write every stack as HCL (cdktf.out/stacks/*/cdk.tf) with the pinned cdktf CLI
 	npx --no-install cdktf synth --hcl
@@ -156,6 +166,7 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --extra workloads --no-header pyproject.toml -o requirements.lock
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-policy.in -o requirements-policy.lock
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-cdktn.in -c requirements.lock -o requirements-cdktn.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
 	# pytype (a lint tool in maxtext's extra) has no wheel for Python 3.13 and nothing imports it at run time.
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.12 --no-header --no-emit-package pytype workloads/trainer/requirements-maxtext.in -o $(ENGINE_LOCK)

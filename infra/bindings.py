@@ -20,11 +20,7 @@ import sys
 import types
 from typing import Any
 
-PROVIDER_PACKAGES = (
-    "cdktf_cdktf_provider_google",
-    "cdktf_cdktf_provider_kubernetes",
-    "cdktf_cdktf_provider_helm",
-)
+from infra.cdk import provider_package
 
 _stock = False
 
@@ -58,12 +54,12 @@ def provider_module(package: str, submodule: str) -> Any:
 
 
 def google(submodule: str) -> Any:
-    return provider_module("cdktf_cdktf_provider_google", submodule)
+    return provider_module(provider_package("google"), submodule)
 
 
 def kubernetes(submodule: str) -> Any:
-    return provider_module("cdktf_cdktf_provider_kubernetes", submodule)
+    return provider_module(provider_package("kubernetes"), submodule)
 
 
 def helm(submodule: str) -> Any:
-    return provider_module("cdktf_cdktf_provider_helm", submodule)
+    return provider_module(provider_package("helm"), submodule)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cdktf import TerraformResource
 from constructs import Construct
 
 from infra.bindings import google
+from infra.cdk import TerraformResource
 from infra.gcp_apis import FEATURE_APIS, api_of
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cdktf import TerraformResourceLifecycle
 from constructs import Construct
 
 from infra.bindings import google
+from infra.cdk import TerraformResourceLifecycle
 
 DAY = 86_400
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cdktf import GcsBackend, TerraformOutput, TerraformStack
 from constructs import Construct
 
+from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment
 from infra.constructs.apis import ProjectApis
 from infra.constructs.cluster import GkeCluster

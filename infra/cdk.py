@@ -1,0 +1,54 @@
+"""The one import seam between the stacks and their CDK: cdktf (the default) or its community continuation,
+CDK Terrain (`cdktn`), which reads the same cdktf.json and keeps the logical IDs.
+
+Constructs and stacks import the CDK's classes from here (`from infra.cdk import TerraformStack`), and
+`infra.bindings` asks `provider_package` for the prebuilt provider bindings, so switching is one call,
+`use("cdktn")`, made by `python -m infra` when `PLATFORM_CDK=cdktn` (read at call time, never at import).
+`make cdktn-parity` synthesizes every stack both ways and compares them. To switch for good: install
+requirements-cdktn.lock instead of the cdktf packages and set PLATFORM_CDK=cdktn (docs/delivery.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+FLAVOURS: dict[str, tuple[str, dict[str, str]]] = {
+    "cdktf": (
+        "cdktf",
+        {
+            "google": "cdktf_cdktf_provider_google",
+            "kubernetes": "cdktf_cdktf_provider_kubernetes",
+            "helm": "cdktf_cdktf_provider_helm",
+        },
+    ),
+    "cdktn": (
+        "cdktn",
+        {"google": "cdktn_provider_google", "kubernetes": "cdktn_provider_kubernetes", "helm": "cdktn_provider_helm"},
+    ),
+}
+_flavour = "cdktf"
+
+
+def use(flavour: str) -> None:
+    """Synthesize with `flavour` (cdktf or cdktn); call before the first construct is imported."""
+    global _flavour
+    if flavour not in FLAVOURS:
+        raise ValueError(f"unknown CDK {flavour!r}; known: {', '.join(FLAVOURS)}")
+    _flavour = flavour
+
+
+def flavour() -> str:
+    return _flavour
+
+
+def provider_package(provider: str) -> str:
+    """The Python package of the prebuilt bindings of `provider` (google, kubernetes, helm) for this CDK."""
+    return FLAVOURS[_flavour][1][provider]
+
+
+def __getattr__(name: str) -> Any:
+    """`App`, `TerraformStack`, ...: from the CDK in use."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(importlib.import_module(FLAVOURS[_flavour][0]), name)
