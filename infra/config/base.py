@@ -9,8 +9,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
-# One fault found across fields: (field path, the value at fault, what is wrong and what is allowed).
-Problem = tuple[tuple[str | int, ...], object, str]
+from infra.findings import Finding
+
+# One fault found across fields (the platform's one Finding shape): (field path, value, message).
+Problem = Finding
 
 
 class Model(BaseModel):
@@ -66,7 +68,7 @@ ExactVersion = Annotated[str, AfterValidator(_exact_version)]
 def _not_in(loc: tuple[str | int, ...], value: str, known: Iterable[str], label: str) -> list[Problem]:
     """No problem when `value` is one of `known`; otherwise one naming what is allowed."""
     names = list(known)
-    return [] if value in names else [(loc, value, f"not in {label}: {', '.join(names) or '(none)'}")]
+    return [] if value in names else [Finding(loc, value, f"not in {label}: {', '.join(names) or '(none)'}")]
 
 
 class _CrossReferenceError(ValueError):

@@ -25,6 +25,7 @@ from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, 
 from infra.config.storage import BucketSpec, Registry, StateBackend
 from infra.config.training import Batch, Training
 from infra.controllers import ENGINE_CONTROLLER
+from infra.findings import Finding
 
 
 class Environment(Model):
@@ -63,22 +64,26 @@ class Environment(Model):
         problems: list[Problem] = []
         for i, zone in enumerate(self.zones):
             if not zone.startswith(self.region + "-"):
-                problems.append((("zones", i), zone, f"zone is not in region {self.region}"))
+                problems.append(Finding(("zones", i), zone, f"zone is not in region {self.region}"))
         for key, spec in self.slices.items():
             if spec.zone is not None and spec.zone not in self.zones:
                 problems.append(
-                    (("slices", key, "zone"), spec.zone, f"not one of the environment's zones: {', '.join(self.zones)}")
+                    Finding(
+                        ("slices", key, "zone"),
+                        spec.zone,
+                        f"not one of the environment's zones: {', '.join(self.zones)}",
+                    )
                 )
         for key in self.cpu_pools:
             if key in self.slices or key == "system":
                 problems.append(
-                    (("cpu_pools", key), key, "a node pool of that name exists already (a slice, or system)")
+                    Finding(("cpu_pools", key), key, "a node pool of that name exists already (a slice, or system)")
                 )
         for key, ident in self.identities.items():
             for bucket in ident.bucket_roles:
                 if bucket not in self.buckets:
                     problems.append(
-                        (
+                        Finding(
                             ("identities", key, "bucket_roles", bucket),
                             bucket,
                             f"no such bucket; buckets: {', '.join(self.buckets)}",
@@ -86,7 +91,7 @@ class Environment(Model):
                     )
             if ident.mode == "impersonation" and len(gsa_account_id(key)) > 30:
                 problems.append(
-                    (
+                    Finding(
                         ("identities", key),
                         key,
                         f"too long: its Google service account id {gsa_account_id(key)!r} would exceed 30 characters",
@@ -97,7 +102,9 @@ class Environment(Model):
             ksa = (ident.namespace, ident.service_account)
             if ksa in seen:
                 problems.append(
-                    (("identities", key), f"{ksa[0]}/{ksa[1]}", f"the same service account as identity {seen[ksa]!r}")
+                    Finding(
+                        ("identities", key), f"{ksa[0]}/{ksa[1]}", f"the same service account as identity {seen[ksa]!r}"
+                    )
                 )
             seen[ksa] = key
         problems += self._training_problems()
@@ -130,7 +137,7 @@ class Environment(Model):
         if role in ("roles/storage.objectUser", "roles/storage.objectAdmin"):
             return []
         return [
-            (
+            Finding(
                 where,
                 identity_key,
                 f"must be able to write {what} to bucket {bucket!r}: give it "
@@ -144,7 +151,7 @@ class Environment(Model):
         if needs and self.network.gpudirect_cidr is None:
             users = ", ".join(k for k, s in self.slices.items() if s.slice.gpudirect)
             problems.append(
-                (
+                Finding(
                     ("network", "gpudirect_cidr"),
                     None,
                     f"slices {users} need {needs} GPUDirect networks: give a /20 or larger range, "
@@ -156,7 +163,7 @@ class Environment(Model):
         for key in queued:
             if batch is None or key not in batch.slices:
                 problems.append(
-                    (
+                    Finding(
                         ("slices", key, "capacity", "type"),
                         "queued",
                         "queued provisioning is requested through Kueue: list this slice in `batch.slices`",
@@ -167,7 +174,7 @@ class Environment(Model):
         missing = [c for c in ("jobset", "kueue") if c not in self.release.controllers]
         if missing:
             problems.append(
-                (
+                Finding(
                     ("release", "controllers"),
                     dict(self.release.controllers),
                     f"batch jobs need the JobSet and Kueue controllers: pin {', '.join(missing)} "
@@ -179,20 +186,24 @@ class Environment(Model):
             if key not in self.slices:
                 problems += _not_in(("batch", "slices", i), key, self.slices, "slices")
             elif self.slices[key].slice.kind != "gpu":
-                problems.append((("batch", "slices", i), key, "Kueue queues GPU slices here; this is a TPU slice"))
+                problems.append(
+                    Finding(("batch", "slices", i), key, "Kueue queues GPU slices here; this is a TPU slice")
+                )
         if len(set(batch.slices)) != len(batch.slices):
-            problems.append((("batch", "slices"), batch.slices, "a slice is listed twice"))
+            problems.append(Finding(("batch", "slices"), batch.slices, "a slice is listed twice"))
         for section, job in (("nccl_test", batch.nccl_test), ("training", batch.training)):
             if job is not None and job.slice not in batch.slices:
                 problems.append(
-                    (("batch", section, "slice"), job.slice, f"not one of batch.slices: {', '.join(batch.slices)}")
+                    Finding(
+                        ("batch", section, "slice"), job.slice, f"not one of batch.slices: {', '.join(batch.slices)}"
+                    )
                 )
         test = batch.nccl_test
         if test is not None and test.nodes is not None and test.slice in self.slices:
             hosts = self.slices[test.slice].slice.hosts
             if test.nodes > hosts:
                 problems.append(
-                    (("batch", "nccl_test", "nodes"), test.nodes, f"slice {test.slice!r} has only {hosts} nodes")
+                    Finding(("batch", "nccl_test", "nodes"), test.nodes, f"slice {test.slice!r} has only {hosts} nodes")
                 )
         training = batch.training
         if training is not None:
@@ -207,7 +218,7 @@ class Environment(Model):
         for engine, controller in ENGINE_CONTROLLER.items():
             if engine in engines and controller not in self.release.controllers:
                 problems.append(
-                    (
+                    Finding(
                         ("release", "controllers"),
                         dict(self.release.controllers),
                         f"{engine} serving needs the {controller} controller: pin its chart version",
@@ -222,7 +233,9 @@ class Environment(Model):
                 if spec is None:
                     problems += _not_in((*where, *field_path), slice_key, self.slices, "slices")
                 elif spec.slice.kind != "tpu":
-                    problems.append(((*where, *field_path), slice_key, "serving here runs on TPU slices; this is GPU"))
+                    problems.append(
+                        Finding((*where, *field_path), slice_key, "serving here runs on TPU slices; this is GPU")
+                    )
                 else:
                     slices[slice_key] = spec.slice
             # The fit check: every slice holds a whole replica of the model.
@@ -230,7 +243,9 @@ class Environment(Model):
                 assert not isinstance(d, CanaryServing)
                 reason = d.model.fit_problem(slice_key, slice_)
                 if reason:
-                    problems.append(((*where, "model"), f"{d.model.parameters_b:g}B {d.model.precision}", reason))
+                    problems.append(
+                        Finding((*where, "model"), f"{d.model.parameters_b:g}B {d.model.precision}", reason)
+                    )
             if isinstance(d, JetStreamServing) and len(slices) == 2:
                 prefill, decode = slices.get(d.prefill_slice or ""), slices.get(d.decode_slice or "")
                 if (
@@ -239,7 +254,7 @@ class Environment(Model):
                     and (prefill.topology, prefill.machine_type) != (decode.topology, decode.machine_type)
                 ):
                     problems.append(
-                        (
+                        Finding(
                             (*where, "decode_slice"),
                             d.decode_slice,
                             f"prefill and decode slices must have one shape: {prefill.topology} on "
@@ -249,7 +264,7 @@ class Environment(Model):
             if isinstance(d, VllmServing) and d.slice in slices and slices[d.slice].multi_host:
                 s_ = slices[d.slice]
                 problems.append(
-                    (
+                    Finding(
                         (*where, "slice"),
                         d.slice,
                         f"vLLM here serves from one TPU host (tensor parallelism = its chips); {s_.name} has "
@@ -277,7 +292,7 @@ class Environment(Model):
                 problems += _not_in((*where, *field_name.split(".")), bucket, self.buckets, "buckets")
             elif d.identity in self.identities and bucket not in self.identities[d.identity].bucket_roles:
                 problems.append(
-                    (
+                    Finding(
                         (*where, "identity"),
                         d.identity,
                         f"has no role on bucket {bucket!r} ({field_name}); "
@@ -303,12 +318,14 @@ class Environment(Model):
         problems: list[Problem] = []
         if identity.mode != "impersonation":
             problems.append(
-                ((*where, "identity"), d.identity, "Saxml runs as a Google service account: use mode impersonation")
+                Finding(
+                    (*where, "identity"), d.identity, "Saxml runs as a Google service account: use mode impersonation"
+                )
             )
         others = sorted(set(identity.bucket_roles) - {d.bucket})
         if others or identity.bucket_roles.get(d.bucket) != "roles/storage.objectAdmin":
             problems.append(
-                (
+                Finding(
                     ("identities", d.identity, "bucket_roles"),
                     dict(identity.bucket_roles),
                     f"Saxml's identity gets roles/storage.objectAdmin on bucket {d.bucket!r} and no other role"

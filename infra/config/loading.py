@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from infra.accelerators import ShapeError
 from infra.config.base import _CrossReferenceError
 from infra.config.environment import Environment
+from infra.findings import FieldPath, field_path
 
 ENVIRONMENTS_DIR = Path(__file__).parent.parent / "environments"
 
@@ -35,14 +36,8 @@ class ConfigError(Exception):
         super().__init__(f"{path}: invalid environment ({len(problems)} problem(s)):\n{lines}")
 
 
-def _format_loc(loc: Iterable[str | int]) -> str:
-    out = ""
-    for part in loc:
-        if part == "[key]":
-            out += " (the key)"
-        else:
-            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+def _format_loc(loc: FieldPath) -> str:
+    return field_path(loc)
 
 
 def _strip(annotation: Any) -> Any:

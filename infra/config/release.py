@@ -7,6 +7,7 @@ from pydantic import field_validator, model_validator
 from infra.charts import local_chart_versions
 from infra.config.base import ExactVersion, ImageDigest, Model, Problem, _CrossReferenceError
 from infra.controllers import CONTROLLERS
+from infra.findings import Finding
 
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
@@ -30,7 +31,7 @@ class Release(Model):
     @model_validator(mode="after")
     def _known_versions(self) -> Release:
         problems: list[Problem] = [
-            (
+            Finding(
                 ("release", "controllers", name),
                 version,
                 f"not a version the platform knows (its CRDs pinned in workloads/charts/crds.yaml, its webhooks' "
@@ -43,11 +44,11 @@ class Release(Model):
         for name, version in self.charts.items():
             if name not in charts:
                 problems.append(
-                    (("release", "charts", name), name, f"not a chart of workloads/charts: {', '.join(charts)}")
+                    Finding(("release", "charts", name), name, f"not a chart of workloads/charts: {', '.join(charts)}")
                 )
             elif version != charts[name]:
                 problems.append(
-                    (
+                    Finding(
                         ("release", "charts", name),
                         version,
                         f"the repository's {name} chart is {charts[name]} (workloads/charts/{name}/Chart.yaml)",

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# A check yields the platform's one Finding shape: (field path, the value at fault, what is wrong).
+from infra.findings import FieldPath, Finding, field_path
+
 Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start"]
 Subject = Literal["environment", "terraform", "manifest"]
 LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start")
-
-# One finding of a check: (field path, the value at fault, what is wrong and what is allowed).
-Finding = tuple[str, object, str]
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,16 @@ class Rule:
 
 @dataclass(frozen=True)
 class Violation:
-    """A rule broken by one field of one subject."""
+    """A Finding of one rule: the rule broken, by one field of one subject."""
 
     rule: Rule
-    field: str
+    path: FieldPath
     value: object
     message: str
+
+    @property
+    def field(self) -> str:
+        return field_path(self.path)
 
     def line(self, where: str = "") -> str:
         """`<where>: <field>: <value>: <message> [rule <id> (<system>, refused at <layer>); source: <source>]`."""

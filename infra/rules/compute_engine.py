@@ -30,12 +30,12 @@ def _offered(machine_type: str, zones: list[str] | tuple[str, ...], field: str, 
     offering = catalogue.zones_offering(machine_type)
     if offering is None:
         known = ", ".join(sorted(catalogue.FAMILY_ZONES))
-        yield field, machine_type, f"not in the zone catalogue (infra/zones.yaml); known families: {known}"
+        yield Finding(field, machine_type, f"not in the zone catalogue (infra/zones.yaml); known families: {known}")
         return
     missing = [z for z in zones if z not in offering]
     if missing:
         near = sorted(z for z in offering if any(z.startswith(catalogue.region_of(m) or m) for m in missing))
-        yield (
+        yield Finding(
             field,
             machine_type,
             f"not offered in {', '.join(missing)} ({why}); offered in this region: {', '.join(near) or 'none'}",
@@ -55,11 +55,15 @@ def _offered(machine_type: str, zones: list[str] | tuple[str, ...], field: str, 
 )
 def _machine_zones(env: Environment) -> Iterator[Finding]:
     if env.region not in catalogue.REGIONS:
-        yield "region", env.region, f"not a Compute Engine region; regions: {', '.join(sorted(catalogue.REGIONS))}"
+        yield Finding(
+            "region", env.region, f"not a Compute Engine region; regions: {', '.join(sorted(catalogue.REGIONS))}"
+        )
         return
     for i, zone in enumerate(env.zones):
         if not catalogue.zone_exists(zone):
-            yield f"zones[{i}]", zone, f"no such zone; {env.region} has {', '.join(catalogue.REGIONS[env.region])}"
+            yield Finding(
+                f"zones[{i}]", zone, f"no such zone; {env.region} has {', '.join(catalogue.REGIONS[env.region])}"
+            )
     system = env.cluster.system_pool.machine_type
     yield from _offered(
         system, catalogue.REGIONS[env.region], "cluster.system_pool.machine_type", "the system pool spans the region"
@@ -89,7 +93,9 @@ def _one_vpc_per_nic(stack: dict[str, Any]) -> Iterator[Finding]:
         for i, net in enumerate(networks):
             base = str(net).replace(".id}", "").replace(".name}", "")
             if networks.count(net) > 1 or (primary and base == primary):
-                yield f"{where}.network_config.additional_node_network_configs[{i}].network", net, "a VPC used twice"
+                yield Finding(
+                    f"{where}.network_config.additional_node_network_configs[{i}].network", net, "a VPC used twice"
+                )
 
 
 @rule(
@@ -110,4 +116,4 @@ def _names(stack: dict[str, Any]) -> Iterator[Finding]:
         for where, body in resources(stack, rtype):
             name = body.get("name")
             if isinstance(name, str) and "${" not in name and not re.match(pattern, name):
-                yield f"{where}.name", name, f"allowed: {allowed}"
+                yield Finding(f"{where}.name", name, f"allowed: {allowed}")

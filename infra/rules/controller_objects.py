@@ -109,10 +109,10 @@ def _created_names(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]
     for obj in objects:
         for c in created_objects(obj):
             if len(c.name) > c.limit:
-                yield f"{where(obj)}: {c.kind} {c.name}", len(c.name), f"over {c.limit} characters ({c.why})"
+                yield Finding(f"{where(obj)}: {c.kind} {c.name}", len(c.name), f"over {c.limit} characters ({c.why})")
             taken = ours.get((c.kind, c.name))
             if taken is not None and not (c.kind == obj.get("kind") and c.name == obj["metadata"]["name"]):
-                yield (
+                yield Finding(
                     f"{where(obj)}: {c.kind} {c.name}",
                     c.name,
                     f"release {taken} already has a {c.kind} of this name; the controller would use or fight it "

@@ -32,11 +32,11 @@ def _cel(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     try:
         known = crd_openapi()
     except CrdsMissing as err:
-        yield "custom resources", len(custom), f"cannot evaluate their CRDs' rules: {err}"
+        yield Finding("custom resources", len(custom), f"cannot evaluate their CRDs' rules: {err}")
         return
     for obj in custom:
         if (obj["apiVersion"], obj["kind"]) not in known:
-            yield where(obj), obj["apiVersion"], "no pinned CRD for this kind: its rules cannot be evaluated"
+            yield Finding(where(obj), obj["apiVersion"], "no pinned CRD for this kind: its rules cannot be evaluated")
             continue
         for failure in cel_failures(obj):
-            yield f"{where(obj)}: {failure.path}", failure.rule, failure.message
+            yield Finding(f"{where(obj)}: {failure.path}", failure.rule, failure.message)

@@ -39,7 +39,7 @@ def _parallel_downloads(objects: list[dict[str, Any]], ctx: ReleaseContext) -> I
             attributes = volume["csi"].get("volumeAttributes") or {}
             capacity = str(attributes.get("fileCacheCapacity", "0"))
             if capacity in ("0", "0Gi", ""):
-                yield (
+                yield Finding(
                     f"{at}.spec.volumes[{i}].csi.volumeAttributes.fileCacheCapacity",
                     attributes.get("fileCacheCapacity"),
                     "parallel downloads need a file cache: set fileCacheCapacity (e.g. '-1') or drop the option",
@@ -59,7 +59,7 @@ def _fuse_annotation(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iter
         if any(True for _ in _fuse_volumes(spec)):
             value = (meta.get("annotations") or {}).get("gke-gcsfuse/volumes")
             if value != "true":
-                yield f"{at}.metadata.annotations.gke-gcsfuse/volumes", value, 'must be "true"'
+                yield Finding(f"{at}.metadata.annotations.gke-gcsfuse/volumes", value, 'must be "true"')
 
 
 @rule(
@@ -81,7 +81,7 @@ def _fuse_limits(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator
         annotations = meta.get("annotations") or {}
         missing = [a for a in FUSE_SIDECAR_LIMITS if a not in annotations]
         if missing:
-            yield f"{at}.metadata.annotations", sorted(annotations), f"set {', '.join(missing)}"
+            yield Finding(f"{at}.metadata.annotations", sorted(annotations), f"set {', '.join(missing)}")
 
 
 @rule(
@@ -100,7 +100,9 @@ def _fuse_node(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[F
     for at, _meta, spec in _pods(objects):
         pools = _selected_pools(spec)
         if any(True for _ in _fuse_volumes(spec)) and pools and pools & gce:
-            yield f"{at}.spec.nodeSelector", sorted(pools), f"pools {', '.join(sorted(pools & gce))} use GCE_METADATA"
+            yield Finding(
+                f"{at}.spec.nodeSelector", sorted(pools), f"pools {', '.join(sorted(pools & gce))} use GCE_METADATA"
+            )
 
 
 @rule(
@@ -120,8 +122,12 @@ def _fuse_options(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterato
         for i, volume in _fuse_volumes(spec):
             attributes = volume["csi"].get("volumeAttributes") or {}
             if not attributes.get("bucketName"):
-                yield f"{at}.spec.volumes[{i}].csi.volumeAttributes.bucketName", None, "required for ephemeral volumes"
+                yield Finding(
+                    f"{at}.spec.volumes[{i}].csi.volumeAttributes.bucketName", None, "required for ephemeral volumes"
+                )
             for option in _mount_options(volume):
                 flag = re.split(r"[=:]", option, maxsplit=1)[0]
                 if flag in FUSE_DISALLOWED:
-                    yield f"{at}.spec.volumes[{i}].csi.volumeAttributes.mountOptions", option, "set by the driver"
+                    yield Finding(
+                        f"{at}.spec.volumes[{i}].csi.volumeAttributes.mountOptions", option, "set by the driver"
+                    )

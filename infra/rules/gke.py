@@ -52,11 +52,13 @@ def _tpu_pods(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fi
         selector = spec.get("nodeSelector") or {}
         label, topology = selector.get(TPU_ACCELERATOR_LABEL), selector.get(TPU_TOPOLOGY_LABEL)
         if not label or not topology:
-            yield f"{at}.spec.nodeSelector", selector, f"select both {TPU_ACCELERATOR_LABEL} and {TPU_TOPOLOGY_LABEL}"
+            yield Finding(
+                f"{at}.spec.nodeSelector", selector, f"select both {TPU_ACCELERATOR_LABEL} and {TPU_TOPOLOGY_LABEL}"
+            )
             continue
         acc = tpu_accelerator_for_label(label)
         if acc is None:
-            yield f"{at}.spec.nodeSelector.{TPU_ACCELERATOR_LABEL}", label, "not a TPU generation GKE labels"
+            yield Finding(f"{at}.spec.nodeSelector.{TPU_ACCELERATOR_LABEL}", label, "not a TPU generation GKE labels")
             continue
         pool = pools.get(selector.get(NODEPOOL_LABEL, ""))
         machines = [pool["node_config"]["machine_type"]] if pool else list(acc.machine_types)
@@ -67,10 +69,10 @@ def _tpu_pods(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fi
             except ShapeError:
                 continue
         if not per_host:
-            yield f"{at}.spec.nodeSelector.{TPU_TOPOLOGY_LABEL}", topology, f"no {acc.name} machine offers it"
+            yield Finding(f"{at}.spec.nodeSelector.{TPU_TOPOLOGY_LABEL}", topology, f"no {acc.name} machine offers it")
         for path, n in chips:
             if per_host and n not in per_host:
-                yield (
+                yield Finding(
                     f"{at}.spec.{path}.resources.limits.{TPU_RESOURCE}",
                     n,
                     f"a {acc.name} {topology} host has {' or '.join(map(str, sorted(per_host)))} chips: request all",
@@ -91,12 +93,16 @@ def _tpu_compact(stack: dict[str, Any]) -> Iterator[Finding]:
         if not placement.get("tpu_topology"):
             continue
         if placement.get("type") != "COMPACT":
-            yield f"{where}.placement_policy.type", placement.get("type"), "a TPU slice topology needs type COMPACT"
+            yield Finding(
+                f"{where}.placement_policy.type", placement.get("type"), "a TPU slice topology needs type COMPACT"
+            )
         zones = pool.get("node_locations") or []
         if len(zones) != 1:
-            yield f"{where}.node_locations", zones, "a multi-host TPU slice lives in exactly one zone"
+            yield Finding(f"{where}.node_locations", zones, "a multi-host TPU slice lives in exactly one zone")
         if not _is_tpu(nc):
-            yield f"{where}.node_config.machine_type", nc.get("machine_type"), "tpu_topology is only for TPU machines"
+            yield Finding(
+                f"{where}.node_config.machine_type", nc.get("machine_type"), "tpu_topology is only for TPU machines"
+            )
 
 
 @rule(
@@ -123,11 +129,11 @@ def _workload_policy(stack: dict[str, Any]) -> Iterator[Finding]:
         placement = pool.get("placement_policy")
         if pool.get("node_count", 0) == 1 and "autoscaling" not in pool:
             if placement:
-                yield f"{where}.placement_policy", placement, "a single-host slice takes no placement policy"
+                yield Finding(f"{where}.placement_policy", placement, "a single-host slice takes no placement policy")
             continue
         policy = _ref("google_compute_resource_policy", stack, str((placement or {}).get("policy_name", "")))
         if policy is None:
-            yield (
+            yield Finding(
                 f"{where}.placement_policy.policy_name",
                 (placement or {}).get("policy_name"),
                 ("a multi-host TPU7x slice needs a workload policy (google_compute_resource_policy) of this stack"),
@@ -136,13 +142,13 @@ def _workload_policy(stack: dict[str, Any]) -> Iterator[Finding]:
         workload = policy.get("workload_policy") or {}
         topology = (placement or {}).get("tpu_topology")
         if workload.get("type") != "HIGH_THROUGHPUT" or workload.get("accelerator_topology") != topology:
-            yield (
+            yield Finding(
                 f"{where}.placement_policy.policy_name",
                 workload,
                 (f"the workload policy must be HIGH_THROUGHPUT with accelerator_topology {topology}"),
             )
         if policy.get("region") != pool.get("location"):
-            yield (
+            yield Finding(
                 f"{where}.placement_policy.policy_name",
                 policy.get("region"),
                 (f"the workload policy must be in the pool's region {pool.get('location')}"),
@@ -167,18 +173,18 @@ def _tpu_node_count(stack: dict[str, Any]) -> Iterator[Finding]:
         try:
             hosts = tpu_slice_for_machine(nc["machine_type"], topology).hosts
         except ShapeError as err:
-            yield f"{where}.placement_policy.tpu_topology", topology, str(err)
+            yield Finding(f"{where}.placement_policy.tpu_topology", topology, str(err))
             continue
         autoscaling = pool.get("autoscaling")
         if autoscaling is None:
             if pool.get("node_count") != hosts:
-                yield (
+                yield Finding(
                     f"{where}.node_count",
                     pool.get("node_count"),
                     f"{topology} on {nc['machine_type']} is {hosts} hosts",
                 )
         elif autoscaling.get("max_node_count") != hosts:
-            yield (
+            yield Finding(
                 f"{where}.autoscaling.max_node_count",
                 autoscaling.get("max_node_count"),
                 f"an autoscaled {topology} slice pool scales to exactly its {hosts} hosts",
@@ -203,7 +209,7 @@ def _tpu_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
             continue
         for key in ("total_min_node_count", "total_max_node_count"):
             if key in autoscaling:
-                yield (
+                yield Finding(
                     f"{where}.autoscaling.{key}",
                     autoscaling[key],
                     "use min_node_count / max_node_count (per zone) for a TPU slice",
@@ -224,17 +230,21 @@ def _queued_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
             continue
         autoscaling = pool.get("autoscaling")
         if autoscaling is None:
-            yield f"{where}.autoscaling", None, "Dynamic Workload Scheduler pools must autoscale"
+            yield Finding(f"{where}.autoscaling", None, "Dynamic Workload Scheduler pools must autoscale")
             continue
         if "node_count" in pool:
-            yield f"{where}.node_count", pool["node_count"], "no static node count with the Dynamic Workload Scheduler"
+            yield Finding(
+                f"{where}.node_count", pool["node_count"], "no static node count with the Dynamic Workload Scheduler"
+            )
         if pool.get("initial_node_count", 0) != 0:
-            yield f"{where}.initial_node_count", pool["initial_node_count"], "must be 0"
+            yield Finding(f"{where}.initial_node_count", pool["initial_node_count"], "must be 0")
         low = autoscaling.get("min_node_count", autoscaling.get("total_min_node_count", 0))
         if low != 0:
-            yield f"{where}.autoscaling", autoscaling, "the minimum must be 0: nodes exist only while a job holds them"
+            yield Finding(
+                f"{where}.autoscaling", autoscaling, "the minimum must be 0: nodes exist only while a job holds them"
+            )
         if _queued(pool) and autoscaling.get("location_policy") != "ANY":
-            yield f"{where}.autoscaling.location_policy", autoscaling.get("location_policy"), "must be ANY"
+            yield Finding(f"{where}.autoscaling.location_policy", autoscaling.get("location_policy"), "must be ANY")
 
 
 @rule(
@@ -250,7 +260,7 @@ def _queued_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
 def _dws_repair(stack: dict[str, Any]) -> Iterator[Finding]:
     for where, pool, nc in _node_pools(stack):
         if (_queued(pool) or _flex(nc)) and (pool.get("management") or {}).get("auto_repair", True):
-            yield (
+            yield Finding(
                 f"{where}.management.auto_repair",
                 (pool.get("management") or {}).get("auto_repair", True),
                 "repair would recreate nodes the Dynamic Workload Scheduler provisioned for a bounded run; turn it off",
@@ -271,13 +281,13 @@ def _dws_reservation(stack: dict[str, Any]) -> Iterator[Finding]:
             continue
         affinity = (nc.get("reservation_affinity") or {}).get("consume_reservation_type")
         if affinity != "NO_RESERVATION":
-            yield (
+            yield Finding(
                 f"{where}.node_config.reservation_affinity.consume_reservation_type",
                 affinity,
                 "must be NO_RESERVATION",
             )
         if nc.get("spot") or nc.get("preemptible"):
-            yield f"{where}.node_config.spot", True, "Dynamic Workload Scheduler capacity is not Spot capacity"
+            yield Finding(f"{where}.node_config.spot", True, "Dynamic Workload Scheduler capacity is not Spot capacity")
 
 
 @rule(
@@ -300,7 +310,7 @@ def _flex_duration(stack: dict[str, Any]) -> Iterator[Finding]:
             continue
         seconds = int(duration[:-1]) if isinstance(duration, str) and re.match(r"^[0-9]+s$", duration) else None
         if seconds is None or not 0 < seconds <= 7 * 24 * 3600:
-            yield f"{where}.node_config.max_run_duration", duration, "between 1s and 604800s (7 days)"
+            yield Finding(f"{where}.node_config.max_run_duration", duration, "between 1s and 604800s (7 days)")
 
 
 @rule(
@@ -333,7 +343,7 @@ def _webhook_ports(stack: dict[str, Any]) -> Iterator[Finding]:
                     opened |= {int(p) for p in allow.get("ports") or [] if str(p).isdigit()}
         for name, port in sorted(wanted.items()):
             if port not in opened:
-                yield (
+                yield Finding(
                     f"{where}.private_cluster_config.master_ipv4_cidr_block",
                     master,
                     f"no firewall rule lets {master} reach the nodes on tcp:{port} ({name}'s webhook): "
@@ -356,7 +366,7 @@ def _master_28(stack: dict[str, Any]) -> Iterator[Finding]:
             continue
         net = ipaddress.ip_network(master)
         if net.prefixlen != 28 or not net.is_private:
-            yield f"{where}.private_cluster_config.master_ipv4_cidr_block", master, "must be a private /28"
+            yield Finding(f"{where}.private_cluster_config.master_ipv4_cidr_block", master, "must be a private /28")
 
 
 @rule(
@@ -375,11 +385,13 @@ def _multinetwork(stack: dict[str, Any]) -> Iterator[Finding]:
         cluster = _ref("google_container_cluster", stack, str(pool.get("cluster", "")))
         if cluster is not None:
             if not cluster.get("enable_multi_networking"):
-                yield f"{where}.cluster", pool.get("cluster"), "the cluster needs enable_multi_networking"
+                yield Finding(f"{where}.cluster", pool.get("cluster"), "the cluster needs enable_multi_networking")
             if cluster.get("datapath_provider") != "ADVANCED_DATAPATH":
-                yield f"{where}.cluster", pool.get("cluster"), "the cluster needs datapath_provider ADVANCED_DATAPATH"
+                yield Finding(
+                    f"{where}.cluster", pool.get("cluster"), "the cluster needs datapath_provider ADVANCED_DATAPATH"
+                )
         if not (nc.get("gvnic") or {}).get("enabled"):
-            yield f"{where}.node_config.gvnic.enabled", False, "additional node networks need gVNIC"
+            yield Finding(f"{where}.node_config.gvnic.enabled", False, "additional node networks need gVNIC")
 
 
 @rule(
@@ -396,7 +408,7 @@ def _multinetwork(stack: dict[str, Any]) -> Iterator[Finding]:
 def _count_xor_initial(stack: dict[str, Any]) -> Iterator[Finding]:
     for where, pool, _nc in _node_pools(stack):
         if "node_count" in pool and "initial_node_count" in pool:
-            yield f"{where}.initial_node_count", pool["initial_node_count"], "node_count is set too"
+            yield Finding(f"{where}.initial_node_count", pool["initial_node_count"], "node_count is set too")
 
 
 @rule(
@@ -411,7 +423,7 @@ def _compact_blue_green(stack: dict[str, Any]) -> Iterator[Finding]:
     for where, pool, _nc in _node_pools(stack):
         strategy = (pool.get("upgrade_settings") or {}).get("strategy")
         if (pool.get("placement_policy") or {}).get("type") == "COMPACT" and strategy == "BLUE_GREEN":
-            yield f"{where}.upgrade_settings.strategy", strategy, "use SURGE with COMPACT placement"
+            yield Finding(f"{where}.upgrade_settings.strategy", strategy, "use SURGE with COMPACT placement")
 
 
 @rule(
@@ -435,7 +447,7 @@ def _dns_endpoint(stack: dict[str, Any]) -> Iterator[Finding]:
         uses_dns = any(f"google_container_cluster.{logical_id}.control_plane_endpoints_config" in h for h in hosts)
         dns = (cluster.get("control_plane_endpoints_config") or {}).get("dns_endpoint_config") or {}
         if uses_dns and dns.get("allow_external_traffic") is not True:
-            yield (
+            yield Finding(
                 f"{where}.control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic",
                 dns.get("allow_external_traffic"),
                 "the Kubernetes and Helm providers connect through the DNS endpoint: set it true",

@@ -24,14 +24,16 @@ def _support(env: Environment, on: date) -> tuple[list[Finding], list[str]]:
     known = ", ".join(gv.MINORS)
     info = gv.MINORS.get(minor)
     if info is None:
-        return [(FIELD, version, f"GKE {minor} is not in the platform's calendar ({known}; {gv.SCHEDULE})")], []
+        return [Finding(FIELD, version, f"GKE {minor} is not in the platform's calendar ({known}; {gv.SCHEDULE})")], []
     refusals: list[Finding] = []
     offered = gv.CHANNELS[channel]
     if minor not in offered:
-        refusals.append((FIELD, version, f"the {channel} channel offers {', '.join(offered)} ({gv.SCHEDULE})"))
+        refusals.append(Finding(FIELD, version, f"the {channel} channel offers {', '.join(offered)} ({gv.SCHEDULE})"))
     end, kind = (info.end_of_extended, "extended") if channel == "EXTENDED" else (info.end_of_standard, "standard")
     if on >= end:
-        refusals.append((FIELD, version, f"GKE {minor} left {kind} support on {end.isoformat()} ({gv.SCHEDULE})"))
+        refusals.append(
+            Finding(FIELD, version, f"GKE {minor} left {kind} support on {end.isoformat()} ({gv.SCHEDULE})")
+        )
         return refusals, []
     left = (end - on).days
     warnings = []
@@ -98,4 +100,4 @@ def _features(env: Environment) -> Iterator[Finding]:
     for feature, where in features_used(env).items():
         need = gv.FEATURES[feature]
         if not gv.meets(version, need.minimum):
-            yield FIELD, version, f"{where} needs GKE {need.minimum} or newer ({feature}: {need.source})"
+            yield Finding(FIELD, version, f"{where} needs GKE {need.minimum} or newer ({feature}: {need.source})")

@@ -32,7 +32,7 @@ def _startup_probe(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
                 continue
             budget = probe_budget(probe)
             if budget < TUTORIAL_STARTUP_BUDGET_S:
-                yield (
+                yield Finding(
                     f"{where(obj)}: leaderTemplate.spec.{path}.startupProbe",
                     probe,
                     f"allows {budget} s; at least {TUTORIAL_STARTUP_BUDGET_S} s",

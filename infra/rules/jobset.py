@@ -29,7 +29,9 @@ def _jobset_names(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterato
         for i, job in enumerate(obj["spec"].get("replicatedJobs") or []):
             longest = f"{name}-{job['name']}-{int(job.get('replicas', 1)) - 1}"
             if len(longest) > 63 or not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", longest):
-                yield f"{where(obj)}: spec.replicatedJobs[{i}].name", job["name"], f"job name {longest!r} is invalid"
+                yield Finding(
+                    f"{where(obj)}: spec.replicatedJobs[{i}].name", job["name"], f"job name {longest!r} is invalid"
+                )
 
 
 @rule(
@@ -57,4 +59,4 @@ def _jobset_policies(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iter
         for path, holder in targets:
             for name in holder.get("targetReplicatedJobs") or []:
                 if name not in names:
-                    yield f"{where(obj)}: {path}", name, f"not a replicatedJob: {', '.join(sorted(names))}"
+                    yield Finding(f"{where(obj)}: {path}", name, f"not a replicatedJob: {', '.join(sorted(names))}")

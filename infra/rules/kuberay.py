@@ -44,7 +44,7 @@ def _num_of_hosts(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterato
             total = math.prod(int(d) for d in topology.split("x"))
             hosts = tpu_slice_for_machine(machine, topology).hosts if machine else total // per_host
             if group.get("numOfHosts", 1) != hosts:
-                yield (
+                yield Finding(
                     f"{where(obj)}: spec.workerGroupSpecs[{i}].numOfHosts",
                     group.get("numOfHosts", 1),
                     f"topology {topology} with {per_host} chips per host is {hosts} hosts",
@@ -72,7 +72,7 @@ def _ray_env(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fin
                 env = {e["name"]: e.get("value") for e in c.get("env") or []}
                 for name, value in wanted.items():
                     if env.get(name) != value:
-                        yield (
+                        yield Finding(
                             f"{where(obj)}: spec.workerGroupSpecs[{i}].template.spec.{path}.env.{name}",
                             env.get(name),
                             f"must be {value!r}",
@@ -93,4 +93,6 @@ def _ray_groups(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[
             continue
         names = [g.get("groupName") for g in obj["spec"].get("workerGroupSpecs") or []]
         for name in sorted({n for n in names if names.count(n) > 1}):
-            yield f"{where(obj)}: spec.workerGroupSpecs[].groupName", name, "used by more than one worker group"
+            yield Finding(
+                f"{where(obj)}: spec.workerGroupSpecs[].groupName", name, "used by more than one worker group"
+            )

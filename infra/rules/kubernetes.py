@@ -32,13 +32,15 @@ def _extended(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fi
                 if "/" not in name or name.startswith(("kubernetes.io/", "hugepages-")):
                     continue
                 if name in requests and str(requests[name]) != str(limits.get(name)):
-                    yield (
+                    yield Finding(
                         f"{at}.spec.{path}.resources.requests.{name}",
                         requests[name],
                         f"must equal the limit {limits.get(name)!r}",
                     )
                 if not str(limits.get(name, requests.get(name))).isdigit():
-                    yield f"{at}.spec.{path}.resources.limits.{name}", limits.get(name), "must be a whole number"
+                    yield Finding(
+                        f"{at}.spec.{path}.resources.limits.{name}", limits.get(name), "must be a whole number"
+                    )
 
 
 @rule(
@@ -54,7 +56,9 @@ def _tpu_taint(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[F
         if TPU_ACCELERATOR_LABEL not in (spec.get("nodeSelector") or {}) or _tpu_chips(spec):
             continue
         if not any(t.get("key") == TPU_RESOURCE for t in spec.get("tolerations") or []):
-            yield f"{at}.spec.tolerations", spec.get("tolerations"), "add a google.com/tpu toleration or request chips"
+            yield Finding(
+                f"{at}.spec.tolerations", spec.get("tolerations"), "add a google.com/tpu toleration or request chips"
+            )
 
 
 @rule(
@@ -73,7 +77,9 @@ def _sidecars(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fi
     for at, _meta, spec in _pods(objects):
         for i, c in enumerate(spec.get("initContainers") or []):
             if c.get("restartPolicy") == "Always":
-                yield f"{at}.spec.initContainers[{i}].restartPolicy", "Always", f"the cluster may run {version}"
+                yield Finding(
+                    f"{at}.spec.initContainers[{i}].restartPolicy", "Always", f"the cluster may run {version}"
+                )
 
 
 @rule(
@@ -92,7 +98,7 @@ def _names(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Findi
         meta = obj.get("metadata") or {}
         name = str(meta.get("name", ""))
         if len(name) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", name):
-            yield f"{where(obj)}: metadata.name", name, "a DNS-1123 subdomain of at most 253 characters"
+            yield Finding(f"{where(obj)}: metadata.name", name, "a DNS-1123 subdomain of at most 253 characters")
         labelled = [("metadata.labels", meta.get("labels") or {})]
         labelled += [
             (f"{p}.metadata.labels", (t.get("metadata") or {}).get("labels") or {}) for p, t in pod_templates(obj)
@@ -100,4 +106,4 @@ def _names(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Findi
         for path, labels in labelled:
             for key, value in labels.items():
                 if len(str(value)) > 63 or not re.match(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", str(value)):
-                    yield f"{where(obj)}: {path}.{key}", value, "at most 63 characters of [-A-Za-z0-9_.]"
+                    yield Finding(f"{where(obj)}: {path}.{key}", value, "at most 63 characters of [-A-Za-z0-9_.]")

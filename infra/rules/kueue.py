@@ -33,14 +33,16 @@ def _kueue(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Findi
         cq = queues.get((namespace, queue))
         if cq is None:
             known = ", ".join(f"{ns}/{n}" for ns, n in sorted(queues)) or "(none)"
-            yield f"{where(obj)}: metadata.labels.kueue.x-k8s.io/queue-name", queue, f"no LocalQueue; known: {known}"
+            yield Finding(
+                f"{where(obj)}: metadata.labels.kueue.x-k8s.io/queue-name", queue, f"no LocalQueue; known: {known}"
+            )
             continue
         covered = {r for g in cq.get("spec", {}).get("resourceGroups") or [] for r in g.get("coveredResources") or []}
         for path, template in pod_templates(obj):
             for cpath, c in containers(template.get("spec") or {}):
                 for name in (c.get("resources") or {}).get("requests") or {}:
                     if name not in covered:
-                        yield (
+                        yield Finding(
                             f"{where(obj)}: {path}.spec.{cpath}.resources.requests.{name}",
                             name,
                             f"ClusterQueue {cq['metadata']['name']} covers only {', '.join(sorted(covered))}",
@@ -67,7 +69,7 @@ def _kueue_flavors(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
             for j, flavor in enumerate(group.get("flavors") or []):
                 names = [r.get("name") for r in flavor.get("resources") or []]
                 if names != covered:
-                    yield (
+                    yield Finding(
                         f"{where(obj)}: spec.resourceGroups[{i}].flavors[{j}].resources",
                         names,
                         f"must list {covered}",

@@ -30,14 +30,16 @@ def _lws_subgroups(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
         at = f"{where(obj)}: spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
         annotation = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
         if annotation in ((obj.get("metadata") or {}).get("annotations") or {}) and not sub:
-            yield at, sub, f"the {annotation} annotation needs subGroupSize"
+            yield Finding(at, sub, f"the {annotation} annotation needs subGroupSize")
         if not sub:
             continue
         sub = int(sub)
         if sub > size:
-            yield at, sub, f"cannot be larger than size {size}"
+            yield Finding(at, sub, f"cannot be larger than size {size}")
         elif policy.get("subGroupPolicyType") == "LeaderExcluded":
             if (size - 1) % sub:
-                yield at, sub, f"size-1 = {size - 1} must be divisible by subGroupSize when using LeaderExcluded"
+                yield Finding(
+                    at, sub, f"size-1 = {size - 1} must be divisible by subGroupSize when using LeaderExcluded"
+                )
         elif size % sub and (size - 1) % sub:
-            yield at, sub, f"size {size} or size - 1 must be divisible by subGroupSize"
+            yield Finding(at, sub, f"size {size} or size - 1 must be divisible by subGroupSize")

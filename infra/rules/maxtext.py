@@ -30,7 +30,7 @@ def _ici_product(env: Environment) -> Iterator[Finding]:
         known = math.prod(v for v in sizes.values() if v != -1)
         fills = [k for k, v in sizes.items() if v == -1]
         if len(fills) > 1 or (fills and chips % known) or (not fills and known != chips):
-            yield f"{path}.maxtext args", sizes, f"product {known} is not the slice's {chips} chips"
+            yield Finding(f"{path}.maxtext args", sizes, f"product {known} is not the slice's {chips} chips")
 
 
 @rule(
@@ -55,7 +55,7 @@ def _tensor_heads(env: Environment) -> Iterator[Finding]:
         if tensor == -1:
             tensor = env.slices[d.slice_keys[0]].slice.chips
         if arch is not None and arch.kv_heads % tensor:
-            yield (
+            yield Finding(
                 f"{path}.maxtext args.ici_tensor_parallelism",
                 tensor,
                 f"{d.model.name} has {arch.kv_heads} KV heads; use a divisor and put the rest on "
@@ -80,8 +80,8 @@ def _tokenizer(env: Environment) -> Iterator[Finding]:
     for path, d, args in _jetstream(env):
         arch = MODELS.get(d.model.name)
         if arch is None:
-            yield f"{path}.model.name", d.model.name, f"unknown model; known: {', '.join(sorted(MODELS))}"
+            yield Finding(f"{path}.model.name", d.model.name, f"unknown model; known: {', '.join(sorted(MODELS))}")
             continue
         tokenizer = args.get("tokenizer_path", MAXTEXT_DEFAULT_TOKENIZER)
         if tokenizer != arch.tokenizer:
-            yield f"{path}.maxtext args.tokenizer_path", tokenizer, f"{d.model.name} needs {arch.tokenizer}"
+            yield Finding(f"{path}.maxtext args.tokenizer_path", tokenizer, f"{d.model.name} needs {arch.tokenizer}")

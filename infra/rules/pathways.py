@@ -36,13 +36,15 @@ def _pathways(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fi
         count = next((int(a.split("=", 1)[1]) for a in _args(rm) if a.startswith("--instance_count=")), 1)
         kind = next((PATHWAYS_TYPE.match(a) for a in _args(rm) if a.startswith("--instance_type=")), None)
         if kind is None:
-            yield f"{where(obj)}: leaderTemplate pathways args", _args(rm), "--instance_type=tpu<gen>:<topology>"
+            yield Finding(
+                f"{where(obj)}: leaderTemplate pathways args", _args(rm), "--instance_type=tpu<gen>:<topology>"
+            )
             continue
         chips = math.prod(int(d) for d in kind.group(1).split("x"))
         per_host = _tpu_chips(worker)[0][1] if _tpu_chips(worker) else 0
         tpu_pods = (size - 1) * bool(per_host) + bool(_tpu_chips(leader))
         if not per_host or chips * count != tpu_pods * per_host:
-            yield (
+            yield Finding(
                 f"{where(obj)}: spec.leaderWorkerTemplate.size",
                 size,
                 f"{count} x {kind.group(1)} is {chips * count} chips; the group's TPU pods hold {tpu_pods * per_host}",

@@ -36,21 +36,21 @@ if TYPE_CHECKING:
 )
 def _names(env: Environment) -> Iterator[Finding]:
     if problem := project_id_problem(env.project):
-        yield "project", env.project, problem
+        yield Finding("project", env.project, problem)
     if problem := bucket_name_problem(env.state.bucket):
-        yield "state.bucket", env.state.bucket, problem
+        yield Finding("state.bucket", env.state.bucket, problem)
     for key, spec in env.buckets.items():
         name = env.bucket_name(key)
         if problem := bucket_name_problem(name):
             field, note = (f"buckets.{key}.name", "") if spec.name else (f"buckets.{key}", " (the default name)")
-            yield field, name, f"{problem}{note}"
+            yield Finding(field, name, f"{problem}{note}")
     derived = [f"{env.cluster.name}-nodes"] + ([f"{env.cluster.name}-pathways"] if env.pathways_slices else [])
     for account in derived:
         if problem := service_account_id_problem(account):
-            yield "cluster.name", env.cluster.name, f"the node service account {account!r}: {problem}"
+            yield Finding("cluster.name", env.cluster.name, f"the node service account {account!r}: {problem}")
     for key, identity in env.identities.items():
         if identity.mode == "impersonation" and (problem := service_account_id_problem(gsa_account_id(key))):
-            yield f"identities.{key}", key, f"its Google service account {gsa_account_id(key)!r}: {problem}"
+            yield Finding(f"identities.{key}", key, f"its Google service account {gsa_account_id(key)!r}: {problem}")
 
 
 @rule(
@@ -65,7 +65,7 @@ def _sa_ids(stack: dict[str, Any]) -> Iterator[Finding]:
     for where, body in resources(stack, "google_service_account"):
         account = body.get("account_id", "")
         if problem := service_account_id_problem(account):
-            yield f"{where}.account_id", account, problem
+            yield Finding(f"{where}.account_id", account, problem)
 
 
 @rule(
@@ -80,4 +80,4 @@ def _bucket_names(stack: dict[str, Any]) -> Iterator[Finding]:
     for where, body in resources(stack, "google_storage_bucket"):
         name = body.get("name", "")
         if problem := bucket_name_problem(name):
-            yield f"{where}.name", name, problem
+            yield Finding(f"{where}.name", name, problem)

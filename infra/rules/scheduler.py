@@ -273,20 +273,20 @@ def _placed(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     namespaces[ctx.name] = ctx.namespace
     _, unknown = nodes(ctx.stack)
     for pool in unknown:
-        yield f"google_container_node_pool.{pool}", pool, "its machine type is not sized in the catalogue"
+        yield Finding(f"google_container_node_pool.{pool}", pool, "its machine type is not sized in the catalogue")
     pool_nodes = {n.pool: n for n in nodes(ctx.stack)[0]}
     for pod, result in verdicts(ctx.stack, releases, namespaces, only=ctx.name):
         if pod.kind == "DaemonSet":
             # A DaemonSet runs a pod on every node it selects: each such node must also have room for it.
             selected = [p for p in result if _selects(pod, pool_nodes[p]) is None]
             if not selected:
-                yield pod.at, None, "selects no node pool: its pods would run nowhere"
+                yield Finding(pod.at, None, "selects no node pool: its pods would run nowhere")
             for pool in selected:
                 if result[pool] is not None:
-                    yield pod.at, pool, f"selects pool {pool} but does not fit there: {result[pool]}"
+                    yield Finding(pod.at, pool, f"selects pool {pool} but does not fit there: {result[pool]}")
         elif not any(refusal is None for refusal in result.values()):
             reasons = "; ".join(f"{pool}: {refusal}" for pool, refusal in sorted(result.items()))
-            yield pod.at, None, f"no node pool can take this pod ({reasons})"
+            yield Finding(pod.at, None, f"no node pool can take this pod ({reasons})")
 
 
 def placement_report(stack: dict[str, Any]) -> tuple[str, int, int]:
@@ -327,7 +327,9 @@ def _one_workload(env: Environment) -> Iterator[Finding]:
             claims.setdefault(key, []).append(path)
     for key, paths in claims.items():
         if len(paths) > 1:
-            yield paths[1], key, f"slice {key!r} is already used by {paths[0]}; give each workload its own slice"
+            yield Finding(
+                paths[1], key, f"slice {key!r} is already used by {paths[0]}; give each workload its own slice"
+            )
 
 
 @rule(
@@ -354,7 +356,7 @@ def _conversion_fits(env: Environment) -> Iterator[Finding]:
         need = conversion_memory_gib(d.model.parameters_b)
         have = allocatable_memory_gib(pool.shape.memory_gib)
         if need > have:
-            yield (
+            yield Finding(
                 f"serving.{name}.conversion.pool",
                 conversion.pool,
                 f"the conversion of {d.model.parameters_b:g}B parameters requests {need} GiB; a {pool.machine_type} "
@@ -392,7 +394,7 @@ def _requests_fit(env: Environment) -> Iterator[Finding]:
             need = quantity(getattr(size, resource), resource) + FUSE_DEFAULTS[resource]
             if need > free[resource]:
                 unit = " cores" if resource == "cpu" else " GiB"
-                yield (
+                yield Finding(
                     f"training.{name}.{resource}",
                     getattr(size, resource),
                     f"requests {need:g}{unit} with the FUSE sidecar; a {machine} node of the {pool} has about "
@@ -427,7 +429,7 @@ def _pinned(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Find
         key = (selector.get(TPU_ACCELERATOR_LABEL, ""), selector.get(TPU_TOPOLOGY_LABEL, ""))
         twins = by_labels.get(key, [])
         if len(twins) > 1 and _selected_pools(spec) is None:
-            yield (
+            yield Finding(
                 f"{at}.spec.nodeSelector",
                 selector,
                 f"pools {', '.join(sorted(twins))} all match: add {NODEPOOL_LABEL}: <its pool>",

@@ -58,7 +58,7 @@ def _apis(stack: dict[str, Any]) -> Iterator[Finding]:
     }
     for logical_id, body in ((stack.get("resource") or {}).get(SERVICE) or {}).items():
         if body.get("disable_on_destroy") is not False:
-            yield f"{SERVICE}.{logical_id}.disable_on_destroy", body.get("disable_on_destroy"), "must be false"
+            yield Finding(f"{SERVICE}.{logical_id}.disable_on_destroy", body.get("disable_on_destroy"), "must be false")
     graph = _graph(stack)
     reach = cache(lambda key: _reaches(graph, key))
     for rtype, items in (stack.get("resource") or {}).items():
@@ -67,16 +67,18 @@ def _apis(stack: dict[str, Any]) -> Iterator[Finding]:
             try:
                 needed = apis_needed(rtype, body)
             except KeyError as err:
-                yield where, rtype, str(err.args[0])
+                yield Finding(where, rtype, str(err.args[0]))
                 continue
             for api in sorted(needed):
                 if api not in services:
-                    yield where, api, "this API is not enabled by the stack (google_project_service)"
+                    yield Finding(where, api, "this API is not enabled by the stack (google_project_service)")
                 elif services[api] not in reach(f"{rtype}.{logical_id}"):
-                    yield where, api, f"must depend on {services[api]} (first apply in a fresh project)"
+                    yield Finding(where, api, f"must depend on {services[api]} (first apply in a fresh project)")
     impersonated = any(
         m.get("role") == "roles/iam.workloadIdentityUser"
         for m in ((stack.get("resource") or {}).get("google_service_account_iam_member") or {}).values()
     )
     if impersonated and IMPERSONATION_API[0] not in services:
-        yield "google_service_account_iam_member", IMPERSONATION_API[0], f"not enabled ({IMPERSONATION_API[1]})"
+        yield Finding(
+            "google_service_account_iam_member", IMPERSONATION_API[0], f"not enabled ({IMPERSONATION_API[1]})"
+        )

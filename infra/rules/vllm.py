@@ -50,7 +50,7 @@ def _vllm_startup(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
         probe = c.get("startupProbe")
         budget = probe_budget(probe) if probe else None
         if budget is not None and budget < COLD_START_S:
-            yield f"{where(obj)}: {path}.startupProbe", probe, f"allows {budget} s; at least {COLD_START_S} s"
+            yield Finding(f"{where(obj)}: {path}.startupProbe", probe, f"allows {budget} s; at least {COLD_START_S} s")
 
 
 @rule(
@@ -74,22 +74,22 @@ def _vllm_cache(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
         cache = env.get(CACHE_ENV)
         at = f"{where(obj)}: {path}.env.{CACHE_ENV}"
         if cache is None:
-            yield at, None, "not set: the cache goes to the container's home and is lost on every restart"
+            yield Finding(at, None, "not set: the cache goes to the container's home and is lost on every restart")
             continue
         mounts = [m for m in c.get("volumeMounts") or [] if str(cache).startswith(m["mountPath"])]
         volumes = {v["name"]: v for v in spec.get("volumes") or []}
         mount = max(mounts, key=lambda m: len(m["mountPath"]), default=None)
         volume = volumes.get(mount["name"]) if mount else None
         if mount is None or volume is None or not ("csi" in volume or "persistentVolumeClaim" in volume):
-            yield at, cache, "not on a persistent volume: every restart compiles from nothing"
+            yield Finding(at, cache, "not on a persistent volume: every restart compiles from nothing")
             continue
         writable = not mount.get("readOnly") and not (volume.get("csi") or {}).get("readOnly")
         replicas = int((obj.get("spec") or {}).get("replicas", 1))
         strategy = ((obj.get("spec") or {}).get("strategy") or {}).get("type", "RollingUpdate")
         if writable and replicas > 1:
-            yield f"{where(obj)}: spec.replicas", replicas, "more than one writer of the same cache path"
+            yield Finding(f"{where(obj)}: spec.replicas", replicas, "more than one writer of the same cache path")
         if writable and obj.get("kind") == "Deployment" and strategy != "Recreate":
-            yield (
+            yield Finding(
                 f"{where(obj)}: spec.strategy.type",
                 strategy,
                 "must be Recreate: a rolling update runs the old and the new pod, two writers",
@@ -114,4 +114,6 @@ def _vllm_heads(env: Environment) -> Iterator[Finding]:
         arch = MODELS.get(d.model.name)
         chips = env.slices[d.slice].slice.chips
         if arch is not None and arch.query_heads % chips:
-            yield f"serving.{name}.slice", d.slice, f"{arch.query_heads} heads are not divisible by {chips} chips"
+            yield Finding(
+                f"serving.{name}.slice", d.slice, f"{arch.query_heads} heads are not divisible by {chips} chips"
+            )

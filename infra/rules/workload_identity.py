@@ -23,7 +23,7 @@ def _host_network(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterato
     bound = ctx.workload_identities()
     for at, _meta, spec in _pods(objects):
         if spec.get("hostNetwork") and spec.get("serviceAccountName") in bound:
-            yield (
+            yield Finding(
                 f"{at}.spec.hostNetwork",
                 True,
                 f"service account {spec['serviceAccountName']!r} would not apply: the pod gets the node's identity",
@@ -50,7 +50,7 @@ def _wi_after_cluster(stack: dict[str, Any]) -> Iterator[Finding]:
                 continue
             depends = set(body.get("depends_on") or [])
             if not depends & cluster_ids:
-                yield (
+                yield Finding(
                     f"{rtype}.{logical_id}.depends_on",
                     sorted(depends),
                     f"member {member[:60]}... needs depends_on the cluster ({', '.join(sorted(cluster_ids))})",
@@ -70,4 +70,6 @@ def _gke_metadata(stack: dict[str, Any]) -> Iterator[Finding]:
     for where, _pool, nc in _node_pools(stack):
         mode = (nc.get("workload_metadata_config") or {}).get("mode")
         if mode == "GKE_METADATA" and not pooled:
-            yield f"{where}.node_config.workload_metadata_config.mode", mode, "the cluster has no workload pool"
+            yield Finding(
+                f"{where}.node_config.workload_metadata_config.mode", mode, "the cluster has no workload pool"
+            )
