@@ -21,6 +21,10 @@ LOCK=workloads/trainer/requirements-maxtext.lock
 UV_VERSION=${UV_VERSION:?set UV_VERSION (the Makefile passes it)}
 SUITE=trixie
 
+phase() {  # phase MESSAGE: what `make engine` is doing now, with the seconds since it started
+    echo "engine: $1 (${SECONDS} s)" >&2
+}
+
 host_python() {
     local py
     for py in python3.13 python3.12; do
@@ -65,7 +69,7 @@ make_root() {
     mkdir -p "$ENGINE_DIR"
     local mirror
     mirror=$(debian_mirror)
-    echo "engine: debootstrap $SUITE from $mirror into $ROOT" >&2
+    phase "debootstrap $SUITE from $mirror into $ROOT"
     debootstrap --variant=minbase \
         --include=python3,python3-venv,python3-pip,python3-dev,ca-certificates,build-essential \
         "$SUITE" "$ROOT" "$mirror" >"$ENGINE_DIR/debootstrap.log" 2>&1 \
@@ -122,6 +126,7 @@ build() {
         venv=$ENGINE_DIR/venv
         stamp=$venv/.installed
         [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
+        phase "venv on $python, installing $LOCK"
         "$python" -m venv "$venv"
         "$venv/bin/pip" install --quiet --disable-pip-version-check "uv==$UV_VERSION"
         "$venv/bin/uv" pip sync --quiet --compile-bytecode --python "$venv/bin/python" "$REPO/$LOCK"
@@ -129,11 +134,13 @@ build() {
         make_root
         stamp=$ROOT/opt/engine/.installed
         [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
+        phase "venv in the Debian root, installing $LOCK"
         in_engine sh -c "python3 -m venv /opt/engine \
             && /opt/engine/bin/pip install --quiet --disable-pip-version-check uv==$UV_VERSION \
             && /opt/engine/bin/uv pip sync --quiet --compile-bytecode --python /opt/engine/bin/python $LOCK"
     fi
     echo "$want" >"$stamp"
+    phase "ready"
 }
 
 case "${1:-}" in
