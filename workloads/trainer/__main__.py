@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,10 @@ from infra.accelerators import Slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.load import load_environment
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
+from workloads.logs import configure
 from workloads.trainer.recipes import Recipe, RecipeError, get_recipe
+
+LOG = logging.getLogger("workloads.trainer")
 
 
 def _env(name: str) -> Environment:
@@ -336,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     jobset.add_argument("--checkpoint-dir", required=True)
     jobset.add_argument("--mesh", type=_mesh_arg, default=_mesh_arg("data=1,fsdp=-1,tensor=1"))
     args = parser.parse_args(argv)
+    in_cluster = args.command in ("run", "jobset")
+    if in_cluster:
+        # In the cluster: one JSON line per event, as Cloud Logging reads them.
+        configure()
+        LOG.info("trainer starting", extra={"command": args.command, "argv": sys.argv[1:]})
+    started = time.monotonic()
     try:
         if args.command == "jobset":
             out = run_jobset_process(
@@ -377,8 +388,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out = _submit(args)
     except (ConfigError, RecipeError, ValueError) as err:
+        if in_cluster:
+            LOG.error("trainer refused", extra={"error": str(err)})
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if in_cluster:
+        LOG.info("trainer done", extra={"seconds": round(time.monotonic() - started, 1), "result": out})
     print(json.dumps(out))
     return 0
 
