@@ -193,11 +193,16 @@ def parse_environment(path: Path) -> Environment:
             path, [f"not valid UTF-8 at byte offset {err.start} (line {line}): {raw[err.start : err.end]!r}"]
         ) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        duplicates = _duplicate_keys(node) if node is not None else []
-        if duplicates:
-            raise ConfigError(path, duplicates)
-        data = yaml.safe_load(text)
+        # Composed once: the node tree is checked for keys written twice, then built into Python values.
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            duplicates = _duplicate_keys(node) if node is not None else []
+            if duplicates:
+                raise ConfigError(path, duplicates)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
