@@ -10,7 +10,7 @@ from pathlib import Path
 
 from infra.config import ConfigError, environments_dir
 from infra.load import load_all
-from infra.rules.run import run
+from infra.rules.run import Report, run
 
 
 def table() -> str:
@@ -34,18 +34,16 @@ def table() -> str:
     return "\n".join(rows)
 
 
-def placement_summary(stacks: Path) -> str:
+def placement_summary(stacks: Path, report: Report) -> str:
     """Write every pod's placement verdict to <out>/placement/<stack>.md; one line saying what was found."""
-    import json
-
     from infra.rules.scheduler import placement_report
 
     out = stacks.parent / "placement"
     out.mkdir(exist_ok=True)
     pods = unplaced = 0
-    for path in sorted(stacks.glob("*/cdk.tf.json")):
-        table, count, missing = placement_report(json.loads(path.read_text()))
-        (out / f"{path.parent.name}.md").write_text(f"# Where each pod of {path.parent.name} can run\n\n{table}")
+    for name, (stack, releases) in sorted(report.rendered.items()):
+        table, count, missing = placement_report(stack, releases)
+        (out / f"{name}.md").write_text(f"# Where each pod of {name} can run\n\n{table}")
         pods, unplaced = pods + count, unplaced + missing
     return f"placement: {pods} pod templates simulated against every node pool, {unplaced} fit none ({out})"
 
@@ -102,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in report.lines:
         print(f"error: {line}", file=sys.stderr)
     print(report.summary())
-    print(placement_summary(stacks))
+    print(placement_summary(stacks, report))
     print(cel_summary())
     return 0 if report.ok else 1
 

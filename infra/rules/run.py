@@ -18,6 +18,9 @@ class Report:
     rules: dict[str, int] = field(default_factory=dict)
     subjects: dict[str, int] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    # Each synthesized stack with its rendered releases, by stack name: rendered once, read again by the
+    # placement report.
+    rendered: dict[str, tuple[dict[str, Any], Releases]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -34,7 +37,10 @@ def _noun(subject: str) -> str:
     return {"environment": "environments", "terraform": "stacks", "manifest": "releases"}[subject]
 
 
-def stack_releases(stack: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+Releases = dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
+
+
+def stack_releases(stack: dict[str, Any]) -> Releases:
     """(helm_release resource, rendered objects) of every local chart release of a stack, by release name."""
     from workloads.charts.check import render
 
@@ -48,9 +54,11 @@ def stack_releases(stack: dict[str, Any]) -> dict[str, tuple[dict[str, Any], lis
     return out
 
 
-def check_synthesized(stack: dict[str, Any]) -> tuple[list[Violation], list[tuple[str, Violation]], int]:
+def check_synthesized(
+    stack: dict[str, Any], releases: Releases | None = None
+) -> tuple[list[Violation], list[tuple[str, Violation]], int]:
     """(terraform violations, (release, violation) pairs, releases checked) of one synthesized stack."""
-    releases = stack_releases(stack)
+    releases = stack_releases(stack) if releases is None else releases
     objects = {name: objs for name, (_, objs) in releases.items()}
     manifest: list[tuple[str, Violation]] = []
     for name, (release, objs) in releases.items():
@@ -69,7 +77,9 @@ def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
         report.lines += [v.line(f"infra/environments/{name}.yaml") for v in check_environment(env)]
     for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
         stack = json.loads(path.read_text())
-        terraform, manifest, count = check_synthesized(stack)
+        releases = stack_releases(stack)
+        report.rendered[path.parent.name] = (stack, releases)
+        terraform, manifest, count = check_synthesized(stack, releases)
         report.subjects["terraform"] += 1
         report.subjects["manifest"] += count
         report.lines += [v.line(str(path)) for v in terraform]

@@ -34,13 +34,12 @@ from infra.models import conversion_memory_gib
 from infra.rules import Finding, pod_templates, rule, where
 from infra.rules.environment_subject import _workloads
 from infra.rules.manifest_subject import NODEPOOL_LABEL, ReleaseContext, _pods, _selected_pools
-from infra.rules.sources import DOCS, PLAN_TPUS_DOC
+from infra.rules.sources import DOCS, FUSE_SIDECAR_DOC, PLAN_TPUS_DOC
 
 if TYPE_CHECKING:
     from infra.config import Environment
 
 SCHEDULER = "https://kubernetes.io/docs/reference/scheduling/config/#scheduling-plugins"
-FUSE_SIDECAR = "https://cloud.google.com/kubernetes-engine/docs/how-to/cloud-storage-fuse-csi-driver-sidecar"
 # The FUSE sidecar's requests unless the pod's annotations say otherwise (GKE: "Configure resources for
 # the sidecar container": cpu 250m, memory 256Mi).
 FUSE_DEFAULTS = {"cpu": 0.25, "memory": 0.25}
@@ -263,7 +262,7 @@ def verdicts(
         f"{SCHEDULER} (NodeAffinity, TaintToleration, NodeResourcesFit); "
         "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes (allocatable); "
         "https://kueue.sigs.k8s.io/docs/concepts/resource_flavor/ (flavor nodeLabels and tolerations); "
-        f"{FUSE_SIDECAR} (sidecar requests)"
+        f"{FUSE_SIDECAR_DOC} (sidecar requests)"
     ),
     subject="manifest",
 )
@@ -289,11 +288,11 @@ def _placed(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
             yield Finding(pod.at, None, f"no node pool can take this pod ({reasons})")
 
 
-def placement_report(stack: dict[str, Any]) -> tuple[str, int, int]:
-    """(Markdown table of every pod and the pools that can take it, pods, pods that fit no pool)."""
-    from infra.rules.run import stack_releases
-
-    releases = stack_releases(stack)
+def placement_report(
+    stack: dict[str, Any], releases: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
+) -> tuple[str, int, int]:
+    """(Markdown table of every pod and the pools that can take it, pods, pods that fit no pool), from the
+    stack and its rendered releases (`infra.rules.run.stack_releases`)."""
     objects = {name: objs for name, (_, objs) in releases.items()}
     namespaces = {name: release["namespace"] for name, (release, _) in releases.items()}
     rows = ["| release | pod | requests | pools that can take it |", "|---|---|---|---|"]
