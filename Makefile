@@ -25,6 +25,7 @@ ACTION ?= list
 RECIPE ?= llama3-8b
 DRY_RUN ?=
 AUTO_APPROVE ?=
+SKIP_IMAGE ?=
 CONFIRM ?=
 IMAGE ?=
 FROM ?= dev
@@ -41,13 +42,15 @@ VENV_STAMP := $(VENV)/.installed
 POLICY_VENV := .venv-policy
 POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# Debian's Slurm and MUNGE, for the tests that run the generated batch jobs on a one-node Slurm (as root).
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 CDKTN_VENV := .venv-cdktn
 CDKTN_STAMP := $(CDKTN_VENV)/.installed
 # The MaxText engine environment (scripts/engine.sh: a venv on a host Python >= 3.12, else a Debian 13 root).
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: cdktn-parity help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: cdktn-parity cluster-toolkit slurm-local help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -77,8 +80,17 @@ venv: $(VENV_STAMP) $(POLICY_STAMP) ## Create .venv (and .venv-policy for Checko
 
 node: $(NODE_STAMP) ## Install the pinned cdktf CLI into node_modules
 
-plan: $(VENV_STAMP) $(POLICY_STAMP) ## Synthesize every environment, run the policy gate and the rules, write cdktf.out/review/<env>.md; all or nothing
+plan: $(VENV_STAMP) $(POLICY_STAMP) cluster-toolkit ## Synthesize every environment, run the policy gate and the rules, write the Slurm blueprints and cdktf.out/review/<env>.md; all or nothing
 	$(PY) -m scripts.plan --outdir $(OUT) $(if $(BASE),--base $(BASE))
+
+cluster-toolkit: $(VENV_STAMP) ## Cluster Toolkit's pinned module interfaces (infra/slurm/toolkit-files.yaml): found, or fetched into .cache/cluster-toolkit
+	@$(PY) -m infra.slurm where >/dev/null 2>&1 || $(PY) -m infra.slurm fetch
+
+slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests (as root; nothing when present)
+	@command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
+	  test "$$(id -u)" = 0 || { echo "make slurm-local: installing $(SLURM_PACKAGES) needs root"; exit 1; }; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null \
+	  || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null; }; }
 
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
@@ -107,7 +119,7 @@ lint: $(VENV_STAMP) ## ruff, mypy and the layer contract (import-linter: a wrong
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) lint ## Everything that needs no cloud and no accelerator
+test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) cluster-toolkit slurm-local lint ## Everything that needs no cloud and no accelerator
 	$(BIN)/pytest
 
 snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/ and charts' ci/dev-*.yaml from the current synth (review the diff!)
@@ -149,13 +161,13 @@ image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s reg
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PY) -m scripts.promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
 
-deploy: $(VENV_STAMP) $(NODE_STAMP) ## cdktf deploy platform-$(ENV) (needs terraform and Google credentials; refuses placeholder images; DRY_RUN=1)
-	$(PY) -m scripts.deploy deploy $(ENV) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
+deploy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## cdktf deploy platform-$(ENV), then gcluster deploy of its Slurm cluster (needs terraform, packer, gcluster and credentials; refuses placeholder images; SKIP_IMAGE=1, DRY_RUN=1)
+	$(PY) -m scripts.deploy deploy $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
-deploy-infra: $(VENV_STAMP) $(NODE_STAMP) ## First deploy of a fresh ENV: everything but the releases of images not built yet (DRY_RUN=1)
-	$(PY) -m scripts.deploy deploy $(ENV) --infra-only $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
+deploy-infra: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## First deploy of a fresh ENV: everything but the releases of images not built yet (DRY_RUN=1)
+	$(PY) -m scripts.deploy deploy $(ENV) --infra-only $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
-destroy: $(VENV_STAMP) $(NODE_STAMP) ## Tear ENV down: shows what goes, refuses protected resources; needs CONFIRM=platform-$(ENV) (DRY_RUN=1)
+destroy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## Tear ENV down (its Slurm cluster first): shows what goes, refuses protected resources; needs CONFIRM=platform-$(ENV) (DRY_RUN=1)
 	$(PY) -m scripts.deploy destroy $(ENV) $(if $(CONFIRM),--confirm $(CONFIRM)) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
 diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)

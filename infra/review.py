@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from infra.accelerators import accelerator_for_machine
 
 # Stateful resources whose loss loses data or the platform itself.
@@ -54,6 +56,16 @@ class Change:
         return self.address.split(".", 1)[0]
 
 
+@dataclass(frozen=True)
+class Holding:
+    """GPUs one orchestrator would hold for one group of machines, at most (what a reviewer pays for)."""
+
+    orchestrator: str
+    what: str
+    gpus: int
+    how: str
+
+
 @dataclass
 class StackReview:
     stack: str
@@ -65,6 +77,7 @@ class StackReview:
     source: str = "offline"
     drift: list[Change] = field(default_factory=list)
     blocking: list[Change] = field(default_factory=list)
+    holdings: list[Holding] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.blocking = [
@@ -108,6 +121,57 @@ def pool_inventory(pools: Iterable[Mapping[str, Any]]) -> Counter[tuple[str, str
         for zone in zones:
             inventory[(acc.name, zone)] += int(nodes) * shape.chips
     return inventory
+
+
+def _capacity_of(config: Mapping[str, Any], body: Mapping[str, Any]) -> str:
+    if body.get("queued_provisioning"):
+        return "queued provisioning: only while an admitted job holds them"
+    if config.get("flex_start"):
+        return "flex-start: only while a job runs"
+    if config.get("spot"):
+        return "spot"
+    if (config.get("reservation_affinity") or {}).get("consume_reservation_type") == "SPECIFIC_RESERVATION":
+        return "reservation"
+    return "on-demand"
+
+
+def gke_holdings(stack_json: Mapping[str, Any]) -> list[Holding]:
+    """The GPUs of the stack's GPU node pools, each at its maximum size."""
+    out = []
+    for body in ((stack_json.get("resource") or {}).get("google_container_node_pool") or {}).values():
+        config = body.get("node_config") or {}
+        found = accelerator_for_machine(str(config.get("machine_type", "")))
+        if found is None or found[0].kind != "gpu":
+            continue
+        autoscaling = body.get("autoscaling") or {}
+        nodes = int(body.get("node_count") or autoscaling.get("total_max_node_count") or 0)
+        out.append(
+            Holding(
+                "GKE",
+                f"node pool {body.get('name')}",
+                nodes * found[1].chips,
+                f"{config['machine_type']} x{nodes}, {_capacity_of(config, body)}",
+            )
+        )
+    return out
+
+
+def slurm_holdings(blueprint: Mapping[str, Any]) -> list[Holding]:
+    """The GPUs of a Slurm blueprint's nodesets: static nodes always, dynamic ones while jobs run."""
+    out = []
+    for group in blueprint.get("deployment_groups") or []:
+        for module in group.get("modules") or []:
+            if not str(module.get("source", "")).endswith("schedmd-slurm-gcp-v6-nodeset"):
+                continue
+            settings = module.get("settings") or {}
+            found = accelerator_for_machine(str(settings.get("machine_type", "")))
+            if found is None or found[0].kind != "gpu":
+                continue
+            static, dynamic = int(settings.get("node_count_static", 0)), int(settings.get("node_count_dynamic_max", 0))
+            how = f"{settings['machine_type']} x{static + dynamic}: {static} static"
+            how += f", {dynamic} created for jobs and deleted when idle" if dynamic else ""
+            out.append(Holding("Slurm", f"nodeset {module.get('id')}", (static + dynamic) * found[1].chips, how))
+    return out
 
 
 def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Change]:
@@ -230,6 +294,18 @@ def render(review: StackReview) -> str:
             lines.append(f"- {c.action} `{c.address}`{attrs}{forced}")
         if not review.changes:
             lines.append("No changes.")
+    if review.holdings:
+        lines += [
+            "",
+            "## GPUs by orchestrator",
+            "",
+            "What each orchestrator would hold at most, and when:",
+            "",
+            "| orchestrator | machines | GPUs | how |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| {h.orchestrator} | {h.what} | {h.gpus} | {h.how} |" for h in review.holdings]
+        lines.append(f"| total | | {sum(h.gpus for h in review.holdings)} | |")
     if review.drift:
         lines += ["", "## Drift", "", "Changed outside Terraform since the last apply:", ""]
         lines += [f"- {c.action} `{c.address}`: {', '.join(c.attributes) or 'changed'}" for c in review.drift]
@@ -253,6 +329,10 @@ def write_reviews(outdir: Path, baseline: Path | None = None) -> list[StackRevie
     for stack, body in current.items():
         review = review_stack(stack, body, base.get(stack, {}) if base is not None else None)
         env = stack.removeprefix("platform-")
+        review.holdings = gke_holdings(body)
+        blueprint = outdir / "slurm" / env / "blueprint.yaml"
+        if blueprint.exists():
+            review.holdings += slurm_holdings(yaml.safe_load(blueprint.read_text()))
         (review_dir / f"{env}.md").write_text(render(review))
         reviews.append(review)
     return reviews

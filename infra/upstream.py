@@ -29,3 +29,13 @@ JETSTREAM_HTTP = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0
 
 # vLLM's TPU image: upstream publishes dated builds; this one is pinned by its date and commits.
 VLLM_TPU = "vllm/vllm-tpu:nightly-20260330-2f76400-8c0b626"
+
+# NCCL's own benchmarks for the Slurm cluster's all-gather gate, built once per cluster inside NVIDIA's PyTorch
+# container (what Cluster Toolkit's A3 Mega example does at v1.95.0,
+# examples/machine-learning/a3-megagpu-8g/nccl-tests/build-nccl-tests.sh, there from the branch head: here
+# pinned to a release and its commit). Its result table keeps the out-of-place busbw in column 8
+# (src/util.cu writeResultHeader @ v2.19.6), which check-bandwidth.sh reads.
+NCCL_TESTS_IMAGE = "nvcr.io/nvidia/pytorch:24.04-py3"
+NCCL_TESTS_REPOSITORY = "https://github.com/NVIDIA/nccl-tests.git"
+NCCL_TESTS_TAG = "v2.19.6"
+NCCL_TESTS_COMMIT = "a0b82b2260cf5152b9f8c061bbf7eaf0ba096432"

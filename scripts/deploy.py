@@ -1,17 +1,23 @@
-"""Deploy and tear down one environment with the pinned cdktf CLI, with the guards a real project needs.
+"""Deploy and tear down one environment with the pinned cdktf CLI (and `gcluster` for its Slurm cluster), with
+the guards a real project needs.
 
-  python -m scripts.deploy deploy <env> [--infra-only] [--auto-approve] [--dry-run]
+  python -m scripts.deploy deploy <env> [--infra-only] [--skip-image] [--auto-approve] [--dry-run]
   python -m scripts.deploy destroy <env> [--confirm platform-<env>] [--auto-approve] [--dry-run]
 
 deploy      refuses while a release image is still at the placeholder digest, and says how a fresh
             environment gets there: `--infra-only` first (everything but the releases that run those
-            images: the registry included), then `make image` for each, then deploy again.
+            images: the registry included), then `make image` for each, then deploy again. Then, where the
+            environment has a Slurm cluster, `gcluster deploy` of its blueprint (written and validated as
+            `make plan` does, in cdktf.out/slurm/<env>), with the Terraform and Packer the platform pins;
+            `--skip-image` leaves out the node image's Packer build when its inputs have not changed.
 destroy     shows what would go, refuses while anything is protected (prevent_destroy, GKE deletion
             protection) or a bucket would fail to delete half-way (no force_destroy), and runs only with
-            `--confirm platform-<env>` typed out.
+            `--confirm platform-<env>` typed out. The Slurm cluster goes first: its nodes hold the
+            platform's networks.
 
-The CLI is `npx --no-install cdktf` unless PLATFORM_CDKTF names another command (tests use a stand-in).
-Exit codes: 0 done (or dry run), 2 bad input or refused deploy, 3 refused destroy, else the CLI's.
+The CLIs are `npx --no-install cdktf` and `gcluster` unless PLATFORM_CDKTF / PLATFORM_GCLUSTER name others
+(tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad input or refused deploy, 3 refused destroy,
+else the CLI's.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,10 +39,107 @@ from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environme
 from infra.load import load_environment
 
 DEFAULT_CDKTF = "npx --no-install cdktf"
+DEFAULT_GCLUSTER = "gcluster"
+OUT = Path("cdktf.out")
 
 
 def _cdktf() -> list[str]:
     return shlex.split(os.environ.get("PLATFORM_CDKTF") or DEFAULT_CDKTF)
+
+
+def _gcluster() -> list[str]:
+    return shlex.split(os.environ.get("PLATFORM_GCLUSTER") or DEFAULT_GCLUSTER)
+
+
+def _tool_version(tool: str) -> str | None:
+    """The version of `tool` on PATH (terraform, packer), or None when there is none."""
+    if shutil.which(tool) is None:
+        return None
+    done = subprocess.run([tool, "version"], capture_output=True, text=True, check=False)
+    match = re.search(r"v?([0-9]+\.[0-9]+\.[0-9]+)", done.stdout)
+    return match.group(1) if match else None
+
+
+def tool_problems(needs: dict[str, str]) -> list[str]:
+    """Why the tools on PATH are not the versions the platform pins (empty: they are)."""
+    problems = []
+    for tool, pinned in needs.items():
+        found = _tool_version(tool)
+        if found != pinned:
+            problems.append(
+                f"{tool} {found or '(none on PATH)'}: the platform pins {tool} {pinned} (infra/cluster_toolkit.py; "
+                "Cluster Toolkit's modules require Terraform >= 1.12.2 and Packer >= 1.15.3, and gcluster would "
+                "otherwise fetch Packer 1.15.0)"
+            )
+    return problems
+
+
+def _slurm_dir(env: Environment) -> Path:
+    return OUT / "slurm" / env.name
+
+
+def _write_slurm(env: Environment, *, dry_run: bool) -> int:
+    """Write and validate the environment's blueprint as `make plan` does (a dry run only validates it, in a
+    temporary directory); 2 when refused."""
+    from infra.slurm import interfaces
+    from infra.slurm.__main__ import write
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            report = write(env, Path(tmp) if dry_run else OUT, interfaces.locate())
+        except interfaces.InterfacesMissing as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    for finding in report.findings:
+        print(f"error: {_slurm_dir(env)}/blueprint.yaml: {finding.path}: {finding.message}", file=sys.stderr)
+    if not report.ok:
+        return 2
+    print(f"slurm: {_slurm_dir(env)}/blueprint.yaml: {report.summary()}")
+    return 0
+
+
+def _gcluster_create_flags(env: Environment) -> list[str]:
+    folder = _slurm_dir(env)
+    return [str(folder / "blueprint.yaml"), "-d", str(folder / "deployment.yaml"), "-o", str(folder / "gcluster"), "-w"]
+
+
+def deploy_slurm(env: Environment, *, skip_image: bool, auto_approve: bool, dry_run: bool) -> int:
+    """`gcluster deploy` of the environment's Slurm cluster, after the platform stack it reuses."""
+    from infra.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
+
+    code = _write_slurm(env, dry_run=dry_run)
+    if code:
+        return code
+    needs = {"terraform": TERRAFORM_VERSION, **({} if skip_image else {"packer": PACKER_VERSION})}
+    if not dry_run:
+        problems = tool_problems(needs)
+        if problems:
+            print(f"error: slurm-{env.name}: not deployed:", *problems, sep="\n  ", file=sys.stderr)
+            return 2
+    command = [
+        *_gcluster(),
+        "deploy",
+        *_gcluster_create_flags(env),
+        *(["--skip", "image"] if skip_image else []),
+        *(["--auto-approve"] if auto_approve else []),
+    ]
+    return _run(command, {}, dry_run=dry_run)
+
+
+def destroy_slurm(env: Environment, *, auto_approve: bool, dry_run: bool) -> int:
+    """`gcluster destroy` of the environment's Slurm cluster: the deployment folder is written again from the
+    blueprint first (the state is in the bucket), so a fresh clone can destroy what another one deployed."""
+    assert env.slurm is not None
+    code = _write_slurm(env, dry_run=dry_run)
+    if code:
+        return code
+    folder = _slurm_dir(env) / "gcluster" / env.slurm.name
+    code = _run([*_gcluster(), "create", *_gcluster_create_flags(env)], {}, dry_run=dry_run)
+    if code:
+        return code
+    return _run(
+        [*_gcluster(), "destroy", str(folder), *(["--auto-approve"] if auto_approve else [])], {}, dry_run=dry_run
+    )
 
 
 def _run(command: list[str], extra_env: dict[str, str], *, dry_run: bool) -> int:
@@ -56,7 +161,9 @@ def _synth_one(env: Environment, *, omit_unbuilt: bool = False) -> tuple[dict[st
     return stack, left_out[env.name]
 
 
-def deploy(env: Environment, path: Path, *, infra_only: bool, auto_approve: bool, dry_run: bool) -> int:
+def deploy(
+    env: Environment, path: Path, *, infra_only: bool, skip_image: bool, auto_approve: bool, dry_run: bool
+) -> int:
     stack = f"platform-{env.name}"
     placeholders = env.placeholder_images()
     if placeholders and not infra_only:
@@ -82,7 +189,11 @@ def deploy(env: Environment, path: Path, *, infra_only: bool, auto_approve: bool
         extra["PLATFORM_OMIT_UNBUILT"] = "1"
     else:
         print(f"{stack}: every release image is pinned to a built digest")
-    return _run([*_cdktf(), "deploy", stack, *(["--auto-approve"] if auto_approve else [])], extra, dry_run=dry_run)
+    code = _run([*_cdktf(), "deploy", stack, *(["--auto-approve"] if auto_approve else [])], extra, dry_run=dry_run)
+    if code or env.slurm is None:
+        return code
+    # The Slurm cluster reuses the stack's network, service accounts and firewall rules: it comes after.
+    return deploy_slurm(env, skip_image=skip_image, auto_approve=auto_approve, dry_run=dry_run)
 
 
 # What each guard is called in the environment file.
@@ -128,6 +239,12 @@ def destroy(env: Environment, *, confirm: str | None, auto_approve: bool, dry_ru
         for line in refusals:
             print(f"  {line}", file=sys.stderr)
         return 3
+    if env.slurm is not None:
+        # First: the Slurm nodes hold the platform's networks, and the nodes Slurm created are not in any state.
+        code = destroy_slurm(env, auto_approve=auto_approve, dry_run=dry_run)
+        if code:
+            print(f"error: slurm-{env.name}: destroy failed; {stack_name} was left as it is", file=sys.stderr)
+            return code
     command = [*_cdktf(), "destroy", stack_name, *(["--auto-approve"] if auto_approve else [])]
     return _run(command, {"PLATFORM_ENVS": env.name}, dry_run=dry_run)
 
@@ -137,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["deploy", "destroy"])
     parser.add_argument("env")
     parser.add_argument("--infra-only", action="store_true", help="deploy: leave out releases of unbuilt images")
+    parser.add_argument("--skip-image", action="store_true", help="deploy: leave out the Slurm node image's build")
     parser.add_argument("--confirm", help="destroy: the stack's name, platform-<env>")
     parser.add_argument("--auto-approve", action="store_true")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; change nothing")
@@ -148,7 +266,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.action == "deploy":
-        return deploy(env, path, infra_only=args.infra_only, auto_approve=args.auto_approve, dry_run=args.dry_run)
+        return deploy(
+            env,
+            path,
+            infra_only=args.infra_only,
+            skip_image=args.skip_image,
+            auto_approve=args.auto_approve,
+            dry_run=args.dry_run,
+        )
     return destroy(env, confirm=args.confirm, auto_approve=args.auto_approve, dry_run=args.dry_run)
 
 

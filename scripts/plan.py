@@ -6,7 +6,7 @@ passes, the staging copy replaces `<outdir>`. When one refuses, `<outdir>` stays
 last good stacks with their review) and the refused output moves to `<outdir>.failed` for a look.
 
 Exit codes: 0 every step passed; otherwise the failing step's own code (2 a bad environment file or
-usage, 1 a policy or rule violation, 3 a review that blocks a destroy or replacement).
+usage, 1 a policy or rule violation or a refused blueprint, 3 a review that blocks a destroy or replacement).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def steps(staging: Path, base: Path | None) -> list[Step]:
         ("synth", [py, "-m", "infra"], {"CDKTF_OUTDIR": str(staging)}),
         ("policy", [py, "-m", "infra.policy", str(staging / "stacks")], {}),
         ("rules", [py, "-m", "infra.rules", str(staging / "stacks")], {}),
+        # The Slurm clusters' Cluster Toolkit blueprints, validated against the pinned module interfaces.
+        ("slurm", [py, "-m", "infra.slurm", "write", str(staging)], {}),
         ("review", review, {}),  # its paths name the staging copy; the final ones are printed at the end
     ]
 

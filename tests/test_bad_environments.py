@@ -34,6 +34,16 @@ def _sub(old: str, new: str) -> Edit:
     return edit
 
 
+def _sub_all(old: str, new: str) -> Edit:
+    """Replace every `old` of dev.yaml (at least one must be there) with `new`."""
+
+    def edit(text: str) -> str:
+        assert old in text, old
+        return text.replace(old, new)
+
+    return edit
+
+
 def _then(*edits: Edit) -> Edit:
     def edit(text: str) -> str | bytes:
         for e in edits:
@@ -135,6 +145,12 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "slices.a3mega.nodes",
         "greater than or equal to 1",
     ),
+    "more static Slurm nodes than the slice has": (
+        "numbers",
+        _sub("      default: true\n", "      default: true\n      static_nodes: 5\n"),
+        "slurm.partitions.a3mega.static_nodes",
+        "slice 'a3mega-slurm' has 2 nodes",
+    ),
     # 3. Names checked where they are written
     "a project id with 'google'": (
         "names",
@@ -184,13 +200,19 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "project",
         "pattern",
     ),
+    "a Slurm cluster name over 20 characters": (
+        "names",
+        _sub("  name: mlp-dev\n", "  name: mlp-dev-for-the-hpc-team\n"),
+        "slurm.name",
+        "rule ctk.slurm-names",
+    ),
     # 4. Places and machines that exist
     "a region that does not exist": (
         "places",
         _then(
             _sub("region: us-east5\n", "region: us-east9\n"),
             _sub("zones: [us-east5-b, us-east5-a]\n", "zones: [us-east9-b, us-east9-a]\n"),
-            _sub("    zone: us-east5-a\n", "    zone: us-east9-a\n"),
+            _sub_all("    zone: us-east5-a\n", "    zone: us-east9-a\n"),
         ),
         "region",
         "not a Compute Engine region",
@@ -233,6 +255,18 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         _sub("  sax-a:\n    accelerator: v5e\n", "  sax-a:\n    accelerator: v5p\n"),
         "slices.sax-a.topology",
         "not a 3-D topology",
+    ),
+    "queued provisioning for the Slurm partition": (
+        "places",
+        _sub("    capacity: {type: flex-start, max_run_hours: 24}\n", "    capacity: {type: queued}\n"),
+        "slices.a3mega-slurm.capacity.type",
+        "Slurm has no queued provisioning",
+    ),
+    "one slice for GKE and Slurm": (
+        "places",
+        _sub("      slice: a3mega-slurm\n", "      slice: a3mega\n"),
+        "slurm.partitions.a3mega.slice",
+        "a slice's machines are held by one orchestrator",
     ),
     # 5. Requests that fit
     "a Ray worker larger than its TPU host": (

@@ -207,7 +207,7 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
     "GPUDirect slice without GPUDirect networks": (
         _delete("network.gpudirect_cidr"),
         "network.gpudirect_cidr",
-        ["slices a3mega need 8 GPUDirect networks", "192.168.0.0/16"],
+        ["slices a3mega, a3mega-slurm need 8 GPUDirect networks", "192.168.0.0/16"],
     ),
     "GPUDirect range too small": (
         _set("network.gpudirect_cidr", "192.168.0.0/24"),

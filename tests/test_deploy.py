@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from infra.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
 from tests.conftest import REPO
 
@@ -31,23 +32,60 @@ if sys.argv[1] in ("deploy", "destroy"):  # cdktf synthesizes the app first
     sys.exit(subprocess.run([sys.executable, "-m", "infra"], env=env).returncode)
 """
 
+# gcluster's stand-in: records its arguments and the blueprint it was given (as `gcluster deploy` reads it).
+GCLUSTER = """
+import json, os, sys
+out = os.environ["STAND_IN_DIR"]
+record = {"gcluster": sys.argv[1:]}
+if sys.argv[1] in ("deploy", "create"):
+    record["blueprint_exists"] = os.path.exists(sys.argv[2])
+with open(os.path.join(out, "gcluster.jsonl"), "a") as f:
+    f.write(json.dumps(record) + "\\n")
+sys.exit(int(os.environ.get("GCLUSTER_EXIT", "0")))
+"""
 
-def _run(args: list[str], tmp_path: Path, envs_dir: Path = ENVIRONMENTS_DIR) -> subprocess.CompletedProcess[str]:
+
+def _tools(tmp_path: Path, terraform: str = TERRAFORM_VERSION, packer: str = PACKER_VERSION) -> Path:
+    """A PATH directory with terraform and packer that answer `version` as the real ones do."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for tool, line in (("terraform", f"Terraform v{terraform}"), ("packer", f"Packer v{packer}")):
+        script = bin_dir / tool
+        script.write_text(f"#!/bin/sh\necho '{line}'\n")
+        script.chmod(0o755)
+    return bin_dir
+
+
+def _run(
+    args: list[str], tmp_path: Path, envs_dir: Path = ENVIRONMENTS_DIR, **extra: str
+) -> subprocess.CompletedProcess[str]:
     stand_in = tmp_path / "cdktf_stand_in.py"
     stand_in.write_text(STAND_IN)
+    gcluster = tmp_path / "gcluster_stand_in.py"
+    gcluster.write_text(GCLUSTER)
+    bin_dir = tmp_path / "bin" if (tmp_path / "bin").exists() else _tools(tmp_path)
     env = {
         **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "PLATFORM_CDKTF": f"{sys.executable} {stand_in}",
+        "PLATFORM_GCLUSTER": f"{sys.executable} {gcluster}",
         "STAND_IN_DIR": str(tmp_path),
         "PLATFORM_ENVIRONMENTS_DIR": str(envs_dir),
+        **extra,
     }
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
     return subprocess.run(
-        [sys.executable, "-m", "scripts.deploy", *args], cwd=REPO, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "scripts.deploy", *args],
+        cwd=work,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
     )
 
 
-def _calls(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "calls.jsonl"
+def _calls(tmp_path: Path, tool: str = "calls") -> list[dict[str, Any]]:
+    path = tmp_path / f"{tool}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
@@ -98,8 +136,9 @@ def test_dry_runs_change_nothing(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert "platform-dev: left out until their images are built: ray-training, " in done.stdout
     assert "dry run, would run: PLATFORM_ENVS=dev PLATFORM_OMIT_UNBUILT=1 " in done.stdout
-    assert done.stdout.rstrip().endswith("deploy platform-dev")
-    assert _calls(tmp_path) == []
+    assert any(line.endswith("deploy platform-dev") for line in done.stdout.splitlines())
+    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == []
+    assert not (tmp_path / "work" / "cdktf.out").exists(), "a dry run writes nothing"
 
 
 def test_destroy_shows_what_goes_and_needs_the_stack_name_typed(tmp_path: Path) -> None:
@@ -140,3 +179,54 @@ def test_make_destroy_prod_is_refused(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert "platform-prod: destroy refused; nothing was changed" in done.stderr
+
+
+def test_the_slurm_cluster_is_deployed_after_the_stack_with_the_pinned_tools(tmp_path: Path) -> None:
+    done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _calls(tmp_path)[-1]["argv"] == ["deploy", "platform-dev", "--auto-approve"]
+    (gcluster,) = _calls(tmp_path, "gcluster")
+    folder = "cdktf.out/slurm/dev"
+    assert gcluster == {
+        "gcluster": [
+            "deploy", f"{folder}/blueprint.yaml", "-d", f"{folder}/deployment.yaml", "-o", f"{folder}/gcluster", "-w",
+            "--auto-approve",
+        ],
+        "blueprint_exists": True,
+    }  # fmt: skip
+    assert re.search(r"slurm: cdktf.out/slurm/dev/blueprint.yaml: 10 modules, .*: valid", done.stdout)
+
+
+def test_a_slurm_deploy_is_refused_with_the_wrong_terraform_or_packer(tmp_path: Path) -> None:
+    _tools(tmp_path, terraform="1.11.4", packer="1.15.0")
+    done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
+    assert done.returncode == 2
+    assert "terraform 1.11.4: the platform pins terraform 1.12.2" in done.stderr
+    assert "packer 1.15.0: the platform pins packer 1.15.3" in done.stderr
+    assert _calls(tmp_path, "gcluster") == []
+
+
+def test_a_dry_run_prints_the_slurm_commands_and_skips_the_image_when_asked(tmp_path: Path) -> None:
+    done = _run(["deploy", "dev", "--skip-image", "--dry-run"], tmp_path, _built(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("dry run, would run:")]
+    assert lines[0].endswith("deploy platform-dev")
+    assert lines[1].endswith(
+        "deploy cdktf.out/slurm/dev/blueprint.yaml -d cdktf.out/slurm/dev/deployment.yaml -o "
+        "cdktf.out/slurm/dev/gcluster -w --skip image"
+    )
+    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == []
+
+
+def test_destroy_removes_the_slurm_cluster_first_and_stops_if_that_fails(tmp_path: Path) -> None:
+    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    create, destroy = (c["gcluster"] for c in _calls(tmp_path, "gcluster"))
+    assert create[0] == "create" and destroy == ["destroy", "cdktf.out/slurm/dev/gcluster/mlp-dev", "--auto-approve"]
+    assert _calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", "--auto-approve"]
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], failed, GCLUSTER_EXIT="1")
+    assert refused.returncode == 1
+    assert "slurm-dev: destroy failed; platform-dev was left as it is" in refused.stderr
+    assert _calls(failed) == [], "the platform stack was not touched"

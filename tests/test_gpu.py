@@ -177,7 +177,8 @@ def test_gpu_training_jobset_runs_one_jax_process_per_node(stacks: dict[str, dic
     assert bucket["csi"]["volumeAttributes"]["bucketName"] == "acme-ml-platform-dev-checkpoints"
     script = kind(objects, "ConfigMap")[0]["data"]["run.sh"]
     assert f'--coordinator "{name}-node-0-0.{name}:8476"' in script
-    assert "--processes 2" in script and '--process-id "${JOB_COMPLETION_INDEX}"' in script
+    # Its rank: the pod's JOB_COMPLETION_INDEX, which the trainer reads itself (workloads/trainer/discovery.py).
+    assert "--processes 2" in script and "--process-id" not in script
     assert 'source "${NCCL_LIB_DIR}/nccl-env-profile.sh"' in script
 
 
@@ -198,7 +199,8 @@ def test_a3_high_gets_four_tcpx_networks_and_its_own_installer(tmp_path: Path) -
     path = tmp_path / "dev.yaml"
     path.write_text(yaml.safe_dump(data))
     env = load_environment(path)
-    assert env.gpudirect_networks == 4
+    assert env.gke_gpudirect_networks == 4, "GKE's pool takes 4 of the 8 networks the Slurm slice needs"
+    assert env.gpudirect_networks == 8
     net = render("gpu-networking", gpu_networking_values(env), name="gpu-networking", namespace="kube-system")
     (installer,) = [o for o in kind(net, "DaemonSet") if o["metadata"]["name"].startswith("nccl-")]
     assert installer["metadata"]["name"] == "nccl-tcpx-installer"

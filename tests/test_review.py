@@ -85,3 +85,28 @@ def test_review_command_exits_3_when_blocked(synth_dir: Path, tmp_path: Path) ->
     assert "## Blocking" in (current / "review" / "prod.md").read_text()
     clean = subprocess.run([*command, "--base", str(current)], cwd=REPO, capture_output=True, text=True)
     assert clean.returncode == 0, clean.stderr
+
+
+def test_the_review_counts_the_gpus_each_orchestrator_would_hold(
+    stacks: dict[str, dict[str, Any]], envs: dict[str, Any], tmp_path: Path
+) -> None:
+    from infra.review import write_reviews
+    from infra.slurm.blueprint import blueprint
+
+    for name, env in envs.items():
+        stack_dir = tmp_path / "stacks" / f"platform-{name}"
+        stack_dir.mkdir(parents=True)
+        (stack_dir / "cdk.tf.json").write_text(json.dumps(stacks[name]))
+        (tmp_path / "slurm" / name).mkdir(parents=True)
+        (tmp_path / "slurm" / name / "blueprint.yaml").write_text(json.dumps(blueprint(env)))
+    reviews = {r.stack: r for r in write_reviews(tmp_path)}
+    dev = reviews["platform-dev"]
+    assert [(h.orchestrator, h.what, h.gpus) for h in dev.holdings] == [
+        ("GKE", "node pool a3mega", 16),
+        ("Slurm", "nodeset a3mega", 16),
+    ]
+    text = (tmp_path / "review" / "dev.md").read_text()
+    dynamic = "| Slurm | nodeset a3mega | 16 | a3-megagpu-8g x2: 0 static, 2 created for jobs and deleted when idle |"
+    assert dynamic in text and "| total | | 32 | |" in text
+    prod = (tmp_path / "review" / "prod.md").read_text()
+    assert "| Slurm | nodeset a3mega | 16 | a3-megagpu-8g x2: 2 static |" in prod

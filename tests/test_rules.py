@@ -80,7 +80,29 @@ def _patch_args(monkeypatch: pytest.MonkeyPatch, change: Callable[[list[str]], l
     monkeypatch.setattr(jetstream, "maxtext_serving_args", lambda env, d: change(real(env, d)))
 
 
+def _flex_and_reservation(mp: pytest.MonkeyPatch) -> None:
+    """A blueprint generator that asks for both DWS flex and a reservation (what the nodeset refuses at plan)."""
+    from infra.slurm import blueprint
+
+    mp.setattr(blueprint, "_capacity", lambda env, p: {"reservation_name": "r", "dws_flex": {"enabled": True}})
+
+
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    "ctk.slurm-names": (
+        lambda d, mp: d["slurm"].update(name="mlp-dev-slurm-for-the-hpc-team"),
+        "slurm.name",
+        "must match ^[a-z]([-a-z0-9]{0,19})$",
+    ),
+    "ctk.slurm-capacity": (
+        lambda d, mp: d["slices"]["a3mega-slurm"].update(capacity={"type": "queued"}),
+        "slices.a3mega-slurm.capacity.type",
+        "Slurm has no queued provisioning",
+    ),
+    "ctk.slurm-nodeset-preconditions": (
+        lambda d, mp: _flex_and_reservation(mp),
+        "slurm.partitions.a3mega",
+        "Cannot use more than one of a reservation, Spot VMs and DWS Flex",
+    ),
     # Before the fix: the convert pool's m1-ultramem-80 (no us-east5 zone offers it); A3 Mega in us-east5-b.
     "gce.machine-type-offered-in-zone": (
         lambda d, mp: d["cpu_pools"]["convert"].update(machine_type="m1-ultramem-80"),
@@ -558,7 +580,9 @@ def test_controller_names_over_their_limits_are_refused(
 
 def _region(data: dict[str, Any], region: str) -> None:
     data.update(region=region, zones=[f"{region}-a"])
-    data["slices"]["a3mega"]["zone"] = f"{region}-a"
+    for spec in data["slices"].values():
+        if "zone" in spec:
+            spec["zone"] = f"{region}-a"
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,8 @@ def test_dev_has_the_v6e_4x4_pool_of_the_tutorial(stacks: dict[str, dict[str, An
 def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]) -> None:
     for name, env in envs.items():
         pools = by_name(stacks[name], "google_container_node_pool")
-        for key, spec in env.slices.items():
+        assert set(pools) == {*env.gke_slices, "system", *env.cpu_pools}, "no pool for another orchestrator's slice"
+        for key, spec in env.gke_slices.items():
             s, pool = spec.slice, pools[key]
             assert pool["node_config"]["machine_type"] == s.machine_type
             if spec.node_range is None:
@@ -75,7 +76,7 @@ def test_nodes_use_workload_identity_metadata_and_a_dedicated_account(
             account = pathways if gce else nodes
             assert config["service_account"] == f"${{google_service_account.{account}.email}}"
             assert config["shielded_instance_config"]["enable_secure_boot"] is True
-        roles = {m["role"] for m in of_type(stack, "google_project_iam_member").values()}
+        roles = {m["role"] for m in of_type(stack, "google_project_iam_member").values() if nodes in m["member"]}
         assert roles == {"roles/container.defaultNodeServiceAccount"}, "node account holds no broad role"
 
 
@@ -146,7 +147,11 @@ def test_workload_identity_in_both_shapes(stacks: dict[str, dict[str, Any]], env
     assert members.count(direct) == len(trainer.bucket_roles)
 
     serving = env.identities["serving"]
-    bindings = {b["member"]: b for b in of_type(stack, "google_service_account_iam_member").values()}
+    bindings = {
+        b["member"]: b
+        for b in of_type(stack, "google_service_account_iam_member").values()
+        if b["role"] == "roles/iam.workloadIdentityUser"
+    }
     impersonating = [k for k, i in env.identities.items() if i.mode == "impersonation"]
     assert len(bindings) == len(impersonating) == 2, "one binding per impersonation identity"
     binding = bindings[f"serviceAccount:{env.project}.svc.id.goog[{serving.namespace}/{serving.service_account}]"]

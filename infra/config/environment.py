@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
@@ -22,10 +23,12 @@ from infra.config.identity import Identity, gsa_account_id
 from infra.config.network import Network
 from infra.config.release import PLACEHOLDER_DIGEST, Release
 from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, Serving, VllmServing
+from infra.config.slurm import SlurmCluster
 from infra.config.storage import BucketSpec, Registry, StateBackend
 from infra.config.training import Batch, Training
 from infra.controllers import ENGINE_CONTROLLER
 from infra.findings import Finding
+from infra.findings import field_path as path_text
 
 
 class Environment(Model):
@@ -50,6 +53,7 @@ class Environment(Model):
     training: Training | None = None
     batch: Batch | None = None
     serving: dict[Name, Serving] = {}  # noqa: RUF012
+    slurm: SlurmCluster | None = None
 
     @field_validator("zones")
     @classmethod
@@ -110,6 +114,8 @@ class Environment(Model):
         problems += self._training_problems()
         problems += self._gpu_problems()
         problems += self._serving_problems()
+        problems += self._holder_problems()
+        problems += self._slurm_problems()
         if problems:
             raise _CrossReferenceError(problems)
         return self
@@ -159,7 +165,8 @@ class Environment(Model):
                 )
             )
         batch = self.batch
-        queued = [k for k, s in self.slices.items() if s.capacity.type == "queued"]
+        # GKE's queued provisioning; another orchestrator's queued slice is refused by its own rule.
+        queued = [k for k, s in self.gke_slices.items() if s.capacity.type == "queued"]
         for key in queued:
             if batch is None or key not in batch.slices:
                 problems.append(
@@ -334,6 +341,119 @@ class Environment(Model):
             )
         return problems
 
+    def _gke_users(self) -> dict[str, tuple[str | int, ...]]:
+        """Slice key -> the first field of a GKE workload (training, batch, serving) that names it."""
+        users: dict[str, tuple[str | int, ...]] = {}
+        if self.training is not None:
+            users.setdefault(self.training.slice, ("training", "slice"))
+        if self.batch is not None:
+            for i, key in enumerate(self.batch.slices):
+                users.setdefault(key, ("batch", "slices", i))
+        for name, d in self.serving.items():
+            for path, key in d.slice_fields():
+                users.setdefault(key, ("serving", name, *path))
+        return users
+
+    def _other_holders(self) -> list[tuple[str, str, tuple[str | int, ...]]]:
+        """(slice key, orchestrator, field) of every slice an orchestrator other than GKE names."""
+        held: list[tuple[str, str, tuple[str | int, ...]]] = []
+        if self.slurm is not None:
+            for name, partition in self.slurm.partitions.items():
+                held.append((partition.slice, "slurm", ("slurm", "partitions", name, "slice")))
+        return held
+
+    def _holder_problems(self) -> list[Problem]:
+        """A slice's machines are held by one orchestrator: GKE (a node pool), or Slurm."""
+        problems: list[Problem] = []
+        gke = self._gke_users()
+        first: dict[str, tuple[str, tuple[str | int, ...]]] = {}
+        for key, holder, where in self._other_holders():
+            if key not in self.slices:
+                problems += _not_in(where, key, self.slices, "slices")
+                continue
+            if self.slices[key].slice.kind != "gpu":
+                problems.append(Finding(where, key, f"{holder} runs on GPU slices here; this is a TPU slice"))
+            if key in gke:
+                problems.append(
+                    Finding(
+                        where,
+                        key,
+                        f"also used on GKE by {path_text(gke[key])}: a slice's machines are held by one "
+                        "orchestrator (GKE makes a node pool of it); give each its own slice",
+                    )
+                )
+            elif key in first:
+                problems.append(
+                    Finding(where, key, f"also named by {path_text(first[key][1])}: a slice is held by one owner")
+                )
+            first.setdefault(key, (holder, where))
+        return problems
+
+    def _slurm_problems(self) -> list[Problem]:
+        slurm = self.slurm
+        if slurm is None:
+            return []
+        problems: list[Problem] = []
+        problems += _not_in(("slurm", "bucket"), slurm.bucket, self.buckets, "buckets")
+        for name, partition in slurm.partitions.items():
+            spec = self.slices.get(partition.slice)
+            if spec is None:
+                continue  # named by _holder_problems
+            where = ("slurm", "partitions", name)
+            if partition.static_nodes > spec.slice.hosts:
+                problems.append(
+                    Finding(
+                        (*where, "static_nodes"),
+                        partition.static_nodes,
+                        f"slice {partition.slice!r} has {spec.slice.hosts} nodes",
+                    )
+                )
+            if spec.capacity.dynamic and partition.static_nodes:
+                problems.append(
+                    Finding(
+                        (*where, "static_nodes"),
+                        partition.static_nodes,
+                        f"the slice's {spec.capacity.type} nodes come and go with the jobs: static_nodes must be 0",
+                    )
+                )
+        jobs: list[tuple[str, str, int | None]] = []
+        if slurm.nccl_test is not None:
+            jobs.append(("nccl_test", slurm.nccl_test.partition, slurm.nccl_test.nodes))
+        if slurm.training is not None:
+            jobs.append(("training", slurm.training.partition, None))
+            problems += _not_in(
+                ("slurm", "training", "image"), slurm.training.image, self.release.images, "release.images"
+            )
+            problems += _not_in(("slurm", "training", "bucket"), slurm.training.bucket, self.buckets, "buckets")
+            if slurm.training.bucket != slurm.bucket:
+                problems.append(
+                    Finding(
+                        ("slurm", "training", "bucket"),
+                        slurm.training.bucket,
+                        f"the cluster mounts and may write one bucket, slurm.bucket ({slurm.bucket!r})",
+                    )
+                )
+        for section, partition_name, nodes in jobs:
+            where = ("slurm", section, "partition")
+            if partition_name not in slurm.partitions:
+                problems += _not_in(where, partition_name, slurm.partitions, "slurm.partitions")
+                continue
+            spec = self.slices.get(slurm.partitions[partition_name].slice)
+            if spec is not None and nodes is not None and nodes > spec.slice.hosts:
+                problems.append(
+                    Finding(("slurm", section, "nodes"), nodes, f"partition {partition_name!r} has {spec.slice.hosts}")
+                )
+        return problems
+
+    def slice_holder(self, key: str) -> str:
+        """Which orchestrator holds slice `key`'s machines: `gke` (a node pool of the stack) or `slurm`."""
+        return next((holder for k, holder, _ in self._other_holders() if k == key), "gke")
+
+    @property
+    def gke_slices(self) -> dict[str, SliceSpec]:
+        """The slices GKE holds: one node pool each."""
+        return {k: s for k, s in self.slices.items() if self.slice_holder(k) == "gke"}
+
     @property
     def pathways_slices(self) -> list[str]:
         """Slices of the JetStream + Pathways deployments.
@@ -347,8 +467,14 @@ class Environment(Model):
 
     @property
     def gpudirect_networks(self) -> int:
-        """How many GPUDirect VPC networks the slices need: the most extra NICs of any machine."""
-        return max((s.slice.gpudirect.extra_nics for s in self.slices.values() if s.slice.gpudirect), default=0)
+        """How many GPUDirect VPC networks the slices need (every orchestrator's): the most extra NICs of any
+        machine. The stack creates them once; GKE, Slurm and the VMs attach to the same networks."""
+        return _networks_for(self.slices.values())
+
+    @property
+    def gke_gpudirect_networks(self) -> int:
+        """How many of those networks GKE's own node pools use (GKE's multi-networking objects)."""
+        return _networks_for(self.gke_slices.values())
 
     def placeholder_images(self) -> list[str]:
         """Release images still at the all-zero digest (not built yet)."""
@@ -371,3 +497,7 @@ class Environment(Model):
     @property
     def registry_url(self) -> str:
         return f"{self.registry.host(self.region)}/{self.project}/{self.registry.repository}"
+
+
+def _networks_for(specs: Iterable[SliceSpec]) -> int:
+    return max((s.slice.gpudirect.extra_nics for s in specs if s.slice.gpudirect), default=0)

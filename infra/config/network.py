@@ -28,6 +28,15 @@ class Network(Model):
     # whose machine has extra NICs exists.
     gpudirect_cidr: Cidr | None = None
 
+    def subnet_name(self, region: str) -> str:
+        """The name of the VPC's one subnet (GKE's nodes, the Slurm cluster, the VMs)."""
+        return f"{self.name}-{region}"
+
+    def gpudirect_names(self, region: str, count: int) -> list[tuple[str, str]]:
+        """(network, subnetwork) names of the GPUDirect NICs 1..count: `<vpc>-gpu-<n>`, `<vpc>-gpu-<n>-<region>`.
+        GKE's node pools, the Slurm nodes and the VMs attach NIC n to the same network."""
+        return [(f"{self.name}-gpu-{n}", f"{self.name}-gpu-{n}-{region}") for n in range(1, count + 1)]
+
     def gpudirect_subnets(self, count: int) -> list[str]:
         """The /24 ranges of the first `count` GPUDirect networks (1-based: the n-th /24 is network n)."""
         assert self.gpudirect_cidr is not None

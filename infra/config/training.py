@@ -28,10 +28,9 @@ class Training(Model):
     max_failures: int = Field(default=3, ge=0)
 
 
-class NcclTest(Model):
-    """The NCCL all-gather test JobSet: proves a GPU slice's nodes talk at full bandwidth."""
+class NcclCheck(Model):
+    """The NCCL all-gather test: proves a GPU slice's nodes talk at full bandwidth (wherever it runs)."""
 
-    slice: Name
     # Bus bandwidth (GB/s per GPU) of the largest message below which the test fails.
     # About 185-190 is healthy on A3 Mega over two nodes; no A3 node moves more than its NICs' 1,600 Gbps
     # (200 GB/s: https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth), so a higher gate always fails.
@@ -42,14 +41,25 @@ class NcclTest(Model):
     run: int = Field(default=1, ge=1)
 
 
-class GpuTraining(Model):
-    """A JobSet that trains the canary with JAX on a GPU slice, one process per node."""
+class NcclTest(NcclCheck):
+    """The NCCL all-gather test JobSet on a slice of the cluster."""
 
     slice: Name
+
+
+class TrainerRun(Model):
+    """The trainer on a GPU slice, one process per node, checkpoints in a bucket (wherever it runs)."""
+
     image: Name
     bucket: Name
     steps: int = Field(ge=1)
     run: int = Field(default=1, ge=1)
+
+
+class GpuTraining(TrainerRun):
+    """A JobSet that trains the canary with JAX on a GPU slice, one process per node."""
+
+    slice: Name
 
 
 class Batch(Model):

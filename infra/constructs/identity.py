@@ -133,3 +133,58 @@ class WorkloadIdentity(Construct):
                 member=member,
                 depends_on=after_cluster if mode == "direct" else None,
             )
+
+
+# What each Slurm-GCP account needs (SchedMD/slurm-gcp terraform/modules/slurm_sa_iam/main.tf, the v5
+# roles less Pub/Sub, which Slurm-GCP 6 no longer uses, and BigQuery, for job accounting the cluster
+# does not export): the controller creates and deletes the nodes; every host writes logs and metrics.
+SLURM_HOST_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
+SLURM_CONTROLLER_ROLES = ("roles/compute.instanceAdmin.v1",)
+
+
+class SlurmServiceAccounts(Construct):
+    """The Slurm cluster's two accounts: `slurm-<name>-ctl` for the controller, `slurm-<name>` for login and
+    compute nodes.
+
+    The node account may write to the cluster's bucket (mounted on every node) and read the registry
+    (granted by the registry construct); the controller may create instances that run as the node
+    account (iam.serviceAccountUser on that account only) and manage instances in the project.
+    """
+
+    def __init__(self, scope: Construct, id_: str, *, project: str, name: str, bucket: tuple[str, str]) -> None:
+        super().__init__(scope, id_)
+        account = google("service_account")
+        self.controller = account.ServiceAccount(
+            self, "controller", project=project, account_id=f"slurm-{name}-ctl", display_name=f"Slurm {name} controller"
+        )
+        self.nodes = account.ServiceAccount(
+            self, "nodes", project=project, account_id=f"slurm-{name}", display_name=f"Slurm {name} login and compute"
+        )
+        iam = google("project_iam_member")
+        for who, sa, roles in (
+            ("controller", self.controller, SLURM_HOST_ROLES + SLURM_CONTROLLER_ROLES),
+            ("nodes", self.nodes, SLURM_HOST_ROLES),
+        ):
+            for role in roles:
+                iam.ProjectIamMember(
+                    self,
+                    f"{who}-{role.rsplit('/', 1)[-1]}",
+                    project=project,
+                    role=role,
+                    member=f"serviceAccount:{sa.email}",
+                )
+        google("service_account_iam_member").ServiceAccountIamMember(
+            self,
+            "controller-acts-as-nodes",
+            service_account_id=self.nodes.name,
+            role="roles/iam.serviceAccountUser",
+            member=f"serviceAccount:{self.controller.email}",
+        )
+        bucket_name, role = bucket
+        google("storage_bucket_iam_member").StorageBucketIamMember(
+            self, "bucket", bucket=bucket_name, role=role, member=f"serviceAccount:{self.nodes.email}"
+        )
+
+    @property
+    def node_member(self) -> str:
+        return f"serviceAccount:{self.nodes.email}"

@@ -23,6 +23,7 @@ class Network(Construct):
         project: str,
         region: str,
         name: str,
+        subnet_name: str,
         subnet_cidr: str,
         pods_cidr: str,
         services_cidr: str,
@@ -42,7 +43,7 @@ class Network(Construct):
             "subnet",
             project=project,
             region=region,
-            name=f"{name}-{region}",
+            name=subnet_name,
             network=self.vpc.id,
             ip_cidr_range=subnet_cidr,
             private_ip_google_access=True,
@@ -81,11 +82,6 @@ class Network(Construct):
         )
 
 
-def gpudirect_names(name: str, region: str, count: int) -> list[tuple[str, str]]:
-    """(network, subnetwork) names of the GPUDirect NICs 1..count: `<vpc>-gpu-<n>`, `<vpc>-gpu-<n>-<region>`."""
-    return [(f"{name}-gpu-{n}", f"{name}-gpu-{n}-{region}") for n in range(1, count + 1)]
-
-
 class GpuDirectNetworks(Construct):
     """The extra VPC networks of GPUDirect (TCPX: 4, TCPXO: 8), one subnet each.
 
@@ -96,11 +92,12 @@ class GpuDirectNetworks(Construct):
 
     MTU = 8244
 
-    def __init__(self, scope: Construct, id_: str, *, project: str, region: str, name: str, subnets: list[str]) -> None:
+    def __init__(
+        self, scope: Construct, id_: str, *, project: str, region: str, names: list[tuple[str, str]], subnets: list[str]
+    ) -> None:
         super().__init__(scope, id_)
         self.networks = []
         self.subnets = []
-        names = gpudirect_names(name, region, len(subnets))
         for n, ((net_name, subnet_name), cidr) in enumerate(zip(names, subnets, strict=True), start=1):
             vpc = google("compute_network").ComputeNetwork(
                 self,
@@ -162,5 +159,46 @@ class ControlPlaneWebhooks(Construct):
             priority=1000,
             source_ranges=[master_cidr],
             allow=[firewall.ComputeFirewallAllow(protocol="tcp", ports=[str(p) for p in sorted(set(ports))])],
+            log_config={"metadata": "INCLUDE_ALL_METADATA"},
+        )
+
+
+# Identity-Aware Proxy's TCP forwarding range: `gcloud compute ssh --tunnel-through-iap` reaches hosts without
+# public IPs from it (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
+IAP_RANGE = "35.235.240.0/20"
+
+
+class SlurmFirewall(Construct):
+    """What the Slurm cluster's hosts need of the VPC, whose ingress is otherwise denied: each other on every
+    port (slurmctld, slurmd, srun's steps, NFS from the controller), and SSH through IAP for the users of its
+    login node. Its hosts carry the network tag `tag` (the blueprint sets it on every host)."""
+
+    def __init__(self, scope: Construct, id_: str, *, project: str, network: str, name: str, tag: str) -> None:
+        super().__init__(scope, id_)
+        firewall = google("compute_firewall")
+        firewall.ComputeFirewall(
+            self,
+            "internal",
+            project=project,
+            name=f"{name}-{tag}-internal",
+            network=network,
+            direction="INGRESS",
+            priority=1000,
+            source_tags=[tag],
+            target_tags=[tag],
+            allow=[firewall.ComputeFirewallAllow(protocol=p) for p in ("tcp", "udp", "icmp")],
+            log_config={"metadata": "INCLUDE_ALL_METADATA"},
+        )
+        firewall.ComputeFirewall(
+            self,
+            "iap-ssh",
+            project=project,
+            name=f"{name}-{tag}-iap-ssh",
+            network=network,
+            direction="INGRESS",
+            priority=1000,
+            source_ranges=[IAP_RANGE],
+            target_tags=[tag],
+            allow=[firewall.ComputeFirewallAllow(protocol="tcp", ports=["22"])],
             log_config={"metadata": "INCLUDE_ALL_METADATA"},
         )

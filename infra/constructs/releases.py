@@ -9,11 +9,10 @@ from typing import Any
 from constructs import Construct
 
 from infra import upstream
-from infra.accelerators import Slice
+from infra.accelerators import GPU_HOSTS, Slice, nccl_env
 from infra.bindings import helm
 from infra.charts import local_chart_versions
 from infra.config import Environment
-from infra.constructs.network import gpudirect_names
 from infra.controllers import CONTROLLERS
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
@@ -70,9 +69,9 @@ def gpudirect_network_names(count: int) -> list[str]:
 
 def gpu_networking_values(env: Environment) -> dict[str, Any]:
     """Values of the gpu-networking chart: one GKE Network per GPUDirect VPC, installers per transport."""
-    vpcs = gpudirect_names(env.network.name, env.region, env.gpudirect_networks)
+    vpcs = env.network.gpudirect_names(env.region, env.gke_gpudirect_networks)
     transports: dict[str, dict[str, Any]] = {}
-    for spec in env.slices.values():
+    for spec in env.gke_slices.values():
         direct = spec.slice.gpudirect
         if direct is None:
             continue
@@ -150,6 +149,7 @@ def _gpu_pod_values(env: Environment, key: str, nodes: int) -> dict[str, Any]:
             "transport": direct.transport,
             "daemonImage": direct.daemon_image,
             "networks": gpudirect_network_names(direct.extra_nics),
+            "ncclEnv": nccl_env(direct, GPU_HOSTS["gke"]),
         },
     }
 

@@ -157,6 +157,7 @@ def where(obj: dict[str, Any]) -> str:
 
 # Importing the rule modules registers their rules: RULES is complete once `infra.rules` is imported.
 from infra.rules import (  # noqa: E402, F401
+    cluster_toolkit,
     compute_engine,
     controller_objects,
     crd_cel,

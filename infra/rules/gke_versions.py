@@ -72,7 +72,7 @@ def support_warnings(env: Environment) -> list[str]:
 def features_used(env: Environment) -> dict[str, str]:
     """GKE feature (a key of `gke_versions.FEATURES`) -> the field of `env` that uses it."""
     used: dict[str, str] = {}
-    for key, spec in env.slices.items():
+    for key, spec in env.gke_slices.items():  # the node pools GKE runs (not Slurm's)
         accelerator = {"v6e": "tpu-v6e", "tpu7x": "tpu7x", "a3-mega": "a3-mega-tcpxo"}.get(spec.accelerator)
         if accelerator:
             used.setdefault(accelerator, f"slices.{key}.accelerator")

@@ -11,8 +11,15 @@ from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment
 from infra.constructs.apis import ProjectApis
 from infra.constructs.cluster import GkeCluster
-from infra.constructs.identity import Namespaces, NodeServiceAccount, WorkloadIdentity
-from infra.constructs.network import PODS_RANGE, SERVICES_RANGE, ControlPlaneWebhooks, GpuDirectNetworks, Network
+from infra.constructs.identity import Namespaces, NodeServiceAccount, SlurmServiceAccounts, WorkloadIdentity
+from infra.constructs.network import (
+    PODS_RANGE,
+    SERVICES_RANGE,
+    ControlPlaneWebhooks,
+    GpuDirectNetworks,
+    Network,
+    SlurmFirewall,
+)
 from infra.constructs.node_pools import SYSTEM_POOL, CpuNodePool, SliceNodePool
 from infra.constructs.providers import Providers
 from infra.constructs.registry import DockerRepository
@@ -29,6 +36,7 @@ from infra.constructs.serving import release_name, serving_values
 from infra.constructs.storage import Bucket
 from infra.controllers import CONTROLLERS, ENGINE_CONTROLLER
 from infra.gcp_apis import PLATFORM_APIS
+from infra.slurm.blueprint import node_tag as slurm_node_tag
 
 
 def stack_name(env: Environment) -> str:
@@ -55,6 +63,7 @@ class PlatformStack(TerraformStack):
             project=env.project,
             region=env.region,
             name=env.network.name,
+            subnet_name=env.network.subnet_name(env.region),
             subnet_cidr=env.network.subnet_cidr,
             pods_cidr=env.network.pods_cidr,
             services_cidr=env.network.services_cidr,
@@ -67,7 +76,7 @@ class PlatformStack(TerraformStack):
                 "gpudirect",
                 project=env.project,
                 region=env.region,
-                name=env.network.name,
+                names=env.network.gpudirect_names(env.region, env.gpudirect_networks),
                 subnets=env.network.gpudirect_subnets(env.gpudirect_networks),
             )
             gpu_nics = [(n.name, s.name) for n, s in zip(gpudirect.networks, gpudirect.subnets, strict=True)]
@@ -89,7 +98,7 @@ class PlatformStack(TerraformStack):
             deletion_protection=env.cluster.deletion_protection,
             workload_pool=env.workload_pool,
             labels=env.labels,
-            multi_networking=bool(gpu_nics),
+            multi_networking=bool(env.gke_gpudirect_networks),
         )
         cluster = gke.cluster
         providers.connect(cluster)
@@ -139,7 +148,7 @@ class PlatformStack(TerraformStack):
                 metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
                 extra_networks=gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
             )
-            for key, spec in env.slices.items()
+            for key, spec in env.gke_slices.items()
         }
         for key, cpu in env.cpu_pools.items():
             CpuNodePool(
@@ -174,6 +183,28 @@ class PlatformStack(TerraformStack):
             )
             for key, spec in env.buckets.items()
         }
+        # The Slurm cluster's accounts and firewall rules (its VMs come from `gcluster deploy` of the blueprint
+        # `make plan` writes, infra/slurm/blueprint.py, which tags every host with the same tag).
+        if env.slurm is not None:
+            SlurmFirewall(
+                self,
+                "slurm-firewall",
+                project=env.project,
+                network=network.vpc.id,
+                name=env.network.name,
+                tag=slurm_node_tag(env),
+            )
+        slurm = (
+            SlurmServiceAccounts(
+                self,
+                "slurm-identity",
+                project=env.project,
+                name=env.slurm.name,
+                bucket=(buckets[env.slurm.bucket].bucket.name, "roles/storage.objectUser"),
+            )
+            if env.slurm is not None
+            else None
+        )
         registry = DockerRepository(
             self,
             "registry",
@@ -182,7 +213,9 @@ class PlatformStack(TerraformStack):
             repository_id=env.registry.repository,
             delete_untagged_after_days=env.registry.cleanup.delete_untagged_after_days,
             keep_recent_versions=env.registry.cleanup.keep_recent_versions,
-            readers=[nodes.member] + ([pathways_nodes.member] if pathways_nodes else []),
+            readers=[nodes.member]
+            + ([pathways_nodes.member] if pathways_nodes else [])
+            + ([slurm.node_member] if slurm else []),
             protect=env.registry.protect,
         )
 
@@ -282,7 +315,7 @@ class PlatformStack(TerraformStack):
 
     def _gpu_releases(self, env: Environment, identities: dict, controllers: dict, pools: list) -> None:
         """GPUDirect networking (once every pool exists), Kueue's queues and the GPU JobSets."""
-        if env.gpudirect_networks:
+        if env.gke_gpudirect_networks:
             ChartRelease(
                 self,
                 "gpu-networking",

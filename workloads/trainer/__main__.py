@@ -5,7 +5,10 @@
   run     inside the cluster: train a recipe on an environment's slice
   args    print the MaxText arguments a recipe gets on an environment's slice
   submit  submit `run` to the Ray cluster's job API
-  jobset  one process of a JobSet (GPU slices): join the JAX process group, train the canary
+  jobset  one process of a JobSet (GPU slices on GKE): join the JAX process group, train the canary
+  slurm   one task of a Slurm job step: the same, its place in the group read from Slurm's environment
+  vertex  one replica of a Vertex AI custom job: the same, from its CLUSTER_SPEC
+  gce     one VM of a Compute Engine group: the same, from the group's hosts (PLATFORM_HOSTS)
 
 Every command prints one JSON object as its last line of output.
 """
@@ -27,6 +30,7 @@ from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.load import load_environment
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
 from workloads.logs import configure
+from workloads.trainer.discovery import ORCHESTRATORS, DiscoveryError, ProcessGroup, discover, from_jobset
 from workloads.trainer.recipes import Recipe, RecipeError, get_recipe
 
 LOG = logging.getLogger("workloads.trainer")
@@ -160,32 +164,41 @@ def run_local_maxtext(
     }
 
 
-def run_jobset_process(
-    *, coordinator: str, processes: int, process_id: int, steps: int, checkpoint_dir: str, mesh: dict[str, int]
-) -> dict[str, Any]:
-    """One process of a multi-node JobSet: join the JAX process group, train the canary to step `steps`.
+def run_process(group: ProcessGroup, *, steps: int, checkpoint_dir: str, mesh: dict[str, int]) -> dict[str, Any]:
+    """One process of a multi-node job: join the JAX process group, train the canary to step `steps`.
 
-    JobSet gives every pod a stable DNS name and its index (JOB_COMPLETION_INDEX);
-    pod 0 is the coordinator. `steps` is the run's last step, so a restarted
-    JobSet resumes from the latest checkpoint towards the same end. On CPU
-    (JAX_PLATFORMS=cpu, used by the tests) the group's collectives go over gloo.
+    Every orchestrator says where the process stands its own way (`workloads.trainer.discovery`); from there
+    the run is the same. `steps` is the run's last step, so a restarted job resumes from the latest checkpoint
+    towards the same end. On CPU (JAX_PLATFORMS=cpu, used by the tests) the group's collectives go over gloo.
     """
     import jax
 
     from workloads.trainer.canary.train import CanaryConfig, train
 
-    if not 0 <= process_id < processes:
-        raise ValueError(f"--process-id {process_id} is outside 0..{processes - 1}")
-    if processes > 1:
+    LOG.info(
+        "process group",
+        extra={
+            "orchestrator": group.orchestrator,
+            "coordinator": group.coordinator,
+            "processes": group.processes,
+            "process_id": group.process_id,
+        },
+    )
+    if group.processes > 1:
         if os.environ.get("JAX_PLATFORMS") == "cpu":
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(coordinator, processes, process_id)
+        jax.distributed.initialize(group.coordinator, group.processes, group.process_id)
     try:
         summary = train(CanaryConfig(checkpoint_dir=checkpoint_dir, end_step=steps, mesh=mesh))
     finally:
-        if processes > 1:
+        if group.processes > 1:
             jax.distributed.shutdown()
-    return {**summary, "process_id": process_id, "processes": processes}
+    return {
+        **summary,
+        "process_id": group.process_id,
+        "processes": group.processes,
+        "orchestrator": group.orchestrator,
+    }
 
 
 def _mesh_arg(text: str) -> dict[str, int]:
@@ -333,30 +346,36 @@ def main(argv: list[str] | None = None) -> int:
         if name == "submit":
             p.add_argument("--address", default=os.environ.get("RAY_ADDRESS", "http://127.0.0.1:8265"))
             p.add_argument("--submission-id", default=None)
-    jobset = sub.add_parser("jobset", help="one process of a multi-node JobSet: train the canary")
-    jobset.add_argument("--coordinator", required=True, help="host:port of process 0")
-    jobset.add_argument("--processes", type=int, required=True)
-    jobset.add_argument("--process-id", type=int, required=True)
-    jobset.add_argument("--steps", type=int, required=True, help="the run's last step (a restart resumes towards it)")
-    jobset.add_argument("--checkpoint-dir", required=True)
-    jobset.add_argument("--mesh", type=_mesh_arg, default=_mesh_arg("data=1,fsdp=-1,tensor=1"))
+    for name, helptext in (
+        ("jobset", "one process of a multi-node JobSet (its index from JOB_COMPLETION_INDEX): train the canary"),
+        ("slurm", "one task of a Slurm job step (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST): train the canary"),
+        ("vertex", "one replica of a Vertex AI custom job (CLUSTER_SPEC): train the canary"),
+        ("gce", "one VM of a Compute Engine group (PLATFORM_HOSTS, its hostname): train the canary"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        if name == "jobset":
+            p.add_argument("--coordinator", required=True, help="host:port of process 0")
+            p.add_argument("--processes", type=int, required=True)
+            p.add_argument("--process-id", type=int, default=None, help="default: JOB_COMPLETION_INDEX")
+        p.add_argument("--steps", type=int, required=True, help="the run's last step (a restart resumes towards it)")
+        p.add_argument("--checkpoint-dir", required=True)
+        p.add_argument("--mesh", type=_mesh_arg, default=_mesh_arg("data=1,fsdp=-1,tensor=1"))
     args = parser.parse_args(argv)
-    in_cluster = args.command in ("run", "jobset")
+    in_cluster = args.command in ("run", *ORCHESTRATORS)
     if in_cluster:
         # In the cluster: one JSON line per event, as Cloud Logging reads them.
         configure()
         LOG.info("trainer starting", extra={"command": args.command, "argv": sys.argv[1:]})
     started = time.monotonic()
     try:
-        if args.command == "jobset":
-            out = run_jobset_process(
-                coordinator=args.coordinator,
-                processes=args.processes,
-                process_id=args.process_id,
-                steps=args.steps,
-                checkpoint_dir=args.checkpoint_dir,
-                mesh=args.mesh,
-            )
+        if args.command in ORCHESTRATORS:
+            if args.command == "jobset" and args.process_id is not None:
+                group = ProcessGroup(args.coordinator, args.processes, args.process_id, "jobset")
+            elif args.command == "jobset":
+                group = from_jobset(os.environ, coordinator=args.coordinator, processes=args.processes)
+            else:
+                group = discover(args.command, os.environ)
+            out = run_process(group, steps=args.steps, checkpoint_dir=args.checkpoint_dir, mesh=args.mesh)
         elif args.command == "local":
             if args.steps < 1:
                 parser.error(f"--steps must be at least 1, got {args.steps}")
@@ -387,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             out = _run_in_cluster(args)
         else:
             out = _submit(args)
-    except (ConfigError, RecipeError, ValueError) as err:
+    except (ConfigError, RecipeError, DiscoveryError, ValueError) as err:
         if in_cluster:
             LOG.error("trainer refused", extra={"error": str(err)})
         print(f"error: {err}", file=sys.stderr)

@@ -87,35 +87,19 @@ devices.gke.io/container.{{ .transport }}-daemon: |
 {{- end }}
 {{- end -}}
 
-{{- /* NCCL settings of the transport. TCPXO reads the rest from the plugin's
-  nccl-env-profile.sh, which the main command sources. */}}
+{{- /* NCCL settings: the transport's, derived by the platform for a GKE pod (infra/accelerators.py
+  nccl_env); TCPXO's main command sources the plugin's nccl-env-profile.sh for the rest. */}}
 {{- define "gpu-jobset.env" -}}
 - name: LD_LIBRARY_PATH
   value: /usr/local/nvidia/lib64
+{{- with .Values.gpudirect }}
+{{- range $name, $value := .ncclEnv }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- else }}
 - name: NCCL_LIB_DIR
   value: /usr/local/nvidia/lib64
-{{- with .Values.gpudirect }}
-{{- if eq .transport "tcpxo" }}
-- name: NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY
-  value: /dev/aperture_devices
-{{- else }}
-- {name: NCCL_SOCKET_IFNAME, value: eth0}
-- {name: NCCL_CROSS_NIC, value: "0"}
-- {name: NCCL_ALGO, value: Ring}
-- {name: NCCL_PROTO, value: Simple}
-- {name: NCCL_NSOCKS_PERTHREAD, value: "4"}
-- {name: NCCL_SOCKET_NTHREADS, value: "1"}
-- {name: NCCL_DYNAMIC_CHUNK_SIZE, value: "524288"}
-- {name: NCCL_P2P_NET_CHUNKSIZE, value: "524288"}
-- {name: NCCL_P2P_PCI_CHUNKSIZE, value: "524288"}
-- {name: NCCL_P2P_NVL_CHUNKSIZE, value: "1048576"}
-- {name: NCCL_BUFFSIZE, value: "4194304"}
-- {name: NCCL_NET_GDR_LEVEL, value: PIX}
-- {name: NCCL_GPUDIRECTTCPX_SOCKET_IFNAME, value: {{ include "gpu-jobset.tcpxIfaces" $ | quote }}}
-- {name: NCCL_GPUDIRECTTCPX_CTRL_DEV, value: eth0}
-- {name: NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX, value: /run/tcpx}
-- {name: NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS, value: "500000"}
-{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -158,10 +142,4 @@ devices.gke.io/container.{{ .transport }}-daemon: |
   emptyDir: {}
 {{- end }}
 {{- end }}
-{{- end -}}
-
-{{- define "gpu-jobset.tcpxIfaces" -}}
-{{- $ifaces := list }}
-{{- range $i, $_ := .Values.gpudirect.networks }}{{ $ifaces = append $ifaces (printf "eth%d" (add1 $i)) }}{{ end }}
-{{- join "," $ifaces }}
 {{- end -}}

@@ -1,0 +1,479 @@
+"""The environment's Slurm cluster as a Cluster Toolkit blueprint and deployment file (`gcluster deploy`).
+
+Derived from the same environment and catalogue as the platform stack, and reusing what that stack creates:
+its VPC and subnet (`modules/network/pre-existing-vpc`), the GPUDirect networks (each partition's nodes get one
+gVNIC per network, as GKE's node pools do), the cluster's bucket (mounted with gcsfuse at /gcs/<key>), the
+registry (read by the nodes' service account), the service accounts and the firewall rules
+(`infra.constructs.identity.SlurmServiceAccounts`, `infra.constructs.network.SlurmFirewall`). Terraform state goes
+to the environment's state bucket.
+
+Modelled on Cluster Toolkit's A3 Mega Slurm example at the pinned release
+(examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml @ v1.95.0). Where it differs, on purpose:
+- the network, GPU networks and bucket are the platform's, not created again (pre-existing-vpc,
+  pre-existing-network-storage, explicit `additional_networks`), and no Managed Lustre home (36 TiB): /home is the
+  controller's NFS export, as in Slurm-GCP's default;
+- nodes are dynamic where the capacity allows (an idle partition holds no GPU), with DWS flex-start, spot or a
+  reservation from the slice's capacity; DWS flex turns compact placement off, as the nodeset's own validator
+  requires for A3 Mega (the example leaves it on, which gcluster refuses once flex-start is switched on);
+- the receive-data-path manager prolog is rendered from the catalogue's pinned TCPXO pair, not downloaded from
+  Slurm-GCP's branch head at boot; nccl-tests is built at a pinned release;
+- Slurm's own authentication (MUNGE support ends), no public IPs (Cloud NAT of the platform's VPC), every host
+  on the platform's least-privilege service accounts;
+- the Packer build VM is a C3 (not N-series, as the example requires), with no external IP: its startup script
+  needs no SSH, and it reaches the internet through the platform's Cloud NAT.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.accelerators import Slice
+from infra.cluster_toolkit import GOOGLE_PROVIDER_VERSION, SLURM_BASE_IMAGE, SLURM_GCP_REF
+from infra.config import Environment
+from infra.config.slurm import SlurmPartition
+from infra.slurm import jobs as slurm_jobs
+
+CLOUD_PLATFORM = ["https://www.googleapis.com/auth/cloud-platform"]
+IMAGE_BUILD_MACHINE = "c3-standard-8"
+LOCAL_SSD = "/mnt/localssd"
+SLURM_ADM = "/opt/apps/adm/slurm"
+# Slurm-GCP's controller template that gives prologs and epilogs 600 s (PrologEpilogTimeout) instead of the
+# default: the receive-data-path manager's prolog pulls two images and waits for the daemon
+# (community/modules/scheduler/schedmd-slurm-gcp-v6-controller/etc/long-prolog-slurm.conf.tpl @ v1.95.0).
+LONG_PROLOG_TEMPLATE = (
+    "../_modules/embedded/community/modules/scheduler/schedmd-slurm-gcp-v6-controller/etc/long-prolog-slurm.conf.tpl"
+)
+# How long the prolog waits for the receive-data-path manager: below the template's PrologEpilogTimeout=600
+# (read in the toolkit's repository at v1.95.0; the template is not among the pinned interface files).
+RXDM_WAIT_S = 300
+
+
+def node_tag(env: Environment) -> str:
+    """The network tag of every host of the Slurm cluster (the platform's firewall rules name it)."""
+    assert env.slurm is not None
+    return f"slurm-{env.slurm.name}"
+
+
+def node_service_account(env: Environment) -> str:
+    assert env.slurm is not None
+    return f"slurm-{env.slurm.name}@{env.project}.iam.gserviceaccount.com"
+
+
+def controller_service_account(env: Environment) -> str:
+    assert env.slurm is not None
+    return f"slurm-{env.slurm.name}-ctl@{env.project}.iam.gserviceaccount.com"
+
+
+def image_family(env: Environment) -> str:
+    assert env.slurm is not None
+    return f"{env.slurm.name}-node"
+
+
+def nodeset_id(partition: str) -> str:
+    """The nodeset module's id: Slurm-GCP names the nodeset after it, keeping a-z and 0-9, at most 14
+    (schedmd-slurm-gcp-v6-nodeset main.tf: substr(replace(var.name, "/[^a-z0-9]/", ""), 0, 14))."""
+    return partition.replace("-", "_")
+
+
+def nodeset_name(partition: str) -> str:
+    return "".join(c for c in nodeset_id(partition) if c.isascii() and (c.islower() or c.isdigit()))[:14]
+
+
+def slurm_zone(env: Environment) -> str:
+    """The deployment's zone: the first partition's slice's."""
+    assert env.slurm is not None
+    first = next(iter(env.slurm.partitions.values()))
+    return env.zone_of(first.slice)
+
+
+def literal(text: str) -> str:
+    """`text` as a blueprint string that gcluster takes literally: it reads every `$(` as an expression
+    (`$(vars.x)`, `$(module.output)`), so a shell's `$(...)` is written `\\$(` (pkg/config/expression.go)."""
+    return text.replace("$(", "\\$(")
+
+
+def _runner(kind: str, destination: str, content: str) -> dict[str, str]:
+    return {"type": kind, "destination": destination, "content": literal(content)}
+
+
+def rxdm_prolog(slice_: Slice) -> str:
+    """The partition's prolog and epilog (one script, by name): the TCPXO plugin installer and the
+    receive-data-path manager of the catalogue's pinned pair, for jobs on more than one node; the epilog stops
+    it. The steps are Slurm-GCP's (tools/prologs-epilogs/receive-data-path-manager-mega); the images are ours.
+    Not run on a VM here."""
+    direct = slice_.gpudirect
+    assert direct is not None
+    registry = direct.installer_image.split("/", 1)[0]
+    return f"""#!/bin/bash
+# GPUDirect-{direct.transport.upper()} for a job on this node: {direct.installer_image.rsplit("/", 1)[-1]} and
+# {direct.daemon_image.rsplit("/", 1)[-1]} (infra/accelerators.py). Installed as the partition's prolog and epilog.
+set -euo pipefail
+name="rxdm-${{SLURM_JOB_ID}}"
+if [[ "$0" == *epilog* ]]; then
+  docker container stop "$name" >/dev/null 2>&1 || true
+  exit 0
+fi
+[ "${{SLURM_JOB_NUM_NODES:-1}}" -gt 1 ] || exit 0
+modprobe import-helper
+gcloud auth configure-docker --quiet {registry}
+rm -rf {slurm_jobs.HOST.plugin_dir}
+docker run --rm --network=host -v /var/lib:/var/lib {direct.installer_image} install --install-nccl
+echo "export NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY=/dev/aperture_devices" \\
+  >> {slurm_jobs.HOST.plugin_dir}/nccl-env-profile.sh
+docker run --detach --rm --name "$name" --cap-add=NET_ADMIN --network=host --privileged --gpus all \\
+  --volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64 \\
+  --volume /dev/dmabuf_import_helper:/dev/dmabuf_import_helper \\
+  --env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu \\
+  {direct.daemon_image} --num_hops=2 --num_nics={direct.extra_nics} --uid= --alsologtostderr
+for _ in $(seq {RXDM_WAIT_S // 5}); do
+  docker logs "$name" 2>&1 | grep -q "Buffer manager initialization complete" && exit 0
+  sleep 5
+done
+echo "the receive-data-path manager did not start within {RXDM_WAIT_S} s" >&2
+docker logs "$name" >&2 || true
+exit 1
+"""
+
+
+def _image_script(env: Environment) -> dict[str, Any]:
+    """The node image's build: Slurm-GCP at the pinned tag, the TCPXO host pieces, enroot on local SSD."""
+    slurm_vars = (
+        '{"reboot": false, "install_cuda": false, "install_ompi": true, "install_lustre": false, '
+        '"install_managed_lustre": false, "install_gcsfuse": true, "monitoring_agent": "cloud-ops", '
+        '"use_open_drivers": true}\n'
+    )
+    install_slurm = f"""#!/bin/bash
+# Slurm-GCP {SLURM_GCP_REF} (a tag, never a branch), as Cluster Toolkit's image build installs it.
+set -euo pipefail
+apt-get update
+apt-get install -y git
+ansible-pull -U https://github.com/GoogleCloudPlatform/slurm-gcp -C {SLURM_GCP_REF} \\
+  -i localhost, --limit localhost --connection=local -e @/var/tmp/slurm_vars.json ansible/playbook.yml
+"""
+    # The dmabuf import helper (DKMS) from Google's gpudirect-tcpxo repository, with the one-line source fix the
+    # toolkit's example applies for kernel 6.17; the aperture devices bind-mounted where TCPXO looks for them.
+    install_tcpxo = """#!/bin/bash
+set -euo pipefail
+echo "deb http://packages.cloud.google.com/apt apt-transport-artifact-registry-stable main" \\
+  > /etc/apt/sources.list.d/artifact-registry.list
+apt-get update
+apt-get install -y apt-transport-artifact-registry dkms
+echo "deb [arch=all trusted=yes] ar+https://us-apt.pkg.dev/projects/gce-ai-infra gpudirect-tcpxo-apt main" \\
+  > /etc/apt/sources.list.d/gpudirect-tcpxo.list
+apt-get update
+work=$(mktemp -d)
+(cd "$work" && apt-get download dmabuf-import-helper && dpkg-deb -x ./*.deb .)
+src=$(ls -d "$work"/usr/src/dmabuf-import-helper-*)
+version=${src##*-}
+rm -rf "/usr/src/dmabuf-import-helper-$version"
+mv "$src" /usr/src/
+sed -i 's/MODULE_IMPORT_NS(DMA_BUF)/MODULE_IMPORT_NS("DMA_BUF")/' \\
+  "/usr/src/dmabuf-import-helper-$version/import-helper.c"
+dkms add -m dmabuf-import-helper -v "$version" || true
+dkms build -m dmabuf-import-helper -v "$version"
+dkms install -m dmabuf-import-helper -v "$version"
+rm -rf "$work"
+"""
+    aperture_rule = (
+        'ACTION=="add", SUBSYSTEM=="pci", ATTR{vendor}=="0x1ae0", ATTR{device}=="0x0084", TAG+="systemd", '
+        'RUN+="/usr/bin/mkdir --mode=0755 -p /dev/aperture_devices", '
+        'RUN+="/usr/bin/systemd-mount --type=none --options=bind --collect %S/%p /dev/aperture_devices/%k", '
+        "RUN+=\"/usr/bin/bash -c '/usr/bin/chmod 0666 /dev/aperture_devices/%k/resource*'\"\n"
+    )
+    enroot = (
+        f"ENROOT_CONFIG_PATH     /etc/enroot/platform\n"
+        f"ENROOT_RUNTIME_PATH    {LOCAL_SSD}/${{UID}}/enroot/runtime\n"
+        f"ENROOT_CACHE_PATH      {LOCAL_SSD}/${{UID}}/enroot/cache\n"
+        f"ENROOT_DATA_PATH       {LOCAL_SSD}/${{UID}}/enroot/data\n"
+        f"ENROOT_TEMP_PATH       {LOCAL_SSD}/${{UID}}/enroot\n"
+    )
+    # enroot reads registry credentials from its config path; a command in it is run for every pull (the
+    # nodes' service account reads the platform's registry).
+    credentials = (
+        f"machine {env.registry.host(env.region)} login oauth2accesstoken password $(gcloud auth print-access-token)\n"
+    )
+    return {
+        "id": "image_script",
+        "source": "modules/scripts/startup-script",
+        "settings": {
+            # The runners live in the module's bucket; a host on its own service account must be let read it
+            # (modules/scripts/startup-script/variables.tf: bucket_viewers).
+            "bucket_viewers": [f"serviceAccount:{node_service_account(env)}"],
+            "install_ansible": True,
+            "enable_gpu_network_wait_online": True,
+            "docker": {"enabled": True, "world_writable": True},
+            "runners": [
+                _runner("data", "/var/tmp/slurm_vars.json", slurm_vars),
+                _runner("shell", "install_slurm.sh", install_slurm),
+                _runner("shell", "install_tcpxo_host.sh", install_tcpxo),
+                _runner("data", "/etc/udev/rules.d/00-a3-megagpu.rules", aperture_rule),
+                _runner("data", "/etc/enroot/enroot.conf", enroot),
+                _runner("data", "/etc/enroot/platform/.credentials", credentials),
+            ],
+        },
+    }
+
+
+def _capacity(env: Environment, partition: SlurmPartition) -> dict[str, Any]:
+    """The nodeset's provisioning from the slice's capacity (queued provisioning is refused at load)."""
+    capacity = env.slices[partition.slice].capacity
+    if capacity.type == "reservation":
+        return {"reservation_name": capacity.reservation}
+    if capacity.type == "spot":
+        return {"enable_spot_vm": True, "spot_instance_config": {"termination_action": "DELETE"}}
+    if capacity.type == "flex-start":
+        # The nodeset's validator: compact placement with DWS flex only on A3 Ultra, A4, H4D.
+        return {
+            "dws_flex": {"enabled": True, "max_run_duration": (capacity.max_run_hours or 0) * 3600},
+            "enable_placement": False,
+        }
+    return {}
+
+
+def _partition_modules(env: Environment, name: str, partition: SlurmPartition) -> list[dict[str, Any]]:
+    assert env.slurm is not None
+    slice_ = env.slices[partition.slice].slice
+    shape = slice_.shape
+    settings: dict[str, Any] = {
+        "node_count_static": partition.static_nodes,
+        "node_count_dynamic_max": slice_.hosts - partition.static_nodes,
+        "machine_type": slice_.machine_type,
+        "zone": env.zone_of(partition.slice),
+        "on_host_maintenance": "TERMINATE",
+        "bandwidth_tier": "gvnic_enabled",
+        "enable_public_ips": False,
+        "disk_type": "pd-ssd",
+        "disk_size_gb": 200,
+        "startup_script": "$(compute_startup.startup_script)",
+        "service_account_email": node_service_account(env),
+        "service_account_scopes": CLOUD_PLATFORM,
+        "tags": [node_tag(env)],
+        **_capacity(env, partition),
+    }
+    if shape.sockets:
+        # Hyper-threads on (the platform default), and Slurm's node line to match the machine.
+        settings["advanced_machine_features"] = {"threads_per_core": None}
+        settings["node_conf"] = {"CoresPerSocket": shape.vcpus // shape.sockets // 2, "ThreadsPerCore": 2}
+    if slice_.gpudirect is not None:
+        networks = env.network.gpudirect_names(env.region, slice_.gpudirect.extra_nics)
+        settings["additional_networks"] = [
+            {"network": net, "subnetwork": sub, "subnetwork_project": env.project, "nic_type": "GVNIC"}
+            for net, sub in networks
+        ]
+    nodeset = nodeset_id(name)
+    return [
+        {
+            "id": nodeset,
+            "source": "community/modules/compute/schedmd-slurm-gcp-v6-nodeset",
+            "use": ["network"],
+            "settings": settings,
+        },
+        {
+            "id": f"{nodeset}_partition",
+            "source": "community/modules/compute/schedmd-slurm-gcp-v6-partition",
+            "use": [nodeset],
+            "settings": {
+                "partition_name": name,
+                # Exclusive: each job gets its own nodes, deleted after it; static nodes need it off.
+                "exclusive": partition.static_nodes == 0,
+                "is_default": name == env.slurm.default_partition,
+                "suspend_time": partition.suspend_after_minutes * 60,
+                "partition_conf": {"ResumeTimeout": "900", "SuspendTimeout": "600", "OverSubscribe": "EXCLUSIVE"},
+            },
+        },
+    ]
+
+
+def _compute_startup(env: Environment) -> dict[str, Any]:
+    """Every compute node at boot: local SSD for containers, and slurmd only once the aperture devices exist."""
+    wait_for_aperture = f"""#!/bin/bash
+set -euo pipefail
+mkdir -p /etc/systemd/system/slurmd.service.d
+cat > /usr/local/bin/wait-for-aperture-devices.sh <<'EOF'
+#!/bin/bash
+# GPUDirect-TCPXO nodes only: wait up to 60 s for the aperture devices the udev rule mounts.
+lspci -d 1ae0:0084 | grep -q . || exit 0
+for _ in $(seq 30); do [ -n "$(ls -A /dev/aperture_devices 2>/dev/null)" ] && exit 0; sleep 2; done
+exit 1
+EOF
+chmod 0755 /usr/local/bin/wait-for-aperture-devices.sh
+printf '[Service]\\nExecCondition=/usr/local/bin/wait-for-aperture-devices.sh\\n' \\
+  > /etc/systemd/system/slurmd.service.d/aperture.conf
+systemctl daemon-reload
+mkdir -p {LOCAL_SSD}/enroot && chmod 1777 {LOCAL_SSD}/enroot
+"""
+    return {
+        "id": "compute_startup",
+        "source": "modules/scripts/startup-script",
+        "settings": {
+            "bucket_viewers": [f"serviceAccount:{node_service_account(env)}"],
+            "local_ssd_filesystem": {"mountpoint": LOCAL_SSD, "permissions": "1777"},
+            "docker": {
+                "enabled": True,
+                "world_writable": True,
+                "daemon_config": f'{{"data-root": "{LOCAL_SSD}/docker"}}',
+            },
+            "runners": [_runner("shell", "wait_for_aperture_devices.sh", wait_for_aperture)],
+        },
+    }
+
+
+def _controller_startup(env: Environment) -> dict[str, Any]:
+    """The controller at boot: each GPUDirect partition's prolog and epilog, and the cluster's batch jobs."""
+    assert env.slurm is not None
+    runners = []
+    links = []
+    for name, partition in env.slurm.partitions.items():
+        slice_ = env.slices[partition.slice].slice
+        if slice_.gpudirect is None:
+            continue
+        script = f"{SLURM_ADM}/scripts/rxdm-{name}"
+        runners.append(_runner("data", script, rxdm_prolog(slice_)))
+        for phase in ("prolog", "epilog"):
+            folder = f"{SLURM_ADM}/partition-{name}-{phase}_slurmd.d"
+            links.append(f"mkdir -p {folder} && ln -sf {script} {folder}/rxdm.{phase}_slurmd")
+        links.append(f"chmod 0755 {script}")
+    for file_name, content in slurm_jobs.jobs(env).items():
+        runners.append(_runner("data", f"{slurm_jobs.JOBS_DIR}/{file_name}", content))
+    install = "\n".join(["#!/bin/bash", "set -euo pipefail", *links, f"chmod -R a+rX {slurm_jobs.PLATFORM_DIR}"])
+    runners.append(_runner("shell", "install_platform_scripts.sh", install + "\n"))
+    return {
+        "id": "controller_startup",
+        "source": "modules/scripts/startup-script",
+        "settings": {"bucket_viewers": [f"serviceAccount:{controller_service_account(env)}"], "runners": runners},
+    }
+
+
+def blueprint(env: Environment) -> dict[str, Any]:
+    """The Cluster Toolkit blueprint of the environment's Slurm cluster."""
+    slurm = env.slurm
+    assert slurm is not None, f"environment {env.name!r} has no `slurm` section"
+    provider = {
+        "version": GOOGLE_PROVIDER_VERSION,
+        "configuration": {"project": "$(vars.project_id)", "region": "$(vars.region)", "zone": "$(vars.zone)"},
+    }
+    partitions = [m for name, p in slurm.partitions.items() for m in _partition_modules(env, name, p)]
+    return {
+        "blueprint_name": f"platform-{env.name}-slurm",
+        "vars": {
+            "slurm_cluster_name": slurm.name,
+            # Slurm's own authentication: Cluster Toolkit's controller marks MUNGE for removal on 2026-07-31.
+            "enable_slurm_auth": True,
+            "labels": dict(env.labels),
+            "instance_image": {"family": image_family(env), "project": "$(vars.project_id)"},
+        },
+        "terraform_providers": {
+            "google": {"source": "hashicorp/google", **provider},
+            "google-beta": {"source": "hashicorp/google-beta", **provider},
+        },
+        "deployment_groups": [
+            {
+                "group": "network",
+                "modules": [
+                    {
+                        "id": "network",
+                        "source": "modules/network/pre-existing-vpc",
+                        "settings": {
+                            "network_name": env.network.name,
+                            "subnetwork_name": env.network.subnet_name(env.region),
+                        },
+                    }
+                ],
+            },
+            {"group": "image-script", "modules": [_image_script(env)]},
+            {
+                "group": "image",
+                "modules": [
+                    {
+                        "id": "node_image",
+                        "source": "modules/packer/custom-image",
+                        "kind": "packer",
+                        "use": ["image_script", "network"],
+                        "settings": {
+                            "machine_type": IMAGE_BUILD_MACHINE,
+                            "source_image": SLURM_BASE_IMAGE["image"],
+                            "source_image_project_id": [SLURM_BASE_IMAGE["project"]],
+                            "image_family": image_family(env),
+                            "disk_size": 100,
+                            "omit_external_ip": True,
+                            "service_account_email": node_service_account(env),
+                            "service_account_scopes": CLOUD_PLATFORM,
+                            "tags": [node_tag(env)],
+                        },
+                    }
+                ],
+            },
+            {
+                "group": "cluster",
+                "modules": [
+                    {
+                        "id": "bucket",
+                        "source": "modules/file-system/pre-existing-network-storage",
+                        "settings": {
+                            "remote_mount": env.bucket_name(slurm.bucket),
+                            "local_mount": f"{slurm_jobs.GCS_MOUNT}/{slurm.bucket}",
+                            "fs_type": "gcsfuse",
+                            "mount_options": "defaults,_netdev,implicit_dirs,allow_other,file_mode=664,dir_mode=775",
+                        },
+                    },
+                    _compute_startup(env),
+                    *partitions,
+                    _controller_startup(env),
+                    {
+                        "id": "login",
+                        "source": "community/modules/scheduler/schedmd-slurm-gcp-v6-login",
+                        "use": ["network"],
+                        "settings": {
+                            "machine_type": slurm.login.machine_type,
+                            "disk_size_gb": slurm.login.disk_size_gb,
+                            "disk_type": slurm.login.disk_type,
+                            "enable_login_public_ips": False,
+                            "service_account_email": node_service_account(env),
+                            "service_account_scopes": CLOUD_PLATFORM,
+                            "tags": [node_tag(env)],
+                        },
+                    },
+                    {
+                        "id": "controller",
+                        "source": "community/modules/scheduler/schedmd-slurm-gcp-v6-controller",
+                        "use": [
+                            "network",
+                            *(f"{nodeset_id(name)}_partition" for name in slurm.partitions),
+                            "login",
+                            "bucket",
+                        ],
+                        "settings": {
+                            "machine_type": slurm.controller.machine_type,
+                            "disk_size_gb": slurm.controller.disk_size_gb,
+                            "disk_type": slurm.controller.disk_type,
+                            "enable_controller_public_ips": False,
+                            # Deletes the nodes Slurm created (not in Terraform's state) before the rest goes.
+                            "enable_cleanup_compute": True,
+                            "enable_external_prolog_epilog": True,
+                            "slurm_conf_tpl": LONG_PROLOG_TEMPLATE,
+                            "controller_startup_script": "$(controller_startup.startup_script)",
+                            "service_account_email": controller_service_account(env),
+                            "service_account_scopes": CLOUD_PLATFORM,
+                            "tags": [node_tag(env)],
+                        },
+                    },
+                ],
+            },
+        ],
+    }
+
+
+def deployment(env: Environment) -> dict[str, Any]:
+    """The deployment file: the environment's project, place and name, and Terraform state in its bucket
+    (gcluster gives each group the prefix <blueprint_name>/<deployment_name>/<group>)."""
+    slurm = env.slurm
+    assert slurm is not None
+    return {
+        "terraform_backend_defaults": {"type": "gcs", "configuration": {"bucket": env.state.bucket}},
+        "vars": {
+            "deployment_name": slurm.name,
+            "project_id": env.project,
+            "region": env.region,
+            "zone": slurm_zone(env),
+        },
+    }

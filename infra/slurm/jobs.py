@@ -1,0 +1,212 @@
+"""The Slurm cluster's batch jobs, generated from the environment: the NCCL all-gather gate and the trainer.
+
+Both are `sbatch` scripts. On the cluster they run in containers through Pyxis/enroot (`srun
+--container-image`), with the GPUDirect-TCPXO environment of the Slurm node image (its NIC names and the
+plugin's directory, `infra.accelerators.nccl_env` for an Ubuntu host), after the receive-data-path manager
+that the partition's prolog starts (`infra.slurm.blueprint`). The trainer finds its coordinator, process count
+and rank in Slurm's own environment (`python -m workloads.trainer slurm`). Tests run the same renderer's script
+on a one-node Slurm on this machine (tests/test_slurm_local.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra import upstream
+from infra.accelerators import GPU_HOSTS, Slice, nccl_env
+from infra.config import Environment
+
+CHECK_BANDWIDTH = (
+    Path(__file__).resolve().parents[2] / "workloads" / "charts" / "gpu-jobset" / "files" / "check-bandwidth.sh"
+)
+# Where the controller's startup writes the jobs: Slurm-GCP exports /opt/apps to every node over NFS.
+PLATFORM_DIR = "/opt/apps/platform"
+JOBS_DIR = f"{PLATFORM_DIR}/jobs"
+NCCL_TESTS_DIR = f"{PLATFORM_DIR}/nccl-tests-{upstream.NCCL_TESTS_TAG}"
+# Where the nodes mount the cluster's bucket (gcsfuse, Slurm-GCP's network storage).
+GCS_MOUNT = "/gcs"
+# The Slurm node image is an Ubuntu accelerator image: its NIC names and the TCPXO plugin's directory.
+HOST = GPU_HOSTS["ubuntu"]
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """What an sbatch script asks Slurm for, and the one command srun starts in every task."""
+
+    name: str
+    nodes: int
+    tasks_per_node: int
+    command: list[str]
+    partition: str | None = None
+    gpus_per_node: int = 0
+    exclusive: bool = False
+    container_image: str | None = None
+    container_mounts: tuple[str, ...] = ()
+    srun_options: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    # A profile sourced before `env` (the TCPXO plugin's nccl-env-profile.sh), shell run before srun, and after.
+    source: str | None = None
+    before: tuple[str, ...] = ()
+    log: str | None = None
+    after: tuple[str, ...] = ()
+    output: str = "%x-%j.out"
+
+
+def enroot_image(image: str) -> str:
+    """An image reference as Pyxis/enroot reads it: `<registry>#<path>` (enroot's registry separator)."""
+    registry, _, path = image.partition("/")
+    return f"{registry}#{path}"
+
+
+def _export(name: str, value: str) -> str:
+    # A value that extends a variable (`${LD_LIBRARY_PATH:-}`) is expanded; every other is taken literally.
+    return f'export {name}="{value}"' if "${" in value else f"export {name}={shlex.quote(value)}"
+
+
+def render(job: BatchJob) -> str:
+    """The sbatch script of `job`. It stops at the first failing command (`set -euo pipefail`), so the job's
+    state is its command's exit code, or the gate's that reads its log."""
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job.name}"]
+    if job.partition:
+        lines.append(f"#SBATCH --partition={job.partition}")
+    lines += [f"#SBATCH --nodes={job.nodes}", f"#SBATCH --ntasks-per-node={job.tasks_per_node}"]
+    if job.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
+    if job.exclusive:
+        lines.append("#SBATCH --exclusive")
+    lines += [f"#SBATCH --output={job.output}", "set -euo pipefail"]
+    if job.source:
+        lines.append(f"source {shlex.quote(job.source)}")
+    lines += [_export(name, value) for name, value in job.env.items()]
+    lines += list(job.before)
+    srun = ["srun", "--kill-on-bad-exit=1", *job.srun_options]
+    if job.container_image:
+        srun.append(f"--container-image={enroot_image(job.container_image)}")
+        if job.container_mounts:
+            srun.append(f"--container-mounts={','.join(job.container_mounts)}")
+        if job.env:
+            # Pyxis gives the container only the variables it is told to (Cluster Toolkit's run-nccl-tests.sh).
+            srun.append(f"--container-env={','.join(job.env)}")
+    line = " ".join(shlex.quote(part) for part in [*srun, *job.command])
+    lines.append(f'{line} 2>&1 | tee "{job.log}"' if job.log else line)
+    lines += list(job.after)
+    return "\n".join(lines) + "\n"
+
+
+def _tcpxo(slice_: Slice) -> tuple[str | None, dict[str, str], tuple[str, ...]]:
+    """(profile to source, NCCL environment, container mounts) of a GPUDirect job on the Slurm node image."""
+    direct = slice_.gpudirect
+    if direct is None:
+        return None, {}, ()
+    env = {**nccl_env(direct, HOST), "LD_LIBRARY_PATH": f"{HOST.plugin_dir}:${{LD_LIBRARY_PATH:-}}"}
+    mounts = (f"{HOST.plugin_dir}:{HOST.plugin_dir}", "/dev/aperture_devices:/dev/aperture_devices")
+    return f"{HOST.plugin_dir}/nccl-env-profile.sh", env, mounts
+
+
+def _partition_slice(env: Environment, partition: str) -> Slice:
+    assert env.slurm is not None
+    return env.slices[env.slurm.partitions[partition].slice].slice
+
+
+def _build_nccl_tests() -> tuple[str, ...]:
+    """Shell that builds nccl-tests (with MPI) once per cluster into the shared directory, at the pinned commit."""
+    build = " && ".join(
+        [
+            f"git clone --quiet --branch {upstream.NCCL_TESTS_TAG} {upstream.NCCL_TESTS_REPOSITORY} "
+            f"{NCCL_TESTS_DIR}.tmp",
+            f'test "$(git -C {NCCL_TESTS_DIR}.tmp rev-parse HEAD)" = {upstream.NCCL_TESTS_COMMIT}',
+            f"make -C {NCCL_TESTS_DIR}.tmp -j MPI=1 CC=mpicc CXX=mpicxx",
+            f"mv {NCCL_TESTS_DIR}.tmp {NCCL_TESTS_DIR}",
+        ]
+    )
+    srun = [
+        "srun",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--container-image={enroot_image(upstream.NCCL_TESTS_IMAGE)}",
+        f"--container-mounts={PLATFORM_DIR}:{PLATFORM_DIR}",
+        "bash",
+        "-c",
+        f"rm -rf {NCCL_TESTS_DIR}.tmp && {build}",
+    ]
+    return (f"if [ ! -x {NCCL_TESTS_DIR}/build/all_gather_perf ]; then", "  " + " ".join(map(shlex.quote, srun)), "fi")
+
+
+# Cluster Toolkit's A3 Mega test (run-nccl-tests.sh @ v1.95.0): 8 MB to 8 GB, doubling, 200 iterations.
+ALL_GATHER_ARGS = ("-b", "8M", "-e", "8G", "-f", "2", "-g", "1", "-w", "5", "--iters", "200")
+
+
+def nccl_test_job(env: Environment) -> BatchJob | None:
+    """The all-gather test over the partition's nodes, one task per GPU, gated by check-bandwidth.sh."""
+    slurm = env.slurm
+    if slurm is None or slurm.nccl_test is None:
+        return None
+    test = slurm.nccl_test
+    slice_ = _partition_slice(env, test.partition)
+    source, nccl, mounts = _tcpxo(slice_)
+    return BatchJob(
+        name=f"{env.name}-nccl-test",
+        partition=test.partition,
+        nodes=test.nodes or slice_.hosts,
+        tasks_per_node=slice_.chips_per_host,
+        gpus_per_node=slice_.chips_per_host,
+        exclusive=True,
+        container_image=upstream.NCCL_TESTS_IMAGE,
+        container_mounts=(*mounts, f"{PLATFORM_DIR}:{PLATFORM_DIR}"),
+        srun_options=("--mpi=pmi2",),
+        env=nccl,
+        source=source,
+        before=_build_nccl_tests(),
+        command=[f"{NCCL_TESTS_DIR}/build/all_gather_perf", *ALL_GATHER_ARGS],
+        log="nccl-${SLURM_JOB_ID}.log",
+        after=(f'sh {JOBS_DIR}/check-bandwidth.sh "nccl-${{SLURM_JOB_ID}}.log" {test.min_bus_bandwidth_gbps:g}',),
+    )
+
+
+def checkpoint_dir(env: Environment) -> str:
+    """Where the trainer's checkpoints go: the cluster's bucket, mounted on every node."""
+    assert env.slurm is not None
+    return f"{GCS_MOUNT}/{env.slurm.bucket}/slurm/{env.name}-train"
+
+
+def trainer_command(steps: int, checkpoint: str) -> list[str]:
+    """What every task of the training job runs: the trainer, which reads its rank from Slurm's environment."""
+    return ["python", "-m", "workloads.trainer", "slurm", "--steps", str(steps), "--checkpoint-dir", checkpoint]
+
+
+def training_job(env: Environment) -> BatchJob | None:
+    """The trainer over the partition's nodes: one process per node with all its GPUs (JAX on CUDA)."""
+    slurm = env.slurm
+    if slurm is None or slurm.training is None:
+        return None
+    training = slurm.training
+    slice_ = _partition_slice(env, training.partition)
+    source, nccl, mounts = _tcpxo(slice_)
+    return BatchJob(
+        name=f"{env.name}-train",
+        partition=training.partition,
+        nodes=slice_.hosts,
+        tasks_per_node=1,
+        gpus_per_node=slice_.chips_per_host,
+        exclusive=True,
+        container_image=env.release.images[training.image],
+        container_mounts=(*mounts, f"{GCS_MOUNT}:{GCS_MOUNT}"),
+        env={**nccl, "JAX_PLATFORMS": "cuda"},
+        source=source,
+        command=trainer_command(training.steps, checkpoint_dir(env)),
+    )
+
+
+def jobs(env: Environment) -> dict[str, str]:
+    """File name -> content of every batch job of the environment's Slurm cluster, and the gate they use."""
+    out: dict[str, str] = {}
+    test = nccl_test_job(env)
+    if test is not None:
+        out["nccl-test.sbatch"] = render(test)
+        out["check-bandwidth.sh"] = CHECK_BANDWIDTH.read_text()
+    train = training_job(env)
+    if train is not None:
+        out["train.sbatch"] = render(train)
+    return out
