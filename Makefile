@@ -50,7 +50,7 @@ CDKTN_STAMP := $(CDKTN_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: cdktn-parity cluster-toolkit slurm-local help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: cdktn-parity cluster-toolkit slurm-local vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -160,6 +160,18 @@ image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s reg
 
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PY) -m scripts.promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
+
+vertex-submit: $(VENV_STAMP) ## Create Vertex AI job JOB= (nccl-test, train) of ENV= through the region's endpoint (needs credentials; DRY_RUN=1 prints the request)
+	@test -n "$(JOB)" || { echo "usage: make vertex-submit ENV=<env> JOB=<nccl-test|train> [DRY_RUN=1]"; exit 2; }
+	$(PY) -m infra.vertex submit --env $(ENV) --job $(JOB) $(if $(DRY_RUN),--dry-run)
+
+vm-up: $(VENV_STAMP) ## Create VM group GROUP='s VMs in ENV= (flex-start: one resize request; METHOD=bulk: bulkInsert, all or none; DRY_RUN=1 prints the calls)
+	@test -n "$(GROUP)" || { echo "usage: make vm-up ENV=<env> GROUP=<group> [METHOD=bulk] [DRY_RUN=1]"; exit 2; }
+	$(PY) -m infra.vms up --env $(ENV) --group $(GROUP) $(if $(filter bulk,$(METHOD)),--bulk) $(if $(DRY_RUN),--dry-run)
+
+vm-down: $(VENV_STAMP) ## Delete VM group GROUP='s VMs in ENV= and cancel a resize request still waiting (DRY_RUN=1 prints the calls)
+	@test -n "$(GROUP)" || { echo "usage: make vm-down ENV=<env> GROUP=<group> [DRY_RUN=1]"; exit 2; }
+	$(PY) -m infra.vms down --env $(ENV) --group $(GROUP) $(if $(DRY_RUN),--dry-run)
 
 deploy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## cdktf deploy platform-$(ENV), then gcluster deploy of its Slurm cluster (needs terraform, packer, gcluster and credentials; refuses placeholder images; SKIP_IMAGE=1, DRY_RUN=1)
 	$(PY) -m scripts.deploy deploy $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)

@@ -137,6 +137,9 @@ class MachineShape:
     disk_type: str | None = None
     # CPU sockets, where a scheduler needs the layout (Slurm's node line: CoresPerSocket = vCPUs / sockets / 2).
     sockets: int = 0
+    # What Vertex AI calls the machine's GPUs (MachineSpec.acceleratorType, an AcceleratorType enum name of
+    # google-cloud-aiplatform's aiplatform_v1); None where Vertex AI does not train on the machine.
+    vertex_accelerator: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,11 @@ CATALOGUE: dict[str, Accelerator] = {
         slice_prefix="a3-high",
         peak_bf16_tflops=989.0,
         hbm_gb=80,
-        machine_types={"a3-highgpu-8g": MachineShape(8, (), vcpus=208, memory_gb=1872, gpudirect=TCPX, sockets=2)},
+        machine_types={
+            "a3-highgpu-8g": MachineShape(
+                8, (), vcpus=208, memory_gb=1872, gpudirect=TCPX, sockets=2, vertex_accelerator="NVIDIA_H100_80GB"
+            )
+        },
     ),
     "a3-mega": Accelerator(
         name="a3-mega",
@@ -287,7 +294,13 @@ CATALOGUE: dict[str, Accelerator] = {
         slice_prefix="a3-mega",
         peak_bf16_tflops=989.0,
         hbm_gb=80,
-        machine_types={"a3-megagpu-8g": MachineShape(8, (), vcpus=208, memory_gb=1872, gpudirect=TCPXO, sockets=2)},
+        # Vertex AI: GoogleCloudPlatform/vertex-ai-samples notebooks/official/training/vertex-distributed-training/
+        # a3mega/llama-3-8b-nemo-pretraining (machine a3-megagpu-8g, gpu_type NVIDIA_H100_MEGA_80GB, 8 per node).
+        machine_types={
+            "a3-megagpu-8g": MachineShape(
+                8, (), vcpus=208, memory_gb=1872, gpudirect=TCPXO, sockets=2, vertex_accelerator="NVIDIA_H100_MEGA_80GB"
+            )
+        },
     ),
 }
 
@@ -557,6 +570,11 @@ GPU_HOSTS: dict[str, GpuHost] = {
     # (`docker run -v /var/lib:/var/lib <installer> install --install-nccl`, Slurm-GCP's
     # tools/prologs-epilogs/receive-data-path-manager-mega) writes /var/lib/tcpxo/lib64 with its profile.
     "ubuntu": GpuHost("ubuntu", "pci", "/var/lib/tcpxo/lib64", True, "an Ubuntu accelerator image"),
+    # A Compute Engine VM on Container-Optimized OS (the platform's VM groups, infra/vms): COS names the NICs
+    # eth0..eth8 as GKE's nodes do, and the same installer writes /var/lib/tcpxo/lib64 with its profile, which
+    # the workload container mounts at the same path (the TCPXO test image's own script takes
+    # NCCL_LIB_DIR=/var/lib/tcpxo/lib64 for a VM). Not checked on a VM here.
+    "cos": GpuHost("cos", "eth", "/var/lib/tcpxo/lib64", True, "a Compute Engine VM on Container-Optimized OS"),
 }
 
 

@@ -55,6 +55,15 @@ PLATFORM_APIS: tuple[str, ...] = tuple(
     sorted(set(RESOURCE_APIS.values()) | {api for api, _ in FEATURE_APIS.values()} | {IMPERSONATION_API[0]})
 )
 
+# Vertex AI: no Terraform resource calls it (the provider has no custom job), but `make vertex-submit` does, and
+# its service agents are created with it; an environment with Vertex AI jobs enables it.
+VERTEX_API = "aiplatform.googleapis.com"
+
+
+def platform_apis(*, vertex: bool) -> tuple[str, ...]:
+    """What one environment's stack enables: every platform API, and Vertex AI's where it has jobs."""
+    return tuple(sorted({*PLATFORM_APIS, *([VERTEX_API] if vertex else [])}))
+
 
 def api_of(resource_type: str) -> str | None:
     """The API a Terraform resource type is managed through, or None for non-Google resources."""

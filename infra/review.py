@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from infra import prices
 from infra.accelerators import accelerator_for_machine
 
 # Stateful resources whose loss loses data or the platform itself.
@@ -58,12 +59,26 @@ class Change:
 
 @dataclass(frozen=True)
 class Holding:
-    """GPUs one orchestrator would hold for one group of machines, at most (what a reviewer pays for)."""
+    """GPUs one orchestrator would hold for one group of machines, at most (what a reviewer pays for), and what
+    the machines cost per hour if they were left running (where infra/prices.py knows the machine and zone)."""
 
     orchestrator: str
     what: str
     gpus: int
     how: str
+    machines: int = 0
+    machine_type: str = ""
+    zone: str = ""
+    # The capacity type as the environment names it (on-demand, spot, flex-start, reservation, queued); empty
+    # where the price is another service's (Vertex AI bills its own rates).
+    capacity: str = ""
+
+    @property
+    def hourly(self) -> float | None:
+        if not self.capacity:
+            return None
+        price = prices.hourly(self.machine_type, self.zone, self.capacity)
+        return None if price is None else round(price * self.machines, 2)
 
 
 @dataclass
@@ -123,16 +138,17 @@ def pool_inventory(pools: Iterable[Mapping[str, Any]]) -> Counter[tuple[str, str
     return inventory
 
 
-def _capacity_of(config: Mapping[str, Any], body: Mapping[str, Any]) -> str:
+def _capacity_of(config: Mapping[str, Any], body: Mapping[str, Any]) -> tuple[str, str]:
+    """(capacity type, how the review says it) of a node pool."""
     if body.get("queued_provisioning"):
-        return "queued provisioning: only while an admitted job holds them"
+        return "queued", "queued provisioning: only while an admitted job holds them"
     if config.get("flex_start"):
-        return "flex-start: only while a job runs"
+        return "flex-start", "flex-start: only while a job runs"
     if config.get("spot"):
-        return "spot"
+        return "spot", "spot"
     if (config.get("reservation_affinity") or {}).get("consume_reservation_type") == "SPECIFIC_RESERVATION":
-        return "reservation"
-    return "on-demand"
+        return "reservation", "reservation"
+    return "on-demand", "on-demand"
 
 
 def gke_holdings(stack_json: Mapping[str, Any]) -> list[Holding]:
@@ -145,12 +161,17 @@ def gke_holdings(stack_json: Mapping[str, Any]) -> list[Holding]:
             continue
         autoscaling = body.get("autoscaling") or {}
         nodes = int(body.get("node_count") or autoscaling.get("total_max_node_count") or 0)
+        capacity, how = _capacity_of(config, body)
         out.append(
             Holding(
                 "GKE",
                 f"node pool {body.get('name')}",
                 nodes * found[1].chips,
-                f"{config['machine_type']} x{nodes}, {_capacity_of(config, body)}",
+                f"{config['machine_type']} x{nodes}, {how}",
+                nodes,
+                str(config["machine_type"]),
+                str((body.get("node_locations") or [""])[0]),
+                capacity,
             )
         )
     return out
@@ -170,7 +191,76 @@ def slurm_holdings(blueprint: Mapping[str, Any]) -> list[Holding]:
             static, dynamic = int(settings.get("node_count_static", 0)), int(settings.get("node_count_dynamic_max", 0))
             how = f"{settings['machine_type']} x{static + dynamic}: {static} static"
             how += f", {dynamic} created for jobs and deleted when idle" if dynamic else ""
-            out.append(Holding("Slurm", f"nodeset {module.get('id')}", (static + dynamic) * found[1].chips, how))
+            if settings.get("enable_spot_vm"):
+                capacity = "spot"
+            elif (settings.get("dws_flex") or {}).get("enabled"):
+                capacity = "flex-start"
+            else:
+                capacity = "reservation" if settings.get("reservation_name") else "on-demand"
+            nodes = static + dynamic
+            out.append(
+                Holding(
+                    "Slurm",
+                    f"nodeset {module.get('id')}",
+                    nodes * found[1].chips,
+                    how,
+                    nodes,
+                    str(settings["machine_type"]),
+                    str(settings.get("zone", "")),
+                    capacity,
+                )
+            )
+    return out
+
+
+def vertex_holdings(requests: Mapping[str, Mapping[str, Any]]) -> list[Holding]:
+    """The GPUs of each Vertex AI job request (by job name): every replica's, only while the job runs."""
+    out = []
+    for name, request in requests.items():
+        spec = request.get("jobSpec") or {}
+        pools = spec.get("workerPoolSpecs") or []
+        replicas = sum(int(p.get("replicaCount", 0)) for p in pools)
+        gpus = sum(int(p.get("replicaCount", 0)) * int(p["machineSpec"].get("acceleratorCount", 0)) for p in pools)
+        machine = (pools[0].get("machineSpec") or {}).get("machineType", "?") if pools else "?"
+        strategy = (spec.get("scheduling") or {}).get("strategy", "STANDARD")
+        if any((p.get("machineSpec") or {}).get("reservationAffinity") for p in pools):
+            strategy += " on its reservation"
+        how = f"{machine} x{replicas}, {strategy}: only while the job runs (Vertex AI bills its own rates)"
+        out.append(Holding("Vertex AI", f"job {name}", gpus, how, replicas, str(machine)))
+    return out
+
+
+def vm_holdings(stack_json: Mapping[str, Any]) -> list[Holding]:
+    """The GPUs of the stack's VM groups: empty until `make vm-up`, then every VM of its template's group."""
+    res = stack_json.get("resource") or {}
+    templates = {f"${{google_compute_instance_template.{k}.self_link_unique}}": v for k, v in
+                 (res.get("google_compute_instance_template") or {}).items()}  # fmt: skip
+    out = []
+    for group in (res.get("google_compute_instance_group_manager") or {}).values():
+        template = templates.get(group["version"][0]["instance_template"]) or {}
+        found = accelerator_for_machine(str(template.get("machine_type", "")))
+        if found is None or found[0].kind != "gpu":
+            continue
+        vms = len(str((template.get("metadata") or {}).get("platform-hosts", "")).split(","))
+        sched = template.get("scheduling") or {}
+        model = sched.get("provisioning_model", "STANDARD")
+        reserved = (template.get("reservation_affinity") or {}).get("type") == "SPECIFIC_RESERVATION"
+        capacity = {"SPOT": "spot", "FLEX_START": "flex-start"}.get(model, "reservation" if reserved else "on-demand")
+        how = f"{template['machine_type']} x{vms}, {capacity}: none until `make vm-up`, all until `make vm-down`"
+        if capacity == "flex-start":
+            how += " or the run ends"
+        out.append(
+            Holding(
+                "VMs",
+                f"group {group.get('name')}",
+                vms * found[1].chips,
+                how,
+                vms,
+                str(template["machine_type"]),
+                str(group.get("zone", "")),
+                capacity,
+            )
+        )
     return out
 
 
@@ -299,13 +389,19 @@ def render(review: StackReview) -> str:
             "",
             "## GPUs by orchestrator",
             "",
-            "What each orchestrator would hold at most, and when:",
+            "What each orchestrator would hold at most, and when, and what those machines cost per hour if they were",
+            f"left running: {prices.PRICE_SOURCE}; flex-start at the on-demand list price (billed up to 53% less),",
+            "a reservation at the on-demand rate, \u2014 where the table has no price.",
             "",
-            "| orchestrator | machines | GPUs | how |",
-            "|---|---|---|---|",
+            "| orchestrator | machines | GPUs | how | USD/hour if left running |",
+            "|---|---|---|---|---|",
         ]
-        lines += [f"| {h.orchestrator} | {h.what} | {h.gpus} | {h.how} |" for h in review.holdings]
-        lines.append(f"| total | | {sum(h.gpus for h in review.holdings)} | |")
+        for h in review.holdings:
+            cost = "\u2014" if h.hourly is None else f"{h.hourly:,.2f}"
+            lines.append(f"| {h.orchestrator} | {h.what} | {h.gpus} | {h.how} | {cost} |")
+        known = [h.hourly for h in review.holdings if h.hourly is not None]
+        total = f"{sum(known):,.2f} (of the priced groups)" if known else "\u2014"
+        lines.append(f"| total | | {sum(h.gpus for h in review.holdings)} | | {total} |")
     if review.drift:
         lines += ["", "## Drift", "", "Changed outside Terraform since the last apply:", ""]
         lines += [f"- {c.action} `{c.address}`: {', '.join(c.attributes) or 'changed'}" for c in review.drift]
@@ -333,6 +429,9 @@ def write_reviews(outdir: Path, baseline: Path | None = None) -> list[StackRevie
         blueprint = outdir / "slurm" / env / "blueprint.yaml"
         if blueprint.exists():
             review.holdings += slurm_holdings(yaml.safe_load(blueprint.read_text()))
+        jobs = sorted((outdir / "vertex" / env).glob("*.json"))
+        review.holdings += vertex_holdings({p.stem: json.loads(p.read_text()) for p in jobs})
+        review.holdings += vm_holdings(body)
         (review_dir / f"{env}.md").write_text(render(review))
         reviews.append(review)
     return reviews

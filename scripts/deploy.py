@@ -12,11 +12,11 @@ deploy      refuses while a release image is still at the placeholder digest, an
             `--skip-image` leaves out the node image's Packer build when its inputs have not changed.
 destroy     shows what would go, refuses while anything is protected (prevent_destroy, GKE deletion
             protection) or a bucket would fail to delete half-way (no force_destroy), and runs only with
-            `--confirm platform-<env>` typed out. The Slurm cluster goes first: its nodes hold the
-            platform's networks.
+            `--confirm platform-<env>` typed out. The Slurm cluster and the VM groups' VMs go first: they
+            hold the platform's networks, and neither Slurm's nodes nor a bulkInsert's VMs are in any state.
 
-The CLIs are `npx --no-install cdktf` and `gcluster` unless PLATFORM_CDKTF / PLATFORM_GCLUSTER name others
-(tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad input or refused deploy, 3 refused destroy,
+The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m infra.vms` unless PLATFORM_CDKTF /
+PLATFORM_GCLUSTER / PLATFORM_VMS name others (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad input or refused deploy, 3 refused destroy,
 else the CLI's.
 """
 
@@ -49,6 +49,10 @@ def _cdktf() -> list[str]:
 
 def _gcluster() -> list[str]:
     return shlex.split(os.environ.get("PLATFORM_GCLUSTER") or DEFAULT_GCLUSTER)
+
+
+def _vms() -> list[str]:
+    return shlex.split(os.environ.get("PLATFORM_VMS") or f"{sys.executable} -m infra.vms")
 
 
 def _tool_version(tool: str) -> str | None:
@@ -244,6 +248,12 @@ def destroy(env: Environment, *, confirm: str | None, auto_approve: bool, dry_ru
         code = destroy_slurm(env, auto_approve=auto_approve, dry_run=dry_run)
         if code:
             print(f"error: slurm-{env.name}: destroy failed; {stack_name} was left as it is", file=sys.stderr)
+            return code
+    for group in env.vm_groups:
+        # A VM made by a bulkInsert is in no state, and holds the platform's networks: delete the group's VMs first.
+        code = _run([*_vms(), "down", "--env", env.name, "--group", group], {}, dry_run=dry_run)
+        if code:
+            print(f"error: VM group {group}: deleting its VMs failed; {stack_name} was left as it is", file=sys.stderr)
             return code
     command = [*_cdktf(), "destroy", stack_name, *(["--auto-approve"] if auto_approve else [])]
     return _run(command, {"PLATFORM_ENVS": env.name}, dry_run=dry_run)

@@ -33,6 +33,9 @@ def steps(staging: Path, base: Path | None) -> list[Step]:
         ("rules", [py, "-m", "infra.rules", str(staging / "stacks")], {}),
         # The Slurm clusters' Cluster Toolkit blueprints, validated against the pinned module interfaces.
         ("slurm", [py, "-m", "infra.slurm", "write", str(staging)], {}),
+        # The Vertex AI jobs' requests and the VM groups' bulkInsert requests, held to the client libraries' types.
+        ("vertex", [py, "-m", "infra.vertex", "write", str(staging)], {}),
+        ("vms", [py, "-m", "infra.vms", "write", str(staging)], {}),
         ("review", review, {}),  # its paths name the staging copy; the final ones are printed at the end
     ]
 

@@ -87,7 +87,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
     "broken YAML": (
         "yaml",
         _sub("  name: ml-platform-dev\n", "  name: [ml-platform-dev\n"),
-        "line 35, column 18",
+        "line 38, column 18",
         "not valid YAML: expected ',' or ']', but got ':' (while parsing a flow sequence)",
     ),
     # 2. Numbers GCP cannot hold
@@ -267,6 +267,49 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         _sub("      slice: a3mega-slurm\n", "      slice: a3mega\n"),
         "slurm.partitions.a3mega.slice",
         "a slice's machines are held by one orchestrator",
+    ),
+    "queued provisioning for Vertex AI jobs": (
+        "places",
+        _sub(
+            "  a3mega-vertex:\n    accelerator: a3-mega\n    nodes: 2\n    zone: us-east5-a\n"
+            "    capacity: {type: flex-start, max_run_hours: 24}\n",
+            "  a3mega-vertex:\n    accelerator: a3-mega\n    nodes: 2\n    zone: us-east5-a\n    capacity: {type: queued}\n",
+        ),
+        "slices.a3mega-vertex.capacity.type",
+        "rule vertex.capacity",
+    ),
+    "one slice for Slurm and a VM group": (
+        "places",
+        _sub("    slice: a3mega-vms\n", "    slice: a3mega-slurm\n"),
+        "vm_groups.a3mega.slice",
+        "a slice is held by one owner",
+    ),
+    "a Vertex AI NCCL test over more nodes than its slice": (
+        "places",
+        _sub(
+            "  nccl_test: {slice: a3mega-vertex, min_bus_bandwidth_gbps: 185}\n",
+            "  nccl_test: {slice: a3mega-vertex, min_bus_bandwidth_gbps: 185, nodes: 3}\n",
+        ),
+        "vertex.nccl_test.nodes",
+        "slice 'a3mega-vertex' has only 2 nodes",
+    ),
+    "a network attachment range inside the subnet": (
+        "places",
+        _sub("  network_attachment_cidr: 10.10.16.0/24\n", "  network_attachment_cidr: 10.10.8.0/24\n"),
+        "network",
+        "subnet_cidr 10.10.0.0/20 overlaps network_attachment_cidr 10.10.8.0/24",
+    ),
+    "a VM group whose account id would be too long": (
+        "names",
+        _sub("vm_groups:\n  a3mega:\n", "vm_groups:\n  a3mega-for-the-research-team-lab:\n"),
+        "vm_groups.a3mega-for-the-research-team-lab",
+        "service account id 'vm-a3mega-for-the-research-team-lab' would exceed 30 characters",
+    ),
+    "a misspelt field of a VM group": (
+        "names",
+        _sub("    nccl_test: {min_bus_bandwidth_gbps: 185}\n", "    ncl_test: {min_bus_bandwidth_gbps: 185}\n"),
+        "vm_groups.a3mega.ncl_test",
+        "",
     ),
     # 5. Requests that fit
     "a Ray worker larger than its TPU host": (

@@ -207,7 +207,7 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
     "GPUDirect slice without GPUDirect networks": (
         _delete("network.gpudirect_cidr"),
         "network.gpudirect_cidr",
-        ["slices a3mega, a3mega-slurm need 8 GPUDirect networks", "192.168.0.0/16"],
+        ["slices a3mega, a3mega-slurm, a3mega-vms need 8 GPUDirect networks", "192.168.0.0/16"],
     ),
     "GPUDirect range too small": (
         _set("network.gpudirect_cidr", "192.168.0.0/24"),
@@ -336,13 +336,13 @@ DEV_TEXT = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
         (
             "  deletion_protection: false\n",
             "  deletion_protection: true\n  deletion_protection: false\n",
-            "cluster.deletion_protection: written twice, at lines 39 and 40",
+            "cluster.deletion_protection: written twice, at lines 42 and 43",
         ),
         # A second `train:` slice (here 8x8: four times the chips) silently replacing the first.
         (
             "slices:\n",
             "slices:\n  train:\n    accelerator: v6e\n    topology: 8x8\n    capacity: {type: on-demand}\n",
-            "slices.train: written twice, at lines 46 and 50",
+            "slices.train: written twice, at lines 49 and 53",
         ),
     ],
     ids=["cluster.deletion_protection", "slices.train"],

@@ -169,6 +169,7 @@ def test_promotion_refuses_when_the_source_pins_nothing(environments: Path) -> N
         del data["training"], data["serving"]
         data["batch"].pop("training", None)
         data["slurm"].pop("training", None)
+        data["vertex"].pop("training", None)
         path.write_text(yaml.safe_dump(data))
     with pytest.raises(PromotionError, match="pins no images"):
         promote("dev", "prod", dry_run=True, run=lambda c: None, environments=environments)

@@ -45,6 +45,15 @@ sys.exit(int(os.environ.get("GCLUSTER_EXIT", "0")))
 """
 
 
+# `python -m infra.vms`'s stand-in: records its arguments (`down --env <env> --group <group>`).
+VMS = """
+import json, os, sys
+with open(os.path.join(os.environ["STAND_IN_DIR"], "vms.jsonl"), "a") as f:
+    f.write(json.dumps({"vms": sys.argv[1:]}) + "\\n")
+sys.exit(int(os.environ.get("VMS_EXIT", "0")))
+"""
+
+
 def _tools(tmp_path: Path, terraform: str = TERRAFORM_VERSION, packer: str = PACKER_VERSION) -> Path:
     """A PATH directory with terraform and packer that answer `version` as the real ones do."""
     bin_dir = tmp_path / "bin"
@@ -63,12 +72,15 @@ def _run(
     stand_in.write_text(STAND_IN)
     gcluster = tmp_path / "gcluster_stand_in.py"
     gcluster.write_text(GCLUSTER)
+    vms = tmp_path / "vms_stand_in.py"
+    vms.write_text(VMS)
     bin_dir = tmp_path / "bin" if (tmp_path / "bin").exists() else _tools(tmp_path)
     env = {
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "PLATFORM_CDKTF": f"{sys.executable} {stand_in}",
         "PLATFORM_GCLUSTER": f"{sys.executable} {gcluster}",
+        "PLATFORM_VMS": f"{sys.executable} {vms}",
         "STAND_IN_DIR": str(tmp_path),
         "PLATFORM_ENVIRONMENTS_DIR": str(envs_dir),
         **extra,
@@ -229,4 +241,17 @@ def test_destroy_removes_the_slurm_cluster_first_and_stops_if_that_fails(tmp_pat
     refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], failed, GCLUSTER_EXIT="1")
     assert refused.returncode == 1
     assert "slurm-dev: destroy failed; platform-dev was left as it is" in refused.stderr
+    assert _calls(failed) == [], "the platform stack was not touched"
+
+
+def test_destroy_deletes_each_vm_groups_vms_before_the_stack(tmp_path: Path) -> None:
+    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _calls(tmp_path, "vms") == [{"vms": ["down", "--env", "dev", "--group", "a3mega"]}]
+    assert done.stdout.index("vms_stand_in.py down") < done.stdout.index("destroy platform-dev")
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], failed, VMS_EXIT="1")
+    assert refused.returncode == 1
+    assert "VM group a3mega: deleting its VMs failed; platform-dev was left as it is" in refused.stderr
     assert _calls(failed) == [], "the platform stack was not touched"

@@ -92,6 +92,7 @@ def test_the_review_counts_the_gpus_each_orchestrator_would_hold(
 ) -> None:
     from infra.review import write_reviews
     from infra.slurm.blueprint import blueprint
+    from infra.vertex.job import custom_job, job_names
 
     for name, env in envs.items():
         stack_dir = tmp_path / "stacks" / f"platform-{name}"
@@ -99,14 +100,37 @@ def test_the_review_counts_the_gpus_each_orchestrator_would_hold(
         (stack_dir / "cdk.tf.json").write_text(json.dumps(stacks[name]))
         (tmp_path / "slurm" / name).mkdir(parents=True)
         (tmp_path / "slurm" / name / "blueprint.yaml").write_text(json.dumps(blueprint(env)))
+        (tmp_path / "vertex" / name).mkdir(parents=True)
+        for job in job_names(env):
+            (tmp_path / "vertex" / name / f"{job}.json").write_text(json.dumps(custom_job(env, job)))
     reviews = {r.stack: r for r in write_reviews(tmp_path)}
     dev = reviews["platform-dev"]
     assert [(h.orchestrator, h.what, h.gpus) for h in dev.holdings] == [
         ("GKE", "node pool a3mega", 16),
         ("Slurm", "nodeset a3mega", 16),
+        ("Vertex AI", "job nccl-test", 16),
+        ("Vertex AI", "job train", 16),
+        ("VMs", "group dev-a3mega", 16),
     ]
     text = (tmp_path / "review" / "dev.md").read_text()
     dynamic = "| Slurm | nodeset a3mega | 16 | a3-megagpu-8g x2: 0 static, 2 created for jobs and deleted when idle |"
-    assert dynamic in text and "| total | | 32 | |" in text
+    assert dynamic in text and "| total | | 80 | |" in text
+    assert "| Vertex AI | job train | 16 | a3-megagpu-8g x2, FLEX_START: only while the job runs" in text
     prod = (tmp_path / "review" / "prod.md").read_text()
     assert "| Slurm | nodeset a3mega | 16 | a3-megagpu-8g x2: 2 static |" in prod
+
+
+def test_the_review_says_what_each_group_costs_per_hour_where_the_price_is_known(
+    stacks: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Two A3 Mega VMs in us-east5-a at the catalogue's list price; a zone without a price shows none."""
+    from infra import prices
+    from infra.review import Holding, vm_holdings
+
+    (group,) = vm_holdings(stacks["dev"])
+    one = prices.PRICES[("a3-megagpu-8g", "us-east5-a")]
+    assert group.hourly == round(2 * (one.on_demand[0] + one.on_demand[1]), 2) == 92.09
+    spot = Holding("VMs", "g", 16, "", 2, "a3-megagpu-8g", "us-east5-a", "spot")
+    assert spot.hourly == round(2 * (one.spot[0] + one.spot[1]), 2)
+    assert Holding("VMs", "g", 16, "", 2, "a3-megagpu-8g", "us-central1-a", "spot").hourly is None
+    assert Holding("Vertex AI", "job", 16, "", 2, "a3-megagpu-8g", "", "").hourly is None

@@ -41,11 +41,16 @@ def test_there_are_at_least_40_rules_each_with_a_source_and_a_layer() -> None:
     for r in rules:
         assert r.layer in LAYERS, r.id
         assert len(r.source) > 20 and len(r.summary) > 20, r.id
-        assert r.subject in ("environment", "terraform", "manifest"), r.id
+        assert r.subject in ("environment", "terraform", "manifest", "request"), r.id
 
 
 def test_every_rule_has_a_failing_example_here() -> None:
-    covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES)
+    from tests.test_vertex import REFUSED as VERTEX_REQUESTS
+    from tests.test_vms import REFUSED as VM_REQUESTS
+
+    # Request rules fail on their examples in tests/test_vertex.py and tests/test_vms.py.
+    requests = {case[2] for case in [*VERTEX_REQUESTS.values(), *VM_REQUESTS.values()]}
+    covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES) | requests
     assert sorted(set(RULES) - covered) == []
     assert sorted(covered - set(RULES)) == []
 
@@ -159,6 +164,23 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         lambda d, mp: d["cpu_pools"]["convert"].update(machine_type="n2-highmem-64"),
         "serving.llama405b.conversion.pool",
         "requests 1636 GiB; a n2-highmem-64 node has about 495 GiB allocatable",
+    ),
+    "vertex.capacity": (
+        lambda d, mp: d["slices"]["a3mega-vertex"].update(capacity={"type": "queued"}),
+        "slices.a3mega-vertex.capacity.type",
+        "queued provisioning is GKE's",
+    ),
+    "vertex.accelerator": (
+        lambda d, mp: mp.setattr(
+            "infra.accelerators.MachineShape.vertex_accelerator", property(lambda self: None), raising=False
+        ),
+        "vertex.nccl_test.slice",
+        "a3-megagpu-8g has no Vertex AI accelerator in the catalogue",
+    ),
+    "gce.vm-capacity": (
+        lambda d, mp: d["slices"]["a3mega-vms"].update(capacity={"type": "queued"}),
+        "slices.a3mega-vms.capacity.type",
+        "a VM has no queued provisioning",
     ),
 }
 
@@ -285,6 +307,12 @@ TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
         "the cluster needs enable_multi_networking",
     ),
     "gce.multinic.one-vpc-per-nic": (_same_vpc_twice, "a VPC used twice"),
+    "gce.gpu-vm-template": (
+        lambda s: next(iter(of_type(s, "google_compute_instance_template").values()))["scheduling"].update(
+            on_host_maintenance="MIGRATE"
+        ),
+        "GPU VMs cannot live-migrate: TERMINATE",
+    ),
     "gcp.resource-names": (lambda s: _pool(s, "train").update(name="t" * 41), "allowed: 1-40"),
     "iam.service-account-id": (
         lambda s: next(iter(of_type(s, "google_service_account").values())).update(account_id="ab"),
@@ -543,7 +571,9 @@ def test_make_plan_step_reports_how_many_rules_ran(synth_dir: Path) -> None:
         [sys.executable, "-m", "infra.rules", str(synth_dir / "stacks")], cwd=REPO, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"rules: {len(RULES)} rules ran (" in done.stdout
+    # The request rules run where the requests are written (the plan's vertex and vms steps).
+    ran = [r for r in RULES.values() if r.subject != "request"]
+    assert f"rules: {len(ran)} rules ran (" in done.stdout
     assert "on 2 environments" in done.stdout and "on 2 stacks" in done.stdout and ": no violations" in done.stdout
 
 

@@ -26,6 +26,8 @@ from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, 
 from infra.config.slurm import SlurmCluster
 from infra.config.storage import BucketSpec, Registry, StateBackend
 from infra.config.training import Batch, Training
+from infra.config.vertex import Vertex
+from infra.config.vms import VmGroup
 from infra.controllers import ENGINE_CONTROLLER
 from infra.findings import Finding
 from infra.findings import field_path as path_text
@@ -54,6 +56,8 @@ class Environment(Model):
     batch: Batch | None = None
     serving: dict[Name, Serving] = {}  # noqa: RUF012
     slurm: SlurmCluster | None = None
+    vertex: Vertex | None = None
+    vm_groups: dict[Name, VmGroup] = {}  # noqa: RUF012
 
     @field_validator("zones")
     @classmethod
@@ -116,6 +120,8 @@ class Environment(Model):
         problems += self._serving_problems()
         problems += self._holder_problems()
         problems += self._slurm_problems()
+        problems += self._vertex_problems()
+        problems += self._vm_problems()
         if problems:
             raise _CrossReferenceError(problems)
         return self
@@ -155,7 +161,9 @@ class Environment(Model):
         problems: list[Problem] = []
         needs = self.gpudirect_networks
         if needs and self.network.gpudirect_cidr is None:
-            users = ", ".join(k for k, s in self.slices.items() if s.slice.gpudirect)
+            users = ", ".join(
+                k for k, s in self.slices.items() if s.slice.gpudirect and self.slice_holder(k) != "vertex"
+            )
             problems.append(
                 Finding(
                     ("network", "gpudirect_cidr"),
@@ -360,10 +368,17 @@ class Environment(Model):
         if self.slurm is not None:
             for name, partition in self.slurm.partitions.items():
                 held.append((partition.slice, "slurm", ("slurm", "partitions", name, "slice")))
+        if self.vertex is not None:
+            for section, job in (("nccl_test", self.vertex.nccl_test), ("training", self.vertex.training)):
+                if job is not None:
+                    held.append((job.slice, "vertex", ("vertex", section, "slice")))
+        for name, group in self.vm_groups.items():
+            held.append((group.slice, "vms", ("vm_groups", name, "slice")))
         return held
 
     def _holder_problems(self) -> list[Problem]:
-        """A slice's machines are held by one orchestrator: GKE (a node pool), or Slurm."""
+        """A slice's machines are held by one orchestrator: GKE (a node pool), Slurm (a partition), a VM group,
+        or Vertex AI (whose jobs hold machines only while they run, so its jobs may share a slice)."""
         problems: list[Problem] = []
         gke = self._gke_users()
         first: dict[str, tuple[str, tuple[str | int, ...]]] = {}
@@ -382,7 +397,7 @@ class Environment(Model):
                         "orchestrator (GKE makes a node pool of it); give each its own slice",
                     )
                 )
-            elif key in first:
+            elif key in first and not (holder == first[key][0] == "vertex"):
                 problems.append(
                     Finding(where, key, f"also named by {path_text(first[key][1])}: a slice is held by one owner")
                 )
@@ -445,14 +460,86 @@ class Environment(Model):
                 )
         return problems
 
+    def _vertex_problems(self) -> list[Problem]:
+        vertex = self.vertex
+        problems: list[Problem] = []
+        if vertex is None:
+            if self.network.network_attachment_cidr is not None:
+                problems.append(
+                    Finding(
+                        ("network", "network_attachment_cidr"),
+                        self.network.network_attachment_cidr,
+                        "only Vertex AI jobs use a network attachment: remove it, or declare `vertex` jobs",
+                    )
+                )
+            return problems
+        test = vertex.nccl_test
+        if test is not None and test.nodes is not None and test.slice in self.slices:
+            hosts = self.slices[test.slice].slice.hosts
+            if test.nodes > hosts:
+                problems.append(
+                    Finding(
+                        ("vertex", "nccl_test", "nodes"), test.nodes, f"slice {test.slice!r} has only {hosts} nodes"
+                    )
+                )
+        training = vertex.training
+        if training is not None:
+            where = ("vertex", "training")
+            problems += _not_in((*where, "image"), training.image, self.release.images, "release.images")
+            problems += _not_in((*where, "bucket"), training.bucket, self.buckets, "buckets")
+        return problems
+
+    def _vm_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
+        for name, group in self.vm_groups.items():
+            spec = self.slices.get(group.slice)
+            if spec is None:
+                continue  # named by _holder_problems
+            where = ("vm_groups", name)
+            direct = spec.slice.gpudirect
+            if spec.slice.kind == "gpu" and (direct is None or direct.transport != "tcpxo"):
+                problems.append(
+                    Finding(
+                        (*where, "slice"),
+                        group.slice,
+                        f"a VM group's start-up sets up GPUDirect-TCPXO machines (A3 Mega) only; {spec.slice.name} "
+                        f"is {spec.slice.machine_type}",
+                    )
+                )
+            # Instance names `<env>-<group>-<n>` are RFC 1035 labels of at most 63 characters; the group's
+            # service account id `vm-<group>` has at most 30 (https://cloud.google.com/compute/docs/naming-resources,
+            # https://cloud.google.com/iam/docs/service-accounts-create).
+            longest = f"{self.name}-{name}-{spec.slice.hosts - 1}"
+            if len(longest) > 63:
+                problems.append(Finding(where, name, f"too long: its VM name {longest!r} would exceed 63 characters"))
+            if len(f"vm-{name}") > 30:
+                problems.append(
+                    Finding(where, name, f"too long: its service account id 'vm-{name}' would exceed 30 characters")
+                )
+            test = group.nccl_test
+            if test is not None and test.nodes is not None and test.nodes > spec.slice.hosts:
+                problems.append(
+                    Finding(
+                        (*where, "nccl_test", "nodes"),
+                        test.nodes,
+                        f"slice {group.slice!r} has only {spec.slice.hosts} nodes",
+                    )
+                )
+        return problems
+
     def slice_holder(self, key: str) -> str:
-        """Which orchestrator holds slice `key`'s machines: `gke` (a node pool of the stack) or `slurm`."""
+        """Which orchestrator holds slice `key`'s machines: `gke` (a node pool of the stack), `slurm`, `vertex`
+        or `vms`."""
         return next((holder for k, holder, _ in self._other_holders() if k == key), "gke")
+
+    def held_by(self, holder: str) -> dict[str, SliceSpec]:
+        """The slices one orchestrator holds."""
+        return {k: s for k, s in self.slices.items() if self.slice_holder(k) == holder}
 
     @property
     def gke_slices(self) -> dict[str, SliceSpec]:
         """The slices GKE holds: one node pool each."""
-        return {k: s for k, s in self.slices.items() if self.slice_holder(k) == "gke"}
+        return self.held_by("gke")
 
     @property
     def pathways_slices(self) -> list[str]:
@@ -467,9 +554,10 @@ class Environment(Model):
 
     @property
     def gpudirect_networks(self) -> int:
-        """How many GPUDirect VPC networks the slices need (every orchestrator's): the most extra NICs of any
-        machine. The stack creates them once; GKE, Slurm and the VMs attach to the same networks."""
-        return _networks_for(self.slices.values())
+        """How many GPUDirect VPC networks the slices need: the most extra NICs of any machine the platform's
+        own networks carry. The stack creates them once; GKE, Slurm and the VMs attach to the same networks.
+        Vertex AI brings its machines' GPU networks itself."""
+        return _networks_for(s for k, s in self.slices.items() if self.slice_holder(k) != "vertex")
 
     @property
     def gke_gpudirect_networks(self) -> int:

@@ -27,6 +27,10 @@ class Network(Model):
     # with subnet n taking the n-th /24 of this range. Needed once a GPU slice
     # whose machine has extra NICs exists.
     gpudirect_cidr: Cidr | None = None
+    # A subnet of its own for the network attachment Vertex AI jobs join the VPC through (Private Service
+    # Connect interface), which Google recommends dedicating to it
+    # (https://cloud.google.com/vertex-ai/docs/general/psc-interfaces); unset, the jobs do not reach the VPC.
+    network_attachment_cidr: Cidr | None = None
 
     def subnet_name(self, region: str) -> str:
         """The name of the VPC's one subnet (GKE's nodes, the Slurm cluster, the VMs)."""
@@ -58,6 +62,8 @@ class Network(Model):
             "services_cidr": self.services_cidr,
             "master_cidr": self.master_cidr,
         }
+        if self.network_attachment_cidr is not None:
+            ranges["network_attachment_cidr"] = self.network_attachment_cidr
         if self.gpudirect_cidr is not None:
             ranges["gpudirect_cidr"] = self.gpudirect_cidr
             if ipaddress.ip_network(self.gpudirect_cidr).prefixlen > 20:

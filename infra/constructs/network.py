@@ -168,10 +168,10 @@ class ControlPlaneWebhooks(Construct):
 IAP_RANGE = "35.235.240.0/20"
 
 
-class SlurmFirewall(Construct):
-    """What the Slurm cluster's hosts need of the VPC, whose ingress is otherwise denied: each other on every
-    port (slurmctld, slurmd, srun's steps, NFS from the controller), and SSH through IAP for the users of its
-    login node. Its hosts carry the network tag `tag` (the blueprint sets it on every host)."""
+class HostGroupFirewall(Construct):
+    """What a group of hosts outside GKE needs of the VPC, whose ingress is otherwise denied: each other on
+    every port (a Slurm cluster's slurmctld, slurmd, srun's steps and NFS; a VM group's MPI, NCCL and JAX
+    coordinator), and SSH through IAP for its users. The hosts carry the network tag `tag`."""
 
     def __init__(self, scope: Construct, id_: str, *, project: str, network: str, name: str, tag: str) -> None:
         super().__init__(scope, id_)

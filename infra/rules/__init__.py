@@ -5,13 +5,15 @@ Workload Identity, KubeRay, JobSet, LeaderWorkerSet, Kueue, Pathways and
 MaxText each refuse things of their own, at apply, admission, mount, pod
 start or engine start. Every such rule that can be known ahead lives in this
 package, once, with the source it was taken from and the layer it guards, and
-runs on three kinds of subject:
+runs on four kinds of subject:
 
 - ``environment``: the loaded `Environment` (run by `infra.load.load_environment`,
   so a bad file fails at load with the file, field, value, rule and source);
 - ``terraform``: a synthesized stack (`cdk.tf.json`), exactly what Terraform applies;
 - ``manifest``: the objects of one rendered Helm release, exactly what the
-  Helm provider sends to the API server.
+  Helm provider sends to the API server;
+- ``request``: an API request `make plan` writes for a later call (a Vertex AI CustomJob, a Compute Engine
+  bulkInsert), exactly what the client sends (`request_subject.RequestContext` says which API).
 
 `make plan` runs all of them (`python -m infra.rules`) and reports how many ran.
 
@@ -31,7 +33,7 @@ from typing import Any, Literal
 from infra.findings import FieldPath, Finding, field_path
 
 Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start"]
-Subject = Literal["environment", "terraform", "manifest"]
+Subject = Literal["environment", "terraform", "manifest", "request"]
 LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start")
 
 
@@ -110,6 +112,11 @@ def check_stack(stack: dict[str, Any]) -> list[Violation]:
     return [v for r in rules_for("terraform") for v in r.run(stack)]
 
 
+def check_request(request: dict[str, Any], ctx: Any) -> list[Violation]:
+    """Every request rule on one written API request (`ctx`: a request_subject.RequestContext)."""
+    return [v for r in rules_for("request") for v in r.run(request, ctx)]
+
+
 def check_release(objects: list[dict[str, Any]], ctx: Any) -> list[Violation]:
     """Every manifest rule on the rendered objects of one Helm release (`ctx`: a manifests.ReleaseContext)."""
     return [v for r in rules_for("manifest") for v in r.run(objects, ctx)]
@@ -175,6 +182,7 @@ from infra.rules import (  # noqa: E402, F401
     resource_names,
     scheduler,
     service_usage,
+    vertex_ai,
     vllm,
     workload_identity,
 )

@@ -117,3 +117,209 @@ def _names(stack: dict[str, Any]) -> Iterator[Finding]:
             name = body.get("name")
             if isinstance(name, str) and "${" not in name and not re.match(pattern, name):
                 yield Finding(f"{where}.name", name, f"allowed: {allowed}")
+
+
+# VM groups (infra/vms): the environment, the stack's instance template and the bulkInsert request ----------------
+
+LIBRARY = "google-cloud-compute 1.57.0 (google.cloud.compute_v1)"
+BULK = "compute.v1.BulkInsertInstanceResource"
+FLEX_VMS = "https://cloud.google.com/compute/docs/instances/about-flex-start-vms"
+GPUDIRECT = "https://cloud.google.com/compute/docs/gpus/gpudirect"
+MAX_RUN_S = 7 * 24 * 3600
+
+
+@rule(
+    id="gce.vm-capacity",
+    system="Compute Engine",
+    layer="apply",
+    summary=(
+        "A VM group's slice takes a capacity a VM has a provisioning model for: on-demand and a specific "
+        "reservation (STANDARD), spot (SPOT) or flex-start (FLEX_START, at most 7 days); queued provisioning is "
+        "GKE's (a Kueue ProvisioningRequest)."
+    ),
+    source=(
+        f"{LIBRARY} Scheduling.ProvisioningModel (FLEX_START, RESERVATION_BOUND, SPOT, STANDARD); {FLEX_VMS}; "
+        "https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig"
+    ),
+    subject="environment",
+)
+def _vm_capacity(env: Environment) -> Iterator[Finding]:
+    for name, group in env.vm_groups.items():
+        spec = env.slices.get(group.slice)
+        if spec is not None and spec.capacity.type == "queued":
+            yield Finding(
+                f"slices.{group.slice}.capacity.type",
+                "queued",
+                f"VM group {name!r} is on this slice, and a VM has no queued provisioning (GKE's ProvisioningRequest "
+                "through Kueue): use flex-start (a resize request of its group), spot, on-demand or a reservation",
+            )
+
+
+def _gpu_vm(props: dict[str, Any], where: str) -> Iterator[Finding]:
+    """What an A3 VM's properties (API field names) must hold: its NICs, its maintenance, its capacity."""
+    from infra.accelerators import accelerator_for_machine
+
+    found = accelerator_for_machine(str(props.get("machineType")))
+    if found is None or found[0].kind != "gpu":
+        return
+    shape = found[1]
+    nics = props.get("networkInterfaces") or []
+    if shape.gpudirect is not None:
+        want = 1 + shape.gpudirect.extra_nics
+        if len(nics) != want:
+            yield Finding(f"{where}.networkInterfaces", len(nics), f"{props['machineType']} takes {want} NICs")
+        for i, nic in enumerate(nics):
+            if nic.get("nicType") != "GVNIC":
+                yield Finding(f"{where}.networkInterfaces[{i}].nicType", nic.get("nicType"), "GVNIC on every NIC")
+        networks = [nic.get("network") for nic in nics]
+        for i, network in enumerate(networks):
+            if networks.count(network) > 1:
+                yield Finding(f"{where}.networkInterfaces[{i}].network", network, "each NIC in its own VPC network")
+    scheduling = props.get("scheduling") or {}
+    if scheduling.get("onHostMaintenance") != "TERMINATE":
+        yield Finding(
+            f"{where}.scheduling.onHostMaintenance",
+            scheduling.get("onHostMaintenance"),
+            "GPU VMs cannot live-migrate: TERMINATE",
+        )
+    model = scheduling.get("provisioningModel", "STANDARD")
+    if model in ("FLEX_START", "SPOT") and scheduling.get("instanceTerminationAction") != "DELETE":
+        yield Finding(
+            f"{where}.scheduling.instanceTerminationAction",
+            scheduling.get("instanceTerminationAction"),
+            f"{model} VMs here are deleted when they end (DELETE), never kept stopped holding their disks",
+        )
+    run = scheduling.get("maxRunDuration")
+    seconds = str(run.get("seconds", "")) if isinstance(run, dict) else ""
+    if run is not None and seconds.isdigit() and not 0 < int(seconds) <= MAX_RUN_S:
+        # (A malformed duration is the types' to refuse: gce.bulk-insert-types.)
+        yield Finding(f"{where}.scheduling.maxRunDuration", run, f"1 to {MAX_RUN_S} seconds (7 days)")
+    affinity = props.get("reservationAffinity") or {}
+    if affinity.get("consumeReservationType") == "SPECIFIC_RESERVATION":
+        if model != "STANDARD":
+            yield Finding(f"{where}.reservationAffinity", affinity, f"a {model} VM consumes no reservation")
+        if affinity.get("key") != "compute.googleapis.com/reservation-name" or not affinity.get("values"):
+            yield Finding(
+                f"{where}.reservationAffinity", affinity, "key compute.googleapis.com/reservation-name and its name"
+            )
+
+
+@rule(
+    id="gce.gpu-vm",
+    system="Compute Engine",
+    layer="apply",
+    summary=(
+        "A GPU VM of a bulkInsert request has one gVNIC per NIC of its machine, "
+        "each in its own VPC network, host maintenance TERMINATE; flex-start and spot VMs are deleted when they "
+        "end, run at most 7 days; a specific reservation is named by its key and name and consumed by STANDARD."
+    ),
+    source=(
+        f"{GPUDIRECT}; https://cloud.google.com/vpc/docs/multiple-interfaces-concepts; {FLEX_VMS}; "
+        "https://cloud.google.com/compute/docs/instances/reservations-consume; "
+        f"{LIBRARY} Scheduling, ReservationAffinity"
+    ),
+    subject="request",
+)
+def _bulk_gpu_vm(request: dict[str, Any], ctx: Any) -> Iterator[Finding]:
+    if ctx.api == BULK:
+        yield from _gpu_vm(request.get("instanceProperties") or {}, "instanceProperties")
+
+
+def _template_properties(body: dict[str, Any]) -> dict[str, Any]:
+    """An instance template's Terraform body in the API's field names, as far as `_gpu_vm` reads it."""
+    sched = (body.get("scheduling") or [{}])[0] if isinstance(body.get("scheduling"), list) else body.get("scheduling")
+    sched = sched or {}
+    affinity = body.get("reservation_affinity") or {}
+    if isinstance(affinity, list):
+        affinity = affinity[0] if affinity else {}
+    specific = affinity.get("specific_reservation") or {}
+    props: dict[str, Any] = {
+        "machineType": body.get("machine_type"),
+        "networkInterfaces": [
+            {"network": n.get("network"), "nicType": n.get("nic_type")} for n in body.get("network_interface") or []
+        ],
+        "scheduling": {
+            "onHostMaintenance": sched.get("on_host_maintenance"),
+            "provisioningModel": sched.get("provisioning_model", "STANDARD"),
+            "instanceTerminationAction": sched.get("instance_termination_action"),
+        },
+        "reservationAffinity": {
+            "consumeReservationType": affinity.get("type"),
+            "key": specific.get("key"),
+            "values": specific.get("values"),
+        },
+    }
+    if sched.get("max_run_duration"):
+        props["scheduling"]["maxRunDuration"] = sched["max_run_duration"]
+    return props
+
+
+@rule(
+    id="gce.gpu-vm-template",
+    system="Compute Engine",
+    layer="apply",
+    summary="The stack's GPU instance templates hold to what a GPU VM needs (as gce.gpu-vm checks a bulkInsert).",
+    source=f"{GPUDIRECT}; https://cloud.google.com/vpc/docs/multiple-interfaces-concepts; {FLEX_VMS}",
+    subject="terraform",
+)
+def _template_gpu_vm(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in resources(stack, "google_compute_instance_template"):
+        yield from _gpu_vm(_template_properties(body), where)
+
+
+@rule(
+    id="gce.bulk-insert-types",
+    system="Compute Engine",
+    layer="apply",
+    summary=(
+        "The request is a BulkInsertInstanceResource as the API's types define it: no unknown or proto-named "
+        "field, every enum-valued string one of the library's enum names (its protos declare them as strings), "
+        "and the library's own JSON parser accepts it."
+    ),
+    source=f"{LIBRARY}; https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert",
+    subject="request",
+)
+def _bulk_types(request: dict[str, Any], ctx: Any) -> Iterator[Finding]:
+    if ctx.api != BULK:
+        return
+    from google.cloud import compute_v1
+
+    from infra import api_types
+
+    found = list(api_types.check(request, compute_v1.BulkInsertInstanceResource))
+    yield from found
+    if not found:
+        refused = api_types.parse(request, compute_v1.BulkInsertInstanceResource)
+        if refused is not None:
+            yield refused
+
+
+@rule(
+    id="gce.bulk-insert-all-or-nothing",
+    system="Compute Engine",
+    layer="apply",
+    summary=(
+        "A group's bulkInsert creates all its VMs or none (minCount equal to count), names them explicitly "
+        "(perInstanceProperties, one per VM, RFC 1035 names) and not also by a namePattern."
+    ),
+    source=(
+        f"{LIBRARY} BulkInsertInstanceResource (min_count: 'If minCount instances cannot be created, then no "
+        "instances will be created'; name_pattern or per_instance_properties); "
+        "https://cloud.google.com/compute/docs/naming-resources"
+    ),
+    subject="request",
+)
+def _bulk_all_or_nothing(request: dict[str, Any], ctx: Any) -> Iterator[Finding]:
+    if ctx.api != BULK:
+        return
+    count, minimum = str(request.get("count")), str(request.get("minCount"))
+    if minimum != count:
+        yield Finding("minCount", request.get("minCount"), f"equal to count ({count}): all the group's VMs or none")
+    names = request.get("perInstanceProperties") or {}
+    if request.get("namePattern"):
+        yield Finding("namePattern", request["namePattern"], "the VMs are named by perInstanceProperties")
+    if str(len(names)) != count:
+        yield Finding("perInstanceProperties", len(names), f"one entry per VM ({count})")
+    for name in names:
+        if not re.match(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", name):
+            yield Finding(f"perInstanceProperties.{name}", name, "an RFC 1035 name of at most 63 characters")

@@ -4,7 +4,7 @@ Derived from the same environment and catalogue as the platform stack, and reusi
 its VPC and subnet (`modules/network/pre-existing-vpc`), the GPUDirect networks (each partition's nodes get one
 gVNIC per network, as GKE's node pools do), the cluster's bucket (mounted with gcsfuse at /gcs/<key>), the
 registry (read by the nodes' service account), the service accounts and the firewall rules
-(`infra.constructs.identity.SlurmServiceAccounts`, `infra.constructs.network.SlurmFirewall`). Terraform state goes
+(`infra.constructs.identity.SlurmServiceAccounts`, `infra.constructs.network.HostGroupFirewall`). Terraform state goes
 to the environment's state bucket.
 
 Modelled on Cluster Toolkit's A3 Mega Slurm example at the pinned release

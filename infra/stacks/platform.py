@@ -17,8 +17,8 @@ from infra.constructs.network import (
     SERVICES_RANGE,
     ControlPlaneWebhooks,
     GpuDirectNetworks,
+    HostGroupFirewall,
     Network,
-    SlurmFirewall,
 )
 from infra.constructs.node_pools import SYSTEM_POOL, CpuNodePool, SliceNodePool
 from infra.constructs.providers import Providers
@@ -34,9 +34,13 @@ from infra.constructs.releases import (
 )
 from infra.constructs.serving import release_name, serving_values
 from infra.constructs.storage import Bucket
+from infra.constructs.vertex import VertexJobs, custom_code_agent
+from infra.constructs.vms import VmGroup
 from infra.controllers import CONTROLLERS, ENGINE_CONTROLLER
-from infra.gcp_apis import PLATFORM_APIS
+from infra.gcp_apis import VERTEX_API, platform_apis
 from infra.slurm.blueprint import node_tag as slurm_node_tag
+from infra.vertex import job as vertex_job
+from infra.vms import instance as vms
 
 
 def stack_name(env: Environment) -> str:
@@ -55,7 +59,7 @@ class PlatformStack(TerraformStack):
         self.left_out: list[str] = []
         GcsBackend(self, bucket=env.state.bucket, prefix=env.state_prefix)
         providers = Providers(self, "providers", project=env.project, region=env.region, labels=env.labels)
-        apis = ProjectApis(self, "apis", project=env.project, apis=PLATFORM_APIS)
+        apis = ProjectApis(self, "apis", project=env.project, apis=platform_apis(vertex=env.vertex is not None))
 
         network = Network(
             self,
@@ -70,6 +74,7 @@ class PlatformStack(TerraformStack):
         )
         # (network, subnetwork) of each GPUDirect NIC, as references, so pools follow the networks.
         gpu_nics: list[tuple[str, str]] = []
+        gpudirect = None
         if env.gpudirect_networks:
             gpudirect = GpuDirectNetworks(
                 self,
@@ -186,7 +191,7 @@ class PlatformStack(TerraformStack):
         # The Slurm cluster's accounts and firewall rules (its VMs come from `gcluster deploy` of the blueprint
         # `make plan` writes, infra/slurm/blueprint.py, which tags every host with the same tag).
         if env.slurm is not None:
-            SlurmFirewall(
+            HostGroupFirewall(
                 self,
                 "slurm-firewall",
                 project=env.project,
@@ -205,6 +210,8 @@ class PlatformStack(TerraformStack):
             if env.slurm is not None
             else None
         )
+        vertex = self._vertex(env, buckets, network)
+        vm_groups = self._vm_groups(env, network, gpudirect)
         registry = DockerRepository(
             self,
             "registry",
@@ -215,9 +222,15 @@ class PlatformStack(TerraformStack):
             keep_recent_versions=env.registry.cleanup.keep_recent_versions,
             readers=[nodes.member]
             + ([pathways_nodes.member] if pathways_nodes else [])
-            + ([slurm.node_member] if slurm else []),
+            + ([slurm.node_member] if slurm else [])
+            + [group.member for group in vm_groups],
             protect=env.registry.protect,
         )
+        if vertex is not None:
+            # Vertex AI's agent exists once its API is on: the grant waits for the API.
+            vertex.grant_image_pulls(
+                registry.repository, agent=custom_code_agent(env.project_number), after=[apis.services[VERTEX_API]]
+            )
 
         if pathways_nodes is not None:
             pathways_nodes.grant_buckets(
@@ -288,6 +301,59 @@ class PlatformStack(TerraformStack):
         TerraformOutput(self, "registry_id", value=registry.repository.id)
         for key, bucket in buckets.items():
             TerraformOutput(self, f"bucket_{key}", value=bucket.bucket.url)
+
+    def _vertex(self, env: Environment, buckets: dict[str, Bucket], network: Network) -> VertexJobs | None:
+        """What the Vertex AI jobs need (infra/vertex writes the jobs themselves): their account, with objectUser
+        on the training bucket, and the network attachment where the environment asks for private access."""
+        if env.vertex is None:
+            return None
+        written = {env.vertex.training.bucket} if env.vertex.training is not None else set()
+        cidr = env.network.network_attachment_cidr
+        return VertexJobs(
+            self,
+            "vertex",
+            project=env.project,
+            account_id=vertex_job.SERVICE_ACCOUNT_ID,
+            buckets={key: buckets[key].bucket.name for key in sorted(written)},
+            region=env.region,
+            network=network.vpc.id,
+            attachment=(
+                (vertex_job.network_attachment_name(env), vertex_job.attachment_subnet_name(env), cidr)
+                if cidr is not None
+                else None
+            ),
+        )
+
+    def _vm_groups(self, env: Environment, network: Network, gpudirect: GpuDirectNetworks | None) -> list[VmGroup]:
+        """Each VM group, empty, on the platform's subnet and GPU networks, with its firewall (infra/vms)."""
+        groups = []
+        for key, group in env.vm_groups.items():
+            spec = env.slices[group.slice]
+            HostGroupFirewall(
+                self,
+                f"vms-{key}-firewall",
+                project=env.project,
+                network=network.vpc.id,
+                name=env.network.name,
+                tag=vms.network_tag(env, key),
+            )
+            groups.append(
+                VmGroup(
+                    self,
+                    f"vms-{key}",
+                    project=env.project,
+                    region=env.region,
+                    zone=env.zone_of(group.slice),
+                    name=vms.group_name(env, key),
+                    account_id=vms.service_account_id(key),
+                    properties=vms.instance_properties(env, key),
+                    placement=(
+                        (vms.placement_policy_name(env, key), spec.slice.hosts) if vms.compact(env, key) else None
+                    ),
+                    depends_on=[network.subnet, *(gpudirect.subnets if gpudirect else [])],
+                )
+            )
+        return groups
 
     def _chart_release(self, id_: str, **kwargs: Any) -> ChartRelease | None:
         """A ChartRelease, or None (recorded in `left_out`) when it would run an image not built yet."""

@@ -1,0 +1,256 @@
+"""A VM group's instance properties, derived once: the stack's instance template and the bulkInsert request
+both take them (`InstanceProperties` of the Compute Engine API, in its JSON field names).
+
+What an A3 Mega VM needs that a GKE node pool sets up for its nodes:
+
+- one primary gVNIC on the platform's subnet plus one gVNIC per GPU network, the same networks as GKE's pools
+  and the Slurm nodes (https://cloud.google.com/compute/docs/gpus/gpudirect);
+- host maintenance TERMINATE without automatic restart (GPU VMs cannot live-migrate), as Google's own
+  A3 resize-request example sets it (hashicorp/terraform-provider-google
+  website/docs/r/compute_resize_request.html.markdown);
+- the capacity type as a provisioning model: STANDARD (on-demand, and a reservation consumed by a
+  SPECIFIC_RESERVATION affinity), SPOT, or FLEX_START (deleted at the end of its run,
+  https://cloud.google.com/compute/docs/instances/about-flex-start-vms); every other slice consumes no
+  reservation (NO_RESERVATION), so a group never takes capacity reserved for another orchestrator;
+- a compact placement policy (COLLOCATED) where the capacity allows it: not for flex-start, whose VMs the
+  Dynamic Workload Scheduler places;
+- a pinned Container-Optimized OS image, the image Google's A3 resize-request example boots, which builds the
+  GPU driver for itself (`cos-extensions`) and runs Docker: the start-up (`startup_script`) installs the
+  catalogue's TCPXO plugin and receive-data-path manager, as Slurm-GCP's A3 Mega prolog does on Ubuntu.
+
+Not checked on a VM here: the COS image's GPU driver with TCPXO, the exact image name below (from a public
+configuration, not from `gcloud compute images list`), and the start-up as a whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.accelerators import GPU_HOSTS, GpuDirect, nccl_env
+from infra.config import Environment
+from infra.gpu_group import REPO, WORKDIR, all_gather_files, bundle, nccl_test_env
+
+# Container-Optimized OS, milestone 121 (LTS): an exact image, never the family (cos-121-lts), whose newest
+# member changes under a redeploy. https://cloud.google.com/container-optimized-os/docs/release-notes/m121
+COS_IMAGE = "projects/cos-cloud/global/images/cos-121-18867-381-183"
+# The boot disk of an A3 Mega VM: what Cluster Toolkit's A3 Mega example gives its nodes (pd-ssd, 200 GB).
+BOOT_DISK = ("pd-ssd", 200)
+HOST = GPU_HOSTS["cos"]
+HOST_SETUP = REPO / "workloads" / "charts" / "gpu-networking" / "files" / "tcpxo-host-setup.sh"
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# Seconds the start-up waits for the receive-data-path manager (Slurm-GCP's prolog waits 120; a fresh
+# VM pulls the image first).
+RXDM_WAIT_S = 300
+
+
+def group_name(env: Environment, key: str) -> str:
+    """The managed instance group's name, and the prefix of its VMs' names."""
+    return f"{env.name}-{key}"
+
+
+def vm_names(env: Environment, key: str) -> list[str]:
+    """The group's VMs in rank order: `<env>-<group>-<n>`. `make vm-up` creates them by these names, so every
+    VM knows the whole group from its template (the `platform-hosts` metadata) before any exists."""
+    hosts = env.slices[env.vm_groups[key].slice].slice.hosts
+    return [f"{group_name(env, key)}-{n}" for n in range(hosts)]
+
+
+def service_account_id(key: str) -> str:
+    return f"vm-{key}"
+
+
+def service_account(env: Environment, key: str) -> str:
+    return f"{service_account_id(key)}@{env.project}.iam.gserviceaccount.com"
+
+
+def network_tag(env: Environment, key: str) -> str:
+    """The tag of the group's VMs: the firewall lets them reach each other (MPI, NCCL, the JAX coordinator)."""
+    return f"{group_name(env, key)}-vm"
+
+
+def placement_policy_name(env: Environment, key: str) -> str:
+    return f"{group_name(env, key)}-compact"
+
+
+def compact(env: Environment, key: str) -> bool:
+    """Whether the group's VMs are placed by a compact placement policy (not with flex-start)."""
+    return env.slices[env.vm_groups[key].slice].capacity.type != "flex-start"
+
+
+def _nics(env: Environment, direct: GpuDirect | None) -> list[dict[str, Any]]:
+    def nic(network: str, subnet: str) -> dict[str, Any]:
+        return {
+            "network": f"projects/{env.project}/global/networks/{network}",
+            "subnetwork": f"projects/{env.project}/regions/{env.region}/subnetworks/{subnet}",
+            "nicType": "GVNIC",
+            "stackType": "IPV4_ONLY",
+        }
+
+    nics = [nic(env.network.name, env.network.subnet_name(env.region))]
+    if direct is not None:
+        nics += [nic(n, s) for n, s in env.network.gpudirect_names(env.region, direct.extra_nics)]
+    return nics
+
+
+def scheduling(env: Environment, key: str, *, standalone: bool) -> dict[str, Any]:
+    """The VMs' scheduling. `standalone`: VMs created on their own (bulkInsert), which carry their flex-start run
+    limit themselves; in the managed group the resize request gives it (its requestedRunDuration)."""
+    capacity = env.slices[env.vm_groups[key].slice].capacity
+    out: dict[str, Any] = {"onHostMaintenance": "TERMINATE", "automaticRestart": False}
+    if capacity.type == "spot":
+        out.update(provisioningModel="SPOT", instanceTerminationAction="DELETE")
+    elif capacity.type == "flex-start":
+        out.update(provisioningModel="FLEX_START", instanceTerminationAction="DELETE")
+        if standalone and capacity.max_run_hours is not None:
+            out["maxRunDuration"] = {"seconds": str(capacity.max_run_hours * 3600)}
+    else:
+        # On-demand, a reservation, and anything else the types and rules then refuse by name.
+        out["provisioningModel"] = "STANDARD" if capacity.type in ("on-demand", "reservation") else capacity.type
+    return out
+
+
+def reservation_affinity(env: Environment, key: str) -> dict[str, Any]:
+    capacity = env.slices[env.vm_groups[key].slice].capacity
+    if capacity.type == "reservation":
+        return {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [str(capacity.reservation)],
+        }
+    return {"consumeReservationType": "NO_RESERVATION"}
+
+
+def instance_properties(env: Environment, key: str, *, standalone: bool = False) -> dict[str, Any]:
+    """The group's VMs as `InstanceProperties` (JSON field names)."""
+    group = env.vm_groups[key]
+    slice_ = env.slices[group.slice].slice
+    disk_type, disk_gb = BOOT_DISK
+    metadata = {
+        "startup-script": startup_script(env, key),
+        "platform-hosts": ",".join(vm_names(env, key)),
+        # Container logs and the start-up's to Cloud Logging; the start-up's verdicts as guest attributes.
+        "google-logging-enabled": "true",
+        "enable-guest-attributes": "TRUE",
+        # SSH through OS Login (IAM) only, never a project-wide key.
+        "enable-oslogin": "TRUE",
+        "block-project-ssh-keys": "true",
+    }
+    props: dict[str, Any] = {
+        "machineType": slice_.machine_type,
+        "description": f"VM group {key} of environment {env.name}: {slice_.name} on {slice_.machine_type}",
+        "labels": {**env.labels, "platform_vm_group": key},
+        "tags": {"items": [network_tag(env, key)]},
+        "metadata": {"items": [{"key": k, "value": v} for k, v in metadata.items()]},
+        "disks": [
+            {
+                "boot": True,
+                "autoDelete": True,
+                "type": "PERSISTENT",
+                "mode": "READ_WRITE",
+                "initializeParams": {"sourceImage": COS_IMAGE, "diskType": disk_type, "diskSizeGb": str(disk_gb)},
+            }
+        ],
+        "networkInterfaces": _nics(env, slice_.gpudirect),
+        "scheduling": scheduling(env, key, standalone=standalone),
+        "reservationAffinity": reservation_affinity(env, key),
+        "serviceAccounts": [{"email": service_account(env, key), "scopes": SCOPES}],
+        "shieldedInstanceConfig": {"enableSecureBoot": True, "enableVtpm": True, "enableIntegrityMonitoring": True},
+    }
+    if compact(env, key):
+        props["resourcePolicies"] = [placement_policy_name(env, key)]
+    return props
+
+
+def _devices(gpus: int) -> list[str]:
+    paths = [f"/dev/nvidia{n}" for n in range(gpus)] + [
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/dev/dmabuf_import_helper",
+    ]
+    return [f"--device={p}" for p in paths]
+
+
+def startup_script(env: Environment, key: str) -> str:
+    """What every VM of the group runs at boot (its `startup-script`), as the environment derives it."""
+    group = env.vm_groups[key]
+    slice_ = env.slices[group.slice].slice
+    direct = slice_.gpudirect
+    assert direct is not None and direct.transport == "tcpxo", "the config allows TCPXO VM groups only"
+    gpus = slice_.chips_per_host
+    devices = " ".join(_devices(gpus))
+    driver_libs = "--volume=/var/lib/nvidia/lib64:/usr/local/nvidia/lib64"
+    group_env = {"PLATFORM_HOSTS": "$hosts", "PLATFORM_RANK": "$rank", **nccl_env(direct, HOST)}
+    lines = [
+        "#!/bin/bash",
+        f"# Generated by `make plan` from infra/environments/{env.name}.yaml (infra/vms); do not edit.",
+        f"# Every VM of group {key} runs this at boot: GPUDirect-TCPXO on Container-Optimized OS, the group's",
+        "# hosts and this host's rank, and the NCCL gate when the group has one. Its output is in Cloud Logging;",
+        "# its verdicts are guest attributes under platform/ (gcloud compute instances get-guest-attributes).",
+        "set -euo pipefail",
+        "metadata=http://metadata.google.internal/computeMetadata/v1/instance",
+        'attribute() { curl -sf -H "Metadata-Flavor: Google" "$metadata/attributes/$1"; }',
+        'report() { curl -sf -X PUT --data "$2" -H "Metadata-Flavor: Google" "$metadata/guest-attributes/platform/$1" '
+        "|| true; }",
+        "# The GPU driver COS builds for this image (its default version), its libraries executable.",
+        "cos-extensions install gpu -- --version=default",
+        "mount --bind /var/lib/nvidia /var/lib/nvidia",
+        "mount -o remount,exec /var/lib/nvidia",
+        HOST_SETUP.read_text().rstrip("\n"),
+        "set -euo pipefail",
+        f"docker-credential-gcr configure-docker --registries={env.registry.host(env.region)}",
+        "# The NCCL plugin and its nccl-env-profile.sh into /var/lib/tcpxo/lib64 (Slurm-GCP's A3 Mega prolog,",
+        "# tools/prologs-epilogs/receive-data-path-manager-mega, runs the same installer the same way).",
+        f"docker run --rm --network=host --volume=/var/lib:/var/lib {direct.installer_image} install --install-nccl",
+        "# The receive-data-path manager beside the GPUs, for as long as the VM runs.",
+        "docker rm -f receive-datapath-manager >/dev/null 2>&1 || true",
+        "docker run --detach --name=receive-datapath-manager --restart=unless-stopped --network=host --privileged "
+        f"--cap-add=NET_ADMIN {devices} {driver_libs} --env=LD_LIBRARY_PATH=/usr/local/nvidia/lib64 "
+        f"{direct.daemon_image} --num_hops=2 --num_nics={direct.extra_nics} --uid= --alsologtostderr",
+        f"for _ in $(seq 1 {RXDM_WAIT_S // 5}); do",
+        '  if docker logs receive-datapath-manager 2>&1 | grep -q "Buffer manager initialization complete"; then',
+        "    break",
+        "  fi",
+        "  sleep 5",
+        "done",
+        'if ! docker logs receive-datapath-manager 2>&1 | grep -q "Buffer manager initialization complete"; then',
+        f'  report receive-datapath-manager "not ready after {RXDM_WAIT_S} s"',
+        "  exit 1",
+        "fi",
+        "report receive-datapath-manager ready",
+        "# The group in rank order (the template's platform-hosts) and this host's rank in it.",
+        "hosts=$(attribute platform-hosts)",
+        'IFS=, read -r -a names <<< "$hosts"',
+        "rank=''",
+        'for i in "${!names[@]}"; do [ "${names[$i]}" = "$(hostname -s)" ] && rank=$i; done',
+        'if [ -z "$rank" ]; then report group "$(hostname -s) is not one of $hosts"; exit 1; fi',
+        "mkdir -p /etc/platform",
+        "cat > /etc/platform/group.env <<EOF",
+        *[f"{k}={v}" for k, v in group_env.items()],
+        "EOF",
+        'report group "rank $rank of ${#names[@]}"',
+    ]
+    if group.nccl_test is not None:
+        test = group.nccl_test
+        last = (test.nodes or slice_.hosts) - 1
+        values = nccl_test_env(direct, HOST, gpus, test.min_bus_bandwidth_gbps)
+        lines += [
+            f"# The NCCL all-gather gate over the first {last + 1} hosts (run {test.run}), in the plugin image.",
+            f'if [ "$rank" -le {last} ]; then',
+            *bundle(all_gather_files(), []).splitlines(),
+            "  cat > /etc/platform/nccl-test.env <<EOF",
+            f'PLATFORM_HOSTS=$(echo "$hosts" | cut -d, -f1-{last + 1})',
+            "PLATFORM_RANK=$rank",
+            *[f"{k}={v}" for k, v in values.items()],
+            "EOF",
+            "  set +e",
+            f"  docker run --rm --name=nccl-test --network=host --privileged {devices} {driver_libs} "
+            f"--volume={HOST.plugin_dir}:{HOST.plugin_dir} --volume=/dev/aperture_devices:/dev/aperture_devices "
+            f"--volume={WORKDIR}:{WORKDIR} --env-file=/etc/platform/nccl-test.env "
+            f"--env=LD_LIBRARY_PATH=/usr/local/nvidia/lib64 --entrypoint=bash {direct.installer_image} "
+            f"{WORKDIR}/all-gather-mpi.sh",
+            "  verdict=$?",
+            "  set -e",
+            '  report nccl-test "run ' + str(test.run) + ' exit $verdict (0: pass, 1: below the gate, 2: no result)"',
+            "fi",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,362 @@
+"""VM groups on Compute Engine: one derivation of the VMs' properties, taken by the stack's instance template and
+by the bulkInsert request; the request held to the Compute Engine client library's types (its enum fields
+checked against the library's enum classes, which its protos declare as strings) and to the sourced rules;
+`make vm-up` / `make vm-down` as typed calls; the start-up run with the host's tools stood in for."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.api_core import exceptions
+from google.cloud import compute_v1
+
+from infra.accelerators import GPU_HOSTS, TCPXO, nccl_env
+from infra.config import ConfigError, Environment
+from infra.load import load_environment
+from infra.rules import check_request
+from infra.rules.request_subject import RequestContext
+from infra.vms.__main__ import checked, down_calls, main, run, up_calls, write
+from infra.vms.bulk import bulk_insert
+from infra.vms.instance import instance_properties, startup_script, vm_names
+from tests.conftest import REPO, by_name, of_type
+
+DEV = (REPO / "infra" / "environments" / "dev.yaml").read_text()
+
+
+def _ctx(env: Environment) -> RequestContext:
+    return RequestContext("compute.v1.BulkInsertInstanceResource", env, "vm_groups.a3mega")
+
+
+# --- The bulkInsert request -------------------------------------------------------------------------------
+
+
+def test_the_bulk_insert_request_is_the_client_librarys_type_as_written(
+    envs: dict[str, Environment], tmp_path: Path
+) -> None:
+    for env in envs.values():
+        written, lines = write(env, tmp_path)
+        assert lines == []
+        path = written[0] / "bulk-insert.json"
+        request = json.loads(path.read_text())
+        parsed = compute_v1.BulkInsertInstanceResource.from_json(path.read_text())
+        again = compute_v1.BulkInsertInstanceResource.to_json(
+            parsed, use_integers_for_enums=False, always_print_fields_with_no_presence=False
+        )
+        assert json.loads(again) == request, "no field dropped or renamed by the library"
+        assert parsed.count == parsed.min_count == 2
+        assert sorted(parsed.per_instance_properties) == vm_names(env, "a3mega")
+
+
+def test_dev_vms_are_flex_start_with_a_run_limit_and_no_placement_policy(envs: dict[str, Environment]) -> None:
+    props = bulk_insert(envs["dev"], "a3mega")["instanceProperties"]
+    assert props["scheduling"] == {
+        "onHostMaintenance": "TERMINATE",
+        "automaticRestart": False,
+        "provisioningModel": "FLEX_START",
+        "instanceTerminationAction": "DELETE",
+        "maxRunDuration": {"seconds": str(8 * 3600)},
+    }
+    assert props["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert "resourcePolicies" not in props
+    # In the managed group the resize request carries the run limit instead.
+    assert "maxRunDuration" not in instance_properties(envs["dev"], "a3mega")["scheduling"]
+
+
+def test_prod_vms_consume_their_reservation_and_are_placed_compactly(envs: dict[str, Environment]) -> None:
+    props = bulk_insert(envs["prod"], "a3mega")["instanceProperties"]
+    assert props["scheduling"]["provisioningModel"] == "STANDARD"
+    assert props["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["ml-platform-a3mega-vms"],
+    }
+    assert props["resourcePolicies"] == ["prod-a3mega-compact"]
+
+
+def test_every_vm_has_a_gvnic_on_each_gpu_network_gke_uses(
+    envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
+) -> None:
+    props = instance_properties(envs["dev"], "a3mega")
+    nics = props["networkInterfaces"]
+    assert len(nics) == 1 + TCPXO.extra_nics and {n["nicType"] for n in nics} == {"GVNIC"}
+    assert nics[0]["subnetwork"].endswith("/subnetworks/ml-platform-us-east5")
+    pool = by_name(stacks["dev"], "google_container_node_pool")["a3mega"]
+    networks = of_type(stacks["dev"], "google_compute_network")
+    gke = [
+        networks[c["network"].split(".")[1]]["name"] for c in pool["network_config"]["additional_node_network_configs"]
+    ]
+    assert [n["network"].rsplit("/", 1)[1] for n in nics[1:]] == gke
+
+
+# --- The stack -------------------------------------------------------------------------------------------
+
+
+def test_the_stack_declares_the_group_empty_from_the_same_derivation(
+    envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
+) -> None:
+    env, stack = envs["dev"], stacks["dev"]
+    ((_, template),) = of_type(stack, "google_compute_instance_template").items()
+    props = instance_properties(env, "a3mega")
+    assert template["machine_type"] == props["machineType"] == "a3-megagpu-8g"
+    assert template["metadata"] == {i["key"]: i["value"] for i in props["metadata"]["items"]}
+    assert template["metadata"]["startup-script"] == startup_script(env, "a3mega")
+    assert template["metadata"]["platform-hosts"] == "dev-a3mega-0,dev-a3mega-1"
+    assert [n["nic_type"] for n in template["network_interface"]] == ["GVNIC"] * 9
+    assert template["scheduling"]["provisioning_model"] == "FLEX_START"
+    assert template["disk"][0]["source_image"].startswith("projects/cos-cloud/global/images/cos-121-")
+    group = by_name(stack, "google_compute_instance_group_manager")["dev-a3mega"]
+    assert group["target_size"] == 0 and group["zone"] == "us-east5-a"
+    assert group["lifecycle"] == {"ignore_changes": ["target_size"]}, "vm-up owns the size, not Terraform"
+    assert "google_compute_instance_template" in group["version"][0]["instance_template"]
+    firewall = by_name(stack, "google_compute_firewall")
+    assert firewall["ml-platform-dev-a3mega-vm-internal"]["target_tags"] == ["dev-a3mega-vm"]
+    assert template["tags"] == ["dev-a3mega-vm"]
+    readers = [m["member"] for m in of_type(stack, "google_artifact_registry_repository_iam_member").values()]
+    assert any("vm-a3mega@" in str(m) or "vms-a3mega_account" in str(m) for m in readers)
+
+
+def test_prods_group_has_its_compact_placement_policy(stacks: dict[str, dict[str, Any]]) -> None:
+    policy = by_name(stacks["prod"], "google_compute_resource_policy")["prod-a3mega-compact"]
+    assert policy["group_placement_policy"] == {"collocation": "COLLOCATED", "vm_count": 2}
+    ((_, template),) = of_type(stacks["prod"], "google_compute_instance_template").items()
+    assert "google_compute_resource_policy" in template["resource_policies"][0]
+    assert template["reservation_affinity"]["specific_reservation"]["values"] == ["ml-platform-a3mega-vms"]
+
+
+# --- What the types and the rules refuse ---------------------------------------------------------------------
+
+
+def _props(r: dict[str, Any]) -> dict[str, Any]:
+    return r["instanceProperties"]
+
+
+REFUSED = {
+    "a NIC type the API does not have (the type takes any string)": (
+        lambda r: _props(r)["networkInterfaces"][3].update(nicType="GVNICC"),
+        "instanceProperties.networkInterfaces[3].nicType",
+        "gce.bulk-insert-types",
+        "google-cloud-compute 1.57.0",
+    ),
+    "a provisioning model the API does not have": (
+        lambda r: _props(r)["scheduling"].update(provisioningModel="DWS"),
+        "instanceProperties.scheduling.provisioningModel",
+        "gce.bulk-insert-types",
+        "compute_v1",
+    ),
+    "a duration as a string (Compute Engine's is a message)": (
+        lambda r: _props(r)["scheduling"].update(maxRunDuration="3600s"),
+        "instanceProperties.scheduling.maxRunDuration",
+        "gce.bulk-insert-types",
+        "compute_v1",
+    ),
+    "a proto field name": (
+        lambda r: _props(r).update(machine_type=_props(r).pop("machineType")),
+        "instanceProperties.machine_type",
+        "gce.bulk-insert-types",
+        "compute_v1",
+    ),
+    "fewer VMs than asked for": (
+        lambda r: r.update(minCount="1"),
+        "minCount",
+        "gce.bulk-insert-all-or-nothing",
+        "min_count",
+    ),
+    "live migration of a GPU VM": (
+        lambda r: _props(r)["scheduling"].update(onHostMaintenance="MIGRATE"),
+        "instanceProperties.scheduling.onHostMaintenance",
+        "gce.gpu-vm",
+        "gpudirect",
+    ),
+    "a NIC short": (
+        lambda r: _props(r)["networkInterfaces"].pop(),
+        "instanceProperties.networkInterfaces",
+        "gce.gpu-vm",
+        "gpudirect",
+    ),
+    "a flex-start VM that outlives 7 days": (
+        lambda r: _props(r)["scheduling"].update(maxRunDuration={"seconds": str(8 * 24 * 3600)}),
+        "instanceProperties.scheduling.maxRunDuration",
+        "gce.gpu-vm",
+        "about-flex-start-vms",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_bad_request_is_refused_with_file_field_value_and_source(
+    case: str, envs: dict[str, Environment], tmp_path: Path
+) -> None:
+    mutate, field, rule_id, source = REFUSED[case]
+    request = copy.deepcopy(bulk_insert(envs["dev"], "a3mega"))
+    mutate(request)
+    path = tmp_path / "bulk-insert.json"
+    path.write_text(json.dumps(request))
+    violations = check_request(json.loads(path.read_text()), _ctx(envs["dev"]))
+    found = [v for v in violations if v.rule.id == rule_id and v.field == field]
+    assert found, [v.line() for v in violations]
+    line = found[0].line(str(path))
+    assert line.startswith(f"{path}: {field}: ") and f"rule {rule_id}" in line and source in line
+
+
+def test_queued_capacity_for_a_vm_group_is_refused_at_load(tmp_path: Path) -> None:
+    path = tmp_path / "dev.yaml"
+    old = "    capacity: {type: flex-start, max_run_hours: 8}"
+    assert old in DEV
+    path.write_text(DEV.replace(old, "    capacity: {type: queued}"))
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    text = str(err.value)
+    assert "slices.a3mega-vms.capacity.type: 'queued'" in text and "rule gce.vm-capacity" in text
+
+
+def test_a_vm_group_runs_on_tcpxo_machines_only(tmp_path: Path) -> None:
+    path = tmp_path / "dev.yaml"
+    old = "  a3mega-vms:\n    accelerator: a3-mega"
+    path.write_text(DEV.replace(old, "  a3mega-vms:\n    accelerator: a3-high"))
+    with pytest.raises(ConfigError, match=r"vm_groups\.a3mega\.slice: 'a3mega-vms': a VM group's start-up sets up"):
+        load_environment(path)
+
+
+# --- make vm-up / vm-down -------------------------------------------------------------------------------
+
+
+def test_a_flex_start_group_comes_up_through_one_resize_request(envs: dict[str, Environment]) -> None:
+    ((client, method, kwargs),) = checked(up_calls(envs["dev"], "a3mega", now=1_800_000_000))
+    assert (client, method) == ("InstanceGroupManagerResizeRequestsClient", "insert")
+    request = compute_v1.InstanceGroupManagerResizeRequest.from_json(
+        json.dumps(kwargs["instance_group_manager_resize_request_resource"])
+    )
+    assert [i.name for i in request.instances] == ["dev-a3mega-0", "dev-a3mega-1"]
+    assert request.requested_run_duration.seconds == 8 * 3600 and request.name == "up-1800000000"
+    assert kwargs["instance_group_manager"] == "dev-a3mega" and kwargs["zone"] == "us-east5-a"
+
+
+def test_a_reserved_group_comes_up_by_name_and_bulk_sends_the_bulk_insert(envs: dict[str, Environment]) -> None:
+    ((_, method, kwargs),) = checked(up_calls(envs["prod"], "a3mega"))
+    assert method == "create_instances"
+    assert kwargs["instance_group_managers_create_instances_request_resource"] == {
+        "instances": [{"name": "prod-a3mega-0"}, {"name": "prod-a3mega-1"}]
+    }
+    ((client, method, kwargs),) = checked(up_calls(envs["prod"], "a3mega", bulk=True))
+    assert (client, method) == ("InstancesClient", "bulk_insert")
+    assert kwargs["bulk_insert_instance_resource_resource"] == bulk_insert(envs["prod"], "a3mega")
+
+
+class FakeClient:
+    def __init__(self, log: list[tuple[str, dict[str, Any]]], missing: set[str]) -> None:
+        self.log, self.missing = log, missing
+
+    def __getattr__(self, method: str) -> Any:
+        def call(**kwargs: Any) -> None:
+            self.log.append((method, kwargs))
+            if kwargs.get("instance") in self.missing:
+                raise exceptions.NotFound("gone")
+
+        return call
+
+
+def test_down_deletes_the_group_and_any_bulk_vm_and_a_waiting_request(envs: dict[str, Environment]) -> None:
+    calls = checked(down_calls(envs["dev"], "a3mega", ["up-1800000000"]))
+    log: list[tuple[str, dict[str, Any]]] = []
+    clients = {
+        name: FakeClient(log, missing={"dev-a3mega-0", "dev-a3mega-1"})
+        for name in ("InstanceGroupManagerResizeRequestsClient", "InstanceGroupManagersClient", "InstancesClient")
+    }
+    out = run(calls, clients)
+    assert [m for m, _ in log] == ["cancel", "delete_instances", "delete", "delete"]
+    deleted = log[1][1]["instance_group_managers_delete_instances_request_resource"]
+    assert isinstance(deleted, compute_v1.InstanceGroupManagersDeleteInstancesRequest)
+    assert list(deleted.instances) == [f"zones/us-east5-a/instances/dev-a3mega-{n}" for n in (0, 1)]
+    assert out[-1] == "InstancesClient.delete: nothing to delete (dev-a3mega-1)"
+
+
+def test_make_vm_up_dry_run_prints_the_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", "--env", "dev", "--group", "a3mega", "--dry-run"]) == 0
+    assert '"call": "compute_v1.InstanceGroupManagerResizeRequestsClient.insert"' in capsys.readouterr().out
+    assert main(["up", "--env", "dev", "--group", "nope", "--dry-run"]) == 2
+
+
+# --- The start-up, run with the host's tools stood in for -------------------------------------------------
+
+
+def _tool(bin_: Path, name: str, body: str) -> None:
+    path = bin_ / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def _boot(tmp_path: Path, env: Environment, hostname: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run the group's start-up as `hostname` would. Paths the start-up writes on the VM (/etc/platform,
+    /tmp/platform, /dev/aperture_devices) are moved under tmp_path; every host tool logs its arguments."""
+    root, bin_ = tmp_path / "root", tmp_path / "bin"
+    bin_.mkdir()
+    log = tmp_path / "calls.log"
+    logged = f'echo "$(basename "$0") $*" >> {log}\n'
+    for tool in ("cos-extensions", "umount", "modprobe", "iptables", "docker-credential-gcr"):
+        _tool(bin_, tool, logged)
+    # A bind mount of a NIC's PCI device shows its resource files where it is mounted.
+    _tool(bin_, "mount", logged + 'if [ "$1" = --bind ] && [ -d "$3" ]; then touch "$3/resource0"; fi\n')
+    _tool(bin_, "lspci", logged + 'echo "0000:06:00.0 Ethernet controller [0200]: Google, Inc. Device [1ae0:0084]"\n')
+    _tool(bin_, "readlink", 'echo "$2"\n')
+    _tool(bin_, "hostname", f"echo {hostname}\n")
+    _tool(bin_, "sleep", "exit 0\n")
+    hosts = ",".join(vm_names(env, "a3mega"))  # what the template's metadata holds
+    _tool(
+        bin_,
+        "curl",
+        logged + f'case "$*" in *attributes/platform-hosts*) echo -n {hosts} ;; esac\n',
+    )
+    _tool(
+        bin_,
+        "docker",
+        logged + 'case "$1" in logs) echo "Buffer manager initialization complete" ;; run) '
+        'case "$*" in *nccl-test*) exit "${NCCL_VERDICT:-0}" ;; esac ;; esac\n',
+    )
+    script = startup_script(env, "a3mega")
+    for path in ("/etc/platform", "/tmp/platform", "/dev/aperture_devices"):
+        script = script.replace(path, f"{root}{path}")
+    script = script.replace("/sbin/iptables", "iptables")
+    (root / "dev").mkdir(parents=True)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        env={"PATH": f"{bin_}:{os.environ['PATH']}", "NCCL_VERDICT": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done, root
+
+
+def test_a_vm_boots_into_its_rank_and_runs_the_gate(envs: dict[str, Environment], tmp_path: Path) -> None:
+    env = envs["dev"]
+    done, root = _boot(tmp_path, env, "dev-a3mega-1")
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    group_env = dict(line.split("=", 1) for line in (root / "etc/platform/group.env").read_text().splitlines())
+    assert group_env["PLATFORM_HOSTS"] == "dev-a3mega-0,dev-a3mega-1" and group_env["PLATFORM_RANK"] == "1"
+    # The NCCL environment of a COS host: NICs eth0..eth8 and the installer's profile in /var/lib/tcpxo/lib64.
+    moved = {k: v.replace("/dev/", f"{root}/dev/") for k, v in nccl_env(TCPXO, GPU_HOSTS["cos"]).items()}
+    assert group_env.items() >= moved.items()
+    runs = [c for c in calls if c.startswith("docker run")]
+    assert "install --install-nccl" in runs[0] and TCPXO.installer_image in runs[0]
+    assert TCPXO.daemon_image in runs[1] and "--num_nics=8" in runs[1] and "--device=/dev/nvidia7" in runs[1]
+    assert "--name=nccl-test" in runs[2] and "all-gather-mpi.sh" in runs[2]
+    shipped = (REPO / "workloads/nccl/all-gather-mpi.sh").read_text().replace("/tmp/platform", f"{root}/tmp/platform")
+    assert (root / "tmp/platform/all-gather-mpi.sh").read_text() == shipped
+    reports = [c for c in calls if "guest-attributes" in c]
+    assert any("platform/group" in r and "rank 1 of 2" in r for r in reports)
+    assert any("platform/nccl-test" in r and "exit 0" in r for r in reports)
+    assert "cos-extensions install gpu -- --version=default" in calls
+
+
+def test_a_vm_outside_its_group_stops_and_says_so(envs: dict[str, Environment], tmp_path: Path) -> None:
+    done, _ = _boot(tmp_path, envs["dev"], "stray-vm")
+    assert done.returncode == 1
+    assert "stray-vm is not one of dev-a3mega-0,dev-a3mega-1" in (tmp_path / "calls.log").read_text()
