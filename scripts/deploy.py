@@ -16,8 +16,8 @@ destroy     shows what would go, refuses while anything is protected (prevent_de
             hold the platform's networks, and neither Slurm's nodes nor a bulkInsert's VMs are in any state.
 
 The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m infra.vms` unless PLATFORM_CDKTF /
-PLATFORM_GCLUSTER / PLATFORM_VMS name others (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad input or refused deploy, 3 refused destroy,
-else the CLI's.
+PLATFORM_GCLUSTER / PLATFORM_VMS name others (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
+input or refused deploy, 3 refused destroy, else the CLI's.
 """
 
 from __future__ import annotations

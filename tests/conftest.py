@@ -61,3 +61,18 @@ def one_of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     """The one rendered object of `kind` among a release's objects."""
     (found,) = [o for o in objects if o["kind"] == kind]
     return found
+
+
+def assert_request_refused(
+    request: dict[str, Any], ctx: Any, path: Path, field: str, rule_id: str, source: str
+) -> None:
+    """`request`, written to `path` and read back, is refused by `rule_id` at `field`, and the error line names the
+    file, the field, the rule and (a part of) its source."""
+    from infra.rules import check_request
+
+    path.write_text(json.dumps(request))
+    violations = check_request(json.loads(path.read_text()), ctx)
+    found = [v for v in violations if v.rule.id == rule_id and v.field == field]
+    assert found, [v.line() for v in violations]
+    line = found[0].line(str(path))
+    assert line.startswith(f"{path}: {field}: ") and f"rule {rule_id}" in line and source in line

@@ -87,7 +87,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
     "broken YAML": (
         "yaml",
         _sub("  name: ml-platform-dev\n", "  name: [ml-platform-dev\n"),
-        "line 38, column 18",
+        "line 41, column 18",
         "not valid YAML: expected ',' or ']', but got ':' (while parsing a flow sequence)",
     ),
     # 2. Numbers GCP cannot hold
@@ -273,7 +273,8 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         _sub(
             "  a3mega-vertex:\n    accelerator: a3-mega\n    nodes: 2\n    zone: us-east5-a\n"
             "    capacity: {type: flex-start, max_run_hours: 24}\n",
-            "  a3mega-vertex:\n    accelerator: a3-mega\n    nodes: 2\n    zone: us-east5-a\n    capacity: {type: queued}\n",
+            "  a3mega-vertex:\n    accelerator: a3-mega\n    nodes: 2\n    zone: us-east5-a\n"
+            "    capacity: {type: queued}\n",
         ),
         "slices.a3mega-vertex.capacity.type",
         "rule vertex.capacity",
@@ -425,11 +426,11 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "cluster.deletion_protection",
         "valid boolean",
     ),
-    "two vLLM replicas on one cache": (
+    "two replicas of a multi-host vLLM server on one slice": (
         "messages",
-        _sub("    cache_bucket: pathways\n", "    cache_bucket: pathways\n    replicas: 2\n"),
-        "serving.llama70b-vllm.replicas",
-        "less than or equal to 1",
+        _sub("    max_model_len: 8192\n", "    max_model_len: 8192\n    replicas: 2\n"),
+        "serving.llama70b-vllm-mh.replicas",
+        "is one node pool of one slice: one replica",
     ),
 }
 

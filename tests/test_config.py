@@ -329,6 +329,11 @@ print(sorted(load_all(ENVIRONMENTS_DIR)))
 DEV_TEXT = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
 
 
+def _line(text: str) -> int:
+    """The line of dev.yaml that starts with `text`, counted from 1."""
+    return DEV_TEXT[: DEV_TEXT.index(text)].count("\n") + 1
+
+
 @pytest.mark.parametrize(
     ("before", "after", "problem"),
     [
@@ -336,13 +341,15 @@ DEV_TEXT = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
         (
             "  deletion_protection: false\n",
             "  deletion_protection: true\n  deletion_protection: false\n",
-            "cluster.deletion_protection: written twice, at lines 42 and 43",
+            f"cluster.deletion_protection: written twice, at lines {_line('  deletion_protection: false')} and "
+            f"{_line('  deletion_protection: false') + 1}",
         ),
         # A second `train:` slice (here 8x8: four times the chips) silently replacing the first.
         (
             "slices:\n",
             "slices:\n  train:\n    accelerator: v6e\n    topology: 8x8\n    capacity: {type: on-demand}\n",
-            "slices.train: written twice, at lines 49 and 53",
+            # The inserted `train:` on the line after `slices:`, the file's own four lines later.
+            f"slices.train: written twice, at lines {_line('slices:') + 1} and {_line('slices:') + 5}",
         ),
     ],
     ids=["cluster.deletion_protection", "slices.train"],

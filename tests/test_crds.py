@@ -72,16 +72,17 @@ def test_fetch_verifies_every_checksum_and_changes_nothing_on_a_bad_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = crds.locate()
-    pinned = {name: (f"file://{source / name}", sha) for name, (_, sha) in crds.pins().items()}
-    monkeypatch.setattr(crds, "pins", lambda: pinned)
+    # The required schemas, from the shared copy instead of their URLs (the optional ones are not there).
+    pinned = {name: (f"file://{source / name}", sha, False) for name, (_, sha) in crds.pins().items()}
+    monkeypatch.setattr(crds, "all_pins", lambda: pinned)
     target = tmp_path / "fetched"
     assert crds.fetch(target) == sorted(pinned)
     assert crds.problems(target) == []
     bad = dict(pinned)
     name = "kueue.x-k8s.io_localqueues.yaml"
-    bad[name] = (pinned[name][0], hashlib.sha256(b"other").hexdigest())
-    monkeypatch.setattr(crds, "pins", lambda: bad)
+    bad[name] = (pinned[name][0], hashlib.sha256(b"other").hexdigest(), False)
+    monkeypatch.setattr(crds, "all_pins", lambda: bad)
     with pytest.raises(ValueError, match="is not the pinned"):
         crds.fetch(target)
-    monkeypatch.setattr(crds, "pins", lambda: pinned)
+    monkeypatch.setattr(crds, "all_pins", lambda: pinned)
     assert crds.problems(target) == [], "a failed fetch leaves the previous schemas as they were"

@@ -119,7 +119,7 @@ def environments(tmp_path: Path) -> Path:
 GPU_DIGEST = "sha256:" + "cd" * 32
 
 
-OTHER_IMAGES = ["checkpoint-converter", "server", "trainer-gpu"]
+OTHER_IMAGES = ["checkpoint-converter", "server", "trainer-gpu", "vllm-tpu"]
 
 
 def _pin_dev(environments: Path, image: str) -> None:
@@ -198,7 +198,7 @@ def test_promotion_updates_prod_keeping_comments_and_a_second_run_changes_nothin
     second = promote("dev", "prod", dry_run=False, run=lambda c: calls.append(list(c)), environments=environments)
     assert not second.changed
     assert prod.read_text() == after_first
-    assert len(calls) == 4
+    assert len(calls) == 1 + len(OTHER_IMAGES)  # each image copied once: the second run copies nothing
 
 
 def test_promotion_dry_run_writes_nothing_and_runs_nothing(environments: Path) -> None:
@@ -335,10 +335,10 @@ def test_make_promote_with_digests_updates_prod_once(tmp_path: Path, environment
     first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     assert "+    trainer: us-east5-docker.pkg.dev/acme-ml-platform-prod/ml-platform/trainer@" in first.stdout
-    assert log.read_text().count("add-tag") == 4
+    assert log.read_text().count("add-tag") == 1 + len(OTHER_IMAGES)  # every image, once
     after = (environments / "prod.yaml").read_text()
     second = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
     assert "nothing to change" in second.stdout
     assert (environments / "prod.yaml").read_text() == after
-    assert log.read_text().count("add-tag") == 4
+    assert log.read_text().count("add-tag") == 1 + len(OTHER_IMAGES)

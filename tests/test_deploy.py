@@ -119,14 +119,18 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
     # 0. A plain deploy with unbuilt images is refused, naming the sequence.
     refused = _run(["deploy", "dev"], tmp_path)
     assert refused.returncode == 2
-    assert "checkpoint-converter, server, trainer, trainer-gpu still at the placeholder digest" in refused.stderr
+    unbuilt = "checkpoint-converter, server, trainer, trainer-gpu, vllm-tpu"
+    assert f"{unbuilt} still at the placeholder digest" in refused.stderr
     assert "1. make deploy-infra ENV=dev" in refused.stderr
     assert "2. make image IMAGE=trainer ENV=dev" in refused.stderr and "3. make deploy ENV=dev" in refused.stderr
     assert _calls(tmp_path) == []
     # 1. Infrastructure first: every release that runs an unbuilt image is left out, the registry is not.
     first = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
-    left_out = "gpu-training, ray-training, serve-canary, serve-llama405b, serve-llama70b-disagg"
+    left_out = (
+        "gpu-training, ray-training, serve-canary, serve-llama405b, serve-llama70b-disagg, serve-llama70b-vllm, "
+        "serve-llama70b-vllm-mh"
+    )
     assert sorted(re.search(r"left out until their images are built: (.*)", first.stdout)[1].split(", ")) == (
         left_out.split(", ")
     )

@@ -26,13 +26,11 @@ def test_fuse_mounts_never_ask_for_parallel_downloads_without_a_file_cache(stack
             "gke-gcsfuse/memory-limit": "0",
             "gke-gcsfuse/ephemeral-storage-limit": "0",
         }
-    vllm = one_of_kind(rendered(stacks["dev"], "serve-llama70b-vllm"), "Deployment")["spec"]["template"]["spec"]
-    volumes = {v["name"]: v for v in vllm["volumes"]}
-    attributes = volumes["models"]["csi"]["volumeAttributes"]
-    assert "file-cache:enable-parallel-downloads:true" in attributes["mountOptions"]
-    assert attributes["fileCacheCapacity"] == "-1"
-    # The file cache lives in the custom cache volume, in memory: 140 GB of weights exceed a TPU host's boot disk.
-    assert volumes["gke-gcsfuse-cache"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "154Gi"}
+    # vLLM streams its weights from gs:// (Run:ai streamer): no FUSE file cache of the whole model in memory.
+    lws = one_of_kind(rendered(stacks["dev"], "serve-llama70b-vllm"), "LeaderWorkerSet")
+    pod = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert "--load-format=runai_streamer" in pod["containers"][0]["args"]
+    assert {v["name"] for v in pod["volumes"]} == {"platform", "xla-cache", "dshm"}
 
 
 @needs_crds
@@ -155,24 +153,33 @@ def test_dedicated_cpu_pools_are_pinned_to_the_environments_zones(
 
 
 @needs_crds
-def test_vllm_compiles_once_into_a_persistent_single_writer_cache_and_waits_for_a_cold_start(
+def test_vllm_compiles_once_into_a_persistent_cache_per_host_and_waits_for_a_cold_start(
     stacks: dict[str, dict[str, Any]],
 ) -> None:
     """The cache sat in the container's /tmp (every restart compiled from nothing) and the startup budget was
-    20 minutes, below a cold compile of a 70B model (about 30 minutes, tpu-inference PR #3408)."""
-    deployment = one_of_kind(rendered(stacks["dev"], "serve-llama70b-vllm"), "Deployment")
-    pod = deployment["spec"]["template"]["spec"]
-    (vllm,) = pod["containers"]
-    env = {e["name"]: e.get("value") for e in vllm["env"]}
-    mount = next(m for m in vllm["volumeMounts"] if m["mountPath"] == env["VLLM_XLA_CACHE_PATH"])
-    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-    assert volume["csi"]["volumeAttributes"] == {
-        "bucketName": "acme-ml-platform-dev-pathways",
-        "mountOptions": "implicit-dirs,only-dir=xla-cache/serve-llama70b-vllm",
-    }
-    assert not mount.get("readOnly") and not volume["csi"].get("readOnly")
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
-    probe = vllm["startupProbe"]
+    20 minutes, below a cold compile of a 70B model (about 30 minutes, tpu-inference PR #3408). Replicas and the
+    hosts of a group each write their own folder: writers sharing a path fail (GKE's vLLM TPU guide)."""
+    lws = one_of_kind(rendered(stacks["dev"], "serve-llama70b-vllm-mh"), "LeaderWorkerSet")
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod = lws["spec"]["leaderWorkerTemplate"][role]["spec"]
+        (vllm,) = pod["containers"]
+        env = {e["name"]: e for e in vllm["env"]}
+        assert env["VLLM_XLA_CACHE_PATH"]["value"] == "/data/xla-cache/group-$(PLATFORM_GROUP)/host-$(PLATFORM_HOST)"
+        assert env["PLATFORM_GROUP"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+            "metadata.labels['leaderworkerset.sigs.k8s.io/group-index']"
+        )
+        assert env["PLATFORM_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+            "metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']"
+        )
+        mount = next(m for m in vllm["volumeMounts"] if m["mountPath"] == "/data/xla-cache")
+        volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+        assert volume["csi"]["volumeAttributes"] == {
+            "bucketName": "acme-ml-platform-dev-pathways",
+            "mountOptions": "implicit-dirs,only-dir=xla-cache/serve-llama70b-vllm-mh",
+        }
+    # A group is replaced, never doubled (its successor reuses the same folders).
+    assert lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["maxSurge"] == 0
+    probe = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["startupProbe"]
     assert probe["httpGet"]["path"] == "/health"  # not behind the API key
     assert probe["periodSeconds"] * probe["failureThreshold"] >= 3600
 

@@ -19,10 +19,11 @@ def _bucket_id(stack: dict[str, Any], key: str) -> str:
 
 
 def test_dev_inventory_counts_every_slice_by_generation_and_zone(stacks: dict[str, dict[str, Any]]) -> None:
-    # v6e: train 16 + serve 16 + prefill 8 + decode 8 + vllm 8; v5e: two Saxml 4x8 slices.
+    # v6e: train 16 + serve 16 + prefill 8 + decode 8 + vllm 2 x 8 (two replicas) + vllm-multihost 16;
+    # v5e: two Saxml 4x8 slices.
     # An autoscaled (queued) pool counts at its maximum: what the plan can bring up.
     assert accelerator_inventory(stacks["dev"]) == {
-        ("v6e", "us-east5-b"): 56,
+        ("v6e", "us-east5-b"): 80,
         ("v5e", "us-east5-b"): 64,
         ("a3-mega", "us-east5-a"): 16,
     }
@@ -30,9 +31,9 @@ def test_dev_inventory_counts_every_slice_by_generation_and_zone(stacks: dict[st
 
 def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dict[str, Any]]) -> None:
     text = render(review_stack("platform-dev", stacks["dev"], None))
-    assert "| v6e | us-east5-b | 0 | 56 | +56 |" in text
+    assert "| v6e | us-east5-b | 0 | 80 | +80 |" in text
     assert "| a3-mega | us-east5-a | 0 | 16 | +16 |" in text
-    assert "| `google_container_node_pool` | 10 |" in text  # 8 slices, system, the conversion pool
+    assert "| `google_container_node_pool` | 11 |" in text  # 9 slices, system, the conversion pool
     assert "## Blocking" not in text
 
 
@@ -67,7 +68,7 @@ def test_resizing_a_slice_shows_in_the_inventory_without_blocking(stacks: dict[s
             pool["placement_policy"]["tpu_topology"] = "4x8"
     review = review_stack("platform-dev", after, stacks["dev"])
     assert review.blocking == []
-    assert "| v6e | us-east5-b | 56 | 72 | +16 |" in render(review)
+    assert "| v6e | us-east5-b | 80 | 96 | +16 |" in render(review)
     assert [c.action for c in review.changes] == ["replace"]
 
 

@@ -158,7 +158,38 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
     "vllm.tensor-parallel-divides-heads": (
         lambda d, mp: mp.setitem(MODELS, "meta-llama/Llama-3.3-70B-Instruct", ModelArch(60, 4, "t")),
         "serving.llama70b-vllm.slice",
-        "60 heads are not divisible by 8 chips",
+        "60 heads are not divisible by tensor parallelism 8",
+    ),
+    "vllm.support-matrix": (
+        lambda d, mp: d["serving"]["llama70b-vllm-mh"].update(tensor_parallel_size=16, pipeline_parallel_size=1),
+        "serving.llama70b-vllm-mh.pipeline_parallel_size",
+        "only pipeline parallelism over the hosts is tested",
+    ),
+    # argparse would take the prefix silently (--max-num-seq for --max-num-seqs).
+    "vllm.flags-known": (
+        lambda d, mp: mp.setattr(
+            "workloads.serving.vllm_args.serve_args", lambda env, key: ["--model=gs://b/m", "--max-num-seq=8"]
+        ),
+        "serving.llama70b-vllm vllm args",
+        "only a prefix of --max-num-seqs",
+    ),
+    # tpu-inference refuses any other connector at start; vLLM's own config takes the name.
+    "vllm.kv-connector-on-tpu": (
+        lambda d, mp: d["serving"]["llama70b-vllm"].update(
+            extra_args=['--kv-transfer-config={"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}']
+        ),
+        "serving.llama70b-vllm.extra_args[0].kv_connector",
+        "the TPU platform accepts TPUConnector, TPUConnectorHMA, TPUOffloadConnector",
+    ),
+    "vllm.context-fits-model": (
+        lambda d, mp: d["serving"]["llama70b-vllm"].update(max_model_len=200000),
+        "serving.llama70b-vllm.max_model_len",
+        "takes at most 131072 positions",
+    ),
+    "vllm.load-format": (
+        lambda d, mp: mp.setattr("workloads.serving.vllm_args.LOAD_FORMAT", "safetensors"),
+        "serving.llama70b-vllm vllm args.--load-format",
+        "only runai_streamer, runai_streamer_sharded read object storage",
     ),
     "gke.pod-fits-a-node-of-its-pool": (
         lambda d, mp: d["cpu_pools"]["convert"].update(machine_type="n2-highmem-64"),
@@ -193,6 +224,53 @@ def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest
     mutate(data, monkeypatch)
     found = RULES[rule_id].run(_env(data))
     assert any(v.field == field and fragment in v.message for v in found), [v.line() for v in found]
+
+
+OFFLOAD = '--kv-transfer-config={"kv_connector":"TPUOffloadConnector",' + (
+    '"kv_connector_module_path":"tpu_inference.offload.tpu_offload_connector","kv_role":"kv_both"}'
+)
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "rule_id", "field", "fragment"),
+    [
+        ([OFFLOAD, "--enable-prefix-caching"], "", "", ""),
+        (["--max-num-seqs=8"], "vllm.flags-known", "serving.llama70b-vllm.extra_args[0]", "given already (by the"),
+        (["--enable-prefix-caching"] * 2, "vllm.flags-known", "serving.llama70b-vllm.extra_args[1]", "earlier"),
+        (["--enable-prefix-cach"], "vllm.flags-known", "serving.llama70b-vllm vllm args", "only a prefix of"),
+        (["--kv-transfer-config={nope"], "vllm.kv-connector-on-tpu", "serving.llama70b-vllm.extra_args[0]", "JSON"),
+        (
+            [OFFLOAD.replace("kv_both", "kv_producer")],
+            "vllm.kv-connector-on-tpu",
+            "serving.llama70b-vllm.extra_args[0].kv_role",
+            "one server takes an offload connector as kv_both",
+        ),
+        (
+            [OFFLOAD.replace("TPUOffloadConnector", "TPUConnector")],
+            "vllm.kv-connector-on-tpu",
+            "serving.llama70b-vllm.extra_args[0].kv_role",
+            "prefill/decode is JetStream's",
+        ),
+        (
+            [OFFLOAD.replace(',"kv_connector_module_path":"tpu_inference.offload.tpu_offload_connector"', "")],
+            "vllm.kv-connector-on-tpu",
+            "serving.llama70b-vllm.extra_args[0].kv_connector_module_path",
+            "needs tpu_inference.offload.tpu_offload_connector",
+        ),
+    ],
+)
+def test_vllm_extra_args_are_held_to_the_parser_and_the_tpu_platform(
+    extra_args: list[str], rule_id: str, field: str, fragment: str
+) -> None:
+    data = copy.deepcopy(DEV)
+    data["serving"]["llama70b-vllm"]["extra_args"] = extra_args
+    found = [v for r in ("vllm.flags-known", "vllm.kv-connector-on-tpu") for v in RULES[r].run(_env(data))]
+    if not rule_id:
+        assert found == []
+        return
+    assert any(v.rule.id == rule_id and v.field == field and fragment in v.message for v in found), [
+        v.line() for v in found
+    ]
 
 
 def test_a_broken_rule_fails_loading_with_file_field_value_rule_and_source(tmp_path: Path) -> None:
@@ -307,6 +385,10 @@ TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
         "the cluster needs enable_multi_networking",
     ),
     "gce.multinic.one-vpc-per-nic": (_same_vpc_twice, "a VPC used twice"),
+    "gke.inference-gateway-prerequisites": (
+        lambda s: _cluster(s).pop("gateway_api_config"),
+        "need CHANNEL_STANDARD",
+    ),
     "gce.gpu-vm-template": (
         lambda s: next(iter(of_type(s, "google_compute_instance_template").values()))["scheduling"].update(
             on_host_maintenance="MIGRATE"
@@ -403,14 +485,17 @@ def _old_probe(objs: list[dict[str, Any]]) -> None:
     _jetstream(objs)["startupProbe"]["failureThreshold"] = 180
 
 
+def _vllm_pod(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The server pod template of the single-host vLLM group."""
+    return one_of_kind(objs, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+
+
 def _vllm_on_gce_pool(objs: list[dict[str, Any]]) -> None:
-    one_of_kind(objs, "Deployment")["spec"]["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] = (
-        "serve"
-    )
+    _vllm_pod(objs)["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] = "serve"
 
 
 def _forbidden_option(objs: list[dict[str, Any]]) -> None:
-    attributes = _fuse_volume(one_of_kind(objs, "Deployment")["spec"]["template"]["spec"])["csi"]["volumeAttributes"]
+    attributes = _fuse_volume(_vllm_pod(objs)["spec"])["csi"]["volumeAttributes"]
     attributes["mountOptions"] += ",temp-dir=/tmp/x"
 
 
@@ -430,12 +515,23 @@ def _service_named_after_the_lws(objs: list[dict[str, Any]]) -> None:
 
 
 def _vllm(objs: list[dict[str, Any]]) -> dict[str, Any]:
-    return one_of_kind(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return _vllm_pod(objs)["spec"]["containers"][0]
 
 
-def _old_vllm_cache(objs: list[dict[str, Any]]) -> None:
+def _vllm_cache_shared(objs: list[dict[str, Any]]) -> None:
+    """Every host of every group writes the same cache path (before it was per host)."""
     env = next(e for e in _vllm(objs)["env"] if e["name"] == "VLLM_XLA_CACHE_PATH")
-    env["value"] = "/tmp/vllm-xla-cache"
+    env["value"] = "/data/xla-cache"
+
+
+def _mh_worker(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    return one_of_kind(objs, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][
+        0
+    ]
+
+
+def _pool_selects_workers(objs: list[dict[str, Any]]) -> None:
+    one_of_kind(objs, "InferencePool")["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] = "worker"
 
 
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
@@ -466,17 +562,39 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     ),
     "vllm.xla-cache-persistent-single-writer": (
         "serve-llama70b-vllm",
-        _old_vllm_cache,
-        "not on a persistent volume",
+        _vllm_cache_shared,
+        "write one path: make it per pod",
     ),
     # Before the fix the Ray and vLLM mounts asked for parallel downloads without a file cache.
     "gcsfuse.parallel-downloads-need-file-cache": ("ray-training", _old_ray_mount, "parallel downloads need a file"),
     "gcsfuse.pod-annotation": (
         "serve-llama70b-vllm",
-        lambda o: one_of_kind(o, "Deployment")["spec"]["template"]["metadata"]["annotations"].pop(
-            "gke-gcsfuse/volumes"
-        ),
+        lambda o: _vllm_pod(o)["metadata"]["annotations"].pop("gke-gcsfuse/volumes"),
         'must be "true"',
+    ),
+    "vllm.multihost-executor-env": (
+        "serve-llama70b-vllm-mh",
+        lambda o: _mh_worker(o)["env"].remove({"name": "TPU_MULTIHOST_BACKEND", "value": "ray"}),
+        "must be ray on every pod of a multi-host group",
+    ),
+    "vllm.probes-open-paths": (
+        "serve-llama70b-vllm",
+        lambda o: _vllm(o)["readinessProbe"]["httpGet"].update(path="/v1/models"),
+        "behind the API key",
+    ),
+    "gaie.pool-selects-servers": ("serve-llama70b-vllm", _pool_selects_workers, "selects no pod of the release"),
+    "gaie.failure-mode-explicit": (
+        "serve-llama70b-vllm",
+        lambda o: one_of_kind(o, "InferencePool")["spec"]["endpointPickerRef"].pop("failureMode"),
+        "set FailOpen or FailClose",
+    ),
+    # The GAIE chart's own shape: a port without portSpecification.
+    "gke.inference-gateway-policies": (
+        "serve-llama70b-vllm",
+        lambda o: one_of_kind(o, "HealthCheckPolicy")["spec"]["default"]["config"]["httpHealthCheck"].pop(
+            "portSpecification"
+        ),
+        "a port needs portSpecification: USE_FIXED_PORT",
     ),
     "gcsfuse.sidecar-limits": (
         "ray-training",
@@ -494,7 +612,11 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     "k8s.extended-resources-requests-equal-limits": ("ray-training", _requests_below_limits, "must equal the limit"),
     "gke.tpu.selectors-and-whole-host": ("ray-training", _two_chips, "host has 4 chips: request all"),
     # Before the fix the Ray workers selected any v6e 4x4 pool, the serving slice included.
-    "platform.tpu.pod-pinned-to-its-pool": ("ray-training", _old_ray_selector, "pools serve, train all match"),
+    "platform.tpu.pod-pinned-to-its-pool": (
+        "ray-training",
+        _old_ray_selector,
+        "pools serve, train, vllm-multihost all match",
+    ),
     "k8s.tpu-taint-needs-request-or-toleration": (
         "serve-llama405b",
         _tpu_selector_without_chips,

@@ -45,7 +45,8 @@ def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], e
             s, pool = spec.slice, pools[key]
             assert pool["node_config"]["machine_type"] == s.machine_type
             if spec.node_range is None:
-                assert pool["node_count"] == s.hosts
+                # A single-host slice holds one host per replica of the vLLM server on it.
+                assert pool["node_count"] == s.hosts * env.slice_copies(key)
             else:
                 low, high = spec.node_range
                 assert "node_count" not in pool
@@ -254,8 +255,8 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
     assert "spot" not in queued["node_config"]
     terraform, _, _ = check_synthesized(stack)
     assert [v.line() for v in terraform] == []
-    # The shipped v6e slices (train 16, serve 16, prefill 8, decode 8, vllm 8) and this one.
-    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 56 + 8
+    # The shipped v6e slices (train 16, serve 16, prefill 8, decode 8, vllm 2 x 8, vllm-multihost 16) and this one.
+    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 80 + 8
 
 
 def test_an_ironwood_slice_gets_its_workload_policy_as_gke_documents_it(

@@ -24,7 +24,7 @@ from infra.rules import check_request
 from infra.rules.request_subject import RequestContext
 from infra.vertex.__main__ import main, submit, write
 from infra.vertex.job import custom_job
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_request_refused
 from workloads.trainer.discovery import from_vertex
 
 DEV = (REPO / "infra" / "environments" / "dev.yaml").read_text()
@@ -227,13 +227,7 @@ def test_a_bad_request_is_refused_with_file_field_value_and_source(
     mutate, field, rule_id, source = REFUSED[case]
     request = copy.deepcopy(custom_job(envs["dev"], "nccl-test"))
     mutate(request)
-    path = tmp_path / "nccl-test.json"
-    path.write_text(json.dumps(request))
-    violations = check_request(json.loads(path.read_text()), _ctx(envs["dev"]))
-    found = [v for v in violations if v.rule.id == rule_id and v.field == field]
-    assert found, [v.line() for v in violations]
-    line = found[0].line(str(path))
-    assert line.startswith(f"{path}: {field}: ") and f"rule {rule_id}" in line and source in line
+    assert_request_refused(request, _ctx(envs["dev"]), tmp_path / "nccl-test.json", field, rule_id, source)
 
 
 def test_queued_capacity_for_a_vertex_job_is_refused_at_load_with_its_source(tmp_path: Path) -> None:

@@ -20,12 +20,11 @@ from google.cloud import compute_v1
 from infra.accelerators import GPU_HOSTS, TCPXO, nccl_env
 from infra.config import ConfigError, Environment
 from infra.load import load_environment
-from infra.rules import check_request
 from infra.rules.request_subject import RequestContext
 from infra.vms.__main__ import checked, down_calls, main, run, up_calls, write
 from infra.vms.bulk import bulk_insert
 from infra.vms.instance import instance_properties, startup_script, vm_names
-from tests.conftest import REPO, by_name, of_type
+from tests.conftest import REPO, assert_request_refused, by_name, of_type
 
 DEV = (REPO / "infra" / "environments" / "dev.yaml").read_text()
 
@@ -196,13 +195,7 @@ def test_a_bad_request_is_refused_with_file_field_value_and_source(
     mutate, field, rule_id, source = REFUSED[case]
     request = copy.deepcopy(bulk_insert(envs["dev"], "a3mega"))
     mutate(request)
-    path = tmp_path / "bulk-insert.json"
-    path.write_text(json.dumps(request))
-    violations = check_request(json.loads(path.read_text()), _ctx(envs["dev"]))
-    found = [v for v in violations if v.rule.id == rule_id and v.field == field]
-    assert found, [v.line() for v in violations]
-    line = found[0].line(str(path))
-    assert line.startswith(f"{path}: {field}: ") and f"rule {rule_id}" in line and source in line
+    assert_request_refused(request, _ctx(envs["dev"]), tmp_path / "bulk-insert.json", field, rule_id, source)
 
 
 def test_queued_capacity_for_a_vm_group_is_refused_at_load(tmp_path: Path) -> None:

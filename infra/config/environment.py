@@ -276,19 +276,53 @@ class Environment(Model):
                             f"{prefill.machine_type} vs {decode.topology} on {decode.machine_type}",
                         )
                     )
-            if isinstance(d, VllmServing) and d.slice in slices and slices[d.slice].multi_host:
-                s_ = slices[d.slice]
-                problems.append(
-                    Finding(
-                        (*where, "slice"),
-                        d.slice,
-                        f"vLLM here serves from one TPU host (tensor parallelism = its chips); {s_.name} has "
-                        f"{s_.hosts} hosts: use a single-host shape such as v6e 2x4 on ct6e-standard-8t",
-                    )
-                )
+            if isinstance(d, VllmServing) and d.slice in slices:
+                problems += self._vllm_problems(where, d, slices[d.slice])
             if isinstance(d, SaxmlServing):
                 problems += self._saxml_identity_problems(where, d)
         return problems
+
+    def _vllm_problems(self, where: tuple[str | int, ...], d: VllmServing, slice_: Any) -> list[Problem]:
+        """The parallelism covers the slice's chips; replicas fit the slice; the gateway has its subnet."""
+        problems: list[Problem] = []
+        tp = d.tensor_parallel_size or slice_.chips_per_host
+        pp = d.pipeline_parallel_size or slice_.hosts
+        if tp * pp != slice_.chips:
+            problems.append(
+                Finding(
+                    (*where, "tensor_parallel_size"),
+                    tp,
+                    f"tensor x pipeline parallelism ({tp} x {pp}) must be the slice's {slice_.chips} chips "
+                    f"({slice_.name}: {slice_.hosts} hosts x {slice_.chips_per_host})",
+                )
+            )
+        if d.replicas > 1 and slice_.multi_host:
+            problems.append(
+                Finding(
+                    (*where, "replicas"),
+                    d.replicas,
+                    f"a multi-host slice ({slice_.name}) is one node pool of one slice: one replica; serve more "
+                    "from more slices",
+                )
+            )
+        if d.gateway and self.network.proxy_only_cidr is None:
+            problems.append(
+                Finding(
+                    (*where, "gateway"),
+                    True,
+                    "the Inference Gateway's regional load balancer needs a proxy-only subnet: set "
+                    "network.proxy_only_cidr (a /23, for example 10.129.0.0/23)",
+                )
+            )
+        return problems
+
+    def slice_copies(self, key: str) -> int:
+        """How many copies of slice `key` its node pool holds: the replicas of the vLLM deployment on a single-host
+        slice, else 1."""
+        for d in self.serving.values():
+            if isinstance(d, VllmServing) and d.slice == key and not self.slices[key].slice.multi_host:
+                return d.replicas
+        return 1
 
     def _known(self, where: tuple[str | int, ...], d: Any) -> list[Problem]:
         """The identity, buckets and image a serving deployment names exist, and it can read its bucket."""
@@ -563,6 +597,12 @@ class Environment(Model):
     def gke_gpudirect_networks(self) -> int:
         """How many of those networks GKE's own node pools use (GKE's multi-networking objects)."""
         return _networks_for(self.gke_slices.values())
+
+    @property
+    def inference_gateway(self) -> bool:
+        """Whether a serving deployment asks for the GKE Inference Gateway (the cluster's Gateway API, the
+        proxy-only subnet)."""
+        return any(isinstance(d, VllmServing) and d.gateway for d in self.serving.values())
 
     def placeholder_images(self) -> list[str]:
         """Release images still at the all-zero digest (not built yet)."""

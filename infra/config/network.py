@@ -31,6 +31,10 @@ class Network(Model):
     # Connect interface), which Google recommends dedicating to it
     # (https://cloud.google.com/vertex-ai/docs/general/psc-interfaces); unset, the jobs do not reach the VPC.
     network_attachment_cidr: Cidr | None = None
+    # The region's proxy-only subnet (purpose REGIONAL_MANAGED_PROXY), which a regional internal Application
+    # Load Balancer's proxies send from: the Inference Gateway needs one
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway). A /23 is typical.
+    proxy_only_cidr: Cidr | None = None
 
     def subnet_name(self, region: str) -> str:
         """The name of the VPC's one subnet (GKE's nodes, the Slurm cluster, the VMs)."""
@@ -64,6 +68,8 @@ class Network(Model):
         }
         if self.network_attachment_cidr is not None:
             ranges["network_attachment_cidr"] = self.network_attachment_cidr
+        if self.proxy_only_cidr is not None:
+            ranges["proxy_only_cidr"] = self.proxy_only_cidr
         if self.gpudirect_cidr is not None:
             ranges["gpudirect_cidr"] = self.gpudirect_cidr
             if ipaddress.ip_network(self.gpudirect_cidr).prefixlen > 20:

@@ -115,7 +115,13 @@ class JetStreamServing(Model):
 
 
 class VllmServing(Model):
-    """vLLM on TPU: an OpenAI-compatible server on one TPU host, tensor parallel over all its chips."""
+    """vLLM on TPU (`vllm serve`): one server per replica, on one TPU host or across a multi-host slice.
+
+    Each replica is a LeaderWorkerSet group of the slice's hosts: on one host, the server alone; across
+    hosts, a Ray cluster inside the group (tpu-inference's multi-host executor) with the server on the
+    leader. The weights stream from the bucket (Run:ai Model Streamer); each host keeps its own persistent
+    XLA compilation cache; `gateway` puts the replicas behind the GKE Inference Gateway.
+    """
 
     engine: Literal["vllm"]
     slice: Name
@@ -123,16 +129,37 @@ class VllmServing(Model):
     bucket: Name
     model_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]  # the weights' folder in the bucket
     model: ServedModel
+    # The release image of the server (`vllm-tpu`: vLLM and tpu-inference as locked, the version the tests run).
+    image: Name
     max_model_len: int = Field(default=4096, ge=16)
-    # One replica: it alone writes the persistent XLA compilation cache (see `cache_bucket`).
-    replicas: int = Field(default=1, ge=1, le=1)
+    # The scheduler's budget per step and its batch; default: the published recipe's for the model
+    # (workloads/serving/vllm_args.py: RECIPES), else vLLM's own defaults for the TPU generation.
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    # Parallelism; default from the slice: tensor over each host's chips, pipeline over its hosts (the
+    # layout vLLM's TPU support matrix marks tested across hosts). Their product must be the slice's chips.
+    tensor_parallel_size: int | None = Field(default=None, ge=1)
+    pipeline_parallel_size: int | None = Field(default=None, ge=1)
+    # Servers of the model. On a single-host slice, its node pool holds one host per replica; a multi-host
+    # slice is one node pool of one slice, so one replica.
+    replicas: int = Field(default=1, ge=1, le=16)
     # A Kubernetes Secret (key `token`) whose value clients must send as a bearer token.
     api_key_secret: KubernetesName | None = None
-    # Where the server keeps its XLA compilation cache (`xla-cache/<release>/` in this bucket, which the
-    # identity must be able to write): a restart or a new revision loads the compiled programs instead of
-    # compiling from nothing (about 30 minutes for a 70B model). One writer per path: replicas sharing a
-    # writable cache fail ("filesystem error: cannot create directories", GKE's vLLM TPU guide).
+    # Where each host keeps its XLA compilation cache (`xla-cache/<release>/group-<g>/host-<h>/` in this
+    # bucket, which the identity must be able to write): a restart loads the compiled programs instead of
+    # compiling from nothing (about 30 minutes for a 70B model). One writer per path: hosts sharing a writable
+    # cache fail ("filesystem error: cannot create directories", GKE's vLLM TPU guide).
     cache_bucket: Name
+    # Serve through the GKE Inference Gateway: a regional internal Gateway, an HTTPRoute and an InferencePool
+    # whose endpoint picker routes on the servers' queue and KV cache (needs `network.proxy_only_cidr`).
+    gateway: bool = False
+    # More `vllm serve` flags, each `--flag` or `--flag=value` with vLLM's full option name (for example
+    # `--enable-prefix-caching`, or `--kv-transfer-config={...}` for tpu-inference's KV offload to host
+    # memory). Held at load to the real parser's option names (vllm.flags-known: not one the platform sets
+    # already, which argparse would silently override) and to the KV connectors TPU accepts.
+    extra_args: list[Annotated[str, StringConstraints(pattern=r"^--[a-z0-9][a-z0-9-]*(=.+)?$", max_length=2000)]] = (
+        Field(default_factory=list, max_length=64)
+    )
 
     def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
         return [(("slice",), self.slice)]

@@ -37,6 +37,7 @@ class GkeCluster(Construct):
         workload_pool: str,
         labels: dict[str, str],
         multi_networking: bool = False,
+        gateway_api: bool = False,
     ) -> None:
         super().__init__(scope, id_)
         cc = google("container_cluster")
@@ -52,6 +53,9 @@ class GkeCluster(Construct):
             # Dataplane V2; GPUDirect's extra node networks also need multi-networking.
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=multi_networking or None,
+            # The Gateway API's standard channel: GKE's Gateway controller and the GA Gateway API and
+            # InferencePool CRDs (installed by GKE itself from 1.34.0-gke.1626000), for the Inference Gateway.
+            gateway_api_config={"channel": "CHANNEL_STANDARD"} if gateway_api else None,
             ip_allocation_policy={
                 "cluster_secondary_range_name": pods_range,
                 "services_secondary_range_name": services_range,

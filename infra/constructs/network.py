@@ -176,29 +176,72 @@ class HostGroupFirewall(Construct):
     def __init__(self, scope: Construct, id_: str, *, project: str, network: str, name: str, tag: str) -> None:
         super().__init__(scope, id_)
         firewall = google("compute_firewall")
-        firewall.ComputeFirewall(
+        tcp_udp_icmp = [firewall.ComputeFirewallAllow(protocol=p) for p in ("tcp", "udp", "icmp")]
+        ssh = [firewall.ComputeFirewallAllow(protocol="tcp", ports=["22"])]
+        for rule, source, allow in (
+            ("internal", {"source_tags": [tag]}, tcp_udp_icmp),
+            ("iap-ssh", {"source_ranges": [IAP_RANGE]}, ssh),
+        ):
+            firewall.ComputeFirewall(
+                self,
+                rule,
+                project=project,
+                name=f"{name}-{tag}-{rule}",
+                network=network,
+                direction="INGRESS",
+                priority=1000,
+                target_tags=[tag],
+                allow=allow,
+                log_config={"metadata": "INCLUDE_ALL_METADATA"},
+                **source,
+            )
+
+
+# Google's health checkers (https://cloud.google.com/load-balancing/docs/health-check-concepts#ip-ranges).
+HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
+
+
+class ProxyOnlySubnet(Construct):
+    """The region's proxy-only subnet, which a regional internal Application Load Balancer's proxies (the Inference
+    Gateway's `gke-l7-rilb`) send from, and the firewall rule that lets them and Google's health checkers reach the
+    servers' port: the VPC denies every other ingress, and Envoy-based load balancers need this allow
+    (https://cloud.google.com/load-balancing/docs/firewall-rules). No flow logs: the provider refuses them on a
+    REGIONAL_MANAGED_PROXY subnet (its compute_subnetwork docs, 6.50.0)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        region: str,
+        network: str,
+        name: str,
+        cidr: str,
+        ports: list[int],
+    ) -> None:
+        super().__init__(scope, id_)
+        self.subnet = google("compute_subnetwork").ComputeSubnetwork(
             self,
-            "internal",
+            "subnet",
             project=project,
-            name=f"{name}-{tag}-internal",
+            region=region,
+            name=f"{name}-proxy-only-{region}",
             network=network,
-            direction="INGRESS",
-            priority=1000,
-            source_tags=[tag],
-            target_tags=[tag],
-            allow=[firewall.ComputeFirewallAllow(protocol=p) for p in ("tcp", "udp", "icmp")],
-            log_config={"metadata": "INCLUDE_ALL_METADATA"},
+            ip_cidr_range=cidr,
+            purpose="REGIONAL_MANAGED_PROXY",
+            role="ACTIVE",
         )
+        firewall = google("compute_firewall")
         firewall.ComputeFirewall(
             self,
-            "iap-ssh",
+            "to-servers",
             project=project,
-            name=f"{name}-{tag}-iap-ssh",
+            name=f"{name}-proxy-only-to-servers",
             network=network,
             direction="INGRESS",
             priority=1000,
-            source_ranges=[IAP_RANGE],
-            target_tags=[tag],
-            allow=[firewall.ComputeFirewallAllow(protocol="tcp", ports=["22"])],
+            source_ranges=[cidr, *HEALTH_CHECK_RANGES],
+            allow=[firewall.ComputeFirewallAllow(protocol="tcp", ports=[str(p) for p in sorted(set(ports))])],
             log_config={"metadata": "INCLUDE_ALL_METADATA"},
         )

@@ -98,7 +98,8 @@ class SliceNodePool(Construct):
 
     A multi-host TPU slice is one atomic unit: a fixed node count equal to the
     slice's hosts, in one zone, with COMPACT placement and the slice's
-    topology, so GKE provisions (and repairs) the hosts together. A GPU slice
+    topology, so GKE provisions (and repairs) the hosts together; a single-host
+    slice's pool may hold `copies` of it, one per server replica. A GPU slice
     whose machines have GPUDirect NICs gets one additional node network per
     NIC (`extra_networks`: (network, subnetwork) pairs, in NIC order).
     """
@@ -123,11 +124,13 @@ class SliceNodePool(Construct):
         service_account: str,
         extra_networks: Sequence[tuple[str, str]] = (),
         metadata: str = "GKE_METADATA",
+        copies: int = 1,
     ) -> None:
         super().__init__(scope, id_)
         pool_module = google("container_node_pool")
         extra: dict[str, object] = {}
-        pool: dict[str, object] = {"node_count": slice_.hosts}
+        # `copies` of a single-host slice (one per replica of its server) are that many independent hosts.
+        pool: dict[str, object] = {"node_count": slice_.hosts * copies}
         if node_range is not None:
             low, high = node_range
             # A TPU slice lives in one zone and GKE sizes it by the per-zone maximum: total_*

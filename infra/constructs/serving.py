@@ -6,7 +6,6 @@ Each serving deployment `<key>` of an environment becomes the Helm release
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from infra import upstream
@@ -22,10 +21,13 @@ from infra.constructs.node_pools import SYSTEM_POOL
 from infra.constructs.releases import NODEPOOL_LABEL, pool_selector
 from infra.models import conversion_memory_gib
 from workloads.constants import CHECKPOINT_MOUNT
+from workloads.serving import vllm_args as vllm
 from workloads.serving.jetstream import maxtext_serving_args
 
 CHART = {"saxml": "saxml", "jetstream": "jetstream-pathways", "vllm": "vllm-tpu", "canary": "canary-server"}
-MODEL_MOUNT = "/data/models"
+# GKE's single-cluster regional internal Application Load Balancer
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities).
+GATEWAY_CLASS = "gke-l7-rilb"
 
 
 def release_name(key: str) -> str:
@@ -130,21 +132,22 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
     assert isinstance(d, VllmServing)
     s = env.slices[d.slice].slice
     return {
-        "image": upstream.VLLM_TPU,
+        "image": env.release.images[d.image],
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
+        "hosts": s.hosts,
+        "chipsPerHost": s.chips_per_host,
         "nodeSelector": pool_selector(s, d.slice),
-        "chips": s.chips_per_host,
-        "tensorParallelSize": s.chips,
-        "model": {"name": d.model.name, "bucket": env.bucket_name(d.bucket), "path": d.model_path},
-        "modelMount": MODEL_MOUNT,
-        # The FUSE file cache holds the weights once, with a tenth to spare.
-        "fileCacheSize": f"{math.ceil(d.model.weights_gb * 1.1)}Gi",
-        "maxModelLen": d.max_model_len,
+        "args": vllm.serve_args(env, key),
+        "multiHostEnv": dict(vllm.MULTIHOST_ENV) if s.multi_host else {},
+        "port": vllm.PORT,
         "apiKeySecret": d.api_key_secret,
-        # The persistent XLA compilation cache: this release's own folder, one writer (one replica,
-        # replaced with Recreate, so an old and a new pod never write it at once).
+        # The persistent XLA compilation cache: this release's folder; each host of each group writes its own.
         "xlaCache": {"bucket": env.bucket_name(d.cache_bucket), "path": f"xla-cache/{release_name(key)}"},
+        "xlaCacheMount": "/data/xla-cache",
+        "startupBudgetSeconds": 5400,
+        "rayJoinTimeoutSeconds": 1800,
+        "gateway": {"enabled": d.gateway, "className": GATEWAY_CLASS, "eppImage": upstream.GAIE_EPP},
     }
 
 

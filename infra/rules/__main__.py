@@ -65,6 +65,15 @@ def cel_summary() -> str:
         f"rules (oldSelf) apply to updates only; {len(uncompiled)} cannot be evaluated here"
     ]
     lines += [f"  not evaluated: {s.kind} {s.path}: {s.rule}: {s.reason}" for s in uncompiled]
+    from workloads.charts.crds import missing_optional
+
+    missing = missing_optional()
+    if missing:
+        lines.append(
+            f"optional CRDs not available here ({', '.join(missing)}): their objects are held to rule "
+            "gke.inference-gateway-policies instead of their schema (`make crds` fetches them where GitHub is "
+            "reachable)"
+        )
     return "\n".join(lines)
 
 

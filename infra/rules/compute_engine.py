@@ -286,12 +286,7 @@ def _bulk_types(request: dict[str, Any], ctx: Any) -> Iterator[Finding]:
 
     from infra import api_types
 
-    found = list(api_types.check(request, compute_v1.BulkInsertInstanceResource))
-    yield from found
-    if not found:
-        refused = api_types.parse(request, compute_v1.BulkInsertInstanceResource)
-        if refused is not None:
-            yield refused
+    yield from api_types.refusals(request, compute_v1.BulkInsertInstanceResource)
 
 
 @rule(

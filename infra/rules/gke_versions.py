@@ -84,6 +84,8 @@ def features_used(env: Environment) -> dict[str, str]:
     for key, d in env.serving.items():
         if d.engine == "jetstream":
             used.setdefault("native-sidecars", f"serving.{key}.engine")
+        if getattr(d, "gateway", False):
+            used.setdefault("gateway-inference-crds", f"serving.{key}.gateway")
     return used
 
 

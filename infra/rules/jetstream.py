@@ -26,6 +26,9 @@ def _startup_probe(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
         if obj.get("kind") != "LeaderWorkerSet":
             continue
         leader = obj["spec"]["leaderWorkerTemplate"].get("leaderTemplate") or {}
+        images = " ".join(str(c.get("image", "")) for _, c in containers(leader.get("spec") or {}))
+        if "jetstream" not in images:
+            continue  # another engine's group (vLLM's has its own rule)
         for path, c in containers(leader.get("spec") or {}):
             probe = c.get("startupProbe")
             if probe is None:

@@ -99,12 +99,7 @@ def _types(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
 
     from infra import api_types
 
-    found = list(api_types.check(request, aiplatform_v1.CustomJob))
-    yield from found
-    if not found:
-        refused = api_types.parse(request, aiplatform_v1.CustomJob)
-        if refused is not None:
-            yield refused
+    yield from api_types.refusals(request, aiplatform_v1.CustomJob)
 
 
 @rule(

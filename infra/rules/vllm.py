@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from infra.accelerators import Slice
+from infra.config.serving import VllmServing
 from infra.models import MODELS
 from infra.rules import Finding, containers, pod_templates, probe_budget, rule, where
+from workloads.serving import vllm_args
 
 if TYPE_CHECKING:
     from infra.config import Environment
@@ -18,6 +23,21 @@ CACHE_ENV = "VLLM_XLA_CACHE_PATH"
 COLD_START_S = 3600
 TPU_INFERENCE = "vllm-project/tpu-inference"
 GKE_VLLM_GUIDE = "https://cloud.google.com/kubernetes-engine/docs/tutorials/serve-vllm-tpu"
+
+
+LWS_GROUP_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def _per_pod(container: dict[str, Any], value: str) -> bool:
+    """Whether an env value differs per pod of a LeaderWorkerSet: it names ($(VAR)) a variable from the group
+    index label and one from the worker index label."""
+    fields = {
+        e.get("name"): str(((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", ""))
+        for e in container.get("env") or []
+    }
+    named = [fields.get(ref, "") for ref in re.findall(r"\$\((\w+)\)", value)]
+    return any(LWS_GROUP_LABEL in f for f in named) and any(LWS_WORKER_LABEL in f for f in named)
 
 
 def _vllm_containers(objects: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], str, dict, dict]]:
@@ -59,7 +79,8 @@ def _vllm_startup(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     layer="engine-start",
     summary=(
         f"{CACHE_ENV} is on a persistent volume (not the container's file system or an emptyDir), and a "
-        "writable cache path has one writer: one replica, replaced with Recreate."
+        "writable cache path has one writer: a Deployment of one replica replaced with Recreate, or a path per pod "
+        "of a LeaderWorkerSet (from its group and worker index labels)."
     ),
     source=(
         f"{TPU_INFERENCE} tpu_inference/runner/compilation_manager.py (jax_compilation_cache_dir = "
@@ -84,11 +105,24 @@ def _vllm_cache(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
             yield Finding(at, cache, "not on a persistent volume: every restart compiles from nothing")
             continue
         writable = not mount.get("readOnly") and not (volume.get("csi") or {}).get("readOnly")
+        if not writable:
+            continue
         replicas = int((obj.get("spec") or {}).get("replicas", 1))
         strategy = ((obj.get("spec") or {}).get("strategy") or {}).get("type", "RollingUpdate")
-        if writable and replicas > 1:
+        if obj.get("kind") == "LeaderWorkerSet":
+            size = int(obj["spec"]["leaderWorkerTemplate"].get("size", 1))
+            if (replicas > 1 or size > 1) and not _per_pod(c, str(cache)):
+                yield Finding(
+                    at,
+                    cache,
+                    f"{replicas} group(s) of {size} pod(s) write one path: make it per pod, from the group and worker "
+                    "index labels the LeaderWorkerSet sets (an env var from metadata.labels['"
+                    f"{LWS_GROUP_LABEL}'] and one from '{LWS_WORKER_LABEL}')",
+                )
+            continue
+        if replicas > 1:
             yield Finding(f"{where(obj)}: spec.replicas", replicas, "more than one writer of the same cache path")
-        if writable and obj.get("kind") == "Deployment" and strategy != "Recreate":
+        if obj.get("kind") == "Deployment" and strategy != "Recreate":
             yield Finding(
                 f"{where(obj)}: spec.strategy.type",
                 strategy,
@@ -100,7 +134,7 @@ def _vllm_cache(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     id="vllm.tensor-parallel-divides-heads",
     system="vLLM",
     layer="engine-start",
-    summary="--tensor-parallel-size divides the model's attention heads.",
+    summary="--tensor-parallel-size (each host's chips by default) divides the model's attention heads.",
     source=(
         "vllm-project/vllm vllm/config (verify_with_parallel_config): 'Total number of attention heads must be "
         "divisible by tensor parallel size'"
@@ -108,12 +142,291 @@ def _vllm_cache(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     subject="environment",
 )
 def _vllm_heads(env: Environment) -> Iterator[Finding]:
-    for name, d in env.serving.items():
-        if d.engine != "vllm":
-            continue
+    for name, d, slice_ in _deployments(env):
         arch = MODELS.get(d.model.name)
-        chips = env.slices[d.slice].slice.chips
-        if arch is not None and arch.query_heads % chips:
+        tp, _ = vllm_args.parallelism(d, slice_)
+        if arch is not None and arch.query_heads % tp:
             yield Finding(
-                f"serving.{name}.slice", d.slice, f"{arch.query_heads} heads are not divisible by {chips} chips"
+                f"serving.{name}.slice",
+                d.slice,
+                f"{arch.query_heads} heads are not divisible by tensor parallelism {tp}",
             )
+
+
+def _deployments(env: Environment) -> Iterator[tuple[str, VllmServing, Slice]]:
+    for name, d in env.serving.items():
+        if isinstance(d, VllmServing) and d.slice in env.slices:
+            yield name, d, env.slices[d.slice].slice
+
+
+SUPPORT = vllm_args.SUPPORT_SOURCE
+
+
+@rule(
+    id="vllm.support-matrix",
+    system="vLLM on TPU (tpu-inference)",
+    layer="engine-start",
+    summary=(
+        "A vLLM deployment serves a model its TPU generation's support matrix marks accurate (✅), with a "
+        "parallelism the matrix marks tested: across hosts, pipeline parallelism over the hosts and tensor "
+        "parallelism within each (tensor parallelism across hosts is ❓ Untested); tensor x pipeline = the chips."
+    ),
+    source=(
+        f"{SUPPORT.format(gen='<gen>', matrix='model_support_matrix')}, parallelism_support_matrix.csv (v6e, v7x); "
+        "tpu_inference/executors/ray_distributed_executor.py ('Cannot use PP across hosts, please set "
+        "--pipeline-parallel-size to 1 or N')"
+    ),
+    subject="environment",
+)
+def _support(env: Environment) -> Iterator[Finding]:
+    for name, d, slice_ in _deployments(env):
+        gen = slice_.accelerator.name
+        where = f"serving.{name}"
+        if gen not in vllm_args.SUPPORTED_MODELS:
+            known = ", ".join(vllm_args.MATRIX_GENERATION)
+            yield Finding(
+                f"{where}.slice", d.slice, f"tpu-inference publishes no support matrix for {gen}; it has {known}"
+            )
+            continue
+        if d.model.name not in vllm_args.SUPPORTED_MODELS[gen]:
+            matrix = SUPPORT.format(gen=vllm_args.MATRIX_GENERATION[gen], matrix="model_support_matrix")
+            yield Finding(
+                f"{where}.model.name",
+                d.model.name,
+                f"not a model {matrix} marks ✅ on {gen}: {', '.join(vllm_args.SUPPORTED_MODELS[gen])}",
+            )
+        tp, pp = vllm_args.parallelism(d, slice_)
+        if slice_.multi_host and (pp != slice_.hosts or tp > slice_.chips_per_host):
+            yield Finding(
+                f"{where}.pipeline_parallel_size",
+                f"tensor {tp} x pipeline {pp}",
+                f"across {slice_.hosts} hosts only pipeline parallelism over the hosts is tested (pipeline "
+                f"{slice_.hosts}, tensor {slice_.chips_per_host} within each host)",
+            )
+
+
+def serve_flags() -> set[str]:
+    """Every option of `vllm serve` at the pinned version (workloads/serving/vllm-serve-flags.txt, recorded from the
+    real parser; tests/test_vllm.py regenerates it)."""
+    lines = vllm_args.FLAGS_FILE.read_text().splitlines()
+    return {line for line in lines if line.startswith("--")}
+
+
+@rule(
+    id="vllm.flags-known",
+    system="vLLM",
+    layer="engine-start",
+    summary=(
+        "Every flag a vLLM deployment passes is one of `vllm serve`'s full option names, once: vLLM's parser "
+        "refuses others, silently takes a prefix of a real flag (--max-num-seq for --max-num-seqs) and keeps the "
+        "last of a flag given twice (extra_args over what the platform sets)."
+    ),
+    source=(
+        f"vLLM {vllm_args.VLLM_VERSION} `vllm serve` parser (vllm/entrypoints/launchers/cli_args.py "
+        "make_arg_parser, FlexibleArgumentParser with argparse's allow_abbrev), recorded in "
+        "workloads/serving/vllm-serve-flags.txt"
+    ),
+    subject="environment",
+)
+def _flags(env: Environment) -> Iterator[Finding]:
+    known = serve_flags()
+    for name, d, _slice in _deployments(env):
+        args = vllm_args.serve_args(env, name)
+        platform = {vllm_args.flag(a) for a in args[: len(args) - len(d.extra_args)]}
+        for arg in args:
+            flag = vllm_args.flag(arg)
+            if flag not in known:
+                prefix = sorted(k for k in known if k.startswith(flag))
+                why = f"only a prefix of {', '.join(prefix)}" if prefix else "not an option of `vllm serve`"
+                yield Finding(f"serving.{name} vllm args", flag, why)
+        for i, arg in enumerate(d.extra_args):
+            flag = vllm_args.flag(arg)
+            if flag in platform or flag in map(vllm_args.flag, d.extra_args[:i]):
+                yield Finding(
+                    f"serving.{name}.extra_args[{i}]",
+                    arg,
+                    f"{flag} is given already ({'by the platform' if flag in platform else 'earlier'}): "
+                    "argparse silently keeps the last one",
+                )
+
+
+# Loaders vLLM registers (vllm/model_executor/model_loader/__init__.py) and those tpu-inference adds.
+LOADERS = {
+    "auto", "hf", "dummy", "fastsafetensors", "instanttensor", "ipc_cache", "mistral", "modelexpress", "npcache",
+    "pt", "runai_streamer", "runai_streamer_sharded", "safetensors", "sharded_state", "tensorizer",
+    "tpu_streaming_loader", "jax_dummy", "pathways_dummy",
+}  # fmt: skip
+# Loaders that read object storage URIs (gs://, s3://); every other reads a local path.
+STREAMING_LOADERS = {"runai_streamer", "runai_streamer_sharded"}
+
+
+@rule(
+    id="vllm.load-format",
+    system="vLLM",
+    layer="engine-start",
+    summary=(
+        "--load-format names a loader vLLM or tpu-inference registers (the parser takes any string; an unknown "
+        "one fails only at load), and a model at a gs:// URI is read by the Run:ai streamer."
+    ),
+    source=(
+        "vllm/model_executor/model_loader/__init__.py ('Load format `x` is not supported'); tpu-inference "
+        "models/vllm/vllm_model_loader.py (runai_streamer, tpu_streaming_loader), weight_utils.py, "
+        "pathways_dummy_loader.py; https://docs.vllm.ai/en/latest/models/extensions/runai_model_streamer.html"
+    ),
+    subject="environment",
+)
+def _load_format(env: Environment) -> Iterator[Finding]:
+    for name, _d, _slice in _deployments(env):
+        args = dict(a.split("=", 1) for a in vllm_args.serve_args(env, name) if "=" in a)
+        loader = args.get("--load-format", "auto")
+        if loader not in LOADERS:
+            yield Finding(
+                f"serving.{name} vllm args.--load-format", loader, f"not a loader: {', '.join(sorted(LOADERS))}"
+            )
+        elif args.get("--model", "").startswith(("gs://", "s3://")) and loader not in STREAMING_LOADERS:
+            yield Finding(
+                f"serving.{name} vllm args.--load-format",
+                loader,
+                f"the model is at {args['--model']}: only {', '.join(sorted(STREAMING_LOADERS))} read object storage",
+            )
+
+
+@rule(
+    id="vllm.multihost-executor-env",
+    system="vLLM on TPU (tpu-inference)",
+    layer="engine-start",
+    summary=(
+        "Every pod of a multi-host vLLM group sets TPU_MULTIHOST_BACKEND=ray: tpu-inference chooses its executor "
+        "from it (without it, one host's executor, whatever --distributed-executor-backend says)."
+    ),
+    source=(
+        "vllm-project/tpu-inference tpu_inference/platforms/tpu_platform.py (check_and_update_config: "
+        "TPU_MULTIHOST_BACKEND 'ray' -> RayDistributedExecutor, empty -> 'uni'); tpu_inference/envs.py"
+    ),
+    subject="manifest",
+)
+def _multihost_env(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
+    for obj in objects:
+        if obj.get("kind") != "LeaderWorkerSet" or int(obj["spec"]["leaderWorkerTemplate"].get("size", 1)) < 2:
+            continue
+        for path, template in pod_templates(obj):
+            for cpath, c in containers(template.get("spec") or {}):
+                if "vllm" not in str(c.get("image", "")):
+                    continue
+                env = {e.get("name"): e.get("value") for e in c.get("env") or []}
+                if env.get("TPU_MULTIHOST_BACKEND") != "ray":
+                    yield Finding(
+                        f"{where(obj)}: {path}.spec.{cpath}.env.TPU_MULTIHOST_BACKEND",
+                        env.get("TPU_MULTIHOST_BACKEND"),
+                        "must be ray on every pod of a multi-host group",
+                    )
+
+
+# vllm/entrypoints/serve/middleware/authenticate.py: the API key guards these path prefixes only.
+GUARDED = ("/v1", "/v2", "/inference", "/cohere")
+
+
+@rule(
+    id="vllm.probes-open-paths",
+    system="vLLM / kubelet",
+    layer="pod-start",
+    summary=(
+        "A vLLM server with an API key is probed on paths the key does not guard (/health): a probe of /v1 "
+        "gets 401 and the kubelet restarts a healthy server."
+    ),
+    source="vllm/entrypoints/serve/middleware/authenticate.py (GUARDED_PREFIX = /v1, /v2, /inference, /cohere)",
+    subject="manifest",
+)
+def _open_probes(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
+    for obj, path, _spec, c in _vllm_containers(objects):
+        if not any(e.get("name") == "VLLM_API_KEY" for e in c.get("env") or []):
+            continue
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            probe_path = str(((c.get(kind) or {}).get("httpGet") or {}).get("path", ""))
+            if probe_path.startswith(GUARDED):
+                yield Finding(
+                    f"{where(obj)}: {path}.{kind}.httpGet.path", probe_path, "behind the API key: use /health"
+                )
+
+
+@rule(
+    id="vllm.context-fits-model",
+    system="vLLM",
+    layer="engine-start",
+    summary="--max-model-len is at most the model's own context (max_position_embeddings of its config).",
+    source=(
+        "vllm/config/model.py (get_and_verify_max_len: 'User-specified max_model_len ... is greater than the "
+        "derived max_model_len'); the models' config.json (infra/models.py)"
+    ),
+    subject="environment",
+)
+def _context(env: Environment) -> Iterator[Finding]:
+    for name, d, _slice in _deployments(env):
+        arch = MODELS.get(d.model.name)
+        if arch is not None and arch.hf is not None and d.max_model_len > arch.hf.max_position_embeddings:
+            yield Finding(
+                f"serving.{name}.max_model_len",
+                d.max_model_len,
+                f"{d.model.name} takes at most {arch.hf.max_position_embeddings} positions",
+            )
+
+
+# tpu-inference's TPU platform refuses every other connector at start; of these, the offload ones keep the KV
+# cache in the host's memory for one server (kv_both), the others move it from a prefill to a decode server.
+TPU_KV_CONNECTORS = ("TPUConnector", "TPUConnectorHMA", "TPUOffloadConnector", "RaidenOffloadConnector")
+# The worker counts an offload connector's staging buffer against HBM only when the module path is exactly this.
+KV_OFFLOAD_MODULES = {
+    "TPUOffloadConnector": "tpu_inference.offload.tpu_offload_connector",
+    "RaidenOffloadConnector": "tpu_inference.offload.raiden_offload_connector",
+}
+
+
+@rule(
+    id="vllm.kv-connector-on-tpu",
+    system="vLLM on TPU (tpu-inference)",
+    layer="engine-start",
+    summary=(
+        "A --kv-transfer-config is a JSON object naming a KV connector the TPU platform accepts; on one server "
+        "(kv_both) an offload connector (the prefill/decode ones need a producer and a consumer server: "
+        "disaggregated serving stays with JetStream here), with the module path the TPU worker compares "
+        "(another path loads the same class but leaves its staging buffer out of the HBM budget)."
+    ),
+    source=(
+        f"{TPU_INFERENCE} @ b8692ff0 tpu_inference/platforms/tpu_platform.py (check_and_update_config: "
+        "'Unsupported kv_connector ... for the TPU platform'); tpu_inference/worker/tpu_worker.py "
+        "(determine_available_memory: is_offload_connector); examples/offload/gke, examples/disagg"
+    ),
+    subject="environment",
+)
+def _kv_connector(env: Environment) -> Iterator[Finding]:
+    for name, d, _slice in _deployments(env):
+        for i, arg in enumerate(d.extra_args):
+            if vllm_args.flag(arg) != "--kv-transfer-config":
+                continue
+            field = f"serving.{name}.extra_args[{i}]"
+            try:
+                config = json.loads(arg.split("=", 1)[1]) if "=" in arg else None
+            except json.JSONDecodeError as err:
+                config, why = None, f"not JSON: {err}"
+            else:
+                why = "not a JSON object"
+            if not isinstance(config, dict):
+                yield Finding(field, arg, f"--kv-transfer-config={{...}}: {why}")
+                continue
+            connector, role = config.get("kv_connector"), config.get("kv_role")
+            module = config.get("kv_connector_module_path")
+            if connector not in TPU_KV_CONNECTORS:
+                yield Finding(
+                    f"{field}.kv_connector", connector, f"the TPU platform accepts {', '.join(TPU_KV_CONNECTORS)}"
+                )
+            elif connector not in KV_OFFLOAD_MODULES or role != "kv_both":
+                yield Finding(
+                    f"{field}.kv_role",
+                    f"{connector} {role}",
+                    "one server takes an offload connector as kv_both "
+                    f"({', '.join(KV_OFFLOAD_MODULES)}); prefill/decode is JetStream's disaggregated deployment",
+                )
+            elif module != KV_OFFLOAD_MODULES[connector]:
+                yield Finding(
+                    f"{field}.kv_connector_module_path", module, f"{connector} needs {KV_OFFLOAD_MODULES[connector]}"
+                )

@@ -19,6 +19,7 @@ from infra.constructs.network import (
     GpuDirectNetworks,
     HostGroupFirewall,
     Network,
+    ProxyOnlySubnet,
 )
 from infra.constructs.node_pools import SYSTEM_POOL, CpuNodePool, SliceNodePool
 from infra.constructs.providers import Providers
@@ -41,6 +42,7 @@ from infra.gcp_apis import VERTEX_API, platform_apis
 from infra.slurm.blueprint import node_tag as slurm_node_tag
 from infra.vertex import job as vertex_job
 from infra.vms import instance as vms
+from workloads.serving import vllm_args as vllm
 
 
 def stack_name(env: Environment) -> str:
@@ -72,6 +74,18 @@ class PlatformStack(TerraformStack):
             pods_cidr=env.network.pods_cidr,
             services_cidr=env.network.services_cidr,
         )
+        if env.inference_gateway:
+            assert env.network.proxy_only_cidr is not None
+            ProxyOnlySubnet(
+                self,
+                "proxy-only",
+                project=env.project,
+                region=env.region,
+                network=network.vpc.id,
+                name=env.network.name,
+                cidr=env.network.proxy_only_cidr,
+                ports=[vllm.PORT],
+            )
         # (network, subnetwork) of each GPUDirect NIC, as references, so pools follow the networks.
         gpu_nics: list[tuple[str, str]] = []
         gpudirect = None
@@ -104,6 +118,7 @@ class PlatformStack(TerraformStack):
             workload_pool=env.workload_pool,
             labels=env.labels,
             multi_networking=bool(env.gke_gpudirect_networks),
+            gateway_api=env.inference_gateway,
         )
         cluster = gke.cluster
         providers.connect(cluster)
@@ -152,6 +167,7 @@ class PlatformStack(TerraformStack):
                 service_account=(pathways_nodes or nodes).email if key in env.pathways_slices else nodes.email,
                 metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
                 extra_networks=gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
+                copies=env.slice_copies(key),
             )
             for key, spec in env.gke_slices.items()
         }

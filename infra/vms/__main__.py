@@ -133,9 +133,7 @@ def checked(calls: list[Call]) -> list[Call]:
         for arg, type_name in REQUEST_TYPES.items():
             if arg in kwargs:
                 cls = getattr(compute_v1, type_name)
-                found = list(api_types.check(kwargs[arg], cls)) or [
-                    f for f in [api_types.parse(kwargs[arg], cls)] if f is not None
-                ]
+                found = api_types.refusals(kwargs[arg], cls)
                 if found:
                     raise ValueError(f"{method}: {type_name}: " + "; ".join(f"{p}: {v!r}: {m}" for p, v, m in found))
     return calls

