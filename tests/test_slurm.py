@@ -77,6 +77,23 @@ def test_a_changed_or_missing_interface_file_is_refused(tmp_path: Path, monkeypa
         interfaces.locate()
 
 
+@needs_interfaces
+def test_fetch_writes_the_nested_files_verified_and_a_bad_checksum_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _root()
+    monkeypatch.setattr(interfaces, "url", lambda name: f"file://{source / name}")
+    target = tmp_path / "fetched"
+    assert interfaces.fetch(target) == len(interfaces.pins())
+    assert interfaces.problems(target) == []
+    bad = {**interfaces.pins(), "modules/network/pre-existing-vpc/metadata.yaml": "0" * 64}
+    monkeypatch.setattr(interfaces, "pins", lambda: bad)
+    with pytest.raises(ValueError, match="is not the pinned"):
+        interfaces.fetch(target)
+    monkeypatch.undo()
+    assert interfaces.problems(target) == [], "a failed fetch leaves the previous files as they were"
+
+
 # --- the validator, held against gcluster's own example -------------------------------------------------------
 
 

@@ -14,11 +14,8 @@ beside the checkout. A directory counts only when it holds every pinned file wit
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import tempfile
-import urllib.request
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -28,6 +25,7 @@ import yaml
 
 from infra.cluster_toolkit import CLUSTER_TOOLKIT
 from infra.slurm.types import TfType, TypeSyntaxError, parse_type
+from workloads import pinned_files as pinned
 
 HERE = Path(__file__).resolve().parent
 PINS = HERE / "toolkit-files.yaml"
@@ -50,22 +48,9 @@ def url(path: str) -> str:
     return f"https://github.com/{CLUSTER_TOOLKIT.repository}/raw/{CLUSTER_TOOLKIT.commit}/{path}"
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def problems(directory: Path) -> list[str]:
     """What keeps `directory` from being the pinned interfaces (empty: it is)."""
-    if not directory.is_dir():
-        return [f"{directory}: no such directory"]
-    found = []
-    for name, sha in pins().items():
-        path = directory / name
-        if not path.is_file():
-            found.append(f"{path}: missing")
-        elif _sha256(path) != sha:
-            found.append(f"{path}: sha256 {_sha256(path)} is not the pinned {sha}")
-    return found
+    return pinned.problems(directory, pins())
 
 
 def candidates() -> list[Path]:
@@ -75,16 +60,13 @@ def candidates() -> list[Path]:
 
 @cache
 def _locate(key: tuple[Path, ...]) -> Path:
-    report = []
-    for directory in key:
-        found = problems(directory)
-        if not found:
-            return directory
-        report += found[:3]
-    raise InterfacesMissing(
-        f"the module interfaces of Cluster Toolkit {CLUSTER_TOOLKIT.tag} are not available (`make cluster-toolkit` "
-        "fetches them): " + "; ".join(report)
-    )
+    found, report = pinned.first_complete(key, pins())
+    if found is None:
+        raise InterfacesMissing(
+            f"the module interfaces of Cluster Toolkit {CLUSTER_TOOLKIT.tag} are not available (`make "
+            "cluster-toolkit` fetches them): " + "; ".join(report)
+        )
+    return found
 
 
 def locate() -> Path:
@@ -94,22 +76,7 @@ def locate() -> Path:
 
 def fetch(target: Path = FETCHED) -> int:
     """Download every pinned file into `target`: all verified, or nothing changed. Returns how many."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".cluster-toolkit-") as tmp:
-        staging = Path(tmp) / "files"
-        for name, sha in pins().items():
-            with urllib.request.urlopen(url(name), timeout=60) as response:
-                data = response.read()
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != sha:
-                raise ValueError(f"{url(name)}: sha256 {digest} is not the pinned {sha} ({PINS})")
-            out = staging / name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(data)
-        if target.exists():
-            old = Path(tmp) / "old"
-            target.rename(old)
-        staging.rename(target)
+    pinned.fetch(target, {name: (url(name), sha) for name, sha in pins().items()}, PINS)
     _locate.cache_clear()
     return len(pins())
 
@@ -310,7 +277,7 @@ def pinned_files(root: Path) -> list[str]:
 
 def write_pins(root: Path) -> int:
     """Rewrite toolkit-files.yaml from a checkout of the pinned release at `root` (after moving the pin)."""
-    files = {name: _sha256(root / name) for name in pinned_files(root)}
+    files = {name: pinned.sha256(root / name) for name in pinned_files(root)}
     header = (
         "# Cluster Toolkit's module interfaces the Slurm blueprint is validated against, pinned by sha256 at the\n"
         f"# release of infra/cluster_toolkit.py ({CLUSTER_TOOLKIT.tag}, {CLUSTER_TOOLKIT.commit}).\n"

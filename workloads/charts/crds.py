@@ -11,15 +11,14 @@ optional file (`optional: true`) is taken from any of those directories that hol
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import tempfile
-import urllib.request
 from functools import cache
 from pathlib import Path
 
 import yaml
+
+from workloads import pinned_files
 
 CHARTS = Path(__file__).resolve().parent
 REPO = CHARTS.parents[1]
@@ -57,7 +56,7 @@ def optional_found() -> dict[str, Path]:
             continue
         for directory in candidates():
             path = directory / name
-            if path.is_file() and _sha256(path) == sha:
+            if path.is_file() and pinned_files.sha256(path) == sha:
                 found[name] = path
                 break
     return found
@@ -67,22 +66,9 @@ def missing_optional() -> list[str]:
     return sorted(name for name, (_, _, optional) in all_pins().items() if optional and name not in optional_found())
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def problems(directory: Path) -> list[str]:
     """What keeps `directory` from being the pinned schemas (empty: it is)."""
-    if not directory.is_dir():
-        return [f"{directory}: no such directory"]
-    found = []
-    for name, (_, sha) in pins().items():
-        path = directory / name
-        if not path.is_file():
-            found.append(f"{path}: missing")
-        elif _sha256(path) != sha:
-            found.append(f"{path}: sha256 {_sha256(path)} is not the pinned {sha}")
-    return found
+    return pinned_files.problems(directory, {name: sha for name, (_, sha) in pins().items()})
 
 
 def candidates() -> list[Path]:
@@ -92,15 +78,12 @@ def candidates() -> list[Path]:
 
 def locate() -> Path:
     """The directory of the pinned schemas, or CrdsMissing saying what is wrong and how to get them."""
-    report = []
-    for directory in candidates():
-        found = problems(directory)
-        if not found:
-            return directory
-        report += found[:3]
-    raise CrdsMissing(
-        "the pinned upstream CRD schemas are not available (`make crds` fetches them): " + "; ".join(report)
-    )
+    found, report = pinned_files.first_complete(candidates(), {name: sha for name, (_, sha) in pins().items()})
+    if found is None:
+        raise CrdsMissing(
+            "the pinned upstream CRD schemas are not available (`make crds` fetches them): " + "; ".join(report)
+        )
+    return found
 
 
 def available() -> bool:
@@ -114,22 +97,7 @@ def available() -> bool:
 def fetch(target: Path = FETCHED) -> list[str]:
     """Download every pinned file (the optional ones too) into `target` atomically: all verified, or nothing
     changed."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".crds-") as tmp:
-        staging = Path(tmp) / "crds"
-        staging.mkdir()
-        for name, (url, sha, _) in all_pins().items():
-            with urllib.request.urlopen(url, timeout=60) as response:
-                data = response.read()
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != sha:
-                raise ValueError(f"{url}: sha256 {digest} is not the pinned {sha} ({PINS})")
-            (staging / name).write_bytes(data)
-        if target.exists():
-            for old in target.iterdir():
-                old.unlink()
-            target.rmdir()
-        staging.rename(target)
+    pinned_files.fetch(target, {name: (url, sha) for name, (url, sha, _) in all_pins().items()}, PINS)
     return sorted(all_pins())
 
 

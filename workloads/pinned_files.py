@@ -1,0 +1,65 @@
+"""Files pinned by sha256 (upstream CRD schemas, Cluster Toolkit's module interfaces): whether a directory holds
+them, the first look-up directory that does, and a fetch that verifies every file before it replaces anything.
+
+`pins` maps each file's path (relative to the directory) to its sha256; `sources` maps it to (download URL,
+sha256). The callers (workloads/charts/crds.py, infra/slurm/interfaces.py) own their pin files, their look-up
+order and their error messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import urllib.request
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def problems(directory: Path, pins: Mapping[str, str]) -> list[str]:
+    """What keeps `directory` from holding every pinned file with its checksum (empty: it does)."""
+    if not directory.is_dir():
+        return [f"{directory}: no such directory"]
+    found = []
+    for name, sha in pins.items():
+        path = directory / name
+        if not path.is_file():
+            found.append(f"{path}: missing")
+        elif (digest := sha256(path)) != sha:
+            found.append(f"{path}: sha256 {digest} is not the pinned {sha}")
+    return found
+
+
+def first_complete(candidates: Iterable[Path], pins: Mapping[str, str]) -> tuple[Path | None, list[str]]:
+    """The first candidate directory that holds every pinned file, or None and the first problems of each."""
+    report: list[str] = []
+    for directory in candidates:
+        found = problems(directory, pins)
+        if not found:
+            return directory, []
+        report += found[:3]
+    return None, report
+
+
+def fetch(target: Path, sources: Mapping[str, tuple[str, str]], pin_file: Path) -> None:
+    """Download every file into `target`: all verified against its sha256 (`pin_file` is named in a mismatch),
+    then swapped in whole; on any failure `target` is left as it was."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
+        staging = Path(tmp) / "files"
+        staging.mkdir()
+        for name, (url, sha) in sources.items():
+            with urllib.request.urlopen(url, timeout=60) as response:
+                data = response.read()
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != sha:
+                raise ValueError(f"{url}: sha256 {digest} is not the pinned {sha} ({pin_file})")
+            out = staging / name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+        if target.exists():
+            target.rename(Path(tmp) / "old")  # removed with the temporary directory
+        staging.rename(target)
