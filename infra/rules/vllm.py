@@ -231,9 +231,8 @@ def serve_flags() -> set[str]:
 def _flags(env: Environment) -> Iterator[Finding]:
     known = serve_flags()
     for name, d, _slice in _deployments(env):
-        args = vllm_args.serve_args(env, name)
-        platform = {vllm_args.flag(a) for a in args[: len(args) - len(d.extra_args)]}
-        for arg in args:
+        platform = {vllm_args.flag(a) for a in vllm_args.platform_args(env, name)}
+        for arg in vllm_args.serve_args(env, name):
             flag = vllm_args.flag(arg)
             if flag not in known:
                 prefix = sorted(k for k in known if k.startswith(flag))

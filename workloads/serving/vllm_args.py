@@ -112,7 +112,15 @@ def model_uri(env: Environment, d: VllmServing) -> str:
 
 
 def serve_args(env: Environment, key: str) -> list[str]:
-    """The arguments of `vllm serve` for deployment `key` (each `--flag=value`, full flag names)."""
+    """The arguments of `vllm serve` for deployment `key` (each `--flag=value`, full flag names): the platform's,
+    then the deployment's `extra_args`."""
+    d = env.serving[key]
+    assert isinstance(d, VllmServing)
+    return [*platform_args(env, key), *d.extra_args]
+
+
+def platform_args(env: Environment, key: str) -> list[str]:
+    """The arguments the platform derives for deployment `key`, from the slice, the model and the recipe."""
     d = env.serving[key]
     assert isinstance(d, VllmServing)
     slice_ = env.slices[d.slice].slice
@@ -133,7 +141,7 @@ def serve_args(env: Environment, key: str) -> list[str]:
     ]
     if slice_.multi_host:
         args.append("--distributed-executor-backend=ray")
-    return [*args, *d.extra_args]
+    return args
 
 
 def flag(arg: str) -> str:
