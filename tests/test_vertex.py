@@ -393,28 +393,37 @@ def test_two_replicas_run_the_gate_and_end_together(tmp_path: Path, busbw: float
     plugin = tmp_path / "nvidia-lib64"
     plugin.mkdir()
     (plugin / "libnccl-net.so").write_text("")
-    work = tmp_path / "platform"
-    script = container["args"][0].replace("/tmp/platform", str(work))
+    # Each replica is its own container with its own /tmp: two working directories (sharing one, the two
+    # replicas raced to create the same profile copy).
+    work, worker_work = tmp_path / "platform", tmp_path / "worker-platform"
+    script = container["args"][0]
     base = {e["name"]: e["value"] for e in container["env"]}
     base.update(
         NCCL_LIB_DIR=str(plugin),
-        CHECK_BANDWIDTH=str(work / "check-bandwidth.sh"),
         SCRIPTS=str(scripts),
         DONE=str(tmp_path / "done"),
         STUB_LOG=str(tmp_path / "log"),
         PATH=f"{bin_}:{os.environ['PATH']}",
     )
     worker = subprocess.Popen(
-        ["bash", "-c", script],
-        env={**base, "CLUSTER_SPEC": _cluster_spec("workerpool1", 0, 1)},
+        ["bash", "-c", script.replace("/tmp/platform", str(worker_work))],
+        env={
+            **base,
+            "CLUSTER_SPEC": _cluster_spec("workerpool1", 0, 1),
+            "CHECK_BANDWIDTH": str(worker_work / "check-bandwidth.sh"),
+        },
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     primary = subprocess.run(
-        ["bash", "-c", script],
-        env={**base, "CLUSTER_SPEC": _cluster_spec("workerpool0", 0, 1)},
+        ["bash", "-c", script.replace("/tmp/platform", str(work))],
+        env={
+            **base,
+            "CLUSTER_SPEC": _cluster_spec("workerpool0", 0, 1),
+            "CHECK_BANDWIDTH": str(work / "check-bandwidth.sh"),
+        },
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -433,6 +442,39 @@ def test_two_replicas_run_the_gate_and_end_together(tmp_path: Path, busbw: float
     profile = (work / "nccl-lib" / "nccl-env-profile.sh").read_text()
     assert "export NCCL_FASTRAK_IFNAME=eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8" in profile
     assert (work / "nccl-lib" / "libnccl-net.so").is_symlink()
+
+
+def test_a_replica_that_cannot_give_the_plugin_its_profile_stops_before_the_test(tmp_path: Path) -> None:
+    """Before: `cp ... && export` let a failed copy pass under `set -e`, and the test ran on the plugin without
+    its profile."""
+    from infra.vertex.job import custom_job as derive
+
+    env = load_environment(REPO / "infra" / "environments" / "dev.yaml")
+    container = derive(env, "nccl-test")["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    scripts, bin_ = _image(tmp_path, 188.5)
+    plugin = tmp_path / "nvidia-lib64"
+    plugin.mkdir()
+    work = tmp_path / "platform"
+    (work / "nccl-lib" / "nccl-env-profile.sh").mkdir(parents=True)  # cp cannot write the profile there
+    done = subprocess.run(
+        ["bash", "-c", container["args"][0].replace("/tmp/platform", str(work))],
+        env={
+            **{e["name"]: e["value"] for e in container["env"]},
+            "NCCL_LIB_DIR": str(plugin),
+            "CHECK_BANDWIDTH": str(work / "check-bandwidth.sh"),
+            "SCRIPTS": str(scripts),
+            "DONE": str(tmp_path / "done"),
+            "STUB_LOG": str(tmp_path / "log"),
+            "CLUSTER_SPEC": _cluster_spec("workerpool0", 0, 1),
+            "PATH": f"{bin_}:{os.environ['PATH']}",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "nccl-env-profile.sh" in done.stderr, done.stdout + done.stderr
+    assert not (tmp_path / "log.bench").exists(), "the benchmark ran on the plugin without its profile"
 
 
 # --- The trainer as two replicas of a simulated job ------------------------------------------------------

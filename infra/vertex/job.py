@@ -109,7 +109,10 @@ def _nccl_test_container(env: Environment, test: VertexNcclTest, slice_: Slice) 
         'if [ ! -f "$NCCL_LIB_DIR/nccl-env-profile.sh" ]; then',
         f"  mkdir -p {WORKDIR}/nccl-lib",
         f'  find "$NCCL_LIB_DIR" -mindepth 1 -maxdepth 1 -exec ln -sf {{}} {WORKDIR}/nccl-lib/ \\;',
-        f"  cp {WORKDIR}/nccl-env-profile.sh {WORKDIR}/nccl-lib/ && export NCCL_LIB_DIR={WORKDIR}/nccl-lib",
+        # Two commands, not `cp && export`: under `set -e` a failed copy then stops the replica instead of
+        # running the test on the plugin without its profile.
+        f"  cp {WORKDIR}/nccl-env-profile.sh {WORKDIR}/nccl-lib/",
+        f"  export NCCL_LIB_DIR={WORKDIR}/nccl-lib",
         "fi",
         f"exec bash {WORKDIR}/vertex-group.sh bash {WORKDIR}/all-gather-mpi.sh",
     ]
