@@ -27,7 +27,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.accelerators import CPU_MACHINES, accelerator_for_machine
+from infra.catalogue.accelerators import accelerator_for_machine
+from infra.catalogue.cpu_machines import CPU_MACHINES
 
 GIB = 1024**3
 # Requests of GKE's own DaemonSets on every node (see above), and the FUSE CSI node driver.

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from infra import prices
-from infra.accelerators import accelerator_for_machine
+from infra.catalogue import prices
+from infra.catalogue.accelerators import accelerator_for_machine
 
 # Stateful resources whose loss loses data or the platform itself.
 PROTECTED_TYPES = ("google_storage_bucket", "google_container_cluster", "google_artifact_registry_repository")
@@ -60,7 +60,8 @@ class Change:
 @dataclass(frozen=True)
 class Holding:
     """GPUs one orchestrator would hold for one group of machines, at most (what a reviewer pays for), and what
-    the machines cost per hour if they were left running (where infra/prices.py knows the machine and zone)."""
+    the machines cost per hour if they were left running (where the price catalogue knows
+    the machine and zone: infra/catalogue/prices.py)."""
 
     orchestrator: str
     what: str

@@ -71,7 +71,8 @@ def tool_problems(needs: dict[str, str]) -> list[str]:
         found = _tool_version(tool)
         if found != pinned:
             problems.append(
-                f"{tool} {found or '(none on PATH)'}: the platform pins {tool} {pinned} (infra/cluster_toolkit.py; "
+                f"{tool} {found or '(none on PATH)'}: the platform pins {tool} {pinned} "
+                f"(infra/catalogue/cluster_toolkit.py; "
                 "Cluster Toolkit's modules require Terraform >= 1.12.2 and Packer >= 1.15.3, and gcluster would "
                 "otherwise fetch Packer 1.15.0)"
             )
@@ -109,7 +110,7 @@ def _gcluster_create_flags(env: Environment) -> list[str]:
 
 def deploy_slurm(env: Environment, *, skip_image: bool, auto_approve: bool, dry_run: bool) -> int:
     """`gcluster deploy` of the environment's Slurm cluster, after the platform stack it reuses."""
-    from infra.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
+    from infra.catalogue.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
 
     code = _write_slurm(env, dry_run=dry_run)
     if code:

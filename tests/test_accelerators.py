@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.accelerators import ShapeError, gpu_slice, tpu_slice
+from infra.catalogue.accelerators import gpu_slice, tpu_slice
+from infra.catalogue.errors import ShapeError
 
 
 def test_v6e_4x4_is_the_tutorial_slice_of_four_4_chip_hosts() -> None:
@@ -96,7 +97,7 @@ def test_gpu_slice_needs_a_node_and_a_gpu_family() -> None:
 
 def test_ironwood_slices_are_named_by_tensorcores_and_show_two_devices_per_chip() -> None:
     """MaxText's accelerator_to_spec_map: tpu7x-16 is 2x2x2 (8 chips, 16 devices); GKE: 4 chips per VM."""
-    from infra.accelerators import tpu_slice
+    from infra.catalogue.accelerators import tpu_slice
 
     s = tpu_slice("tpu7x", "2x2x2")
     assert (s.machine_type, s.hosts, s.chips, s.devices, s.name) == ("tpu7x-standard-4t", 2, 8, 16, "tpu7x-16")

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from infra.accelerators import tpu_slice
+from infra.catalogue.accelerators import tpu_slice
 from workloads.trainer.compiled import (
     args_key,
     compile_argv,

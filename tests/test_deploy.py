@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from infra.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
+from infra.catalogue.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
 from tests.conftest import REPO
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.controllers import CONTROLLERS
+from infra.catalogue.controllers import CONTROLLERS
 from tests.conftest import by_name, of_type, one, one_of_kind
 from tests.test_charts import needs_crds, rendered
 
@@ -188,8 +188,8 @@ def test_every_pool_goes_only_to_zones_that_offer_its_machine_type(
     stacks: dict[str, dict[str, Any]], envs: dict[str, Any]
 ) -> None:
     """Before the fix: m1-ultramem-80 (offered in no us-east5 zone) and A3 Mega in us-east5-b (only -a offers
-    it). Held against the dated zone catalogue (infra/zones.yaml)."""
-    from infra.zones import REGIONS, zones_offering
+    it). Held against the dated zone catalogue (infra/catalogue/zones.yaml)."""
+    from infra.catalogue.zones import REGIONS, zones_offering
 
     for name, stack in stacks.items():
         for pool in of_type(stack, "google_container_node_pool").values():

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from infra import gke_versions as gv
+from infra.catalogue import gke_versions as gv
 from tests.conftest import REPO
 
 
 def test_the_calendar_was_checked_within_the_last_120_days() -> None:
-    """Channels drop minors on published dates: re-read the release schedule and update infra/gke_versions.py."""
+    """Channels drop minors on published dates: re-read the release schedule and update
+    infra/catalogue/gke_versions.py."""
     age = (date.today() - gv.TABLE_CHECKED).days
-    assert age <= 120, f"infra/gke_versions.py was last checked {age} days ago: re-read {gv.SCHEDULE}"
+    assert age <= 120, f"infra/catalogue/gke_versions.py was last checked {age} days ago: re-read {gv.SCHEDULE}"
 
 
 def test_every_minor_a_channel_offers_has_its_support_dates_or_is_newer_than_all_of_them() -> None:

@@ -125,7 +125,7 @@ def test_the_review_says_what_each_group_costs_per_hour_where_the_price_is_known
     stacks: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
     """Two A3 Mega VMs in us-east5-a at the catalogue's list price; a zone without a price shows none."""
-    from infra import prices
+    from infra.catalogue import prices
     from infra.review import Holding, vm_holdings
 
     (group,) = vm_holdings(stacks["dev"])

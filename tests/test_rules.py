@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.catalogue.models import MODELS, ModelArch
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.load import load_environment
-from infra.models import MODELS, ModelArch
 from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import check_synthesized, stack_releases
@@ -203,7 +203,7 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
     ),
     "vertex.accelerator": (
         lambda d, mp: mp.setattr(
-            "infra.accelerators.MachineShape.vertex_accelerator", property(lambda self: None), raising=False
+            "infra.catalogue.accelerators.MachineShape.vertex_accelerator", property(lambda self: None), raising=False
         ),
         "vertex.nccl_test.slice",
         "a3-megagpu-8g has no Vertex AI accelerator in the catalogue",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.accelerators import tpu_slice
+from infra.catalogue.accelerators import tpu_slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel
 from infra.load import load_environment
 from tests.conftest import by_name, of_type, one_of_kind

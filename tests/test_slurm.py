@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.accelerators import GPU_HOSTS, TCPXO, nccl_env
-from infra.cluster_toolkit import GOOGLE_PROVIDER_VERSION, PACKER_VERSION, TERRAFORM_VERSION
+from infra.catalogue.cluster_toolkit import GOOGLE_PROVIDER_VERSION, PACKER_VERSION, TERRAFORM_VERSION
+from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
 from infra.config import ConfigError, Environment
 from infra.load import load_environment
 from infra.rules import cluster_toolkit as ctk_rules

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.accelerators import tpu_slice
+from infra.catalogue.accelerators import tpu_slice
 from infra.config import Environment
 from tests.conftest import REPO
 from workloads.trainer.launcher import Placement

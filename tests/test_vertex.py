@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from google.cloud import aiplatform_v1
 
-from infra.accelerators import GPU_HOSTS, TCPXO, nccl_env
+from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
 from infra.config import ConfigError, Environment
 from infra.load import load_environment
 from infra.rules import check_request

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from infra.catalogue.models import MODELS
 from infra.config import Environment
-from infra.models import MODELS
 from tests.conftest import REPO
 from workloads.serving import vllm_args, vllm_local
 

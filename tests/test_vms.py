@@ -17,7 +17,7 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import compute_v1
 
-from infra.accelerators import GPU_HOSTS, TCPXO, nccl_env
+from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
 from infra.config import ConfigError, Environment
 from infra.load import load_environment
 from infra.rules.request_subject import RequestContext

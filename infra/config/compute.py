@@ -7,7 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from infra.accelerators import CPU_MACHINES, CpuMachine, ShapeError, Slice, gpu_slice, lookup, tpu_slice
+from infra.catalogue.accelerators import Slice, gpu_slice, lookup, tpu_slice
+from infra.catalogue.cpu_machines import CPU_MACHINES, CpuMachine
+from infra.catalogue.errors import ShapeError
 from infra.config.base import Model, Name
 
 # GKE: at most 1,000 nodes per node pool per zone (https://cloud.google.com/kubernetes-engine/quotas);
@@ -51,7 +53,7 @@ class Cluster(Model):
     # At most 24 characters: the node service account is `<name>-nodes` (30 at most).
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"]
-    # Checked against GKE's calendar (infra/gke_versions.py) by rule gke.version-in-support.
+    # Checked against GKE's calendar (infra/catalogue/gke_versions.py) by rule gke.version-in-support.
     min_master_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]+(\.[0-9]+(-gke\.[0-9]+)?)?$")]
     deletion_protection: bool
     system_pool: SystemPool = SystemPool()

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from infra.accelerators import ShapeError
+from infra.catalogue.errors import ShapeError
 from infra.config.base import _CrossReferenceError
 from infra.config.environment import Environment
 from infra.findings import FieldPath, field_path

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import field_validator, model_validator
 
-from infra.charts import local_chart_versions
+from infra.catalogue.charts import local_chart_versions
+from infra.catalogue.controllers import CONTROLLERS
 from infra.config.base import ExactVersion, ImageDigest, Model, Problem, _CrossReferenceError
-from infra.controllers import CONTROLLERS
 from infra.findings import Finding
 
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from infra.accelerators import Slice
+from infra.catalogue.accelerators import Slice
 from infra.config.base import KubernetesName, Model, Name
 
 BYTES_PER_PARAMETER = {"bf16": 2, "int8": 1}

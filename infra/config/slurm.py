@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from infra.accelerators import CPU_MACHINES
+from infra.catalogue.cpu_machines import CPU_MACHINES
 from infra.config.base import Model, Name
 from infra.config.compute import MAX_POOL_NODES, _cpu_machine
 from infra.config.training import NcclCheck, TrainerRun

@@ -8,12 +8,13 @@ from typing import Any
 
 from constructs import Construct
 
-from infra import upstream
-from infra.accelerators import GPU_HOSTS, Slice, nccl_env
 from infra.bindings import helm
-from infra.charts import local_chart_versions
+from infra.catalogue import upstream
+from infra.catalogue.accelerators import Slice
+from infra.catalogue.charts import local_chart_versions
+from infra.catalogue.controllers import CONTROLLERS
+from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.config import Environment
-from infra.controllers import CONTROLLERS
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import upstream
+from infra.catalogue import upstream
+from infra.catalogue.models import conversion_memory_gib
 from infra.config import (
     CanaryServing,
     Environment,
@@ -19,7 +20,6 @@ from infra.config import (
 )
 from infra.constructs.node_pools import SYSTEM_POOL
 from infra.constructs.releases import NODEPOOL_LABEL, pool_selector
-from infra.models import conversion_memory_gib
 from workloads.constants import CHECKPOINT_MOUNT
 from workloads.serving import vllm_args as vllm
 from workloads.serving.jetstream import maxtext_serving_args

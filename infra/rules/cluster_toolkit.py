@@ -4,7 +4,7 @@
 (`infra.slurm.validate`, run by `make plan`); the modules' own `validation` blocks and `precondition`s run only
 at `terraform plan`, in a real project. The ones the generated blueprint relies on are checked here, at load,
 on the nodesets and partitions `infra.slurm.blueprint` derives, and reported at the environment's field. Each
-cites its module file at the pinned release (infra/cluster_toolkit.py); tests/test_slurm.py holds the patterns
+cites its module file at the pinned release (infra/catalogue/cluster_toolkit.py); tests/test_slurm.py holds the patterns
 and bounds equal to those files.
 """
 
@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from infra.cluster_toolkit import CLUSTER_TOOLKIT
+from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT
 from infra.rules import Finding, rule
 
 if TYPE_CHECKING:

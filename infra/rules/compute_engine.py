@@ -2,7 +2,7 @@
 
 A node pool whose machine type its zone does not offer fails to create ("The resource ... was not found"
 / "Machine type ... does not exist in zone"); a regional pool without `node_locations` spans every zone
-the cluster uses. The catalogue is dated data in infra/zones.yaml.
+the cluster uses. The catalogue is dated data in infra/catalogue/zones.yaml.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from infra import zones as catalogue
+from infra.catalogue import zones as catalogue
 from infra.rules import Finding, rule
 from infra.rules.terraform_subject import _NAME_RULES, _node_pools, _ref, resources
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 SOURCE = (
     "https://cloud.google.com/compute/docs/regions-zones; https://cloud.google.com/compute/docs/gpus/"
     "gpu-regions-zones; https://cloud.google.com/tpu/docs/regions-zones; zones per machine type as "
-    "`gcloud compute machine-types list` lists them (infra/zones.yaml, checked "
+    "`gcloud compute machine-types list` lists them (infra/catalogue/zones.yaml, checked "
     f"{catalogue.ZONES_CHECKED.isoformat()})"
 )
 
@@ -30,7 +30,9 @@ def _offered(machine_type: str, zones: list[str] | tuple[str, ...], field: str, 
     offering = catalogue.zones_offering(machine_type)
     if offering is None:
         known = ", ".join(sorted(catalogue.FAMILY_ZONES))
-        yield Finding(field, machine_type, f"not in the zone catalogue (infra/zones.yaml); known families: {known}")
+        yield Finding(
+            field, machine_type, f"not in the zone catalogue (infra/catalogue/zones.yaml); known families: {known}"
+        )
         return
     missing = [z for z in zones if z not in offering]
     if missing:
@@ -157,7 +159,7 @@ def _vm_capacity(env: Environment) -> Iterator[Finding]:
 
 def _gpu_vm(props: dict[str, Any], where: str) -> Iterator[Finding]:
     """What an A3 VM's properties (API field names) must hold: its NICs, its maintenance, its capacity."""
-    from infra.accelerators import accelerator_for_machine
+    from infra.catalogue.accelerators import accelerator_for_machine
 
     found = accelerator_for_machine(str(props.get("machineType")))
     if found is None or found[0].kind != "gpu":

@@ -7,16 +7,16 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from infra.accelerators import (
+from infra.catalogue.accelerators import (
     TPU_ACCELERATOR_LABEL,
     TPU_RESOURCE,
     TPU_TOPOLOGY_LABEL,
-    ShapeError,
     tpu_accelerator_for_label,
     tpu_accelerator_for_machine,
     tpu_slice_for_machine,
 )
-from infra.controllers import CONTROLLERS
+from infra.catalogue.controllers import CONTROLLERS
+from infra.catalogue.errors import ShapeError
 from infra.rules import Finding, rule
 from infra.rules.manifest_subject import NODEPOOL_LABEL, ReleaseContext, _pods, _tpu_chips
 from infra.rules.sources import (

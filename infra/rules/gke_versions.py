@@ -1,5 +1,5 @@
 """GKE versions: a pinned minor still supported by its channel on today's date, and new enough for every
-feature the environment uses. The calendar and the minimums are dated data in `infra/gke_versions.py`."""
+feature the environment uses. The calendar and the minimums are dated data in `infra/catalogue/gke_versions.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import date
 from typing import TYPE_CHECKING
 
-from infra import gke_versions as gv
+from infra.catalogue import gke_versions as gv
 from infra.rules import Finding, rule
 
 if TYPE_CHECKING:

@@ -6,10 +6,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from infra.accelerators import (
-    TPU_TOPOLOGY_LABEL,
-    tpu_slice_for_machine,
-)
+from infra.catalogue.accelerators import TPU_TOPOLOGY_LABEL, tpu_slice_for_machine
 from infra.rules import Finding, containers, rule, where
 from infra.rules.manifest_subject import NODEPOOL_LABEL, ReleaseContext, _tpu_chips
 from infra.rules.sources import RAY_TUTORIAL

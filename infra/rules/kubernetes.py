@@ -6,10 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from infra.accelerators import (
-    TPU_ACCELERATOR_LABEL,
-    TPU_RESOURCE,
-)
+from infra.catalogue.accelerators import TPU_ACCELERATOR_LABEL, TPU_RESOURCE
 from infra.rules import Finding, containers, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext, _pods, _tpu_chips
 from infra.rules.sources import TPU_DOC

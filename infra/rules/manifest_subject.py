@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.accelerators import (
-    TPU_RESOURCE,
-)
+from infra.catalogue.accelerators import TPU_RESOURCE
 from infra.rules import containers, pod_templates, where
 
 FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from infra.models import MODELS
+from infra.catalogue.models import MODELS
 from infra.rules import Finding, rule
 from infra.rules.sources import JETSTREAM_TUTORIAL, MAXTEXT
 
@@ -75,7 +75,7 @@ def _tensor_heads(env: Environment) -> Iterator[Finding]:
     subject="environment",
 )
 def _tokenizer(env: Environment) -> Iterator[Finding]:
-    from infra.models import MAXTEXT_DEFAULT_TOKENIZER
+    from infra.catalogue.models import MAXTEXT_DEFAULT_TOKENIZER
 
     for path, d, args in _jetstream(env):
         arch = MODELS.get(d.model.name)

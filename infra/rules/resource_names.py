@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from infra.config.identity import gsa_account_id
-from infra.gcp_names import (
+from infra.catalogue.gcp_names import (
     BUCKET_NAMING,
     PROJECT_ID,
     SERVICE_ACCOUNT_ID,
@@ -16,6 +15,7 @@ from infra.gcp_names import (
     project_id_problem,
     service_account_id_problem,
 )
+from infra.config.identity import gsa_account_id
 from infra.rules import Finding, rule
 from infra.rules.terraform_subject import resources
 

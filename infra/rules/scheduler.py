@@ -23,14 +23,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.accelerators import (
+from infra.catalogue.accelerators import (
     TPU_ACCELERATOR_LABEL,
     TPU_TOPOLOGY_LABEL,
     tpu_accelerator_for_machine,
     tpu_slice_for_machine,
 )
+from infra.catalogue.models import conversion_memory_gib
 from infra.gke_nodes import Node, allocatable_memory_gib, machine_allocatable, node_of
-from infra.models import conversion_memory_gib
 from infra.rules import Finding, pod_templates, rule, where
 from infra.rules.environment_subject import _workloads
 from infra.rules.manifest_subject import NODEPOOL_LABEL, ReleaseContext, _pods, _selected_pools

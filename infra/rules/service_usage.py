@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from infra.gcp_apis import IMPERSONATION_API, apis_needed
+from infra.catalogue.gcp_apis import IMPERSONATION_API, apis_needed
 from infra.rules import Finding, rule
 
 SERVICE = "google_project_service"

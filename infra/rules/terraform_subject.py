@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from infra.accelerators import tpu_accelerator_for_machine
+from infra.catalogue.accelerators import tpu_accelerator_for_machine
 
 
 def resources(stack: dict[str, Any], rtype: str) -> Iterator[tuple[str, dict[str, Any]]]:

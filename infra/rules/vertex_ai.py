@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from infra.accelerators import accelerator_for_machine
+from infra.catalogue.accelerators import accelerator_for_machine
 from infra.rules import Finding, rule
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from infra.accelerators import Slice
+from infra.catalogue.accelerators import Slice
+from infra.catalogue.models import MODELS
 from infra.config.serving import VllmServing
-from infra.models import MODELS
 from infra.rules import Finding, containers, pod_templates, probe_budget, rule, where
 from workloads.serving import vllm_args
 
@@ -355,7 +355,7 @@ def _open_probes(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     summary="--max-model-len is at most the model's own context (max_position_embeddings of its config).",
     source=(
         "vllm/config/model.py (get_and_verify_max_len: 'User-specified max_model_len ... is greater than the "
-        "derived max_model_len'); the models' config.json (infra/models.py)"
+        "derived max_model_len'); the models' config.json (infra/catalogue/models.py)"
     ),
     subject="environment",
 )

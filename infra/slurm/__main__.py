@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from infra.cluster_toolkit import CLUSTER_TOOLKIT, GOOGLE_PROVIDER_VERSION, PACKER_VERSION, TERRAFORM_VERSION
+from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT, GOOGLE_PROVIDER_VERSION, PACKER_VERSION, TERRAFORM_VERSION
+from infra.catalogue.gcp_apis import PLATFORM_APIS
 from infra.config import ConfigError, Environment, environments_dir
-from infra.gcp_apis import PLATFORM_APIS
 from infra.load import load_all
 from infra.slurm import interfaces
 from infra.slurm.blueprint import blueprint, deployment

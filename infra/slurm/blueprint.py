@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.accelerators import Slice
-from infra.cluster_toolkit import GOOGLE_PROVIDER_VERSION, SLURM_BASE_IMAGE, SLURM_GCP_REF
+from infra.catalogue.accelerators import Slice
+from infra.catalogue.cluster_toolkit import GOOGLE_PROVIDER_VERSION, SLURM_BASE_IMAGE, SLURM_GCP_REF
 from infra.config import Environment
 from infra.config.slurm import SlurmPartition
 from infra.slurm import jobs as slurm_jobs
@@ -106,7 +106,8 @@ def rxdm_prolog(slice_: Slice) -> str:
     registry = direct.installer_image.split("/", 1)[0]
     return f"""#!/bin/bash
 # GPUDirect-{direct.transport.upper()} for a job on this node: {direct.installer_image.rsplit("/", 1)[-1]} and
-# {direct.daemon_image.rsplit("/", 1)[-1]} (infra/accelerators.py). Installed as the partition's prolog and epilog.
+# {direct.daemon_image.rsplit("/", 1)[-1]} (infra/catalogue/gpudirect.py).
+# Installed as the partition's prolog and epilog.
 set -euo pipefail
 name="rxdm-${{SLURM_JOB_ID}}"
 if [[ "$0" == *epilog* ]]; then

@@ -6,7 +6,7 @@ The blueprint `infra.slurm.blueprint` writes is validated against these files th
 blueprint before it writes anything: every module's variables (in any of its `*.tf`, or `*.pkr.hcl` for Packer
 modules), its outputs, its `metadata.yaml` (the id it injects, whether it must be used, its validators) and the
 `versions.tf` of the module and of the modules it calls. `toolkit-files.yaml` pins each file by sha256 at the
-release's commit (`infra/cluster_toolkit.py`).
+release's commit (`infra/catalogue/cluster_toolkit.py`).
 
 Look-up order: $PLATFORM_CTK_DIR, .cache/cluster-toolkit (what `make cluster-toolkit` fetched), ../shared/ctk
 beside the checkout. A directory counts only when it holds every pinned file with its pinned checksum.
@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from infra.cluster_toolkit import CLUSTER_TOOLKIT
+from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT
 from infra.slurm.types import TfType, TypeSyntaxError, parse_type
 from workloads import pinned_files as pinned
 
@@ -280,7 +280,7 @@ def write_pins(root: Path) -> int:
     files = {name: pinned.sha256(root / name) for name in pinned_files(root)}
     header = (
         "# Cluster Toolkit's module interfaces the Slurm blueprint is validated against, pinned by sha256 at the\n"
-        f"# release of infra/cluster_toolkit.py ({CLUSTER_TOOLKIT.tag}, {CLUSTER_TOOLKIT.commit}).\n"
+        f"# release of infra/catalogue/cluster_toolkit.py ({CLUSTER_TOOLKIT.tag}, {CLUSTER_TOOLKIT.commit}).\n"
         "# `make cluster-toolkit` fetches them; `python -m infra.slurm pin <checkout>` rewrites this file.\n"
     )
     PINS.write_text(header + yaml.safe_dump({"files": files}, sort_keys=True, width=200))

@@ -2,7 +2,7 @@
 
 Both are `sbatch` scripts. On the cluster they run in containers through Pyxis/enroot (`srun
 --container-image`), with the GPUDirect-TCPXO environment of the Slurm node image (its NIC names and the
-plugin's directory, `infra.accelerators.nccl_env` for an Ubuntu host), after the receive-data-path manager
+plugin's directory, `infra.catalogue.accelerators.nccl_env` for an Ubuntu host), after the receive-data-path manager
 that the partition's prolog starts (`infra.slurm.blueprint`). The trainer finds its coordinator, process count
 and rank in Slurm's own environment (`python -m workloads.trainer slurm`). Tests run the same renderer's script
 on a one-node Slurm on this machine (tests/test_slurm_local.py).
@@ -14,8 +14,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra import upstream
-from infra.accelerators import GPU_HOSTS, Slice, nccl_env
+from infra.catalogue import upstream
+from infra.catalogue.accelerators import Slice
+from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.config import Environment
 
 CHECK_BANDWIDTH = (

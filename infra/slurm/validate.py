@@ -83,7 +83,7 @@ class Report:
 
 @dataclass(frozen=True)
 class Versions:
-    """The tool and provider versions the deployment runs with (infra/cluster_toolkit.py)."""
+    """The tool and provider versions the deployment runs with (infra/catalogue/cluster_toolkit.py)."""
 
     terraform: str
     packer: str
@@ -531,7 +531,7 @@ class _Validation:
                     where,
                     c.constraint,
                     f"{c.file}: {c.subject} {c.constraint!r} does not admit the pinned {c.subject} {version} "
-                    "(infra/cluster_toolkit.py)",
+                    "(infra/catalogue/cluster_toolkit.py)",
                 )
 
     def check_services(self, module: _Module, enabled: set[str]) -> None:
@@ -543,7 +543,7 @@ class _Validation:
                     f"{module.path} ({module.id}: {interface.source})",
                     service,
                     f"{interface.source}/metadata.yaml requires {service}, which the platform stack does not enable "
-                    "(infra/gcp_apis.py)",
+                    "(infra/catalogue/gcp_apis.py)",
                 )
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from constructs import Construct
 
+from infra.catalogue.controllers import CONTROLLERS, ENGINE_CONTROLLER
+from infra.catalogue.gcp_apis import VERTEX_API, platform_apis
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment
 from infra.constructs.apis import ProjectApis
@@ -37,8 +39,6 @@ from infra.constructs.serving import release_name, serving_values
 from infra.constructs.storage import Bucket
 from infra.constructs.vertex import VertexJobs, custom_code_agent
 from infra.constructs.vms import VmGroup
-from infra.controllers import CONTROLLERS, ENGINE_CONTROLLER
-from infra.gcp_apis import VERTEX_API, platform_apis
 from infra.slurm.blueprint import node_tag as slurm_node_tag
 from infra.vertex import job as vertex_job
 from infra.vms import instance as vms

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.accelerators import GPU_HOSTS, Slice, nccl_env
+from infra.catalogue.accelerators import Slice
+from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.config import Environment
 from infra.config.vertex import VertexNcclTest, VertexTraining
 from infra.gpu_group import WORKDIR, all_gather_files, bundle, nccl_test_env, profile, script

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.accelerators import GPU_HOSTS, GpuDirect, nccl_env
+from infra.catalogue.gpudirect import GPU_HOSTS, GpuDirect, nccl_env
 from infra.config import Environment
 from infra.gpu_group import REPO, WORKDIR, all_gather_files, bundle, nccl_test_env
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The NCCL all-gather test over a group of GPU hosts through MPI, and its bandwidth gate, for the orchestrators
 # that give the group no launcher of their own (Vertex AI custom jobs, the VM groups). One copy runs on every
-# host, inside the GPUDirect-TCPXO NCCL plugin image (infra/accelerators.py: TCPXO.installer_image), whose
+# host, inside the GPUDirect-TCPXO NCCL plugin image (infra/catalogue/gpudirect.py: TCPXO.installer_image), whose
 # /scripts the GKE chart uses the same way (workloads/charts/gpu-jobset). The orchestrator's start-up says
 # where this host stands:
 #   PLATFORM_HOSTS           the group's hosts in rank order, comma-separated

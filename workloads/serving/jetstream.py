@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
+from infra.catalogue.models import MODELS
 from infra.config import Environment, JetStreamServing
-from infra.models import MODELS
 
 
 def checkpoint_dir(d: JetStreamServing) -> str:
@@ -25,7 +25,7 @@ def maxtext_serving_args(env: Environment, d: JetStreamServing) -> list[str]:
     Llama 2 70B have 8), the rest goes to autoregressive parallelism. On a
     v6e 4x4 that is the tutorial's ici_tensor_parallelism=8 x
     ici_autoregressive_parallelism=2. The model's own config file and
-    tokenizer come from `infra/models.py`.
+    tokenizer come from `infra/catalogue/models.py`.
     """
     first = env.slices[d.slice_keys[0]].slice
     arch = MODELS[d.model.name]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.accelerators import Slice
+from infra.catalogue.accelerators import Slice
 from infra.config import Environment
 from infra.config.serving import VllmServing
 

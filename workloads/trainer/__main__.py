@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.accelerators import Slice
+from infra.catalogue.accelerators import Slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.load import load_environment
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT

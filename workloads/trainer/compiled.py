@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from infra.accelerators import Slice, tpu_slice
+from infra.catalogue.accelerators import Slice, tpu_slice
 from workloads.trainer.recipes import Recipe, RecipeError, load_recipes
 
 COMPILED_FILE = Path(__file__).with_name("compiled.yaml")

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from infra.accelerators import Slice
+from infra.catalogue.accelerators import Slice
 from workloads.constants import TPU_WORKER_ENV
 
 

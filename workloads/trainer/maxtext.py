@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.accelerators import Slice
+from infra.catalogue.accelerators import Slice
 from workloads.trainer.recipes import Recipe, RecipeError
 
 # MaxText's base config as MaxText's own documentation names it; MaxText

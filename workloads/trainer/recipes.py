@@ -10,7 +10,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infra.accelerators import Slice
+from infra.catalogue.accelerators import Slice
 
 RECIPES_FILE = Path(__file__).with_name("recipes.yaml")
 

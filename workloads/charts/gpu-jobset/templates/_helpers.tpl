@@ -87,7 +87,7 @@ devices.gke.io/container.{{ .transport }}-daemon: |
 {{- end }}
 {{- end -}}
 
-{{- /* NCCL settings: the transport's, derived by the platform for a GKE pod (infra/accelerators.py
+{{- /* NCCL settings: the transport's, derived by the platform for a GKE pod (infra/catalogue/gpudirect.py
   nccl_env); TCPXO's main command sources the plugin's nccl-env-profile.sh for the rest. */}}
 {{- define "gpu-jobset.env" -}}
 - name: LD_LIBRARY_PATH

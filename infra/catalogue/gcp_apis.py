@@ -72,7 +72,7 @@ def api_of(resource_type: str) -> str | None:
     for prefix, api in RESOURCE_APIS.items():
         if resource_type.startswith(prefix):
             return api
-    raise KeyError(f"{resource_type}: no API known for it; add its prefix to infra/gcp_apis.py RESOURCE_APIS")
+    raise KeyError(f"{resource_type}: no API known for it; add its prefix to infra/catalogue/gcp_apis.py RESOURCE_APIS")
 
 
 def apis_needed(resource_type: str, body: dict) -> set[str]:

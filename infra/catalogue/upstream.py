@@ -9,7 +9,7 @@ them because they are the same in every environment.
 from __future__ import annotations
 
 # GPUDirect node set-up (gpu-networking chart). The NCCL plugin installer and
-# receive-data-path daemon are paired per machine in infra/accelerators.py.
+# receive-data-path daemon are paired per machine in infra/catalogue/accelerators.py.
 DEVICE_INJECTOR = (
     "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-CHARTS = Path(__file__).resolve().parents[1] / "workloads" / "charts"
+CHARTS = Path(__file__).resolve().parents[2] / "workloads" / "charts"
 
 
 @cache

@@ -1,0 +1,258 @@
+"""Checks across an environment's sections about its workloads: training, GPU batch jobs and serving
+name slices, identities, buckets and images that exist, and can write where they must."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from infra.catalogue.controllers import ENGINE_CONTROLLER
+from infra.config.base import Problem, _not_in
+from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing
+from infra.findings import Finding
+
+if TYPE_CHECKING:
+    from infra.config.environment import Environment
+
+
+def training_problems(env: Environment) -> list[Problem]:
+    t = env.training
+    if t is None:
+        return []
+    problems: list[Problem] = []
+    problems += _not_in(("training", "slice"), t.slice, env.slices, "slices")
+    problems += _not_in(("training", "identity"), t.identity, env.identities, "identities")
+    problems += _not_in(("training", "bucket"), t.bucket, env.buckets, "buckets")
+    problems += _not_in(("training", "image"), t.image, env.release.images, "release.images")
+    problems += _writer_problems(env, ("training", "identity"), t.identity, t.bucket)
+    return problems
+
+
+def _writer_problems(
+    env: Environment, where: tuple[str | int, ...], identity_key: str, bucket: str, what: str = "checkpoints"
+) -> list[Problem]:
+    """A job's identity must be able to write `what` (its checkpoints, a cache) to its bucket."""
+    identity = env.identities.get(identity_key)
+    if identity is None or bucket not in env.buckets:
+        return []
+    role = identity.bucket_roles.get(bucket)
+    if role in ("roles/storage.objectUser", "roles/storage.objectAdmin"):
+        return []
+    return [
+        Finding(
+            where,
+            identity_key,
+            f"must be able to write {what} to bucket {bucket!r}: give it "
+            f"roles/storage.objectUser there (it has {role or 'no role'})",
+        )
+    ]
+
+
+def gpu_problems(env: Environment) -> list[Problem]:
+    problems: list[Problem] = []
+    needs = env.gpudirect_networks
+    if needs and env.network.gpudirect_cidr is None:
+        users = ", ".join(k for k, s in env.slices.items() if s.slice.gpudirect and env.slice_holder(k) != "vertex")
+        problems.append(
+            Finding(
+                ("network", "gpudirect_cidr"),
+                None,
+                f"slices {users} need {needs} GPUDirect networks: give a /20 or larger range, "
+                "for example 192.168.0.0/16",
+            )
+        )
+    batch = env.batch
+    # GKE's queued provisioning; another orchestrator's queued slice is refused by its own rule.
+    queued = [k for k, s in env.gke_slices.items() if s.capacity.type == "queued"]
+    for key in queued:
+        if batch is None or key not in batch.slices:
+            problems.append(
+                Finding(
+                    ("slices", key, "capacity", "type"),
+                    "queued",
+                    "queued provisioning is requested through Kueue: list this slice in `batch.slices`",
+                )
+            )
+    if batch is None:
+        return problems
+    missing = [c for c in ("jobset", "kueue") if c not in env.release.controllers]
+    if missing:
+        problems.append(
+            Finding(
+                ("release", "controllers"),
+                dict(env.release.controllers),
+                f"batch jobs need the JobSet and Kueue controllers: pin {', '.join(missing)} (an exact chart version)",
+            )
+        )
+    problems += _not_in(("batch", "identity"), batch.identity, env.identities, "identities")
+    for i, key in enumerate(batch.slices):
+        if key not in env.slices:
+            problems += _not_in(("batch", "slices", i), key, env.slices, "slices")
+        elif env.slices[key].slice.kind != "gpu":
+            problems.append(Finding(("batch", "slices", i), key, "Kueue queues GPU slices here; this is a TPU slice"))
+    if len(set(batch.slices)) != len(batch.slices):
+        problems.append(Finding(("batch", "slices"), batch.slices, "a slice is listed twice"))
+    for section, job in (("nccl_test", batch.nccl_test), ("training", batch.training)):
+        if job is not None and job.slice not in batch.slices:
+            problems.append(
+                Finding(("batch", section, "slice"), job.slice, f"not one of batch.slices: {', '.join(batch.slices)}")
+            )
+    test = batch.nccl_test
+    if test is not None and test.nodes is not None and test.slice in env.slices:
+        hosts = env.slices[test.slice].slice.hosts
+        if test.nodes > hosts:
+            problems.append(
+                Finding(("batch", "nccl_test", "nodes"), test.nodes, f"slice {test.slice!r} has only {hosts} nodes")
+            )
+    training = batch.training
+    if training is not None:
+        problems += _not_in(("batch", "training", "image"), training.image, env.release.images, "release.images")
+        problems += _not_in(("batch", "training", "bucket"), training.bucket, env.buckets, "buckets")
+        problems += _writer_problems(env, ("batch", "identity"), batch.identity, training.bucket)
+    return problems
+
+
+def serving_problems(env: Environment) -> list[Problem]:
+    problems: list[Problem] = []
+    engines = {d.engine for d in env.serving.values()}
+    for engine, controller in ENGINE_CONTROLLER.items():
+        if engine in engines and controller not in env.release.controllers:
+            problems.append(
+                Finding(
+                    ("release", "controllers"),
+                    dict(env.release.controllers),
+                    f"{engine} serving needs the {controller} controller: pin its chart version",
+                )
+            )
+    for key, d in env.serving.items():
+        where: tuple[str | int, ...] = ("serving", key)
+        problems += _known(env, where, d)
+        slices = {}
+        for field_path, slice_key in d.slice_fields():
+            spec = env.slices.get(slice_key)
+            if spec is None:
+                problems += _not_in((*where, *field_path), slice_key, env.slices, "slices")
+            elif spec.slice.kind != "tpu":
+                problems.append(
+                    Finding((*where, *field_path), slice_key, "serving here runs on TPU slices; this is GPU")
+                )
+            else:
+                slices[slice_key] = spec.slice
+        # The fit check: every slice holds a whole replica of the model.
+        for slice_key, slice_ in slices.items():
+            assert not isinstance(d, CanaryServing)
+            reason = d.model.fit_problem(slice_key, slice_)
+            if reason:
+                problems.append(Finding((*where, "model"), f"{d.model.parameters_b:g}B {d.model.precision}", reason))
+        if isinstance(d, JetStreamServing) and len(slices) == 2:
+            prefill, decode = slices.get(d.prefill_slice or ""), slices.get(d.decode_slice or "")
+            if (
+                prefill
+                and decode
+                and (prefill.topology, prefill.machine_type) != (decode.topology, decode.machine_type)
+            ):
+                problems.append(
+                    Finding(
+                        (*where, "decode_slice"),
+                        d.decode_slice,
+                        f"prefill and decode slices must have one shape: {prefill.topology} on "
+                        f"{prefill.machine_type} vs {decode.topology} on {decode.machine_type}",
+                    )
+                )
+        if isinstance(d, VllmServing) and d.slice in slices:
+            problems += _vllm_problems(env, where, d, slices[d.slice])
+        if isinstance(d, SaxmlServing):
+            problems += _saxml_identity_problems(env, where, d)
+    return problems
+
+
+def _vllm_problems(env: Environment, where: tuple[str | int, ...], d: VllmServing, slice_: Any) -> list[Problem]:
+    """The parallelism covers the slice's chips; replicas fit the slice; the gateway has its subnet."""
+    problems: list[Problem] = []
+    tp = d.tensor_parallel_size or slice_.chips_per_host
+    pp = d.pipeline_parallel_size or slice_.hosts
+    if tp * pp != slice_.chips:
+        problems.append(
+            Finding(
+                (*where, "tensor_parallel_size"),
+                tp,
+                f"tensor x pipeline parallelism ({tp} x {pp}) must be the slice's {slice_.chips} chips "
+                f"({slice_.name}: {slice_.hosts} hosts x {slice_.chips_per_host})",
+            )
+        )
+    if d.replicas > 1 and slice_.multi_host:
+        problems.append(
+            Finding(
+                (*where, "replicas"),
+                d.replicas,
+                f"a multi-host slice ({slice_.name}) is one node pool of one slice: one replica; serve more "
+                "from more slices",
+            )
+        )
+    if d.gateway and env.network.proxy_only_cidr is None:
+        problems.append(
+            Finding(
+                (*where, "gateway"),
+                True,
+                "the Inference Gateway's regional load balancer needs a proxy-only subnet: set "
+                "network.proxy_only_cidr (a /23, for example 10.129.0.0/23)",
+            )
+        )
+    return problems
+
+
+def _known(env: Environment, where: tuple[str | int, ...], d: Any) -> list[Problem]:
+    """The identity, buckets and image a serving deployment names exist, and it can read its bucket."""
+    problems: list[Problem] = []
+    problems += _not_in((*where, "identity"), d.identity, env.identities, "identities")
+    buckets = [("bucket", d.bucket)]
+    if isinstance(d, JetStreamServing):
+        buckets.append(("scratch_bucket", d.scratch_bucket))
+    if isinstance(d, VllmServing):
+        buckets.append(("cache_bucket", d.cache_bucket))
+    conversion = getattr(d, "conversion", None)
+    if conversion is not None:
+        buckets.append(("conversion.source_bucket", conversion.source_bucket))
+    for field_name, bucket in buckets:
+        if bucket not in env.buckets:
+            problems += _not_in((*where, *field_name.split(".")), bucket, env.buckets, "buckets")
+        elif d.identity in env.identities and bucket not in env.identities[d.identity].bucket_roles:
+            problems.append(
+                Finding(
+                    (*where, "identity"),
+                    d.identity,
+                    f"has no role on bucket {bucket!r} ({field_name}); add one to identities.{d.identity}.bucket_roles",
+                )
+            )
+    if isinstance(d, VllmServing):
+        problems += _writer_problems(env, (*where, "identity"), d.identity, d.cache_bucket, "its compilation cache")
+    images = [("image", getattr(d, "image", None))]
+    if conversion is not None:
+        images.append(("conversion.image", conversion.image))
+        problems += _not_in((*where, "conversion", "pool"), conversion.pool, env.cpu_pools, "cpu_pools")
+    for field_name, image in images:
+        if image is not None:
+            problems += _not_in((*where, *field_name.split(".")), image, env.release.images, "release.images")
+    return problems
+
+
+def _saxml_identity_problems(env: Environment, where: tuple[str | int, ...], d: SaxmlServing) -> list[Problem]:
+    """Saxml's identity: its own Google service account, admin of the Saxml bucket and of nothing else."""
+    identity = env.identities.get(d.identity)
+    if identity is None:
+        return []
+    problems: list[Problem] = []
+    if identity.mode != "impersonation":
+        problems.append(
+            Finding((*where, "identity"), d.identity, "Saxml runs as a Google service account: use mode impersonation")
+        )
+    others = sorted(set(identity.bucket_roles) - {d.bucket})
+    if others or identity.bucket_roles.get(d.bucket) != "roles/storage.objectAdmin":
+        problems.append(
+            Finding(
+                ("identities", d.identity, "bucket_roles"),
+                dict(identity.bucket_roles),
+                f"Saxml's identity gets roles/storage.objectAdmin on bucket {d.bucket!r} and no other role"
+                + (f" (remove {', '.join(others)})" if others else ""),
+            )
+        )
+    return problems
