@@ -184,3 +184,20 @@ def test_gke_network_objects_validate_against_gkes_published_crds(stacks: dict[s
     network["spec"]["parametersRef"]["nmae"] = network["spec"]["parametersRef"].pop("name")
     with pytest.raises(ChartCheckError, match="nmae"):
         validate(network)
+
+
+def test_each_controllers_api_group_is_the_group_of_its_pinned_crds() -> None:
+    """The group the stack orders releases by (infra/catalogue/controllers.py) is the one the controller's own
+    CRDs define (the pinned upstream files), so a release of that group cannot be applied before them."""
+    from infra.catalogue.controllers import CONTROLLERS
+    from workloads.charts import crds
+
+    source = crds.locate()
+    pins = yaml.safe_load(crds.PINS.read_text())["files"]
+    for name, controller in CONTROLLERS.items():
+        groups = {
+            yaml.safe_load((source / file).read_text())["spec"]["group"]
+            for file, pin in pins.items()
+            if pin["source"] == name
+        }
+        assert groups == {controller.api_group}, name

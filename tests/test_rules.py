@@ -668,7 +668,38 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
         "at most 63 characters",
     ),
     "k8s.native-sidecars-need-1.29": ("serve-llama405b", lambda o: None, "the cluster may run 1.28"),
+    # Before the fix the proxy-only subnet's firewall rule opened 8000 only, not the endpoint picker's 9002.
+    "gaie.proxies-reach-picker-and-servers": (
+        "serve-llama70b-vllm",
+        lambda o: one_of_kind(o, "InferencePool")["spec"]["endpointPickerRef"]["port"].update(number=9009),
+        "may not reach this port: no INGRESS firewall rule allows tcp:9009",
+    ),
+    # A chart that starts writing a LeaderWorkerSet without its release waiting for the lws release.
+    "helm.release-after-its-kinds": (
+        "serve-canary",
+        lambda o: o.append(
+            {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "x"}}
+        ),
+        "is not ordered after release lws",
+    ),
 }
+
+
+def test_a_vllm_release_not_waiting_for_lws_is_refused(
+    stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Before the fix the vLLM releases did not depend on the lws release (the stack kept an engine -> controller
+    map without vllm): a first apply sent the LeaderWorkerSet before its CRD existed."""
+    stack = copy.deepcopy(stacks["dev"])
+    release = next(r for r in of_type(stack, "helm_release").values() if r["name"] == "serve-llama70b-vllm")
+    lws = next(f"helm_release.{k}" for k, r in of_type(stack, "helm_release").items() if r["name"] == "lws")
+    assert lws in release["depends_on"]
+    release["depends_on"].remove(lws)
+    ctx = ReleaseContext(
+        name="serve-llama70b-vllm", namespace=release["namespace"], stack=stack, stack_objects=releases
+    )
+    found = RULES["helm.release-after-its-kinds"].run(releases["serve-llama70b-vllm"], ctx)
+    assert [v.field for v in found] == ["LeaderWorkerSet/serve-llama70b-vllm: apiVersion"], [v.line() for v in found]
 
 
 @pytest.mark.parametrize("rule_id", sorted(MANIFEST_CASES))
@@ -761,3 +792,15 @@ def test_places_and_machines_that_do_not_exist_are_refused(
     change(data)
     found = RULES["gce.machine-type-offered-in-zone"].run(_env(data))
     assert any(v.field.startswith(field) and fragment in v.message for v in found), [v.line() for v in found]
+
+
+def test_the_inference_gateway_without_the_network_services_api_is_refused(stacks: dict[str, dict[str, Any]]) -> None:
+    """Before the fix the stack did not enable networkservices.googleapis.com, which the endpoint picker's
+    Service Extensions callout needs."""
+    stack = copy.deepcopy(stacks["dev"])
+    services = of_type(stack, "google_project_service")
+    key = next(k for k, s in services.items() if s["service"] == "networkservices.googleapis.com")
+    assert RULES["gke.inference-gateway-prerequisites"].run(stack) == []
+    del services[key]
+    found = RULES["gke.inference-gateway-prerequisites"].run(stack)
+    assert [(v.field, v.value) for v in found] == [("google_project_service", "networkservices.googleapis.com")]

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from infra.app import synth
 from infra.config import Environment
 from infra.review import accelerator_inventory
@@ -284,3 +286,45 @@ def test_an_ironwood_slice_gets_its_workload_policy_as_gke_documents_it(
     assert pools["iron"]["node_config"]["disk_type"] == "hyperdisk-balanced"
     assert "placement_policy" not in pools["iron-one"] and pools["iron-one"]["node_count"] == 1
     assert [v.line() for v in check_stack(stack)] == []
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_every_release_waits_for_the_controller_of_each_kind_its_chart_writes(
+    env: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Derived from the charts' templates, not a hand map: vllm-tpu and jetstream-pathways (LeaderWorkerSet)
+    after lws, saxml and gpu-jobset (JobSet) after jobset, kueue-queues after kueue."""
+    from infra.catalogue.controllers import controllers_of_chart
+
+    releases = of_type(stacks[env], "helm_release")
+    address = {r["name"]: f"helm_release.{k}" for k, r in releases.items()}
+    waited = {}
+    for r in releases.values():
+        chart = r["chart"].rsplit("/", 1)[-1]
+        if r["chart"].startswith("../"):
+            waited[r["name"]] = (chart, {address[c] for c in controllers_of_chart(chart)} - set(r["depends_on"]))
+    assert {name: missing for name, (_, missing) in waited.items() if missing} == {}
+    charts = {chart for chart, _ in waited.values()}
+    assert {"vllm-tpu", "jetstream-pathways", "saxml", "gpu-jobset", "kueue-queues"} <= charts
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_inference_gateway_feature_brings_its_api_and_both_ports(
+    env: str, stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
+) -> None:
+    """What the feature needs, from one place (infra/catalogue: the API, the picker's port; the servers' port):
+    the API enabled, and the model servers' and the picker's ports open from the proxy-only subnet."""
+    from infra.catalogue import upstream
+    from infra.catalogue.gcp_apis import INFERENCE_GATEWAY_API
+    from workloads.serving import vllm_args
+
+    assert envs[env].inference_gateway
+    stack = stacks[env]
+    assert INFERENCE_GATEWAY_API[0] in {s["service"] for s in of_type(stack, "google_project_service").values()}
+    proxy = next(
+        s for s in of_type(stack, "google_compute_subnetwork").values() if s.get("purpose") == "REGIONAL_MANAGED_PROXY"
+    )
+    rule = next(
+        f for f in of_type(stack, "google_compute_firewall").values() if proxy["ip_cidr_range"] in f["source_ranges"]
+    )
+    assert rule["allow"] == [{"protocol": "tcp", "ports": sorted([str(vllm_args.PORT), str(upstream.GAIE_EPP_PORT)])}]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infra.catalogue.charts import chart_api_groups
+
 
 @dataclass(frozen=True)
 class Controller:
@@ -24,6 +26,11 @@ class Controller:
     # All three use controller-runtime's default (9443): their charts' webhook Service
     # targets it (jobset, kueue, lws: config/webhook/service.yaml, targetPort 9443).
     webhook_port: int = 9443
+    # The API group of the custom resources the chart installs (its CRDs' spec.group: the pinned upstream CRD
+    # files, workloads/charts/crds.yaml, tests/test_charts.py holds them equal). A release whose objects are of
+    # this group can be applied only once this controller's release is: its CRD then exists and, for LWS,
+    # the conversion webhook its CRD names (lws-webhook-service in lws-system) answers.
+    api_group: str = ""
 
 
 CONTROLLERS = {
@@ -33,6 +40,7 @@ CONTROLLERS = {
         namespace="jobset-system",
         description="JobSet: a group of Jobs run and restarted as one unit",
         versions=("0.12.0",),
+        api_group="jobset.x-k8s.io",
     ),
     "kueue": Controller(
         repository="oci://registry.k8s.io/kueue/charts",
@@ -40,6 +48,7 @@ CONTROLLERS = {
         namespace="kueue-system",
         description="Kueue: job queueing, quota and ProvisioningRequest admission",
         versions=("0.17.3",),
+        api_group="kueue.x-k8s.io",
     ),
     "lws": Controller(
         repository="oci://registry.k8s.io/lws/charts",
@@ -47,8 +56,19 @@ CONTROLLERS = {
         namespace="lws-system",
         description="LeaderWorkerSet: a leader pod and its workers, scheduled and restarted as one group",
         versions=("0.7.0",),
+        api_group="leaderworkerset.x-k8s.io",
     ),
 }
 
-# The controller each serving engine's chart needs (its custom resources).
-ENGINE_CONTROLLER = {"saxml": "jobset", "jetstream": "lws"}
+
+def owner_of(api_version: str) -> str | None:
+    """The controller whose release installs the kind of an object with this apiVersion, or None (a core
+    kind, or one GKE installs itself)."""
+    group = api_version.rpartition("/")[0]
+    return next((name for name, c in CONTROLLERS.items() if c.api_group == group), None)
+
+
+def controllers_of_chart(chart: str) -> tuple[str, ...]:
+    """The controllers a chart of the repository needs installed first: the owners of every API group its
+    templates write, derived from the templates themselves (not kept by hand)."""
+    return tuple(sorted({name for name, c in CONTROLLERS.items() if c.api_group in chart_api_groups(chart)}))

@@ -60,9 +60,23 @@ PLATFORM_APIS: tuple[str, ...] = tuple(
 VERTEX_API = "aiplatform.googleapis.com"
 
 
-def platform_apis(*, vertex: bool) -> tuple[str, ...]:
-    """What one environment's stack enables: every platform API, and Vertex AI's where it has jobs."""
-    return tuple(sorted({*PLATFORM_APIS, *([VERTEX_API] if vertex else [])}))
+# The GKE Inference Gateway: its endpoint picker is called by the load balancer as a Service Extensions
+# callout, which lives in the Network Services API ("Enable the Compute Engine API, the Network Services API,
+# and the Model Armor API if needed": https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway;
+# "Enable these APIs: Compute Engine API and Network Services API":
+# https://cloud.google.com/service-extensions/docs/configure-callout). Model Armor is not used here.
+INFERENCE_GATEWAY_API = (
+    "networkservices.googleapis.com",
+    "https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway (Enable the Network "
+    "Services API)",
+)
+
+
+def platform_apis(*, vertex: bool, inference_gateway: bool) -> tuple[str, ...]:
+    """What one environment's stack enables: every platform API, Vertex AI's where it has jobs, and the Network
+    Services API where a deployment serves through the Inference Gateway."""
+    extra = [*([VERTEX_API] if vertex else []), *([INFERENCE_GATEWAY_API[0]] if inference_gateway else [])]
+    return tuple(sorted({*PLATFORM_APIS, *extra}))
 
 
 def api_of(resource_type: str) -> str | None:

@@ -9,7 +9,7 @@ them because they are the same in every environment.
 from __future__ import annotations
 
 # GPUDirect node set-up (gpu-networking chart). The NCCL plugin installer and
-# receive-data-path daemon are paired per machine in infra/catalogue/accelerators.py.
+# receive-data-path daemon are paired per machine in infra/catalogue/gpudirect.py.
 DEVICE_INJECTOR = (
     "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
 )
@@ -30,6 +30,13 @@ JETSTREAM_HTTP = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0
 # The GKE Inference Gateway's endpoint picker: gateway-api-inference-extension v1.5.0 (the last release with
 # its own inferencepool chart; GKE installs the matching InferencePool v1 CRD from 1.34.0-gke.1626000).
 GAIE_EPP = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
+# The port the endpoint picker serves the load balancer's ext-proc calls on, which the InferencePool's
+# endpointPickerRef names: the load balancer's proxies (in the proxy-only subnet) reach it there, so the VPC's
+# firewall must let them (kubernetes-sigs/gateway-api-inference-extension @ v1.5.0
+# config/charts/epplib/templates/_service.yaml `grpc-ext-proc` port `extProcPort | default 9002`;
+# config/charts/inferencepool/templates/inferencepool.yaml endpointPickerRef.port.number). Its gRPC health port
+# (9003) is probed by the kubelet only, not by the load balancer: not opened.
+GAIE_EPP_PORT = 9002
 
 # NCCL's own benchmarks for the Slurm cluster's all-gather gate, built once per cluster inside NVIDIA's PyTorch
 # container (what Cluster Toolkit's A3 Mega example does at v1.95.0,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from infra.catalogue.controllers import ENGINE_CONTROLLER
+from infra.catalogue.charts import SERVING_CHART
+from infra.catalogue.controllers import controllers_of_chart
 from infra.config.base import Problem, _not_in
 from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing
 from infra.findings import Finding
@@ -113,16 +114,18 @@ def gpu_problems(env: Environment) -> list[Problem]:
 
 def serving_problems(env: Environment) -> list[Problem]:
     problems: list[Problem] = []
-    engines = {d.engine for d in env.serving.values()}
-    for engine, controller in ENGINE_CONTROLLER.items():
-        if engine in engines and controller not in env.release.controllers:
-            problems.append(
-                Finding(
-                    ("release", "controllers"),
-                    dict(env.release.controllers),
-                    f"{engine} serving needs the {controller} controller: pin its chart version",
+    for key, d in env.serving.items():
+        chart = SERVING_CHART[d.engine]
+        for controller in controllers_of_chart(chart):
+            if controller not in env.release.controllers:
+                problems.append(
+                    Finding(
+                        ("release", "controllers"),
+                        dict(env.release.controllers),
+                        f"serving.{key} ({d.engine}, chart {chart}) creates custom resources of the {controller} "
+                        f"controller: pin its chart version",
+                    )
                 )
-            )
     for key, d in env.serving.items():
         where: tuple[str | int, ...] = ("serving", key)
         problems += _known(env, where, d)

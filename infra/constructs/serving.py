@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.catalogue import upstream
+from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.models import conversion_memory_gib
 from infra.config import (
     CanaryServing,
@@ -24,7 +25,6 @@ from workloads.constants import CHECKPOINT_MOUNT
 from workloads.serving import vllm_args as vllm
 from workloads.serving.jetstream import maxtext_serving_args
 
-CHART = {"saxml": "saxml", "jetstream": "jetstream-pathways", "vllm": "vllm-tpu", "canary": "canary-server"}
 # GKE's single-cluster regional internal Application Load Balancer
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities).
 GATEWAY_CLASS = "gke-l7-rilb"
@@ -170,4 +170,4 @@ VALUES = {"saxml": saxml_values, "jetstream": jetstream_values, "vllm": vllm_val
 def serving_values(env: Environment, key: str) -> tuple[str, str, dict[str, Any]]:
     """(chart, namespace, values) of serving deployment `key`."""
     d = env.serving[key]
-    return CHART[d.engine], _identity(env, d)[0], VALUES[d.engine](env, key)
+    return SERVING_CHART[d.engine], _identity(env, d)[0], VALUES[d.engine](env, key)

@@ -171,6 +171,7 @@ from infra.rules import (  # noqa: E402, F401
     gcsfuse,
     gke,
     gke_versions,
+    helm,
     inference_gateway,
     jetstream,
     jobset,

@@ -7,7 +7,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from infra.catalogue.gcp_apis import INFERENCE_GATEWAY_API
 from infra.rules import Finding, containers, pod_templates, rule, where
+from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import resources
 
 GAIE = "kubernetes-sigs/gateway-api-inference-extension @ v1.5.0"
@@ -129,12 +131,15 @@ def _gke_policies(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     summary=(
         "A stack that serves through the Inference Gateway (a regional internal Gateway) enables the cluster's "
         "Gateway API (CHANNEL_STANDARD), has an ACTIVE proxy-only subnet in the region (no flow logs: refused "
-        "there) and a firewall rule that lets the proxy range and Google's health checkers reach the servers."
+        "there), a firewall rule that lets the proxy range and Google's health checkers reach the servers, and "
+        "the Network Services API enabled (the endpoint picker is a Service Extensions callout)."
     ),
     source=(
         "https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway; "
         "https://cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources (proxy-only subnet); "
-        "https://cloud.google.com/load-balancing/docs/firewall-rules; hashicorp/google 6.50.0 "
+        "https://cloud.google.com/load-balancing/docs/firewall-rules; "
+        "https://cloud.google.com/service-extensions/docs/configure-callout (Network Services API); "
+        "hashicorp/google 6.50.0 "
         "google_compute_subnetwork ('This field isn't supported if the subnet purpose field is set to "
         "REGIONAL_MANAGED_PROXY')"
     ),
@@ -148,6 +153,9 @@ def _prerequisites(stack: dict[str, Any]) -> Iterator[Finding]:
     ]
     if not gateways:
         return
+    enabled = {b.get("service") for _, b in resources(stack, "google_project_service")}
+    if INFERENCE_GATEWAY_API[0] not in enabled:
+        yield Finding("google_project_service", INFERENCE_GATEWAY_API[0], f"releases {gateways} need it enabled")
     for where_, cluster in resources(stack, "google_container_cluster"):
         channel = (cluster.get("gateway_api_config") or {}).get("channel")
         if channel != "CHANNEL_STANDARD":
@@ -169,3 +177,63 @@ def _prerequisites(stack: dict[str, Any]) -> Iterator[Finding]:
         ]  # fmt: skip
         if not allowed:
             yield Finding(f"{w}.ip_cidr_range", cidr, "no INGRESS firewall rule lets the proxies reach the servers")
+
+
+def _allowed_ports(stack: dict[str, Any], source: str) -> set[int]:
+    """TCP ports INGRESS firewall rules of the stack allow from `source` (a range they name)."""
+    ports: set[int] = set()
+    for _, rule_ in resources(stack, "google_compute_firewall"):
+        if rule_.get("direction") != "INGRESS" or source not in (rule_.get("source_ranges") or []):
+            continue
+        for allow in rule_.get("allow") or []:
+            if allow.get("protocol") in ("tcp", "all"):
+                for port in allow.get("ports") or []:
+                    low, _, high = str(port).partition("-")
+                    ports.update(range(int(low), int(high or low) + 1))
+    return ports
+
+
+@rule(
+    id="gaie.proxies-reach-picker-and-servers",
+    system="GKE Inference Gateway / Cloud Load Balancing",
+    layer="pod-start",
+    summary=(
+        "The load balancer's proxies send from the proxy-only subnet to the endpoint picker's ext-proc port (the "
+        "InferencePool's endpointPickerRef) and to the model servers' target ports: the VPC allows both from that "
+        "range, as the ports the release renders say (the VPC denies all other ingress)."
+    ),
+    source=(
+        "https://cloud.google.com/load-balancing/docs/firewall-rules ('an ingress allow firewall rule that permits "
+        "traffic from the proxy-only subnet to reach the backend instances'); "
+        f"{GAIE} config/charts/inferencepool/templates/inferencepool.yaml (endpointPickerRef.port.number)"
+    ),
+    subject="manifest",
+)
+def _proxies_reach(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    pools = [o for o in objects if o.get("kind") == "InferencePool"]
+    if not pools:
+        return
+    ranges = [
+        b.get("ip_cidr_range")
+        for _, b in resources(ctx.stack, "google_compute_subnetwork")
+        if b.get("purpose") == "REGIONAL_MANAGED_PROXY"
+    ]
+    for cidr in ranges:
+        allowed = _allowed_ports(ctx.stack, cidr)
+        for pool in pools:
+            spec = pool.get("spec") or {}
+            wanted = {
+                "spec.endpointPickerRef.port.number": [
+                    ((spec.get("endpointPickerRef") or {}).get("port") or {}).get("number")
+                ],
+                "spec.targetPorts": [p.get("number") for p in spec.get("targetPorts") or []],
+            }
+            for field, ports in wanted.items():
+                for port in ports:
+                    if port is not None and int(port) not in allowed:
+                        yield Finding(
+                            f"{where(pool)}: {field}",
+                            port,
+                            f"the proxy-only subnet {cidr} may not reach this port: no INGRESS firewall rule "
+                            f"allows tcp:{port} from it",
+                        )

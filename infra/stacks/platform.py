@@ -7,7 +7,8 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.catalogue.controllers import CONTROLLERS, ENGINE_CONTROLLER
+from infra.catalogue import upstream
+from infra.catalogue.controllers import CONTROLLERS, controllers_of_chart
 from infra.catalogue.gcp_apis import VERTEX_API, platform_apis
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment
@@ -61,7 +62,12 @@ class PlatformStack(TerraformStack):
         self.left_out: list[str] = []
         GcsBackend(self, bucket=env.state.bucket, prefix=env.state_prefix)
         providers = Providers(self, "providers", project=env.project, region=env.region, labels=env.labels)
-        apis = ProjectApis(self, "apis", project=env.project, apis=platform_apis(vertex=env.vertex is not None))
+        apis = ProjectApis(
+            self,
+            "apis",
+            project=env.project,
+            apis=platform_apis(vertex=env.vertex is not None, inference_gateway=env.inference_gateway),
+        )
 
         network = Network(
             self,
@@ -84,7 +90,8 @@ class PlatformStack(TerraformStack):
                 network=network.vpc.id,
                 name=env.network.name,
                 cidr=env.network.proxy_only_cidr,
-                ports=[vllm.PORT],
+                # The model servers' port (the InferencePool's targetPorts) and the endpoint picker's.
+                ports=[vllm.PORT, upstream.GAIE_EPP_PORT],
             )
         # (network, subnetwork) of each GPUDirect NIC, as references, so pools follow the networks.
         gpu_nics: list[tuple[str, str]] = []
@@ -301,12 +308,12 @@ class PlatformStack(TerraformStack):
                 master_cidr=env.network.master_cidr,
                 ports=[CONTROLLERS[name].webhook_port for name in env.release.controllers],
             )
-        controllers = {
+        self.controllers = {
             name: ControllerRelease(self, name, version=version, depends_on=pools)
             for name, version in sorted(env.release.controllers.items())
         }
-        self._gpu_releases(env, identities, controllers, pools)
-        self._serving_releases(env, identities, controllers)
+        self._gpu_releases(env, identities, pools)
+        self._serving_releases(env, identities)
 
         # Last: every Google resource above waits for its API to be enabled.
         apis.depend_all(self)
@@ -371,21 +378,23 @@ class PlatformStack(TerraformStack):
             )
         return groups
 
-    def _chart_release(self, id_: str, **kwargs: Any) -> ChartRelease | None:
-        """A ChartRelease, or None (recorded in `left_out`) when it would run an image not built yet."""
-        if self.omit_unbuilt and PLACEHOLDER_DIGEST in json.dumps(kwargs["values"]):
+    def _chart_release(self, id_: str, *, skip_unbuilt: bool = True, **kwargs: Any) -> ChartRelease | None:
+        """A ChartRelease, ordered after the controller release of every kind its chart writes (derived from the
+        chart's templates; rule helm.release-after-its-kinds holds the rendered objects to it); None (recorded in
+        `left_out`) when it would run an image not built yet."""
+        if skip_unbuilt and self.omit_unbuilt and PLACEHOLDER_DIGEST in json.dumps(kwargs["values"]):
             self.left_out.append(id_)
             return None
+        owners = [self.controllers[name].release for name in controllers_of_chart(kwargs["chart"])]
+        kwargs["depends_on"] = [*kwargs["depends_on"], *(o for o in owners if o not in kwargs["depends_on"])]
         return ChartRelease(self, id_, **kwargs)
 
-    def _serving_releases(self, env: Environment, identities: dict, controllers: dict) -> None:
+    def _serving_releases(self, env: Environment, identities: dict) -> None:
         """One release per serving deployment; model servers load for minutes, so the deploy does not wait."""
         for key, deployment in env.serving.items():
             chart, namespace, values = serving_values(env, key)
             depends = [identities[deployment.identity].service_account]
             depends += [self.slice_pools[k].pool for _, k in deployment.slice_fields()]
-            if deployment.engine in ENGINE_CONTROLLER:
-                depends.append(controllers[ENGINE_CONTROLLER[deployment.engine]].release)
             self._chart_release(
                 release_name(key),
                 chart=chart,
@@ -395,12 +404,12 @@ class PlatformStack(TerraformStack):
                 wait=False,
             )
 
-    def _gpu_releases(self, env: Environment, identities: dict, controllers: dict, pools: list) -> None:
+    def _gpu_releases(self, env: Environment, identities: dict, pools: list) -> None:
         """GPUDirect networking (once every pool exists), Kueue's queues and the GPU JobSets."""
         if env.gke_gpudirect_networks:
-            ChartRelease(
-                self,
+            self._chart_release(
                 "gpu-networking",
+                skip_unbuilt=False,
                 chart="gpu-networking",
                 namespace="kube-system",
                 values=gpu_networking_values(env),
@@ -409,14 +418,15 @@ class PlatformStack(TerraformStack):
         batch = env.batch
         if batch is None:
             return
-        queues = ChartRelease(
-            self,
+        queues = self._chart_release(
             "kueue-queues",
+            skip_unbuilt=False,
             chart="kueue-queues",
             namespace=CONTROLLERS["kueue"].namespace,
             values=kueue_values(env),
-            depends_on=[controllers["kueue"].release, identities[batch.identity].service_account],
+            depends_on=[identities[batch.identity].service_account],
         )
+        assert queues is not None
         namespace = env.identities[batch.identity].namespace
         # JobSets wait in Kueue for capacity, so the deploy does not wait for them.
         jobs = {"nccl-test": (batch.nccl_test, nccl_test_values), "gpu-training": (batch.training, gpu_training_values)}
@@ -427,6 +437,6 @@ class PlatformStack(TerraformStack):
                     chart="gpu-jobset",
                     namespace=namespace,
                     values=values(env),
-                    depends_on=[queues.release, controllers["jobset"].release],
+                    depends_on=[queues.release],
                     wait=False,
                 )

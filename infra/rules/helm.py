@@ -1,0 +1,80 @@
+"""Helm releases meeting each other in one apply: a release is applied after the release that installs the
+kinds it renders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from infra.catalogue.controllers import CONTROLLERS, owner_of
+from infra.rules import Finding, rule, where
+from infra.rules.manifest_subject import ReleaseContext
+
+HELM_RELEASE = "helm_release"
+
+
+def _addresses(stack: dict[str, Any]) -> dict[str, str]:
+    """{release name: its Terraform address} of every Helm release of the stack."""
+    releases = stack.get("resource", {}).get(HELM_RELEASE) or {}
+    return {r["name"]: f"{HELM_RELEASE}.{logical_id}" for logical_id, r in releases.items()}
+
+
+def _after(stack: dict[str, Any], address: str) -> set[str]:
+    """Every address `address` waits for, directly or through what it waits for (Terraform's order)."""
+    by_address = {
+        f"{rtype}.{logical_id}": r
+        for rtype, resources in (stack.get("resource") or {}).items()
+        for logical_id, r in resources.items()
+    }
+    seen: set[str] = set()
+    todo = [address]
+    while todo:
+        for dep in (by_address.get(todo.pop()) or {}).get("depends_on") or []:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+@rule(
+    id="helm.release-after-its-kinds",
+    system="Helm / Terraform",
+    layer="apply",
+    summary=(
+        "A release whose objects are custom resources of a controller the stack installs (JobSet, Kueue, "
+        "LeaderWorkerSet) is applied after that controller's release; otherwise a first apply sends the objects "
+        "before their CRD exists ('no matches for kind') or before LWS's conversion webhook answers."
+    ),
+    source=(
+        "https://helm.sh/docs/chart_best_practices/custom_resource_definitions/ (the CRD must be registered "
+        "before resources of its kind are installed); "
+        "https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on; "
+        "kubernetes-sigs/lws charts/lws/templates/crds @ v0.7.0 (CRD with conversion webhook lws-webhook-service)"
+    ),
+    subject="manifest",
+)
+def _after_owner(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    addresses = _addresses(ctx.stack)
+    mine = addresses.get(ctx.name)
+    if mine is None:
+        return  # a release rendered outside a stack (chart CI values): nothing is applied
+    waits_for = _after(ctx.stack, mine)
+    for obj in objects:
+        owner = owner_of(str(obj.get("apiVersion", "")))
+        if owner is None or owner == ctx.name:
+            continue
+        at = f"{where(obj)}: apiVersion"
+        if owner not in addresses:
+            yield Finding(
+                at,
+                obj.get("apiVersion"),
+                f"no release of the stack installs {CONTROLLERS[owner].chart} ({CONTROLLERS[owner].api_group}): "
+                f"pin it in release.controllers",
+            )
+        elif addresses[owner] not in waits_for:
+            yield Finding(
+                at,
+                obj.get("apiVersion"),
+                f"release {ctx.name} is not ordered after release {owner}, which installs the kind: "
+                f"its depends_on must reach {addresses[owner]}",
+            )
