@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -276,7 +277,123 @@ def test_make_vm_up_dry_run_prints_the_calls(capsys: pytest.CaptureFixture[str])
     assert main(["up", "--env", "dev", "--group", "nope", "--dry-run"]) == 2
 
 
-# --- The start-up, run with the host's tools stood in for -------------------------------------------------
+# --- The start-up, run on a stood-in Container-Optimized OS host ------------------------------------------
+#
+# The start-up runs under bash with `set -euo pipefail` as it is generated, its host paths moved under a
+# directory of the test. The host's tools are stood in for; `mount`, `docker` and `docker-credential-gcr` hold
+# it to what COS gives a start-up script (COS_MOUNTS): a read-only root (so /root), a writable but noexec /var,
+# /home and /tmp, and bind mounts that keep their source's flags until remounted. A container that loads
+# libraries (LD_LIBRARY_PATH, NCCL_LIB_DIR) from a volume on a noexec mount fails as the dynamic loader does;
+# `docker-credential-gcr configure-docker` fails where it cannot write $HOME/.docker/config.json.
+
+# Mount points of a COS VM at boot: (read-only, noexec). Checked 2026-11-26 against
+# https://cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem ("/: read-only, executable";
+# "/home, /var: writable, non-executable"; "/var/lib/google, /var/lib/docker, /var/lib/toolbox: writable,
+# executable"; "/tmp: writable, non-executable"; "/mnt/disks: writable, executable") and
+# https://cloud.google.com/container-optimized-os/docs/concepts/security ("Among the writable locations, only
+# /var/lib/docker and /var/lib/cloud are mounted as executable").
+COS_MOUNTS: dict[str, tuple[bool, bool]] = {
+    "/": (True, False),
+    "/var": (False, True),
+    "/home": (False, True),
+    "/tmp": (False, True),
+    "/var/lib/docker": (False, False),
+    "/var/lib/google": (False, False),
+    "/var/lib/toolbox": (False, False),
+    "/var/lib/cloud": (False, False),
+    "/mnt/disks": (False, False),
+    "/etc": (False, True),
+    "/dev": (False, False),
+}
+
+# One program for the three tools that hold the host's facts (by the name it is called as).
+_COS_TOOLS = r"""
+import json, os, sys
+from pathlib import Path
+
+root = os.environ["COS_ROOT"]
+table = Path(root) / ".mounts.json"
+tool, args = sys.argv[1], sys.argv[2:]
+with open(os.environ["COS_LOG"], "a") as log:
+    log.write(" ".join([tool, *args]) + "\n")
+
+
+def host(path):
+    return path[len(root):] if path.startswith(root + "/") else path
+
+
+def mount_of(path):
+    mounts = json.loads(table.read_text())
+    path = host(path).rstrip("/") or "/"
+    while path not in mounts:
+        path = path.rsplit("/", 1)[0] or "/"
+    return path, mounts[path]
+
+
+def fail(message, code=1):
+    print(f"{tool}: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+if tool == "mount":
+    mounts = json.loads(table.read_text())
+    if args[:1] == ["--bind"]:
+        source, target = args[1], args[2]
+        if host(source).startswith("/sys/"):  # a NIC's PCI device: its resource files where it is mounted
+            Path(target, "resource0").touch()
+        elif not os.path.isdir(source):
+            fail(f"special device {host(source)} does not exist", 32)
+        else:
+            mounts[host(target)] = mount_of(source)[1]
+    elif args[:1] == ["-o"] and args[1].startswith("remount,"):
+        target = host(args[2])
+        if target not in mounts:
+            fail(f"{target}: mount point not mounted or bad option", 32)
+        for option in args[1].split(",")[1:]:
+            if option in ("exec", "noexec"):
+                mounts[target] = [mounts[target][0], option == "noexec"]
+    else:
+        fail(f"not stood in for: {args}", 2)
+    table.write_text(json.dumps(mounts))
+elif tool == "docker-credential-gcr":
+    home = os.environ.get("HOME") or "/root"
+    where, (read_only, _) = mount_of(home)
+    if read_only:
+        fail(f"Unable to save docker config: open {host(home)}/.docker/config.json: read-only file system")
+    registries = [a.split("=", 1)[1] for a in args if a.startswith("--registries=")]
+    config = Path(root + host(home), ".docker", "config.json")
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"credHelpers": {r: "gcr" for r in ",".join(registries).split(",")}}))
+elif tool == "docker":
+    with open(os.environ["COS_LOG"] + ".home", "a") as homes:
+        homes.write(os.environ.get("HOME", "") + "\n")
+    if args[:1] == ["logs"]:
+        print("Buffer manager initialization complete")
+    elif args[:1] == ["run"]:
+        env, volumes = {}, []
+        for arg in args:
+            if arg.startswith("--env="):
+                key, _, value = arg[len("--env="):].partition("=")
+                env[key] = value
+            elif arg.startswith("--env-file="):
+                for line in Path(arg[len("--env-file="):]).read_text().splitlines():
+                    key, _, value = line.partition("=")
+                    env[key] = value
+            elif arg.startswith("--volume="):
+                volumes.append(arg[len("--volume="):].split(":")[:2])
+        libraries = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") + [env.get("NCCL_LIB_DIR", "")] if d]
+        for source, target in volumes:
+            if target in libraries and mount_of(source)[1][1]:
+                fail(f"{target}/libnccl-net.so: failed to map segment from shared object: Operation not permitted "
+                     f"({host(source)} is on the noexec mount {mount_of(source)[0]})", 127)
+        if "install" in args and "--install-nccl" in args:  # the plugin installer, writing the host's /var/lib
+            lib = Path(root, "var/lib/tcpxo/lib64")
+            lib.mkdir(parents=True, exist_ok=True)
+            for name in ("libnccl-net.so", "nccl-env-profile.sh"):
+                (lib / name).touch()
+        if "--name=nccl-test" in args:
+            sys.exit(int(os.environ.get("NCCL_VERDICT", "0")))
+"""
 
 
 def _tool(bin_: Path, name: str, body: str) -> None:
@@ -285,46 +402,57 @@ def _tool(bin_: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
-def _boot(tmp_path: Path, env: Environment, hostname: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """Run the group's start-up as `hostname` would. Paths the start-up writes on the VM (/etc/platform,
-    /tmp/platform, /dev/aperture_devices) are moved under tmp_path; every host tool logs its arguments."""
+# Host paths the start-up writes, moved under the test's directory.
+_MOVED = ("/etc/platform", "/tmp/platform", "/dev/aperture_devices", "/var/lib/")
+
+
+def _boot(
+    tmp_path: Path, env: Environment, hostname: str, home: str = "/root"
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run the group's start-up as `hostname` would on COS, as root with `home` (COS's metadata script runner
+    runs it as root). Paths it writes on the VM are moved under tmp_path; every host tool logs its arguments."""
     root, bin_ = tmp_path / "root", tmp_path / "bin"
     bin_.mkdir()
     log = tmp_path / "calls.log"
     logged = f'echo "$(basename "$0") $*" >> {log}\n'
-    for tool in ("cos-extensions", "umount", "modprobe", "iptables", "docker-credential-gcr"):
+    for tool in ("umount", "modprobe", "iptables"):
         _tool(bin_, tool, logged)
-    # A bind mount of a NIC's PCI device shows its resource files where it is mounted.
-    _tool(bin_, "mount", logged + 'if [ "$1" = --bind ] && [ -d "$3" ]; then touch "$3/resource0"; fi\n')
+    # COS's driver installer writes the driver under /var/lib/nvidia.
+    _tool(bin_, "cos-extensions", logged + f"mkdir -p {root}/var/lib/nvidia/lib64\n")
+    program = tmp_path / "cos_tools.py"
+    program.write_text(_COS_TOOLS)
+    for tool in ("mount", "docker", "docker-credential-gcr"):
+        _tool(bin_, tool, f'exec {sys.executable} {program} {tool} "$@"\n')
     _tool(bin_, "lspci", logged + 'echo "0000:06:00.0 Ethernet controller [0200]: Google, Inc. Device [1ae0:0084]"\n')
     _tool(bin_, "readlink", 'echo "$2"\n')
     _tool(bin_, "hostname", f"echo {hostname}\n")
     _tool(bin_, "sleep", "exit 0\n")
     hosts = ",".join(vm_names(env, "a3mega"))  # what the template's metadata holds
-    _tool(
-        bin_,
-        "curl",
-        logged + f'case "$*" in *attributes/platform-hosts*) echo -n {hosts} ;; esac\n',
-    )
-    _tool(
-        bin_,
-        "docker",
-        logged + 'case "$1" in logs) echo "Buffer manager initialization complete" ;; run) '
-        'case "$*" in *nccl-test*) exit "${NCCL_VERDICT:-0}" ;; esac ;; esac\n',
-    )
+    _tool(bin_, "curl", logged + f'case "$*" in *attributes/platform-hosts*) echo -n {hosts} ;; esac\n')
     script = startup_script(env, "a3mega")
-    for path in ("/etc/platform", "/tmp/platform", "/dev/aperture_devices"):
+    for path in _MOVED:
         script = script.replace(path, f"{root}{path}")
     script = script.replace("/sbin/iptables", "iptables")
     (root / "dev").mkdir(parents=True)
+    (root / ".mounts.json").write_text(json.dumps(COS_MOUNTS))
     done = subprocess.run(
         ["bash", "-c", script],
-        env={"PATH": f"{bin_}:{os.environ['PATH']}", "NCCL_VERDICT": "0"},
+        env={
+            "PATH": f"{bin_}:{os.environ['PATH']}",
+            "HOME": home,
+            "NCCL_VERDICT": "0",
+            "COS_ROOT": str(root),
+            "COS_LOG": str(log),
+        },
         capture_output=True,
         text=True,
         timeout=60,
     )
     return done, root
+
+
+def _mounts(root: Path) -> dict[str, list[bool]]:
+    return json.loads((root / ".mounts.json").read_text())
 
 
 def test_a_vm_boots_into_its_rank_and_runs_the_gate(envs: dict[str, Environment], tmp_path: Path) -> None:
@@ -335,7 +463,9 @@ def test_a_vm_boots_into_its_rank_and_runs_the_gate(envs: dict[str, Environment]
     group_env = dict(line.split("=", 1) for line in (root / "etc/platform/group.env").read_text().splitlines())
     assert group_env["PLATFORM_HOSTS"] == "dev-a3mega-0,dev-a3mega-1" and group_env["PLATFORM_RANK"] == "1"
     # The NCCL environment of a COS host: NICs eth0..eth8 and the installer's profile in /var/lib/tcpxo/lib64.
-    moved = {k: v.replace("/dev/", f"{root}/dev/") for k, v in nccl_env(TCPXO, GPU_HOSTS["cos"]).items()}
+    moved = nccl_env(TCPXO, GPU_HOSTS["cos"])
+    for path in _MOVED:
+        moved = {k: v.replace(path, f"{root}{path}") for k, v in moved.items()}
     assert group_env.items() >= moved.items()
     runs = [c for c in calls if c.startswith("docker run")]
     assert "install --install-nccl" in runs[0] and TCPXO.installer_image in runs[0]
@@ -353,3 +483,35 @@ def test_a_vm_outside_its_group_stops_and_says_so(envs: dict[str, Environment], 
     done, _ = _boot(tmp_path, envs["dev"], "stray-vm")
     assert done.returncode == 1
     assert "stray-vm is not one of dev-a3mega-0,dev-a3mega-1" in (tmp_path / "calls.log").read_text()
+
+
+def test_the_nccl_plugin_and_the_driver_load_from_exec_mounts_on_cos(
+    envs: dict[str, Environment], tmp_path: Path
+) -> None:
+    """Issue 24 (6): COS mounts /var noexec; the start-up remounted only /var/lib/nvidia exec, and the plugin
+    the installer writes to /var/lib/tcpxo could not be loaded (the NCCL test's container failed to map it)."""
+    done, root = _boot(tmp_path, envs["dev"], "dev-a3mega-0")
+    assert done.returncode == 0, done.stderr
+    mounts = _mounts(root)
+    group_env = dict(line.split("=", 1) for line in (root / "etc/platform/group.env").read_text().splitlines())
+    plugin = group_env["NCCL_LIB_DIR"].replace(str(root), "")
+    assert plugin == GPU_HOSTS["cos"].plugin_dir
+    for path in (plugin, "/var/lib/nvidia/lib64"):
+        point = max((m for m in mounts if path == m or path.startswith(m.rstrip("/") + "/")), key=len)
+        assert point != "/var" and mounts[point] == [False, False], f"{path} is on {point} {mounts[point]}"
+    assert (root / "var/lib/tcpxo/lib64/libnccl-net.so").exists()
+
+
+def test_the_start_up_configures_docker_in_a_writable_home_on_cos(envs: dict[str, Environment], tmp_path: Path) -> None:
+    """Issue 24 (12): COS's /root is on the read-only root file system; `docker-credential-gcr configure-docker`
+    as root wrote /root/.docker/config.json and the start-up stopped there. The docker calls after it see the
+    configuration it wrote."""
+    env = envs["dev"]
+    done, root = _boot(tmp_path, env, "dev-a3mega-0", home="/root")
+    assert done.returncode == 0, done.stderr
+    homes = set((tmp_path / "calls.log.home").read_text().split())
+    assert len(homes) == 1, homes
+    (home,) = homes
+    assert home.startswith(f"{root}/var/"), "a home on COS's writable /var"
+    config = json.loads(Path(home, ".docker", "config.json").read_text())
+    assert config["credHelpers"] == {env.registry.host(env.region): "gcr"}

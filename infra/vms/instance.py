@@ -16,14 +16,18 @@ What an A3 Mega VM needs that a GKE node pool sets up for its nodes:
   Dynamic Workload Scheduler places;
 - a pinned Container-Optimized OS image, the image Google's A3 resize-request example boots, which builds the
   GPU driver for itself (`cos-extensions`) and runs Docker: the start-up (`startup_script`) installs the
-  catalogue's TCPXO plugin and receive-data-path manager, as Slurm-GCP's A3 Mega prolog does on Ubuntu.
+  catalogue's TCPXO plugin and receive-data-path manager, as Slurm-GCP's A3 Mega prolog does on Ubuntu, on
+  COS's terms: the driver's and the plugin's directories remounted executable (COS mounts /var noexec), and
+  docker's configuration in a writable HOME (/root is on the read-only root file system).
 
+tests/test_vms.py runs the start-up under bash against stand-ins that hold COS's mounts and read-only root.
 Not checked on a VM here: the COS image's GPU driver with TCPXO, the exact image name below (from a public
 configuration, not from `gcloud compute images list`), and the start-up as a whole.
 """
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 from infra.catalogue.gpudirect import GPU_HOSTS, GpuDirect, nccl_env
@@ -38,6 +42,18 @@ BOOT_DISK = ("pd-ssd", 200)
 HOST = GPU_HOSTS["cos"]
 HOST_SETUP = REPO / "workloads" / "charts" / "gpu-networking" / "files" / "tcpxo-host-setup.sh"
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# Where COS's driver installer writes the GPU driver, and the mount the TCPXO installer writes the plugin under
+# (HOST.plugin_dir): both under /var, which COS mounts noexec ("/home, /var: writable, non-executable"; only
+# /var/lib/docker, /var/lib/google, /var/lib/toolbox, /var/lib/cloud and /mnt/disks are executable:
+# https://cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem, checked 2026-11-26), so
+# the start-up remounts each executable before anything loads from it.
+DRIVER_DIR = "/var/lib/nvidia"
+PLUGIN_MOUNT = str(PurePosixPath(HOST.plugin_dir).parent)
+# The start-up's HOME. COS mounts its root file system, /root with it, read-only; /var is writable (and
+# noexec, which a configuration file does not mind): `docker-credential-gcr configure-docker` writes
+# $HOME/.docker/config.json (docker/cli's cli/config: $DOCKER_CONFIG, else $HOME/.docker), and docker reads it
+# there. https://cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem (checked 2026-11-26).
+STARTUP_HOME = "/var/lib/platform/home"
 # Seconds the start-up waits for the receive-data-path manager (Slurm-GCP's prolog waits 120; a fresh
 # VM pulls the image first).
 RXDM_WAIT_S = 300
@@ -161,6 +177,14 @@ def instance_properties(env: Environment, key: str, *, standalone: bool = False)
     return props
 
 
+def _exec_mount(path: str) -> list[str]:
+    """`path` (under COS's noexec /var) as a mount of its own, executable: COS's way for the GPU driver
+    (https://cloud.google.com/container-optimized-os/docs/how-to/run-gpus: "sudo mount --bind /var/lib/nvidia
+    /var/lib/nvidia; sudo mount -o remount,exec /var/lib/nvidia"). A bind mount keeps its source's noexec until
+    it is remounted; containers that mount the directory later get its flags."""
+    return [f"mount --bind {path} {path}", f"mount -o remount,exec {path}"]
+
+
 def _devices(gpus: int) -> list[str]:
     paths = [f"/dev/nvidia{n}" for n in range(gpus)] + [
         "/dev/nvidiactl",
@@ -178,7 +202,7 @@ def startup_script(env: Environment, key: str) -> str:
     assert direct is not None and direct.transport == "tcpxo", "the config allows TCPXO VM groups only"
     gpus = slice_.chips_per_host
     devices = " ".join(_devices(gpus))
-    driver_libs = "--volume=/var/lib/nvidia/lib64:/usr/local/nvidia/lib64"
+    driver_libs = f"--volume={DRIVER_DIR}/lib64:/usr/local/nvidia/lib64"
     group_env = {"PLATFORM_HOSTS": "$hosts", "PLATFORM_RANK": "$rank", **nccl_env(direct, HOST)}
     lines = [
         "#!/bin/bash",
@@ -193,13 +217,19 @@ def startup_script(env: Environment, key: str) -> str:
         "|| true; }",
         "# The GPU driver COS builds for this image (its default version), its libraries executable.",
         "cos-extensions install gpu -- --version=default",
-        "mount --bind /var/lib/nvidia /var/lib/nvidia",
-        "mount -o remount,exec /var/lib/nvidia",
+        *_exec_mount(DRIVER_DIR),
         HOST_SETUP.read_text().rstrip("\n"),
         "set -euo pipefail",
+        "# COS's root file system, /root with it, is read-only: docker's configuration (and the credential helper",
+        "# it names) in a writable home, which every docker call below reads.",
+        f"export HOME={STARTUP_HOME}",
+        'mkdir -p "$HOME"',
         f"docker-credential-gcr configure-docker --registries={env.registry.host(env.region)}",
-        "# The NCCL plugin and its nccl-env-profile.sh into /var/lib/tcpxo/lib64 (Slurm-GCP's A3 Mega prolog,",
-        "# tools/prologs-epilogs/receive-data-path-manager-mega, runs the same installer the same way).",
+        f"# The NCCL plugin and its nccl-env-profile.sh into {HOST.plugin_dir} (Slurm-GCP's A3 Mega prolog,",
+        "# tools/prologs-epilogs/receive-data-path-manager-mega, runs the same installer the same way), on a",
+        "# mount of its own that is executable: COS mounts /var noexec, and NCCL loads the plugin from there.",
+        f"mkdir -p {PLUGIN_MOUNT}",
+        *_exec_mount(PLUGIN_MOUNT),
         f"docker run --rm --network=host --volume=/var/lib:/var/lib {direct.installer_image} install --install-nccl",
         "# The receive-data-path manager beside the GPUs, for as long as the VM runs.",
         "docker rm -f receive-datapath-manager >/dev/null 2>&1 || true",
