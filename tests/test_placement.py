@@ -147,3 +147,97 @@ def test_gke_allocatable_follows_the_reservation_bands() -> None:
     assert allocatable_memory_gib(32) == pytest.approx(32 - (1 + 0.8 + 0.8 + 0.96) - 0.1)
     assert allocatable_cpu(8) == pytest.approx(8 - 0.09)
     assert quantity("1536Mi", "memory") == 1.5 and quantity("250m", "cpu") == 0.25
+
+
+# Every pod of a stack together -------------------------------------------------------------------------
+
+
+def _system_pool(stack: dict[str, Any]) -> dict[str, Any]:
+    pools = stack["resource"]["google_container_node_pool"].values()
+    return next(p for p in pools if p["name"] == "system")
+
+
+def test_the_system_pool_of_three_e2_standard_8_cannot_hold_the_stacks_cpu_pods(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """Before the fix dev's system pool had at most 3 nodes: the controllers, the endpoint picker, the Pathways
+    leaders, the Ray head and Saxml's servers ask for 23.5 CPU together, 7.5 per node fits 3 x 7.5: one pod stays
+    Pending. Each release alone fit, so the per-release simulation passed."""
+    from infra.rules.cluster_autoscaler import pack
+
+    stack = copy.deepcopy(stacks["dev"])
+    releases = {name: objs for name, (_, objs) in stack_releases(stack).items()}
+    namespaces = {name: r["namespace"] for name, (r, _) in stack_releases(stack).items()}
+    assert pack(stack, releases, namespaces).left_out == []
+    _system_pool(stack)["autoscaling"]["total_max_node_count"] = 3
+    left = pack(stack, releases, namespaces).left_out
+    assert [(pod.release, pod.at, n) for pod, n, _ in left] == [
+        ("serve-llama70b-vllm", "Deployment/serve-llama70b-vllm-epp: spec.template", 1)
+    ]
+    assert "find no room in system (at most 3 nodes)" in left[0][2]
+    ctx = ReleaseContext(name="serve-llama70b-vllm", namespace="serving", stack=stack, stack_objects=releases)
+    found = RULES["gke.pools-hold-their-pods-together"].run(releases["serve-llama70b-vllm"], ctx)
+    assert [v.field for v in found] == ["Deployment/serve-llama70b-vllm-epp: spec.template"]
+
+
+def test_queued_workloads_are_held_alone_and_controllers_land_on_the_system_pool(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """Kueue admits the NCCL test and the GPU training one at a time on the 2-node A3 Mega pool: each must fit
+    there alone, not both at once; the three controllers' pods (their charts' requests) count on the system pool."""
+    from infra.rules.cluster_autoscaler import pack
+
+    stack = stacks["dev"]
+    rendered = stack_releases(stack)
+    packing = pack(
+        stack, {n: o for n, (_, o) in rendered.items()}, {n: r["namespace"] for n, (r, _) in rendered.items()}
+    )
+    assert sorted(w.split("/")[0] for w in packing.queued) == ["gpu-training", "nccl-test"]
+    for trial in packing.queued.values():
+        assert len(trial["a3mega"].nodes) == 2 and trial["a3mega"].max_nodes == 2
+    system = {pod.release for pod, _ in packing.pools["system"].placed}
+    assert {"jobset", "kueue", "lws"} <= system
+
+
+@pytest.mark.parametrize(
+    ("obj", "path", "count"),
+    [
+        ({"kind": "Deployment", "spec": {"replicas": 3}}, "spec.template", 3),
+        ({"kind": "Job", "spec": {}}, "spec.template", 1),
+        (
+            {
+                "kind": "LeaderWorkerSet",
+                "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 5, "leaderTemplate": {}}},
+            },
+            "spec.leaderWorkerTemplate.workerTemplate",
+            8,
+        ),
+        (
+            {
+                "kind": "LeaderWorkerSet",
+                "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 5, "leaderTemplate": {}}},
+            },
+            "spec.leaderWorkerTemplate.leaderTemplate",
+            2,
+        ),
+        (
+            {"kind": "LeaderWorkerSet", "spec": {"leaderWorkerTemplate": {"size": 4}}},
+            "spec.leaderWorkerTemplate.workerTemplate",
+            4,
+        ),
+        (
+            {"kind": "JobSet", "spec": {"replicatedJobs": [{"replicas": 2, "template": {"spec": {"parallelism": 4}}}]}},
+            "spec.replicatedJobs[0].template.spec.template",
+            8,
+        ),
+        (
+            {"kind": "RayCluster", "spec": {"workerGroupSpecs": [{"replicas": 1, "numOfHosts": 4}]}},
+            "spec.workerGroupSpecs[0].template",
+            4,
+        ),
+    ],
+)
+def test_how_many_pods_each_template_runs(obj: dict[str, Any], path: str, count: int) -> None:
+    from infra.rules.cluster_autoscaler import copies
+
+    assert copies(obj, path) == count

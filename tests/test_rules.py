@@ -674,6 +674,12 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
         lambda o: one_of_kind(o, "InferencePool")["spec"]["endpointPickerRef"]["port"].update(number=9009),
         "may not reach this port: no INGRESS firewall rule allows tcp:9009",
     ),
+    # Ten endpoint pickers: the system pool's 5 nodes cannot hold them beside the other releases' pods.
+    "gke.pools-hold-their-pods-together": (
+        "serve-llama70b-vllm",
+        lambda o: one_of_kind(o, "Deployment")["spec"].update(replicas=10),
+        "find no room in system (at most 5 nodes)",
+    ),
     # A chart that starts writing a LeaderWorkerSet without its release waiting for the lws release.
     "helm.release-after-its-kinds": (
         "serve-canary",

@@ -31,6 +31,11 @@ class Controller:
     # this group can be applied only once this controller's release is: its CRD then exists and, for LWS,
     # the conversion webhook its CRD names (lws-webhook-service in lws-system) answers.
     api_group: str = ""
+    # The controller manager's pod: how many, and what each requests of a node (cpu cores, memory GiB), at the
+    # chart's default values (its values.yaml at the pinned version). It carries no node selector and no
+    # toleration, so it lands on an untainted pool: the system pool.
+    pods: int = 1
+    requests: tuple[tuple[str, float], ...] = ()
 
 
 CONTROLLERS = {
@@ -41,6 +46,8 @@ CONTROLLERS = {
         description="JobSet: a group of Jobs run and restarted as one unit",
         versions=("0.12.0",),
         api_group="jobset.x-k8s.io",
+        # kubernetes-sigs/jobset charts/jobset/values.yaml @ v0.12.0: requests cpu 500m, memory 128Mi.
+        requests=(("cpu", 0.5), ("memory", 0.125)),
     ),
     "kueue": Controller(
         repository="oci://registry.k8s.io/kueue/charts",
@@ -49,6 +56,8 @@ CONTROLLERS = {
         description="Kueue: job queueing, quota and ProvisioningRequest admission",
         versions=("0.17.3",),
         api_group="kueue.x-k8s.io",
+        # kubernetes-sigs/kueue charts/kueue/values.yaml @ v0.17.3 controllerManager: requests cpu 500m, memory 512Mi.
+        requests=(("cpu", 0.5), ("memory", 0.5)),
     ),
     "lws": Controller(
         repository="oci://registry.k8s.io/lws/charts",
@@ -57,6 +66,8 @@ CONTROLLERS = {
         description="LeaderWorkerSet: a leader pod and its workers, scheduled and restarted as one group",
         versions=("0.7.0",),
         api_group="leaderworkerset.x-k8s.io",
+        # kubernetes-sigs/lws charts/lws/values.yaml @ v0.7.0: requests cpu 1, memory 1Gi.
+        requests=(("cpu", 1.0), ("memory", 1.0)),
     ),
 }
 

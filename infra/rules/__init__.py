@@ -164,6 +164,7 @@ def where(obj: dict[str, Any]) -> str:
 
 # Importing the rule modules registers their rules: RULES is complete once `infra.rules` is imported.
 from infra.rules import (  # noqa: E402, F401
+    cluster_autoscaler,
     cluster_toolkit,
     compute_engine,
     controller_objects,

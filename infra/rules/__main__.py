@@ -36,16 +36,31 @@ def table() -> str:
 
 def placement_summary(stacks: Path, report: Report) -> str:
     """Write every pod's placement verdict to <out>/placement/<stack>.md; one line saying what was found."""
+    from infra.rules.cluster_autoscaler import pack, packing_report
     from infra.rules.scheduler import placement_report
 
     out = stacks.parent / "placement"
     out.mkdir(exist_ok=True)
-    pods = unplaced = 0
+    pods = unplaced = left_out = 0
+    shared: list[str] = []
     for name, (stack, releases) in sorted(report.rendered.items()):
         table, count, missing = placement_report(stack, releases)
-        (out / f"{name}.md").write_text(f"# Where each pod of {name} can run\n\n{table}")
+        objects = {release: objs for release, (_, objs) in releases.items()}
+        packing = pack(stack, objects, {release: r["namespace"] for release, (r, _) in releases.items()})
+        (out / f"{name}.md").write_text(
+            f"# Where each pod of {name} can run\n\n{table}\n"
+            f"## Every pod together: what each pool holds at once (rule gke.pools-hold-their-pods-together)\n\n"
+            f"{packing_report(packing)}"
+        )
         pods, unplaced = pods + count, unplaced + missing
-    return f"placement: {pods} pod templates simulated against every node pool, {unplaced} fit none ({out})"
+        left_out += sum(n for _, n, _ in packing.left_out)
+        for pool, p in sorted(packing.pools.items()):
+            if len({pod.release for pod, _ in p.placed}) > 1:
+                shared.append(f"{name} {pool} {len(p.nodes)}/{p.max_nodes} nodes")
+    return (
+        f"placement: {pods} pod templates simulated against every node pool, {unplaced} fit none; every pod "
+        f"together: {left_out} without room (shared pools: {', '.join(shared)}) ({out})"
+    )
 
 
 def cel_summary() -> str:

@@ -1,0 +1,37 @@
+"""Bad edits of the classes the rules of the real systems catch only across objects (pods of several releases
+on one pool), refused by `make plan` itself: a non-zero exit naming the pod, the pool, the rule and its source,
+and cdktf.out left as it was."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from infra.config import ENVIRONMENTS_DIR
+from tests.conftest import REPO
+
+
+def test_make_plan_refuses_a_system_pool_too_small_for_the_pods_that_share_it(tmp_path: Path) -> None:
+    environments = tmp_path / "environments"
+    environments.mkdir()
+    shutil.copy(ENVIRONMENTS_DIR / "prod.yaml", environments / "prod.yaml")
+    dev = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
+    assert "    max_nodes: 5\n" in dev
+    (environments / "dev.yaml").write_text(dev.replace("    max_nodes: 5\n", "    max_nodes: 3\n", 1))
+    out = tmp_path / "cdktf.out"
+    done = subprocess.run(
+        ["make", "--no-print-directory", "plan", f"OUT={out}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode != 0 and "Traceback" not in said
+    refusal = next(line for line in said.splitlines() if "gke.pools-hold-their-pods-together" in line)
+    assert "Deployment/serve-llama70b-vllm-epp" in refusal
+    assert "find no room in system (at most 3 nodes)" in refusal
+    assert "cluster-autoscaler" in refusal  # the source
+    assert not out.exists()
