@@ -12,9 +12,11 @@ Kueue's part is applied first: a pod of a workload queued to a LocalQueue gets i
 nodeLabels and tolerations when admitted. The FUSE CSI driver's sidecar adds its requests to every pod
 that asks for it.
 
+Whether each pool has room for all of them at once (every replica of every release, the upstream controllers'
+own pods, up to the pool's maximum nodes) is the cluster autoscaler's question: cluster_autoscaler.py.
+
 Not modelled (said, not guessed): inter-pod (anti-)affinity and topology spread (LWS and JobSet exclusive
-placement), node counts (whether a pool has room for all replicas), ephemeral storage, and the upstream
-controllers' own pods (their charts are not rendered here).
+placement) and ephemeral storage.
 """
 
 from __future__ import annotations
