@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.catalogue.images import image_name, image_users
+from infra.rules import containers, pod_templates, where
 from tests.conftest import REPO, of_type
 from workloads.charts.check import ChartCheckError, lint, render, validate
 from workloads.charts.crds import available
@@ -144,6 +146,9 @@ def test_a_misspelled_or_mistyped_field_fails_validation(
         (("worker", "numOfHosts"), 0, "numOfHosts"),
         (("worker", "nodeSelector"), {}, "nodeSelector"),
         (("worker", "acceleratorResource"), "google.com/gpu", "acceleratorResource"),
+        (("runAs",), {"uid": 0, "gid": 100}, "runAs"),
+        (("runAs",), {"uid": 1000, "gid": "users"}, "gid"),
+        (("runAs",), {"uid": 1000, "gid": 100, "fsGroup": 100}, "fsGroup"),
     ],
 )
 def test_values_schema_refuses_bad_values(
@@ -201,3 +206,93 @@ def test_each_controllers_api_group_is_the_group_of_its_pinned_crds() -> None:
             if pin["source"] == name
         }
         assert groups == {controller.api_group}, name
+
+
+# --- Who may write the Cloud Storage FUSE volumes (issue 24, finding 1) ------------------------------------------
+
+FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+# The releases whose pods write to a bucket through FUSE: checkpoints (Ray, the GPU trainer), vLLM's XLA cache.
+WRITERS = {"ray-training", "gpu-training", "serve-llama70b-vllm", "serve-llama70b-vllm-mh"}
+
+
+def _registries(stack: dict[str, Any]) -> set[str]:
+    repos = of_type(stack, "google_artifact_registry_repository").values()
+    return {f"{r['location']}-docker.pkg.dev/{r['project']}/{r['repository_id']}" for r in repos}
+
+
+def _fuse_writers(stack: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """(release, where, pod spec, container, FUSE volume) of each container mounting a FUSE volume read-write."""
+    found = []
+    for release in (r for r in of_type(stack, "helm_release").values() if "repository" not in r):
+        for obj in rendered(stack, release["name"]):
+            for path, template in pod_templates(obj):
+                spec = template["spec"]
+                fuse = {
+                    v["name"]: v for v in spec.get("volumes") or [] if (v.get("csi") or {}).get("driver") == FUSE_DRIVER
+                }
+                for cpath, c in containers(spec):
+                    for mount in c.get("volumeMounts") or []:
+                        volume = fuse.get(mount["name"])
+                        if volume and not mount.get("readOnly") and not volume["csi"].get("readOnly"):
+                            found.append((release["name"], f"{where(obj)}: {path}.spec.{cpath}", spec, c, volume))
+    return found
+
+
+@needs_crds
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_should_give_a_writable_fuse_mount_to_the_images_user_when_a_container_writes_to_it(
+    env: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """The mount is root's 0755/0644 unless told: every container that writes through FUSE runs as its image's
+    user, the pod's fsGroup is that user's group (the driver then mounts gid=fsGroup, 664, 775), and the mount
+    options give uid, gid and group-writable modes as well, keeping the options it had."""
+    writers = _fuse_writers(stacks[env])
+    shipped = {r["name"] for r in of_type(stacks[env], "helm_release").values()}
+    assert {release for release, *_ in writers} == WRITERS & shipped
+    assert {"ray-training", "serve-llama70b-vllm"} <= {release for release, *_ in writers}
+    users = image_users()
+    for _release, at, spec, c, volume in writers:
+        user = users[image_name(c["image"], _registries(stacks[env])) or ""]
+        assert (c["securityContext"]["runAsUser"], c["securityContext"]["runAsGroup"]) == (user.uid, user.gid), at
+        assert spec["securityContext"]["fsGroup"] == user.gid, at
+        options = volume["csi"]["volumeAttributes"]["mountOptions"].split(",")
+        assert options[0] == "implicit-dirs", at
+        assert options[-4:] == [f"uid={user.uid}", f"gid={user.gid}", "file-mode=664", "dir-mode=775"], at
+
+
+def test_should_run_as_the_platform_images_user_when_the_stack_passes_no_user() -> None:
+    """The charts' default runAs is the USER their images' Dockerfiles end with (1000:100)."""
+    users = image_users()
+    for chart, image, keys in (
+        ("ray-training", "trainer", ("runAs",)),
+        ("vllm-tpu", "vllm-tpu", ("runAs",)),
+        ("gpu-jobset", "trainer-gpu", ("training", "runAs")),
+    ):
+        node = yaml.safe_load((REPO / "workloads/charts" / chart / "values.yaml").read_text())
+        for key in keys:
+            node = node[key]
+        assert (node["uid"], node["gid"]) == (users[image].uid, users[image].gid), chart
+
+
+def test_should_leave_the_nccl_test_as_its_image_runs_when_it_mounts_no_bucket(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """The NCCL test runs NVIDIA's image as that image says; only the training workload gets a user and fsGroup."""
+    jobset = next(o for o in rendered(stacks["dev"], "nccl-test") if o["kind"] == "JobSet")
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert "securityContext" not in pod
+    assert all("securityContext" not in c for c in pod["containers"])
+    assert not [v for v in pod["volumes"] if "csi" in v]
+
+
+def test_should_keep_the_receive_data_path_daemon_root_when_the_trainer_runs_as_its_user(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """The user is set on the training container, not the pod: the TCPXO daemon (a native sidecar) keeps its own."""
+    if "gpu-training" not in {r["name"] for r in of_type(stacks["dev"], "helm_release").values()}:
+        pytest.skip("no GPU training release in dev")
+    jobset = next(o for o in rendered(stacks["dev"], "gpu-training") if o["kind"] == "JobSet")
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert set(pod["securityContext"]) == {"fsGroup"}
+    for daemon in pod.get("initContainers") or []:
+        assert "runAsUser" not in (daemon.get("securityContext") or {}), daemon["name"]

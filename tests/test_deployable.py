@@ -19,7 +19,10 @@ def test_fuse_mounts_never_ask_for_parallel_downloads_without_a_file_cache(stack
     ray = one_of_kind(rendered(stacks["dev"], "ray-training"), "RayCluster")
     for template in (ray["spec"]["headGroupSpec"]["template"], ray["spec"]["workerGroupSpecs"][0]["template"]):
         volume = next(v for v in template["spec"]["volumes"] if "csi" in v)
-        assert volume["csi"]["volumeAttributes"]["mountOptions"] == "implicit-dirs"  # the tutorial's
+        # The tutorial's, then the owner that lets the trainer (uid 1000) write (issue 24).
+        assert volume["csi"]["volumeAttributes"]["mountOptions"] == (
+            "implicit-dirs,uid=1000,gid=100,file-mode=664,dir-mode=775"
+        )
         assert template["metadata"]["annotations"] == {
             "gke-gcsfuse/volumes": "true",
             "gke-gcsfuse/cpu-limit": "0",
@@ -175,7 +178,9 @@ def test_vllm_compiles_once_into_a_persistent_cache_per_host_and_waits_for_a_col
         volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
         assert volume["csi"]["volumeAttributes"] == {
             "bucketName": "acme-ml-platform-dev-pathways",
-            "mountOptions": "implicit-dirs,only-dir=xla-cache/serve-llama70b-vllm-mh",
+            "mountOptions": (
+                "implicit-dirs,only-dir=xla-cache/serve-llama70b-vllm-mh,uid=1000,gid=100,file-mode=664,dir-mode=775"
+            ),
         }
     # A group is replaced, never doubled (its successor reuses the same folders).
     assert lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["maxSurge"] == 0

@@ -14,7 +14,9 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
       # As the GKE tutorial mounts it. Parallel downloads would need a file cache
       # (refused at mount since GKE 1.32.0-gke.1795000), and checkpoints are written
       # and read once, so a cache buys nothing here.
-      mountOptions: "implicit-dirs"
+      # Owned by the image's user (uid, gid, group-writable modes): the mount is root's 0755 otherwise
+      # and the trainer (uid 1000) cannot write a checkpoint.
+      mountOptions: "implicit-dirs,uid={{ .Values.runAs.uid }},gid={{ .Values.runAs.gid }},file-mode=664,dir-mode=775"
 - name: dshm
   emptyDir:
     medium: Memory
@@ -30,6 +32,17 @@ gke-gcsfuse/volumes: "true"
 gke-gcsfuse/cpu-limit: "0"
 gke-gcsfuse/memory-limit: "0"
 gke-gcsfuse/ephemeral-storage-limit: "0"
+{{- end -}}
+
+{{- /* Who the head and the workers run as: the image's user, and its group owns the pod's volumes
+  (fsGroup: the FUSE driver mounts with gid=fsGroup, file-mode 664, dir-mode 775). */}}
+{{- define "ray-training.podSecurityContext" -}}
+fsGroup: {{ .Values.runAs.gid }}
+{{- end -}}
+
+{{- define "ray-training.securityContext" -}}
+runAsUser: {{ .Values.runAs.uid }}
+runAsGroup: {{ .Values.runAs.gid }}
 {{- end -}}
 
 {{- define "ray-training.mounts" -}}

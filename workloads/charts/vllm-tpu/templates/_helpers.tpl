@@ -36,11 +36,18 @@ metadata:
     gke-gcsfuse/ephemeral-storage-limit: "0"
 spec:
   serviceAccountName: {{ $v.serviceAccountName }}
+  # The FUSE driver gives the XLA cache mount to this group (fsGroup delegation: gid, file-mode 664,
+  # dir-mode 775); without it the mount is root's 0755 and vLLM's `mkdir -p $VLLM_XLA_CACHE_PATH` fails.
+  securityContext:
+    fsGroup: {{ $v.runAs.gid }}
   nodeSelector:
     {{- toYaml $v.nodeSelector | nindent 4 }}
   containers:
     - name: vllm
       image: {{ $v.image }}
+      securityContext:
+        runAsUser: {{ $v.runAs.uid }}
+        runAsGroup: {{ $v.runAs.gid }}
       command: ["bash", "/platform/serve.sh"]
       args:
         - {{ .role }}
@@ -124,7 +131,8 @@ spec:
         driver: gcsfuse.csi.storage.gke.io
         volumeAttributes:
           bucketName: {{ $v.xlaCache.bucket | quote }}
-          mountOptions: "implicit-dirs,only-dir={{ $v.xlaCache.path }}"
+          # Owned by the server's user as well, whether or not the driver applies the fsGroup.
+          mountOptions: "implicit-dirs,only-dir={{ $v.xlaCache.path }},uid={{ $v.runAs.uid }},gid={{ $v.runAs.gid }},file-mode=664,dir-mode=775"
     - name: dshm
       emptyDir:
         medium: Memory
