@@ -27,6 +27,9 @@ DRY_RUN ?=
 AUTO_APPROVE ?=
 SKIP_IMAGE ?=
 CONFIRM ?=
+# Addresses of gated changes (a slice pool replaced, a namespace or release removed) the author confirms.
+CONFIRM_CHANGE ?=
+export CONFIRM_CHANGE
 IMAGE ?=
 FROM ?= dev
 TO ?= prod
@@ -57,7 +60,7 @@ TORCH_WHEELS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/nul
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: cdktn-parity cluster-toolkit slurm-local vllm vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -114,6 +117,9 @@ crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (workloads/charts/c
 	$(PY) -m workloads.charts.crds fetch
 
 rules: $(VENV_STAMP) ## Every rule of the real systems (infra/rules) on the synthesized stacks and rendered releases
+pinned-scripts: $(VENV_STAMP) ## Fetch the upstream files generated scripts source (infra/shell/pinned-files.yaml: commit and sha256 each) into .cache/pinned-scripts
+	$(PY) -m infra.shell fetch
+
 	$(PY) -m infra.rules $(OUT)/stacks
 
 policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks (skips and reasons: infra/policy/checkov-skips.yaml)

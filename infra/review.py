@@ -25,17 +25,17 @@ import yaml
 
 from infra.catalogue import prices
 from infra.catalogue.accelerators import accelerator_for_machine
+from infra.catalogue.terraform_google import forces_replacement
 
-# Stateful resources whose loss loses data or the platform itself.
+# Stateful resources whose loss loses data or the platform itself: never confirmable here (make destroy and the
+# resources' own prevent_destroy guard them).
 PROTECTED_TYPES = ("google_storage_bucket", "google_container_cluster", "google_artifact_registry_repository")
 
-# Attributes whose change makes Terraform replace the resource (google provider 6.x).
-FORCES_REPLACEMENT: Mapping[str, tuple[str, ...]] = {
-    "google_storage_bucket": ("name", "location", "project"),
-    "google_container_cluster": ("name", "location", "project", "network", "subnetwork", "private_cluster_config"),
-    "google_artifact_registry_repository": ("repository_id", "location", "format", "project"),
-    "google_container_node_pool": ("name", "location", "cluster", "node_locations", "placement_policy", "project"),
-}
+# Meta-arguments: Terraform plans no change to a resource when only these differ.
+META_ARGUMENTS = frozenset({"depends_on", "lifecycle", "provider", "count", "for_each", "//"})
+
+# Where a changed value is shown as *** instead of its text (a Helm value or attribute of that name).
+SECRET_WORDS = ("key", "token", "secret", "password", "credential")
 
 BLOCKED = 3
 SUPPORTED_PLAN_FORMAT_MAJOR = 1
@@ -51,6 +51,11 @@ class Change:
     address: str
     attributes: tuple[str, ...] = ()
     replaced_by: tuple[str, ...] = ()
+    # (dotted path, before, after) of each changed value, secrets redacted (offline reviews).
+    values: tuple[tuple[str, Any, Any], ...] = ()
+    # Why the change blocks the apply until it is confirmed ("" where it does not block).
+    blocked: str = ""
+    confirmable: bool = True
 
     @property
     def resource_type(self) -> str:
@@ -92,13 +97,19 @@ class StackReview:
     has_baseline: bool
     source: str = "offline"
     drift: list[Change] = field(default_factory=list)
-    blocking: list[Change] = field(default_factory=list)
     holdings: list[Holding] = field(default_factory=list)
+    # Addresses whose blocking change the author confirmed (CONFIRM_CHANGE=...): listed, no longer blocking.
+    confirmed: frozenset[str] = frozenset()
 
-    def __post_init__(self) -> None:
-        self.blocking = [
-            c for c in self.changes if c.resource_type in PROTECTED_TYPES and c.action in ("delete", "replace")
-        ]
+    @property
+    def gated(self) -> list[Change]:
+        """Every change the gate stops, confirmed or not."""
+        return [c for c in self.changes if c.blocked]
+
+    @property
+    def blocking(self) -> list[Change]:
+        """The changes that stop the apply: gated and not confirmed (a protected resource cannot be confirmed)."""
+        return [c for c in self.gated if not (c.confirmable and c.address in self.confirmed)]
 
 
 def resources(stack_json: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -265,28 +276,107 @@ def vm_holdings(stack_json: Mapping[str, Any]) -> list[Holding]:
     return out
 
 
+def _redact(path: str, value: Any) -> Any:
+    last = path.rsplit(".", 1)[-1].lower()
+    return "***" if value is not None and any(word in last for word in SECRET_WORDS) else value
+
+
+def _decoded(key: str, value: Any) -> Any:
+    """A helm_release's `values` (JSON documents in a list) as data, so a change shows as values, not text."""
+    if key == "values" and isinstance(value, list):
+        try:
+            return [json.loads(v) if isinstance(v, str) else v for v in value]
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def changed_values(before: Any, after: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted path, before, after) of every leaf that differs; list indices are dropped from the path (the
+    provider's schema paths have none), lists of different lengths are one change."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in sorted(before.keys() | after.keys()):
+            if not path and key in META_ARGUMENTS:
+                continue
+            b, a = _decoded(key, before.get(key)), _decoded(key, after.get(key))
+            if b != a:
+                out += changed_values(b, a, f"{path}.{key}" if path else key)
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [c for b, a in zip(before, after, strict=True) for c in changed_values(b, a, path)]
+    return [(path, _redact(path, before), _redact(path, after))]
+
+
+def _machine(body: Mapping[str, Any] | None) -> str:
+    config = (body or {}).get("node_config") or {}
+    if isinstance(config, list):
+        config = config[0] if config else {}
+    return str(config.get("machine_type", ""))
+
+
+def gate(
+    rtype: str, action: str, paths: Iterable[str], before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> tuple[str, bool]:
+    """(why the gate stops this change, whether CONFIRM_CHANGE may let it through), or ("", True)."""
+    if action not in ("delete", "replace", "update"):
+        return "", True
+    losing = action in ("delete", "replace")
+    if rtype in PROTECTED_TYPES and losing:
+        return "a protected stateful resource would be destroyed", False
+    if rtype == "google_container_node_pool":
+        found = accelerator_for_machine(_machine(before or after))
+        moved = action == "update" and any(p == "node_locations" for p in paths)
+        if found is not None and (losing or moved):
+            what = (
+                "replaced (destroyed, then created: its name is fixed)"
+                if action == "replace"
+                else ("deleted" if action == "delete" else "moved to other zones (its nodes are recreated)")
+            )
+            return (
+                f"an accelerator slice pool ({found[0].name}, {_machine(before or after)}) would be {what}: its "
+                "capacity is released, and on-demand or spot capacity may not come back"
+            ), True
+    if rtype in ("kubernetes_namespace_v1", "kubernetes_namespace") and losing:
+        return "a namespace would be deleted, with every object in it (the Secrets made by hand too)", True
+    if rtype == "helm_release" and losing:
+        return "a Helm release would be uninstalled: its objects go (a controller's, every object of its kinds)", True
+    return "", True
+
+
 def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Change]:
+    """The changes from `before` to `after` (synthesized stacks), as Terraform would plan them: meta-arguments
+    alone change nothing; a change under a ForceNew path of the provider's schema is a replacement."""
     old = resources(before or {})
     new = resources(after)
     changes: list[Change] = []
     for address in sorted(old.keys() | new.keys()):
+        rtype = address.split(".", 1)[0]
+        values: list[tuple[str, Any, Any]] = []
         if address not in old:
-            changes.append(Change("create", address))
+            action = "create"
         elif address not in new:
-            changes.append(Change("delete", address))
-        elif old[address] != new[address]:
-            changed = tuple(
-                sorted(
-                    k for k in old[address].keys() | new[address].keys() if old[address].get(k) != new[address].get(k)
-                )
-            )
-            forcing = tuple(a for a in changed if a in FORCES_REPLACEMENT.get(address.split(".")[0], ()))
-            changes.append(Change("replace" if forcing else "update", address, changed, forcing))
+            action = "delete"
+        else:
+            values = changed_values(old[address], new[address])
+            if not values:
+                continue
+            action = "update"
+        paths = [p for p, _, _ in values]
+        forcing = tuple(sorted({p for p in paths if forces_replacement(rtype, p)}))
+        if forcing:
+            action = "replace"
+        why, confirmable = gate(rtype, action, paths, old.get(address), new.get(address))
+        attributes = tuple(sorted({p.split(".", 1)[0] for p in paths}))
+        changes.append(Change(action, address, attributes, forcing, tuple(values), why, confirmable))
     return changes
 
 
-def review_stack(stack: str, after: Mapping[str, Any], before: Mapping[str, Any] | None) -> StackReview:
+def review_stack(
+    stack: str, after: Mapping[str, Any], before: Mapping[str, Any] | None, confirmed: Iterable[str] = ()
+) -> StackReview:
     return StackReview(
+        confirmed=frozenset(confirmed),
         stack=stack,
         changes=diff(before, after),
         types_after=Counter(a.split(".")[0] for a in resources(after)),
@@ -317,10 +407,18 @@ def _plan_change(entry: Mapping[str, Any]) -> Change | None:
         return None
     replaced_by = tuple(sorted({".".join(map(str, path)) for path in change.get("replace_paths") or []}))
     attributes = _changed(change.get("before"), change.get("after")) if action in ("update", "replace") else ()
-    return Change(action, entry["address"], attributes, replaced_by)
+    values = changed_values(change.get("before"), change.get("after")) if action == "update" else []
+    why, confirmable = gate(
+        str(entry.get("type") or entry["address"].split(".", 1)[0]),
+        action,
+        [p for p, _, _ in values],
+        change.get("before"),
+        change.get("after"),
+    )
+    return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable)
 
 
-def review_plan(stack: str, plan: Mapping[str, Any]) -> StackReview:
+def review_plan(stack: str, plan: Mapping[str, Any], confirmed: Iterable[str] = ()) -> StackReview:
     """Review a real plan (`terraform show -json`); refuse a format this renderer does not know."""
     version = str(plan.get("format_version", ""))
     major = version.split(".", 1)[0]
@@ -343,6 +441,7 @@ def review_plan(stack: str, plan: Mapping[str, Any]) -> StackReview:
         has_baseline=True,
         source="plan",
         drift=drift,
+        confirmed=frozenset(confirmed),
     )
 
 
@@ -357,11 +456,17 @@ def render(review: StackReview) -> str:
     lines += ["| action | resources |", "|---|---|"]
     lines += [f"| {action} | {counts.get(action, 0)} |" for action in ("create", "update", "replace", "delete")]
     lines.append("")
-    if review.blocking:
-        lines += ["## Blocking", "", "Protected stateful resources would be destroyed or replaced:", ""]
-        for c in review.blocking:
-            why = f" (forced by {', '.join(c.replaced_by)})" if c.replaced_by else ""
-            lines.append(f"- **{c.action}** `{c.address}`{why}")
+    if review.gated:
+        lines += ["## Blocking", "", "The apply stops here until each change below is confirmed for its resource:", ""]
+        for c in review.gated:
+            forced = f" (forced by {', '.join(c.replaced_by)})" if c.replaced_by else ""
+            if not c.confirmable:
+                state = "cannot be confirmed here"
+            elif c.address in review.confirmed:
+                state = "**confirmed**"
+            else:
+                state = f"confirm with `CONFIRM_CHANGE={c.address}`"
+            lines.append(f"- **{c.action}** `{c.address}`{forced}: {c.blocked}; {state}")
         lines.append("")
     lines += [
         "## Accelerator inventory",
@@ -383,6 +488,9 @@ def render(review: StackReview) -> str:
             attrs = f": {', '.join(c.attributes)}" if c.attributes else ""
             forced = f" (replacement forced by {', '.join(c.replaced_by)})" if c.replaced_by else ""
             lines.append(f"- {c.action} `{c.address}`{attrs}{forced}")
+            lines += [f"  - `{path}`: {_shown(b)} \u2192 {_shown(a)}" for path, b, a in c.values[:MAX_VALUES_SHOWN]]
+            if len(c.values) > MAX_VALUES_SHOWN:
+                lines.append(f"  - and {len(c.values) - MAX_VALUES_SHOWN} more")
         if not review.changes:
             lines.append("No changes.")
     if review.holdings:
@@ -409,12 +517,21 @@ def render(review: StackReview) -> str:
     return "\n".join(lines) + "\n"
 
 
+MAX_VALUES_SHOWN = 12
+
+
+def _shown(value: Any) -> str:
+    """A value as the review shows it: JSON, cut at 80 characters."""
+    text = "(none)" if value is None else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _load_stacks(outdir: Path) -> dict[str, dict[str, Any]]:
     stacks_dir = outdir / "stacks"
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(stacks_dir.glob("*/cdk.tf.json"))}
 
 
-def write_reviews(outdir: Path, baseline: Path | None = None) -> list[StackReview]:
+def write_reviews(outdir: Path, baseline: Path | None = None, confirmed: Iterable[str] = ()) -> list[StackReview]:
     """Write `<outdir>/review/<env>.md` for every synthesized stack; return the reviews."""
     current = _load_stacks(outdir)
     if not current:
@@ -424,7 +541,7 @@ def write_reviews(outdir: Path, baseline: Path | None = None) -> list[StackRevie
     review_dir.mkdir(exist_ok=True)
     reviews = []
     for stack, body in current.items():
-        review = review_stack(stack, body, base.get(stack, {}) if base is not None else None)
+        review = review_stack(stack, body, base.get(stack, {}) if base is not None else None, confirmed)
         env = stack.removeprefix("platform-")
         review.holdings = gke_holdings(body)
         blueprint = outdir / "slurm" / env / "blueprint.yaml"

@@ -5,14 +5,21 @@
   python -m scripts.review [--outdir cdktf.out] [--base <baseline cdktf.out>]
       review the synthesized stacks offline, write <outdir>/review/<env>.md
 
-Exit codes: 0 nothing blocks; 3 a protected stateful resource (bucket,
-cluster, registry) would be destroyed or replaced; 2 bad input.
+Exit codes: 0 nothing blocks; 3 the gate stops a change: a protected stateful
+resource (bucket, cluster, registry) destroyed or replaced, or, until confirmed
+for its resource, an accelerator slice pool replaced, deleted or moved, a
+namespace deleted or a Helm release uninstalled; 2 bad input.
+
+Confirm a gated change by its address: `--confirm-change ADDRESS` (repeatable)
+or CONFIRM_CHANGE="ADDRESS ..." in the environment (`make plan CONFIRM_CHANGE=...`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +31,14 @@ def _report_blocking(reviews: list[StackReview]) -> int:
     for review in reviews:
         for change in review.blocking:
             blocked = True
-            print(f"BLOCKING: {change.action} {change.address} ({review.stack})", file=sys.stderr)
+            how = f"confirm with CONFIRM_CHANGE={change.address}" if change.confirmable else "cannot be confirmed"
+            print(
+                f"BLOCKING: {change.action} {change.address} ({review.stack}): {change.blocked}; {how}",
+                file=sys.stderr,
+            )
+        for change in review.gated:
+            if change not in review.blocking:
+                print(f"confirmed: {change.action} {change.address} ({review.stack})", file=sys.stderr)
     return BLOCKED if blocked else 0
 
 
@@ -37,18 +51,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outdir", type=Path, default=Path("cdktf.out"))
     parser.add_argument("--base", type=Path, default=None, help="a baseline cdktf.out to compare with")
     parser.add_argument("--print", action="store_true", help="offline mode: also print the Markdown")
+    parser.add_argument(
+        "--confirm-change",
+        action="append",
+        default=re.split(r"[\s,]+", os.environ.get("CONFIRM_CHANGE", "").strip()),
+        metavar="ADDRESS",
+        help="let one gated change through (its resource address); also CONFIRM_CHANGE in the environment",
+    )
     args = parser.parse_args(argv)
+    confirmed = [a for a in args.confirm_change if a]
     if args.plan is not None:
         try:
             plan = json.loads(args.plan.read_text())
-            review = review_plan(args.stack or args.plan.stem, plan)
+            review = review_plan(args.stack or args.plan.stem, plan, confirmed)
         except (OSError, json.JSONDecodeError, PlanFormatError) as err:
             print(f"error: {args.plan}: {err}", file=sys.stderr)
             return 2
         print(render(review), end="")
         return _report_blocking([review])
     try:
-        reviews = write_reviews(args.outdir, args.base)
+        reviews = write_reviews(args.outdir, args.base, confirmed)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

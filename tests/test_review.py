@@ -60,16 +60,77 @@ def test_moving_a_bucket_is_a_blocking_replacement_naming_the_attribute(stacks: 
     assert review.blocking[0].replaced_by == ("location",)
 
 
-def test_resizing_a_slice_shows_in_the_inventory_without_blocking(stacks: dict[str, dict[str, Any]]) -> None:
+def _pool(stack: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in stack["resource"]["google_container_node_pool"].values() if p["name"] == name)
+
+
+def _address(stack: dict[str, Any], rtype: str, name: str) -> str:
+    return next(f"{rtype}.{k}" for k, r in stack["resource"][rtype].items() if r.get("name") == name)
+
+
+def test_resizing_a_slice_replaces_its_pool_and_blocks_until_confirmed(stacks: dict[str, dict[str, Any]]) -> None:
+    """Before the fix the gate blocked buckets, the cluster and the registry only: a new topology replaced the
+    running slice's pool (destroy first: the name is fixed) and passed."""
     after = copy.deepcopy(stacks["dev"])
-    for pool in after["resource"]["google_container_node_pool"].values():
-        if pool["name"] == "train":
-            pool["node_count"] = 8
-            pool["placement_policy"]["tpu_topology"] = "4x8"
+    _pool(after, "train")["node_count"] = 8
+    _pool(after, "train")["placement_policy"]["tpu_topology"] = "4x8"
+    address = _address(after, "google_container_node_pool", "train")
     review = review_stack("platform-dev", after, stacks["dev"])
-    assert review.blocking == []
     assert "| v6e | us-east5-b | 80 | 96 | +16 |" in render(review)
-    assert [c.action for c in review.changes] == ["replace"]
+    assert [(c.action, c.address, c.replaced_by) for c in review.blocking] == [
+        ("replace", address, ("placement_policy.tpu_topology",))
+    ]
+    assert f"confirm with `CONFIRM_CHANGE={address}`" in render(review)
+    confirmed = review_stack("platform-dev", after, stacks["dev"], confirmed=[address])
+    assert confirmed.blocking == [] and [c.address for c in confirmed.gated] == [address]
+    assert "**confirmed**" in render(confirmed)
+
+
+def test_a_replacement_inside_a_nested_block_is_seen(stacks: dict[str, dict[str, Any]]) -> None:
+    """Spot on or off is node_config.spot, ForceNew in the provider's schema: before the fix the offline review
+    compared top-level keys and called it an update of node_config."""
+    after = copy.deepcopy(stacks["dev"])
+    _pool(after, "a3mega")["node_config"]["spot"] = True
+    (change,) = review_stack("platform-dev", after, stacks["dev"]).changes
+    assert (change.action, change.replaced_by) == ("replace", ("node_config.spot",))
+    assert change.blocked.startswith("an accelerator slice pool (a3-mega")
+
+
+def test_a_machine_type_change_is_an_update_in_place(stacks: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(stacks["dev"])
+    _pool(after, "system")["node_config"]["machine_type"] = "n2-standard-8"
+    (change,) = review_stack("platform-dev", after, stacks["dev"]).changes
+    assert (change.action, change.blocked) == ("update", "")
+    assert change.values == (("node_config.machine_type", "e2-standard-8", "n2-standard-8"),)
+
+
+def test_deleting_a_namespace_or_a_release_blocks(stacks: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(stacks["dev"])
+    namespace = next(iter(after["resource"]["kubernetes_namespace_v1"]))
+    del after["resource"]["kubernetes_namespace_v1"][namespace]
+    release = _address(after, "helm_release", "serve-canary")
+    del after["resource"]["helm_release"][release.split(".", 1)[1]]
+    blocking = {c.address: c.blocked for c in review_stack("platform-dev", after, stacks["dev"]).blocking}
+    assert "Secrets made by hand" in blocking[f"kubernetes_namespace_v1.{namespace}"]
+    assert "uninstalled" in blocking[release]
+
+
+def test_depends_on_alone_changes_nothing_and_values_show_before_and_after(stacks: dict[str, dict[str, Any]]) -> None:
+    """Terraform plans no change for a new depends_on; a Helm value shows as its path and both values."""
+    after = copy.deepcopy(stacks["dev"])
+    release = _address(after, "helm_release", "serve-canary").split(".", 1)[1]
+    body = after["resource"]["helm_release"][release]
+    body["depends_on"] = [*body.get("depends_on", []), "google_container_node_pool.x"]
+    assert review_stack("platform-dev", after, stacks["dev"]).changes == []
+    values = json.loads(body["values"][0])
+    values["replicas"] = int(values.get("replicas", 1)) + 1
+    values["apiKey"] = "s3cret"
+    body["values"] = [json.dumps(values)]
+    (change,) = review_stack("platform-dev", after, stacks["dev"]).changes
+    shown = {path: (b, a) for path, b, a in change.values}
+    assert shown["values.replicas"][1] == values["replicas"]
+    assert shown["values.apiKey"] == (None, "***")
+    assert "s3cret" not in render(review_stack("platform-dev", after, stacks["dev"]))
 
 
 def test_review_command_exits_3_when_blocked(synth_dir: Path, tmp_path: Path) -> None:
@@ -86,6 +147,25 @@ def test_review_command_exits_3_when_blocked(synth_dir: Path, tmp_path: Path) ->
     assert "## Blocking" in (current / "review" / "prod.md").read_text()
     clean = subprocess.run([*command, "--base", str(current)], cwd=REPO, capture_output=True, text=True)
     assert clean.returncode == 0, clean.stderr
+
+
+def test_make_review_names_a_replaced_slice_and_lets_a_confirmed_one_through(synth_dir: Path, tmp_path: Path) -> None:
+    current = tmp_path / "current"
+    shutil.copytree(synth_dir / "stacks", current / "stacks")
+    path = current / "stacks" / "platform-dev" / "cdk.tf.json"
+    stack = json.loads(path.read_text())
+    _pool(stack, "serve")["node_locations"] = ["us-east5-a"]
+    _pool(stack, "serve")["placement_policy"]["tpu_topology"] = "2x8"
+    path.write_text(json.dumps(stack))
+    address = _address(stack, "google_container_node_pool", "serve")
+    argv = ["make", "--no-print-directory", "review", f"OUT={current}", f"BASE={synth_dir}"]
+    blocked = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+    assert blocked.returncode != 0
+    assert f"BLOCKING: replace {address} (platform-dev): an accelerator slice pool (v6e" in blocked.stderr
+    assert f"confirm with CONFIRM_CHANGE={address}" in blocked.stderr
+    confirmed = subprocess.run([*argv, f"CONFIRM_CHANGE={address}"], cwd=REPO, capture_output=True, text=True)
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert f"confirmed: replace {address}" in confirmed.stderr
 
 
 def test_the_review_counts_the_gpus_each_orchestrator_would_hold(

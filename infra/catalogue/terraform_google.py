@@ -1,0 +1,109 @@
+"""Which attributes of the Google provider's resources force Terraform to replace the resource.
+
+Read on 2026-11-26 from hashicorp/terraform-provider-google at tag v6.50.0 (the provider the stacks pin): every
+schema field marked `ForceNew: true`, as a dotted path of nested blocks (list indices dropped), keeping only the
+outermost such field of a block. Files: google/services/container/resource_container_node_pool.go and
+node_config.go (schemaNodeConfig), google/services/container/resource_container_cluster.go,
+google/services/storage/resource_storage_bucket.go,
+google/services/artifactregistry/resource_artifact_registry_repository.go. A block-level ForceNew (node_config
+itself) applies to adding or removing the block, not to a change inside it (the SDK's list diff), so it is not
+listed: node_config.machine_type, disk_size_gb, labels and taints update in place.
+
+A change under one of these paths is a replacement: destroy, then create (the default order; these resources
+keep fixed names, so Terraform cannot create the new one first).
+"""
+
+from __future__ import annotations
+
+PROVIDER = "hashicorp/terraform-provider-google v6.50.0"
+
+FORCE_NEW: dict[str, tuple[str, ...]] = {
+    "google_container_node_pool": (
+        "cluster",
+        "initial_node_count",
+        "location",
+        "max_pods_per_node",
+        "name",
+        "name_prefix",
+        "network_config.additional_node_network_configs",
+        "network_config.additional_pod_network_configs",
+        "network_config.create_pod_range",
+        "network_config.pod_cidr_overprovision_config",
+        "network_config.pod_ipv4_cidr_block",
+        "network_config.pod_range",
+        "placement_policy",
+        "project",
+        "queued_provisioning",
+        "node_config.advanced_machine_features",
+        "node_config.boot_disk_kms_key",
+        "node_config.confidential_nodes.confidential_instance_type",
+        "node_config.enable_confidential_storage",
+        "node_config.ephemeral_storage_local_ssd_config",
+        "node_config.flex_start",
+        "node_config.guest_accelerator",
+        "node_config.host_maintenance_policy",
+        "node_config.local_nvme_ssd_block_config",
+        "node_config.local_ssd_count",
+        "node_config.local_ssd_encryption_mode",
+        "node_config.max_run_duration",
+        "node_config.metadata",
+        "node_config.min_cpu_platform",
+        "node_config.node_group",
+        "node_config.oauth_scopes",
+        "node_config.preemptible",
+        "node_config.reservation_affinity",
+        "node_config.secondary_boot_disks",
+        "node_config.service_account",
+        "node_config.shielded_instance_config",
+        "node_config.sole_tenant_config",
+        "node_config.spot",
+    ),
+    "google_container_cluster": (
+        "cluster_autoscaling.auto_provisioning_defaults.boot_disk_kms_key",
+        "cluster_ipv4_cidr",
+        "confidential_nodes",
+        "datapath_provider",
+        "default_max_pods_per_node",
+        "description",
+        "enable_autopilot",
+        "enable_kubernetes_alpha",
+        "enable_tpu",
+        "initial_node_count",
+        "ip_allocation_policy",
+        "location",
+        "master_auth.client_certificate_config",
+        "name",
+        "network",
+        "networking_mode",
+        "node_pool",
+        "private_cluster_config.enable_private_nodes",
+        "private_cluster_config.master_ipv4_cidr_block",
+        "private_cluster_config.private_endpoint_subnetwork",
+        "project",
+        "subnetwork",
+    ),
+    "google_storage_bucket": (
+        "custom_placement_config.data_locations",
+        "enable_object_retention",
+        "hierarchical_namespace",
+        "location",
+        "name",
+        "project",
+    ),
+    "google_artifact_registry_repository": (
+        "format",
+        "kms_key_name",
+        "location",
+        "maven_config.allow_snapshot_overwrites",
+        "maven_config.version_policy",
+        "mode",
+        "project",
+        "remote_repository_config",
+        "repository_id",
+    ),
+}
+
+
+def forces_replacement(resource_type: str, path: str) -> bool:
+    """Whether a change at dotted `path` (list indices dropped) of a `resource_type` replaces it."""
+    return any(path == p or path.startswith(p + ".") for p in FORCE_NEW.get(resource_type, ()))
