@@ -328,3 +328,22 @@ def test_the_inference_gateway_feature_brings_its_api_and_both_ports(
         f for f in of_type(stack, "google_compute_firewall").values() if proxy["ip_cidr_range"] in f["source_ranges"]
     )
     assert rule["allow"] == [{"protocol": "tcp", "ports": sorted([str(vllm_args.PORT), str(upstream.GAIE_EPP_PORT)])}]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_controllers_wait_for_the_system_pool_and_their_firewall_not_for_accelerator_pools(
+    env: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Before the fix every controller depended on every slice pool: one spot slice short of capacity failed the
+    apply before any controller was installed, while the system pool they run on was not waited for."""
+    stack = stacks[env]
+    pools = {
+        f"google_container_node_pool.{k}": p["name"] for k, p in of_type(stack, "google_container_node_pool").items()
+    }
+    firewalls = {f"google_compute_firewall.{k}" for k in of_type(stack, "google_compute_firewall")}
+    for release in of_type(stack, "helm_release").values():
+        if "repository" not in release:
+            continue
+        waits = release["depends_on"]
+        assert [pools[d] for d in waits if d in pools] == ["system"], release["name"]
+        assert any(d in firewalls for d in waits), release["name"]

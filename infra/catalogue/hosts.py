@@ -87,6 +87,10 @@ class Host:
     locations: tuple[tuple[str, str], ...] = ()
     # Variables the host gives every script there (besides PATH), e.g. HOME.
     env: tuple[tuple[str, str], ...] = ()
+    # Directories the image has that scripts write into without creating them (/etc/apt/sources.list.d, ...).
+    dirs: tuple[str, ...] = ()
+    # Directories under a `noexec` one that are mounts of their own, executable (COS: /var/lib/docker under /var).
+    exec_dirs: tuple[str, ...] = ()
 
     def directory(self, command: str) -> str | None:
         """The directory `command` lives in on this host's image (None: the image lacks it)."""
@@ -196,6 +200,31 @@ UBUNTU_2404_BASE = frozenset(
         "logger",
     ]
 )
+# The directories of an Ubuntu 24.04 system that scripts write into without creating them (Filesystem Hierarchy
+# Standard, apt, systemd, udev, sysctl.d); each exists on every Ubuntu server image.
+UBUNTU_DIRS = (
+    "/etc/apt/sources.list.d",
+    "/etc/apt/preferences.d",
+    "/etc/sysctl.d",
+    "/etc/systemd/system",
+    "/etc/udev/rules.d",
+    "/etc/security/limits.d",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/local/lib",
+    "/usr/src",
+    "/usr/share/keyrings",
+    "/var/lib",
+    "/var/tmp",
+    "/var/log",
+    "/home",
+    "/root",
+    "/tmp",
+    "/opt",
+    "/mnt",
+    "/run",
+    "/dev",
+)
 UBUNTU_2404_LOCATIONS = (("gcloud", "/snap/bin"), ("gsutil", "/snap/bin"), ("snap", "/usr/bin"))
 
 # What Slurm-GCP's ansible playbook adds to the image at the pinned tag (the Slurm node image of every partition,
@@ -254,6 +283,7 @@ def _ubuntu(name: str, description: str, path: tuple[str, ...], *sources: str, *
         checked=CHECKED,
         sources=(UBUNTU_USERNS, SNAP_GCLOUD, SLURM_GCP, *sources),
         locations=UBUNTU_2404_LOCATIONS,
+        dirs=UBUNTU_DIRS,
         **extra,  # type: ignore[arg-type]
     )
 
@@ -273,6 +303,7 @@ HOSTS: dict[str, Host] = {
         sources=(UBUNTU_USERNS, SNAP_GCLOUD, "https://www.freedesktop.org/software/systemd/man/systemd.exec.html"),
         locations=UBUNTU_2404_LOCATIONS,
         env=(("HOME", "/root"),),
+        dirs=UBUNTU_DIRS,
     ),
     # A Slurm node (compute, controller, login) at boot: the startup-script module's runners, as root.
     "ubuntu-2404-slurm-startup": _ubuntu(
@@ -300,3 +331,133 @@ HOSTS: dict[str, Host] = {
         env=(("HOME", "/home/user"),),
     ),
 }
+
+
+# --- Container-Optimized OS (the VM groups' boot disk, infra/vms) and Vertex AI's containers (infra/vertex) ---------
+
+COS_DISKS = (
+    'https://cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem ("/: read-only, executable"; '
+    '"/home, /var: writable, non-executable, stateful"; "/var/lib/google, /var/lib/docker, /var/lib/toolbox: '
+    'writable, executable"; "/var/lib/cloud: writable, executable, tmpfs"; "/tmp: writable, non-executable, '
+    'tmpfs"; "/mnt/disks: writable, executable, tmpfs")'
+)
+COS_SECURITY = (
+    'https://cloud.google.com/container-optimized-os/docs/concepts/security ("The root filesystem (/) is mounted as '
+    'read-only"; "Among the writable locations, only /var/lib/docker and /var/lib/cloud are mounted as executable")'
+)
+COS_GPUS = (
+    'https://cloud.google.com/container-optimized-os/docs/how-to/run-gpus (cos-extensions install gpu; "sudo mount '
+    '--bind /var/lib/nvidia /var/lib/nvidia", "sudo mount -o remount,exec /var/lib/nvidia")'
+)
+COS_CONTAINERS = (
+    'https://cloud.google.com/container-optimized-os/docs/how-to/run-container-instance ("docker-credential-gcr is '
+    'pre-installed in Container-Optimized OS images"; configure-docker writes $HOME/.docker/config.json)'
+)
+COS_TOOLBOX = (
+    'https://cloud.google.com/container-optimized-os/docs/how-to/toolbox ("Container-Optimized OS does not include a '
+    'package manager"; /usr/bin/toolbox)'
+)
+# GKE's TCPXO installer runs the host set-up in the COS node's namespaces (nsenter -at 1): what it calls is on COS.
+GKE_TCPXO_HOST = (
+    "GoogleCloudPlatform/container-engine-accelerators @ 685dca25 gpudirect-tcpxo/nccl-tcpxo-installer.yaml "
+    "(pre-installation: /sbin/iptables, modprobe, lspci, mount, umount, readlink on the COS host)"
+)
+# The metadata script runner (google-startup-scripts.service) runs a VM's startup-script as root under systemd.
+GCE_STARTUP = "https://cloud.google.com/compute/docs/instances/startup-scripts/linux (scripts run as root)"
+
+# The root file system of COS outside its writable mounts: a script cannot write these (root's home among them).
+COS_READ_ONLY = ("/root", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/boot")
+COS_NOEXEC = ("/var", "/home", "/tmp")
+COS_EXEC_DIRS = ("/var/lib/docker", "/var/lib/google", "/var/lib/toolbox", "/var/lib/cloud", "/mnt/disks")
+# What a COS script finds (not checked on a VM here: from the pages above and GKE's installer): a busybox-free GNU
+# userland, the kernel and mount tools, Docker with Google's credential helper, the GPU driver installer and toolbox;
+# no package manager (apt, dpkg) and no Google Cloud CLI on the host (toolbox holds one).
+COS_COMMANDS = frozenset(
+    [
+        *("bash", "sh", "cat", "cp", "mv", "rm", "ln", "mkdir", "chmod", "chown", "ls", "grep", "sed", "awk"),
+        *("tee", "touch", "mktemp", "seq", "sleep", "echo", "printf", "test", "true", "false", "head", "tail"),
+        *("cut", "tr", "xargs", "find", "sort", "wc", "env", "id", "hostname", "readlink", "dirname", "basename"),
+        *("date", "kill", "ps", "stat", "timeout", "uname", "mount", "umount", "modprobe", "iptables", "lspci"),
+        *("nsenter", "curl", "systemctl", "journalctl", "sudo", "logger"),
+        *("docker", "docker-credential-gcr", "cos-extensions", "toolbox"),
+    ]
+)
+
+# The TCPXO plugin image (google/nccl-plugin-gpudirect-tcpxo tcpxo.dockerfile @ v1.0.15: FROM
+# nvidia/cuda:12.8.0-devel-ubuntu22.04, apt install openssh-server libopenmpi-dev python3 iproute2 wget git rsync ...;
+# COPY tcpxo_scripts /scripts), which the platform's NCCL test runs in on Vertex AI and on the VM groups.
+TCPXO_IMAGE = "google/nccl-plugin-gpudirect-tcpxo @ v1.0.15 (8c073c57) tcpxo.dockerfile"
+TCPXO_IMAGE_COMMANDS = frozenset(
+    [
+        *("bash", "sh", "cat", "cp", "mv", "rm", "ln", "mkdir", "chmod", "ls", "grep", "sed", "awk", "tee", "touch"),
+        *("sleep", "echo", "printf", "test", "true", "false", "head", "tail", "cut", "tr", "paste", "xargs", "find"),
+        *("sort", "wc", "env", "id", "hostname", "readlink", "dirname", "basename", "date", "seq"),
+        *("service", "ssh", "sshd", "mpirun", "python3", "wget", "git", "rsync", "ip"),
+    ]
+)
+# The platform's trainer-gpu image (workloads/trainer/Dockerfile.gpu: FROM python:3.12.12-slim-bookworm, uid 1000).
+TRAINER_IMAGE_COMMANDS = frozenset(
+    [
+        *("bash", "sh", "cat", "cp", "mv", "rm", "ln", "mkdir", "ls", "grep", "sed", "tee", "touch", "sleep"),
+        *("echo", "printf", "test", "true", "false", "head", "tail", "cut", "tr", "env", "id", "python", "python3"),
+        "pip",
+    ]
+)
+# Vertex AI's custom-job replica: CLUSTER_SPEC on every replica, the project's buckets under /gcs (Cloud Storage FUSE),
+# and on A3 Mega the TCPXO plugin at /usr/local/nvidia/lib64 with NICs eth0..eth8 (a public job script, not a
+# Vertex AI document: hosseinsarshar/dist-training-vertex nemo/job.sh).
+VERTEX_SOURCES = (
+    "https://cloud.google.com/vertex-ai/docs/training/distributed-training (CLUSTER_SPEC)",
+    "https://cloud.google.com/vertex-ai/docs/training/cloud-storage-file-system (/gcs/<bucket>)",
+    "hosseinsarshar/dist-training-vertex @ 019ab939 nemo/job.sh (NCCL_LIB_DIR=/usr/local/nvidia/lib64, eth0..eth8)",
+)
+
+HOSTS.update(
+    {
+        # A VM of a VM group at boot: its startup-script, run as root by the metadata script runner.
+        "cos-vm-startup": Host(
+            name="cos-vm-startup",
+            description="a VM group's startup-script on Container-Optimized OS (the metadata script runner, as root)",
+            path=SYSTEMD_PATH,
+            commands=COS_COMMANDS,
+            read_only=COS_READ_ONLY,
+            noexec=COS_NOEXEC,
+            userns_restricted=False,
+            checked=CHECKED,
+            sources=(COS_DISKS, COS_SECURITY, COS_GPUS, COS_CONTAINERS, COS_TOOLBOX, GKE_TCPXO_HOST, GCE_STARTUP),
+            locations=(("iptables", "/sbin"),),
+            env=(("HOME", "/root"),),
+            dirs=("/etc", "/var/lib", "/dev", "/run", "/tmp", "/home", "/mnt/disks"),
+            exec_dirs=COS_EXEC_DIRS,
+        ),
+        # The NCCL test's container on Vertex AI: the TCPXO plugin image, as root.
+        "vertex-tcpxo-image": Host(
+            name="vertex-tcpxo-image",
+            description="a Vertex AI custom job's replica running the TCPXO plugin image (as root)",
+            path=("/usr/local/nvidia/bin", "/usr/local/cuda/bin", *STANDARD_DIRS),
+            commands=TCPXO_IMAGE_COMMANDS,
+            read_only=(),
+            noexec=(),
+            userns_restricted=False,
+            checked=CHECKED,
+            sources=(TCPXO_IMAGE, *VERTEX_SOURCES),
+            env=(("HOME", "/root"),),
+            dirs=("/tmp", "/root", "/usr/local/nvidia/lib64", "/scripts"),
+        ),
+        # The training job's container on Vertex AI: the platform's trainer-gpu image, as uid 1000.
+        "vertex-trainer-image": Host(
+            name="vertex-trainer-image",
+            description="a Vertex AI custom job's replica running the platform's trainer-gpu image (uid 1000)",
+            path=STANDARD_DIRS,
+            commands=TRAINER_IMAGE_COMMANDS,
+            read_only=(),
+            noexec=(),
+            userns_restricted=False,
+            checked=CHECKED,
+            sources=("workloads/trainer/Dockerfile.gpu (python:3.12.12-slim-bookworm)", *VERTEX_SOURCES),
+            locations=(("python", "/usr/local/bin"), ("python3", "/usr/local/bin"), ("pip", "/usr/local/bin")),
+            env=(("HOME", "/opt/platform"),),
+            dirs=("/tmp", "/opt/platform", "/usr/local/nvidia/lib64", "/gcs"),
+        ),
+    }
+)

@@ -5,7 +5,7 @@ Workload Identity, KubeRay, JobSet, LeaderWorkerSet, Kueue, Pathways and
 MaxText each refuse things of their own, at apply, admission, mount, pod
 start or engine start. Every such rule that can be known ahead lives in this
 package, once, with the source it was taken from and the layer it guards, and
-runs on four kinds of subject:
+runs on five kinds of subject:
 
 - ``environment``: the loaded `Environment` (run by `infra.load.load_environment`,
   so a bad file fails at load with the file, field, value, rule and source);
@@ -13,7 +13,9 @@ runs on four kinds of subject:
 - ``manifest``: the objects of one rendered Helm release, exactly what the
   Helm provider sends to the API server;
 - ``request``: an API request `make plan` writes for a later call (a Vertex AI CustomJob, a Compute Engine
-  bulkInsert), exactly what the client sends (`request_subject.RequestContext` says which API).
+  bulkInsert), exactly what the client sends (`request_subject.RequestContext` says which API);
+- ``script``: a generated shell script with the host it runs on (`infra.shell.GeneratedScript`), held to that
+  host's facts (`infra/catalogue/hosts.py`) by `host_scripts.py` (`python -m infra.shell check`).
 
 `make plan` runs all of them (`python -m infra.rules`) and reports how many ran.
 
@@ -32,9 +34,10 @@ from typing import Any, Literal
 # A check yields the platform's one Finding shape: (field path, the value at fault, what is wrong).
 from infra.findings import FieldPath, Finding, field_path
 
-Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start"]
-Subject = Literal["environment", "terraform", "manifest", "request"]
-LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start")
+# host-run: a generated shell script (boot runner, prolog, batch job, VM start-up) fails where its host runs it.
+Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start", "host-run"]
+Subject = Literal["environment", "terraform", "manifest", "request", "script"]
+LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start", "host-run")
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,11 @@ def check_request(request: dict[str, Any], ctx: Any) -> list[Violation]:
     return [v for r in rules_for("request") for v in r.run(request, ctx)]
 
 
+def check_script(script: Any) -> list[Violation]:
+    """Every script rule on one generated shell script (`script`: an infra.shell.GeneratedScript)."""
+    return [v for r in rules_for("script") for v in r.run(script)]
+
+
 def check_release(objects: list[dict[str, Any]], ctx: Any) -> list[Violation]:
     """Every manifest rule on the rendered objects of one Helm release (`ctx`: a manifests.ReleaseContext)."""
     return [v for r in rules_for("manifest") for v in r.run(objects, ctx)]
@@ -173,6 +181,7 @@ from infra.rules import (  # noqa: E402, F401
     gke,
     gke_versions,
     helm,
+    host_scripts,
     inference_gateway,
     jetstream,
     jobset,

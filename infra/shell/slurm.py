@@ -84,12 +84,14 @@ def scripts(env: Environment) -> list[GeneratedScript]:
     prologs: list[tuple[str, str]] = []
     for module_id, host in RUNNER_HOSTS.items():
         settings = modules[module_id]["settings"]
+        written: list[tuple[str, str | Pinned]] = []  # the module's data runners so far: the runners run in order
         for runner in settings["runners"]:
             content = unescape(runner["content"])
             destination = runner["destination"]
             if runner["type"] == "shell":
-                add(f"slurm/{module_id}/{destination}", content, host)
+                add(f"slurm/{module_id}/{destination}", content, host, files=tuple(written))
             elif runner["type"] == "data":
+                written.append((destination, content))
                 installed.append((destination, content))
                 if destination.startswith(f"{SLURM_ADM}/scripts/"):
                     prologs.append((destination, content))

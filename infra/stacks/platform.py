@@ -131,7 +131,7 @@ class PlatformStack(TerraformStack):
         providers.connect(cluster)
 
         system = env.cluster.system_pool
-        CpuNodePool(
+        system_pool = CpuNodePool(
             self,
             "system-pool",
             project=env.project,
@@ -297,9 +297,12 @@ class PlatformStack(TerraformStack):
                 depends_on=[identity.service_account, self.slice_pools[env.training.slice].pool],
             )
 
-        pools = [p.pool for p in self.slice_pools.values()]
+        # The controllers run on the system pool and answer the API server through the webhook firewall rule: they
+        # wait for those, not for the accelerator pools (one slice short of capacity would otherwise hold every
+        # controller, and every release after them, out of the apply).
+        controller_needs: list[Any] = [system_pool.pool]
         if env.release.controllers:
-            ControlPlaneWebhooks(
+            webhooks = ControlPlaneWebhooks(
                 self,
                 "webhooks",
                 project=env.project,
@@ -308,11 +311,13 @@ class PlatformStack(TerraformStack):
                 master_cidr=env.network.master_cidr,
                 ports=[CONTROLLERS[name].webhook_port for name in env.release.controllers],
             )
+            controller_needs.append(webhooks.firewall)
         self.controllers = {
-            name: ControllerRelease(self, name, version=version, depends_on=pools)
+            name: ControllerRelease(self, name, version=version, depends_on=controller_needs)
             for name, version in sorted(env.release.controllers.items())
         }
-        self._gpu_releases(env, identities, pools)
+        gpu_pools = [p.pool for key, p in self.slice_pools.items() if env.slices[key].slice.kind == "gpu"]
+        self._gpu_releases(env, identities, gpu_pools)
         self._serving_releases(env, identities)
 
         # Last: every Google resource above waits for its API to be enabled.
@@ -405,7 +410,8 @@ class PlatformStack(TerraformStack):
             )
 
     def _gpu_releases(self, env: Environment, identities: dict, pools: list) -> None:
-        """GPUDirect networking (once every pool exists), Kueue's queues and the GPU JobSets."""
+        """GPUDirect networking (once the GPU pools exist: its DaemonSets run there), Kueue's queues and the GPU
+        JobSets."""
         if env.gke_gpudirect_networks:
             self._chart_release(
                 "gpu-networking",

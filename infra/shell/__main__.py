@@ -1,0 +1,100 @@
+"""`python -m infra.shell`: every generated shell script, checked and run as its host runs it.
+
+    check [<outdir>]  for every environment: each generated script (infra/shell) through ShellCheck, run under bash
+                      with `set -euo pipefail` against its host's facts (stand-ins only for cloud and host commands,
+                      the real pinned files it sources where fetched), and held to the host rules
+                      (infra/rules/host_scripts.py); with <outdir>, the scripts are written to <outdir>/scripts/<env>/
+                      (`make plan` runs this)
+    list              each environment's scripts and their hosts
+    fetch             download the pinned upstream files scripts source into .cache/pinned-scripts (sha256 verified)
+
+Exit codes: 0 every script passed; 1 a script failed (each failure named with its script, host fact and source), a
+failed download or a pinned file with another checksum; 2 a bad environment file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from infra.config import ConfigError, environments_dir
+from infra.load import load_all
+from infra.shell import GeneratedScript, generated_scripts, pinned
+
+
+def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], int]:
+    """(failure lines, which pinned file each key used, how many rules ran) of `scripts`."""
+    from infra.rules import check_script, rules_for
+    from infra.shell.run import run_script, shellcheck
+
+    failures: list[str] = []
+    used: dict[str, str] = {}
+    for label, findings in shellcheck(scripts).items():
+        failures += [f"{label}: ShellCheck: {finding}" for finding in findings]
+    for script in scripts:
+        outcome = run_script(script)
+        used.update(outcome.pinned)
+        if not outcome.ok:
+            failures.append(
+                f"{script.label}: exit {outcome.returncode} under bash -euo pipefail on host {script.host} "
+                f"(infra/catalogue/hosts.py):\n    " + "\n    ".join(outcome.output.strip().splitlines()[-6:])
+            )
+        failures += [v.line(script.env) for v in check_script(script)]
+    return failures, used, len(rules_for("script"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.shell",
+        description="Every generated shell script: ShellCheck, bash -euo pipefail on its host's facts, host rules.",
+        epilog="Exit codes: 0 every script passed, 1 a script failed (or a download), 2 a bad environment file.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    check_parser = sub.add_parser("check", help="check and run every environment's scripts")
+    check_parser.add_argument("outdir", nargs="?", type=Path, help="also write the scripts to <outdir>/scripts/<env>")
+    sub.add_parser("list", help="each environment's scripts and their hosts")
+    sub.add_parser("fetch", help="download the pinned upstream files into .cache/pinned-scripts")
+    args = parser.parse_args(argv)
+    if args.command == "fetch":
+        try:
+            count = pinned.fetch()
+        except (OSError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print(f"pinned-scripts: {count} file(s) in {pinned.FETCHED}")
+        return 0
+    try:
+        envs = load_all(environments_dir())
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    scripts = [s for env in envs.values() for s in generated_scripts(env)]
+    if args.command == "list":
+        for script in scripts:
+            print(f"{script.label}  (host {script.host})")
+        return 0
+    if args.outdir is not None:
+        for script in scripts:
+            target = args.outdir / "scripts" / script.env / script.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(script.text)
+    try:
+        failures, used, rules = check(scripts)
+    except pinned.PinnedFileMismatch as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    for key, which in sorted(used.items()):
+        print(f"scripts: pinned file {key} ({pinned.pinned()[key].cites}): {which}")
+    for line in failures:
+        print(f"error: {line}", file=sys.stderr)
+    verdict = "no failures" if not failures else f"{len(failures)} failure(s)"
+    print(
+        f"scripts: {len(scripts)} generated scripts run and checked (ShellCheck, bash -euo pipefail, host facts: "
+        f"{rules} host rules) in {len(envs)} environments: {verdict}"
+    )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

