@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from constructs import Construct
 
 from infra.bindings import google, helm, kubernetes
+
+# How the Kubernetes and Helm providers get a token for the cluster: GKE's client-go credential plugin, run by the
+# provider whenever it needs one (the Terraform Kubernetes provider's "Exec plugins", hashicorp/kubernetes 2.38.0
+# docs; GKE: https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl#install_plugin).
+# With --use_application_default_credentials it answers with the same Application Default Credentials the Google
+# provider uses (kubernetes/cloud-provider-gcp cmd/gke-gcloud-auth-plugin). Unlike a token read from
+# google_client_config, nothing lands in Terraform's state, and the plugin hands out a fresh token when the last one
+# expires (its ExecCredential carries the expiry), so an apply that outlasts one hour still reaches the cluster.
+CREDENTIAL_PLUGIN: dict[str, Any] = {
+    "api_version": "client.authentication.k8s.io/v1beta1",
+    "command": "gke-gcloud-auth-plugin",
+    "args": ["--use_application_default_credentials"],
+}
 
 
 class Providers(Construct):
     """The Google provider, plus Kubernetes and Helm providers that talk to `cluster`.
 
-    The Kubernetes and Helm providers authenticate with the caller's Google
-    access token, read at plan time; nothing is read at synth time.
+    The Kubernetes and Helm providers authenticate through GKE's credential plugin (CREDENTIAL_PLUGIN) on the
+    machine that runs Terraform; nothing is read at synth time and no token is stored in the state.
     """
 
     def __init__(self, scope: Construct, id_: str, *, project: str, region: str, labels: dict[str, str]) -> None:
         super().__init__(scope, id_)
         google("provider").GoogleProvider(self, "google", project=project, region=region, default_labels=labels)
-        self._client = google("data_google_client_config").DataGoogleClientConfig(self, "client")
 
     def connect(self, cluster: object) -> None:
         """Configure Kubernetes and Helm against `cluster` (a ContainerCluster), through its DNS endpoint.
@@ -28,6 +42,7 @@ class Providers(Construct):
         """
         dns = cluster.control_plane_endpoints_config.dns_endpoint_config.endpoint  # type: ignore[attr-defined]
         endpoint = f"https://{dns}"
-        token = self._client.access_token
-        kubernetes("provider").KubernetesProvider(self, "kubernetes", host=endpoint, token=token)
-        helm("provider").HelmProvider(self, "helm", kubernetes={"host": endpoint, "token": token})
+        # The Kubernetes provider models exec as a block (a list of one); Helm 3.x as an attribute.
+        plugin = kubernetes("provider").KubernetesProviderExec(**CREDENTIAL_PLUGIN)
+        kubernetes("provider").KubernetesProvider(self, "kubernetes", host=endpoint, exec=[plugin])
+        helm("provider").HelmProvider(self, "helm", kubernetes={"host": endpoint, "exec": CREDENTIAL_PLUGIN})
