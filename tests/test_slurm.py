@@ -504,3 +504,29 @@ def test_the_blueprint_as_written_is_the_blueprint_validated(tmp_path: Path, env
     text = dump(blueprint(envs["dev"]), "# header\n")
     assert "&id" not in text and "*id" not in text, "no YAML anchors"
     assert yaml.safe_load(text) == copy.deepcopy(blueprint(envs["dev"]))
+
+
+# --- the generated scripts on their hosts (issue 24: findings 4, 5, 10, 11, 13) ------------------------------------
+
+
+def _scripts(envs: dict[str, Environment], name: str = "dev") -> dict[str, Any]:
+    from infra.shell import generated_scripts
+
+    return {s.name: s for s in generated_scripts(envs[name]) if s.name.startswith("slurm/")}
+
+
+@pytest.mark.parametrize("job", ["nccl-test.sbatch", "train.sbatch"])
+def test_the_batch_jobs_run_to_their_end_with_the_tcpxo_profile(envs: dict[str, Environment], job: str) -> None:
+    """Finding 4: both jobs sourced TCPXO v1.0.15's nccl-env-profile.sh under `set -u` before NCCL_LIB_DIR was set
+    (the profile's `: "${NCCL_LIB_DIR:?...}"`), and it expands LD_LIBRARY_PATH without a default: exit 1. Run here
+    under bash -euo pipefail with the pinned profile (the real file where fetched, else its record's stand-in)."""
+    from infra.rules import check_script
+    from infra.shell.run import run_script
+
+    script = _scripts(envs)[f"slurm/jobs/{job}"]
+    outcome = run_script(script)
+    assert outcome.ok, outcome.summary()
+    assert [c.split()[0] for c in outcome.calls if c.startswith("srun")], "the job reaches its srun"
+    if job == "nccl-test.sbatch":
+        assert "PASS" in outcome.output, "the bandwidth gate read the test's table"
+    assert [v.line() for v in check_script(script) if v.rule.id == "host.command-on-path"] == []

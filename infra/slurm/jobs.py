@@ -47,8 +47,10 @@ class BatchJob:
     container_mounts: tuple[str, ...] = ()
     srun_options: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
-    # A profile sourced before `env` (the TCPXO plugin's nccl-env-profile.sh), shell run before srun, and after.
+    # A profile sourced before `env` (the TCPXO plugin's nccl-env-profile.sh), with what it needs set before it is
+    # sourced (`source_env`), shell run before srun, and after.
     source: str | None = None
+    source_env: dict[str, str] = field(default_factory=dict)
     before: tuple[str, ...] = ()
     log: str | None = None
     after: tuple[str, ...] = ()
@@ -79,6 +81,7 @@ def render(job: BatchJob) -> str:
         lines.append("#SBATCH --exclusive")
     lines += [f"#SBATCH --output={job.output}", "set -euo pipefail"]
     if job.source:
+        lines += [_export(name, value) for name, value in job.source_env.items()]
         lines.append(f"source {shlex.quote(job.source)}")
     lines += [_export(name, value) for name, value in job.env.items()]
     lines += list(job.before)
@@ -94,6 +97,13 @@ def render(job: BatchJob) -> str:
     lines.append(f'{line} 2>&1 | tee "{job.log}"' if job.log else line)
     lines += list(job.after)
     return "\n".join(lines) + "\n"
+
+
+# What TCPXO's nccl-env-profile.sh needs before it is sourced under `set -u` (google/nccl-plugin-gpudirect-tcpxo
+# tcpxo_scripts/nccl-env-profile.sh @ v1.0.15, pinned in infra/shell/pinned-files.yaml): NCCL_LIB_DIR, which it
+# requires (`: "${NCCL_LIB_DIR:?Must set NCCL_LIB_DIR}"`), and LD_LIBRARY_PATH, which it expands without a default
+# (`export LD_LIBRARY_PATH="${NCCL_LIB_DIR}:${LD_LIBRARY_PATH}"`); a batch script's environment has none on Ubuntu.
+PROFILE_ENV = {"NCCL_LIB_DIR": HOST.plugin_dir, "LD_LIBRARY_PATH": "${LD_LIBRARY_PATH:-}"}
 
 
 def _tcpxo(slice_: Slice) -> tuple[str | None, dict[str, str], tuple[str, ...]]:
@@ -159,6 +169,7 @@ def nccl_test_job(env: Environment) -> BatchJob | None:
         srun_options=("--mpi=pmi2",),
         env=nccl,
         source=source,
+        source_env=PROFILE_ENV if source else {},
         before=_build_nccl_tests(),
         command=[f"{NCCL_TESTS_DIR}/build/all_gather_perf", *ALL_GATHER_ARGS],
         log="nccl-${SLURM_JOB_ID}.log",
@@ -196,6 +207,7 @@ def training_job(env: Environment) -> BatchJob | None:
         container_mounts=(*mounts, f"{GCS_MOUNT}:{GCS_MOUNT}"),
         env={**nccl, "JAX_PLATFORMS": "cuda"},
         source=source,
+        source_env=PROFILE_ENV if source else {},
         command=trainer_command(training.steps, checkpoint_dir(env)),
     )
 
