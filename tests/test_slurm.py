@@ -530,3 +530,23 @@ def test_the_batch_jobs_run_to_their_end_with_the_tcpxo_profile(envs: dict[str, 
     if job == "nccl-test.sbatch":
         assert "PASS" in outcome.output, "the bandwidth gate read the test's table"
     assert [v.line() for v in check_script(script) if v.rule.id == "host.command-on-path"] == []
+
+
+def test_the_image_lifts_ubuntus_user_namespace_restriction_as_the_toolkits_example_does(
+    envs: dict[str, Environment],
+) -> None:
+    """Finding 5: Ubuntu 24.04 blocks unprivileged user namespaces, so enroot/Pyxis (`srun --container-image`) cannot
+    start a container; Cluster Toolkit's A3 Mega example turns it off in its image ("Required for enroot/pyxis")."""
+    from infra.rules import RULES
+    from infra.shell.run import run_script
+
+    scripts = _scripts(envs)
+    jobs_ = [s for name, s in scripts.items() if name.startswith("slurm/jobs/")]
+    assert jobs_ and all(s.userns_lifted for s in jobs_)
+    assert [v.line() for s in jobs_ for v in RULES["host.containers-need-userns"].run(s)] == []
+    runner = scripts["slurm/image_script/fix_enroot_env.sh"]
+    outcome = run_script(runner)
+    assert outcome.ok and "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in outcome.calls, outcome.summary()
+    example = (_root() / EXAMPLE / "a3mega-slurm-blueprint.yaml").read_text() if (_root() / EXAMPLE).exists() else ""
+    for line in ("sysctl -w kernel.apparmor_restrict_unprivileged_userns=0", "/etc/sysctl.d/90-enroot-namespaces.conf"):
+        assert line in runner.text and (not example or line in example)

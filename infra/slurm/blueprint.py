@@ -188,6 +188,18 @@ rm -rf "$work"
         f"ENROOT_DATA_PATH       {LOCAL_SSD}/${{UID}}/enroot/data\n"
         f"ENROOT_TEMP_PATH       {LOCAL_SSD}/${{UID}}/enroot\n"
     )
+    # Ubuntu 24.04 blocks unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1), so enroot
+    # and Pyxis cannot create a container's namespace. Cluster Toolkit's A3 Mega example turns it off in its image,
+    # for good through sysctl.d ("# Required for enroot/pyxis to work": examples/machine-learning/a3-megagpu-8g/
+    # a3mega-slurm-blueprint.yaml @ v1.95.0, runner fix_enroot_env.sh); the same lines here.
+    userns = """#!/bin/bash
+# Disable Ubuntu 24.04's restriction on unprivileged user namespaces: required for enroot/Pyxis.
+set -euo pipefail
+if [ -f /proc/sys/kernel/apparmor_restrict_unprivileged_userns ]; then
+  sysctl -w kernel.apparmor_restrict_unprivileged_userns=0
+  echo "kernel.apparmor_restrict_unprivileged_userns = 0" > /etc/sysctl.d/90-enroot-namespaces.conf
+fi
+"""
     # enroot reads registry credentials from its config path; a command in it is run for every pull (the
     # nodes' service account reads the platform's registry).
     credentials = (
@@ -209,6 +221,7 @@ rm -rf "$work"
                 _runner("shell", "install_tcpxo_host.sh", install_tcpxo),
                 _runner("data", "/etc/udev/rules.d/00-a3-megagpu.rules", aperture_rule),
                 _runner("data", "/etc/enroot/enroot.conf", enroot),
+                _runner("shell", "fix_enroot_env.sh", userns),
                 _runner("data", "/etc/enroot/platform/.credentials", credentials),
             ],
         },
