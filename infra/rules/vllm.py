@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.accelerators import Slice
@@ -429,3 +430,117 @@ def _kv_connector(env: Environment) -> Iterator[Finding]:
                 yield Finding(
                     f"{field}.kv_connector_module_path", module, f"{connector} needs {KV_OFFLOAD_MODULES[connector]}"
                 )
+
+
+# Deployment fields the platform turns into `vllm serve` flags (vllm_args.platform_args).
+_FIELD_OF_FLAG = {
+    "--max-model-len": "max_model_len",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--max-num-seqs": "max_num_seqs",
+    "--tensor-parallel-size": "tensor_parallel_size",
+    "--pipeline-parallel-size": "pipeline_parallel_size",
+    "--model": "model_path",
+    "--served-model-name": "model.name",
+}
+
+
+def _arg_fields(env: Environment, name: str, d: VllmServing) -> list[tuple[str, str]]:
+    """(field path, argument) of every `vllm serve` argument of deployment `name`: an extra_args entry at its
+    index, a platform argument at the deployment field it comes from."""
+    fields = [
+        (f"serving.{name}" + (f".{_FIELD_OF_FLAG[f]}" if (f := vllm_args.flag(a)) in _FIELD_OF_FLAG else ""), a)
+        for a in vllm_args.platform_args(env, name)
+    ]
+    return fields + [(f"serving.{name}.extra_args[{i}]", a) for i, a in enumerate(d.extra_args)]
+
+
+@rule(
+    id="vllm.args-valid",
+    system="vLLM",
+    layer="engine-start",
+    summary=(
+        "Every `vllm serve` argument of a deployment is one vLLM's parser and config take: a boolean flag alone "
+        "(no value), an int or float that converts, one of an option's choices, JSON that parses, a value inside "
+        "its config field's bounds (--gpu-memory-utilization in (0, 1]), and the cross-field checks of vLLM's "
+        "config (--max-num-seqs <= --max-num-batched-tokens); held at load from a description generated from the "
+        "pinned vLLM, so `make plan` needs no vLLM environment."
+    ),
+    source=vllm_args.OPTIONS_SOURCE
+    + " (make vllm-options; vllm/engine/arg_utils.py, vllm/config/cache.py, vllm/config/scheduler.py)",
+    subject="environment",
+)
+def _args_valid(env: Environment) -> Iterator[Finding]:
+    for name, d, _slice in _deployments(env):
+        fields = _arg_fields(env, name, d)
+        for field, arg in fields:
+            flag, _, value = arg.partition("=")
+            why = vllm_args.value_problem(flag, value if "=" in arg else None)
+            if why:
+                yield Finding(field, arg, why)
+        last = {vllm_args.flag(a): (f, a) for f, a in fields}  # argparse keeps the last of a flag
+        for flag, why in vllm_args.cross_problems([a for _, a in fields]):
+            field, arg = last.get(flag, (f"serving.{name}", flag))
+            yield Finding(field, arg, why)
+
+
+# `vllm serve` options whose value is a credential: written in the arguments, it lands in the Helm release and so
+# in Terraform state in clear text (and --api-key overrides the Secret-backed key the chart sets).
+SECRET_FLAGS = {
+    "--api-key": "the server's API key: set serving.<key>.api_key_secret (a Kubernetes Secret) instead",
+    "--hf-token": "a Hugging Face token: the weights stream from the environment's bucket; give the flag alone to "
+    "read HF_TOKEN from the pod's environment",
+}
+
+
+@rule(
+    id="vllm.no-secrets-in-args",
+    system="vLLM / Terraform state",
+    layer="apply",
+    summary=(
+        "No credential is written into a deployment's `vllm serve` arguments (--api-key, --hf-token with a value): "
+        "the arguments are Helm values, kept in Terraform state in clear text, and an --api-key there overrides "
+        "the Secret-backed key (VLLM_API_KEY from api_key_secret)."
+    ),
+    source=(
+        "https://developer.hashicorp.com/terraform/language/state/sensitive-data; vllm/entrypoints/openai/cli_args.py "
+        "(--api-key, else VLLM_API_KEY); vllm/engine/arg_utils.py (--hf-token: a value, or alone for HF_TOKEN)"
+    ),
+    subject="environment",
+)
+def _no_secrets(env: Environment) -> Iterator[Finding]:
+    for name, d, _slice in _deployments(env):
+        for i, arg in enumerate(d.extra_args):
+            flag = vllm_args.flag(arg)
+            if flag in SECRET_FLAGS and (flag == "--api-key" or "=" in arg):
+                yield Finding(f"serving.{name}.extra_args[{i}]", f"{flag}=<redacted>", SECRET_FLAGS[flag])
+
+
+CHART_SCHEMA = Path(vllm_args.__file__).resolve().parent.parent / "charts" / "vllm-tpu" / "values.schema.json"
+
+
+def chart_args_pattern() -> str | None:
+    """The pattern the vllm-tpu chart's values schema gives each of `args`, or None."""
+    schema = json.loads(CHART_SCHEMA.read_text())
+    pattern = ((schema.get("properties") or {}).get("args") or {}).get("items", {}).get("pattern")
+    return str(pattern) if pattern else None
+
+
+@rule(
+    id="vllm.args-fit-the-chart",
+    system="Helm (chart vllm-tpu)",
+    layer="apply",
+    summary=(
+        "Every `vllm serve` argument matches the pattern the vllm-tpu chart's values schema gives `args`: Helm "
+        "refuses the release otherwise (a bare boolean flag, when the schema demands --flag=value)."
+    ),
+    source="workloads/charts/vllm-tpu/values.schema.json (properties.args.items.pattern)",
+    subject="environment",
+)
+def _args_fit_chart(env: Environment) -> Iterator[Finding]:
+    pattern = chart_args_pattern()
+    if not pattern:
+        return
+    for name, d, _slice in _deployments(env):
+        for field, arg in _arg_fields(env, name, d):
+            if not re.search(pattern, arg):
+                yield Finding(field, arg, f"the vllm-tpu chart's values schema takes only arguments matching {pattern}")

@@ -22,8 +22,13 @@ Sources, at the versions pinned here (vLLM and tpu-inference 0.32.0, the `vllm-t
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from infra.catalogue.accelerators import Slice
 from infra.config import Environment
@@ -34,6 +39,11 @@ VLLM_VERSION = "0.32.0"
 PORT = 8000
 # Every option of `vllm serve` at VLLM_VERSION, recorded from the real parser (workloads/serving/vllm_check.py).
 FLAGS_FILE = Path(__file__).with_name("vllm-serve-flags.txt")
+# `vllm serve`'s options at VLLM_VERSION with their value kinds, choices and bounds, and the cross-field checks of
+# vLLM's config validators, generated from the real vLLM (`make vllm-options`: workloads/serving/vllm_describe.py);
+# tests/test_vllm.py regenerates it and compares.
+OPTIONS_FILE = Path(__file__).with_name("vllm-serve-options.json")
+OPTIONS_SOURCE = f"vLLM {VLLM_VERSION} `vllm serve` parser and config dataclasses, described in {OPTIONS_FILE.name}"
 # Paths vLLM's API key does not guard (vllm/entrypoints/serve/middleware/authenticate.py: only /v1, /v2,
 # /inference and /cohere are): probes and metric scrapers reach them without the key.
 OPEN_PATHS = ("/health", "/metrics")
@@ -147,3 +157,79 @@ def platform_args(env: Environment, key: str) -> list[str]:
 def flag(arg: str) -> str:
     """`--max-num-seqs=256` -> `--max-num-seqs`."""
     return arg.split("=", 1)[0]
+
+
+@cache
+def options() -> dict[str, Any]:
+    """The checked-in description of `vllm serve`'s options (OPTIONS_FILE)."""
+    description: dict[str, Any] = json.loads(OPTIONS_FILE.read_text())
+    return description
+
+
+# vllm/utils/argparse_utils.py human_readable_int: 1k, 25.6k, 2M, ... or a plain integer.
+_HUMAN_INT = re.compile(r"^\s*(\d+(\.\d+)?[kKmMgGtT]|[+-]?\d+)\s*$")
+_OPS = {"gt": (lambda v, b: v > b, ">"), "ge": (lambda v, b: v >= b, ">="), "lt": (lambda v, b: v < b, "<"),
+        "le": (lambda v, b: v <= b, "<=")}  # fmt: skip
+
+
+def _number(kind: str, text: str) -> int | float | None:
+    try:
+        value = float(text) if kind == "float" else int(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def value_problem(name: str, value: str | None) -> str | None:
+    """Why vLLM's parser or config refuses `--name[=value]` (value None: the flag alone), or None.
+
+    What vLLM does, from the description: a boolean flag takes no value; an int, float or human-readable int must
+    convert; a choice must be one of them; JSON must parse; a bounded config field must hold its bounds.
+    """
+    option = options()["options"].get(name)
+    if option is None:
+        return None  # not an option: rule vllm.flags-known says so
+    kind = option["value"]
+    if kind == "none":
+        return None if value is None else f"{name} is a boolean flag: vLLM takes it alone, with no value ('{name}')"
+    if value is None:
+        return None if option.get("nargs") == "?" else f"{name} takes a value ({kind}): write {name}=<value>"
+    if option.get("none_allowed") and value in ("", "None"):
+        return None
+    if "choices" in option and value not in option["choices"]:
+        return f"not one of vLLM's choices for {name}: {', '.join(option['choices'])}"
+    if kind in ("int", "float"):
+        number = _number(kind, value)
+        if number is None:
+            return f"{name} takes {'an integer' if kind == 'int' else 'a finite number'}"
+        for op, bound in (option.get("bounds") or {}).items():
+            if op in _OPS and not _OPS[op][0](number, bound):
+                return f"{name} must be {_OPS[op][1]} {bound} ({option['bounds']['source']})"
+    if kind.startswith("human-int") and not (_HUMAN_INT.match(value) or (kind.endswith("auto") and value == "auto")):
+        return f"{name} takes an integer, or one like 1k or 2M"
+    if kind == "json" or (kind == "json-or-str" and value.lstrip().startswith("{")):
+        try:
+            json.loads(value)
+        except ValueError as err:
+            return f"{name} takes JSON, and this is not: {err}"
+    return None
+
+
+def cross_problems(args: list[str]) -> list[tuple[str, str]]:
+    """(flag, why) for each cross-field check of vLLM's config validators the arguments fail (the last value of a
+    flag counts, as in argparse)."""
+    values = dict(a.split("=", 1) for a in args if "=" in a)
+    found: list[tuple[str, str]] = []
+    for check in options()["checks"]:
+        left, right = _number("int", values.get(check["left"], "")), _number("int", values.get(check["right"], ""))
+        if left is None or right is None or check["op"] not in ("<=", "<"):
+            continue
+        if left > right or (check["op"] == "<" and left == right):
+            found.append(
+                (
+                    check["left"],
+                    f"{check['left']}={left} {check['op']} {check['right']}={right} does not hold: vLLM's config "
+                    f"refuses it ({check['source']})",
+                )
+            )
+    return found
