@@ -550,3 +550,19 @@ def test_the_image_lifts_ubuntus_user_namespace_restriction_as_the_toolkits_exam
     example = (_root() / EXAMPLE / "a3mega-slurm-blueprint.yaml").read_text() if (_root() / EXAMPLE).exists() else ""
     for line in ("sysctl -w kernel.apparmor_restrict_unprivileged_userns=0", "/etc/sysctl.d/90-enroot-namespaces.conf"):
         assert line in runner.text and (not example or line in example)
+
+
+def test_the_prologs_docker_gpus_finds_the_nvidia_container_toolkit_on_the_image(envs: dict[str, Environment]) -> None:
+    """Finding 10: the prolog runs `docker run --gpus all`, which needs nvidia-container-runtime-hook (package
+    nvidia-container-toolkit; moby registers its GPU driver only when the hook is on PATH); nothing installed it."""
+    from infra.rules import RULES
+
+    scripts = _scripts(envs)
+    prolog = scripts["slurm/a3mega/rxdm.prolog_slurmd"]
+    assert "--gpus all" in prolog.text
+    assert "nvidia-container-runtime-hook" in prolog.image_commands
+    assert RULES["host.docker-gpus-needs-toolkit"].run(prolog) == []
+    bp = blueprint(envs["dev"])
+    runners = _modules(bp)["image_script"]["settings"]["runners"]
+    pin = next(r for r in runners if r["destination"] == "/etc/apt/preferences.d/block-broken-nvidia-container")
+    assert "Pin: version 1.17.7-1" in pin["content"], "the toolkit's example blocks the release that breaks enroot"

@@ -175,6 +175,27 @@ dkms build -m dmabuf-import-helper -v "$version"
 dkms install -m dmabuf-import-helper -v "$version"
 rm -rf "$work"
 """
+    # The receive-data-path manager's prolog runs `docker run --gpus all`: dockerd registers its GPU device driver only
+    # where nvidia-container-runtime-hook is on PATH (moby daemon/nvidia_linux.go), which the NVIDIA Container Toolkit
+    # installs. Cluster Toolkit's A3 Mega example installs it from NVIDIA's CUDA repository (cuda-keyring; runner
+    # install_cuda_and_dcgm.yml) and blocks 1.17.7-1 ("contains bugs that break enroot functionality on Slurm
+    # clusters": slurm-gcp 6.12.1 ansible/roles/nvidia_repository/tasks/os/debian.yml); the same here.
+    container_toolkit_pin = (
+        "Package: nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools "
+        "libnvidia-container1\n"
+        "Pin: version 1.17.7-1\n"
+        "Pin-Priority: 100\n"
+    )
+    install_container_toolkit = """#!/bin/bash
+set -euo pipefail
+work=$(mktemp -d)
+curl -fsSL -o "$work/cuda-keyring.deb" \\
+  https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb
+dpkg -i "$work/cuda-keyring.deb"
+rm -rf "$work"
+apt-get update
+apt-get install -y nvidia-container-toolkit
+"""
     aperture_rule = (
         'ACTION=="add", SUBSYSTEM=="pci", ATTR{vendor}=="0x1ae0", ATTR{device}=="0x0084", TAG+="systemd", '
         'RUN+="/usr/bin/mkdir --mode=0755 -p /dev/aperture_devices", '
@@ -219,6 +240,8 @@ fi
                 _runner("data", "/var/tmp/slurm_vars.json", slurm_vars),
                 _runner("shell", "install_slurm.sh", install_slurm),
                 _runner("shell", "install_tcpxo_host.sh", install_tcpxo),
+                _runner("data", "/etc/apt/preferences.d/block-broken-nvidia-container", container_toolkit_pin),
+                _runner("shell", "install_container_toolkit.sh", install_container_toolkit),
                 _runner("data", "/etc/udev/rules.d/00-a3-megagpu.rules", aperture_rule),
                 _runner("data", "/etc/enroot/enroot.conf", enroot),
                 _runner("shell", "fix_enroot_env.sh", userns),
