@@ -59,6 +59,6 @@ def profile(env: dict[str, str], plugin_dir: str) -> str:
     """An nccl-env-profile.sh for a host whose plugin came without one (Vertex AI): the same variables the
     installer's profile exports, from the catalogue, so the image's MPI entry reads them on every rank."""
     lines = ["# Written by the platform from infra/catalogue/gpudirect.py: the plugin was mounted without a profile."]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items() if k.startswith("NCCL_") and k != "NCCL_LIB_DIR"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items() if k != "NCCL_LIB_DIR"]
     lines.append(f'export LD_LIBRARY_PATH="{plugin_dir}:${{LD_LIBRARY_PATH:-}}"')
     return "\n".join(lines) + "\n"

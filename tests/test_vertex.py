@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -15,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from google.cloud import aiplatform_v1
 
-from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
+from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env, nic_names
 from infra.config import ConfigError, Environment
+from infra.gpu_group import profile
 from infra.load import load_environment
 from infra.rules import check_request
 from infra.rules.request_subject import RequestContext
@@ -475,6 +478,71 @@ def test_a_replica_that_cannot_give_the_plugin_its_profile_stops_before_the_test
     )
     assert done.returncode != 0 and "nccl-env-profile.sh" in done.stderr, done.stdout + done.stderr
     assert not (tmp_path / "log.bench").exists(), "the benchmark ran on the plugin without its profile"
+
+
+# --- The NCCL environment, held to the TCPXO plugin's own profile ------------------------------------------
+
+# The record of the plugin's nccl-env-profile.sh at the pinned tag (what it requires, reads and exports), which
+# infra/shell keeps and tests/test_shell.py holds to the real file where it is present.
+PINNED = REPO / "infra" / "shell" / "pinned-files.yaml"
+# What the platform sets beside the profile's exports: the plugin's directory (the profile reads it) and the aperture
+# devices' directory (Slurm-GCP's A3 Mega prolog appends it to the installed profile:
+# GoogleCloudPlatform/slurm-gcp 6.12.1 tools/prologs-epilogs/receive-data-path-manager-mega).
+PLATFORM_ADDS = {"NCCL_LIB_DIR", "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"}
+
+
+def _profile_exports(plugin_dir: str, ld_library_path: str = "") -> dict[str, str]:
+    """The recorded profile's exports, sourced with NCCL_LIB_DIR=`plugin_dir` on a host whose NICs it names as
+    Vertex AI's containers do (eth0, eth1..eth8: the profile's defaults, and what its discovery finds there)."""
+    record = yaml.safe_load(PINNED.read_text())["files"]["tcpxo-nccl-env-profile"]["record"]
+    ctrl, gpu = nic_names(TCPXO, GPU_HOSTS["vertex"])
+    given = {
+        "NCCL_LIB_DIR": plugin_dir,
+        "LD_LIBRARY_PATH": ld_library_path,
+        "host_nic": ctrl,
+        "gpu_nics": ",".join(gpu),
+    }
+    return {k: re.sub(r"\$\{(\w+)\}", lambda m: given[m.group(1)], str(v)) for k, v in record["exports"].items()}
+
+
+@pytest.mark.parametrize("job", ["nccl-test", "train"])
+def test_each_vertex_containers_nccl_environment_is_the_plugins_profile(job: str, envs: dict[str, Environment]) -> None:
+    """Issue 24 (9): Vertex AI mounts the plugin without its profile, so the container's environment sets the
+    profile's values itself. They were the pre-v1.0.12 ones (NCCL_PROTO=Simple, NCCL_ALGO, NCCL_NVLS_ENABLE=0, no
+    NCCL_NVLSTREE_MAX_CHUNKSIZE) beside the default guest config, whose checker aborts a workload without
+    NCCL_NVLSTREE_MAX_CHUNKSIZE=131072 (container-engine-accelerators gpudirect-tcpxo/README.md, Aug 21, 2025)."""
+    container = custom_job(envs["dev"], job)["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    given = {e["name"]: e["value"] for e in container["env"]}
+    expected = _profile_exports(GPU_HOSTS["vertex"].plugin_dir)
+    del expected["LD_LIBRARY_PATH"]  # the container puts the plugin's directory first itself
+    assert {k: given.get(k) for k in expected} == expected
+    unexpected = {k for k in given if k.startswith("NCCL_")} - expected.keys() - PLATFORM_ADDS
+    assert not unexpected, f"NCCL variables the plugin's profile does not set (its checker flags them): {unexpected}"
+
+
+def test_the_profile_the_vertex_bundle_writes_exports_what_the_plugins_profile_does(tmp_path: Path) -> None:
+    """The image's MPI entry sources $NCCL_LIB_DIR/nccl-env-profile.sh on every rank (ranks started over ssh do not
+    inherit the container's environment): the profile the bundle writes, sourced under bash -euo pipefail,
+    exports what the plugin's own profile exports."""
+    host = GPU_HOSTS["vertex"]
+    path = tmp_path / "nccl-env-profile.sh"
+    path.write_text(profile(nccl_env(TCPXO, host), host.plugin_dir))
+
+    def environment(source: str) -> dict[str, str]:
+        out = subprocess.run(
+            ["bash", "-c", f"set -euo pipefail; {source}env -0"],
+            env={"PATH": os.environ["PATH"]},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return dict(line.split("=", 1) for line in out.split("\0") if line)
+
+    bare = environment("")
+    exported = {k: v for k, v in environment(f'source "{path}"; ').items() if bare.get(k) != v}
+    expected = _profile_exports(host.plugin_dir)
+    assert {k: exported.get(k) for k in expected} == expected
+    assert exported.keys() - expected.keys() <= PLATFORM_ADDS
 
 
 # --- The trainer as two replicas of a simulated job ------------------------------------------------------

@@ -67,14 +67,21 @@ TCPXO = GpuDirect(
     daemon_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
     ctrl_dev_env="NCCL_FASTRAK_CTRL_DEV",
     gpu_nics_env="NCCL_FASTRAK_IFNAME",
-    # The plugin's "required NCCL configs" (GoogleCloudPlatform/container-engine-accelerators
-    # gpudirect-tcpxo/README.md), which its nccl-env-profile.sh also exports: set where no profile is
-    # installed (Vertex AI mounts the plugin without one: hosseinsarshar/dist-training-vertex nemo/job.sh).
+    # What the plugin's own nccl-env-profile.sh exports besides the NICs, LD_LIBRARY_PATH and its config files'
+    # paths (google/nccl-plugin-gpudirect-tcpxo tcpxo_scripts/nccl-env-profile.sh @ v1.0.15, commit 8c073c57, the
+    # file the installer image copies into the plugin's directory; its record: infra/shell/pinned-files.yaml), set
+    # where no profile is installed (Vertex AI mounts the plugin without one). Since v1.0.12 the default profile
+    # sets NCCL_NVLSTREE_MAX_CHUNKSIZE and no longer NCCL_ALGO or NCCL_NVLS_ENABLE; "The guest config checker will
+    # enforce that NCCL_NVLSTREE_MAX_CHUNKSIZE is set to this value and will abort any workload where it is not
+    # set. The presence of NCCL_NVLS_ENABLE or NCCL_ALGO will only be flagged as unexpected environment
+    # variables" (GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/README.md @ 685dca25, "Aug 21,
+    # 2025"), and its default guest and tuner configs expect NCCL_PROTO=Simple,LL128 (same README, the LL128
+    # release). tests/test_vertex.py holds every Vertex AI container's environment equal to the profile's exports.
     settings=(
         ("NCCL_CROSS_NIC", "0"),
-        ("NCCL_ALGO", "Ring,Tree"),
-        ("NCCL_PROTO", "Simple"),
+        ("NCCL_PROTO", "Simple,LL128"),
         ("NCCL_MIN_NCHANNELS", "4"),
+        ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "131072"),
         ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
         ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
         ("NCCL_P2P_NVL_CHUNKSIZE", "1048576"),
@@ -83,11 +90,13 @@ TCPXO = GpuDirect(
         ("NCCL_BUFFSIZE", "8388608"),
         ("NCCL_FASTRAK_USE_SNAP", "1"),
         ("NCCL_FASTRAK_USE_LLCM", "1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"),
         ("NCCL_NET_GDR_LEVEL", "PIX"),
         ("NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING", "0"),
         ("NCCL_TUNER_PLUGIN", "libnccl-tuner.so"),
         ("NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS", "600000"),
-        ("NCCL_NVLS_ENABLE", "0"),
+        ("NCCL_DEBUG", "WARN"),
+        ("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV,COLL,GRAPH"),
     ),
     # a3-megagpu-8g: the primary NIC at 00:0c, the eight GPU NICs at 06, 07, 0d, 0e, 86, 87, 8d, 8e (slot 0).
     # Ubuntu names them enp0s12 and enp6s0 ... enp142s0, as Cluster Toolkit's A3 Mega NCCL test sets them
@@ -115,7 +124,8 @@ GPU_HOSTS: dict[str, GpuHost] = {
     # plugin to the node's /home/kubernetes/bin/nvidia/lib64, mounted at /usr/local/nvidia/lib64.
     "gke": GpuHost("gke", "eth", "/usr/local/nvidia/lib64", True, "a GKE pod on Container-Optimized OS"),
     # Vertex AI attaches the NICs as eth0..eth8 and mounts the plugin at /usr/local/nvidia/lib64 without a
-    # profile (hosseinsarshar/dist-training-vertex nemo/job.sh; not in a Vertex AI document).
+    # profile (hosseinsarshar/dist-training-vertex nemo/job.sh, whose NCCL values predate plugin v1.0.12; not in a
+    # Vertex AI document, and which plugin version Vertex AI mounts is not published: docs/gpu.md).
     "vertex": GpuHost("vertex", "eth", "/usr/local/nvidia/lib64", False, "a Vertex AI custom job's container"),
     # Ubuntu accelerator images (the Slurm node image, the VMs): the plugin installer run on the host
     # (`docker run -v /var/lib:/var/lib <installer> install --install-nccl`, Slurm-GCP's
