@@ -566,3 +566,23 @@ def test_the_prologs_docker_gpus_finds_the_nvidia_container_toolkit_on_the_image
     runners = _modules(bp)["image_script"]["settings"]["runners"]
     pin = next(r for r in runners if r["destination"] == "/etc/apt/preferences.d/block-broken-nvidia-container")
     assert "Pin: version 1.17.7-1" in pin["content"], "the toolkit's example blocks the release that breaks enroot"
+
+
+@pytest.mark.parametrize("context", ["prolog_slurmd", "epilog_slurmd"])
+def test_the_prolog_and_epilog_run_to_their_end_with_the_path_slurmd_gives_them(
+    envs: dict[str, Environment], context: str
+) -> None:
+    """Finding 11: slurmd runs a prolog with no PATH (bash's default, without /snap/bin) and Ubuntu's gcloud is the
+    snap's /snap/bin/gcloud: `gcloud auth configure-docker` was `command not found` under set -e."""
+    from infra.rules import check_script
+    from infra.shell.run import run_script
+
+    script = _scripts(envs)[f"slurm/a3mega/rxdm.{context}"]
+    outcome = run_script(script)
+    assert outcome.ok, outcome.summary()
+    assert [v.line() for v in check_script(script)] == []
+    if context == "prolog_slurmd":
+        assert "gcloud auth configure-docker --quiet us-docker.pkg.dev" in outcome.calls
+        assert any(c.startswith("docker run --detach") for c in outcome.calls)
+    else:
+        assert [c for c in outcome.calls if c.startswith("docker")] == ["docker container stop rxdm-4242"]

@@ -109,6 +109,10 @@ def rxdm_prolog(slice_: Slice) -> str:
 # {direct.daemon_image.rsplit("/", 1)[-1]} (infra/catalogue/gpudirect.py).
 # Installed as the partition's prolog and epilog.
 set -euo pipefail
+# slurmd gives a prolog no PATH ("these programs do not have a search path set. Either specify fully qualified path
+# names in the program or set the PATH environment variable": https://slurm.schedmd.com/prolog_epilog.html); gcloud
+# is the snap's, in /snap/bin, on the Ubuntu 24.04 accelerator image.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin
 name="rxdm-${{SLURM_JOB_ID}}"
 if [[ "$0" == *epilog* ]]; then
   docker container stop "$name" >/dev/null 2>&1 || true
