@@ -130,8 +130,10 @@ docker run --detach --rm --name "$name" --cap-add=NET_ADMIN --network=host --pri
   --volume /dev/dmabuf_import_helper:/dev/dmabuf_import_helper \\
   --env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu \\
   {direct.daemon_image} --num_hops=2 --num_nics={direct.extra_nics} --uid= --alsologtostderr
+# grep reads the whole log (not -q): a reader that stops at the line leaves docker on a closed pipe (SIGPIPE), which
+# fails the pipeline under pipefail though the line was there.
 for _ in $(seq {RXDM_WAIT_S // 5}); do
-  docker logs "$name" 2>&1 | grep -q "Buffer manager initialization complete" && exit 0
+  docker logs "$name" 2>&1 | grep "Buffer manager initialization complete" >/dev/null && exit 0
   sleep 5
 done
 echo "the receive-data-path manager did not start within {RXDM_WAIT_S} s" >&2
