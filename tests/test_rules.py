@@ -361,6 +361,16 @@ def _ironwood_without_policy(stack: dict[str, Any]) -> None:
 
 
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    # Before the fix (issue 29): no maintenance policy, every TPU and GPU pool upgraded at any time.
+    "gke.accelerator-upgrades-in-a-window": (
+        lambda s: _cluster(s).pop("maintenance_policy"),
+        "upgrade automatically at any time: set cluster.maintenance.window",
+    ),
+    # Before the fix: the provider's default surge settings on a fixed-size slice.
+    "gke.tpu.upgrade-without-surge": (
+        lambda s: _pool(s, "train").pop("upgrade_settings"),
+        "use strategy SURGE with max_surge 0",
+    ),
     "gke.tpu.workload-policy-placement": (_ironwood_without_policy, "needs a workload policy"),
     # Before the fix: Binary Authorization enforced, its API never enabled.
     "gcp.apis-enabled-before-use": (
@@ -793,6 +803,11 @@ def _vllm_fuse(
         # ... or the user's group with group-writable modes.
         (_vllm_fuse(None, {"runAsGroup": 100}, "implicit-dirs,gid=100,file-mode=664,dir-mode=775"), None),
         (_vllm_fuse(None, {"runAsUser": 0}), None),
+        # The container's runAsUser wins over the pod's: the image's user, in the image's group 100.
+        (
+            _vllm_fuse({"runAsUser": 2000}, {"runAsUser": 1000}, "implicit-dirs,gid=100,file-mode=664,dir-mode=775"),
+            None,
+        ),
         # The image's user (catalogue: its Dockerfile's USER 1000:100) on the default root-owned mount.
         (_vllm_fuse(None, None), "uid 1000, groups [100] (image vllm-tpu (workloads/serving/Dockerfile.vllm-tpu"),
         # runAsUser 1000 said outright, without the mount options or fsGroup.

@@ -156,11 +156,12 @@ def _container_user(pod: dict[str, Any], c: dict[str, Any], registries: set[str]
     uid, gid, said = None, None, f"image {c.get('image')!r}: its user is unknown (taken as not root)"
     if image:
         uid, gid, said = image.uid, image.gid, f"image {name} ({image.source})"
-    for where, sc in (("pod", pod_sc), ("container", c_sc)):
+    for where, sc in (("container", c_sc), ("pod", pod_sc)):
         if "runAsUser" in sc:
-            if sc["runAsUser"] != uid:
-                gid = None  # another user: its primary group is the image's /etc/passwd entry's
+            if int(sc["runAsUser"]) != uid:
+                gid = None  # another user: its primary group is its entry in the image's /etc/passwd, unknown here
             uid, said = int(sc["runAsUser"]), f"{where} securityContext.runAsUser"
+            break
     group = c_sc.get("runAsGroup", pod_sc.get("runAsGroup", gid))
     groups = {
         int(g) for g in (group, pod_sc.get("fsGroup"), *(pod_sc.get("supplementalGroups") or [])) if g is not None
@@ -211,6 +212,8 @@ def _can_write(uid: int | None, groups: set[int], owner: dict[str, str]) -> bool
     subject="manifest",
 )
 def _fuse_writable(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    # Of the volumes the charts mount, only FUSE needs this: an emptyDir is created 0777 (kubernetes
+    # pkg/volume/emptydir/empty_dir.go defaultPerm), configMap, secret and projected volumes are read-only.
     registries = _registries(ctx)
     for at, _meta, spec in _pods(objects):
         volumes = {v["name"]: (i, v) for i, v in _fuse_volumes(spec) if not v["csi"].get("readOnly")}
