@@ -11,6 +11,7 @@ from infra.catalogue.accelerators import Slice, gpu_slice, lookup, tpu_slice
 from infra.catalogue.cpu_machines import CPU_MACHINES, CpuMachine
 from infra.catalogue.errors import ShapeError
 from infra.config.base import Model, Name
+from infra.config.maintenance import Maintenance
 
 # GKE: at most 1,000 nodes per node pool per zone (https://cloud.google.com/kubernetes-engine/quotas);
 # a boot disk of 10 GB to 64 TB (https://cloud.google.com/compute/docs/disks#disk-types), 20 GB the
@@ -57,6 +58,8 @@ class Cluster(Model):
     min_master_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]+(\.[0-9]+(-gke\.[0-9]+)?)?$")]
     deletion_protection: bool
     system_pool: SystemPool = SystemPool()
+    # When GKE may upgrade the control plane and the nodes (infra/config/maintenance.py); none: at any time.
+    maintenance: Maintenance | None = None
 
 
 class Capacity(Model):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from constructs import Construct
 
 from infra.bindings import google
 from infra.cdk import TerraformResourceLifecycle
+from infra.config.maintenance import Maintenance
 
 
 class GkeCluster(Construct):
@@ -38,6 +41,7 @@ class GkeCluster(Construct):
         labels: dict[str, str],
         multi_networking: bool = False,
         gateway_api: bool = False,
+        maintenance: Maintenance | None = None,
     ) -> None:
         super().__init__(scope, id_)
         cc = google("container_cluster")
@@ -80,6 +84,7 @@ class GkeCluster(Construct):
             master_auth={"client_certificate_config": {"issue_client_certificate": False}},
             release_channel={"channel": release_channel},
             min_master_version=min_master_version,
+            maintenance_policy=_maintenance_policy(maintenance),
             workload_identity_config={"workload_pool": workload_pool},
             addons_config={
                 "ray_operator_config": [
@@ -115,3 +120,23 @@ class GkeCluster(Construct):
                 ignore_changes=["node_config", "initial_node_count"],
             ),
         )
+
+
+def _maintenance_policy(maintenance: Maintenance | None) -> dict[str, Any] | None:
+    """The cluster's maintenance_policy block: the recurring window and each exclusion with its scope."""
+    if maintenance is None:
+        return None
+    window = maintenance.window
+    return {
+        "recurring_window": {"start_time": window.start, "end_time": window.end, "recurrence": window.recurrence},
+        "maintenance_exclusion": [
+            {
+                "exclusion_name": e.name,
+                "start_time": e.start,
+                "end_time": e.end,
+                "exclusion_options": {"scope": e.scope},
+            }
+            for e in maintenance.exclusions
+        ]
+        or None,
+    }

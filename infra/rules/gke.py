@@ -11,6 +11,7 @@ from infra.catalogue.accelerators import (
     TPU_ACCELERATOR_LABEL,
     TPU_RESOURCE,
     TPU_TOPOLOGY_LABEL,
+    accelerator_for_machine,
     tpu_accelerator_for_label,
     tpu_accelerator_for_machine,
     tpu_slice_for_machine,
@@ -452,3 +453,64 @@ def _dns_endpoint(stack: dict[str, Any]) -> Iterator[Finding]:
                 dns.get("allow_external_traffic"),
                 "the Kubernetes and Helm providers connect through the DNS endpoint: set it true",
             )
+
+
+DISRUPTION_DOC = f"{DOCS}/concepts/handle-disruption-gpu-tpu"
+MAINTENANCE_DOC = f"{DOCS}/concepts/maintenance-windows-and-exclusions"
+
+
+@rule(
+    id="gke.accelerator-upgrades-in-a-window",
+    system="GKE",
+    layer="pod-start",
+    summary=(
+        "A cluster with TPU or GPU node pools that upgrade automatically says when they may: a recurring "
+        "maintenance window (and exclusions for campaigns). TPU and GPU nodes do not live-migrate: an upgrade "
+        "stops what runs on them, a multi-host slice whole; without a window GKE upgrades at any time."
+    ),
+    source=f"{DISRUPTION_DOC}; {MAINTENANCE_DOC} (one recurring window per cluster, several exclusions)",
+    subject="terraform",
+)
+def _upgrade_window(stack: dict[str, Any]) -> Iterator[Finding]:
+    accelerated = [
+        where
+        for where, pool, nc in _node_pools(stack)
+        if (pool.get("management") or {}).get("auto_upgrade")
+        and accelerator_for_machine(str(nc.get("machine_type", "")))
+    ]
+    if not accelerated:
+        return
+    for _, where, cluster in _clusters(stack):
+        window = (cluster.get("maintenance_policy") or {}).get("recurring_window")
+        if not window:
+            yield Finding(
+                f"{where}.maintenance_policy.recurring_window",
+                None,
+                f"pools {', '.join(accelerated)} upgrade automatically at any time: set cluster.maintenance.window",
+            )
+
+
+@rule(
+    id="gke.tpu.upgrade-without-surge",
+    system="GKE",
+    layer="apply",
+    summary=(
+        "A TPU slice pool upgrades with max_surge 0 (strategy SURGE): a fixed-size slice has no spare capacity for "
+        "surge nodes, and BLUE_GREEN is refused with COMPACT placement."
+    ),
+    source=(
+        f"{DOCS}/concepts/node-pool-upgrade-strategies (enough capacity for the strategy); GoogleCloudPlatform/"
+        "cluster-toolkit modules/compute/gke-node-pool @ v1.95.0 (upgrade_settings default SURGE 0/1; "
+        "precondition 'Compact placement is not supported with blue-green upgrades')"
+    ),
+    subject="terraform",
+)
+def _tpu_no_surge(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool, nc in _node_pools(stack):
+        if not _is_tpu(nc):
+            continue
+        settings = pool.get("upgrade_settings") or {}
+        if settings.get("strategy") != "SURGE" or settings.get("max_surge") != 0:
+            yield Finding(f"{where}.upgrade_settings", settings or None, "use strategy SURGE with max_surge 0")
+        elif not settings.get("max_unavailable"):
+            yield Finding(f"{where}.upgrade_settings.max_unavailable", settings.get("max_unavailable"), "at least 1")

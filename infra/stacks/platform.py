@@ -126,6 +126,7 @@ class PlatformStack(TerraformStack):
             labels=env.labels,
             multi_networking=bool(env.gke_gpudirect_networks),
             gateway_api=env.inference_gateway,
+            maintenance=env.cluster.maintenance,
         )
         cluster = gke.cluster
         providers.connect(cluster)

@@ -1,0 +1,93 @@
+"""When GKE may upgrade the cluster and its nodes: a recurring maintenance window and maintenance exclusions.
+
+TPU and GPU nodes do not live-migrate: a node upgrade stops the workload on them, and a multi-host TPU slice is
+interrupted whole (https://cloud.google.com/kubernetes-engine/docs/concepts/handle-disruption-gpu-tpu). A window
+says when GKE's automatic upgrades may happen; an exclusion says when they may not
+(https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions: one recurring
+window per cluster, several exclusions). Neither governs Compute Engine's own host maintenance.
+
+The checks follow GKE's API as Cluster Toolkit v1.95.0 encodes it (modules/scheduler/gke-cluster/variables.tf
+`maintenance_exclusions`: at most three exclusions; scope NO_UPGRADES, NO_MINOR_UPGRADES or
+NO_MINOR_OR_NODE_UPGRADES) and as the pinned provider takes it: google 6.50.0's maintenance_exclusion requires an
+end_time and has no end-time behaviour (UNTIL_END_OF_SUPPORT is not expressible there). How long each scope may
+last is GKE's to refuse at apply; it is not checked here.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from infra.config.base import Model
+
+# RFC 3339 in UTC, as the API takes it (2026-01-03T02:00:00Z).
+Timestamp = Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")]
+# RFC 5545 recurrence rules of the two kinds a maintenance window is written with: every day, or on named weekdays
+# (GKE's examples: FREQ=DAILY, FREQ=WEEKLY;BYDAY=SA,SU).
+_RRULE = re.compile(r"^FREQ=(DAILY|WEEKLY;BYDAY=(MO|TU|WE|TH|FR|SA|SU)(,(MO|TU|WE|TH|FR|SA|SU))*)$")
+
+
+def _when(value: str) -> datetime:
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+
+
+class MaintenanceWindow(Model):
+    """A recurring window: its first occurrence (start, end) and how it repeats."""
+
+    start: Timestamp
+    end: Timestamp
+    recurrence: str
+
+    @field_validator("recurrence")
+    @classmethod
+    def _rrule(cls, value: str) -> str:
+        if not _RRULE.match(value):
+            raise ValueError(
+                "write FREQ=DAILY or FREQ=WEEKLY;BYDAY=<days> with days among MO, TU, WE, TH, FR, SA, SU "
+                "(RFC 5545 recurrence rules, as GKE's maintenance windows take them)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _ends_after_start(self) -> MaintenanceWindow:
+        hours = (_when(self.end) - _when(self.start)).total_seconds() / 3600
+        if hours <= 0:
+            raise ValueError(f"end {self.end} is not after start {self.start}")
+        if hours > 24:
+            raise ValueError(f"one occurrence lasts {hours:g} hours; a daily or weekly window lasts at most 24")
+        return self
+
+
+class MaintenanceExclusion(Model):
+    """A period in which GKE does not upgrade what `scope` names."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")]
+    start: Timestamp
+    end: Timestamp
+    # NO_MINOR_OR_NODE_UPGRADES: control plane patches only, no node upgrades (what keeps slices running);
+    # NO_MINOR_UPGRADES: patches of control plane and nodes; NO_UPGRADES: nothing at all.
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"]
+
+    @model_validator(mode="after")
+    def _ends_after_start(self) -> MaintenanceExclusion:
+        if _when(self.end) <= _when(self.start):
+            raise ValueError(f"end {self.end} is not after start {self.start}")
+        return self
+
+
+class Maintenance(Model):
+    """The cluster's maintenance policy."""
+
+    window: MaintenanceWindow
+    exclusions: list[MaintenanceExclusion] = Field(default_factory=list, max_length=3)
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> Maintenance:
+        names = [e.name for e in self.exclusions]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"exclusion name {name!r} is used twice")
+        return self
