@@ -361,6 +361,16 @@ def _ironwood_without_policy(stack: dict[str, Any]) -> None:
 
 
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    # Before the fix (issue 29): no maintenance policy, every TPU and GPU pool upgraded at any time.
+    "gke.accelerator-upgrades-in-a-window": (
+        lambda s: _cluster(s).pop("maintenance_policy"),
+        "upgrade automatically at any time: set cluster.maintenance.window",
+    ),
+    # Before the fix: the provider's default surge settings on a fixed-size slice.
+    "gke.tpu.upgrade-without-surge": (
+        lambda s: _pool(s, "train").pop("upgrade_settings"),
+        "use strategy SURGE with max_surge 0",
+    ),
     "gke.tpu.workload-policy-placement": (_ironwood_without_policy, "needs a workload policy"),
     # Before the fix: Binary Authorization enforced, its API never enabled.
     "gcp.apis-enabled-before-use": (
