@@ -586,3 +586,28 @@ def test_the_prolog_and_epilog_run_to_their_end_with_the_path_slurmd_gives_them(
         assert any(c.startswith("docker run --detach") for c in outcome.calls)
     else:
         assert [c for c in outcome.calls if c.startswith("docker")] == ["docker container stop rxdm-4242"]
+
+
+def test_enroot_runs_on_local_ssd_only_on_the_nodes_that_have_one(envs: dict[str, Environment]) -> None:
+    """Finding 13: the image's /etc/enroot/enroot.conf puts enroot's paths on /mnt/localssd, which only the A3 Mega
+    compute nodes mount; the login and controller machines have none. The toolkit's example removes the file there
+    (controller_startup reset_enroot.sh, login_startup_script: `rm -f /etc/enroot/enroot.conf`)."""
+    from infra.slurm.blueprint import LOCAL_SSD
+
+    modules = _modules(blueprint(envs["dev"]))
+    image = {r["destination"]: r["content"] for r in modules["image_script"]["settings"]["runners"]}
+    assert LOCAL_SSD in image["/etc/enroot/enroot.conf"]
+    compute = modules["compute_startup"]["settings"]
+    assert compute["local_ssd_filesystem"]["mountpoint"] == LOCAL_SSD
+    controller_runs = [
+        r["content"] for r in modules["controller_startup"]["settings"]["runners"] if r["type"] == "shell"
+    ]
+    login = modules["controller"]["settings"].get("login_startup_script", "")
+    for where, scripts_ in (("controller", controller_runs), ("login", [login])):
+        assert any("rm -f /etc/enroot/enroot.conf" in s for s in scripts_), (
+            f"the {where} keeps the local-SSD enroot.conf"
+        )
+    for name in ("slurm/controller_startup/reset_enroot.sh", "slurm/login/login_startup_script"):
+        from infra.shell.run import run_script
+
+        assert run_script(_scripts(envs)[name]).ok

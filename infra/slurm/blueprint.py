@@ -361,6 +361,16 @@ mkdir -p {LOCAL_SSD}/enroot && chmod 1777 {LOCAL_SSD}/enroot
     }
 
 
+# The image's /etc/enroot/enroot.conf puts enroot's paths on the compute nodes' local SSD, which the login and
+# controller machines do not have: there, as in Cluster Toolkit's A3 Mega example (controller_startup runner
+# reset_enroot.sh and the controller's login_startup_script @ v1.95.0), the file goes and enroot keeps its defaults.
+RESET_ENROOT = """#!/bin/bash
+# No local SSD on this node: enroot back to its defaults (files under $HOME, runtime under /run).
+set -euo pipefail
+rm -f /etc/enroot/enroot.conf
+"""
+
+
 def _controller_startup(env: Environment) -> dict[str, Any]:
     """The controller at boot: each GPUDirect partition's prolog and epilog, and the cluster's batch jobs."""
     assert env.slurm is not None
@@ -380,6 +390,7 @@ def _controller_startup(env: Environment) -> dict[str, Any]:
         runners.append(_runner("data", f"{slurm_jobs.JOBS_DIR}/{file_name}", content))
     install = "\n".join(["#!/bin/bash", "set -euo pipefail", *links, f"chmod -R a+rX {slurm_jobs.PLATFORM_DIR}"])
     runners.append(_runner("shell", "install_platform_scripts.sh", install + "\n"))
+    runners.append(_runner("shell", "reset_enroot.sh", RESET_ENROOT))
     return {
         "id": "controller_startup",
         "source": "modules/scripts/startup-script",
@@ -495,6 +506,7 @@ def blueprint(env: Environment) -> dict[str, Any]:
                             "enable_external_prolog_epilog": True,
                             "slurm_conf_tpl": LONG_PROLOG_TEMPLATE,
                             "controller_startup_script": "$(controller_startup.startup_script)",
+                            "login_startup_script": literal(RESET_ENROOT),
                             "service_account_email": controller_service_account(env),
                             "service_account_scopes": CLOUD_PLATFORM,
                             "tags": [node_tag(env)],
