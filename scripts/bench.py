@@ -5,7 +5,8 @@ synth:  synth wall time and peak memory against the stock provider import
         `import cdktf_cdktf_provider_google` alone); median of --repeat runs.
 canary: the canary's steady-state step time through JaxTrainer against a plain
         JAX loop on the same machine and mesh (1 process x 4 CPU devices;
-        target ratio plain / JaxTrainer >= 0.95), and its tokens/s, plus the
+        target ratio of the medians plain / JaxTrainer >= 0.95), each side
+        --repeat times interleaved, min / median / max, and tokens/s, plus the
         2-worker x 2-device process group that `make train-local` uses.
 server: the canary server on a freshly trained checkpoint: requests/s and
         p50/p99 latency at a steady concurrency, then a burst 4x the queue
@@ -76,7 +77,9 @@ def _summary(command: list[str], env: dict[str, str]) -> dict[str, float]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def bench_canary(steps: int) -> None:
+def bench_canary(steps: int, repeat: int = 3) -> None:
+    """Plain JAX against JaxTrainer, each run `repeat` times, interleaved (plain, trainer, plain, ...) so a change
+    of the machine's load touches both sides alike; min / median / max of the steady-state step time."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "RAY_USAGE_STATS_ENABLED": "0"}
     local = [
         sys.executable,
@@ -88,23 +91,37 @@ def bench_canary(steps: int) -> None:
         "--checkpoint-every",
         str(steps),
     ]
+    runs: dict[str, list[dict[str, float]]] = {"plain": [], "one": [], "two": []}
     with tempfile.TemporaryDirectory() as tmp:
-        plain = _summary(
-            [sys.executable, "-c", PLAIN_LOOP, f"{tmp}/plain", str(steps)],
-            {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
-        )
-        one = _summary([*local, "--workers", "1", "--devices-per-worker", "4", "--checkpoint-dir", f"{tmp}/one"], env)
-        two = _summary([*local, "--workers", "2", "--devices-per-worker", "2", "--checkpoint-dir", f"{tmp}/two"], env)
-    print(f"{'canary, mesh data 1 x fsdp 2 x tensor 2':<45} {'step ms (median)':>16} {'tokens/s':>10}")
-    for name, run in (
-        ("plain JAX loop, 1 process x 4 devices", plain),
-        ("JaxTrainer, 1 worker x 4 devices", one),
-        ("JaxTrainer, 2 workers x 2 devices (gloo)", two),
+        for i in range(repeat):
+            runs["plain"].append(
+                _summary(
+                    [sys.executable, "-c", PLAIN_LOOP, f"{tmp}/plain{i}", str(steps)],
+                    {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+                )
+            )
+            one = [*local, "--workers", "1", "--devices-per-worker", "4", "--checkpoint-dir", f"{tmp}/one{i}"]
+            runs["one"].append(_summary(one, env))
+        two = [*local, "--workers", "2", "--devices-per-worker", "2", "--checkpoint-dir", f"{tmp}/two"]
+        runs["two"].append(_summary(two, env))
+    print(f"{'canary, mesh data 1 x fsdp 2 x tensor 2':<45} {'step ms min / median / max':>28} {'tokens/s':>10}")
+    for key, name in (
+        ("plain", "plain JAX loop, 1 process x 4 devices"),
+        ("one", "JaxTrainer, 1 worker x 4 devices"),
+        ("two", "JaxTrainer, 2 workers x 2 devices (gloo)"),
     ):
-        print(f"{name:<45} {run['step_time_s'] * 1000:>16.1f} {run['tokens_per_s']:>10.0f}")
-    ratio = plain["step_time_s"] / one["step_time_s"]
+        steps_ms = sorted(r["step_time_s"] * 1000 for r in runs[key])
+        spread = f"{steps_ms[0]:.1f} / {statistics.median(steps_ms):.1f} / {steps_ms[-1]:.1f}"
+        tokens = statistics.median(r["tokens_per_s"] for r in runs[key])
+        print(f"{name:<45} {spread:>28} {tokens:>10.0f}")
+    plain = statistics.median(r["step_time_s"] for r in runs["plain"])
+    trainer = statistics.median(r["step_time_s"] for r in runs["one"])
+    ratio = plain / trainer
     verdict = "met" if ratio >= 0.95 else "MISSED"
-    print(f"plain / JaxTrainer step time = {ratio:.3f} (target >= 0.95: {verdict}); {steps} steps, first excluded")
+    print(
+        f"plain / JaxTrainer step time (medians of {repeat}) = {ratio:.3f} (target >= 0.95: {verdict}); "
+        f"{steps} steps, first excluded"
+    )
 
 
 SERVER_CHECKPOINT = """
@@ -250,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="2,8,32", help="plan: how many environments, comma-separated")
     args = parser.parse_args(argv)
     if args.which in ("canary", "all"):
-        bench_canary(args.steps)
+        bench_canary(args.steps, args.repeat)
     if args.which in ("server", "all"):
         bench_server()
     if args.which in ("vllm", "all"):
