@@ -36,6 +36,8 @@ def steps(staging: Path, base: Path | None) -> list[Step]:
         # The Vertex AI jobs' requests and the VM groups' bulkInsert requests, held to the client libraries' types.
         ("vertex", [py, "-m", "infra.vertex", "write", str(staging)], {}),
         ("vms", [py, "-m", "infra.vms", "write", str(staging)], {}),
+        # Every generated shell script: ShellCheck, bash -euo pipefail against its host's facts, the host rules.
+        ("scripts", [py, "-m", "infra.shell", "check", str(staging)], {}),
         ("review", review, {}),  # its paths name the staging copy; the final ones are printed at the end
     ]
 

@@ -42,9 +42,10 @@ def test_a_plan_whose_steps_all_pass_replaces_the_previous_one(tmp_path: Path) -
     assert not (tmp_path / "cdktf.out.failed").exists() and not staging.exists()
 
 
-def test_make_plan_runs_synth_policy_rules_slurm_vertex_vms_and_review_into_the_staging_copy(tmp_path: Path) -> None:
+def test_make_plan_runs_every_step_into_the_staging_copy(tmp_path: Path) -> None:
     staging = tmp_path / "cdktf.out.next"
     planned = steps(staging, base=None)
-    assert [name for name, _, _ in planned] == ["synth", "policy", "rules", "slurm", "vertex", "vms", "review"]
+    names = [name for name, _, _ in planned]
+    assert names == ["synth", "policy", "rules", "slurm", "vertex", "vms", "scripts", "review"]
     assert planned[0][2] == {"CDKTF_OUTDIR": str(staging)}
     assert all(str(staging) in " ".join(argv) for _, argv, _ in planned[1:])

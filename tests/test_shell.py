@@ -228,3 +228,96 @@ def test_what_lifts_a_hosts_fact_is_accepted(monkeypatch: pytest.MonkeyPatch) ->
         image_commands=frozenset({"docker", "nvidia-container-runtime-hook"}),
     )
     assert RULES["host.docker-gpus-needs-toolkit"].run(toolkit) == []
+
+
+# --- make plan's scripts step: every script of every environment, and bad edits refused ------------------------------
+
+
+def test_make_plan_runs_the_scripts_step(tmp_path: Path) -> None:
+    from scripts.plan import steps
+
+    (scripts_step,) = [argv for name, argv, _ in steps(tmp_path, base=None) if name == "scripts"]
+    assert scripts_step[1:] == ["-m", "infra.shell", "check", str(tmp_path)]
+
+
+@pytest.mark.parametrize("name", ["dev", "prod"])
+def test_every_generated_script_runs_and_keeps_its_hosts_facts(envs: dict[str, Environment], name: str) -> None:
+    from infra.shell.__main__ import check
+
+    scripts = generated_scripts(envs[name])
+    failures, used, rules = check(scripts)
+    assert failures == [] and rules == 5, "\n".join(failures)
+    assert set(used) == {PROFILE_KEY}
+
+
+def _plan_scripts_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """make plan's scripts step (`python -m infra.shell check <staging>`), in this process so a test can edit what
+    generates the scripts; only the Slurm scripts (other packages' scripts are theirs to test)."""
+    from infra.shell.__main__ import main
+
+    code = main(["check", str(tmp_path)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def slurm_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra.shell import slurm
+
+    monkeypatch.setattr("infra.shell.generated_scripts", lambda env: slurm.scripts(env) if env.slurm else [])
+    monkeypatch.setattr("infra.shell.__main__.generated_scripts", lambda env: slurm.scripts(env) if env.slurm else [])
+
+
+def test_the_scripts_step_passes_the_shipped_slurm_scripts_and_says_which_profile_it_used(
+    slurm_only: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _plan_scripts_step(tmp_path, capsys)
+    assert code == 0, err
+    assert "generated scripts run and checked (ShellCheck, bash -euo pipefail, host facts: 5 host rules)" in out
+    assert f"scripts: pinned file {PROFILE_KEY} (google/nccl-plugin-gpudirect-tcpxo @ v1.0.15" in out
+    assert (tmp_path / "scripts" / "dev" / "slurm" / "jobs" / "train.sbatch").is_file()
+
+
+def test_a_prolog_that_calls_a_command_not_on_its_path_is_refused_by_the_plan(
+    slurm_only: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Class "host and OS facts": the prolog without its PATH line (as main had it)."""
+    from infra.slurm import blueprint
+
+    real = blueprint.rxdm_prolog
+    monkeypatch.setattr(
+        blueprint,
+        "rxdm_prolog",
+        lambda slice_: "\n".join(x for x in real(slice_).split("\n") if "export PATH=" not in x),
+    )
+    code, _, err = _plan_scripts_step(tmp_path, capsys)
+    assert code == 1
+    assert (
+        "dev: slurm/a3mega/rxdm.prolog_slurmd: exit 127 under bash -euo pipefail on host ubuntu-2404-slurm-prolog"
+        in err
+    )
+    assert "gcloud: command not found" in err
+    assert "dev: slurm/a3mega/rxdm.prolog_slurmd:" in err and "gcloud is in /snap/bin, not on the PATH" in err
+    assert "rule host.command-on-path" in err and "https://slurm.schedmd.com/prolog_epilog.html" in err
+
+
+def test_a_job_that_sources_the_profile_before_its_variables_is_refused_by_the_plan(
+    slurm_only: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Class "every generated shell script runs": the batch jobs as main had them (profile first)."""
+    monkeypatch.setattr("infra.slurm.jobs.PROFILE_ENV", {})
+    code, _, err = _plan_scripts_step(tmp_path, capsys)
+    assert code == 1
+    assert "dev: slurm/jobs/train.sbatch: exit 1 under bash -euo pipefail on host ubuntu-2404-slurm-job" in err
+    assert "NCCL_LIB_DIR: Must set NCCL_LIB_DIR" in err
+
+
+def test_an_image_that_keeps_the_userns_restriction_is_refused_by_the_plan(
+    slurm_only: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Class "host and OS facts": containers on Ubuntu 24.04 without the image's sysctl (as main had it)."""
+    monkeypatch.setattr("infra.shell.slurm.lifts_userns", lambda texts: False)
+    code, _, err = _plan_scripts_step(tmp_path, capsys)
+    assert code == 1
+    assert "dev: slurm/jobs/nccl-test.sbatch:" in err and "unprivileged user namespaces are restricted there" in err
+    assert "rule host.containers-need-userns" in err and "Required for enroot/pyxis to work" in err

@@ -198,7 +198,8 @@ def commands(text: str, path: tuple[str, ...], home: str) -> list[Command]:
             rest = words[1:]
             while rest and (rest[0].startswith("-") or _ASSIGNMENT.match(rest[0]) or rest[0].isdigit()):
                 rest = rest[1:]
-            found.append(Command(line_no, (words[0],), state.path, state.home))
+            if words[0] not in BUILTINS:
+                found.append(Command(line_no, (words[0],), state.path, state.home))
             words = rest
         if not words:
             return

@@ -9,10 +9,12 @@ is the host's PATH under `root`: a command that is not on the PATH the host give
 fails here as it would there (`command not found`, exit 127).
 
 A command of the image is one of:
-- a stand-in (STANDINS): cloud and host commands (gcloud, docker, srun, apt-get, mount, sysctl, systemctl, ...),
-  which log their arguments and do the little the scripts after them rely on (docker's installer writes the TCPXO
-  profile, `docker logs` reports the daemon up, srun prints an nccl-tests table);
-- this machine's own command (coreutils, grep, sed, awk, ...), run on the paths under `root`.
+- this machine's own command, for text and file tools only (PASSTHROUGH: coreutils, grep, sed, awk, ...), run on the
+  paths under `root`;
+- a stand-in for every other one: cloud and host commands (gcloud, docker, srun, apt-get, mount, sysctl, systemctl,
+  ...), interpreters and services, which log their arguments and do the little the scripts after them rely on
+  (STANDINS: docker's installer writes the TCPXO profile, `docker logs` reports the daemon up, srun prints an
+  nccl-tests table).
 Pinned upstream files a script sources are the real ones where fetched (`infra.shell.pinned`), else stand-ins made
 from their records; the outcome says which.
 """
@@ -66,7 +68,9 @@ esac; done""",
     "enroot": "",
     "nvidia-smi": "",
     "nvidia-ctk": "",
-    "mount": "",
+    # A bind mount shows its source's files at the target: copied here (both are paths under the script's root).
+    "mount": """
+if [ "${1:-}" = --bind ] && [ -d "${2:-}" ] && [ "$2" != "${3:-}" ]; then mkdir -p "$3" && cp -R "$2/." "$3/"; fi""",
     "umount": "",
     "sysctl": "",
     "modprobe": "",
@@ -93,7 +97,11 @@ fi""",
     "curl": "",
     "wget": "",
     "git": "",
-    "lspci": "",
+    # An A3 Mega's eight TCPXO aperture devices (PCI 1ae0:0084), as `lspci -nn -D` lists them.
+    "lspci": """
+for bus in 06 07 0d 0e 86 87 8d 8e; do
+  echo "0000:$bus:00.1 Unassigned class [ff00]: Google, Inc. Device [1ae0:0084]"
+done""",
     "snap": "",
     "sudo": 'exec "$@"',
     "runuser": "",
@@ -107,6 +115,17 @@ fi""",
     "toolbox": "",
     "cos-extensions": "",
 }
+
+
+# This machine's own commands a script may run for real (on paths under its root): text and file tools only.
+# Every other command of the image is a logging stand-in, so nothing a script runs can change this machine beyond
+# its root (no service, systemctl, chown to other users, package managers or interpreters).
+_PASSTHROUGH = """
+    cat cp mv rm ln mkdir rmdir chmod ls grep egrep fgrep sed awk mawk gawk tee touch mktemp seq echo printf test true
+    false head tail cut tr xargs find sort uniq wc env dirname basename date stat realpath readlink tar gzip gunzip sh
+    bash dash nproc uname base64 sha256sum md5sum diff cmp comm paste expr od id whoami getent
+"""
+PASSTHROUGH = frozenset(_PASSTHROUGH.split())
 
 
 @dataclass
@@ -128,8 +147,20 @@ class Outcome:
         return f"{self.script.label} (host {self.script.host}): exit {self.returncode}\n{tail}"
 
 
-def rooted(text: str, root: Path) -> str:
+def _pattern(tops: frozenset[str]) -> re.Pattern[str]:
+    names = "|".join(sorted({*TOP.split("|"), *tops}, key=len, reverse=True))
+    return re.compile(rf"(?:(?<=[:=])|(?<![\w.~/$}}:=-])(?<!\w\")(?<!}}\"))/(?=(?:{names})(?:/|\b))")
+
+
+def tops_of(script: GeneratedScript) -> frozenset[str]:
+    """The top directories of the script's host and files besides TOP (e.g. /scripts of an image)."""
+    paths = [*HOSTS[script.host].dirs, *(path for path, _ in script.files)]
+    return frozenset(p.strip("/").split("/", 1)[0] for p in paths if p.startswith("/") and p.strip("/"))
+
+
+def rooted(text: str, root: Path, tops: frozenset[str] = frozenset()) -> str:
     """`text` with every absolute path of the host read under `root` (a shebang line is left as it is)."""
+    absolute = _pattern(tops) if tops else _ABSOLUTE
     lines = text.split("\n")
     start = 1 if lines and lines[0].startswith("#!") else 0
     mark = "\x00KEEP{}\x00"
@@ -137,7 +168,7 @@ def rooted(text: str, root: Path) -> str:
     for line in lines[start:]:
         for i, keep in enumerate(KEEP):
             line = line.replace(keep, mark.format(i))
-        line = _ABSOLUTE.sub(f"{root}/", line)
+        line = absolute.sub(f"{root}/", line)
         for i, keep in enumerate(KEEP):
             line = line.replace(mark.format(i), keep)
         out.append(line)
@@ -191,13 +222,10 @@ def build_root(script: GeneratedScript, root: Path) -> tuple[dict[str, str], Pat
     for command, directory in image_commands(script, host).items():
         target = _under(root, directory) / command
         real = shutil.which(command)
-        if command in STANDINS or real is None or command in ("bash", "sh"):
-            if command in ("bash", "sh", "dash") and real:
-                _passthrough(target, real)
-            else:
-                _shim(target, command, STANDINS.get(command, ""), log, root, pinned_dir)
-        else:
+        if command in PASSTHROUGH and command not in STANDINS and real is not None:
             _passthrough(target, real)
+        else:
+            _shim(target, command, STANDINS.get(command, ""), log, root, pinned_dir)
     for path, value in script.files:
         target = _under(root, path)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +233,7 @@ def build_root(script: GeneratedScript, root: Path) -> tuple[dict[str, str], Pat
             shutil.copyfile(pinned_dir / value.key, target)
         else:
             executable = value.startswith("#!") or path.endswith(".sh")
-            target.write_text(rooted(value, root) if executable else value)
+            target.write_text(rooted(value, root, tops_of(script)) if executable else value)
     if host.userns_restricted:
         # The sysctl's file exists on Ubuntu 23.10 and later, set to 1 (infra/catalogue/hosts.py, UBUNTU_USERNS).
         knob = _under(root, "/proc/sys/kernel/" + USERNS_SYSCTL.removeprefix("kernel."))
@@ -225,7 +253,7 @@ def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
         home = runtime.get("HOME", "/root")
         path = ":".join(d if d == "." else str(_under(root, d)) for d in host.path)
         env = {
-            **{k: rooted(v, root) if v.startswith("/") else v for k, v in runtime.items()},
+            **{k: rooted(v, root, tops_of(script)) if v.startswith("/") else v for k, v in runtime.items()},
             "PATH": path,
             "HOME": str(_under(root, home)),
             "TMPDIR": str(_under(root, "/tmp")),
@@ -234,7 +262,7 @@ def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
         cwd = _under(root, home)
         cwd.mkdir(parents=True, exist_ok=True)
         file = Path(tmp) / script.name.rsplit("/", 1)[-1]
-        file.write_text(rooted(script.text, root))
+        file.write_text(rooted(script.text, root, tops_of(script)))
         bash = shutil.which("bash") or "/bin/bash"
         process = subprocess.Popen(
             [bash, "-euo", "pipefail", str(file)],
