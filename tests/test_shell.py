@@ -321,3 +321,31 @@ def test_an_image_that_keeps_the_userns_restriction_is_refused_by_the_plan(
     assert code == 1
     assert "dev: slurm/jobs/nccl-test.sbatch:" in err and "unprivileged user namespaces are restricted there" in err
     assert "rule host.containers-need-userns" in err and "Required for enroot/pyxis to work" in err
+
+
+def test_the_command_reader_follows_path_substitutions_heredocs_and_wrappers() -> None:
+    from infra.shell.commands import commands
+
+    text = """#!/bin/bash
+set -euo pipefail
+helper() { echo hi; }
+cat > /usr/local/bin/x.sh <<'END'
+gcloud inside-a-heredoc
+END
+for _ in $(seq 3); do [ -n "$(ls -A /dev/x 2>/dev/null)" ] && break; done
+export PATH="$PATH:/snap/bin"
+sudo -E gcloud auth list 2>&1 | grep -q x || true
+helper
+exec python3 -m app
+"""
+    found = [(c.line, c.name, c.path[-1]) for c in commands(text, ("/usr/bin",), "/root")]
+    assert found == [
+        (4, "cat", "/usr/bin"),
+        (7, "seq", "/usr/bin"),
+        (7, "ls", "/usr/bin"),
+        (9, "sudo", "/snap/bin"),
+        (9, "gcloud", "/snap/bin"),
+        (9, "grep", "/snap/bin"),
+        (11, "python3", "/snap/bin"),
+    ]
+    assert commands(text, ("/usr/bin",), "/root")[0].redirects == ("/usr/local/bin/x.sh",)
