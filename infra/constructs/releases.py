@@ -26,6 +26,10 @@ def chart_path(name: str) -> str:
     return f"../../../workloads/charts/{name}"
 
 
+# The controllers' Helm post-renderer (infra/crd_postrender.py), as Terraform sees it, like chart_path.
+CRD_POSTRENDER = "../../../scripts/crd-postrender"
+
+
 def ray_training_values(env: Environment) -> dict[str, Any]:
     """Values of the ray-training chart: every number from the slice, every name from the config."""
     training = env.training
@@ -202,7 +206,13 @@ def without_nulls(values: Any) -> Any:
 
 
 class ControllerRelease(Construct):
-    """An upstream controller's chart from its OCI registry, at the environment's pinned version."""
+    """An upstream controller's chart from its OCI registry, at the environment's pinned version.
+
+    Its CRDs are the platform's, not left to where the chart keeps them: `skip_crds` leaves the chart's crds/ to
+    the post-renderer, which adds the version's pinned files to the release (installed and upgraded with it) and
+    marks every CRD `helm.sh/resource-policy: keep` (left on uninstall and when an upgrade no longer renders
+    it): infra/crd_postrender.py, infra/catalogue/controller_crds.py.
+    """
 
     def __init__(self, scope: Construct, id_: str, *, version: str, depends_on: list[Any]) -> None:
         super().__init__(scope, id_)
@@ -219,6 +229,8 @@ class ControllerRelease(Construct):
             atomic=True,
             wait=True,
             timeout=900,
+            skip_crds=True,
+            postrender={"binary_path": CRD_POSTRENDER, "args": ["render", id_, version]},
             depends_on=depends_on,
         )
 

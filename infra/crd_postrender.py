@@ -1,0 +1,161 @@
+"""The controllers' Helm post-renderer: their CRDs installed and upgraded from the pinned files, kept on uninstall.
+
+  python -m infra.crd_postrender render <controller> <version>   < rendered manifests  > manifests
+  python -m infra.crd_postrender fetch <controller> <version> ...  fetch the pinned crds/ files (all or nothing)
+
+Helm (helm_release's `postrender`, scripts/crd-postrender) pipes every rendered template of the release through
+`render`; CRDs under a chart's crds/ are never in that stream, and the release sets `skip_crds` so that Helm
+does not install them on its own either. `render`:
+- marks every CRD the chart's templates rendered `helm.sh/resource-policy: keep` (Helm then leaves it on
+  uninstall, and when an upgrade's manifest no longer has it), after checking it is one of the version's
+  pinned CRDs;
+- adds the version's pinned crds/ files (infra/catalogue/controller_crds.py), each checked against its sha256,
+  marked keep too: they become part of the release, so Helm creates them on install and updates them on every
+  upgrade (crds/ alone is applied on the first install only);
+- passes every other object through byte for byte.
+It refuses (exit 1, Helm stops the install or upgrade before it changes anything) a CRD that is not pinned for
+the version, a pinned template CRD the chart did not render, and a missing or altered file.
+
+The fetched files live in .cache/controller-crds/<controller>-<version>/ (PLATFORM_CONTROLLER_CRDS overrides the
+parent directory); `make deploy` fetches them before it applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.catalogue.controller_crds import KEEP_ANNOTATION, CrdSet, crd_set
+
+REPO = Path(__file__).resolve().parents[1]
+PIN_FILE = REPO / "infra" / "catalogue" / "controller_crds.py"
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_CRD = re.compile(r"^kind:[ \t]*CustomResourceDefinition[ \t]*$", re.MULTILINE)
+
+
+class PostRenderError(Exception):
+    """Why the post-renderer refuses a release's manifests."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("PLATFORM_CONTROLLER_CRDS") or REPO / ".cache" / "controller-crds")
+
+
+def _keep(doc: dict[str, Any]) -> dict[str, Any]:
+    metadata = doc.setdefault("metadata", {})
+    annotations = metadata.get("annotations") or {}
+    annotations[KEEP_ANNOTATION[0]] = KEEP_ANNOTATION[1]
+    metadata["annotations"] = annotations
+    return doc
+
+
+def _dump(doc: dict[str, Any], source: str) -> str:
+    return f"# Source: {source}\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1 << 16)
+
+
+def pinned_file(crds: CrdSet, name: str, root: Path | None = None) -> bytes:
+    """The text of one pinned crds/ file, checked against its sha256."""
+    crd = next(f for f in crds.injected if f.name == name)
+    path = (root or cache_root()) / crds.directory / crd.file_name
+    if not path.is_file():
+        raise PostRenderError(
+            f"{path}: missing; the pinned CRDs of {crds.controller} {crds.version} are fetched by `make deploy` "
+            f"(python -m infra.crd_postrender fetch {crds.controller} {crds.version})"
+        )
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != crd.sha256:
+        raise PostRenderError(f"{path}: sha256 {digest} is not the pinned {crd.sha256} ({PIN_FILE})")
+    return data
+
+
+def render(manifests: str, controller: str, version: str, root: Path | None = None) -> str:
+    """The release's manifests with its CRDs marked keep and the pinned crds/ files added."""
+    crds = crd_set(controller, version)
+    if crds is None:
+        raise PostRenderError(f"{controller} {version}: no pinned CRD set ({PIN_FILE})")
+    pinned_templates = {f.name for f in crds.templated}
+    injected = {f.name for f in crds.injected}
+    rendered: set[str] = set()
+    out: list[str] = []
+    for chunk in _SEPARATOR.split(manifests):
+        if not chunk.strip():
+            continue
+        if not _CRD.search(chunk):
+            out.append(chunk.strip("\n") + "\n")
+            continue
+        doc = yaml.load(chunk, Loader=_Loader)
+        name = str((doc.get("metadata") or {}).get("name"))
+        if name in injected:
+            raise PostRenderError(
+                f"{controller} {version}: the chart's templates render {name}, pinned as a crds/ file"
+            )
+        if name not in pinned_templates:
+            raise PostRenderError(
+                f"{controller} {version}: the chart renders the CRD {name}, which is not pinned for this version "
+                f"({PIN_FILE})"
+            )
+        rendered.add(name)
+        source = next((line[len("# Source: ") :] for line in chunk.splitlines() if line.startswith("# Source: ")), name)
+        out.append(_dump(_keep(doc), source))
+    missing = sorted(pinned_templates - rendered)
+    if missing:
+        raise PostRenderError(
+            f"{controller} {version}: the chart did not render the pinned CRDs {', '.join(missing)} ({PIN_FILE})"
+        )
+    for crd in crds.injected:
+        doc = yaml.load(pinned_file(crds, crd.name, root), Loader=_Loader)
+        out.append(_dump(_keep(doc), f"{controller}/crds/{crd.file_name} (pinned at {crds.tag})"))
+    return "".join(f"---\n{chunk}" for chunk in out)
+
+
+def fetch(controller: str, version: str, root: Path | None = None) -> Path:
+    """Fetch the pinned crds/ files of one controller version unless they are all there already."""
+    from workloads import pinned_files
+
+    crds = crd_set(controller, version)
+    if crds is None:
+        raise PostRenderError(f"{controller} {version}: no pinned CRD set ({PIN_FILE})")
+    target = (root or cache_root()) / crds.directory
+    if crds.injected and pinned_files.problems(target, crds.pins()):
+        pinned_files.fetch(target, crds.sources(), PIN_FILE)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.crd_postrender", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=["render", "fetch"])
+    parser.add_argument("pairs", nargs="+", metavar="CONTROLLER VERSION")
+    args = parser.parse_args(argv)
+    if len(args.pairs) % 2:
+        parser.error("give a version after each controller")
+    pairs = list(zip(args.pairs[::2], args.pairs[1::2], strict=True))
+    try:
+        if args.action == "render":
+            if len(pairs) != 1:
+                parser.error("render takes one controller and its version")
+            sys.stdout.write(render(sys.stdin.read(), *pairs[0]))
+        else:
+            for controller, version in pairs:
+                print(f"{controller} {version}: pinned CRDs in {fetch(controller, version)}")
+    except PostRenderError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as err:
+        print(f"error: fetching the pinned CRDs: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

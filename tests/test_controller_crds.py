@@ -1,0 +1,319 @@
+"""The controllers' CRDs: pinned per version at the release tag, installed and upgraded with the release by the
+post-renderer, kept on uninstall and when an upgrade no longer renders them (issue 29, finding 1).
+
+Nothing here reaches a cluster. What Helm does is modelled from its documentation
+(https://helm.sh/docs/chart_best_practices/custom_resource_definitions/: crds/ is applied on install only, never
+upgraded or deleted; https://helm.sh/docs/howto/charts_tips_and_tricks/#tell-helm-not-to-uninstall-a-resource:
+`helm.sh/resource-policy: keep`; helm/helm#8163: an upgrade deletes what the old manifest had and the new one
+lacks, unless the live object is marked keep). The charts are rendered by Helm's own engine (helm_python) from
+the upstream repositories at their tags where a copy of them is on this machine (PLATFORM_UPSTREAM_MIRRORS,
+bare git directories as `fetch` leaves them); those tests are skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.catalogue.controller_crds import CRD_SETS, KEEP_ANNOTATION, REPOSITORIES, crd_changes, crd_set
+from infra.catalogue.controllers import CONTROLLERS
+from infra.crd_postrender import PostRenderError, render
+from tests.conftest import REPO, of_type
+
+MIRRORS = Path(os.environ.get("PLATFORM_UPSTREAM_MIRRORS", "/work/.mirror"))
+
+
+def _mirror(controller: str) -> Path:
+    path = MIRRORS / REPOSITORIES[controller].replace("/", "+") / "repo"
+    if not (path / "HEAD").exists():
+        pytest.skip(f"no copy of {REPOSITORIES[controller]} under {MIRRORS}")
+    return path
+
+
+def _git(repo: Path, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True).stdout
+
+
+def _chart(controller: str, version: str, tmp: Path) -> Path:
+    """The chart directory at the version's tag, extracted from the repository."""
+    repo = _mirror(controller)
+    out = tmp / f"{controller}-{version}"
+    out.mkdir()
+    archive = _git(repo, "archive", f"v{version}", f"charts/{controller}")
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out / "charts" / controller
+
+
+def _rendered(chart: Path, name: str, namespace: str) -> str:
+    """The release's manifests as Helm hands them to a post-renderer: every template, crds/ not included."""
+    import helm_python as helm
+
+    manifests = helm.Chart.load(chart).render({}, name=name, namespace=namespace, is_install=True)
+    return "".join(
+        f"---\n# Source: {path}\n{text}\n"
+        for path, text in sorted(manifests.items())
+        if path.endswith((".yaml", ".yml")) and text.strip()
+    )
+
+
+def _pinned_cache(controller: str, version: str, tmp: Path) -> Path:
+    """A cache directory holding the version's pinned crds/ files, as `fetch` leaves them (from the repository)."""
+    crds = crd_set(controller, version)
+    assert crds is not None
+    root = tmp / "cache"
+    target = root / crds.directory
+    target.mkdir(parents=True, exist_ok=True)
+    for crd in crds.injected:
+        (target / crd.file_name).write_bytes(_git(_mirror(controller), "show", f"{crds.tag}:{crd.path}"))
+    return root
+
+
+def _objects(manifests: str) -> dict[tuple[str, str], dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(manifests) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def _crds(manifests: str) -> dict[str, dict[str, Any]]:
+    return {name: d for (kind, name), d in _objects(manifests).items() if kind == "CustomResourceDefinition"}
+
+
+def _kept(doc: dict[str, Any]) -> bool:
+    return (doc["metadata"].get("annotations") or {}).get(KEEP_ANNOTATION[0]) == KEEP_ANNOTATION[1]
+
+
+class Helm:
+    """The CRDs in a cluster as Helm leaves them, by its documented rules (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.crds: dict[str, dict[str, Any]] = {}
+        self.manifest = ""
+
+    def install(self, manifests: str, crds_dir: list[dict[str, Any]], *, skip_crds: bool) -> None:
+        if not skip_crds:
+            for doc in crds_dir:  # created if absent, never touched again
+                self.crds.setdefault(doc["metadata"]["name"], doc)
+        self.crds.update(_crds(manifests))
+        self.manifest = manifests
+
+    def upgrade(self, manifests: str) -> None:
+        old, new = _crds(self.manifest), _crds(manifests)
+        for name in old.keys() - new.keys():
+            if name in self.crds and not _kept(self.crds[name]):
+                del self.crds[name]  # and with it every object of its kind
+        self.crds.update(new)
+        self.manifest = manifests
+
+    def uninstall(self) -> None:
+        for name, doc in _crds(self.manifest).items():
+            if not _kept(doc):
+                self.crds.pop(name, None)
+        self.manifest = ""
+
+
+def _crds_dir(chart: Path) -> list[dict[str, Any]]:
+    return [yaml.safe_load(p.read_text()) for p in sorted((chart / "crds").glob("*.yaml"))]
+
+
+# --- the pins --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(CRD_SETS))
+def test_each_pinned_crd_set_is_the_charts_at_its_tag(key: tuple[str, str]) -> None:
+    crds = CRD_SETS[key]
+    repo = _mirror(crds.controller)
+    chart = f"charts/{crds.controller}"
+    at_tag = {
+        p
+        for p in _git(repo, "ls-tree", "-r", "--name-only", crds.tag, chart).decode().split()
+        if p.startswith((f"{chart}/crds/", f"{chart}/templates/crd"))
+    }
+    assert {f.path for f in crds.files} == at_tag, "every CRD file of the chart at the tag, and no other"
+    for crd in crds.files:
+        text = _git(repo, "show", f"{crds.tag}:{crd.path}")
+        assert hashlib.sha256(text).hexdigest() == crd.sha256, crd.path
+        assert f"\n  name: {crd.name}\n".encode() in text, crd.path
+    assert crds.url(crds.files[0]).startswith(f"https://raw.githubusercontent.com/{REPOSITORIES[crds.controller]}/v")
+
+
+def test_every_version_an_environment_may_install_has_its_crds_pinned() -> None:
+    for name, controller in CONTROLLERS.items():
+        for version in controller.versions:
+            crds = crd_set(name, version)
+            assert crds is not None, f"{name} {version}"
+            assert all(f.name.endswith(f".{controller.api_group}") for f in crds.files)
+
+
+def test_a_bump_says_what_it_does_to_the_crds() -> None:
+    (line,) = crd_changes("lws", "0.7.0", "0.8.0")
+    assert line.startswith("leaderworkersets.leaderworkerset.x-k8s.io: moves from templates/ to crds/")
+    assert "helm/helm#8163" in line and "its file changes (sha256 507e167ae5c2 -> 988424a32228)" in line
+    assert crd_changes("lws", "0.7.0", "0.7.0") == []
+    assert crd_changes("kueue", "0.17.3", "0.18.0") == [
+        "kueue 0.18.0: no pinned CRD set (infra/catalogue/controller_crds.py)"
+    ]
+
+
+# --- the post-renderer on synthetic manifests (always run) ------------------------------------------------------
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {name}
+spec:
+  group: example
+"""
+DEPLOYMENT = (
+    "# Source: lws/templates/manager.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: m  # as is\n"
+)
+
+
+def test_the_post_renderer_keeps_templated_crds_and_passes_the_rest_byte_for_byte() -> None:
+    stream = f"---\n{DEPLOYMENT}---\n# Source: lws/templates/crds/x.yaml\n" + CRD.format(
+        name="leaderworkersets.leaderworkerset.x-k8s.io"
+    )
+    out = render(stream, "lws", "0.7.0")
+    assert DEPLOYMENT in out
+    crd = _crds(out)["leaderworkersets.leaderworkerset.x-k8s.io"]
+    assert _kept(crd)
+
+
+def test_the_post_renderer_refuses_what_is_not_pinned(tmp_path: Path) -> None:
+    unpinned = "---\n" + CRD.format(name="widgets.leaderworkerset.x-k8s.io")
+    with pytest.raises(PostRenderError, match=r"the CRD widgets\.leaderworkerset\.x-k8s\.io, which is not pinned"):
+        render(unpinned, "lws", "0.7.0")
+    with pytest.raises(PostRenderError, match="did not render the pinned CRDs leaderworkersets"):
+        render(f"---\n{DEPLOYMENT}", "lws", "0.7.0")
+    with pytest.raises(PostRenderError, match="no pinned CRD set"):
+        render(f"---\n{DEPLOYMENT}", "lws", "0.6.0")
+    with pytest.raises(PostRenderError, match=r"jobset\.x-k8s\.io_jobsets\.yaml: missing"):
+        render(f"---\n{DEPLOYMENT}", "jobset", "0.12.0", tmp_path)
+    altered = tmp_path / "jobset-0.12.0"
+    altered.mkdir()
+    (altered / "jobset.x-k8s.io_jobsets.yaml").write_text(CRD.format(name="jobsets.jobset.x-k8s.io"))
+    with pytest.raises(PostRenderError, match="is not the pinned d022b876"):
+        render(f"---\n{DEPLOYMENT}", "jobset", "0.12.0", tmp_path)
+
+
+def test_helm_runs_the_post_renderer_through_the_repositorys_script() -> None:
+    stream = "---\n" + CRD.format(name="leaderworkersets.leaderworkerset.x-k8s.io")
+    done = subprocess.run(
+        [str(REPO / "scripts" / "crd-postrender"), "render", "lws", "0.7.0"],
+        input=stream,
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "helm.sh/resource-policy: keep" in done.stdout
+    refused = subprocess.run(
+        [str(REPO / "scripts" / "crd-postrender"), "render", "lws", "0.6.0"],
+        input=stream,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 1 and "lws 0.6.0: no pinned CRD set" in refused.stderr
+
+
+# --- the stack ---------------------------------------------------------------------------------------------------
+
+
+def test_every_controller_release_runs_the_post_renderer_and_skips_the_charts_crds(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    for env, stack in stacks.items():
+        for release in of_type(stack, "helm_release").values():
+            if release["name"] not in CONTROLLERS:
+                continue
+            assert release["skip_crds"] is True, (env, release["name"])
+            assert release["postrender"] == {
+                "binary_path": "../../../scripts/crd-postrender",
+                "args": ["render", release["name"], release["version"]],
+            }
+            # Terraform runs in cdktf.out/stacks/<stack>: the path reaches the repository's script.
+            assert (REPO / "cdktf.out" / "stacks" / "x" / release["postrender"]["binary_path"]).resolve() == (
+                REPO / "scripts" / "crd-postrender"
+            )
+
+
+# --- real charts, rendered by Helm's engine at their tags --------------------------------------------------------
+
+
+def test_an_lws_bump_without_the_post_renderer_deletes_its_crd_and_with_it_keeps_and_upgrades_it(
+    tmp_path: Path,
+) -> None:
+    old, new = _chart("lws", "0.7.0", tmp_path), _chart("lws", "0.8.0", tmp_path)
+    name = "leaderworkersets.leaderworkerset.x-k8s.io"
+    # As the charts stand: 0.7.0 renders the CRD as a template; 0.8.0 keeps it in crds/, which an upgrade ignores.
+    plain = Helm()
+    plain.install(_rendered(old, "lws", "lws-system"), _crds_dir(old), skip_crds=False)
+    assert name in plain.crds
+    plain.upgrade(_rendered(new, "lws", "lws-system"))
+    assert name not in plain.crds, "Helm deletes the CRD, and every LeaderWorkerSet with it"
+    # Through the platform's post-renderer.
+    cache = _pinned_cache("lws", "0.8.0", tmp_path)
+    platform = Helm()
+    first = render(_rendered(old, "lws", "lws-system"), "lws", "0.7.0", cache)
+    platform.install(first, _crds_dir(old), skip_crds=True)
+    assert _kept(platform.crds[name])
+    second = render(_rendered(new, "lws", "lws-system"), "lws", "0.8.0", cache)
+    platform.upgrade(second)
+    pinned = yaml.safe_load(_git(_mirror("lws"), "show", f"v0.8.0:{CRD_SETS[('lws', '0.8.0')].files[0].path}"))
+    assert platform.crds[name]["spec"] == pinned["spec"], "upgraded to 0.8.0's pinned schema"
+    assert _kept(platform.crds[name])
+    platform.uninstall()
+    assert name in platform.crds, "kept on uninstall"
+    # Everything but the CRD passes through unchanged.
+    rendered = _objects(_rendered(new, "lws", "lws-system"))
+    through = _objects(second)
+    assert {k: v for k, v in through.items() if k[0] != "CustomResourceDefinition"} == rendered
+
+
+def test_jobsets_crd_is_upgraded_with_the_release_not_left_at_its_first_install(tmp_path: Path) -> None:
+    chart = _chart("jobset", "0.12.0", tmp_path)
+    name = "jobsets.jobset.x-k8s.io"
+    plain = _rendered(chart, "jobset", "jobset-system")
+    assert name not in _crds(plain), "crds/ is not part of the release: Helm never upgrades it"
+    through = render(plain, "jobset", "0.12.0", _pinned_cache("jobset", "0.12.0", tmp_path))
+    crd = _crds(through)[name]
+    assert _kept(crd) and crd["spec"] == _crds_dir(chart)[0]["spec"]
+    helm = Helm()
+    helm.install(through, _crds_dir(chart), skip_crds=True)
+    helm.uninstall()
+    assert name in helm.crds
+
+
+def test_kueues_templated_crds_are_kept_on_uninstall(tmp_path: Path) -> None:
+    chart = _chart("kueue", "0.17.3", tmp_path)
+    plain = _rendered(chart, "kueue", "kueue-system")
+    pinned = {f.name for f in CRD_SETS[("kueue", "0.17.3")].files}
+    assert set(_crds(plain)) == pinned
+    before = Helm()
+    before.install(plain, [], skip_crds=False)
+    before.uninstall()
+    assert before.crds == {}, "as the chart stands, uninstalling Kueue deletes every queue and workload"
+    through = render(plain, "kueue", "0.17.3")
+    after = Helm()
+    after.install(through, [], skip_crds=True)
+    after.uninstall()
+    assert set(after.crds) == pinned
+    webhook = _crds(through)["workloads.kueue.x-k8s.io"]["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+    assert webhook["namespace"] == "kueue-system", "rendered by Helm with the release, not replaced"
+
+
+def test_the_post_renderer_runs_as_a_module(tmp_path: Path) -> None:
+    stream = "---\n" + CRD.format(name="leaderworkersets.leaderworkerset.x-k8s.io")
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.crd_postrender", "render", "lws"],
+        input=stream,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 2 and "give a version after each controller" in done.stderr
