@@ -310,6 +310,7 @@ def test_a_job_that_sources_the_profile_before_its_variables_is_refused_by_the_p
     assert code == 1
     assert "dev: slurm/jobs/train.sbatch: exit 1 under bash -euo pipefail on host ubuntu-2404-slurm-job" in err
     assert "NCCL_LIB_DIR: Must set NCCL_LIB_DIR" in err
+    assert f"it sources {PROFILE_KEY} (google/nccl-plugin-gpudirect-tcpxo @ v1.0.15 (8c073c57e22e)" in err
 
 
 def test_an_image_that_keeps_the_userns_restriction_is_refused_by_the_plan(

@@ -18,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, environments_dir
 from infra.load import load_all
 from infra.shell import GeneratedScript, generated_scripts, pinned
@@ -36,9 +37,13 @@ def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], in
         outcome = run_script(script)
         used.update(outcome.pinned)
         if not outcome.ok:
+            sourced = "".join(
+                f"; it sources {key} ({pinned.pinned()[key].cites}; {which})" for key, which in outcome.pinned.items()
+            )
             failures.append(
                 f"{script.label}: exit {outcome.returncode} under bash -euo pipefail on host {script.host} "
-                f"(infra/catalogue/hosts.py):\n    " + "\n    ".join(outcome.output.strip().splitlines()[-6:])
+                f"(infra/catalogue/hosts.py: {HOSTS[script.host].description}){sourced}:\n    "
+                + "\n    ".join(outcome.output.strip().splitlines()[-6:])
             )
         failures += [v.line(script.env) for v in check_script(script)]
     return failures, used, len(rules_for("script"))

