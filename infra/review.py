@@ -25,6 +25,8 @@ import yaml
 
 from infra.catalogue import prices
 from infra.catalogue.accelerators import accelerator_for_machine
+from infra.catalogue.controller_crds import crd_changes
+from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.terraform_google import forces_replacement
 
 # Stateful resources whose loss loses data or the platform itself: never confirmable here (make destroy and the
@@ -341,7 +343,27 @@ def gate(
         return "a namespace would be deleted, with every object in it (the Secrets made by hand too)", True
     if rtype == "helm_release" and losing:
         return "a Helm release would be uninstalled: its objects go (a controller's, every object of its kinds)", True
+    if rtype == "helm_release" and action == "update" and "version" in paths:
+        return _controller_bump(before or {}, after or {}), True
     return "", True
+
+
+def _controller_bump(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """Why a controller's version change stops the apply: what it does to the CRDs the platform applies from the
+    pinned files (infra/catalogue/controller_crds.py); "" when it changes none of them, or is no controller."""
+    name = str(after.get("name", ""))
+    controller = CONTROLLERS.get(name)
+    if controller is None or after.get("repository") != controller.repository:
+        return ""
+    old, new = str(before.get("version")), str(after.get("version"))
+    changes = crd_changes(name, old, new)
+    if not changes:
+        return ""
+    return (
+        f"controller {name} {old} -> {new} changes the CRDs of {controller.api_group} that every existing object "
+        f"is read through: {'; '.join(changes)}. Check the objects against the new schema and the controller's "
+        'release notes first (docs/operations.md, "Upgrade a controller")'
+    )
 
 
 def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Change]:

@@ -317,3 +317,68 @@ def test_the_post_renderer_runs_as_a_module(tmp_path: Path) -> None:
         cwd=REPO,
     )
     assert done.returncode == 2 and "give a version after each controller" in done.stderr
+
+
+# --- the plan gate -------------------------------------------------------------------------------------------------
+
+
+def _bumped(synth_dir: Path, tmp_path: Path, controller: str, version: str) -> tuple[Path, str]:
+    """A copy of the synthesized stacks with dev's `controller` release at `version`; its address."""
+    import json
+    import shutil
+
+    current = tmp_path / "current"
+    shutil.copytree(synth_dir / "stacks", current / "stacks")
+    path = current / "stacks" / "platform-dev" / "cdk.tf.json"
+    stack = json.loads(path.read_text())
+    (key,) = (k for k, r in of_type(stack, "helm_release").items() if r["name"] == controller)
+    release = stack["resource"]["helm_release"][key]
+    release["version"] = version
+    release["postrender"]["args"][-1] = version
+    path.write_text(json.dumps(stack))
+    return current, f"helm_release.{key}"
+
+
+def test_a_controller_bump_that_changes_a_crd_blocks_until_confirmed(synth_dir: Path, tmp_path: Path) -> None:
+    current, address = _bumped(synth_dir, tmp_path, "lws", "0.8.0")
+    command = [sys.executable, "-m", "scripts.review", "--outdir", str(current), "--base", str(synth_dir)]
+    env = {k: v for k, v in os.environ.items() if k != "CONFIRM_CHANGE"}
+    blocked = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
+    assert blocked.returncode == 3, blocked.stderr
+    assert f"BLOCKING: update {address} (platform-dev): controller lws 0.7.0 -> 0.8.0 changes the CRDs of " in (
+        blocked.stderr
+    )
+    assert "leaderworkersets.leaderworkerset.x-k8s.io: moves from templates/ to crds/" in blocked.stderr
+    assert f"confirm with CONFIRM_CHANGE={address}" in blocked.stderr
+    review = (current / "review" / "dev.md").read_text()
+    assert f"confirm with `CONFIRM_CHANGE={address}`" in review and '`version`: "0.7.0" \u2192 "0.8.0"' in review
+    confirmed = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, env={**env, "CONFIRM_CHANGE": address}
+    )
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert f"confirmed: update {address} (platform-dev)" in confirmed.stderr
+
+
+def test_a_bump_to_a_version_without_pinned_crds_blocks_and_one_of_the_same_crds_does_not() -> None:
+    from infra.review import gate
+
+    lws = {"name": "lws", "repository": CONTROLLERS["lws"].repository, "version": "0.7.0"}
+    why, confirmable = gate("helm_release", "update", ["version"], lws, {**lws, "version": "0.9.0"})
+    assert "lws 0.9.0: no pinned CRD set" in why and confirmable
+    assert gate("helm_release", "update", ["version"], lws, lws) == ("", True)
+    chart = {"name": "serve-canary", "chart": "../../../workloads/charts/canary-server", "version": "0.1.0"}
+    assert gate("helm_release", "update", ["version"], chart, {**chart, "version": "0.2.0"}) == ("", True)
+
+
+def test_a_real_plans_controller_bump_is_gated_too() -> None:
+    from infra.review import review_plan
+
+    before = {"name": "lws", "repository": CONTROLLERS["lws"].repository, "version": "0.7.0", "skip_crds": True}
+    entry = {
+        "address": "helm_release.lws_release_1",
+        "type": "helm_release",
+        "change": {"actions": ["update"], "before": before, "after": {**before, "version": "0.8.0"}},
+    }
+    review = review_plan("platform-dev", {"format_version": "1.2", "resource_changes": [entry]})
+    (blocked,) = review.blocking
+    assert blocked.address == "helm_release.lws_release_1" and "moves from templates/ to crds/" in blocked.blocked
