@@ -104,102 +104,14 @@ class Host:
 # The base system's commands (coreutils, util-linux, procps, kmod, systemd, apt/dpkg, curl, pciutils, python3), the
 # NVIDIA 580 driver's nvidia-smi, and the Google Cloud CLI as a snap in /snap/bin. Docker is not on the base image
 # (Cluster Toolkit's startup-script module installs it where `docker.enabled` is set). Not checked on a VM here.
-UBUNTU_2404_BASE = frozenset(
-    [
-        "bash",
-        "sh",
-        "dash",
-        "cat",
-        "cp",
-        "mv",
-        "rm",
-        "ln",
-        "mkdir",
-        "rmdir",
-        "chmod",
-        "chown",
-        "ls",
-        "grep",
-        "sed",
-        "awk",
-        "mawk",
-        "tee",
-        "touch",
-        "mktemp",
-        "seq",
-        "sleep",
-        "echo",
-        "printf",
-        "test",
-        "true",
-        "false",
-        "head",
-        "tail",
-        "cut",
-        "tr",
-        "xargs",
-        "find",
-        "sort",
-        "uniq",
-        "wc",
-        "env",
-        "id",
-        "hostname",
-        "readlink",
-        "dirname",
-        "basename",
-        "date",
-        "kill",
-        "ps",
-        "stat",
-        "realpath",
-        "tar",
-        "gzip",
-        "install",
-        "sync",
-        "timeout",
-        "nproc",
-        "uname",
-        "whoami",
-        "getent",
-        "flock",
-        "mount",
-        "umount",
-        "findmnt",
-        "lsblk",
-        "blkid",
-        "mkfs.ext4",
-        "sysctl",
-        "modprobe",
-        "lsmod",
-        "insmod",
-        "systemctl",
-        "systemd-mount",
-        "journalctl",
-        "udevadm",
-        "apt",
-        "apt-get",
-        "apt-mark",
-        "apt-cache",
-        "dpkg",
-        "dpkg-deb",
-        "dpkg-query",
-        "curl",
-        "wget",
-        "lspci",
-        "ip",
-        "lsb_release",
-        "python3",
-        "snap",
-        "gcloud",
-        "gsutil",
-        "nvidia-smi",
-        "sudo",
-        "runuser",
-        "su",
-        "logger",
-    ]
-)
+_UBUNTU_2404_BASE = """
+bash sh dash cat cp mv rm ln mkdir rmdir chmod chown ls grep sed awk mawk tee touch mktemp seq sleep echo printf test
+true false head tail cut tr xargs find sort uniq wc env id hostname readlink dirname basename date kill ps stat realpath
+tar gzip install sync timeout nproc uname whoami getent flock mount umount findmnt lsblk blkid mkfs.ext4 sysctl modprobe
+lsmod insmod systemctl systemd-mount journalctl udevadm apt apt-get apt-mark apt-cache dpkg dpkg-deb dpkg-query curl
+wget lspci ip lsb_release python3 snap gcloud gsutil nvidia-smi sudo runuser su logger
+"""
+UBUNTU_2404_BASE = frozenset(_UBUNTU_2404_BASE.split())
 # The directories of an Ubuntu 24.04 system that scripts write into without creating them (Filesystem Hierarchy
 # Standard, apt, systemd, udev, sysctl.d); each exists on every Ubuntu server image.
 UBUNTU_DIRS = (
@@ -229,26 +141,11 @@ UBUNTU_2404_LOCATIONS = (("gcloud", "/snap/bin"), ("gsutil", "/snap/bin"), ("sna
 
 # What Slurm-GCP's ansible playbook adds to the image at the pinned tag (the Slurm node image of every partition,
 # the controller and the login node): Slurm's commands, enroot with Pyxis, gcsfuse, Open MPI.
-SLURM_GCP_IMAGE = frozenset(
-    [
-        "sbatch",
-        "srun",
-        "salloc",
-        "scontrol",
-        "sinfo",
-        "squeue",
-        "scancel",
-        "sacct",
-        "slurmd",
-        "slurmctld",
-        "enroot",
-        "gcsfuse",
-        "mpirun",
-        "mpicc",
-        "mpicxx",
-        "nvidia-container-cli",
-    ]
-)
+_SLURM_GCP_IMAGE = """
+sbatch srun salloc scontrol sinfo squeue scancel sacct slurmd slurmctld enroot gcsfuse mpirun mpicc mpicxx
+nvidia-container-cli
+"""
+SLURM_GCP_IMAGE = frozenset(_SLURM_GCP_IMAGE.split())
 
 # Commands that Debian/Ubuntu packages (and Cluster Toolkit's startup-script settings) install, for what an image
 # build adds: `apt-get install -y <package>` in a runner gives the later runners and the image these commands.
