@@ -19,6 +19,7 @@ from google.api_core import exceptions
 from google.cloud import compute_v1
 
 from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
+from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, Environment
 from infra.load import load_environment
 from infra.rules.request_subject import RequestContext
@@ -286,24 +287,15 @@ def test_make_vm_up_dry_run_prints_the_calls(capsys: pytest.CaptureFixture[str])
 # libraries (LD_LIBRARY_PATH, NCCL_LIB_DIR) from a volume on a noexec mount fails as the dynamic loader does;
 # `docker-credential-gcr configure-docker` fails where it cannot write $HOME/.docker/config.json.
 
-# Mount points of a COS VM at boot: (read-only, noexec). Checked 2026-11-26 against
-# https://cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem ("/: read-only, executable";
-# "/home, /var: writable, non-executable"; "/var/lib/google, /var/lib/docker, /var/lib/toolbox: writable,
-# executable"; "/tmp: writable, non-executable"; "/mnt/disks: writable, executable") and
-# https://cloud.google.com/container-optimized-os/docs/concepts/security ("Among the writable locations, only
-# /var/lib/docker and /var/lib/cloud are mounted as executable").
+# Mount points of a COS VM at boot, (read-only, noexec), from the catalogue's record of the host
+# (infra/catalogue/hosts.py, cos-vm-startup: its sources are COS's disks-and-filesystem and security pages): the root
+# file system read-only, /var /home /tmp writable and noexec, a few directories under /var executable mounts.
+COS = HOSTS["cos-vm-startup"]
 COS_MOUNTS: dict[str, tuple[bool, bool]] = {
     "/": (True, False),
-    "/var": (False, True),
-    "/home": (False, True),
-    "/tmp": (False, True),
-    "/var/lib/docker": (False, False),
-    "/var/lib/google": (False, False),
-    "/var/lib/toolbox": (False, False),
-    "/var/lib/cloud": (False, False),
-    "/mnt/disks": (False, False),
-    "/etc": (False, True),
-    "/dev": (False, False),
+    **{d: (True, False) for d in COS.read_only},
+    **{d: (False, True) for d in COS.noexec},
+    **{d: (False, False) for d in COS.exec_dirs},
 }
 
 # One program for the three tools that hold the host's facts (by the name it is called as).
@@ -368,7 +360,16 @@ elif tool == "docker":
     with open(os.environ["COS_LOG"] + ".home", "a") as homes:
         homes.write(os.environ.get("HOME", "") + "\n")
     if args[:1] == ["logs"]:
-        print("Buffer manager initialization complete")
+        # The daemon logs on after the line the start-up waits for, more than a pipe holds: a reader that stops at
+        # the line leaves docker writing to a closed pipe, and the Go CLI dies of SIGPIPE (exit 141 in a pipeline).
+        try:
+            print("Buffer manager initialization complete")
+            for n in range(3000):
+                print(f"I1126 rxdm.cc:{n}] receive-data-path manager up")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
     elif args[:1] == ["run"]:
         env, volumes = {}, []
         for arg in args:
@@ -407,7 +408,7 @@ _MOVED = ("/etc/platform", "/tmp/platform", "/dev/aperture_devices", "/var/lib/"
 
 
 def _boot(
-    tmp_path: Path, env: Environment, hostname: str, home: str = "/root"
+    tmp_path: Path, env: Environment, hostname: str, home: str = dict(COS.env)["HOME"]
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run the group's start-up as `hostname` would on COS, as root with `home` (COS's metadata script runner
     runs it as root). Paths it writes on the VM are moved under tmp_path; every host tool logs its arguments."""
@@ -507,7 +508,8 @@ def test_the_start_up_configures_docker_in_a_writable_home_on_cos(envs: dict[str
     as root wrote /root/.docker/config.json and the start-up stopped there. The docker calls after it see the
     configuration it wrote."""
     env = envs["dev"]
-    done, root = _boot(tmp_path, env, "dev-a3mega-0", home="/root")
+    assert dict(COS.env)["HOME"] == "/root"
+    done, root = _boot(tmp_path, env, "dev-a3mega-0")
     assert done.returncode == 0, done.stderr
     homes = set((tmp_path / "calls.log.home").read_text().split())
     assert len(homes) == 1, homes
@@ -515,3 +517,14 @@ def test_the_start_up_configures_docker_in_a_writable_home_on_cos(envs: dict[str
     assert home.startswith(f"{root}/var/"), "a home on COS's writable /var"
     config = json.loads(Path(home, ".docker", "config.json").read_text())
     assert config["credHelpers"] == {env.registry.host(env.region): "gcr"}
+
+
+def test_the_start_up_sees_the_receive_data_path_manager_ready_under_pipefail(
+    envs: dict[str, Environment], tmp_path: Path
+) -> None:
+    """`docker logs ... | grep -q` under `set -o pipefail`: grep stops at the line, docker dies writing the rest of
+    the log (SIGPIPE), and the pipeline fails though the line was there; the start-up waited 300 s and stopped."""
+    done, _ = _boot(tmp_path, envs["dev"], "dev-a3mega-0")
+    calls = (tmp_path / "calls.log").read_text()
+    assert "guest-attributes/platform/receive-datapath-manager" in calls
+    assert "not ready after" not in calls and done.returncode == 0, done.stderr

@@ -57,6 +57,8 @@ STARTUP_HOME = "/var/lib/platform/home"
 # Seconds the start-up waits for the receive-data-path manager (Slurm-GCP's prolog waits 120; a fresh
 # VM pulls the image first).
 RXDM_WAIT_S = 300
+# The line the receive-data-path manager logs when it is up (Slurm-GCP's prolog waits for the same), shell-quoted.
+RXDM_READY = '"Buffer manager initialization complete"'
 
 
 def group_name(env: Environment, key: str) -> str:
@@ -236,13 +238,14 @@ def startup_script(env: Environment, key: str) -> str:
         "docker run --detach --name=receive-datapath-manager --restart=unless-stopped --network=host --privileged "
         f"--cap-add=NET_ADMIN {devices} {driver_libs} --env=LD_LIBRARY_PATH=/usr/local/nvidia/lib64 "
         f"{direct.daemon_image} --num_hops=2 --num_nics={direct.extra_nics} --uid= --alsologtostderr",
+        "# grep reads the whole log (not -q): docker killed by SIGPIPE mid-log would fail the pipe under pipefail.",
         f"for _ in $(seq 1 {RXDM_WAIT_S // 5}); do",
-        '  if docker logs receive-datapath-manager 2>&1 | grep -q "Buffer manager initialization complete"; then',
+        f"  if docker logs receive-datapath-manager 2>&1 | grep -F {RXDM_READY} >/dev/null; then",
         "    break",
         "  fi",
         "  sleep 5",
         "done",
-        'if ! docker logs receive-datapath-manager 2>&1 | grep -q "Buffer manager initialization complete"; then',
+        f"if ! docker logs receive-datapath-manager 2>&1 | grep -F {RXDM_READY} >/dev/null; then",
         f'  report receive-datapath-manager "not ready after {RXDM_WAIT_S} s"',
         "  exit 1",
         "fi",
