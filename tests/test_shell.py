@@ -350,3 +350,15 @@ exec python3 -m app
         (11, "python3", "/snap/bin"),
     ]
     assert commands(text, ("/usr/bin",), "/root")[0].redirects == ("/usr/local/bin/x.sh",)
+
+
+def test_the_metadata_server_and_hostname_stand_ins_read_the_files_a_script_is_given() -> None:
+    script = _script(
+        "#!/bin/bash\nset -euo pipefail\nmd=http://metadata.google.internal/computeMetadata/v1/instance\n"
+        'echo "$(curl -sf -H \'Metadata-Flavor: Google\' "$md/attributes/hosts") on $(hostname -s)"\n'
+        'curl -sf -X PUT --data ok "$md/guest-attributes/x/y"\n'
+        'if curl -sf "$md/attributes/missing"; then exit 3; fi\n',
+        files=(("/run/platform-standins/metadata/attributes/hosts", "a,b"), ("/etc/hostname", "b\n")),
+    )
+    outcome = run_script(script)
+    assert outcome.ok and "a,b on b" in outcome.output, outcome.summary()

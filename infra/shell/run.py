@@ -94,7 +94,17 @@ fi""",
     "ansible-pull": "",
     "ansible-galaxy": "",
     "ansible-playbook": "",
-    "curl": "",
+    # The metadata server: a GET of .../computeMetadata/v1/instance/<path> reads <root>/run/platform-standins/
+    # metadata/<path> (a script's `files` put the values there), 404 (curl -f: exit 22) where there is none.
+    "curl": """
+get=1; url=""
+for a in "$@"; do case "$a" in PUT|POST) get=0;; http*) url="$a";; esac; done
+case "$url" in *metadata.google.internal/computeMetadata/v1/instance/*)
+  if [ "$get" = 1 ]; then
+    value="$ROOT/run/platform-standins/metadata/${url#*/computeMetadata/v1/instance/}"
+    if [ -f "$value" ]; then cat "$value"; else exit 22; fi
+  fi;;
+esac""",
     "wget": "",
     "git": "",
     # An A3 Mega's eight TCPXO aperture devices (PCI 1ae0:0084), as `lspci -nn -D` lists them.
@@ -109,7 +119,7 @@ done""",
     "gcsfuse": "",
     "sleep": "",
     "reboot": "",
-    "hostname": "echo host-0",
+    "hostname": 'if [ -f "$ROOT/etc/hostname" ]; then cat "$ROOT/etc/hostname"; else echo host-0; fi',
     "journalctl": "",
     "logger": "",
     "toolbox": "",
