@@ -60,7 +60,7 @@ TORCH_WHEELS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/nul
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: new-env cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -182,6 +182,11 @@ train: $(VENV_STAMP) ## Submit RECIPE= on ENV='s Ray cluster (RAY_ADDRESS=, need
 image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s registry, pin its digest (DRY_RUN=1: print only)
 	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<name> ENV=<env> [DRY_RUN=1]"; exit 2; }
 	$(PY) -m scripts.image $(IMAGE) $(ENV) $(if $(DRY_RUN),--dry-run)
+
+new-env: $(VENV_STAMP) ## Write infra/environments/NAME.yaml from FROM= (dev) for PROJECT=, PROJECT_NUMBER=, REGION= (zones, machines, names, registry rewritten)
+	@test -n "$(NAME)" && test -n "$(PROJECT)" && test -n "$(PROJECT_NUMBER)" && test -n "$(REGION)" || { \
+	  echo "usage: make new-env NAME=<env> FROM=<env> PROJECT=<id> PROJECT_NUMBER=<n> REGION=<region>"; exit 2; }
+	$(PY) -m scripts.new_env $(NAME) --from $(FROM) --project $(PROJECT) --project-number $(PROJECT_NUMBER) --region $(REGION)
 
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PY) -m scripts.promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)

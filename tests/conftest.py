@@ -18,6 +18,10 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Every environment file of the repository: a new one (`make new-env`) is planned and snapshotted by the tests
+# that take this list, without anyone editing a test.
+ENVIRONMENT_NAMES = sorted(p.stem for p in (REPO / "infra" / "environments").glob("*.yaml"))
+
 
 @pytest.fixture(scope="session")
 def envs() -> dict[str, Environment]:

@@ -24,7 +24,7 @@ from infra.load import load_environment
 from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import check_synthesized, stack_releases
-from tests.conftest import REPO, of_type, one_of_kind
+from tests.conftest import ENVIRONMENT_NAMES, REPO, of_type, one_of_kind
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 
@@ -55,7 +55,7 @@ def test_every_rule_has_a_failing_example_here() -> None:
     assert sorted(covered - set(RULES)) == []
 
 
-@pytest.mark.parametrize("name", ["dev", "prod"])
+@pytest.mark.parametrize("name", ENVIRONMENT_NAMES)
 def test_what_ships_breaks_no_rule(name: str, envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]) -> None:
     assert check_environment(envs[name]) == []
     terraform, manifest, count = check_synthesized(stacks[name])

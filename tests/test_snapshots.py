@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ENVIRONMENT_NAMES
+
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 
@@ -28,7 +30,7 @@ def render(stack: dict[str, Any]) -> str:
     return json.dumps(normalize(stack), indent=2, sort_keys=True) + "\n"
 
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
+@pytest.mark.parametrize("env", ENVIRONMENT_NAMES)
 def test_stack_matches_its_snapshot(env: str, stacks: dict[str, dict[str, Any]]) -> None:
     path = SNAPSHOTS / f"platform-{env}.json"
     current = render(stacks[env])

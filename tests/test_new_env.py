@@ -1,0 +1,93 @@
+"""`make new-env`: a new environment in one command, in a region unlike the source's, planned with no edit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.config import ENVIRONMENTS_DIR
+from infra.delivery.new_env import NewEnvironmentError, place, write_new_environment
+from infra.load import load_environment
+from tests.conftest import REPO
+
+
+def _environments(tmp_path: Path) -> Path:
+    environments = tmp_path / "environments"
+    environments.mkdir()
+    for path in ENVIRONMENTS_DIR.glob("*.yaml"):
+        shutil.copy(path, environments / path.name)
+    return environments
+
+
+def test_make_new_env_in_another_region_is_planned_with_no_edit(tmp_path: Path) -> None:
+    """Before: copying dev by hand kept dev's registry, zones and Slurm name, and the plan passed. Now the file
+    `make new-env` writes names nothing of dev's, and `make plan` plans it beside dev and prod."""
+    environments = _environments(tmp_path)
+    env = {**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)}
+    made = subprocess.run(
+        ["make", "--no-print-directory", "new-env", "NAME=staging", "FROM=dev", "PROJECT=acme-ml-staging",
+         "PROJECT_NUMBER=100000000077", "REGION=us-central1"],
+        cwd=REPO, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert "cpu_pools.convert: m1-ultramem-80 instead of c4-highmem-288" in made.stdout
+    text = (environments / "staging.yaml").read_text()
+    dev = load_environment(ENVIRONMENTS_DIR / "dev.yaml")
+    for of_dev in (dev.project, dev.registry_url, dev.region, dev.cluster.name, dev.slurm.name if dev.slurm else "x"):
+        body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        assert of_dev not in body, f"the new environment still names dev's {of_dev!r}"
+    staging = load_environment(environments / "staging.yaml")
+    assert staging.registry_url == "us-central1-docker.pkg.dev/acme-ml-staging/ml-platform"
+    assert all(zone.startswith("us-central1-") for zone in staging.zones)
+    assert {staging.bucket_name(k) for k in staging.buckets}.isdisjoint({dev.bucket_name(k) for k in dev.buckets})
+    out = tmp_path / "cdktf.out"
+    planned = subprocess.run(
+        ["make", "--no-print-directory", "plan", f"OUT={out}"], cwd=REPO, capture_output=True, text=True, env=env
+    )
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert (out / "review" / "staging.md").exists() and (out / "stacks" / "platform-staging" / "cdk.tf.json").exists()
+
+
+def test_a_region_without_the_accelerators_is_refused_listing_each_and_where_they_are(tmp_path: Path) -> None:
+    environments = _environments(tmp_path)
+    with pytest.raises(NewEnvironmentError) as err:
+        write_new_environment(
+            environments / "dev.yaml", environments / "af.yaml",
+            name="af", project="acme-ml-af", project_number="100000000079", region="africa-south1",
+        )  # fmt: skip
+    said = str(err.value)
+    assert "slices.train: ct6e-standard-4t is offered in no zone of africa-south1" in said
+    assert "slices.a3mega: a3-megagpu-8g is offered in no zone of africa-south1" in said
+    assert "us-central1" in said.splitlines()[-1]
+    assert not (environments / "af.yaml").exists()
+
+
+def test_an_existing_name_or_a_bad_region_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    environments = _environments(tmp_path)
+    before = (environments / "prod.yaml").read_text()
+    with pytest.raises(NewEnvironmentError, match="exists already"):
+        write_new_environment(
+            environments / "dev.yaml", environments / "prod.yaml",
+            name="prod", project="p-1234567", project_number="1", region="us-east5",
+        )  # fmt: skip
+    assert (environments / "prod.yaml").read_text() == before
+    with pytest.raises(NewEnvironmentError, match="not a Compute Engine region"):
+        place(load_environment(environments / "dev.yaml"), "us-east99")
+
+
+def test_the_command_says_what_it_refused_and_exits_2(tmp_path: Path) -> None:
+    environments = _environments(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.new_env", "dev", "--project", "x-123456", "--project-number", "1",
+         "--region", "us-east5"],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    )  # fmt: skip
+    assert done.returncode == 2 and "exists already" in done.stderr and "nothing was written" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert yaml.safe_load((environments / "dev.yaml").read_text())["project"] != "x-123456"
