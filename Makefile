@@ -188,6 +188,9 @@ new-env: $(VENV_STAMP) ## Write infra/environments/NAME.yaml from FROM= (dev) fo
 	  echo "usage: make new-env NAME=<env> FROM=<env> PROJECT=<id> PROJECT_NUMBER=<n> REGION=<region>"; exit 2; }
 	$(PY) -m scripts.new_env $(NAME) --from $(FROM) --project $(PROJECT) --project-number $(PROJECT_NUMBER) --region $(REGION)
 
+image-digests: $(VENV_STAMP) ## Resolve each upstream image still pinned by tag (infra/catalogue/upstream.py AWAITING_DIGEST) to its digest, where its registry is reachable
+	$(PY) -m scripts.image_digests
+
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PY) -m scripts.promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
 

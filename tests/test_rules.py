@@ -353,6 +353,30 @@ def _drop_service(stack: dict[str, Any], api: str) -> None:
     del services[key]
 
 
+# Issue 25 (in-cluster security): main's stacks before the fix, one class of bad edit each.
+def _namespace(stack: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(n for n in of_type(stack, "kubernetes_namespace_v1").values() if n["metadata"]["name"] == name)
+
+
+def _drop_default_deny(stack: dict[str, Any], namespace: str) -> None:  # issue 25: a namespace left open
+    policies = of_type(stack, "kubernetes_network_policy_v1")
+    (key,) = [
+        k
+        for k, p in policies.items()
+        if p["metadata"]["namespace"] == namespace and p["metadata"]["name"] == "default-deny-ingress"
+    ]
+    del policies[key]
+
+
+def _binauthz_policy(stack: dict[str, Any]) -> dict[str, Any]:  # issue 25
+    (policy,) = of_type(stack, "google_binary_authorization_policy").values()
+    return policy
+
+
+def _allowlist_by_tag(stack: dict[str, Any]) -> None:  # issue 25: an upstream image allowlisted by its tag
+    _binauthz_policy(stack)["admission_whitelist_patterns"].append({"name_pattern": "docker.io/library/ubuntu:24.04"})
+
+
 def _ironwood_without_policy(stack: dict[str, Any]) -> None:
     pool = _pool(stack, "train")
     pool["node_config"]["machine_type"] = "tpu7x-standard-4t"
@@ -361,6 +385,21 @@ def _ironwood_without_policy(stack: dict[str, Any]) -> None:
 
 
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    # Before the fix (issue 25, finding 4): no NetworkPolicy anywhere.
+    "k8s.namespace-default-deny-ingress": (
+        lambda s: _drop_default_deny(s, "ml-training"),
+        "no default-deny ingress NetworkPolicy",
+    ),
+    # Before the fix (issue 25, finding 5): namespaces labelled managed-by only; and a namespace made privileged.
+    "k8s.namespace-enforces-pod-security": (
+        lambda s: _namespace(s, "ml-serving")["metadata"]["labels"].update(
+            {"pod-security.kubernetes.io/enforce": "privileged"}
+        ),
+        "privileged is kept only where",
+    ),
+    # Before the fix (issue 25, finding 3): the cluster enforced the project policy, the stack declared none;
+    # and an upstream image allowlisted by tag.
+    "binauthz.policy-denies-by-default": (_allowlist_by_tag, "allowlist an upstream image by digest"),
     # Before the fix (issue 29): no maintenance policy, every TPU and GPU pool upgraded at any time.
     "gke.accelerator-upgrades-in-a-window": (
         lambda s: _cluster(s).pop("maintenance_policy"),
@@ -570,11 +609,41 @@ def _fuse_as_before(objs: list[dict[str, Any]]) -> None:
     attributes["mountOptions"] = attributes["mountOptions"].split(",uid=")[0]
 
 
+def _container(objs: list[dict[str, Any]], name: str) -> dict[str, Any]:  # issue 25
+    """The first container (or init container) of this name in a release's pods."""
+    from infra.rules import containers, pod_templates
+
+    return next(
+        c
+        for o in objs
+        for _, t in pod_templates(o)
+        for _, c in containers(t.get("spec") or {})
+        if c.get("name") == name
+    )
+
+
 def _pool_selects_workers(objs: list[dict[str, Any]]) -> None:
     one_of_kind(objs, "InferencePool")["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] = "worker"
 
 
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    # Before the fix (issue 25, finding 3): the privileged host set-up ran ubuntu:24.04 by tag; a new image by tag.
+    "binauthz.images-pinned-by-digest": (
+        "gpu-networking",
+        lambda o: _container(o, "host-setup").update(image="ubuntu:24.04"),
+        "pin it by digest",
+    ),
+    # Before the fix (issue 25, finding 5): Saxml's model servers ran privileged for no documented reason.
+    "k8s.privileged-only-where-reasoned": (
+        "serve-saxml",
+        lambda o: _container(o, "sax-model-server").update(securityContext={"privileged": True}),
+        "has no reason to run privileged",
+    ),
+    "k8s.pods-meet-their-namespaces-pod-security-level": (
+        "serve-saxml",
+        lambda o: _container(o, "sax-model-server").update(securityContext={"privileged": True}),
+        "ml-serving enforces baseline",
+    ),
     # Before the fix (issue 10): a conversion Job larger than any node of any pool.
     "k8s.scheduler-places-every-pod": (
         "serve-llama405b",

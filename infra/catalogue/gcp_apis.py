@@ -23,6 +23,7 @@ RESOURCE_APIS: dict[str, str] = {
     "google_artifact_registry_": "artifactregistry.googleapis.com",
     "google_service_account": "iam.googleapis.com",
     "google_project_iam_": "cloudresourcemanager.googleapis.com",
+    "google_binary_authorization_": "binaryauthorization.googleapis.com",
 }
 
 # Fields of google_container_cluster -> the API the feature needs, with its source. GKE calls them

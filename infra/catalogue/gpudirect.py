@@ -63,8 +63,17 @@ TCPX = GpuDirect(
 TCPXO = GpuDirect(
     transport="tcpxo",
     extra_nics=8,
-    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
-    daemon_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
+    # Pinned by digest (issue 25, finding 3): the digests NVIDIA's AI Cluster Runtime records for these tags in its
+    # image inventory (NVIDIA/aicr docs/user/container-images.md, the AICR-BOM lists: gke-nccl-tcpxo's installer,
+    # and the receive-data-path manager v1.0.21).
+    installer_image=(
+        "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
+        "@sha256:4c9f0de3f39455a2ea35e844e0fc92564ca5629f6b03250fde40e8160719dae4"
+    ),
+    daemon_image=(
+        "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"
+        "@sha256:8d9e10fd589a34ab8a0aa64f7e70ad075c8f1c69bea176350f8d211367697e3d"
+    ),
     ctrl_dev_env="NCCL_FASTRAK_CTRL_DEV",
     gpu_nics_env="NCCL_FASTRAK_IFNAME",
     # What the plugin's own nccl-env-profile.sh exports besides the NICs, LD_LIBRARY_PATH and its config files'

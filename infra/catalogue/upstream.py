@@ -8,19 +8,27 @@ them because they are the same in every environment.
 
 from __future__ import annotations
 
+from infra.catalogue.gpudirect import TCPX, TCPXO
+
 # GPUDirect node set-up (gpu-networking chart). The NCCL plugin installer and
 # receive-data-path daemon are paired per machine in infra/catalogue/gpudirect.py.
 DEVICE_INJECTOR = (
     "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
 )
 PAUSE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
-# The TCPXO installer's host set-up step only needs nsenter; it runs in the node's namespaces.
-HOST_SETUP = "ubuntu:24.04"
+# The TCPXO installer's host set-up step only needs nsenter; it runs privileged in the node's namespaces, so it is
+# pinned by digest (issue 25, finding 3): the ubuntu:24.04 digest NVIDIA pins for the same step of the same
+# installer (NVIDIA/aicr @ 720d7d3c895b1736a795ba150db6b90026fa69f3
+# recipes/components/gke-nccl-tcpxo/manifests/nccl-tcpxo-installer.yaml, "ubuntu:24.04 LTS digest-pinned for
+# reproducibility").
+HOST_SETUP = "ubuntu:24.04@sha256:c4a8d5503dfb2a3eb8ab5f807da5bc69a85730fb49b5cfca2330194ebcc41c7b"
 
 # Serving.
 SAXML_ADMIN = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
 SAXML_MODEL = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.1.0"
 SAXML_HTTP = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0"
+# The port sax-http listens on (workloads/charts/saxml/templates/http.yaml); its network policy opens it.
+SAXML_HTTP_PORT = 8888
 
 PATHWAYS_SERVER = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.5.3"
 PATHWAYS_PROXY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.5.3"
@@ -47,3 +55,30 @@ NCCL_TESTS_IMAGE = "nvcr.io/nvidia/pytorch:24.04-py3"
 NCCL_TESTS_REPOSITORY = "https://github.com/NVIDIA/nccl-tests.git"
 NCCL_TESTS_TAG = "v2.19.6"
 NCCL_TESTS_COMMIT = "a0b82b2260cf5152b9f8c061bbf7eaf0ba096432"
+
+
+# Upstream images still pinned by tag alone, each with why: no public source reachable offline records their
+# digest, and a digest is never guessed. The rule binauthz.images-pinned-by-digest refuses any other image by tag;
+# the Binary Authorization policy cannot allowlist these by digest, so it stays in dry run (audit log only) until
+# this is empty (infra/constructs/binary_authorization.py). `make image-digests` resolves each where its registry
+# is reachable (scripts/image_digests.py); paste the result here and in the constant above.
+AWAITING_DIGEST: dict[str, str] = {
+    image: "no public source found offline records its digest (searched GitHub and the GKE docs for image@sha256)"
+    for image in (
+        SAXML_ADMIN,
+        SAXML_MODEL,
+        SAXML_HTTP,
+        PATHWAYS_SERVER,
+        PATHWAYS_PROXY,
+        JETSTREAM_PATHWAYS,
+        JETSTREAM_HTTP,
+        GAIE_EPP,
+        NCCL_TESTS_IMAGE,
+        # GPUDirect-TCPX (A3 High), which no environment runs today.
+        TCPX.installer_image,
+        TCPX.daemon_image,
+    )
+}
+
+# The upstream images pinned by digest, which the Binary Authorization policy allowlists by that digest.
+BY_DIGEST: tuple[str, ...] = (DEVICE_INJECTOR, PAUSE, HOST_SETUP, TCPXO.installer_image, TCPXO.daemon_image)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from constructs import Construct
 
 from infra.bindings import google, kubernetes
+from infra.catalogue.pod_security import namespace_labels
 from infra.config import gsa_account_id
 
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
@@ -54,10 +55,21 @@ class NodeServiceAccount(Construct):
 class Namespaces(Construct):
     """The Kubernetes namespaces workloads run in."""
 
-    def __init__(self, scope: Construct, id_: str, *, names: list[str], labels: dict[str, str]) -> None:
+    def __init__(
+        self, scope: Construct, id_: str, *, names: list[str], labels: dict[str, str], pod_security: bool = False
+    ) -> None:
+        """`pod_security`: label each namespace with its Pod Security admission level
+        (infra/catalogue/pod_security.py: `baseline` unless named there with the upstream reason)."""
         super().__init__(scope, id_)
         ns = kubernetes("namespace_v1")
-        self.by_name = {name: ns.NamespaceV1(self, name, metadata={"name": name, "labels": labels}) for name in names}
+        self.by_name = {
+            name: ns.NamespaceV1(
+                self,
+                name,
+                metadata={"name": name, "labels": {**labels, **(namespace_labels(name) if pod_security else {})}},
+            )
+            for name in names
+        }
 
 
 class WorkloadIdentity(Construct):

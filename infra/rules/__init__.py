@@ -172,6 +172,7 @@ def where(obj: dict[str, Any]) -> str:
 
 # Importing the rule modules registers their rules: RULES is complete once `infra.rules` is imported.
 from infra.rules import (  # noqa: E402, F401
+    binary_authorization,
     cluster_autoscaler,
     cluster_toolkit,
     compute_engine,
@@ -191,6 +192,7 @@ from infra.rules import (  # noqa: E402, F401
     lws,
     maxtext,
     pathways,
+    pod_security,
     resource_names,
     scheduler,
     service_usage,

@@ -11,11 +11,13 @@ from infra.catalogue import upstream
 from infra.catalogue.controllers import CONTROLLERS, controllers_of_chart
 from infra.catalogue.gcp_apis import VERTEX_API, platform_apis
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
-from infra.config import PLACEHOLDER_DIGEST, Environment
+from infra.config import PLACEHOLDER_DIGEST, Environment, SaxmlServing
 from infra.constructs.apis import ProjectApis
+from infra.constructs.binary_authorization import BinaryAuthorizationPolicy
 from infra.constructs.cluster import GkeCluster
 from infra.constructs.identity import Namespaces, NodeServiceAccount, SlurmServiceAccounts, WorkloadIdentity
 from infra.constructs.network import (
+    HEALTH_CHECK_RANGES,
     PODS_RANGE,
     SERVICES_RANGE,
     ControlPlaneWebhooks,
@@ -24,6 +26,7 @@ from infra.constructs.network import (
     Network,
     ProxyOnlySubnet,
 )
+from infra.constructs.network_policy import NamespacePolicies
 from infra.constructs.node_pools import SYSTEM_POOL, CpuNodePool, SliceNodePool
 from infra.constructs.providers import Providers
 from infra.constructs.registry import DockerRepository
@@ -60,6 +63,8 @@ class PlatformStack(TerraformStack):
         # placeholder digest) are left out, named in `left_out`; the registry they will be pushed to is not.
         self.omit_unbuilt = omit_unbuilt
         self.left_out: list[str] = []
+        # Every chart release's namespace, by release name (the network policies open each release to itself).
+        self.release_namespaces: dict[str, str] = {}
         GcsBackend(self, bucket=env.state.bucket, prefix=env.state_prefix)
         providers = Providers(self, "providers", project=env.project, region=env.region, labels=env.labels)
         apis = ProjectApis(
@@ -236,6 +241,15 @@ class PlatformStack(TerraformStack):
         )
         vertex = self._vertex(env, buckets, network)
         vm_groups = self._vm_groups(env, network, gpudirect)
+        # Binary Authorization's project policy: this registry and upstream images by digest (issue 25, finding 3).
+        BinaryAuthorizationPolicy(
+            self,
+            "binary-authorization",
+            project=env.project,
+            registry_url=env.registry_url,
+            pinned_images=list(upstream.BY_DIGEST),
+            waiting=sorted(upstream.AWAITING_DIGEST),
+        )
         registry = DockerRepository(
             self,
             "registry",
@@ -271,6 +285,7 @@ class PlatformStack(TerraformStack):
             "namespaces",
             names=sorted({ident.namespace for ident in env.identities.values()}),
             labels={"app.kubernetes.io/managed-by": "cdktf"},
+            pod_security=True,
         )
         identities = {}
         for key, ident in env.identities.items():
@@ -320,6 +335,7 @@ class PlatformStack(TerraformStack):
         gpu_pools = [p.pool for key, p in self.slice_pools.items() if env.slices[key].slice.kind == "gpu"]
         self._gpu_releases(env, identities, gpu_pools)
         self._serving_releases(env, identities)
+        self._network_policies(env, namespaces)
 
         # Last: every Google resource above waits for its API to be enabled.
         apis.depend_all(self)
@@ -391,9 +407,32 @@ class PlatformStack(TerraformStack):
         if skip_unbuilt and self.omit_unbuilt and PLACEHOLDER_DIGEST in json.dumps(kwargs["values"]):
             self.left_out.append(id_)
             return None
+        self.release_namespaces[id_] = kwargs["namespace"]  # network_policy: each release's own allows
         owners = [self.controllers[name].release for name in controllers_of_chart(kwargs["chart"])]
         kwargs["depends_on"] = [*kwargs["depends_on"], *(o for o in owners if o not in kwargs["depends_on"])]
         return ChartRelease(self, id_, **kwargs)
+
+    def _network_policies(self, env: Environment, namespaces: Namespaces) -> None:
+        """Default-deny ingress in every workload namespace, each release's pods open to each other, the load
+        balancers' sources to the servers (issue 25, finding 4; infra/constructs/network_policy.py)."""
+        vpc_ports = {}
+        for key, deployment in env.serving.items():
+            if isinstance(deployment, SaxmlServing):
+                source = env.network.subnet_cidr if deployment.load_balancer == "internal" else "0.0.0.0/0"
+                vpc_ports[release_name(key)] = ("sax-http", upstream.SAXML_HTTP_PORT, source)
+        lb_namespaces = sorted({serving_values(env, key)[1] for key in env.serving}) if env.inference_gateway else []
+        NamespacePolicies(
+            self,
+            "network-policies",
+            namespaces=namespaces.by_name,
+            releases=self.release_namespaces,
+            load_balancer_sources=(
+                [env.network.proxy_only_cidr, *HEALTH_CHECK_RANGES] if env.network.proxy_only_cidr else []
+            ),
+            load_balancer_ports=[vllm.PORT, upstream.GAIE_EPP_PORT],
+            load_balanced_namespaces=lb_namespaces,
+            vpc_ports=vpc_ports,
+        )
 
     def _serving_releases(self, env: Environment, identities: dict) -> None:
         """One release per serving deployment; model servers load for minutes, so the deploy does not wait."""

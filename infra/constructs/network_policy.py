@@ -1,0 +1,122 @@
+"""NetworkPolicies of the workload namespaces (issue 25, finding 4): every pod isolated for ingress, then narrow
+allows.
+
+GKE Dataplane V2 enforces NetworkPolicy; a pod no policy selects takes every connection
+(https://kubernetes.io/docs/concepts/services-networking/network-policies/#the-two-sorts-of-pod-isolation).
+Each workload namespace gets:
+
+- ``default-deny-ingress``: selects every pod, allows nothing (the page's "Default deny all ingress traffic");
+- ``<release>-within``: the pods of one Helm release (``app.kubernetes.io/instance``) from each other, on every
+  port: a Ray head and its workers, an LWS leader and its workers, Saxml's admin, model and HTTP servers, the
+  endpoint picker and its model servers. Nothing of another release or namespace reaches a Ray head's Jobs API
+  (8265), client port (10001) or GCS (6379) (Ray's security page, docs.ray.io/en/latest/ray-security: whoever
+  reaches them runs code as the cluster; CVE-2023-48022);
+- ``from-load-balancers`` (only where the Inference Gateway runs): the regional proxies' proxy-only subnet and
+  Google's health checkers to the servers' and endpoint picker's ports, the same sources and ports the VPC
+  firewall opens (ProxyOnlySubnet);
+- ``<release>-from-vpc`` for a release behind an internal passthrough load balancer (Saxml's HTTP server): its
+  listening port from the cluster's subnet only.
+
+The kubelet's probes and `kubectl port-forward` come from the pod's own node, which NetworkPolicy does not
+block ("Pods cannot currently block ... access from their resident node", the page's "What you can't do with
+network policies").
+"""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from infra.bindings import kubernetes
+
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+DEFAULT_DENY = "default-deny-ingress"
+
+
+class NamespacePolicies(Construct):
+    """Default-deny ingress in each namespace, and the allows its releases need."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        namespaces: dict[str, object],
+        releases: dict[str, str],
+        load_balancer_sources: list[str],
+        load_balancer_ports: list[int],
+        load_balanced_namespaces: list[str],
+        vpc_ports: dict[str, tuple[str, int, str]],
+    ) -> None:
+        """`namespaces`: name -> NamespaceV1; `releases`: release -> namespace (workload namespaces only);
+        `vpc_ports`: release -> (component label, port, source CIDR) behind an internal passthrough LB."""
+        super().__init__(scope, id_)
+        np = kubernetes("network_policy_v1")
+
+        def policy(name: str, namespace: str, selector: dict, ingress: list, after: object) -> None:
+            np.NetworkPolicyV1(
+                self,
+                f"{namespace}-{name}",
+                metadata={"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "cdktf"}},
+                spec=np.NetworkPolicyV1Spec(
+                    pod_selector=np.NetworkPolicyV1SpecPodSelector(match_labels=selector),
+                    policy_types=["Ingress"],
+                    ingress=ingress,
+                ),
+                depends_on=[after],
+            )
+
+        for namespace, ns in sorted(namespaces.items()):
+            policy(DEFAULT_DENY, namespace, {}, [], ns)
+        for release, namespace in sorted(releases.items()):
+            if namespace not in namespaces:
+                continue
+            same = np.NetworkPolicyV1SpecIngressFrom(
+                pod_selector=np.NetworkPolicyV1SpecIngressFromPodSelector(match_labels={INSTANCE_LABEL: release})
+            )
+            policy(
+                f"{release}-within",
+                namespace,
+                {INSTANCE_LABEL: release},
+                [np.NetworkPolicyV1SpecIngress(from_=[same])],
+                namespaces[namespace],
+            )
+            if release in vpc_ports:
+                component, port, cidr = vpc_ports[release]
+                policy(
+                    f"{release}-from-vpc",
+                    namespace,
+                    {INSTANCE_LABEL: release, "app.kubernetes.io/name": component},
+                    [
+                        np.NetworkPolicyV1SpecIngress(
+                            from_=[
+                                np.NetworkPolicyV1SpecIngressFrom(
+                                    ip_block=np.NetworkPolicyV1SpecIngressFromIpBlock(cidr=cidr)
+                                )
+                            ],
+                            ports=[np.NetworkPolicyV1SpecIngressPorts(port=str(port), protocol="TCP")],
+                        )
+                    ],
+                    namespaces[namespace],
+                )
+        if load_balancer_sources:
+            for namespace in sorted(set(load_balanced_namespaces) & set(namespaces)):
+                policy(
+                    "from-load-balancers",
+                    namespace,
+                    {},
+                    [
+                        np.NetworkPolicyV1SpecIngress(
+                            from_=[
+                                np.NetworkPolicyV1SpecIngressFrom(
+                                    ip_block=np.NetworkPolicyV1SpecIngressFromIpBlock(cidr=c)
+                                )
+                                for c in load_balancer_sources
+                            ],
+                            ports=[
+                                np.NetworkPolicyV1SpecIngressPorts(port=str(p), protocol="TCP")
+                                for p in sorted(set(load_balancer_ports))
+                            ],
+                        )
+                    ],
+                    namespaces[namespace],
+                )

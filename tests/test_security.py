@@ -1,0 +1,190 @@
+"""In-cluster security (issue 25, findings 3, 4 and 5): what the stacks declare, and bad edits of each class refused
+by the rules step `make plan` runs (`python -m infra.rules <stacks>`, scripts/plan.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.catalogue import upstream
+from infra.catalogue.pod_security import PRIVILEGED_CONTAINERS, PRIVILEGED_NAMESPACES
+from infra.constructs.network import HEALTH_CHECK_RANGES
+from infra.rules.run import stack_releases
+from tests.conftest import REPO, of_type
+
+
+def _policies(stack: dict[str, Any], namespace: str) -> dict[str, dict[str, Any]]:
+    return {
+        p["metadata"]["name"]: p["spec"]
+        for p in of_type(stack, "kubernetes_network_policy_v1").values()
+        if p["metadata"]["namespace"] == namespace
+    }
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_every_workload_namespace_enforces_pod_security_and_denies_ingress_by_default(
+    env: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    namespaces = {
+        n["metadata"]["name"]: n["metadata"]["labels"] for n in of_type(stacks[env], "kubernetes_namespace_v1").values()
+    }
+    assert set(namespaces) == {"ml-gpu", "ml-serving", "ml-training"}
+    for name, labels in namespaces.items():
+        expected = "privileged" if name in PRIVILEGED_NAMESPACES else "baseline"
+        assert labels["pod-security.kubernetes.io/enforce"] == expected, name
+        assert labels["pod-security.kubernetes.io/warn"] == "restricted", name
+        deny = _policies(stacks[env], name)["default-deny-ingress"]
+        assert deny["policy_types"] == ["Ingress"] and not deny.get("ingress"), name
+        assert not deny["pod_selector"].get("match_labels"), name
+
+
+def test_the_ray_head_takes_connections_from_its_own_cluster_only(stacks: dict[str, dict[str, Any]]) -> None:
+    """Ray's Jobs API (8265), client port (10001) and GCS (6379) run code for whoever reaches them
+    (docs.ray.io/en/latest/ray-security): only the RayCluster's own pods may."""
+    policies = _policies(stacks["dev"], "ml-training")
+    assert set(policies) == {"default-deny-ingress", "ray-training-within"}
+    within = policies["ray-training-within"]
+    assert within["pod_selector"]["match_labels"] == {"app.kubernetes.io/instance": "ray-training"}
+    (rule,) = within["ingress"]
+    assert rule["from"] == [{"pod_selector": {"match_labels": {"app.kubernetes.io/instance": "ray-training"}}}]
+    (_, objects) = stack_releases(stacks["dev"])["ray-training"]
+    head = next(o for o in objects if o["kind"] == "RayCluster")["spec"]["headGroupSpec"]["template"]["metadata"]
+    assert head["labels"]["app.kubernetes.io/instance"] == "ray-training"
+
+
+def test_servers_take_the_load_balancers_and_saxml_the_subnet(stacks: dict[str, dict[str, Any]]) -> None:
+    stack = stacks["dev"]
+    policies = _policies(stack, "ml-serving")
+    (lb,) = policies["from-load-balancers"]["ingress"]
+    proxy_only = next(
+        s["ip_cidr_range"]
+        for s in of_type(stack, "google_compute_subnetwork").values()
+        if s.get("purpose") == "REGIONAL_MANAGED_PROXY"
+    )
+    assert [f["ip_block"]["cidr"] for f in lb["from"]] == [proxy_only, *HEALTH_CHECK_RANGES]
+    assert sorted(p["port"] for p in lb["ports"]) == ["8000", "9002"]
+    (sax,) = policies["serve-saxml-from-vpc"]["ingress"]
+    assert policies["serve-saxml-from-vpc"]["pod_selector"]["match_labels"]["app.kubernetes.io/name"] == "sax-http"
+    assert sax["ports"] == [{"port": str(upstream.SAXML_HTTP_PORT), "protocol": "TCP"}]
+
+
+def test_saxml_model_servers_run_unprivileged(stacks: dict[str, dict[str, Any]]) -> None:
+    """Before the fix the chart set privileged: true, which the TPU tutorials needed before GKE 1.28 only."""
+    (_, objects) = stack_releases(stacks["dev"])["serve-saxml"]
+    text = json.dumps(objects)
+    assert '"privileged": true' not in text
+    assert "sax-model-server" in text
+
+
+def test_every_privileged_container_is_on_the_reasoned_list(stacks: dict[str, dict[str, Any]]) -> None:
+    from infra.rules import containers, pod_templates
+
+    found = set()
+    for name, (_, objects) in stack_releases(stacks["dev"]).items():
+        for o in objects:
+            for _, template in pod_templates(o):
+                for _, c in containers(template.get("spec") or {}):
+                    if (c.get("securityContext") or {}).get("privileged"):
+                        found.add((name, c["name"]))
+    assert found == set(PRIVILEGED_CONTAINERS)
+
+
+def test_the_binary_authorization_policy_denies_what_is_not_the_registry_or_pinned(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    (policy,) = of_type(stacks["dev"], "google_binary_authorization_policy").values()
+    assert policy["default_admission_rule"]["evaluation_mode"] == "ALWAYS_DENY"
+    assert policy["global_policy_evaluation_mode"] == "ENABLE"
+    patterns = [p["name_pattern"] for p in policy["admission_whitelist_patterns"]]
+    assert patterns[0] == "us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/**"
+    assert sorted(patterns[1:]) == sorted(upstream.BY_DIGEST)
+    assert all("@sha256:" in p for p in patterns[1:])
+    # Dry run (audit log only) while an upstream image the platform runs still waits for its digest.
+    assert upstream.AWAITING_DIGEST
+    assert policy["default_admission_rule"]["enforcement_mode"] == "DRYRUN_AUDIT_LOG_ONLY"
+
+
+def test_the_privileged_host_setup_image_is_pinned_by_digest() -> None:
+    """Before the fix: a floating ubuntu:24.04 ran privileged in the node's namespaces on every A3 Mega node."""
+    assert upstream.HOST_SETUP.startswith("ubuntu:24.04@sha256:")
+    assert upstream.HOST_SETUP not in upstream.AWAITING_DIGEST
+
+
+def test_image_references_split_into_registry_repository_and_tag() -> None:
+    from scripts.image_digests import split
+
+    assert split("ubuntu:24.04") == ("registry-1.docker.io", "library/ubuntu", "24.04")
+    assert split("registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0") == (
+        "registry.k8s.io",
+        "gateway-api-inference-extension/epp",
+        "v1.5.0",
+    )
+    assert split("nvcr.io/nvidia/pytorch:24.04-py3") == ("nvcr.io", "nvidia/pytorch", "24.04-py3")
+
+
+# --- a bad edit of each class, refused by the rules step of `make plan` ------------------------------------------
+
+
+def _release(stack: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(r for r in of_type(stack, "helm_release").values() if r["name"] == name)
+
+
+def _image_by_tag(stack: dict[str, Any]) -> None:
+    release = _release(stack, "serve-saxml")
+    values = json.loads(release["values"][0])
+    values["images"]["http"] = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.1"
+    release["values"] = [json.dumps(values)]
+
+
+def _privileged_elsewhere(stack: dict[str, Any]) -> None:
+    releases = of_type(stack, "helm_release")
+    key = next(k for k, r in releases.items() if r["name"] == "gpu-networking")
+    releases["gpu-networking-copy"] = {**copy.deepcopy(releases[key]), "name": "gpu-networking-copy"}
+
+
+def _namespace_without_default_deny(stack: dict[str, Any]) -> None:
+    policies = of_type(stack, "kubernetes_network_policy_v1")
+    for key in [k for k, p in policies.items() if p["metadata"]["name"] == "default-deny-ingress"]:
+        if policies[key]["metadata"]["namespace"] == "ml-serving":
+            del policies[key]
+
+
+BAD_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
+    "a new image by tag": (_image_by_tag, "binauthz.images-pinned-by-digest", "sax-http:v1.0.1"),
+    "a privileged container outside the reasoned list": (
+        _privileged_elsewhere,
+        "k8s.privileged-only-where-reasoned",
+        "('gpu-networking-copy', 'host-setup') has no reason to run privileged",
+    ),
+    "a namespace without a default-deny policy": (
+        _namespace_without_default_deny,
+        "k8s.namespace-default-deny-ingress",
+        "kubernetes_namespace_v1.ml-serving",
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(BAD_EDITS))
+def test_the_rules_step_of_make_plan_refuses_a_bad_edit(edit: str, synth_dir: Path, tmp_path: Path) -> None:
+    mutate, rule_id, fragment = BAD_EDITS[edit]
+    stacks = tmp_path / "stacks"
+    for path in sorted((synth_dir / "stacks").glob("*/cdk.tf.json")):
+        stack = json.loads(path.read_text())
+        if path.parent.name == "platform-dev":
+            mutate(stack)
+        (stacks / path.parent.name).mkdir(parents=True)
+        (stacks / path.parent.name / "cdk.tf.json").write_text(json.dumps(stack))
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.rules", str(stacks)], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    refusals = [line for line in done.stderr.splitlines() if line.startswith("error:") and rule_id in line]
+    assert refusals and any(fragment in line for line in refusals), done.stderr[-3000:]
+    assert all("platform-dev" in line for line in refusals)
