@@ -166,8 +166,27 @@ def _synth_one(env: Environment, *, omit_unbuilt: bool = False) -> tuple[dict[st
     return stack, left_out[env.name]
 
 
+def _gated_apply(env: Environment, stack: str, *, infra_only: bool, approved: str | None) -> int:
+    """The platform stack through the gate at the apply (gated): synthesized here, planned to a file, reviewed,
+    applied from that file."""
+    from infra.app import synth
+    from scripts.apply import apply, confirmed_from_env
+
+    with tempfile.TemporaryDirectory() as tmp:
+        synth({env.name: env}, Path(tmp), omit_unbuilt=infra_only)
+        return apply(Path(tmp) / "stacks" / stack, stack, confirmed_from_env(), approved=approved)
+
+
 def deploy(
-    env: Environment, path: Path, *, infra_only: bool, skip_image: bool, auto_approve: bool, dry_run: bool
+    env: Environment,
+    path: Path,
+    *,
+    infra_only: bool,
+    skip_image: bool,
+    auto_approve: bool,
+    dry_run: bool,
+    gated: bool = False,
+    approved: str | None = None,
 ) -> int:
     stack = f"platform-{env.name}"
     placeholders = env.placeholder_images()
@@ -194,7 +213,11 @@ def deploy(
         extra["PLATFORM_OMIT_UNBUILT"] = "1"
     else:
         print(f"{stack}: every release image is pinned to a built digest")
-    code = _run([*_cdktf(), "deploy", stack, *(["--auto-approve"] if auto_approve else [])], extra, dry_run=dry_run)
+    if gated and not dry_run:
+        # Issue 25, finding 9 (gated): plan to a file, gate it, summary, apply that same file (scripts/apply.py).
+        code = _gated_apply(env, stack, infra_only=infra_only, approved=approved)
+    else:
+        code = _run([*_cdktf(), "deploy", stack, *(["--auto-approve"] if auto_approve else [])], extra, dry_run=dry_run)
     if code or env.slurm is None:
         return code
     # The Slurm cluster reuses the stack's network, service accounts and firewall rules: it comes after.
@@ -269,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confirm", help="destroy: the stack's name, platform-<env>")
     parser.add_argument("--auto-approve", action="store_true")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; change nothing")
+    parser.add_argument("--gated", action="store_true", help="deploy: plan to a file, gate it, apply that file")
+    parser.add_argument("--approved", default=None, help="deploy --gated: the plan digest the approver saw")
     args = parser.parse_args(argv)
     path = environments_dir() / f"{args.env}.yaml"
     try:
@@ -284,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             skip_image=args.skip_image,
             auto_approve=args.auto_approve,
             dry_run=args.dry_run,
+            gated=args.gated,
+            approved=args.approved or None,
         )
     return destroy(env, confirm=args.confirm, auto_approve=args.auto_approve, dry_run=args.dry_run)
 

@@ -1,0 +1,159 @@
+"""The gate at the apply (issue 25, finding 9): plan to a file, review that plan, show it, apply that same file.
+
+  python -m scripts.apply plan  <stack dir> --stack platform-<env> [--lock=false]
+      terraform init; terraform plan -out=plan.tfplan; terraform show -json plan.tfplan > plan.json; the review
+      gate (infra/review.py's review_plan, CONFIRM_CHANGE as everywhere) on it; its Markdown into the job summary
+      ($GITHUB_STEP_SUMMARY) and the plan's digest into $GITHUB_OUTPUT (`digest=`). Exit 3 when the gate blocks.
+  python -m scripts.apply apply <stack dir> --stack platform-<env> [--approved DIGEST]
+      the same plan, gate and summary, then `terraform apply plan.tfplan`: the file just reviewed, never a new
+      plan. With --approved, the plan's digest must equal the one the approver saw (the plan job's output).
+
+Why two jobs for prod. GitHub asks an environment's required reviewers before the job starts ("Jobs that
+reference an environment configured with required reviewers will wait for an approval before starting",
+https://docs.github.com/en/actions/managing-workflow-runs-and-deployments/managing-deployments/reviewing-deployments),
+so the approver of prod's apply job cannot see a plan that job makes. The plan job (prod's read-only planner)
+shows it in its summary and outputs its digest; the apply job (prod's deployer, after the approval) plans again to
+a file, gates it, and applies that file only when its digest equals the approved one. The plan file itself never
+leaves the runner that made it (it holds every value of the plan, secrets included). A saved plan also refuses to
+apply when the state changed since it was made (Terraform: "Saved plan is stale").
+
+The digest is of what the plan changes (address, actions, before, after, after_unknown of every change that is not a
+no-op or a read), so two plans of one commit against one state agree. That two real plans agree, and that the
+planner's identity can read what a plan refreshes (Helm release Secrets among it), only a real project shows.
+
+Terraform is `terraform` on PATH unless PLATFORM_TERRAFORM names another (tests use a stand-in).
+Exit codes: 0 applied (or planned and passed), 3 blocked by the gate, 4 the plan is not the approved one,
+2 bad input, else Terraform's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from infra.review import BLOCKED, PlanFormatError, render, review_plan
+
+NOT_APPROVED = 4
+PLAN_FILE = "plan.tfplan"
+
+
+def _terraform() -> list[str]:
+    return shlex.split(os.environ.get("PLATFORM_TERRAFORM") or "terraform")
+
+
+def plan_digest(plan: Mapping[str, Any]) -> str:
+    """sha256 of what the plan changes, in a canonical form."""
+    changes = []
+    for entry in plan.get("resource_changes") or []:
+        change = entry.get("change") or {}
+        actions = change.get("actions") or []
+        if actions in (["no-op"], ["read"]):
+            continue
+        changes.append(
+            {
+                "address": entry.get("address"),
+                "actions": actions,
+                "before": change.get("before"),
+                "after": change.get("after"),
+                "after_unknown": change.get("after_unknown"),
+            }
+        )
+    changes.sort(key=lambda c: str(c["address"]))
+    return hashlib.sha256(json.dumps(changes, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _tf(stack_dir: Path, *args: str, stdout: Any = None) -> int:
+    command = [*_terraform(), *args]
+    print(f"running (in {stack_dir}): {shlex.join(command)}", file=sys.stderr, flush=True)
+    return subprocess.run(command, cwd=stack_dir, stdout=stdout, check=False).returncode
+
+
+def _append(variable: str, text: str) -> None:
+    path = os.environ.get(variable)
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def plan_and_gate(stack_dir: Path, stack: str, confirmed: Iterable[str], *, lock: bool = True) -> tuple[int, str]:
+    """(exit code, digest): plan to `stack_dir/plan.tfplan`, review it, write the summary and the digest."""
+    code = _tf(stack_dir, "init", "-input=false", "-no-color")
+    if code:
+        return code, ""
+    lock_flags = [] if lock else ["-lock=false"]
+    code = _tf(stack_dir, "plan", "-input=false", "-no-color", *lock_flags, f"-out={PLAN_FILE}")
+    if code:
+        return code, ""
+    plan_json = stack_dir / "plan.json"
+    with plan_json.open("w") as handle:
+        code = _tf(stack_dir, "show", "-json", PLAN_FILE, stdout=handle)
+    if code:
+        return code, ""
+    try:
+        plan = json.loads(plan_json.read_text())
+        review = review_plan(stack, plan, list(confirmed))
+    except (json.JSONDecodeError, PlanFormatError) as err:
+        print(f"error: {plan_json}: {err}", file=sys.stderr)
+        return 2, ""
+    digest = plan_digest(plan)
+    markdown = render(review)
+    _append("GITHUB_STEP_SUMMARY", f"{markdown}\nPlan digest: `{digest}`\n")
+    _append("GITHUB_OUTPUT", f"digest={digest}\n")
+    print(markdown, end="")
+    print(f"plan digest: {digest}")
+    for change in review.blocking:
+        how = f"confirm with CONFIRM_CHANGE={change.address}" if change.confirmable else "cannot be confirmed"
+        print(f"BLOCKING: {change.action} {change.address} ({stack}): {change.blocked}; {how}", file=sys.stderr)
+    return (BLOCKED if review.blocking else 0), digest
+
+
+def apply(stack_dir: Path, stack: str, confirmed: Iterable[str], *, approved: str | None) -> int:
+    """Plan, gate, and apply that same plan file (when its digest is the approved one)."""
+    code, digest = plan_and_gate(stack_dir, stack, confirmed)
+    if code:
+        print(f"error: {stack}: not applied (the plan or its gate stopped it, exit {code})", file=sys.stderr)
+        return code
+    if approved is not None and digest != approved:
+        print(
+            f"error: {stack}: not applied: this plan ({digest}) is not the one approved ({approved}); "
+            "the state or the code moved since the plan job, run the workflow again",
+            file=sys.stderr,
+        )
+        return NOT_APPROVED
+    return _tf(stack_dir, "apply", "-input=false", "-no-color", PLAN_FILE)
+
+
+def confirmed_from_env() -> list[str]:
+    return [a for a in re.split(r"[\s,]+", os.environ.get("CONFIRM_CHANGE", "").strip()) if a]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.apply", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("phase", choices=["plan", "apply"])
+    parser.add_argument("stack_dir", type=Path, help="a synthesized stack: cdktf.out/stacks/platform-<env>")
+    parser.add_argument("--stack", default=None, help="the stack's name (default: the folder's)")
+    parser.add_argument("--lock", choices=["true", "false"], default="true", help="plan: take the state lock")
+    parser.add_argument("--approved", default=None, help="apply: the digest of the plan the approver saw")
+    args = parser.parse_args(argv)
+    if not (args.stack_dir / "cdk.tf.json").is_file():
+        print(f"error: {args.stack_dir}: no cdk.tf.json (synthesize first: make synth)", file=sys.stderr)
+        return 2
+    stack = args.stack or args.stack_dir.name
+    if args.phase == "plan":
+        return plan_and_gate(args.stack_dir, stack, confirmed_from_env(), lock=args.lock == "true")[0]
+    return apply(args.stack_dir, stack, confirmed_from_env(), approved=args.approved or None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+"""The GitHub workflows (issue 25, findings 1, 2 and 9, and the fork pull requests' review comment).
+
+Nothing here reaches GitHub or Google Cloud. What these tests hold is the workflows' text and what their
+`run:` steps do with stand-ins for the cloud CLIs (terraform, gcloud, packer, gcluster, gh) on PATH. That the
+OIDC claims reach Google as the attribute conditions expect, that the `prod` environment's reviewers and
+branch policy are set, and that a saved plan applies on a real project: only a real repository and project
+show that (docs/delivery.md, "Deploying for real").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOWS = REPO / ".github" / "workflows"
+BIN = Path(sys.executable).parent
+
+
+def _load(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load((WORKFLOWS / name).read_text())
+    # YAML 1.1 reads the key `on` as True.
+    doc["on"] = doc.pop(True, doc.get("on"))
+    return doc
+
+
+def _auth_steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in job.get("steps", []) if str(s.get("uses", "")).startswith("google-github-actions/auth@")]
+
+
+# --- linters -------------------------------------------------------------------------------------------------
+
+
+def test_workflows_pass_actionlint() -> None:
+    workflows = sorted(WORKFLOWS.glob("*.yml"))
+    command = [str(BIN / "actionlint"), "-no-color", *map(str, workflows)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_workflows_pass_zizmor_with_every_ignore_explained() -> None:
+    """zizmor (pinned in pyproject's dev extra), offline audits; .github/zizmor.yml may ignore a finding only
+    with a comment above it saying why."""
+    result = subprocess.run(
+        [str(BIN / "zizmor"), "--offline", "--no-progress", "--format", "plain", str(WORKFLOWS)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = REPO / ".github" / "zizmor.yml"
+    if config.exists():
+        lines = config.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().startswith("- ") and "ignore" in "".join(lines[max(0, i - 6) : i]):
+                assert lines[i - 1].strip().startswith("#"), f"zizmor.yml:{i + 1}: an ignore without its reason"
+
+
+# --- finding 1: who may plan and who may apply ---------------------------------------------------------------
+
+
+def test_pull_requests_never_reach_a_deployer() -> None:
+    """The pull-request jobs run the PR's own code: they authenticate only as a read-only planner, through a
+    `*-plan` GitHub environment whose variables name the planner, and never with write permissions on
+    contents."""
+    doc = _load("pull-request.yml")
+    assert "pull_request_target" not in doc["on"]
+    assert doc.get("permissions") == {}
+    for name, job in doc["jobs"].items():
+        auths = _auth_steps(job)
+        if not auths:
+            continue
+        env = job.get("environment")
+        env_name = env["name"] if isinstance(env, dict) else env
+        assert env_name and str(env_name).endswith("-plan"), f"{name}: authenticates outside a planner environment"
+        for step in auths:
+            assert step["with"]["service_account"] == "${{ vars.GCP_PLANNER_SERVICE_ACCOUNT }}", name
+        assert job["permissions"].get("contents") == "read", name
+
+
+def test_only_an_approved_prod_job_on_main_impersonates_prods_deployer() -> None:
+    """Every job that names a deployer runs in the `dev` or `prod` GitHub environment, on main only, in a
+    workflow that no pull request starts; the bootstrap stack's binding checks the same claims on Google's side
+    (tests/test_bootstrap.py)."""
+    deployers = []
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        doc = _load(path.name)
+        for name, job in doc["jobs"].items():
+            for step in _auth_steps(job):
+                if step["with"]["service_account"] == "${{ vars.GCP_DEPLOYER_SERVICE_ACCOUNT }}":
+                    deployers.append((path.name, name, job, doc))
+    assert {job["environment"] for _, _, job, _ in deployers} == {"dev", "prod"}, deployers
+    for workflow, name, job, doc in deployers:
+        assert set(doc["on"]) <= {"push", "workflow_dispatch"}, workflow
+        if "push" in doc["on"]:
+            assert doc["on"]["push"]["branches"] == ["main"], workflow
+        assert job.get("if") == "github.ref == 'refs/heads/main'", (workflow, name)
+
+
+# --- finding 2: the deploy workflows finish -------------------------------------------------------------------
+
+
+def test_promotion_is_a_pull_request_recorded_before_prod_applies_it() -> None:
+    """The promotion pushes a branch and opens a pull request; it applies nothing. Prod is applied by
+    deploy-prod.yml, which runs on main when prod.yaml changes there."""
+    doc = _load("promote.yml")
+    text = (WORKFLOWS / "promote.yml").read_text()
+    assert "HEAD:main" not in text
+    assert "gh pr create --base main" in text
+    for job in doc["jobs"].values():
+        assert "make deploy" not in json.dumps(job) and "scripts.deploy" not in json.dumps(job)
+        assert job["permissions"]["contents"].startswith("write")
+    prod = _load("deploy-prod.yml")
+    assert prod["on"]["push"] == {"branches": ["main"], "paths": ["infra/environments/prod.yaml"]}
+
+
+# --- the deploy workflows, run -------------------------------------------------------------------------------
+
+STANDINS = {
+    # terraform: init, plan -out=FILE (writes FILE), show -json FILE (prints $STANDIN_PLAN_JSON), apply FILE
+    # (which must exist), version. Every call is logged with its folder.
+    "terraform": r"""#!/bin/bash
+echo "terraform $* (in $PWD)" >> "$STANDIN_LOG"
+case "$1" in
+  version) echo "Terraform v1.12.2" ;;
+  plan) for a in "$@"; do case "$a" in -out=*) echo "saved plan" > "${a#-out=}" ;; esac; done ;;
+  show) cat "$STANDIN_PLAN_JSON" ;;
+  apply) test -f "${*: -1}" || { echo "no plan file ${*: -1}" >&2; exit 1; } ;;
+esac
+""",
+    "packer": '#!/bin/bash\necho "packer $*" >> "$STANDIN_LOG"\necho "Packer v1.15.3"\n',
+    "gcluster": '#!/bin/bash\necho "gcluster $*" >> "$STANDIN_LOG"\n'
+    'echo "Built from: main, commit: 079cf8349a96cfd433cb89945bc467af21818424"\n',
+    "gcloud": '#!/bin/bash\necho "gcloud $*" >> "$STANDIN_LOG"\n',
+    # make: `make plan` synthesizes (the policy gate and the rules it also runs are tests/test_plan.py's);
+    # the set-up targets are logged only (this checkout has them).
+    "make": r"""#!/bin/bash
+echo "make $*" >> "$STANDIN_LOG"
+if [ "$1" = plan ]; then exec "$STANDIN_PYTHON" -m infra > /dev/null; fi
+""",
+}
+
+PLAN_JSON = {
+    "format_version": "1.2",
+    "terraform_version": "1.12.2",
+    "resource_changes": [
+        {
+            "address": "google_storage_bucket.models",
+            "mode": "managed",
+            "type": "google_storage_bucket",
+            "name": "models",
+            "change": {
+                "actions": ["update"],
+                "before": {"labels": {}},
+                "after": {"labels": {"a": "b"}},
+                "after_unknown": {},
+            },
+        }
+    ],
+}
+
+
+def _workspace(tmp_path: Path) -> Path:
+    """The checkout as the runner sees it: every entry of this one linked, with a cdktf.out of its own and
+    environment files whose images are built (no placeholder digest)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for entry in REPO.iterdir():
+        if entry.name not in {"cdktf.out", ".git"}:
+            (work / entry.name).symlink_to(entry)
+    envs = tmp_path / "environments"
+    envs.mkdir()
+    for path in (REPO / "infra" / "environments").glob("*.yaml"):
+        (envs / path.name).write_text(path.read_text().replace("sha256:" + "0" * 64, "sha256:" + "1" * 64))
+    return work
+
+
+def _standins(tmp_path: Path) -> tuple[Path, Path]:
+    bin_dir = tmp_path / "standins"
+    bin_dir.mkdir()
+    for name, body in STANDINS.items():
+        path = bin_dir / name
+        path.write_text(body)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "calls.log"
+    log.touch()
+    return bin_dir, log
+
+
+def _run_job(
+    workflow: str, job_name: str, tmp_path: Path, extra_env: dict[str, str] | None = None
+) -> tuple[str, dict[str, str], str]:
+    """Every `run:` step of the job in order, under `bash -e` as GitHub runs them, with the stand-ins first on
+    PATH; returns the calls, the job's step outputs and its summary. A step's `env:` comes from extra_env (an
+    expression inside `run:` itself fails the test: it would be a template injection)."""
+    work = tmp_path / "work" if (tmp_path / "work").exists() else _workspace(tmp_path)
+    bin_dir, log = (
+        (tmp_path / "standins", tmp_path / "calls.log") if (tmp_path / "standins").exists() else _standins(tmp_path)
+    )
+    plan_json = tmp_path / "plan.json"
+    plan_json.write_text(json.dumps(PLAN_JSON))
+    job = _load(workflow)["jobs"][job_name]
+    outputs: dict[str, str] = {}
+    summary = tmp_path / f"{job_name}-summary.md"
+    summary.touch()
+    ran = 0
+    for index, step in enumerate(job["steps"]):
+        if "run" not in step:
+            continue
+        script = step["run"]
+        assert "${{" not in script, f"{workflow} {job_name} step {index}: an expression inside run:"
+        output = tmp_path / f"{job_name}-output-{index}"
+        output.touch()
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PLATFORM_"))},
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "STANDIN_LOG": str(log),
+            "STANDIN_PLAN_JSON": str(plan_json),
+            "STANDIN_PYTHON": sys.executable,
+            "PLATFORM_ENVIRONMENTS_DIR": str(tmp_path / "environments"),
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "GITHUB_PATH": str(tmp_path / "github_path"),
+            "GITHUB_REPOSITORY": "acme/ml-platform",
+            "GITHUB_RUN_ID": "42",
+            "RUNNER_TEMP": str(tmp_path),
+            **(extra_env or {}),
+        }
+        missing = set(step.get("env") or {}) - set(env)
+        assert not missing, f"{workflow} {job_name} step {index}: give the test {missing}"
+        done = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, capture_output=True, text=True)
+        where = f"{workflow} {job_name} step {index} ({step.get('name')})"
+        assert done.returncode == 0, f"{where}:\n{done.stdout}{done.stderr}"
+        ran += 1
+        step_id = step.get("id")
+        for line in output.read_text().splitlines():
+            key, _, value = line.partition("=")
+            outputs[f"{step_id}.{key}"] = value
+    assert ran, f"{workflow} {job_name}: no run steps"
+    return log.read_text(), outputs, summary.read_text()
+
+
+def _applied(calls: str, stack: str) -> list[str]:
+    return [line.split(" (in ")[0] for line in calls.splitlines() if line.startswith("terraform") and stack in line]
+
+
+@pytest.mark.slow
+def test_dev_deploy_runs_to_the_end_with_stand_ins(tmp_path: Path) -> None:
+    """main.yml's job: tools, make plan, then platform-dev planned to a file, gated, shown, that file applied,
+    then gcluster deploy of dev's Slurm cluster (which used to stop the workflow: no packer, no gcluster)."""
+    calls, _, summary = _run_job("main.yml", "deploy", tmp_path)
+    assert _applied(calls, "platform-dev") == [
+        "terraform init -input=false -no-color",
+        "terraform plan -input=false -no-color -out=plan.tfplan",
+        "terraform show -json plan.tfplan",
+        "terraform apply -input=false -no-color plan.tfplan",
+    ], calls
+    assert "google_storage_bucket.models" in summary and "Plan digest" in summary
+    gcluster = [line for line in calls.splitlines() if line.startswith("gcluster deploy")]
+    assert len(gcluster) == 1 and "cdktf.out/slurm/dev/blueprint.yaml" in gcluster[0], calls
+    assert calls.index("terraform apply") < calls.index("gcluster deploy")
+
+
+@pytest.mark.slow
+def test_prod_deploy_applies_only_the_plan_the_approver_saw(tmp_path: Path) -> None:
+    """deploy-prod.yml: the plan job's summary and digest; the apply job applies its own plan file when the
+    digest is the approved one, and refuses (applies nothing) when the plan changed in between."""
+    calls, outputs, summary = _run_job("deploy-prod.yml", "plan", tmp_path)
+    digest = outputs["plan.digest"]
+    assert len(digest) == 64 and digest in summary
+    assert "terraform plan -input=false -no-color -lock=false -out=plan.tfplan" in calls
+    assert "terraform apply" not in calls
+    calls, _, _ = _run_job("deploy-prod.yml", "apply", tmp_path, {"APPROVED": digest})
+    assert "terraform apply -input=false -no-color plan.tfplan" in calls
+    assert "gcluster deploy" in calls
+
+    (tmp_path / "calls.log").write_text("")
+    changed = json.loads(json.dumps(PLAN_JSON))
+    changed["resource_changes"][0]["change"]["after"] = {"labels": {"a": "c"}}
+    (tmp_path / "plan.json").write_text(json.dumps(changed))
+    with pytest.raises(AssertionError, match="is not the one approved"):
+        _run_job_with_plan("deploy-prod.yml", "apply", tmp_path, {"APPROVED": digest}, changed)
+    assert "terraform apply" not in (tmp_path / "calls.log").read_text()
+
+
+def _run_job_with_plan(
+    workflow: str, job: str, tmp_path: Path, extra_env: dict[str, str], plan: dict[str, Any]
+) -> tuple[str, dict[str, str], str]:
+    global PLAN_JSON
+    saved = PLAN_JSON
+    PLAN_JSON = plan
+    try:
+        return _run_job(workflow, job, tmp_path, extra_env)
+    finally:
+        PLAN_JSON = saved
+
+
+@pytest.mark.slow
+def test_the_gate_blocks_the_apply(tmp_path: Path) -> None:
+    """A plan that destroys a protected bucket stops the deploy at exit 3 before any apply."""
+    blocked = json.loads(json.dumps(PLAN_JSON))
+    blocked["resource_changes"][0]["change"] = {
+        "actions": ["delete"],
+        "before": {"name": "models"},
+        "after": None,
+        "after_unknown": {},
+    }
+    with pytest.raises(AssertionError, match="BLOCKING"):
+        _run_job_with_plan("main.yml", "deploy", tmp_path, {}, blocked)
+    assert "terraform apply" not in (tmp_path / "calls.log").read_text()
+
+
+def test_workflows_install_the_pinned_packer_and_gcluster_before_deploying() -> None:
+    for workflow, job in (("main.yml", "deploy"), ("deploy-prod.yml", "apply")):
+        runs = [s.get("run", "") for s in _load(workflow)["jobs"][job]["steps"]]
+        install = next(i for i, r in enumerate(runs) if "scripts.tools install" in r)
+        deploy = next(i for i, r in enumerate(runs) if "scripts.deploy deploy" in r)
+        assert install < deploy, workflow
+
+
+def test_fork_pull_requests_get_the_review_in_the_job_summary() -> None:
+    """A fork's GITHUB_TOKEN cannot comment: the review goes to the job summary and the job does not fail."""
+    job = _load("pull-request.yml")["jobs"]["plan-review"]
+    assert job["env"]["FORK"] == "${{ github.event.pull_request.head.repo.full_name != github.repository }}"
+    post = next(s for s in job["steps"] if s.get("name", "").startswith("Post or update"))
+    assert 'if [ "$FORK" = "true" ]; then' in post["run"] and "GITHUB_STEP_SUMMARY" in post["run"]
+    for step in job["steps"]:
+        if str(step.get("uses", "")).startswith(("google-github-actions/auth@", "hashicorp/setup-terraform@")):
+            assert "env.FORK == 'false'" in step["if"]
