@@ -633,6 +633,12 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
         lambda o: _container(o, "host-setup").update(image="ubuntu:24.04"),
         "pin it by digest",
     ),
+    # Before the fix (issue 25, finding 4): the RayCluster answered its Jobs API without authentication.
+    "kuberay.token-authentication": (
+        "ray-training",
+        lambda o: one_of_kind(o, "RayCluster")["spec"].pop("authOptions"),
+        "set it to token",
+    ),
     # Before the fix (issue 25, finding 5): Saxml's model servers ran privileged for no documented reason.
     "k8s.privileged-only-where-reasoned": (
         "serve-saxml",

@@ -93,3 +93,33 @@ def _ray_groups(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[
             yield Finding(
                 f"{where(obj)}: spec.workerGroupSpecs[].groupName", name, "used by more than one worker group"
             )
+
+
+RAY_TOKEN_AUTH = (2, 52)
+
+
+@rule(
+    id="kuberay.token-authentication",
+    system="Ray / KubeRay",
+    layer="engine-start",
+    summary=(
+        "A RayCluster of Ray 2.52 or later turns on token authentication (spec.authOptions.mode: token): "
+        "otherwise whoever reaches its dashboard, Jobs API or client port runs code as the cluster."
+    ),
+    source=(
+        "https://docs.ray.io/en/latest/ray-security/token-auth.html (Ray 2.52.0 or later; disabled by default); "
+        "https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/kuberay-auth.html (authOptions, KubeRay "
+        "v1.5.1); CVE-2023-48022"
+    ),
+    subject="manifest",
+)
+def _token_auth(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    for obj in objects:
+        if obj.get("kind") != "RayCluster":
+            continue
+        version = tuple(int(n) for n in str(obj["spec"].get("rayVersion", "0.0")).split(".")[:2])
+        mode = (obj["spec"].get("authOptions") or {}).get("mode")
+        if version >= RAY_TOKEN_AUTH and mode != "token":
+            yield Finding(
+                f"{where(obj)}: spec.authOptions.mode", mode, "set it to token: Ray's APIs answer anyone otherwise"
+            )
