@@ -381,7 +381,7 @@ def test_a_file_that_is_not_utf8_is_refused_naming_the_byte_offset(tmp_path: Pat
 def test_infinite_and_nan_numbers_are_refused_at_load(number: str, tmp_path: Path) -> None:
     """Before the fix `.inf` in a numeric field synthesized invalid JSON into a Helm value."""
     path = tmp_path / "dev.yaml"
-    path.write_text(DEV_TEXT.replace("    max_nodes: 3\n", f"    max_nodes: {number}\n", 1))
+    path.write_text(DEV_TEXT.replace("    max_nodes: 5\n", f"    max_nodes: {number}\n", 1))
     with pytest.raises(ConfigError) as err:
         load_environment(path)
     (line,) = err.value.problems

@@ -1053,6 +1053,10 @@ def _region(data: dict[str, Any], region: str) -> None:
     for spec in data["slices"].values():
         if "zone" in spec:
             spec["zone"] = f"{region}-a"
+    # Issue 26: the images move with the registry (release.images must be in the environment's own registry).
+    images = data["release"]["images"]
+    for name, ref in images.items():
+        images[name] = f"{region}-docker.pkg.dev/" + ref.split("-docker.pkg.dev/", 1)[1]
 
 
 @pytest.mark.parametrize(

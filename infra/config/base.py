@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
+from infra.catalogue.address_ranges import VALID_RANGES_SOURCE
 from infra.findings import Finding
 
 # One fault found across fields (the platform's one Finding shape): (field path, value, message).
@@ -23,14 +24,38 @@ class Model(BaseModel):
 
 
 def _cidr(value: str) -> str:
+    if "/" not in value:
+        raise ValueError(
+            "a bare address where a range is meant: write <address>/<prefix length>, like 10.10.0.0/20 (a single "
+            f"host is /32) [source: {VALID_RANGES_SOURCE}]"
+        )
     try:
         net = ipaddress.ip_network(value, strict=True)
     except ValueError as err:
         raise ValueError(f"not a CIDR range with its host bits zero ({err})") from None
+    if net.version != 4:
+        raise ValueError(
+            "an IPv6 range: the platform's networks (and this field) take IPv4 ranges only "
+            f"[source: {VALID_RANGES_SOURCE}]"
+        )
     return str(net)
 
 
 Cidr = Annotated[str, AfterValidator(_cidr)]
+
+
+def _bucket_path(value: str) -> str:
+    if "://" in value or value.startswith("gs:"):
+        raise ValueError(
+            "a URL where a path inside the bucket is meant (the bucket is its own field): write the path alone, "
+            "like models/llama (the platform writes gs://<bucket>/<path>, so a URL here would become "
+            "gs://<bucket>/gs://...) [source: infra/config/base.py BucketPath]"
+        )
+    return value
+
+
+# A path inside a bucket named by another field: no leading or trailing slash, no gs:// URL.
+BucketPath = Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$"), AfterValidator(_bucket_path)]
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
 ProjectId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
 ProjectNumber = Annotated[str, StringConstraints(pattern=r"^[0-9]{6,20}$")]

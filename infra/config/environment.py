@@ -17,6 +17,7 @@ from infra.config.base import (
     ProjectNumber,
     _CrossReferenceError,
 )
+from infra.config.capacity_checks import capacity_problems
 from infra.config.compute import Cluster, CpuPool, SliceSpec
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.network import Network
@@ -26,6 +27,13 @@ from infra.config.orchestrator_checks import (
     slurm_problems,
     vertex_problems,
     vm_problems,
+)
+from infra.config.reference_checks import (
+    bucket_problems,
+    conversion_problems,
+    image_problems,
+    label_problems,
+    orchestration_problems,
 )
 from infra.config.release import PLACEHOLDER_DIGEST, Release
 from infra.config.serving import JetStreamServing, Serving, VllmServing
@@ -68,8 +76,11 @@ class Environment(Model):
     @classmethod
     def _zones_well_formed(cls, zones: list[str]) -> list[str]:
         for zone in zones:
-            if not re.match(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$", zone):
-                raise ValueError(f"zone {zone!r} is not a zone name like us-east5-b")
+            # A zone, or an AI zone (us-central1-ai1a: https://cloud.google.com/compute/docs/regions-zones/ai-zones).
+            if not re.match(r"^[a-z]+-[a-z]+[0-9]+-([a-z]|ai[0-9]+[a-z])$", zone):
+                raise ValueError(
+                    f"zone {zone!r} is not a zone name like us-east5-b (or an AI zone like us-central1-ai1a)"
+                )
         return zones
 
     @model_validator(mode="after")
@@ -127,6 +138,12 @@ class Environment(Model):
         problems += slurm_problems(self)
         problems += vertex_problems(self)
         problems += vm_problems(self)
+        problems += label_problems(self)
+        problems += bucket_problems(self)
+        problems += image_problems(self)
+        problems += conversion_problems(self)
+        problems += orchestration_problems(self)
+        problems += capacity_problems(self)
         if problems:
             raise _CrossReferenceError(problems)
         return self

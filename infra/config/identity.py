@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import field_validator
+
 from infra.config.base import BucketRole, KubernetesName, Model
 
 
@@ -22,6 +24,18 @@ class Identity(Model):
     """
 
     namespace: KubernetesName
+
+    @field_validator("namespace")
+    @classmethod
+    def _not_a_system_namespace(cls, value: str) -> str:
+        if value.startswith("kube-"):
+            raise ValueError(
+                "the kube- prefix is reserved for Kubernetes system namespaces (kube-system, kube-public, "
+                "kube-node-lease): give the workload its own namespace "
+                "[source: https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/]"
+            )
+        return value
+
     service_account: KubernetesName
     mode: Literal["direct", "impersonation"]
     bucket_roles: dict[str, BucketRole]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import types
 import typing
 import unicodedata
@@ -13,12 +14,40 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from infra.catalogue import labels as label_limits
 from infra.catalogue.errors import ShapeError
+from infra.catalogue.gcp_names import BUCKET_NAMING, PROJECT_ID
 from infra.config.base import _CrossReferenceError
 from infra.config.environment import Environment
+from infra.config.together import together_problems
 from infra.findings import FieldPath, field_path
 
 ENVIRONMENTS_DIR = Path(__file__).parent.parent / "environments"
+# An environment file is a few hundred lines (dev.yaml: about 13 kB); anything much larger is a mistake (a pasted
+# log, a generated file) or an attack on the loader, refused before it is read.
+MAX_ENVIRONMENT_BYTES = 256 * 1024
+# Nodes of the composed YAML, aliases expanded: a few thousand in dev.yaml; an alias bomb (billion laughs) expands
+# to more than memory holds, refused before it is built.
+MAX_YAML_NODES = 100_000
+# YAML 1.1 (PyYAML) reads plain scalars by pattern: these forms mean a number or a boolean other than what a
+# person reading the file sees (https://yaml.org/type/int.html, https://yaml.org/type/float.html,
+# https://yaml.org/type/bool.html). Canonical forms pass: decimal integers, decimal floats, true/false.
+_CANONICAL = {
+    "tag:yaml.org,2002:int": re.compile(r"^[-+]?(0|[1-9][0-9]*)$"),
+    "tag:yaml.org,2002:float": re.compile(
+        r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$"
+    ),
+    "tag:yaml.org,2002:bool": re.compile(r"^(true|false)$"),
+}
+# Where the patterns of the model come from, said with a refusal.
+PATTERN_SOURCES = {
+    r"^[a-z][a-z0-9_]{0,62}$": f"{label_limits.SOURCE} (keys of 1-63 characters; no hyphens: cdktf rewrites them)",
+    r"^[a-z0-9_-]{0,63}$": f"{label_limits.SOURCE} (values of at most 63 characters)",
+    r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$": PROJECT_ID,
+    r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$": BUCKET_NAMING,
+    r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$": BUCKET_NAMING,
+}
+_TYPE_ERRORS = {"string_type", "int_type", "float_type", "bool_type", "literal_error", "string_pattern_mismatch"}
 
 
 def environments_dir() -> Path:
@@ -133,10 +162,30 @@ def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
         message = message.removeprefix("Value error, ")
     if kind == "string_pattern_mismatch":
         message = f"must match the pattern {ctx.get('pattern')}"
+        if ctx.get("pattern") in PATTERN_SOURCES:
+            message += f" [source: {PATTERN_SOURCES[ctx['pattern']]}]"
     return loc, value, message
 
 
-def _problems_from(err: ValidationError) -> list[str]:
+Typed = dict[tuple[str | int, ...], tuple[str, str]]
+
+
+def _typed_note(typed: Typed, loc: tuple[str | int, ...], kind: str) -> str:
+    """What the file says at `loc` when YAML read an unquoted scalar as a number, a boolean or null there."""
+    if loc not in typed or kind not in _TYPE_ERRORS:
+        return ""
+    text, tag = typed[loc]
+    what = tag.rsplit(":", 1)[-1]
+    return (
+        f" (typed {text} unquoted, which YAML reads as a{'n' if what == 'int' else ''} {what}: quote it, '{text}') "
+        "[YAML 1.1 types: https://yaml.org/type/]"
+    )
+
+
+def _problems_from(
+    err: ValidationError, typed: Typed | None = None, said: set[tuple[str | int, ...]] | None = None
+) -> list[str]:
+    """One line per problem; a type error at a path `said` already (a YAML 1.1 form) is not said twice."""
     lines: list[str] = []
     for e in err.errors():
         cause = (e.get("ctx") or {}).get("error")
@@ -145,10 +194,57 @@ def _problems_from(err: ValidationError) -> list[str]:
                 lines.append(f"{_format_loc(loc)}: {_show(value)}: {message}")
             continue
         loc, value, message = _describe(e)
+        if loc in (said or set()) and e["type"] in _TYPE_ERRORS:
+            continue
+        message += _typed_note(typed or {}, loc, e["type"])
         # A whole mapping is noise: model-level messages name the values at fault.
         shown = "" if isinstance(value, dict) or (value is None and e["type"] == "missing") else f"{_show(value)}: "
         lines.append(f"{_format_loc(loc)}: {shown}{message}")
     return lines
+
+
+def _yaml11_scalars(
+    node: yaml.Node, budget: list[int], path: tuple[str | int, ...] = ()
+) -> tuple[Typed, dict[tuple[str | int, ...], str]]:
+    """Every unquoted scalar YAML read as a number, boolean or null, by field path (what was typed, its tag), and a
+    problem for each typed in a YAML 1.1 form that means something else than it shows (010 is the octal 8, 1_000
+    is 1000, 1:30 is 90, yes/on/no/off are booleans). `budget` counts nodes down: an alias bomb stops it."""
+    typed: Typed = {}
+    problems: dict[tuple[str | int, ...], str] = {}
+    stack: list[tuple[yaml.Node, tuple[str | int, ...]]] = [(node, path)]
+    while stack:
+        current, at = stack.pop()
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _TooLarge
+        if isinstance(current, yaml.MappingNode):
+            stack += [(v, (*at, str(k.value))) for k, v in current.value]
+        elif isinstance(current, yaml.SequenceNode):
+            stack += [(v, (*at, i)) for i, v in enumerate(current.value)]
+        elif isinstance(current, yaml.ScalarNode) and current.style is None and current.tag != "tag:yaml.org,2002:str":
+            text = str(current.value)
+            typed[at] = (text, current.tag)
+            canonical = _CANONICAL.get(current.tag)
+            if canonical is not None and not canonical.match(text):
+                what = current.tag.rsplit(":", 1)[-1]
+                problems[at] = (
+                    f"{_format_loc(at) or '(top level)'}: {text}: typed unquoted, YAML 1.1 reads it as the {what} "
+                    f"{_yaml11_value(current)!r}, not what it shows; write it plainly "
+                    f"({'true or false' if what == 'bool' else 'a decimal number'}), or quote it ('{text}') for a "
+                    "string [YAML 1.1 types: https://yaml.org/type/]"
+                )
+    return typed, problems
+
+
+def _yaml11_value(node: yaml.ScalarNode) -> object:
+    try:
+        return yaml.SafeLoader("").construct_object(node)
+    except Exception:  # a value YAML cannot build (a date out of range): show the text
+        return node.value
+
+
+class _TooLarge(Exception):
+    pass
 
 
 def _duplicate_keys(node: yaml.Node, path: tuple[str | int, ...] = ()) -> list[str]:
@@ -182,6 +278,15 @@ def parse_environment(path: Path) -> Environment:
     Schema and cross-references only: the rules of the real systems run on top of this in `infra.load`.
     """
     try:
+        size = path.stat().st_size
+        if size > MAX_ENVIRONMENT_BYTES:
+            raise ConfigError(
+                path,
+                [
+                    f"(file): {size} bytes: an environment file is at most {MAX_ENVIRONMENT_BYTES} bytes "
+                    "(infra/config/loading.py MAX_ENVIRONMENT_BYTES); is this the file you meant?"
+                ],
+            )
         raw = path.read_bytes()
     except OSError as err:
         raise ConfigError(path, [f"cannot read the file: {err.strerror}"]) from None
@@ -197,12 +302,27 @@ def parse_environment(path: Path) -> Environment:
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
+            try:
+                typed, coerced = _yaml11_scalars(node, [MAX_YAML_NODES]) if node is not None else ({}, {})
+            except _TooLarge:
+                raise ConfigError(
+                    path,
+                    [
+                        f"(file): more than {MAX_YAML_NODES} YAML nodes once its aliases are expanded (an environment "
+                        "file has a few thousand): write the values out instead of nesting aliases "
+                        "(infra/config/loading.py MAX_YAML_NODES)"
+                    ],
+                ) from None
             duplicates = _duplicate_keys(node) if node is not None else []
             if duplicates:
                 raise ConfigError(path, duplicates)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
+    except RecursionError:
+        raise ConfigError(
+            path, ["(file): nested too deeply to read (an environment file is a few levels deep)"]
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -214,14 +334,19 @@ def parse_environment(path: Path) -> Environment:
     try:
         env = Environment.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(path, _problems_from(err)) from None
+        raise ConfigError(path, [*coerced.values(), *_problems_from(err, typed, set(coerced))]) from None
+    except RecursionError:
+        raise ConfigError(path, [*coerced.values(), "(file): nested too deeply to validate"]) from None
+    if coerced:
+        raise ConfigError(path, list(coerced.values()))
     if env.name != path.stem:
         raise ConfigError(path, [f"name: {env.name!r}: must equal the file's name {path.stem!r}"])
     return env
 
 
 def load_each(directory: Path, load: Callable[[Path], Environment]) -> dict[str, Environment]:
-    """`load` every environment file of `directory`; all faults of all files are reported together."""
+    """`load` every environment file of `directory`, then hold them together (global bucket names, names in a
+    shared project: `infra.config.together`); all faults of all files are reported together."""
     envs: dict[str, Environment] = {}
     errors: list[ConfigError] = []
     files = sorted(directory.glob("*.yaml"))
@@ -232,6 +357,9 @@ def load_each(directory: Path, load: Callable[[Path], Environment]) -> dict[str,
             envs[path.stem] = load(path)
         except ConfigError as err:
             errors.append(err)
+    if not errors:
+        paths = {path.stem: path for path in files}
+        errors = [ConfigError(paths[name], lines) for name, lines in together_problems(envs).items()]
     if errors:
         if len(errors) == 1:
             raise errors[0]

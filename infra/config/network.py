@@ -6,7 +6,9 @@ import ipaddress
 
 from pydantic import Field, field_validator, model_validator
 
-from infra.config.base import Cidr, Model, Name
+from infra.catalogue import address_ranges as ranges
+from infra.config.base import Cidr, Model, Name, Problem, _CrossReferenceError
+from infra.findings import Finding
 
 
 class AuthorizedNetwork(Model):
@@ -57,6 +59,46 @@ class Network(Model):
         if ipaddress.ip_network(value).prefixlen != 28:
             raise ValueError("the control plane range of a private cluster must be a /28")
         return value
+
+    @model_validator(mode="after")
+    def _private_ranges_of_their_size(self) -> Network:
+        """Every range the platform creates is private, and the proxy-only subnet is large enough."""
+        problems: list[Problem] = []
+        for field in (
+            "subnet_cidr",
+            "pods_cidr",
+            "services_cidr",
+            "master_cidr",
+            "gpudirect_cidr",
+            "network_attachment_cidr",
+            "proxy_only_cidr",
+        ):
+            value = getattr(self, field)
+            if value is not None and not ranges.is_private(ipaddress.ip_network(value)):
+                source = ranges.CONTROL_PLANE_SOURCE if field == "master_cidr" else ranges.VALID_RANGES_SOURCE
+                problems.append(
+                    Finding(
+                        ("network", field),
+                        value,
+                        "a public range: the platform's subnets, secondary ranges and control plane take private "
+                        f"ranges only (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, ...) "
+                        f"[source: {source}]",
+                    )
+                )
+        if self.proxy_only_cidr is not None:
+            prefix = ipaddress.ip_network(self.proxy_only_cidr).prefixlen
+            if prefix > ranges.PROXY_ONLY_MAX_PREFIX:
+                problems.append(
+                    Finding(
+                        ("network", "proxy_only_cidr"),
+                        self.proxy_only_cidr,
+                        f"a /{prefix}: a proxy-only subnet is a /{ranges.PROXY_ONLY_MAX_PREFIX} or larger "
+                        f"(/{ranges.PROXY_ONLY_RECOMMENDED_PREFIX} recommended) [source: {ranges.PROXY_ONLY_SOURCE}]",
+                    )
+                )
+        if problems:
+            raise _CrossReferenceError(problems)
+        return self
 
     @model_validator(mode="after")
     def _ranges_do_not_overlap(self) -> Network:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from infra.catalogue.accelerators import Slice
-from infra.config.base import KubernetesName, Model, Name
+from infra.config.base import BucketPath, KubernetesName, Model, Name
 
 BYTES_PER_PARAMETER = {"bf16": 2, "int8": 1}
 
@@ -62,7 +62,7 @@ class CheckpointConversion(Model):
     """Convert a Meta Llama checkpoint in a bucket to a MaxText checkpoint for JetStream."""
 
     source_bucket: Name
-    source_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]
+    source_path: BucketPath
     # The sizes MaxText's inference conversion script knows at the pinned commit.
     model_size: Literal[
         "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
@@ -85,7 +85,7 @@ class JetStreamServing(Model):
     bucket: Name  # the converted checkpoint
     scratch_bucket: Name  # Pathways scratch (compilation cache, temporaries)
     model: ServedModel
-    checkpoint_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]
+    checkpoint_path: BucketPath
     conversion: CheckpointConversion | None = None
     max_prefill_length: int = Field(default=1024, ge=1)
     max_target_length: int = Field(default=2048, ge=2)
@@ -127,7 +127,7 @@ class VllmServing(Model):
     slice: Name
     identity: Name
     bucket: Name
-    model_path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")]  # the weights' folder in the bucket
+    model_path: BucketPath  # the weights' folder in the bucket
     model: ServedModel
     # The release image of the server (`vllm-tpu`: vLLM and tpu-inference as locked, the version the tests run).
     image: Name
@@ -171,7 +171,7 @@ class CanaryServing(Model):
     engine: Literal["canary"]
     identity: Name
     bucket: Name
-    path: Annotated[str, StringConstraints(pattern=r"^[^/].*[^/]$")] = "canary"
+    path: BucketPath = "canary"
     image: Name
     replicas: int = Field(default=1, ge=1)
     max_batch: int = Field(default=8, ge=1)

@@ -76,6 +76,18 @@ class SlurmCluster(Model):
     nccl_test: SlurmNcclTest | None = None
     training: SlurmTraining | None = None
 
+    @field_validator("partitions")
+    @classmethod
+    def _no_reserved_partition_names(cls, partitions: dict[str, SlurmPartition]) -> dict[str, SlurmPartition]:
+        for name in partitions:
+            if name.lower() == "default":
+                raise ValueError(
+                    f"partition {name!r}: PartitionName=DEFAULT is Slurm's record of defaults for the partitions "
+                    "after it, not a partition (https://slurm.schedmd.com/slurm.conf.html, PartitionName); name it "
+                    "otherwise and mark it `default: true`"
+                )
+        return partitions
+
     @model_validator(mode="after")
     def _one_default_partition(self) -> SlurmCluster:
         defaults = [name for name, p in self.partitions.items() if p.default]

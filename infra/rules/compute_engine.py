@@ -50,7 +50,8 @@ def _offered(machine_type: str, zones: list[str] | tuple[str, ...], field: str, 
     layer="apply",
     summary=(
         "The region and zones exist, and every node pool's machine type is offered in each zone its nodes "
-        "go to (a slice's zone; a dedicated CPU pool's zones; every zone of the region for the system pool)."
+        "go to (a slice's zone; a dedicated CPU pool's zones; every zone of the region for the system pool; the Slurm "
+        "deployment's zone for its controller and login node)."
     ),
     source=SOURCE,
     subject="environment",
@@ -76,6 +77,15 @@ def _machine_zones(env: Environment) -> Iterator[Finding]:
         field = f"slices.{key}.zone" if spec.zone else f"slices.{key}"
         why = "its zone" if spec.zone else f"no `zone`: it goes to the first of `zones`, {env.zone_of(key)}"
         yield from _offered(spec.slice.machine_type, [env.zone_of(key)], field, why)
+    # The Slurm controller and login node: the deployment's zone, its first partition's slice's (infra/slurm).
+    if env.slurm is not None:
+        first = next(iter(env.slurm.partitions.values()))
+        if first.slice in env.slices:
+            zone = env.zone_of(first.slice)
+            why = f"the Slurm deployment's zone, its first partition's slice's, {zone}"
+            for host in ("controller", "login"):
+                machine = getattr(env.slurm, host).machine_type
+                yield from _offered(machine, [zone], f"slurm.{host}.machine_type", why)
 
 
 @rule(

@@ -1,0 +1,97 @@
+"""The environment's address arithmetic: each range holds what the platform puts in it (issue 26).
+
+The subnet's primary range holds every node and VM of the stack's VPC (GKE's pools at their most nodes plus a
+surge node each while they upgrade, the Slurm cluster's hosts and nodes, the VM groups' VMs); the pod range holds
+a /24 per GKE node (110 pods each, GKE's default); the Services range holds the Services the stack's releases
+create. Facts and sources: infra/catalogue/address_ranges.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING
+
+from infra.catalogue import address_ranges as ranges
+from infra.config.base import Problem
+from infra.findings import Finding
+
+if TYPE_CHECKING:
+    from infra.config.environment import Environment
+
+# Services of GKE itself in every cluster (kubernetes, kube-dns, metrics-server, default-http-backend, the
+# managed components') and per release of the platform (a server's Service, a LeaderWorkerSet's headless
+# Service, a controller's webhook and metrics Services): the platform's upper estimate of what its charts create.
+GKE_SERVICES = 16
+SERVICES_PER_RELEASE = 4
+
+
+def gke_nodes(env: Environment) -> list[tuple[str, int]]:
+    """(pool, most nodes) of every GKE node pool of the stack."""
+    pools = [("the system pool", env.cluster.system_pool.max_nodes)]
+    pools += [(f"cpu pool {k}", p.max_nodes) for k, p in env.cpu_pools.items()]
+    for key, spec in env.slices.items():
+        if env.slice_holder(key) == "gke":
+            pools.append((f"slice {key}", spec.slice.hosts * env.slice_copies(key)))
+    return pools
+
+
+def subnet_hosts(env: Environment) -> int:
+    """Addresses the subnet's primary range must hold: GKE nodes with a surge node per pool, Slurm, VM groups."""
+    gke = sum(n + ranges.DEFAULT_MAX_SURGE for _, n in gke_nodes(env))
+    slurm = 0
+    if env.slurm is not None:
+        slurm = 2 + sum(env.slices[p.slice].slice.hosts for p in env.slurm.partitions.values() if p.slice in env.slices)
+    vms = sum(env.slices[g.slice].slice.hosts for g in env.vm_groups.values() if g.slice in env.slices)
+    return gke + slurm + vms
+
+
+def releases(env: Environment) -> int:
+    """Helm releases of the stack: controllers, serving deployments, training, batch."""
+    return len(env.release.controllers) + len(env.serving) + (env.training is not None) + (env.batch is not None)
+
+
+def capacity_problems(env: Environment) -> list[Problem]:
+    problems: list[Problem] = []
+    net = env.network
+    subnet = ipaddress.ip_network(net.subnet_cidr)
+    need = subnet_hosts(env)
+    usable = ranges.usable_subnet_addresses(subnet.prefixlen)
+    if need > usable:
+        pools = ", ".join(f"{p} {n}" for p, n in gke_nodes(env))
+        problems.append(
+            Finding(
+                ("network", "subnet_cidr"),
+                net.subnet_cidr,
+                f"holds {usable} addresses ({2 ** (32 - subnet.prefixlen)} less {ranges.SUBNET_RESERVED} reserved); "
+                f"the stack's nodes and VMs need up to {need} (GKE pools at most: {pools}, each +"
+                f"{ranges.DEFAULT_MAX_SURGE} while it upgrades; the Slurm hosts and nodes; the VM groups) "
+                f"[source: {ranges.SUBNET_RESERVED_SOURCE}; {ranges.SURGE_SOURCE}]",
+            )
+        )
+    pods = ipaddress.ip_network(net.pods_cidr)
+    nodes = sum(n + ranges.DEFAULT_MAX_SURGE for _, n in gke_nodes(env))
+    room = ranges.nodes_for_pod_range(pods.prefixlen)
+    if nodes > room:
+        problems.append(
+            Finding(
+                ("network", "pods_cidr"),
+                net.pods_cidr,
+                f"holds {room} node(s) of a /{ranges.POD_RANGE_PER_NODE_PREFIX} each (GKE's pod range per node for "
+                f"{ranges.DEFAULT_MAX_PODS_PER_NODE} pods); the GKE pools reach {nodes} nodes with their surge "
+                f"nodes: a /{max(8, ranges.POD_RANGE_PER_NODE_PREFIX - (nodes - 1).bit_length())} or larger "
+                f"[source: {ranges.POD_RANGE_SOURCE}]",
+            )
+        )
+    services = ipaddress.ip_network(net.services_cidr)
+    want = GKE_SERVICES + SERVICES_PER_RELEASE * releases(env)
+    if services.num_addresses < want:
+        problems.append(
+            Finding(
+                ("network", "services_cidr"),
+                net.services_cidr,
+                f"holds {services.num_addresses} Service addresses; the stack's {releases(env)} releases and GKE's "
+                f"own Services need about {want} (the platform's estimate: {GKE_SERVICES} + "
+                f"{SERVICES_PER_RELEASE} per release) [source: {ranges.SERVICES_RANGE_SOURCE}]",
+            )
+        )
+    return problems
