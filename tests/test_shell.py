@@ -104,6 +104,11 @@ def test_absolute_paths_are_read_under_the_scripts_root() -> None:
         '#!/bin/bash\nmv "$src" /R/usr/src/\nls -d "$w"/usr/src/x\ndocker run -v /R/var/lib:/R/var/lib x >/dev/null\n'
     )
     assert rooted("curl https://github.com/a/b /opt/x", Path("/R")) == "curl https://github.com/a/b /R/opt/x"
+    # A parameter's default, and a top directory the host's image has (its record's dirs, the script's files).
+    assert (
+        rooted("S=${S:-/scripts}; ls a-/scripts", Path("/R"), frozenset({"scripts"}))
+        == "S=${S:-/R/scripts}; ls a-/scripts"
+    )
 
 
 def test_a_script_that_installs_and_writes_system_files_changes_nothing_here(envs: dict[str, Environment]) -> None:

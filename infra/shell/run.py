@@ -38,8 +38,9 @@ from infra.shell import GeneratedScript, Pinned, pinned
 # The top directories read as the host's: a path starting with one of them is a path under the script's root.
 TOP = "etc|usr|var|opt|mnt|dev|run|snap|gcs|home|root|tmp|srv|proc|sys|lib|lib64|bin|sbin"
 # A path starts at a `/` that follows no word, path, variable or closing quote after one ("$work"/usr stays
-# relative), or that follows `:` or `=` in an argument (`-v /var/lib:/var/lib`, `--mounts=/x`, PATH=/a:/b).
-_ABSOLUTE = re.compile(rf"(?:(?<=[:=])|(?<![\w.~/$}}:=-])(?<!\w\")(?<!}}\"))/(?=(?:{TOP})(?:/|\b))")
+# relative), or that follows `:` or `=` in an argument (`-v /var/lib:/var/lib`, `--mounts=/x`, PATH=/a:/b) or a
+# parameter's default (`${SCRIPTS:-/scripts}`).
+_ABSOLUTE = re.compile(rf"(?:(?<=[:=])|(?<=:-)|(?<![\w.~/$}}:=-])(?<!\w\")(?<!}}\"))/(?=(?:{TOP})(?:/|\b))")
 KEEP = ("/dev/null", "/dev/stderr", "/dev/stdout", "/dev/zero", "/dev/urandom")
 
 # What each stand-in does besides logging its arguments: a bash fragment with $ROOT, $PINNED_DIR, "$@".
@@ -159,7 +160,7 @@ class Outcome:
 
 def _pattern(tops: frozenset[str]) -> re.Pattern[str]:
     names = "|".join(sorted({*TOP.split("|"), *tops}, key=len, reverse=True))
-    return re.compile(rf"(?:(?<=[:=])|(?<![\w.~/$}}:=-])(?<!\w\")(?<!}}\"))/(?=(?:{names})(?:/|\b))")
+    return re.compile(rf"(?:(?<=[:=])|(?<=:-)|(?<![\w.~/$}}:=-])(?<!\w\")(?<!}}\"))/(?=(?:{names})(?:/|\b))")
 
 
 def tops_of(script: GeneratedScript) -> frozenset[str]:
@@ -244,6 +245,8 @@ def build_root(script: GeneratedScript, root: Path) -> tuple[dict[str, str], Pat
         else:
             executable = value.startswith("#!") or path.endswith(".sh")
             target.write_text(rooted(value, root, tops_of(script)) if executable else value)
+            if executable:
+                target.chmod(0o755)  # a script on the host's image is executable there
     if host.userns_restricted:
         # The sysctl's file exists on Ubuntu 23.10 and later, set to 1 (infra/catalogue/hosts.py, UBUNTU_USERNS).
         knob = _under(root, "/proc/sys/kernel/" + USERNS_SYSCTL.removeprefix("kernel."))
