@@ -126,7 +126,7 @@ crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (workloads/charts/c
 rules: $(VENV_STAMP) ## Every rule of the real systems (infra/rules) on the synthesized stacks and rendered releases
 	$(PY) -m infra.rules $(OUT)/stacks
 
-policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks (skips and reasons: infra/policy/checkov-skips.yaml)
+policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks and the rendered charts (skips and reasons: infra/policy/checkov-skips.yaml)
 	$(PY) -m infra.policy $(OUT)/stacks
 
 review: $(VENV_STAMP) ## Plan review as Markdown: PLAN=<terraform show -json file>, or offline BASE=<baseline cdktf.out>; exit 3 = blocked

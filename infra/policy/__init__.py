@@ -105,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="python -m infra.policy",
-        description="Checkov on the synthesized stacks; every skip has its reason in infra/policy/checkov-skips.yaml.",
+        description=(
+            "Checkov on the synthesized stacks and on every rendered chart release (Kubernetes checks); every skip "
+            "has its reason in infra/policy/checkov-skips.yaml."
+        ),
         epilog="Exit codes: 0 every check passed or is skipped with a reason, 1 a failed check or a stale skip.",
     )
     parser.add_argument("stacks", nargs="?", type=Path, default=Path("cdktf.out/stacks"), help="cdktf.out/stacks")
@@ -117,7 +120,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  FAILED {finding}")
     for check_id in result.stale_skips:
         print(f"  STALE SKIP {check_id}: no stack fails it any more; remove it from {SKIPS_FILE}")
-    return 0 if result.ok else 1
+    return 0 if result.ok and _kubernetes(stacks_dir) else 1
+
+
+def _kubernetes(stacks_dir: Path) -> bool:
+    """Checkov's Kubernetes checks on every rendered chart release (issue 25); True when nothing failed."""
+    import tempfile
+
+    from infra.policy.kubernetes import load_kubernetes_skips, run_checkov_kubernetes, write_manifests
+
+    skips = load_kubernetes_skips()
+    with tempfile.TemporaryDirectory(prefix="policy-manifests-") as tmp:
+        releases = write_manifests(stacks_dir, Path(tmp))
+        result = run_checkov_kubernetes(Path(tmp), skips)
+    print(
+        f"policy (Kubernetes, {releases} rendered releases): {result.passed} checks passed, {len(result.failed)} "
+        f"failed, {len(skips)} skipped with reasons"
+    )
+    for finding in result.failed:
+        print(f"  FAILED {finding}")
+    for skip in result.stale_skips:
+        print(f"  STALE SKIP {skip}: no rendered object fails it any more; remove it from {SKIPS_FILE}")
+    return result.ok
 
 
 if __name__ == "__main__":
