@@ -28,6 +28,7 @@ from infra.catalogue.accelerators import accelerator_for_machine
 from infra.catalogue.controller_crds import crd_changes
 from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.terraform_google import forces_replacement
+from infra.posture import security_posture  # issue 25: the security posture section
 
 # Stateful resources whose loss loses data or the platform itself: never confirmable here (make destroy and the
 # resources' own prevent_destroy guard them).
@@ -102,6 +103,8 @@ class StackReview:
     holdings: list[Holding] = field(default_factory=list)
     # Addresses whose blocking change the author confirmed (CONFIRM_CHANGE=...): listed, no longer blocking.
     confirmed: frozenset[str] = frozenset()
+    # Security posture lines (infra/posture.py, issue 25): privileged, Pod Security, who reaches what.
+    posture: list[str] = field(default_factory=list)
 
     @property
     def gated(self) -> list[Change]:
@@ -533,6 +536,8 @@ def render(review: StackReview) -> str:
         known = [h.hourly for h in review.holdings if h.hourly is not None]
         total = f"{sum(known):,.2f} (of the priced groups)" if known else "\u2014"
         lines.append(f"| total | | {sum(h.gpus for h in review.holdings)} | | {total} |")
+    if review.posture:
+        lines += ["", "## Security posture", "", *review.posture]
     if review.drift:
         lines += ["", "## Drift", "", "Changed outside Terraform since the last apply:", ""]
         lines += [f"- {c.action} `{c.address}`: {', '.join(c.attributes) or 'changed'}" for c in review.drift]
@@ -572,6 +577,7 @@ def write_reviews(outdir: Path, baseline: Path | None = None, confirmed: Iterabl
         jobs = sorted((outdir / "vertex" / env).glob("*.json"))
         review.holdings += vertex_holdings({p.stem: json.loads(p.read_text()) for p in jobs})
         review.holdings += vm_holdings(body)
+        review.posture = security_posture(body)
         (review_dir / f"{env}.md").write_text(render(review))
         reviews.append(review)
     return reviews

@@ -16,6 +16,7 @@ import pytest
 from infra.catalogue import upstream
 from infra.catalogue.pod_security import PRIVILEGED_CONTAINERS, PRIVILEGED_NAMESPACES
 from infra.constructs.network import HEALTH_CHECK_RANGES
+from infra.posture import security_posture
 from infra.rules.run import stack_releases
 from tests.conftest import REPO, of_type
 
@@ -188,3 +189,24 @@ def test_the_rules_step_of_make_plan_refuses_a_bad_edit(edit: str, synth_dir: Pa
     refusals = [line for line in done.stderr.splitlines() if line.startswith("error:") and rule_id in line]
     assert refusals and any(fragment in line for line in refusals), done.stderr[-3000:]
     assert all("platform-dev" in line for line in refusals)
+
+
+def test_the_plan_review_shows_the_security_posture(stacks: dict[str, dict[str, Any]]) -> None:
+    """What is privileged and why, each namespace's Pod Security level, who reaches what (issue 25)."""
+    from infra.review import render, review_stack
+
+    review = review_stack("platform-dev", stacks["dev"], None)
+    review.posture = security_posture(stacks["dev"])
+    page = render(review)
+    section = page[page.index("## Security posture") :]
+    assert "| ml-gpu | privileged | GPUDirect-TCPXO pods mount" in section
+    assert "| ml-serving | baseline |" in section
+    assert "`gpu-networking` / `host-setup`: runs `nsenter -t 1`" in section
+    assert "`ml-training/ray-training-within`: app.kubernetes.io/instance=ray-training \u2190 pods" in section
+    assert "Binary Authorization: default ALWAYS_DENY (DRYRUN_AUDIT_LOG_ONLY)" in section
+
+
+def test_a_stack_without_network_policies_says_every_pod_is_reachable() -> None:
+    lines = security_posture({"resource": {}})
+    assert "- no NetworkPolicy: every pod takes connections from anywhere in the cluster and the VPC" in lines
+    assert "- none" in lines
