@@ -61,7 +61,7 @@ strings = st.one_of(
             "us-central1-ai1a",
             "\u0430bc",
         ]
-    ),  # fmt: skip
+    ),
 )
 values = st.recursive(
     st.one_of(st.none(), st.booleans(), numbers, strings),
@@ -94,10 +94,10 @@ def edits(draw: st.DrawFn) -> tuple[str, str]:
     lines = text.splitlines(keepends=True)
     i = draw(st.integers(min_value=0, max_value=len(lines) - 1))
     if kind == "drop line":
-        return name, "".join(lines[:i] + lines[i + 1 :])
+        return name, "".join([*lines[:i], *lines[i + 1 :]])
     if kind in ("double line", "duplicate key"):
         # A line written twice: in a mapping, a key written twice.
-        return name, "".join(lines[: i + 1] + [lines[i]] + lines[i + 1 :])
+        return name, "".join([*lines[: i + 1], lines[i], *lines[i + 1 :]])
     at = draw(st.integers(min_value=0, max_value=len(text)))
     junk = draw(st.one_of(strings, st.sampled_from(["\n", ": ", "- ", "&a ", "*a", "{", "[", "'", '"', "\t", "#"])))
     return name, text[:at] + junk + text[at:]
