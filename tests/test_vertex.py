@@ -25,8 +25,9 @@ from infra.gpu_group import profile
 from infra.load import load_environment
 from infra.rules import check_request
 from infra.rules.request_subject import RequestContext
+from infra.shell import generated_scripts
 from infra.vertex.__main__ import main, submit, write
-from infra.vertex.job import custom_job
+from infra.vertex.job import custom_job, job_names
 from tests.conftest import REPO, assert_request_refused
 from workloads.trainer.discovery import from_vertex
 
@@ -543,6 +544,20 @@ def test_the_profile_the_vertex_bundle_writes_exports_what_the_plugins_profile_d
     expected = _profile_exports(host.plugin_dir)
     assert {k: exported.get(k) for k in expected} == expected
     assert exported.keys() - expected.keys() <= PLATFORM_ADDS
+
+
+def test_each_jobs_entry_is_in_the_inventory_of_generated_scripts(envs: dict[str, Environment]) -> None:
+    for env in envs.values():
+        scripts = {s.name: s for s in generated_scripts(env) if s.name.startswith("vertex/")}
+        assert sorted(scripts) == sorted(f"vertex/{name}/entry.sh" for name in job_names(env))
+        for name in job_names(env):
+            script = scripts[f"vertex/{name}/entry.sh"]
+            container = custom_job(env, name)["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+            assert script.text == container["args"][0]
+            assert script.host == {"nccl-test": "vertex-tcpxo-image", "train": "vertex-trainer-image"}[name]
+            runtime = dict(script.runtime_env)
+            assert runtime.items() >= {e["name"]: e["value"] for e in container["env"]}.items()
+            assert json.loads(runtime["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": 0}
 
 
 # --- The trainer as two replicas of a simulated job ------------------------------------------------------

@@ -23,6 +23,7 @@ from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, Environment
 from infra.load import load_environment
 from infra.rules.request_subject import RequestContext
+from infra.shell import generated_scripts
 from infra.vms.__main__ import checked, down_calls, main, run, up_calls, write
 from infra.vms.bulk import bulk_insert
 from infra.vms.instance import instance_properties, startup_script, vm_names
@@ -528,3 +529,13 @@ def test_the_start_up_sees_the_receive_data_path_manager_ready_under_pipefail(
     calls = (tmp_path / "calls.log").read_text()
     assert "guest-attributes/platform/receive-datapath-manager" in calls
     assert "not ready after" not in calls and done.returncode == 0, done.stderr
+
+
+def test_the_start_up_is_in_the_inventory_of_generated_scripts_on_the_cos_host(envs: dict[str, Environment]) -> None:
+    for env in envs.values():
+        scripts = {s.name: s for s in generated_scripts(env) if s.name.startswith("vms/")}
+        assert sorted(scripts) == [f"vms/{key}/startup.sh" for key in sorted(env.vm_groups)]
+        for key in env.vm_groups:
+            script = scripts[f"vms/{key}/startup.sh"]
+            assert script.host == "cos-vm-startup" and script.text == startup_script(env, key)
+            assert str(dict(script.files)["/etc/hostname"]).strip() in vm_names(env, key)

@@ -48,9 +48,11 @@ class GeneratedScript:
 
 def generated_scripts(env: Environment) -> list[GeneratedScript]:
     """Every shell script the platform generates for `env`, each with the host it runs on."""
-    from infra.shell import slurm
+    from infra.shell import slurm, vertex, vms
 
     scripts: list[GeneratedScript] = []
     if env.slurm is not None:
         scripts += slurm.scripts(env)
+    scripts += vms.scripts(env)
+    scripts += vertex.scripts(env)
     return scripts
