@@ -41,10 +41,11 @@ def test_there_are_at_least_40_rules_each_with_a_source_and_a_layer() -> None:
     for r in rules:
         assert r.layer in LAYERS, r.id
         assert len(r.source) > 20 and len(r.summary) > 20, r.id
-        assert r.subject in ("environment", "terraform", "manifest", "request"), r.id
+        assert r.subject in ("environment", "terraform", "manifest", "request", "script"), r.id
 
 
 def test_every_rule_has_a_failing_example_here() -> None:
+    from tests.test_shell import REFUSED as SCRIPTS
     from tests.test_vertex import REFUSED as VERTEX_REQUESTS
     from tests.test_vms import REFUSED as VM_REQUESTS
 
@@ -1011,8 +1012,9 @@ def test_make_plan_step_reports_how_many_rules_ran(synth_dir: Path) -> None:
         [sys.executable, "-m", "infra.rules", str(synth_dir / "stacks")], cwd=REPO, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    # The request rules run where the requests are written (the plan's vertex and vms steps).
-    ran = [r for r in RULES.values() if r.subject != "request"]
+    # The request rules run where the requests are written (the plan's vertex and vms steps), the script rules in
+    # its scripts step.
+    ran = [r for r in RULES.values() if r.subject in ("environment", "terraform", "manifest")]
     assert f"rules: {len(ran)} rules ran (" in done.stdout
     assert "on 2 environments" in done.stdout and "on 2 stacks" in done.stdout and ": no violations" in done.stdout
 
