@@ -51,7 +51,8 @@ def test_every_rule_has_a_failing_example_here() -> None:
 
     # Request rules fail on their examples in tests/test_vertex.py and tests/test_vms.py.
     requests = {case[2] for case in [*VERTEX_REQUESTS.values(), *VM_REQUESTS.values()]}
-    covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES) | requests
+    scripts = {case[2] for case in SCRIPTS.values()}
+    covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES) | requests | scripts
     assert sorted(set(RULES) - covered) == []
     assert sorted(covered - set(RULES)) == []
 
