@@ -49,7 +49,8 @@ def test_every_rule_has_a_failing_example_here() -> None:
     from tests.test_vertex import REFUSED as VERTEX_REQUESTS
     from tests.test_vms import REFUSED as VM_REQUESTS
 
-    # Request rules fail on their examples in tests/test_vertex.py and tests/test_vms.py.
+    # Request rules fail on their examples in tests/test_vertex.py and tests/test_vms.py, the host rules of
+    # generated scripts in tests/test_shell.py.
     requests = {case[2] for case in [*VERTEX_REQUESTS.values(), *VM_REQUESTS.values()]}
     scripts = {case[2] for case in SCRIPTS.values()}
     covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES) | requests | scripts
