@@ -29,6 +29,35 @@ def synth(envs: dict[str, Environment], outdir: Path, *, omit_unbuilt: bool = Fa
     return {s.env.name: s.left_out for s in stacks}
 
 
+def shared_state_buckets(envs: dict[str, Environment]) -> list[str]:
+    """Environments that share a state bucket (issue 25, finding 6: each environment's deployer may reach only its
+    own environment's state, which bucket-level IAM gives only with a bucket each)."""
+    by_bucket: dict[str, list[str]] = {}
+    for env in envs.values():
+        by_bucket.setdefault(env.state.bucket, []).append(env.name)
+    return [
+        f"state.bucket {bucket} is shared by {', '.join(names)}: give each environment its own"
+        for bucket, names in sorted(by_bucket.items())
+        if len(names) > 1
+    ]
+
+
+def synth_bootstrap(envs: dict[str, Environment], outdir: Path) -> list[str]:
+    """The bootstrap stacks (infra/stacks/bootstrap.py) of the environments with a `delivery` section, into
+    `outdir`/stacks/bootstrap-<env>: an App of their own, so cdktf.out/stacks holds the platform stacks only (a
+    person applies these with terraform, never the workflows). Returns the stacks' names."""
+    from infra.cdk import App
+    from infra.stacks.bootstrap import BootstrapStack, bootstrap_stack_name
+
+    shared = shared_state_buckets(envs)
+    if shared:
+        raise ConfigError("; ".join(shared))
+    app = App(outdir=str(outdir))
+    stacks = [BootstrapStack(app, env) for env in envs.values() if env.delivery is not None]
+    app.synth()
+    return [bootstrap_stack_name(s.env) for s in stacks]
+
+
 def synth_atomically(envs: dict[str, Environment], outdir: Path, *, omit_unbuilt: bool = False) -> dict[str, list[str]]:
     """Synthesize into a sibling temporary directory, then swap it in.
 
@@ -98,4 +127,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"synthesized platform-{name}")
         if left_out.get(name):
             print(f"  left out until their images are built: {', '.join(left_out[name])}")
+    if not cli_outdir:
+        # The bootstrap stacks (state buckets, planner and deployer, GitHub federation) beside, in their own folder.
+        try:
+            bootstrap = synth_bootstrap(envs, DEFAULT_OUTDIR / "bootstrap")
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        for name in bootstrap:
+            print(f"synthesized {name} (into {DEFAULT_OUTDIR}/bootstrap)")
     return 0

@@ -17,7 +17,8 @@ It refuses (exit 1, Helm stops the install or upgrade before it changes anything
 the version, a pinned template CRD the chart did not render, and a missing or altered file.
 
 The fetched files live in .cache/controller-crds/<controller>-<version>/ (PLATFORM_CONTROLLER_CRDS overrides the
-parent directory); `make deploy` fetches them before it applies.
+parent directory). `render` fetches a missing one itself, at the apply, when Terraform also pulls the chart from
+its OCI registry; `fetch` does it ahead of time (a machine that reaches GitHub only then, or a check).
 """
 
 from __future__ import annotations
@@ -63,14 +64,19 @@ def _dump(doc: dict[str, Any], source: str) -> str:
     return f"# Source: {source}\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1 << 16)
 
 
-def pinned_file(crds: CrdSet, name: str, root: Path | None = None) -> bytes:
-    """The text of one pinned crds/ file, checked against its sha256."""
+def pinned_file(crds: CrdSet, name: str, root: Path | None = None, *, fetch_missing: bool = True) -> bytes:
+    """The text of one pinned crds/ file, checked against its sha256; fetched first when it is not there yet
+    (at the apply, which fetches the controller's chart from its OCI registry at the same moment)."""
     crd = next(f for f in crds.injected if f.name == name)
     path = (root or cache_root()) / crds.directory / crd.file_name
+    if not path.is_file() and fetch_missing:
+        try:
+            fetch(crds.controller, crds.version, root)
+        except (OSError, ValueError) as err:
+            raise PostRenderError(f"{path}: missing, and fetching it failed: {err}") from None
     if not path.is_file():
         raise PostRenderError(
-            f"{path}: missing; the pinned CRDs of {crds.controller} {crds.version} are fetched by `make deploy` "
-            f"(python -m infra.crd_postrender fetch {crds.controller} {crds.version})"
+            f"{path}: missing (python -m infra.crd_postrender fetch {crds.controller} {crds.version} fetches it)"
         )
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
@@ -79,7 +85,9 @@ def pinned_file(crds: CrdSet, name: str, root: Path | None = None) -> bytes:
     return data
 
 
-def render(manifests: str, controller: str, version: str, root: Path | None = None) -> str:
+def render(
+    manifests: str, controller: str, version: str, root: Path | None = None, *, fetch_missing: bool = True
+) -> str:
     """The release's manifests with its CRDs marked keep and the pinned crds/ files added."""
     crds = crd_set(controller, version)
     if crds is None:
@@ -114,7 +122,7 @@ def render(manifests: str, controller: str, version: str, root: Path | None = No
             f"{controller} {version}: the chart did not render the pinned CRDs {', '.join(missing)} ({PIN_FILE})"
         )
     for crd in crds.injected:
-        doc = yaml.load(pinned_file(crds, crd.name, root), Loader=_Loader)
+        doc = yaml.load(pinned_file(crds, crd.name, root, fetch_missing=fetch_missing), Loader=_Loader)
         out.append(_dump(_keep(doc), f"{controller}/crds/{crd.file_name} (pinned at {crds.tag})"))
     return "".join(f"---\n{chunk}" for chunk in out)
 

@@ -192,13 +192,33 @@ def test_the_post_renderer_refuses_what_is_not_pinned(tmp_path: Path) -> None:
         render(f"---\n{DEPLOYMENT}", "lws", "0.7.0")
     with pytest.raises(PostRenderError, match="no pinned CRD set"):
         render(f"---\n{DEPLOYMENT}", "lws", "0.6.0")
-    with pytest.raises(PostRenderError, match=r"jobset\.x-k8s\.io_jobsets\.yaml: missing"):
-        render(f"---\n{DEPLOYMENT}", "jobset", "0.12.0", tmp_path)
+    with pytest.raises(PostRenderError, match=r"jobset\.x-k8s\.io_jobsets\.yaml: missing \(python -m infra"):
+        render(f"---\n{DEPLOYMENT}", "jobset", "0.12.0", tmp_path, fetch_missing=False)
     altered = tmp_path / "jobset-0.12.0"
     altered.mkdir()
     (altered / "jobset.x-k8s.io_jobsets.yaml").write_text(CRD.format(name="jobsets.jobset.x-k8s.io"))
     with pytest.raises(PostRenderError, match="is not the pinned d022b876"):
         render(f"---\n{DEPLOYMENT}", "jobset", "0.12.0", tmp_path)
+
+
+def test_a_missing_file_is_fetched_at_the_apply_and_a_failed_fetch_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import urllib.request
+
+    asked: list[str] = []
+
+    def offline(url: str, timeout: float) -> Any:
+        asked.append(url)
+        raise OSError("offline")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(PostRenderError, match="missing, and fetching it failed: offline"):
+        render(f"---\n{DEPLOYMENT}", "jobset", "0.12.0", tmp_path)
+    assert asked == [
+        "https://raw.githubusercontent.com/kubernetes-sigs/jobset/v0.12.0/charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml"
+    ]
+    assert not (tmp_path / "jobset-0.12.0").exists(), "nothing half-fetched is left"
 
 
 def test_helm_runs_the_post_renderer_through_the_repositorys_script() -> None:

@@ -19,6 +19,7 @@ from infra.config.base import (
 )
 from infra.config.capacity_checks import capacity_problems
 from infra.config.compute import Cluster, CpuPool, SliceSpec
+from infra.config.delivery import Delivery
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.network import Network
 from infra.config.orchestrator_checks import (
@@ -71,6 +72,8 @@ class Environment(Model):
     slurm: SlurmCluster | None = None
     vertex: Vertex | None = None
     vm_groups: dict[Name, VmGroup] = {}  # noqa: RUF012
+    # The repository whose workflows plan and deploy it (the bootstrap stack binds its identities to it).
+    delivery: Delivery | None = None
 
     @field_validator("zones")
     @classmethod

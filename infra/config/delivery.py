@@ -1,0 +1,23 @@
+"""Who deploys an environment from where: the GitHub repository whose workflows plan and apply it (issue 25,
+finding 1). The bootstrap stack (infra/stacks/bootstrap.py) binds the environment's planner and deployer to it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import StringConstraints
+
+from infra.config.base import Model
+
+
+class GitHub(Model):
+    """The repository, and its owner's numeric id: Google recommends conditioning on the immutable ids, since an
+    owner's name can be taken by someone else after a rename or deletion
+    (https://cloud.google.com/iam/docs/workload-identity-federation-with-deployment-pipelines#github-actions)."""
+
+    repository: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")]
+    repository_owner_id: Annotated[str, StringConstraints(pattern=r"^[0-9]+$")]
+
+
+class Delivery(Model):
+    github: GitHub

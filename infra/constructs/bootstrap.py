@@ -1,0 +1,241 @@
+"""What an environment's deploys stand on (issue 25, findings 1 and 6): its own Terraform state bucket, a read-only
+planner and a deployer service account, and the Workload Identity Federation that lets GitHub's workflows act as
+them, each only from the workflow jobs meant to.
+
+Learnt from Google's terraform-example-foundation, stage 0-bootstrap (GoogleCloudPlatform/terraform-example-
+foundation, 0-bootstrap/README.md, 0-bootstrap/main.tf, 0-bootstrap/sa.tf, 0-bootstrap/github.tf: a state bucket
+made by the bootstrap stage, one service account per stage granted only that stage's roles, GitHub's OIDC tokens
+federated through a pool whose provider has an attribute condition). Those paths are cited from the repository's
+published layout; this session could not fetch the repository (the fetch tool had no snapshot of it), so no commit
+is named and nothing was copied. Past it: an environment per project (a state bucket each, so dev's deployer
+cannot read or write prod's state), and a planner beside each deployer, for pull requests.
+
+The federation, per environment (one pool in the environment's project):
+  provider `github`   issuer https://token.actions.githubusercontent.com; admits a token only when its
+                      claims say this repository (by name and owner id) and either the `<env>-plan` GitHub
+                      environment, or the `<env>` environment on refs/heads/main (ATTRIBUTE_CONDITION).
+  planner             roles/iam.workloadIdentityUser for principalSet .../attribute.environment/<env>-plan
+  deployer            roles/iam.workloadIdentityUser for principalSet .../attribute.environment/<env>
+The GitHub OIDC token carries `repository`, `repository_owner_id`, `ref` and, for a job that names one,
+`environment` (https://docs.github.com/en/actions/reference/security/oidc#oidc-token-claims). A token without
+`environment` (a pull request's test job) fails the condition. The principalSet form and attribute conditions:
+https://cloud.google.com/iam/docs/workload-identity-federation-with-deployment-pipelines and
+https://cloud.google.com/iam/docs/principal-identifiers. google-github-actions/auth exchanges the token and
+impersonates `service_account` (https://github.com/google-github-actions/auth#readme, "Workload Identity
+Federation through a Service Account").
+
+GitHub's side holds the rest: the `<env>` environment's required reviewers (prod) and its deployment branch
+policy (main only), set in the repository's settings. Only a real repository and project show that a token of each
+kind is admitted or refused as written here; the tests hold the condition's text and evaluate its logic on
+claims.
+"""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from infra.bindings import google
+from infra.cdk import TerraformResourceLifecycle
+
+GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+POOL_ID = "github"
+PROVIDER_ID = "github"
+PLANNER_ID = "platform-planner"
+DEPLOYER_ID = "platform-deployer"
+
+# The APIs the bootstrap itself calls (IAM, Security Token Service and IAM Credentials for the federation).
+BOOTSTRAP_APIS = (
+    "iam.googleapis.com",
+    "iamcredentials.googleapis.com",
+    "sts.googleapis.com",
+    "storage.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+)
+
+# The planner reads: the project's resources and their IAM policies, the cluster's objects (not its Secrets).
+PLANNER_ROLES = ("roles/viewer", "roles/iam.securityReviewer", "roles/container.viewer")
+
+# The deployer's project roles, by the resource types of the platform stack they create (tests/test_bootstrap.py
+# holds every type of both environments' stacks covered). helm_release and kubernetes_* go through the cluster's
+# DNS endpoint, authorized by IAM: roles/container.admin. Node pools and VM templates run as the stack's service
+# accounts: roles/iam.serviceAccountUser. Only a real apply shows the list is enough.
+DEPLOYER_ROLES: dict[str, str] = {
+    "google_artifact_registry_": "roles/artifactregistry.admin",
+    "google_binary_authorization_": "roles/binaryauthorization.policyEditor",
+    "google_compute_": "roles/compute.admin",
+    "google_container_": "roles/container.admin",
+    "helm_release": "roles/container.admin",
+    "kubernetes_": "roles/container.admin",
+    "google_project_iam_": "roles/resourcemanager.projectIamAdmin",
+    "google_project_service": "roles/serviceusage.serviceUsageAdmin",
+    "google_service_account": "roles/iam.serviceAccountAdmin",
+    "google_storage_bucket": "roles/storage.admin",
+}
+DEPLOYER_EXTRA_ROLES = ("roles/iam.serviceAccountUser",)
+
+
+def deployer_role(resource_type: str) -> str | None:
+    """The deployer's role that manages `resource_type` (longest matching prefix), or None."""
+    matches = [prefix for prefix in DEPLOYER_ROLES if resource_type.startswith(prefix)]
+    return DEPLOYER_ROLES[max(matches, key=len)] if matches else None
+
+
+def attribute_condition(repository: str, owner_id: str, env: str) -> str:
+    """The provider's CEL condition: this repository, and the `<env>-plan` environment or `<env>` on main."""
+    return (
+        f"assertion.repository == '{repository}' && assertion.repository_owner_id == '{owner_id}' && "
+        f"(assertion.environment == '{env}-plan' || "
+        f"(assertion.environment == '{env}' && assertion.ref == 'refs/heads/main'))"
+    )
+
+
+ATTRIBUTE_MAPPING = {
+    "google.subject": "assertion.sub",
+    "attribute.repository": "assertion.repository",
+    "attribute.repository_owner_id": "assertion.repository_owner_id",
+    "attribute.ref": "assertion.ref",
+    "attribute.environment": "assertion.environment",
+}
+
+
+def principal_set(project_number: str, attribute: str, value: str) -> str:
+    return (
+        f"principalSet://iam.googleapis.com/projects/{project_number}/locations/global/"
+        f"workloadIdentityPools/{POOL_ID}/attribute.{attribute}/{value}"
+    )
+
+
+class Bootstrap(Construct):
+    """The state bucket, the planner and the deployer, and the federation for one environment."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        env_name: str,
+        project: str,
+        project_number: str,
+        region: str,
+        state_bucket: str,
+        repository: str,
+        repository_owner_id: str,
+    ) -> None:
+        super().__init__(scope, id_)
+        apis = [
+            google("project_service").ProjectService(
+                self, f"api-{api.split('.')[0]}", project=project, service=api, disable_on_destroy=False
+            )
+            for api in BOOTSTRAP_APIS
+        ]
+
+        # The state bucket: versioned (a bad write can be rolled back), uniform access, never public, kept on
+        # destroy; only this environment's planner (read) and deployer (read, write, lock) are granted on it.
+        sb = google("storage_bucket")
+        self.state = sb.StorageBucket(
+            self,
+            "state",
+            project=project,
+            name=state_bucket,
+            location=region.upper(),
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning={"enabled": True},
+            force_destroy=False,
+            lifecycle_rule=[
+                sb.StorageBucketLifecycleRule(
+                    action={"type": "Delete"},
+                    condition={"num_newer_versions": 20, "with_state": "ARCHIVED"},
+                )
+            ],
+            lifecycle=TerraformResourceLifecycle(prevent_destroy=True),
+            depends_on=apis,
+        )
+
+        sa = google("service_account")
+        self.planner = sa.ServiceAccount(
+            self,
+            "planner",
+            project=project,
+            account_id=PLANNER_ID,
+            display_name=f"Terraform planner of {env_name} (read-only; pull requests)",
+            depends_on=apis,
+        )
+        self.deployer = sa.ServiceAccount(
+            self,
+            "deployer",
+            project=project,
+            account_id=DEPLOYER_ID,
+            display_name=f"Terraform deployer of {env_name} (approved jobs on main)",
+            depends_on=apis,
+        )
+        bucket_member = google("storage_bucket_iam_member").StorageBucketIamMember
+        bucket_member(
+            self,
+            "state-planner",
+            bucket=self.state.name,
+            role="roles/storage.objectViewer",
+            member=f"serviceAccount:{self.planner.email}",
+        )
+        bucket_member(
+            self,
+            "state-deployer",
+            bucket=self.state.name,
+            role="roles/storage.objectAdmin",
+            member=f"serviceAccount:{self.deployer.email}",
+        )
+        project_member = google("project_iam_member").ProjectIamMember
+        for role in PLANNER_ROLES:
+            project_member(
+                self,
+                f"planner-{role.split('/')[1].replace('.', '-')}",
+                project=project,
+                role=role,
+                member=f"serviceAccount:{self.planner.email}",
+            )
+        for role in sorted({*DEPLOYER_ROLES.values(), *DEPLOYER_EXTRA_ROLES}):
+            project_member(
+                self,
+                f"deployer-{role.split('/')[1].replace('.', '-')}",
+                project=project,
+                role=role,
+                member=f"serviceAccount:{self.deployer.email}",
+            )
+
+        self.pool = google("iam_workload_identity_pool").IamWorkloadIdentityPool(
+            self,
+            "pool",
+            project=project,
+            workload_identity_pool_id=POOL_ID,
+            display_name="GitHub Actions",
+            depends_on=apis,
+        )
+        self.provider = google("iam_workload_identity_pool_provider").IamWorkloadIdentityPoolProvider(
+            self,
+            "provider",
+            project=project,
+            workload_identity_pool_id=self.pool.workload_identity_pool_id,
+            workload_identity_pool_provider_id=PROVIDER_ID,
+            display_name=f"{repository} ({env_name})",
+            attribute_mapping=ATTRIBUTE_MAPPING,
+            attribute_condition=attribute_condition(repository, repository_owner_id, env_name),
+            oidc={"issuer_uri": GITHUB_ISSUER},
+        )
+        sa_member = google("service_account_iam_member").ServiceAccountIamMember
+        sa_member(
+            self,
+            "planner-federation",
+            service_account_id=self.planner.name,
+            role="roles/iam.workloadIdentityUser",
+            member=principal_set(project_number, "environment", f"{env_name}-plan"),
+            depends_on=[self.provider],
+        )
+        sa_member(
+            self,
+            "deployer-federation",
+            service_account_id=self.deployer.name,
+            role="roles/iam.workloadIdentityUser",
+            member=principal_set(project_number, "environment", env_name),
+            depends_on=[self.provider],
+        )

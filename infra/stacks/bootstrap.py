@@ -1,0 +1,47 @@
+"""The bootstrap stack of one environment, `bootstrap-<env>` (issue 25, findings 1 and 6): the state bucket the
+platform stack keeps its state in, the planner and deployer identities and the GitHub federation
+(infra/constructs/bootstrap.py).
+
+Applied by a person with the project's owner rights, once and when it changes, never by the workflows (the
+deployer cannot widen its own rights). Its state lives in the bucket it creates, under `bootstrap/<env>`; the first
+apply runs on local state and then moves it there, as Google's example foundation does for its 0-bootstrap stage
+(docs/delivery.md, "Deploying for real").
+"""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from infra.bindings import google
+from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
+from infra.config import Environment
+from infra.constructs.bootstrap import Bootstrap
+
+
+def bootstrap_stack_name(env: Environment) -> str:
+    return f"bootstrap-{env.name}"
+
+
+class BootstrapStack(TerraformStack):
+    def __init__(self, scope: Construct, env: Environment) -> None:
+        super().__init__(scope, bootstrap_stack_name(env))
+        assert env.delivery is not None, "only an environment with a delivery section has a bootstrap stack"
+        self.env = env
+        GcsBackend(self, bucket=env.state.bucket, prefix=f"bootstrap/{env.name}")
+        google("provider").GoogleProvider(self, "google", project=env.project, region=env.region)
+        boot = Bootstrap(
+            self,
+            "bootstrap",
+            env_name=env.name,
+            project=env.project,
+            project_number=env.project_number,
+            region=env.region,
+            state_bucket=env.state.bucket,
+            repository=env.delivery.github.repository,
+            repository_owner_id=env.delivery.github.repository_owner_id,
+        )
+        # What the GitHub environments' variables are set to (docs/delivery.md).
+        TerraformOutput(self, "workload_identity_provider", value=boot.provider.name)
+        TerraformOutput(self, "planner_service_account", value=boot.planner.email)
+        TerraformOutput(self, "deployer_service_account", value=boot.deployer.email)
+        TerraformOutput(self, "state_bucket", value=boot.state.name)

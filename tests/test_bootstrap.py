@@ -1,0 +1,177 @@
+"""The bootstrap stacks (issue 25, findings 1 and 6): a state bucket per environment, versioned, with only its own
+environment's planner and deployer on it; the federation that admits only this repository's `<env>-plan` jobs and
+its `<env>` jobs on main.
+
+Nothing here reaches Google or GitHub: the attribute condition's logic is evaluated here on claims as GitHub
+documents them (a small evaluator for the one CEL form the condition uses); that Google's STS evaluates it the
+same way, only a real project shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.app import shared_state_buckets, synth_bootstrap
+from infra.config import environments_dir
+from infra.constructs.bootstrap import DEPLOYER_ROLES, attribute_condition, deployer_role
+from infra.load import load_all
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    envs = load_all(environments_dir())
+    out = tmp_path_factory.mktemp("bootstrap")
+    names = synth_bootstrap(envs, out)
+    return {name: json.loads((out / "stacks" / name / "cdk.tf.json").read_text()) for name in names}
+
+
+def _resources(stack: dict[str, Any], rtype: str) -> list[dict[str, Any]]:
+    return list((stack.get("resource") or {}).get(rtype, {}).values())
+
+
+def test_each_environment_keeps_its_state_in_a_bucket_of_its_own() -> None:
+    envs = load_all(environments_dir())
+    assert shared_state_buckets(envs) == []
+    assert len({env.state.bucket for env in envs.values()}) == len(envs)
+
+
+def test_a_shared_state_bucket_is_refused() -> None:
+    envs = load_all(environments_dir())
+    same = {name: env.model_copy(update={"state": envs["dev"].state}) for name, env in envs.items()}
+    assert shared_state_buckets(same) == [
+        f"state.bucket {envs['dev'].state.bucket} is shared by dev, prod: give each environment its own"
+    ]
+
+
+def test_every_environment_has_a_bootstrap_stack(bootstrap: dict[str, dict[str, Any]]) -> None:
+    assert sorted(bootstrap) == ["bootstrap-dev", "bootstrap-prod"]
+
+
+def test_the_state_bucket_is_versioned_private_kept_and_granted_to_its_environment_only(
+    bootstrap: dict[str, dict[str, Any]],
+) -> None:
+    envs = load_all(environments_dir())
+    for env in envs.values():
+        stack = bootstrap[f"bootstrap-{env.name}"]
+        (bucket,) = _resources(stack, "google_storage_bucket")
+        assert bucket["name"] == env.state.bucket and bucket["project"] == env.project
+        assert bucket["versioning"] == {"enabled": True}
+        assert bucket["uniform_bucket_level_access"] is True
+        assert bucket["public_access_prevention"] == "enforced"
+        assert bucket["lifecycle"]["prevent_destroy"] is True and bucket["force_destroy"] is False
+        grants = {(g["role"], g["member"]) for g in _resources(stack, "google_storage_bucket_iam_member")}
+        assert grants == {
+            (
+                "roles/storage.objectViewer",
+                "serviceAccount:${google_service_account.bootstrap_planner_"
+                + _id(stack, "google_service_account", "platform-planner")
+                + ".email}",
+            ),
+            (
+                "roles/storage.objectAdmin",
+                "serviceAccount:${google_service_account.bootstrap_deployer_"
+                + _id(stack, "google_service_account", "platform-deployer")
+                + ".email}",
+            ),
+        }
+        # The platform stack keeps its state there.
+        platform = json.loads((REPO / "tests" / "snapshots" / f"platform-{env.name}.json").read_text())
+        assert platform["terraform"]["backend"]["gcs"]["bucket"] == env.state.bucket
+        assert stack["terraform"]["backend"]["gcs"] == {"bucket": env.state.bucket, "prefix": f"bootstrap/{env.name}"}
+
+
+def _id(stack: dict[str, Any], rtype: str, account_id: str) -> str:
+    (key,) = [k for k, v in stack["resource"][rtype].items() if v["account_id"] == account_id]
+    return key.rsplit("_", 1)[1]
+
+
+def test_the_planner_reads_and_the_deployer_covers_every_resource_type_of_its_stack(
+    bootstrap: dict[str, dict[str, Any]],
+) -> None:
+    for name, stack in bootstrap.items():
+        env = name.removeprefix("bootstrap-")
+        members = _resources(stack, "google_project_iam_member")
+        planner = {m["role"] for m in members if "planner" in m["member"]}
+        deployer = {m["role"] for m in members if "deployer" in m["member"]}
+        assert planner == {"roles/viewer", "roles/iam.securityReviewer", "roles/container.viewer"}
+        assert not any(r.endswith(("admin", "Admin", "owner", "editor")) for r in planner)
+        assert "roles/owner" not in deployer and "roles/editor" not in deployer
+        platform = json.loads((REPO / "tests" / "snapshots" / f"platform-{env}.json").read_text())
+        for rtype in platform["resource"]:
+            role = deployer_role(rtype)
+            assert role is not None, f"{rtype}: no deployer role manages it (DEPLOYER_ROLES)"
+            assert role in deployer, (name, rtype, role)
+    assert deployer_role("google_project_iam_member") == "roles/resourcemanager.projectIamAdmin"
+    assert set(DEPLOYER_ROLES.values()) <= deployer
+
+
+# --- the federation -------------------------------------------------------------------------------------------
+
+
+def _evaluate(condition: str, claims: dict[str, str]) -> bool:
+    """The condition's CEL (==, &&, ||, parentheses, assertion.<claim>, '...' strings) on `claims`. A missing
+    claim is an error here, taken as a refusal (fail closed); how Google's STS treats a missing claim in a
+    comparison, only a real token shows."""
+    expr = re.sub(r"assertion\.(\w+)", lambda m: f"claims[{m.group(1)!r}]", condition)
+    expr = expr.replace("&&", " and ").replace("||", " or ")
+    try:
+        return bool(eval(expr, {"__builtins__": {}}, {"claims": claims}))  # the condition text is our own
+    except KeyError:
+        return False
+
+
+REPOSITORY = "acme/ml-platform"
+OWNER_ID = "100000001"
+
+
+def _token(**claims: str) -> dict[str, str]:
+    """A GitHub OIDC token's claims (https://docs.github.com/en/actions/reference/security/oidc#oidc-token-claims)."""
+    return {"repository": REPOSITORY, "repository_owner_id": OWNER_ID, **claims}
+
+
+@pytest.mark.parametrize(
+    ("claims", "admitted", "as_"),
+    [
+        (_token(ref="refs/heads/main", environment="prod"), True, "deployer"),
+        (_token(ref="refs/pull/7/merge", environment="prod-plan"), True, "planner"),
+        (_token(ref="refs/heads/main", environment="prod-plan"), True, "planner"),
+        # A branch pushed to the prod environment, a pull request naming it, no environment, a fork's name.
+        (_token(ref="refs/heads/feature", environment="prod"), False, None),
+        (_token(ref="refs/pull/7/merge", environment="prod"), False, None),
+        (_token(ref="refs/heads/main"), False, None),
+        ({**_token(ref="refs/heads/main", environment="prod"), "repository": "mallory/ml-platform"}, False, None),
+        ({**_token(ref="refs/heads/main", environment="prod"), "repository_owner_id": "9"}, False, None),
+        # dev's environments do not reach prod's pool.
+        (_token(ref="refs/heads/main", environment="dev"), False, None),
+    ],
+)
+def test_only_an_approved_prod_job_on_main_becomes_prods_deployer(
+    bootstrap: dict[str, dict[str, Any]], claims: dict[str, str], admitted: bool, as_: str | None
+) -> None:
+    stack = bootstrap["bootstrap-prod"]
+    (provider,) = _resources(stack, "google_iam_workload_identity_pool_provider")
+    assert provider["oidc"] == {"issuer_uri": "https://token.actions.githubusercontent.com"}
+    assert provider["attribute_condition"] == attribute_condition(REPOSITORY, OWNER_ID, "prod")
+    assert provider["attribute_mapping"]["attribute.environment"] == "assertion.environment"
+    assert _evaluate(provider["attribute_condition"], claims) is admitted
+    bindings = {
+        b["member"].rsplit("/", 1)[1]: b["service_account_id"]
+        for b in _resources(stack, "google_service_account_iam_member")
+        if b["role"] == "roles/iam.workloadIdentityUser"
+    }
+    assert set(bindings) == {"prod", "prod-plan"}
+    if admitted:
+        bound = bindings[claims["environment"]]
+        assert ("deployer" if "deployer" in bound else "planner") == as_
+    prefix = "principalSet://iam.googleapis.com/projects/100000000002/locations/global/workloadIdentityPools/github/"
+    assert {b["member"] for b in _resources(stack, "google_service_account_iam_member")} == {
+        f"{prefix}attribute.environment/prod",
+        f"{prefix}attribute.environment/prod-plan",
+    }
