@@ -388,6 +388,13 @@ def _ironwood_without_policy(stack: dict[str, Any]) -> None:
 
 
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    # Before the fix (issue 25, finding 7): Vertex AI jobs held objectUser on the whole checkpoints bucket.
+    "gcs.grant-within-its-prefix": (
+        lambda s: next(g for k, g in of_type(s, "google_storage_bucket_iam_member").items() if "vertex" in k).pop(
+            "condition"
+        ),
+        "vertex-jobs writes under vertex/ only",
+    ),
     # Before the fix (issue 25, finding 4): no NetworkPolicy anywhere.
     "k8s.namespace-default-deny-ingress": (
         lambda s: _drop_default_deny(s, "ml-training"),

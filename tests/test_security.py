@@ -157,7 +157,17 @@ def _namespace_without_default_deny(stack: dict[str, Any]) -> None:
             del policies[key]
 
 
+def _grant_wider_than_its_prefix(stack: dict[str, Any]) -> None:
+    grants = of_type(stack, "google_storage_bucket_iam_member")
+    next(g for k, g in grants.items() if k.startswith("vertex_bucket-")).pop("condition")
+
+
 BAD_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
+    "a grant wider than its prefix": (
+        _grant_wider_than_its_prefix,
+        "gcs.grant-within-its-prefix",
+        "vertex-jobs writes under vertex/ only",
+    ),
     "a new image by tag": (_image_by_tag, "binauthz.images-pinned-by-digest", "sax-http:v1.0.1"),
     "a privileged container outside the reasoned list": (
         _privileged_elsewhere,
@@ -210,3 +220,19 @@ def test_a_stack_without_network_policies_says_every_pod_is_reachable() -> None:
     lines = security_posture({"resource": {}})
     assert "- no NetworkPolicy: every pod takes connections from anywhere in the cluster and the VPC" in lines
     assert "- none" in lines
+
+
+def test_vertex_jobs_write_their_own_output_directory_only(stacks: dict[str, dict[str, Any]]) -> None:
+    """Before the fix: objectUser on the whole checkpoints bucket, which GKE training writes too (issue 25, 7)."""
+    from infra.constructs.vertex import prefix_condition
+
+    (grant,) = [g for k, g in of_type(stacks["dev"], "google_storage_bucket_iam_member").items() if "vertex" in k]
+    assert grant["role"] == "roles/storage.objectUser"
+    expression = grant["condition"]["expression"]
+    assert 'objects/vertex/dev-train/")' in expression
+    assert "objectListPrefix" in expression
+    text = prefix_condition("b", "vertex/dev-train")
+    # The object names Cloud Storage FUSE looks up on the way down, and nothing beside them.
+    assert text.count('resource.name == "projects/_/buckets/b/objects/') == 3
+    for name in ("vertex", "vertex/", "vertex/dev-train"):
+        assert f'resource.name == "projects/_/buckets/b/objects/{name}"' in text

@@ -20,6 +20,29 @@ def custom_code_agent(project_number: str) -> str:
     return f"serviceAccount:service-{project_number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
 
 
+def prefix_condition(bucket: str, prefix: str) -> str:
+    """An IAM condition (CEL) that holds a Cloud Storage role to the objects under `prefix`/ of `bucket`.
+
+    Object calls name the object (`projects/_/buckets/<bucket>/objects/<name>`); a list names the bucket, and its
+    prefix is the `storage.googleapis.com/objectListPrefix` attribute
+    (https://cloud.google.com/iam/docs/conditions-attribute-reference, "Object list prefix";
+    https://cloud.google.com/storage/docs/access-control/iam#conditions). Vertex AI mounts the whole bucket at
+    /gcs/<bucket> with Cloud Storage FUSE, which looks up and lists each directory on the way down to the
+    output directory: those lookups (the parents' own names) and lists (the parents' prefixes, the root's
+    empty one included, which shows names only) are allowed too. Everything else in the bucket is refused."""
+    parts = prefix.strip("/").split("/")
+    parents = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    names = sorted({*parents, *(f"{p}/" for p in parents[:-1])})
+    objects = f"projects/_/buckets/{bucket}/objects/"
+    exact = " || ".join(f'resource.name == "{objects}{n}"' for n in names)
+    return (
+        f'(resource.type == "storage.googleapis.com/Object" && (resource.name.startsWith("{objects}{prefix}/")'
+        f" || {exact}))"
+        ' || (resource.type == "storage.googleapis.com/Bucket" && '
+        f'"{prefix}/".startsWith(api.getAttribute("storage.googleapis.com/objectListPrefix", "-")))'
+    )
+
+
 class VertexJobs(Construct):
     """The `vertex-jobs` service account the jobs run as (logs, and objectUser on the buckets it writes) and,
     with `attachment`, the network attachment the jobs join the VPC through: a dedicated subnet, connections
@@ -33,6 +56,7 @@ class VertexJobs(Construct):
         project: str,
         account_id: str,
         buckets: dict[str, str],
+        prefixes: dict[str, str],
         region: str,
         network: str,
         attachment: tuple[str, str, str] | None,
@@ -47,8 +71,18 @@ class VertexJobs(Construct):
                 self, role.rsplit(".", 1)[-1], project=project, role=role, member=member
             )
         for key, bucket in buckets.items():
+            prefix = prefixes[key]
             google("storage_bucket_iam_member").StorageBucketIamMember(
-                self, f"bucket-{key}", bucket=bucket, role="roles/storage.objectUser", member=member
+                self,
+                f"bucket-{key}",
+                bucket=bucket,
+                role="roles/storage.objectUser",
+                member=member,
+                condition={
+                    "title": "vertex-jobs-own-prefix",
+                    "description": f"Objects under {prefix}/ only (issue 25, finding 7)",
+                    "expression": prefix_condition(bucket, prefix),
+                },
             )
         if attachment is not None:
             name, subnet_name, cidr = attachment

@@ -173,6 +173,7 @@ def where(obj: dict[str, Any]) -> str:
 # Importing the rule modules registers their rules: RULES is complete once `infra.rules` is imported.
 from infra.rules import (  # noqa: E402, F401
     binary_authorization,
+    cloud_storage_iam,
     cluster_autoscaler,
     cluster_toolkit,
     compute_engine,

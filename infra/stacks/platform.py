@@ -360,6 +360,12 @@ class PlatformStack(TerraformStack):
             project=env.project,
             account_id=vertex_job.SERVICE_ACCOUNT_ID,
             buckets={key: buckets[key].bucket.name for key in sorted(written)},
+            # Each bucket's grant is held to the jobs' base output directory (issue 25, finding 7).
+            prefixes=(
+                {env.vertex.training.bucket: vertex_job.output_dir(env, env.vertex.training).split("/", 3)[3]}
+                if env.vertex.training is not None
+                else {}
+            ),
             region=env.region,
             network=network.vpc.id,
             attachment=(
