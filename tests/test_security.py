@@ -54,7 +54,7 @@ def test_the_ray_head_takes_connections_from_its_own_cluster_only(stacks: dict[s
     within = policies["ray-training-within"]
     assert within["pod_selector"]["match_labels"] == {"app.kubernetes.io/instance": "ray-training"}
     (rule,) = within["ingress"]
-    assert rule["from"] == [{"pod_selector": {"match_labels": {"app.kubernetes.io/instance": "ray-training"}}}]
+    assert rule["from"][0] == {"pod_selector": {"match_labels": {"app.kubernetes.io/instance": "ray-training"}}}
     (_, objects) = stack_releases(stacks["dev"])["ray-training"]
     head = next(o for o in objects if o["kind"] == "RayCluster")["spec"]["headGroupSpec"]["template"]["metadata"]
     assert head["labels"]["app.kubernetes.io/instance"] == "ray-training"
@@ -236,3 +236,15 @@ def test_vertex_jobs_write_their_own_output_directory_only(stacks: dict[str, dic
     assert text.count('resource.name == "projects/_/buckets/b/objects/') == 3
     for name in ("vertex", "vertex/", "vertex/dev-train"):
         assert f'resource.name == "projects/_/buckets/b/objects/{name}"' in text
+
+
+def test_the_endpoint_picker_reaches_its_model_servers(stacks: dict[str, dict[str, Any]]) -> None:
+    """The picker reads each vLLM server's /metrics; its pods carry only `inferencepool`, not the release label."""
+    (_, objects) = stack_releases(stacks["dev"])["serve-llama70b-vllm"]
+    epp = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-epp"))
+    labels = epp["spec"]["template"]["metadata"]["labels"]
+    (rule,) = _policies(stacks["dev"], "ml-serving")["serve-llama70b-vllm-within"]["ingress"]
+    pickers = [
+        p["pod_selector"]["match_labels"] for p in rule["from"] if "inferencepool" in p["pod_selector"]["match_labels"]
+    ]
+    assert pickers == [{"inferencepool": labels["inferencepool"]}]

@@ -6,11 +6,11 @@ GKE Dataplane V2 enforces NetworkPolicy; a pod no policy selects takes every con
 Each workload namespace gets:
 
 - ``default-deny-ingress``: selects every pod, allows nothing (the page's "Default deny all ingress traffic");
-- ``<release>-within``: the pods of one Helm release (``app.kubernetes.io/instance``) from each other, on every
-  port: a Ray head and its workers, an LWS leader and its workers, Saxml's admin, model and HTTP servers, the
-  endpoint picker and its model servers. Nothing of another release or namespace reaches a Ray head's Jobs API
-  (8265), client port (10001) or GCS (6379) (Ray's security page, docs.ray.io/en/latest/ray-security: whoever
-  reaches them runs code as the cluster; CVE-2023-48022);
+- ``<release>-within``: the pods of one Helm release (``app.kubernetes.io/instance``, and its endpoint picker's
+  ``inferencepool``) from each other, on every port: a Ray head and its workers, an LWS leader and its workers,
+  Saxml's admin, model and HTTP servers, the endpoint picker and its model servers. Nothing of another release
+  or namespace reaches a Ray head's Jobs API (8265), client port (10001) or GCS (6379) (Ray's security page,
+  docs.ray.io/en/latest/ray-security: whoever reaches them runs code as the cluster; CVE-2023-48022);
 - ``from-load-balancers`` (only where the Inference Gateway runs): the regional proxies' proxy-only subnet and
   Google's health checkers to the servers' and endpoint picker's ports, the same sources and ports the VPC
   firewall opens (ProxyOnlySubnet);
@@ -30,6 +30,11 @@ from infra.bindings import kubernetes
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 DEFAULT_DENY = "default-deny-ingress"
+
+
+def endpoint_picker(release: str) -> str:
+    """The endpoint picker's name in vllm-tpu (`vllm.epp`: the release name cut to 40, then `-epp`)."""
+    return f"{release[:40].rstrip('-')}-epp"
 
 
 class NamespacePolicies(Construct):
@@ -73,11 +78,18 @@ class NamespacePolicies(Construct):
             same = np.NetworkPolicyV1SpecIngressFrom(
                 pod_selector=np.NetworkPolicyV1SpecIngressFromPodSelector(match_labels={INSTANCE_LABEL: release})
             )
+            # The release's endpoint picker (vllm-tpu's gateway), whose pods carry only `inferencepool`: it reads
+            # each model server's /metrics to pick one (workloads/charts/vllm-tpu/templates/gateway.yaml).
+            picker = np.NetworkPolicyV1SpecIngressFrom(
+                pod_selector=np.NetworkPolicyV1SpecIngressFromPodSelector(
+                    match_labels={"inferencepool": endpoint_picker(release)}
+                )
+            )
             policy(
                 f"{release}-within",
                 namespace,
                 {INSTANCE_LABEL: release},
-                [np.NetworkPolicyV1SpecIngress(from_=[same])],
+                [np.NetworkPolicyV1SpecIngress(from_=[same, picker])],
                 namespaces[namespace],
             )
             if release in vpc_ports:
