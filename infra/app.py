@@ -29,6 +29,10 @@ def synth(envs: dict[str, Environment], outdir: Path, *, omit_unbuilt: bool = Fa
     return {s.env.name: s.left_out for s in stacks}
 
 
+class SharedStateBucket(ValueError):
+    """Two environments name one state bucket."""
+
+
 def shared_state_buckets(envs: dict[str, Environment]) -> list[str]:
     """Environments that share a state bucket (issue 25, finding 6: each environment's deployer may reach only its
     own environment's state, which bucket-level IAM gives only with a bucket each)."""
@@ -51,7 +55,7 @@ def synth_bootstrap(envs: dict[str, Environment], outdir: Path) -> list[str]:
 
     shared = shared_state_buckets(envs)
     if shared:
-        raise ConfigError("; ".join(shared))
+        raise SharedStateBucket("; ".join(shared))
     app = App(outdir=str(outdir))
     stacks = [BootstrapStack(app, env) for env in envs.values() if env.delivery is not None]
     app.synth()
@@ -131,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         # The bootstrap stacks (state buckets, planner and deployer, GitHub federation) beside, in their own folder.
         try:
             bootstrap = synth_bootstrap(envs, DEFAULT_OUTDIR / "bootstrap")
-        except ConfigError as err:
+        except SharedStateBucket as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
         for name in bootstrap:

@@ -39,24 +39,26 @@ PACKER_ZIP = f"packer_{PACKER_VERSION}_linux_amd64.zip"
 PACKER_LINUX_AMD64_SHA256: str | None = None
 
 
-def _version(tool: str, pattern: str) -> str | None:
-    if shutil.which(tool) is None:
+def _version(tool: str, pattern: str, path: str | None = None) -> str | None:
+    found = shutil.which(tool, path=path)
+    if found is None:
         return None
-    done = subprocess.run([tool, "version"], capture_output=True, text=True, check=False)
-    found = re.search(pattern, done.stdout + done.stderr)
-    return found.group(1) if found else None
+    done = subprocess.run([found, "version"], capture_output=True, text=True, check=False)
+    match = re.search(pattern, done.stdout + done.stderr)
+    return match.group(1) if match else None
 
 
-def packer_found() -> str | None:
-    return _version("packer", r"v?([0-9]+\.[0-9]+\.[0-9]+)")
+def packer_found(path: str | None = None) -> str | None:
+    return _version("packer", r"v?([0-9]+\.[0-9]+\.[0-9]+)", path)
 
 
-def gcluster_found() -> str | None:
+def gcluster_found(path: str | None = None) -> str | None:
     """The commit gcluster was built from (`gcluster --version` prints 'Built from: <branch>, commit: <sha>';
     a release build prints its tag instead)."""
-    if shutil.which("gcluster") is None:
+    found = shutil.which("gcluster", path=path)
+    if found is None:
         return None
-    done = subprocess.run(["gcluster", "--version"], capture_output=True, text=True, check=False)
+    done = subprocess.run([found, "--version"], capture_output=True, text=True, check=False)
     text = done.stdout + done.stderr
     commit = re.search(r"commit: ([0-9a-f]{40})", text)
     if commit:
@@ -65,13 +67,15 @@ def gcluster_found() -> str | None:
     return tag.group(1) if tag else None
 
 
-def problems() -> list[str]:
+def problems(path: str | None = None) -> list[str]:
+    """What differs from the pins on `path` (default: PATH)."""
     found = []
-    if packer_found() != PACKER_VERSION:
-        found.append(f"packer {packer_found() or '(none on PATH)'}: the platform pins {PACKER_VERSION}")
-    if gcluster_found() not in (CLUSTER_TOOLKIT.commit, CLUSTER_TOOLKIT.tag):
+    packer, gcluster = packer_found(path), gcluster_found(path)
+    if packer != PACKER_VERSION:
+        found.append(f"packer {packer or '(none on PATH)'}: the platform pins {PACKER_VERSION}")
+    if gcluster not in (CLUSTER_TOOLKIT.commit, CLUSTER_TOOLKIT.tag):
         found.append(
-            f"gcluster {gcluster_found() or '(none on PATH)'}: the platform pins Cluster Toolkit "
+            f"gcluster {gcluster or '(none on PATH)'}: the platform pins Cluster Toolkit "
             f"{CLUSTER_TOOLKIT.tag} ({CLUSTER_TOOLKIT.commit})"
         )
     return found
@@ -126,8 +130,8 @@ def install(dest: Path) -> int:
     if github_path:
         with open(github_path, "a", encoding="utf-8") as handle:
             handle.write(f"{dest}\n")
-    os.environ["PATH"] = f"{dest}{os.pathsep}{os.environ['PATH']}"
-    left = problems()
+    # What later steps will find: the tools' folder first, then the PATH this step has.
+    left = problems(os.pathsep.join([str(dest), os.environ.get("PATH") or os.defpath]))
     for line in left:
         print(f"error: {line}", file=sys.stderr)
     return 2 if left else 0
