@@ -10,13 +10,18 @@ deploy      refuses while a release image is still at the placeholder digest, an
             environment has a Slurm cluster, `gcluster deploy` of its blueprint (written and validated as
             `make plan` does, in cdktf.out/slurm/<env>), with the Terraform and Packer the platform pins;
             `--skip-image` leaves out the node image's Packer build when its inputs have not changed.
+            Before any apply, the environment's APIs are enabled and called until each one answers
+            (scripts/apis.py: a just-enabled API refuses calls for minutes, and the provider does not retry).
 destroy     shows what would go, refuses while anything is protected (prevent_destroy, GKE deletion
             protection) or a bucket would fail to delete half-way (no force_destroy), and runs only with
             `--confirm platform-<env>` typed out. The Slurm cluster and the VM groups' VMs go first: they
             hold the platform's networks, and neither Slurm's nodes nor a bulkInsert's VMs are in any state.
+            Before them, what GKE's controllers built outside Terraform: each Inference Gateway's load balancer
+            (scripts/teardown.py: its objects deleted, then gcloud listings until GKE has removed it all).
 
 The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m infra.vms` unless PLATFORM_CDKTF /
-PLATFORM_GCLUSTER / PLATFORM_VMS name others (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
+PLATFORM_GCLUSTER / PLATFORM_VMS name others, and `gcloud`, `kubectl` unless PLATFORM_GCLOUD / PLATFORM_KUBECTL
+do (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
 input or refused deploy, 3 refused destroy, else the CLI's.
 """
 
@@ -37,6 +42,8 @@ from typing import Any
 
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
 from infra.load import load_environment
+from scripts import teardown
+from scripts.apis import enable_and_wait
 
 DEFAULT_CDKTF = "npx --no-install cdktf"
 DEFAULT_GCLUSTER = "gcluster"
@@ -213,6 +220,10 @@ def deploy(
         extra["PLATFORM_OMIT_UNBUILT"] = "1"
     else:
         print(f"{stack}: every release image is pinned to a built digest")
+    # The APIs first, waited for until each answers: the provider does not retry a just-enabled API's refusal.
+    code = enable_and_wait(env, dry_run=dry_run)
+    if code:
+        return code
     if gated and not dry_run:
         # Issue 25, finding 9 (gated): plan to a file, gate it, summary, apply that same file (scripts/apply.py).
         code = _gated_apply(env, stack, infra_only=infra_only, approved=approved)
@@ -259,6 +270,10 @@ def destroy(env: Environment, *, confirm: str | None, auto_approve: bool, dry_ru
     total = sum(len(b) for b in (stack.get("resource") or {}).values())
     print(f"{stack_name}: destroy would remove {total} resources:")
     print("\n".join(lines))
+    outside = teardown.describe(env)
+    if outside:
+        print(f"{stack_name}: and first, what controllers made outside Terraform:")
+        print("\n".join(f"  {line}" for line in outside))
     refusals = [f"protected: {g}" for g in guarded] + stuck
     if confirm != stack_name:
         refusals.append(f"not confirmed: pass CONFIRM={stack_name} (make destroy ENV={env.name} CONFIRM={stack_name})")
@@ -267,8 +282,16 @@ def destroy(env: Environment, *, confirm: str | None, auto_approve: bool, dry_ru
         for line in refusals:
             print(f"  {line}", file=sys.stderr)
         return 3
+    # First: GKE's load balancers of the Inference Gateways, while the cluster that can remove them is up.
+    code = teardown.Teardown(env, dry_run=dry_run).run()
+    if code:
+        print(
+            f"error: {stack_name}: what GKE made outside Terraform is still there; {stack_name} was left as it is",
+            file=sys.stderr,
+        )
+        return code
     if env.slurm is not None:
-        # First: the Slurm nodes hold the platform's networks, and the nodes Slurm created are not in any state.
+        # Then: the Slurm nodes hold the platform's networks, and the nodes Slurm created are not in any state.
         code = destroy_slurm(env, auto_approve=auto_approve, dry_run=dry_run)
         if code:
             print(f"error: slurm-{env.name}: destroy failed; {stack_name} was left as it is", file=sys.stderr)

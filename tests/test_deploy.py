@@ -27,6 +27,8 @@ record = {"argv": sys.argv[1:], "omit": os.environ.get("PLATFORM_OMIT_UNBUILT")}
 record["envs"] = os.environ.get("PLATFORM_ENVS")
 with open(os.path.join(out, "calls.jsonl"), "a") as f:
     f.write(json.dumps(record) + "\\n")
+with open(os.path.join(out, "order.log"), "a") as f:
+    f.write("cdktf " + " ".join(sys.argv[1:]) + "\\n")
 if sys.argv[1] in ("deploy", "destroy"):  # cdktf synthesizes the app first
     env = {**os.environ, "CDKTF_OUTDIR": os.path.join(out, "cdktf.out")}
     sys.exit(subprocess.run([sys.executable, "-m", "infra"], env=env).returncode)
@@ -54,6 +56,98 @@ sys.exit(int(os.environ.get("VMS_EXIT", "0")))
 """
 
 
+# gcloud's stand-in: records its arguments (order.log) and answers from cloud.json, which the kubectl stand-in
+# shares: APIs not yet usable for a number of probes, the cluster's credentials, and what GKE's Gateway controller
+# built (listed until the Gateway is deleted, then for `lag` more rounds, as GKE takes a while to clean up).
+GCLOUD = """
+import json, os, sys
+out = os.environ["STAND_IN_DIR"]
+with open(os.path.join(out, "order.log"), "a") as f:
+    f.write("gcloud " + " ".join(sys.argv[1:]) + "\\n")
+path = os.path.join(out, "cloud.json")
+state = json.load(open(path)) if os.path.exists(path) else {}
+args = sys.argv[1:]
+key = " ".join(args[:2])
+def save():
+    json.dump(state, open(path, "w"))
+if key == "services enable":
+    sys.exit(0)
+if key == "container clusters" and args[2] == "get-credentials":
+    state["kubeconfig"] = os.environ.get("KUBECONFIG"); save()
+    sys.exit(state.get("credentials_exit", 0))
+left = state.setdefault("not_yet", {})
+if left.get(key, 0) > 0:
+    left[key] -= 1; save()
+    print("ERROR: (gcloud) PERMISSION_DENIED: API has not been used in project before or it is disabled. "
+          "reason: SERVICE_DISABLED", file=sys.stderr)
+    sys.exit(1)
+if args[0] == "compute" and args[2] == "list":
+    gone = state.get("deleted") and state.get("lag", 0) <= 0
+    if args[1] == "network-endpoint-groups":
+        if state.get("deleted"):
+            state["lag"] = state.get("lag", 0) - 1; save()
+        if not gone:
+            print("\\n".join(n + " " + z for n, z in state.get("negs", [])))
+        sys.exit(0)
+    if not gone:
+        print("\\n".join(state.get("lb", {}).get(args[1], [])))
+    sys.exit(0)
+sys.exit(0)
+"""
+
+KUBECTL = """
+import json, os, sys
+out = os.environ["STAND_IN_DIR"]
+with open(os.path.join(out, "order.log"), "a") as f:
+    f.write("kubectl " + " ".join(sys.argv[1:]) + " KUBECONFIG=" + os.environ.get("KUBECONFIG", "") + "\\n")
+path = os.path.join(out, "cloud.json")
+state = json.load(open(path)) if os.path.exists(path) else {}
+args = sys.argv[1:]
+if args[:3] == ["get", "namespace", "kube-system"]:
+    print("6f1c2a9e-uid")
+elif args[:2] == ["get", "gateway"]:
+    if not state.get("deleted") and state.get("lb"):
+        lb = state["lb"]
+        print(json.dumps({"metadata": {"annotations": {
+            "networking.gke.io/forwarding-rules": ", ".join(
+                "/projects/1/regions/us-east5/forwardingRules/" + n for n in lb["forwarding-rules"]),
+            "networking.gke.io/target-http-proxies": ", ".join(lb["target-http-proxies"]),
+            "networking.gke.io/url-maps": ", ".join(lb["url-maps"]),
+            "networking.gke.io/backend-services": ", ".join(lb["backend-services"]),
+            "networking.gke.io/health-checks": ", ".join(lb["health-checks"]),
+            "networking.gke.io/firewalls": ", ".join(lb["firewall-rules"]),
+            "networking.gke.io/last-reconcile-time": "Thursday, 26-Nov-26 01:00:00 UTC"}}}))
+elif args[:2] == ["get", "servicenetworkendpointgroups"]:
+    items = [{"status": {"networkEndpointGroups": [
+        {"selfLink": "https://www.googleapis.com/compute/v1/projects/p/zones/" + z + "/networkEndpointGroups/" + n}
+        for n, z in state.get("negs", [])]}}]
+    print(json.dumps({"items": [] if state.get("deleted") else items}))
+elif args[0] == "delete":
+    state["deleted"] = True
+    json.dump(state, open(path, "w"))
+"""
+
+# What GKE's Gateway controller builds for dev's Inference Gateway (ml-serving/serve-llama70b-vllm).
+GKE_LB = {
+    "forwarding-rules": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-h2kz0x8d1c9v"],
+    "target-http-proxies": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-h2kz0x8d1c9v"],
+    "url-maps": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-h2kz0x8d1c9v"],
+    "backend-services": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-8000-m1d2"],
+    "health-checks": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-8000-m1d2"],
+    "firewall-rules": ["gkegw1-3k2f-l7-ml-platform-dev-vpc"],
+}
+GKE_NEGS = [["k8s1-6f1c2a9e-ml-serving-serve-llama70b-vllm-8000-5c1a2b3d", "us-east5-b"]]
+
+
+def _cloud(tmp_path: Path, **state: Any) -> None:
+    (tmp_path / "cloud.json").write_text(json.dumps(state))
+
+
+def _order(tmp_path: Path) -> list[str]:
+    path = tmp_path / "order.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
 def _tools(tmp_path: Path, terraform: str = TERRAFORM_VERSION, packer: str = PACKER_VERSION) -> Path:
     """A PATH directory with terraform and packer that answer `version` as the real ones do."""
     bin_dir = tmp_path / "bin"
@@ -74,6 +168,10 @@ def _run(
     gcluster.write_text(GCLUSTER)
     vms = tmp_path / "vms_stand_in.py"
     vms.write_text(VMS)
+    stand_ins = {}
+    for name, text in (("gcloud", GCLOUD), ("kubectl", KUBECTL)):
+        (tmp_path / f"{name}_stand_in.py").write_text(text)
+        stand_ins[name] = f"{sys.executable} {tmp_path / f'{name}_stand_in.py'}"
     bin_dir = tmp_path / "bin" if (tmp_path / "bin").exists() else _tools(tmp_path)
     env = {
         **os.environ,
@@ -81,6 +179,10 @@ def _run(
         "PLATFORM_CDKTF": f"{sys.executable} {stand_in}",
         "PLATFORM_GCLUSTER": f"{sys.executable} {gcluster}",
         "PLATFORM_VMS": f"{sys.executable} {vms}",
+        "PLATFORM_GCLOUD": stand_ins["gcloud"],
+        "PLATFORM_KUBECTL": stand_ins["kubectl"],
+        "PLATFORM_API_POLL": "0",
+        "PLATFORM_TEARDOWN_POLL": "0",
         "STAND_IN_DIR": str(tmp_path),
         "PLATFORM_ENVIRONMENTS_DIR": str(envs_dir),
         **extra,
@@ -226,6 +328,7 @@ def test_a_dry_run_prints_the_slurm_commands_and_skips_the_image_when_asked(tmp_
     done = _run(["deploy", "dev", "--skip-image", "--dry-run"], tmp_path, _built(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("dry run, would run:")]
+    lines = lines[lines.index(next(line for line in lines if line.endswith("deploy platform-dev"))) :]
     assert lines[0].endswith("deploy platform-dev")
     assert lines[1].endswith(
         "deploy cdktf.out/slurm/dev/blueprint.yaml -d cdktf.out/slurm/dev/deployment.yaml -o "
@@ -259,3 +362,99 @@ def test_destroy_deletes_each_vm_groups_vms_before_the_stack(tmp_path: Path) -> 
     assert refused.returncode == 1
     assert "VM group a3mega: deleting its VMs failed; platform-dev was left as it is" in refused.stderr
     assert _calls(failed) == [], "the platform stack was not touched"
+
+
+def test_the_first_apply_waits_until_every_api_answers(tmp_path: Path) -> None:
+    # Issue 29, finding 3: Service Usage lists an API as enabled minutes before the API stops answering
+    # SERVICE_DISABLED, and no resource of the provider retries that answer.
+    _cloud(tmp_path, not_yet={"container clusters": 2, "compute networks": 1})
+    done = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    order = _order(tmp_path)
+    enable = order[0].split()
+    assert enable[:3] == ["gcloud", "services", "enable"] and enable[-1] == "--project=acme-ml-platform-dev"
+    assert {"container.googleapis.com", "networkservices.googleapis.com", "aiplatform.googleapis.com"} <= set(enable)
+    probes = [line for line in order if line.startswith("gcloud container clusters list")]
+    assert len(probes) == 3, "probed until it answered"
+    assert "not yet usable (enabled recently): compute.googleapis.com, container.googleapis.com" in done.stdout
+    assert "not yet usable (enabled recently): container.googleapis.com" in done.stdout
+    last_probe = max(i for i, line in enumerate(order) if line.startswith("gcloud ") and "services enable" not in line)
+    assert last_probe < order.index("cdktf deploy platform-dev --auto-approve"), "every API answers before the apply"
+
+
+def test_an_api_that_never_answers_stops_the_deploy_before_the_apply(tmp_path: Path) -> None:
+    _cloud(tmp_path, not_yet={"container clusters": 99})
+    done = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path, PLATFORM_API_WAIT="0")
+    assert done.returncode == 1
+    assert "still not usable after 0s: container.googleapis.com; nothing was applied" in done.stderr
+    assert _calls(tmp_path) == []
+
+
+def test_destroy_lists_what_gke_built_outside_terraform_and_a_dry_run_shows_how_it_goes(tmp_path: Path) -> None:
+    # Issue 29, finding 6. Even refused, the summary names it.
+    refused = _run(["destroy", "dev", "--dry-run"], tmp_path)
+    assert refused.returncode == 3
+    assert "platform-dev: and first, what controllers made outside Terraform:" in refused.stdout
+    assert (
+        "Gateway ml-serving/serve-llama70b-vllm (gke-l7-rilb), its HTTPRoute and InferencePool: GKE's Gateway "
+        "controller built its load balancer outside Terraform: forwarding rule, target HTTP proxy, URL map"
+    ) in refused.stdout
+    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--dry-run"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    delete = out.index("delete httproute,gateway,inferencepool serve-llama70b-vllm -n ml-serving --ignore-not-found")
+    assert "dry run, would run: gcloud container clusters get-credentials ml-platform-dev --location us-east5" in out
+    assert "network-endpoint-groups list --filter 'description~" in out
+    assert delete < out.index("destroy platform-dev"), "before the stack (and its network) goes"
+    assert _order(tmp_path) == [], "a dry run runs nothing"
+
+
+def test_destroy_deletes_the_gateway_and_waits_for_gke_to_remove_its_load_balancer_first(tmp_path: Path) -> None:
+    _cloud(tmp_path, lb=GKE_LB, negs=GKE_NEGS, lag=2)
+    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    order = _order(tmp_path)
+    creds = next(i for i, line in enumerate(order) if "get-credentials ml-platform-dev" in line)
+    delete = next(
+        i for i, line in enumerate(order) if line.startswith("kubectl delete httproute,gateway,inferencepool")
+    )
+    last_list = max(i for i, line in enumerate(order) if line.startswith("gcloud compute"))
+    destroy = order.index("cdktf destroy platform-dev --auto-approve")
+    assert creds < delete < last_list < destroy
+    assert "--dns-endpoint" in order[creds]
+    kubeconfig = json.loads((tmp_path / "cloud.json").read_text())["kubeconfig"]
+    assert kubeconfig and all(line.endswith(f"KUBECONFIG={kubeconfig}") for line in order if line.startswith("kubectl"))
+    assert "forwarding-rules: gkegw1-3k2f-ml-serving-serve-llama70b-vllm-h2kz0x8d1c9v" in done.stdout
+    assert "network-endpoint-groups: k8s1-6f1c2a9e-ml-serving-serve-llama70b-vllm-8000-5c1a2b3d (us-east5-b)" in (
+        done.stdout
+    )
+    assert "waiting for GKE to remove: " in done.stdout
+    assert "ml-serving/serve-llama70b-vllm: GKE removed its load balancer" in done.stdout
+    negs = [line for line in order if line.startswith("gcloud compute network-endpoint-groups list")]
+    assert '"cluster-uid\\":\\"6f1c2a9e-uid' in negs[0] and '"namespace\\":\\"ml-serving' in negs[0]
+    assert order.index(next(line for line in order if line.startswith("gcloud compute firewall-rules"))) < destroy
+
+
+def test_destroy_stops_before_the_network_while_gke_leaves_its_load_balancer(tmp_path: Path) -> None:
+    _cloud(tmp_path, lb=GKE_LB, negs=GKE_NEGS, lag=99)
+    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path,
+                PLATFORM_TEARDOWN_TIMEOUT="0")  # fmt: skip
+    assert done.returncode == 1
+    assert "Gateway ml-serving/serve-llama70b-vllm: GKE's load balancer is still there: backend-services: " in (
+        done.stderr
+    )
+    assert "platform-dev was left as it is" in done.stderr
+    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == [] and _calls(tmp_path, "vms") == []
+    # The cluster gone already: nothing can ask GKE to clean up; what its naming finds stops the destroy.
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    _cloud(gone, lb=GKE_LB, negs=GKE_NEGS, credentials_exit=1)
+    refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], gone)
+    assert refused.returncode == 1
+    assert "cannot be reached: listing by GKE's naming" in refused.stdout
+    assert (
+        "forwarding-rules list --project acme-ml-platform-dev --filter name~^gkegw1-.*-ml-serving-serve-llama70b-vllm-"
+        in ("\n".join(_order(gone)))
+    )
+    assert not any(line.startswith("kubectl delete") for line in _order(gone))
+    assert _calls(gone) == []
