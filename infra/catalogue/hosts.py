@@ -358,3 +358,63 @@ HOSTS.update(
         ),
     }
 )
+
+
+# Scripts in the charts' containers (`command: [bash, -c, ...]`, a ConfigMap's script). A GKE node is
+# Container-Optimized OS as the VMs are (GKE's node images: https://cloud.google.com/kubernetes-engine/docs/concepts/
+# node-images); the TCPXO host set-up enters the node's namespaces with `nsenter -at 1`, keeping its container's PATH.
+GKE_NODE_IMAGES = "https://cloud.google.com/kubernetes-engine/docs/concepts/node-images"
+# An image the platform does not build and whose file list is not known offline: every command its script calls is
+# taken to be there (a stand-in that logs the call); ShellCheck, bash -euo pipefail and the file and PATH facts still
+# apply. What only the image itself shows: that each of those commands is really in it.
+UNKNOWN_IMAGE = "the image's contents are not known offline: each command the script calls is taken as present"
+
+HOSTS.update(
+    {
+        # The TCPXO host set-up of the gpu-networking chart: `nsenter -at 1 -- bash -c` from a privileged
+        # container, so it runs in the node's (COS) mount namespace as root, with the container's PATH.
+        "gke-cos-node": Host(
+            name="gke-cos-node",
+            description="a GKE node on Container-Optimized OS, entered with nsenter -at 1 from a privileged pod",
+            path=STANDARD_DIRS,
+            commands=COS_COMMANDS,
+            read_only=COS_READ_ONLY,
+            noexec=COS_NOEXEC,
+            userns_restricted=False,
+            checked=CHECKED,
+            sources=(GKE_NODE_IMAGES, COS_DISKS, COS_SECURITY, GKE_TCPXO_HOST, "nsenter(1) (-a: all namespaces)"),
+            locations=(("iptables", "/sbin"),),
+            env=(("HOME", "/root"),),
+            dirs=("/etc", "/var/lib", "/dev", "/run", "/tmp", "/home", "/mnt/disks", "/home/kubernetes/bin"),
+            exec_dirs=(*COS_EXEC_DIRS, "/home/kubernetes/bin"),
+        ),
+        # A chart container of the TCPXO plugin image on GKE (the NCCL test's JobSet), as root.
+        "gke-tcpxo-image": Host(
+            name="gke-tcpxo-image",
+            description="a GKE pod running the TCPXO plugin image (as root)",
+            path=("/usr/local/nvidia/bin", "/usr/local/cuda/bin", *STANDARD_DIRS),
+            commands=TCPXO_IMAGE_COMMANDS,
+            read_only=(),
+            noexec=(),
+            userns_restricted=False,
+            checked=CHECKED,
+            sources=(TCPXO_IMAGE,),
+            env=(("HOME", "/root"),),
+            dirs=("/tmp", "/root", "/usr/local/nvidia/lib64", "/scripts", "/config"),
+        ),
+        # Any other chart container (the plugin installer, the platform's trainer-gpu and converter images).
+        "gke-container": Host(
+            name="gke-container",
+            description=f"a GKE pod's container ({UNKNOWN_IMAGE})",
+            path=STANDARD_DIRS,
+            commands=frozenset({"bash", "sh"}),
+            read_only=(),
+            noexec=(),
+            userns_restricted=False,
+            checked=CHECKED,
+            sources=("https://kubernetes.io/docs/tasks/inject-data-application/define-command-argument-container/",),
+            env=(("HOME", "/root"),),
+            dirs=("/tmp", "/root", "/config", "/scripts", "/var/lib", "/usr/local", "/data"),
+        ),
+    }
+)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -32,6 +33,16 @@ def table() -> str:
         source = r.source.replace("|", "/")
         rows.append(f"| `{r.id}` | {r.system} | {r.layer} | {r.summary} | {source} |")
     return "\n".join(rows)
+
+
+def write_rendered(stacks: Path, report: Report) -> None:
+    """Every rendered release as <out>/rendered/<stack>/<release>.json: what the Helm provider will send, for a
+    reviewer and for the scripts step (the charts' shell scripts, infra/shell/charts.py)."""
+    for name, (_, releases) in sorted(report.rendered.items()):
+        out = stacks.parent / "rendered" / name
+        out.mkdir(parents=True, exist_ok=True)
+        for release, (_, objects) in releases.items():
+            (out / f"{release}.json").write_text(json.dumps(objects, indent=1, sort_keys=True) + "\n")
 
 
 def placement_summary(stacks: Path, report: Report) -> str:
@@ -125,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {line}", file=sys.stderr)
     print(report.summary())
     print(placement_summary(stacks, report))
+    write_rendered(stacks, report)
     print(cel_summary())
     return 0 if report.ok else 1
 

@@ -40,6 +40,10 @@ class GeneratedScript:
     image_commands: frozenset[str] = frozenset()
     # Whether the environment's image build lifts the host's user-namespace restriction (sysctl set to 0).
     userns_lifted: bool = False
+    # The script's positional parameters ($1 ...): a container's `bash -c <script> <$0> <$1> ...`.
+    args: tuple[str, ...] = ()
+    # What a stand-in answers for this script, where the harness's general one would not do (command -> shell body).
+    standins: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:

@@ -25,6 +25,7 @@ from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, environments_dir
 from infra.load import load_all
 from infra.shell import GeneratedScript, generated_scripts, pinned
+from infra.shell.charts import rendered_scripts
 
 
 def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], int]:
@@ -83,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     scripts = [s for env in envs.values() for s in generated_scripts(env)]
+    if args.command == "check" and args.outdir is not None:
+        # The charts' scripts, from the releases the rules step rendered into the same output (make plan).
+        scripts += [s for env in envs.values() for s in rendered_scripts(args.outdir, env.name)]
     if args.command == "list":
         for script in scripts:
             print(f"{script.label}  (host {script.host})")

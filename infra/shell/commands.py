@@ -170,6 +170,11 @@ def commands(text: str, path: tuple[str, ...], home: str) -> list[Command]:
                 skip_for = True
             elif at_start and token in KEYWORDS:
                 pass
+            elif at_start and _ASSIGNMENT.match(token) and token.endswith("=") and tokens[i + 1 : i + 2] == ["("]:
+                # An array assignment, name=(word ...): its words are values, not commands.
+                while i + 1 < len(tokens) and tokens[i + 1] != ")":
+                    i += 1
+                i += 1
             elif at_start and _ASSIGNMENT.match(token):
                 name, _, value = token.partition("=")
                 if name == "PATH" and top:

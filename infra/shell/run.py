@@ -233,10 +233,11 @@ def build_root(script: GeneratedScript, root: Path) -> tuple[dict[str, str], Pat
     for command, directory in image_commands(script, host).items():
         target = _under(root, directory) / command
         real = shutil.which(command)
-        if command in PASSTHROUGH and command not in STANDINS and real is not None:
+        own = dict(script.standins)
+        if command in PASSTHROUGH and command not in STANDINS and command not in own and real is not None:
             _passthrough(target, real)
         else:
-            _shim(target, command, STANDINS.get(command, ""), log, root, pinned_dir)
+            _shim(target, command, own.get(command, STANDINS.get(command, "")), log, root, pinned_dir)
     for path, value in script.files:
         target = _under(root, path)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -278,7 +279,7 @@ def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
         file.write_text(rooted(script.text, root, tops_of(script)))
         bash = shutil.which("bash") or "/bin/bash"
         process = subprocess.Popen(
-            [bash, "-euo", "pipefail", str(file)],
+            [bash, "-euo", "pipefail", str(file), *script.args],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
