@@ -214,7 +214,7 @@ def _proxies_reach(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
     if not pools:
         return
     ranges = [
-        b.get("ip_cidr_range")
+        str(b.get("ip_cidr_range"))
         for _, b in resources(ctx.stack, "google_compute_subnetwork")
         if b.get("purpose") == "REGIONAL_MANAGED_PROXY"
     ]
