@@ -24,6 +24,12 @@ What runs, per Gateway, before `cdktf destroy`:
    (gateway.finalizer.networking.gke.io), so the delete returns once the controller has cleaned up;
 4. poll the gcloud listings (forwarding rules, proxies, URL maps, backend services, health checks, firewall
    rules, NEGs by name and by description) until none is left, or stop the destroy and name what is.
+Then each Service of type LoadBalancer (Saxml's HTTP server): GKE's service controller built a passthrough load
+balancer for it (forwarding rule, backend service, health check, firewall rules), each part's description naming
+the Service ({"kubernetes.io/service-name": "<ns>/<name>"}, or {"networking.gke.io/service-name": ...} with GKE
+subsetting: kubernetes/ingress-gce pkg/utils/utils.go L4LBResourceDescription). The Service is deleted with
+--wait (its finalizer service.kubernetes.io/load-balancer-cleanup holds it until the parts are gone) and the
+forwarding rules and backend services naming it are listed until none is left.
 If the cluster cannot be reached, nothing can ask GKE to clean up: the listings by GKE's naming (gkegw1- names
 carrying the namespace and the Gateway's name, NEGs by description) are run, and the destroy is stopped with
 what they find.
@@ -42,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.config import Environment
-from infra.config.serving import VllmServing
+from infra.config.serving import SaxmlServing, VllmServing
 
 # Gateway annotation -> the gcloud compute group that lists what it names.
 LB_ANNOTATIONS = {
@@ -107,6 +113,26 @@ def gateways(env: Environment) -> list[Gateway]:
     ]
 
 
+def lb_services(env: Environment) -> list[Gateway]:
+    """The Services of type LoadBalancer the releases create (Saxml's HTTP server: `<release>-http`), as
+    (namespace, name): GKE builds a passthrough Network Load Balancer for each (forwarding rule, backend service
+    or target pool, health check, firewall rules), also outside Terraform."""
+    from infra.constructs.serving import release_name
+
+    return [
+        Gateway(env.identities[d.identity].namespace, f"{release_name(key)}-http")
+        for key, d in sorted(env.serving.items())
+        if isinstance(d, SaxmlServing)
+    ]
+
+
+def _service_filter(svc: Gateway) -> str:
+    # GKE's service controllers write the Service into each part's description: {"kubernetes.io/service-name":
+    # "<ns>/<name>"} (cloud-provider-gcp) or {"networking.gke.io/service-name": ...} (kubernetes/ingress-gce
+    # pkg/utils/utils.go L4LBResourceDescription, GKE subsetting).
+    return f'description~"service-name\\":\\"{svc.namespace}/{svc.name}\\""'
+
+
 def describe(env: Environment) -> list[str]:
     """What `make destroy` removes that is outside Terraform, one line each (empty: nothing)."""
     from infra.constructs.serving import GATEWAY_CLASS
@@ -115,6 +141,12 @@ def describe(env: Environment) -> list[str]:
         f"Gateway {gw.namespace}/{gw.name} ({GATEWAY_CLASS}), its HTTPRoute and InferencePool: GKE's Gateway "
         f"controller built its load balancer outside Terraform: {LB_PARTS}"
         for gw in gateways(env)
+    ]
+    lines += [
+        f"Service {svc.namespace}/{svc.name} (type LoadBalancer): GKE built its passthrough load balancer outside "
+        "Terraform: forwarding rule, backend service, health check, firewall rules (description names the "
+        "Service)"
+        for svc in lb_services(env)
     ]
     return lines
 
@@ -216,7 +248,8 @@ class Teardown:
 
     def run(self) -> int:
         found_any = gateways(self.env)
-        if not found_any:
+        services = lb_services(self.env)
+        if not found_any and not services:
             return 0
         if self.dry_run:
             cmd = " ".join(map(shlex.quote, [*_kubectl(), "delete", DELETE_KINDS]))
@@ -233,6 +266,10 @@ class Teardown:
                       f"backend-services, health-checks, firewall-rules list none of them, and gcloud compute "
                       f"network-endpoint-groups list --filter '{_neg_filter(gw.namespace, '<kube-system uid>')}' "
                       "lists none")  # fmt: skip
+            for svc in services:
+                print(f"dry run, would run: kubectl delete service {svc.name} -n {svc.namespace} --ignore-not-found "
+                      f"--wait=true --timeout=15m, then wait until gcloud compute forwarding-rules and "
+                      f"backend-services list --filter '{_service_filter(svc)}' list none")  # fmt: skip
             return 0
         with tempfile.TemporaryDirectory() as tmp:
             self.kubeconfig = str(Path(tmp) / "kubeconfig")
@@ -260,4 +297,34 @@ class Teardown:
                     )
                     return 1
                 print(f"  {gw.namespace}/{gw.name}: GKE removed its load balancer")
+            for svc in services:
+                if reachable:
+                    done = self._call([*_kubectl(), "delete", "service", svc.name, "-n", svc.namespace,
+                                       "--ignore-not-found", "--wait=true", "--timeout=15m"])  # fmt: skip
+                    if done.returncode != 0:
+                        print(f"error: deleting {svc.namespace}/{svc.name}: {done.stderr.strip()}", file=sys.stderr)
+                        return 1
+                left = self.service_parts(svc, wait=reachable)
+                if left:
+                    print(f"error: Service {svc.namespace}/{svc.name}: GKE's load balancer is still there: "
+                          f"{'; '.join(left)}", file=sys.stderr)  # fmt: skip
+                    return 1
+                print(f"  {svc.namespace}/{svc.name}: no load balancer left")
         return 0
+
+    def service_parts(self, svc: Gateway, *, wait: bool) -> list[str]:
+        """What gcloud lists of a Service's load balancer (by description), polled until none while `wait`."""
+        timeout = float(os.environ.get("PLATFORM_TEARDOWN_TIMEOUT", "900")) if wait else 0.0
+        poll = float(os.environ.get("PLATFORM_TEARDOWN_POLL", "20"))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = []
+            for group in ("forwarding-rules", "backend-services"):
+                done = self._call([*_gcloud(), "compute", group, "list", *self._project(), "--filter",
+                                   _service_filter(svc), "--format", "value(name)"], quiet=True)  # fmt: skip
+                names = done.stdout.split() if done.returncode == 0 else ["(the listing failed)"]
+                left += [f"{group}: {', '.join(names)}"] if names else []
+            if not left or time.monotonic() >= deadline:
+                return left
+            print(f"  waiting for GKE to remove: {'; '.join(left)}", flush=True)
+            time.sleep(poll)

@@ -81,6 +81,10 @@ if left.get(key, 0) > 0:
     print("ERROR: (gcloud) PERMISSION_DENIED: API has not been used in project before or it is disabled. "
           "reason: SERVICE_DISABLED", file=sys.stderr)
     sys.exit(1)
+if args[0] == "compute" and args[2] == "list" and "service-name" in " ".join(args):
+    if not state.get("svc_deleted"):
+        print("\\n".join(state.get("svc_lb", {}).get(args[1], [])))
+    sys.exit(0)
 if args[0] == "compute" and args[2] == "list":
     gone = state.get("deleted") and state.get("lag", 0) <= 0
     if args[1] == "network-endpoint-groups":
@@ -122,6 +126,9 @@ elif args[:2] == ["get", "servicenetworkendpointgroups"]:
         {"selfLink": "https://www.googleapis.com/compute/v1/projects/p/zones/" + z + "/networkEndpointGroups/" + n}
         for n, z in state.get("negs", [])]}}]
     print(json.dumps({"items": [] if state.get("deleted") else items}))
+elif args[:2] == ["delete", "service"]:
+    state["svc_deleted"] = True
+    json.dump(state, open(path, "w"))
 elif args[0] == "delete":
     state["deleted"] = True
     json.dump(state, open(path, "w"))
@@ -458,3 +465,33 @@ def test_destroy_stops_before_the_network_while_gke_leaves_its_load_balancer(tmp
     )
     assert not any(line.startswith("kubectl delete") for line in _order(gone))
     assert _calls(gone) == []
+
+
+def test_destroy_deletes_the_load_balancer_services_and_waits_for_their_forwarding_rules(tmp_path: Path) -> None:
+    # Saxml's HTTP Service is of type LoadBalancer: GKE builds a passthrough load balancer for it, outside Terraform.
+    svc_lb = {"forwarding-rules": ["a1b2c3d4e5f6"], "backend-services": ["k8s2-abc-ml-serving-serve-saxml-http-x1"]}
+    refused = _run(["destroy", "dev", "--dry-run"], tmp_path)
+    assert "Service ml-serving/serve-saxml-http (type LoadBalancer): GKE built its passthrough load balancer" in (
+        refused.stdout
+    )
+    _cloud(tmp_path, svc_lb=svc_lb)
+    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    order = _order(tmp_path)
+    delete = next(
+        i for i, line in enumerate(order) if line.startswith("kubectl delete service serve-saxml-http -n ml-serving")
+    )
+    listed = [i for i, line in enumerate(order) if "service-name" in line and line.startswith("gcloud compute")]
+    assert listed and delete < min(listed) and max(listed) < order.index("cdktf destroy platform-dev --auto-approve")
+    assert 'description~"service-name\\":\\"ml-serving/serve-saxml-http\\""' in order[listed[0]]
+    assert "ml-serving/serve-saxml-http: no load balancer left" in done.stdout
+    stuck = tmp_path / "stuck"
+    stuck.mkdir()
+    _cloud(stuck, svc_lb=svc_lb, credentials_exit=1)
+    refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], stuck)
+    assert refused.returncode == 1
+    assert (
+        "Service ml-serving/serve-saxml-http: GKE's load balancer is still there: forwarding-rules: a1b2c3d4e5f6"
+        in (refused.stderr)
+    )
+    assert _calls(stuck) == []
