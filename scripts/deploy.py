@@ -12,6 +12,8 @@ deploy      refuses while a release image is still at the placeholder digest, an
             `--skip-image` leaves out the node image's Packer build when its inputs have not changed.
             Before any apply, the environment's APIs are enabled and called until each one answers
             (scripts/apis.py: a just-enabled API refuses calls for minutes, and the provider does not retry).
+            Then, where the cluster exists, the controllers' crds/ CRDs a first install left to no release are
+            marked as their releases' (scripts/adopt_crds.py), as the post-renderer now applies them.
 destroy     shows what would go, refuses while anything is protected (prevent_destroy, GKE deletion
             protection) or a bucket would fail to delete half-way (no force_destroy), and runs only with
             `--confirm platform-<env>` typed out. The Slurm cluster and the VM groups' VMs go first: they
@@ -43,6 +45,7 @@ from typing import Any
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
 from infra.load import load_environment
 from scripts import teardown
+from scripts.adopt_crds import adopt
 from scripts.apis import enable_and_wait
 
 DEFAULT_CDKTF = "npx --no-install cdktf"
@@ -222,6 +225,10 @@ def deploy(
         print(f"{stack}: every release image is pinned to a built digest")
     # The APIs first, waited for until each answers: the provider does not retry a just-enabled API's refusal.
     code = enable_and_wait(env, dry_run=dry_run)
+    if code:
+        return code
+    # The controllers' crds/ CRDs a first install left to no release: made theirs, which the post-renderer applies.
+    code = adopt(env, dry_run=dry_run)
     if code:
         return code
     if gated and not dry_run:

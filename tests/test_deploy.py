@@ -126,6 +126,12 @@ elif args[:2] == ["get", "servicenetworkendpointgroups"]:
         {"selfLink": "https://www.googleapis.com/compute/v1/projects/p/zones/" + z + "/networkEndpointGroups/" + n}
         for n, z in state.get("negs", [])]}}]
     print(json.dumps({"items": [] if state.get("deleted") else items}))
+elif args[:2] == ["get", "crd"]:
+    crd = state.get("crds", {}).get(args[2])
+    if crd is not None:
+        print(json.dumps({"metadata": {"name": args[2], "annotations": crd}}))
+elif args[0] in ("label", "annotate"):
+    pass
 elif args[:2] == ["delete", "service"]:
     state["svc_deleted"] = True
     json.dump(state, open(path, "w"))
@@ -495,3 +501,32 @@ def test_destroy_deletes_the_load_balancer_services_and_waits_for_their_forwardi
         in (refused.stderr)
     )
     assert _calls(stuck) == []
+
+
+def test_a_crd_a_first_install_left_to_no_release_is_made_the_releases_before_the_apply(tmp_path: Path) -> None:
+    # JobSet's CRD came from its chart's crds/ on the first install: Helm will not take it over unmarked.
+    _cloud(tmp_path, crds={"jobsets.jobset.x-k8s.io": {"controller-gen.kubebuilder.io/version": "v0.17.2"}})
+    done = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    order = _order(tmp_path)
+    label = next(i for i, line in enumerate(order) if line.startswith("kubectl label crd jobsets.jobset.x-k8s.io"))
+    annotate = order[label + 1]
+    assert "app.kubernetes.io/managed-by=Helm --overwrite" in order[label]
+    assert annotate.startswith(
+        "kubectl annotate crd jobsets.jobset.x-k8s.io meta.helm.sh/release-name=jobset "
+        "meta.helm.sh/release-namespace=jobset-system --overwrite"
+    )
+    assert annotate.split(" KUBECONFIG=")[1], "a temporary kubeconfig, not the caller's"
+    assert label < order.index("cdktf deploy platform-dev --auto-approve")
+    # Already the release's: nothing to do. Another release's: the deploy stops.
+    owned = tmp_path / "owned"
+    owned.mkdir()
+    _cloud(owned, crds={"jobsets.jobset.x-k8s.io": {"meta.helm.sh/release-name": "jobset"}})
+    assert _run(["deploy", "dev", "--infra-only", "--auto-approve"], owned).returncode == 0
+    assert not any(line.startswith(("kubectl label", "kubectl annotate")) for line in _order(owned))
+    other = tmp_path / "other"
+    other.mkdir()
+    _cloud(other, crds={"jobsets.jobset.x-k8s.io": {"meta.helm.sh/release-name": "jobset-old"}})
+    refused = _run(["deploy", "dev", "--infra-only", "--auto-approve"], other)
+    assert refused.returncode == 1 and "belongs to the Helm release 'jobset-old', not 'jobset'" in refused.stderr
+    assert _calls(other) == []
