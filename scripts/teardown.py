@@ -304,10 +304,10 @@ class Teardown:
                     if done.returncode != 0:
                         print(f"error: deleting {svc.namespace}/{svc.name}: {done.stderr.strip()}", file=sys.stderr)
                         return 1
-                left = self.service_parts(svc, wait=reachable)
-                if left:
+                parts = self.service_parts(svc, wait=reachable)
+                if parts:
                     print(f"error: Service {svc.namespace}/{svc.name}: GKE's load balancer is still there: "
-                          f"{'; '.join(left)}", file=sys.stderr)  # fmt: skip
+                          f"{'; '.join(parts)}", file=sys.stderr)  # fmt: skip
                     return 1
                 print(f"  {svc.namespace}/{svc.name}: no load balancer left")
         return 0
