@@ -35,3 +35,25 @@ def test_make_plan_refuses_a_system_pool_too_small_for_the_pods_that_share_it(tm
     assert "find no room in system (at most 3 nodes)" in refusal
     assert "cluster-autoscaler" in refusal  # the source
     assert not out.exists()
+
+
+def test_values_a_chart_refuses_are_a_refusal_of_the_rules_step_not_a_traceback(
+    synth_dir: Path, tmp_path: Path, envs: dict
+) -> None:
+    """Before: a value the chart's schema refuses (a vLLM flag the chart's pattern did not take) escaped the rules
+    step as ChartCheckError with a Python traceback."""
+    import json
+
+    from infra.rules.run import run
+
+    stacks = tmp_path / "stacks"
+    shutil.copytree(synth_dir / "stacks", stacks)
+    path = stacks / "platform-dev" / "cdk.tf.json"
+    stack = json.loads(path.read_text())
+    release = next(r for r in stack["resource"]["helm_release"].values() if r["name"] == "serve-llama70b-vllm")
+    values = json.loads(release["values"][0])
+    values["args"] = [*values["args"], "not-a-flag"]
+    release["values"] = [json.dumps(values)]
+    path.write_text(json.dumps(stack))
+    report = run(envs, stacks)
+    assert any("vllm-tpu" in line and "values.schema.json" in line for line in report.lines), report.lines[-3:]

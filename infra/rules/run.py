@@ -9,6 +9,7 @@ from typing import Any
 
 from infra.rules import Violation, check_environment, check_release, check_stack, rules_for
 from infra.rules.manifest_subject import ReleaseContext
+from workloads.charts.check import ChartCheckError
 
 
 @dataclass
@@ -77,7 +78,14 @@ def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
         report.lines += [v.line(f"infra/environments/{name}.yaml") for v in check_environment(env)]
     for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
         stack = json.loads(path.read_text())
-        releases = stack_releases(stack)
+        try:
+            releases = stack_releases(stack)
+        except ChartCheckError as err:
+            # A release Helm would refuse to render (its chart's values.schema.json): a refusal, not a traceback.
+            report.lines.append(
+                f"{path}: {err} [Helm: the chart's values.schema.json refuses the values the stack passes]"
+            )
+            continue
         report.rendered[path.parent.name] = (stack, releases)
         terraform, manifest, count = check_synthesized(stack, releases)
         report.subjects["terraform"] += 1
