@@ -271,7 +271,7 @@ def test_the_gateways_prerequisites_are_in_the_stack(stacks: dict[str, dict[str,
     assert subnet["ip_cidr_range"] == envs["dev"].network.proxy_only_cidr and "log_config" not in subnet
     rule = by_name(stack, "google_compute_firewall")["ml-platform-proxy-only-to-servers"]
     assert rule["source_ranges"] == ["10.10.18.0/23", "35.191.0.0/16", "130.211.0.0/22"]
-    assert rule["allow"] == [{"protocol": "tcp", "ports": ["8000"]}]
+    assert rule["allow"] == [{"protocol": "tcp", "ports": ["8000", "9002"]}]  # the servers and the endpoint picker
     # The node pool of the single-host slice holds one host per replica.
     assert by_name(stack, "google_container_node_pool")["vllm"]["node_count"] == 2
 
@@ -380,7 +380,7 @@ def test_the_kv_cache_budget_counts(tmp_path: Path) -> None:
         ),
         (
             lambda d: d["release"]["controllers"].pop("lws"),
-            "jetstream serving needs the lws controller",
+            "(jetstream, chart jetstream-pathways) creates custom resources of the lws controller",
         ),
         (
             lambda d: d["serving"]["llama405b"]["conversion"].update(model_size="llama4-400b"),
