@@ -611,3 +611,16 @@ def test_enroot_runs_on_local_ssd_only_on_the_nodes_that_have_one(envs: dict[str
         from infra.shell.run import run_script
 
         assert run_script(_scripts(envs)[name]).ok
+
+
+def test_no_slurm_user_gets_roots_docker_socket(envs: dict) -> None:
+    """Before the fix (issue 25, finding 8) the blueprint made Docker's socket world-writable on the image and the
+    nodes: every Slurm user could run a privileged container, root on the node."""
+    from infra.slurm.blueprint import blueprint
+
+    for env in envs.values():
+        if env.slurm is None:
+            continue
+        settings = [m.get("settings") or {} for group in blueprint(env)["deployment_groups"] for m in group["modules"]]
+        dockers = [s["docker"] for s in settings if "docker" in s]
+        assert dockers and all(d.get("world_writable") is False for d in dockers), env.name

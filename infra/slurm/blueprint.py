@@ -241,7 +241,11 @@ fi
             "bucket_viewers": [f"serviceAccount:{node_service_account(env)}"],
             "install_ansible": True,
             "enable_gpu_network_wait_online": True,
-            "docker": {"enabled": True, "world_writable": True},
+            # Docker's socket is root's: world-writable it makes every Slurm user root on the node
+            # (https://docs.docker.com/engine/security/#docker-daemon-attack-surface). Only the prolog and epilog,
+            # which run as root, use docker; jobs run containers through enroot/Pyxis. Cluster Toolkit's default is
+            # off (modules/scripts/startup-script/variables.tf @ v1.95.0: world_writable = optional(bool, false)).
+            "docker": {"enabled": True, "world_writable": False},
             "runners": [
                 _runner("data", "/var/tmp/slurm_vars.json", slurm_vars),
                 _runner("shell", "install_slurm.sh", install_slurm),
@@ -353,7 +357,7 @@ mkdir -p {LOCAL_SSD}/enroot && chmod 1777 {LOCAL_SSD}/enroot
             "local_ssd_filesystem": {"mountpoint": LOCAL_SSD, "permissions": "1777"},
             "docker": {
                 "enabled": True,
-                "world_writable": True,
+                "world_writable": False,  # as above: root's socket stays root's
                 "daemon_config": f'{{"data-root": "{LOCAL_SSD}/docker"}}',
             },
             "runners": [_runner("shell", "wait_for_aperture_devices.sh", wait_for_aperture)],
