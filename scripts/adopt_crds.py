@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,11 @@ def adopt(env: Environment, *, dry_run: bool) -> int:
     if dry_run:
         names = ", ".join(n for n, _, _ in wanted)
         print(f"dry run, would mark as their releases' own, where the cluster has them without: {names}")
+        return 0
+    missing = [tool[0] for tool in (_gcloud(), _kubectl()) if shutil.which(tool[0]) is None]
+    if missing:
+        print(f"warning: {', '.join(missing)} not found: the controllers' crds/ CRDs are not checked for adoption "
+              "(docs/operations.md, \"Upgrade a controller\")", file=sys.stderr)  # fmt: skip
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         run_env = {**os.environ, "KUBECONFIG": str(Path(tmp) / "kubeconfig")}

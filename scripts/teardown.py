@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -271,6 +272,10 @@ class Teardown:
                       f"--wait=true --timeout=15m, then wait until gcloud compute forwarding-rules and "
                       f"backend-services list --filter '{_service_filter(svc)}' list none")  # fmt: skip
             return 0
+        missing = [tool[0] for tool in (_gcloud(), _kubectl()) if shutil.which(tool[0]) is None]
+        if missing:
+            print(f"error: {', '.join(missing)} not found: GKE's load balancers cannot be removed", file=sys.stderr)
+            return 2
         with tempfile.TemporaryDirectory() as tmp:
             self.kubeconfig = str(Path(tmp) / "kubeconfig")
             reachable = self.credentials()
