@@ -8,7 +8,8 @@
 Exit codes: 0 nothing blocks; 3 the gate stops a change: a protected stateful
 resource (bucket, cluster, registry) destroyed or replaced, or, until confirmed
 for its resource, an accelerator slice pool replaced, deleted or moved, a
-namespace deleted or a Helm release uninstalled; 2 bad input.
+namespace deleted, a Helm release uninstalled or a controller bumped to a
+version whose CRDs differ; 2 bad input.
 
 Confirm a gated change by its address: `--confirm-change ADDRESS` (repeatable)
 or CONFIRM_CHANGE="ADDRESS ..." in the environment (`make plan CONFIRM_CHANGE=...`).
