@@ -106,7 +106,7 @@ plan: $(VENV_STAMP) $(POLICY_STAMP) cluster-toolkit ## Synthesize every environm
 	$(PY) -m scripts.plan --outdir $(OUT) $(if $(BASE),--base $(BASE))
 
 cluster-toolkit: $(VENV_STAMP) ## Cluster Toolkit's pinned module interfaces (infra/slurm/toolkit-files.yaml): found, or fetched into .cache/cluster-toolkit
-	@$(PY) -m infra.slurm where >/dev/null 2>&1 || $(PY) -m infra.slurm fetch
+	@$(PY) -m scripts.slurm where >/dev/null 2>&1 || $(PY) -m scripts.slurm fetch
 
 slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests (as root; nothing when present)
 	@command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
@@ -115,7 +115,7 @@ slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests (as r
 	  || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null; }; }
 
 pinned-scripts: $(VENV_STAMP) ## Fetch the upstream files generated scripts source (infra/shell/pinned-files.yaml: commit and sha256 each) into .cache/pinned-scripts
-	$(PY) -m infra.shell fetch
+	$(PY) -m scripts.shell fetch
 
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
@@ -124,7 +124,7 @@ crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (workloads/charts/c
 	$(PY) -m workloads.charts.crds fetch
 
 rules: $(VENV_STAMP) ## Every rule of the real systems (infra/rules) on the synthesized stacks and rendered releases
-	$(PY) -m infra.rules $(OUT)/stacks
+	$(PY) -m scripts.rules $(OUT)/stacks
 
 policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks and the rendered charts (skips and reasons: infra/policy/checkov-skips.yaml)
 	$(PY) -m infra.policy $(OUT)/stacks
@@ -196,15 +196,15 @@ promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; 
 
 vertex-submit: $(VENV_STAMP) ## Create Vertex AI job JOB= (nccl-test, train) of ENV= through the region's endpoint (needs credentials; DRY_RUN=1 prints the request)
 	@test -n "$(JOB)" || { echo "usage: make vertex-submit ENV=<env> JOB=<nccl-test|train> [DRY_RUN=1]"; exit 2; }
-	$(PY) -m infra.vertex submit --env $(ENV) --job $(JOB) $(if $(DRY_RUN),--dry-run)
+	$(PY) -m scripts.vertex submit --env $(ENV) --job $(JOB) $(if $(DRY_RUN),--dry-run)
 
 vm-up: $(VENV_STAMP) ## Create VM group GROUP='s VMs in ENV= (flex-start: one resize request; METHOD=bulk: bulkInsert, all or none; DRY_RUN=1 prints the calls)
 	@test -n "$(GROUP)" || { echo "usage: make vm-up ENV=<env> GROUP=<group> [METHOD=bulk] [DRY_RUN=1]"; exit 2; }
-	$(PY) -m infra.vms up --env $(ENV) --group $(GROUP) $(if $(filter bulk,$(METHOD)),--bulk) $(if $(DRY_RUN),--dry-run)
+	$(PY) -m scripts.vms up --env $(ENV) --group $(GROUP) $(if $(filter bulk,$(METHOD)),--bulk) $(if $(DRY_RUN),--dry-run)
 
 vm-down: $(VENV_STAMP) ## Delete VM group GROUP='s VMs in ENV= and cancel a resize request still waiting (DRY_RUN=1 prints the calls)
 	@test -n "$(GROUP)" || { echo "usage: make vm-down ENV=<env> GROUP=<group> [DRY_RUN=1]"; exit 2; }
-	$(PY) -m infra.vms down --env $(ENV) --group $(GROUP) $(if $(DRY_RUN),--dry-run)
+	$(PY) -m scripts.vms down --env $(ENV) --group $(GROUP) $(if $(DRY_RUN),--dry-run)
 
 deploy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## cdktf deploy platform-$(ENV), then gcluster deploy of its Slurm cluster (needs terraform, packer, gcluster and credentials; refuses placeholder images; SKIP_IMAGE=1, DRY_RUN=1)
 	$(PY) -m scripts.deploy deploy $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)

@@ -21,7 +21,7 @@ destroy     shows what would go, refuses while anything is protected (prevent_de
             Before them, what GKE's controllers built outside Terraform: each Inference Gateway's load balancer
             (scripts/teardown.py: its objects deleted, then gcloud listings until GKE has removed it all).
 
-The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m infra.vms` unless PLATFORM_CDKTF /
+The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m scripts.vms` unless PLATFORM_CDKTF /
 PLATFORM_GCLUSTER / PLATFORM_VMS name others, and `gcloud`, `kubectl` unless PLATFORM_GCLOUD / PLATFORM_KUBECTL
 do (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
 input or refused deploy, 3 refused destroy, else the CLI's.
@@ -62,7 +62,7 @@ def _gcluster() -> list[str]:
 
 
 def _vms() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_VMS") or f"{sys.executable} -m infra.vms")
+    return shlex.split(os.environ.get("PLATFORM_VMS") or f"{sys.executable} -m scripts.vms")
 
 
 def _tool_version(tool: str) -> str | None:
@@ -97,7 +97,7 @@ def _write_slurm(env: Environment, *, dry_run: bool) -> int:
     """Write and validate the environment's blueprint as `make plan` does (a dry run only validates it, in a
     temporary directory); 2 when refused."""
     from infra.slurm import interfaces
-    from infra.slurm.__main__ import write
+    from scripts.slurm import write
 
     with tempfile.TemporaryDirectory() as tmp:
         try:

@@ -30,14 +30,14 @@ def steps(staging: Path, base: Path | None) -> list[Step]:
     return [
         ("synth", [py, "-m", "infra"], {"CDKTF_OUTDIR": str(staging)}),
         ("policy", [py, "-m", "infra.policy", str(staging / "stacks")], {}),
-        ("rules", [py, "-m", "infra.rules", str(staging / "stacks")], {}),
+        ("rules", [py, "-m", "scripts.rules", str(staging / "stacks")], {}),
         # The Slurm clusters' Cluster Toolkit blueprints, validated against the pinned module interfaces.
-        ("slurm", [py, "-m", "infra.slurm", "write", str(staging)], {}),
+        ("slurm", [py, "-m", "scripts.slurm", "write", str(staging)], {}),
         # The Vertex AI jobs' requests and the VM groups' bulkInsert requests, held to the client libraries' types.
-        ("vertex", [py, "-m", "infra.vertex", "write", str(staging)], {}),
-        ("vms", [py, "-m", "infra.vms", "write", str(staging)], {}),
+        ("vertex", [py, "-m", "scripts.vertex", "write", str(staging)], {}),
+        ("vms", [py, "-m", "scripts.vms", "write", str(staging)], {}),
         # Every generated shell script: ShellCheck, bash -euo pipefail against its host's facts, the host rules.
-        ("scripts", [py, "-m", "infra.shell", "check", str(staging)], {}),
+        ("scripts", [py, "-m", "scripts.shell", "check", str(staging)], {}),
         ("review", review, {}),  # its paths name the staging copy; the final ones are printed at the end
     ]
 

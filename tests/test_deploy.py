@@ -47,7 +47,7 @@ sys.exit(int(os.environ.get("GCLUSTER_EXIT", "0")))
 """
 
 
-# `python -m infra.vms`'s stand-in: records its arguments (`down --env <env> --group <group>`).
+# `python -m scripts.vms`'s stand-in: records its arguments (`down --env <env> --group <group>`).
 VMS = """
 import json, os, sys
 with open(os.path.join(os.environ["STAND_IN_DIR"], "vms.jsonl"), "a") as f:

@@ -49,7 +49,7 @@ def test_a_pin_meets_a_feature_minimum(pinned: str, minimum: str, meets: bool) -
 def _rules(environments: Path, synth_dir: Path, day: date) -> subprocess.CompletedProcess[str]:
     """`make plan`'s rules step on these environments, on the day `day`."""
     return subprocess.run(
-        [sys.executable, "-m", "infra.rules", str(synth_dir / "stacks")],
+        [sys.executable, "-m", "scripts.rules", str(synth_dir / "stacks")],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -980,10 +980,10 @@ def test_make_plan_refuses_a_vllm_chart_whose_xla_cache_its_user_cannot_write(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`make plan`'s rules step (python -m infra.rules) on the shipped stacks, with the vllm-tpu chart edited."""
+    """`make plan`'s rules step (python -m scripts.rules) on the shipped stacks, with the vllm-tpu chart edited."""
     import shutil
 
-    from infra.rules.__main__ import main
+    from scripts.rules import main
     from workloads.charts import check
 
     charts = tmp_path / "charts"
@@ -1018,7 +1018,7 @@ def test_make_plan_refuses_a_vllm_chart_whose_xla_cache_its_user_cannot_write(
 
 def test_make_plan_step_reports_how_many_rules_ran(synth_dir: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "infra.rules", str(synth_dir / "stacks")], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "scripts.rules", str(synth_dir / "stacks")], cwd=REPO, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
     # The request rules run where the requests are written (the plan's vertex and vms steps), the script rules in
@@ -1040,11 +1040,11 @@ def test_violation_line_names_field_value_rule_and_source() -> None:
 
 
 def test_the_rules_page_lists_every_rule_with_its_source() -> None:
-    from infra.rules.__main__ import table
+    from scripts.rules import table
 
     page = (REPO / "docs" / "rules.md").read_text()
     shown = page.split("<!-- rules:begin -->\n", 1)[1].split("\n<!-- rules:end -->", 1)[0]
-    assert shown == table(), "regenerate docs/rules.md's table: python -m infra.rules --table"
+    assert shown == table(), "regenerate docs/rules.md's table: python -m scripts.rules --table"
 
 
 def test_controller_names_over_their_limits_are_refused(

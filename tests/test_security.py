@@ -1,5 +1,5 @@
 """In-cluster security (issue 25, findings 3, 4 and 5): what the stacks declare, and bad edits of each class refused
-by the rules step `make plan` runs (`python -m infra.rules <stacks>`, scripts/plan.py)."""
+by the rules step `make plan` runs (`python -m scripts.rules <stacks>`, scripts/plan.py)."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def test_the_rules_step_of_make_plan_refuses_a_bad_edit(edit: str, synth_dir: Pa
         (stacks / path.parent.name).mkdir(parents=True)
         (stacks / path.parent.name / "cdk.tf.json").write_text(json.dumps(stack))
     done = subprocess.run(
-        [sys.executable, "-m", "infra.rules", str(stacks)], cwd=REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "scripts.rules", str(stacks)], cwd=REPO, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     refusals = [line for line in done.stderr.splitlines() if line.startswith("error:") and rule_id in line]

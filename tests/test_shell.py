@@ -242,12 +242,12 @@ def test_make_plan_runs_the_scripts_step(tmp_path: Path) -> None:
     from scripts.plan import steps
 
     (scripts_step,) = [argv for name, argv, _ in steps(tmp_path, base=None) if name == "scripts"]
-    assert scripts_step[1:] == ["-m", "infra.shell", "check", str(tmp_path)]
+    assert scripts_step[1:] == ["-m", "scripts.shell", "check", str(tmp_path)]
 
 
 @pytest.mark.parametrize("name", ["dev", "prod"])
 def test_every_generated_script_runs_and_keeps_its_hosts_facts(envs: dict[str, Environment], name: str) -> None:
-    from infra.shell.__main__ import check
+    from scripts.shell import check
 
     scripts = generated_scripts(envs[name])
     failures, used, rules = check(scripts)
@@ -256,9 +256,9 @@ def test_every_generated_script_runs_and_keeps_its_hosts_facts(envs: dict[str, E
 
 
 def _plan_scripts_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """make plan's scripts step (`python -m infra.shell check <staging>`), in this process so a test can edit what
+    """make plan's scripts step (`python -m scripts.shell check <staging>`), in this process so a test can edit what
     generates the scripts; only the Slurm scripts (other packages' scripts are theirs to test)."""
-    from infra.shell.__main__ import main
+    from scripts.shell import main
 
     code = main(["check", str(tmp_path)])
     out = capsys.readouterr()
@@ -270,7 +270,7 @@ def slurm_only(monkeypatch: pytest.MonkeyPatch) -> None:
     from infra.shell import slurm
 
     monkeypatch.setattr("infra.shell.generated_scripts", lambda env: slurm.scripts(env) if env.slurm else [])
-    monkeypatch.setattr("infra.shell.__main__.generated_scripts", lambda env: slurm.scripts(env) if env.slurm else [])
+    monkeypatch.setattr("scripts.shell.generated_scripts", lambda env: slurm.scripts(env) if env.slurm else [])
 
 
 def test_the_scripts_step_passes_the_shipped_slurm_scripts_and_says_which_profile_it_used(

@@ -21,12 +21,12 @@ from infra.config import ConfigError, Environment
 from infra.load import load_environment
 from infra.rules import cluster_toolkit as ctk_rules
 from infra.slurm import interfaces
-from infra.slurm.__main__ import VERSIONS
 from infra.slurm.blueprint import blueprint, deployment, nodeset_name
 from infra.slurm.constraints import admits
 from infra.slurm.jobs import jobs
 from infra.slurm.types import conform, parse_type
 from infra.slurm.validate import Versions, validate
+from scripts.slurm import VERSIONS
 from tests.conftest import REPO, by_name, of_type
 
 IN_CI = os.environ.get("CI") == "true"
@@ -166,7 +166,7 @@ def test_gclusters_own_packer_and_an_old_terraform_are_refused_by_the_modules_ve
 @needs_interfaces
 def test_make_plans_slurm_step_writes_and_validates_every_environments_blueprint(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "infra.slurm", "write", str(tmp_path)], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "scripts.slurm", "write", str(tmp_path)], cwd=REPO, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     for env in ("dev", "prod"):
@@ -499,7 +499,7 @@ def test_the_jobs_pass_bashs_syntax_check(envs: dict[str, Environment], tmp_path
 
 def test_the_blueprint_as_written_is_the_blueprint_validated(tmp_path: Path, envs: dict[str, Environment]) -> None:
     """What gcluster reads is the YAML file: it loads back to exactly the derived blueprint."""
-    from infra.slurm.__main__ import dump
+    from scripts.slurm import dump
 
     text = dump(blueprint(envs["dev"]), "# header\n")
     assert "&id" not in text and "*id" not in text, "no YAML anchors"

@@ -26,8 +26,8 @@ from infra.load import load_environment
 from infra.rules import check_request
 from infra.rules.request_subject import RequestContext
 from infra.shell import generated_scripts
-from infra.vertex.__main__ import main, submit, write
 from infra.vertex.job import custom_job, job_names
+from scripts.vertex import main, submit, write
 from tests.conftest import REPO, assert_request_refused
 from workloads.trainer.discovery import from_vertex
 

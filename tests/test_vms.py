@@ -24,9 +24,9 @@ from infra.config import ConfigError, Environment
 from infra.load import load_environment
 from infra.rules.request_subject import RequestContext
 from infra.shell import generated_scripts
-from infra.vms.__main__ import checked, down_calls, main, run, up_calls, write
 from infra.vms.bulk import bulk_insert
 from infra.vms.instance import instance_properties, startup_script, vm_names
+from scripts.vms import checked, down_calls, main, run, up_calls, write
 from tests.conftest import REPO, assert_request_refused, by_name, of_type
 
 DEV = (REPO / "infra" / "environments" / "dev.yaml").read_text()

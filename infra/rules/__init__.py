@@ -15,9 +15,9 @@ runs on five kinds of subject:
 - ``request``: an API request `make plan` writes for a later call (a Vertex AI CustomJob, a Compute Engine
   bulkInsert), exactly what the client sends (`request_subject.RequestContext` says which API);
 - ``script``: a generated shell script with the host it runs on (`infra.shell.GeneratedScript`), held to that
-  host's facts (`infra/catalogue/hosts.py`) by `host_scripts.py` (`python -m infra.shell check`).
+  host's facts (`infra/catalogue/hosts.py`) by `host_scripts.py` (`python -m scripts.shell check`).
 
-`make plan` runs all of them (`python -m infra.rules`) and reports how many ran.
+`make plan` runs all of them (`python -m scripts.rules`) and reports how many ran.
 
 One module per real system holds that system's rules for every subject (`gke.py`, `gcsfuse.py`,
 `kuberay.py`, `jobset.py`, `lws.py`, `kueue.py`, `pathways.py`, `maxtext.py`, `vllm.py`, ...); what the

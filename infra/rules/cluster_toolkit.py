@@ -35,13 +35,13 @@ REFUSED_DISKS = ("c3-:pd-standard", "h3-:pd-standard", "h3-:pd-ssd")
 
 def _nodesets(env: Environment) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(partition, nodeset settings, partition settings) as the blueprint derives them."""
-    from infra.slurm.blueprint import _partition_modules
+    from infra.slurm.blueprint import partition_modules
 
     assert env.slurm is not None
     for name, partition in env.slurm.partitions.items():
         if partition.slice not in env.slices or env.slices[partition.slice].capacity.type == "queued":
             continue  # named by the config, and by ctk.slurm-capacity
-        nodeset, part = _partition_modules(env, name, partition)
+        nodeset, part = partition_modules(env, name, partition)
         yield name, nodeset["settings"], part["settings"]
 
 

@@ -4,7 +4,7 @@ The request is first held to the API's own message types (`vertex.custom-job-typ
 aiplatform_v1, which refuses unknown fields and enum names); the service then refuses more, which the types let
 through (measured with the library: a primary pool of 3 replicas, 3 GPUs on an 8-GPU machine, a machine type
 that does not exist, VPC peering beside a network attachment all parse). Those rules are here, each with the
-page it is written on, and run on every request `make plan` writes (`python -m infra.vertex write`).
+page it is written on, and run on every request `make plan` writes (`python -m scripts.vertex write`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Upstream files generated scripts source, pinned by commit and sha256 (`pinned-files.yaml`): the real file where it
 has been fetched, else a stand-in generated from the checked-in record of what the real file requires and exports.
 
-    python -m infra.shell fetch    download every pinned file into .cache/pinned-scripts (checksums verified)
+    python -m scripts.shell fetch    download every pinned file into .cache/pinned-scripts (checksums verified)
 
 Look-up: $PLATFORM_PINNED_SCRIPTS_DIR, else .cache/pinned-scripts. A file there with another checksum is refused,
 never used. Limitation: CI and the machines this was written on reach package registries, not GitHub, so the real

@@ -277,7 +277,7 @@ def _capacity(env: Environment, partition: SlurmPartition) -> dict[str, Any]:
     return {}
 
 
-def _partition_modules(env: Environment, name: str, partition: SlurmPartition) -> list[dict[str, Any]]:
+def partition_modules(env: Environment, name: str, partition: SlurmPartition) -> list[dict[str, Any]]:
     assert env.slurm is not None
     slice_ = env.slices[partition.slice].slice
     shape = slice_.shape
@@ -410,7 +410,7 @@ def blueprint(env: Environment) -> dict[str, Any]:
         "version": GOOGLE_PROVIDER_VERSION,
         "configuration": {"project": "$(vars.project_id)", "region": "$(vars.region)", "zone": "$(vars.zone)"},
     }
-    partitions = [m for name, p in slurm.partitions.items() for m in _partition_modules(env, name, p)]
+    partitions = [m for name, p in slurm.partitions.items() for m in partition_modules(env, name, p)]
     return {
         "blueprint_name": f"platform-{env.name}-slurm",
         "vars": {

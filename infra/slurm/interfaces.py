@@ -1,6 +1,6 @@
 """Cluster Toolkit's module interfaces at the pinned release: the files, where they are, and what they declare.
 
-    python -m infra.slurm fetch   download every pinned file into .cache/cluster-toolkit (checksums verified)
+    python -m scripts.slurm fetch   download every pinned file into .cache/cluster-toolkit (checksums verified)
 
 The blueprint `infra.slurm.blueprint` writes is validated against these files the way `gcluster` validates a
 blueprint before it writes anything: every module's variables (in any of its `*.tf`, or `*.pkr.hcl` for Packer
@@ -281,7 +281,7 @@ def write_pins(root: Path) -> int:
     header = (
         "# Cluster Toolkit's module interfaces the Slurm blueprint is validated against, pinned by sha256 at the\n"
         f"# release of infra/catalogue/cluster_toolkit.py ({CLUSTER_TOOLKIT.tag}, {CLUSTER_TOOLKIT.commit}).\n"
-        "# `make cluster-toolkit` fetches them; `python -m infra.slurm pin <checkout>` rewrites this file.\n"
+        "# `make cluster-toolkit` fetches them; `python -m scripts.slurm pin <checkout>` rewrites this file.\n"
     )
     PINS.write_text(header + yaml.safe_dump({"files": files}, sort_keys=True, width=200))
     pins.cache_clear()

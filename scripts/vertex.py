@@ -1,4 +1,4 @@
-"""`python -m infra.vertex`: the environments' Vertex AI custom jobs, validated, written and submitted.
+"""`python -m scripts.vertex`: the environments' Vertex AI custom jobs, validated, written and submitted.
 
     write <outdir>                  every environment's job requests: <outdir>/vertex/<env>/<job>.json, each held
                                     as written to the API's types and the request rules (`make plan` runs this)
@@ -61,7 +61,7 @@ def submit(env: Environment, name: str, *, dry_run: bool, client: Any = None) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.vertex",
+        prog="python -m scripts.vertex",
         description="The environments' Vertex AI custom jobs: validated, written, submitted.",
         epilog="Exit codes: 0 done; 1 a refused request or a refused job; 2 a bad environment file or usage.",
     )

@@ -1,6 +1,6 @@
-"""`python -m infra.rules [cdktf.out/stacks]`: every rule on every environment, stack and rendered release.
+"""`python -m scripts.rules [cdktf.out/stacks]`: every rule on every environment, stack and rendered release.
 
-`python -m infra.rules --table` prints the rules as docs/rules.md's Markdown table.
+`python -m scripts.rules --table` prints the rules as docs/rules.md's Markdown table.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m infra.rules",
+        prog="python -m scripts.rules",
         description="Every rule of the real systems on every environment, synthesized stack and rendered release.",
         epilog="Exit codes: 0 no violations, 1 a violation (or a bad environment file), 2 nothing synthesized.",
     )

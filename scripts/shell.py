@@ -1,4 +1,4 @@
-"""`python -m infra.shell`: every generated shell script, checked and run as its host runs it.
+"""`python -m scripts.shell`: every generated shell script, checked and run as its host runs it.
 
     check [<outdir>]  for every environment: each generated script (infra/shell) through ShellCheck, run under bash
                       with `set -euo pipefail` against its host's facts (stand-ins only for cloud and host commands,
@@ -60,7 +60,7 @@ def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], in
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.shell",
+        prog="python -m scripts.shell",
         description="Every generated shell script: ShellCheck, bash -euo pipefail on its host's facts, host rules.",
         epilog="Exit codes: 0 every script passed, 1 a script failed (or a download), 2 a bad environment file.",
     )

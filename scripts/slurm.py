@@ -1,4 +1,4 @@
-"""`python -m infra.slurm`: the Slurm clusters' blueprints, their offline validation, and the pinned interfaces.
+"""`python -m scripts.slurm`: the Slurm clusters' blueprints, their offline validation, and the pinned interfaces.
 
     write <outdir>    for every environment with a `slurm` section: <outdir>/slurm/<env>/blueprint.yaml,
                       deployment.yaml and jobs/, each blueprint validated as written (`make plan` runs this)
@@ -80,7 +80,7 @@ def _show(value: object, limit: int = 120) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.slurm",
+        prog="python -m scripts.slurm",
         description="The Slurm clusters' Cluster Toolkit blueprints, validated offline, and the pinned interfaces.",
         epilog="Exit codes: 0 done; 1 a refused blueprint, a failed download or missing interfaces; 2 a bad "
         "environment file.",

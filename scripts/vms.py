@@ -1,4 +1,4 @@
-"""`python -m infra.vms`: the environments' VM groups: their bulkInsert requests and start-ups, and the VMs up
+"""`python -m scripts.vms`: the environments' VM groups: their bulkInsert requests and start-ups, and the VMs up
 and down.
 
     write <outdir>                     every group's <outdir>/vms/<env>/<group>/bulk-insert.json (held as written
@@ -179,7 +179,7 @@ def pending_resize_requests(env: Environment, key: str, client: Any = None) -> l
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.vms",
+        prog="python -m scripts.vms",
         description="The environments' VM groups: bulkInsert requests and start-ups, VMs up and down.",
         epilog="Exit codes: 0 done; 1 a refused request or a refused call; 2 a bad environment file or usage.",
     )
