@@ -149,3 +149,21 @@ def test_converter_stage_adds_only_its_lock_which_moves_nothing_the_engine_lock_
     assert "torch" in extra
     moved = {p: (engine[p], v) for p, v in extra.items() if p in engine and engine[p] != v}
     assert not moved, f"the converter lock moves engine pins: {moved}"
+
+
+def test_an_image_of_a_multi_stage_dockerfile_names_its_stage() -> None:
+    """Before the fix the trainer named no target, and `docker build` builds the last stage of
+    workloads/trainer/Dockerfile: the converter, with PyTorch, shipped as the trainer."""
+    import re
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    catalogue = yaml.safe_load((REPO / "images" / "images.yaml").read_text())
+    for name, entry in catalogue.items():
+        if not isinstance(entry, dict) or "dockerfile" not in entry:
+            continue
+        stages = re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", (REPO / entry["dockerfile"]).read_text(), re.M | re.I)
+        if len(stages) > 1:
+            assert entry.get("target") in stages, f"{name}: name one of {stages} as target"
