@@ -364,6 +364,61 @@ HOSTS.update(
 # Container-Optimized OS as the VMs are (GKE's node images: https://cloud.google.com/kubernetes-engine/docs/concepts/
 # node-images); the TCPXO host set-up enters the node's namespaces with `nsenter -at 1`, keeping its container's PATH.
 GKE_NODE_IMAGES = "https://cloud.google.com/kubernetes-engine/docs/concepts/node-images"
+# What a Debian- or Ubuntu-based image has whatever else it installs (the platform's images start from
+# python:3.12-slim-bookworm and rayproject/ray, Ubuntu): bash, coreutils, grep, sed, findutils, mawk
+# (https://packages.debian.org/bookworm/ essential and required packages). The TCPXO profile the GPU jobs source
+# calls `ls`.
+DEBIAN_BASE_TOOLS = frozenset(
+    [
+        "bash",
+        "sh",
+        "dash",
+        "ls",
+        "cat",
+        "cp",
+        "mv",
+        "rm",
+        "ln",
+        "mkdir",
+        "rmdir",
+        "chmod",
+        "chown",
+        "touch",
+        "head",
+        "tail",
+        "cut",
+        "tr",
+        "sort",
+        "uniq",
+        "wc",
+        "env",
+        "dirname",
+        "basename",
+        "date",
+        "stat",
+        "readlink",
+        "realpath",
+        "tee",
+        "mktemp",
+        "seq",
+        "printf",
+        "echo",
+        "test",
+        "true",
+        "false",
+        "sleep",
+        "id",
+        "nproc",
+        "uname",
+        "grep",
+        "egrep",
+        "sed",
+        "awk",
+        "mawk",
+        "find",
+        "xargs",
+    ]
+)
 # An image the platform does not build and whose file list is not known offline: every command its script calls is
 # taken to be there (a stand-in that logs the call); ShellCheck, bash -euo pipefail and the file and PATH facts still
 # apply. What only the image itself shows: that each of those commands is really in it.
@@ -407,7 +462,7 @@ HOSTS.update(
             name="gke-container",
             description=f"a GKE pod's container ({UNKNOWN_IMAGE})",
             path=STANDARD_DIRS,
-            commands=frozenset({"bash", "sh"}),
+            commands=DEBIAN_BASE_TOOLS,
             read_only=(),
             noexec=(),
             userns_restricted=False,
