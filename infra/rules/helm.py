@@ -9,6 +9,7 @@ from typing import Any
 from infra.catalogue.controllers import CONTROLLERS, owner_of
 from infra.rules import Finding, rule, where
 from infra.rules.manifest_subject import ReleaseContext
+from infra.rules.terraform_subject import dependency_graph, reaches
 
 HELM_RELEASE = "helm_release"
 
@@ -17,23 +18,6 @@ def _addresses(stack: dict[str, Any]) -> dict[str, str]:
     """{release name: its Terraform address} of every Helm release of the stack."""
     releases = stack.get("resource", {}).get(HELM_RELEASE) or {}
     return {r["name"]: f"{HELM_RELEASE}.{logical_id}" for logical_id, r in releases.items()}
-
-
-def _after(stack: dict[str, Any], address: str) -> set[str]:
-    """Every address `address` waits for, directly or through what it waits for (Terraform's order)."""
-    by_address = {
-        f"{rtype}.{logical_id}": r
-        for rtype, resources in (stack.get("resource") or {}).items()
-        for logical_id, r in resources.items()
-    }
-    seen: set[str] = set()
-    todo = [address]
-    while todo:
-        for dep in (by_address.get(todo.pop()) or {}).get("depends_on") or []:
-            if dep not in seen:
-                seen.add(dep)
-                todo.append(dep)
-    return seen
 
 
 @rule(
@@ -58,7 +42,7 @@ def _after_owner(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator
     mine = addresses.get(ctx.name)
     if mine is None:
         return  # a release rendered outside a stack (chart CI values): nothing is applied
-    waits_for = _after(ctx.stack, mine)
+    waits_for = reaches(dependency_graph(ctx.stack), mine)
     for obj in objects:
         owner = owner_of(str(obj.get("apiVersion", "")))
         if owner is None or owner == ctx.name:

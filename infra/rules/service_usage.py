@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 from infra.catalogue.gcp_apis import IMPERSONATION_API, apis_needed
 from infra.rules import Finding, rule
+from infra.rules.terraform_subject import dependency_graph, reaches
 
 SERVICE = "google_project_service"
-_REFERENCE = re.compile(r"\$\{([a-z0-9_]+\.[A-Za-z0-9_-]+)")
-
-
-def _graph(stack: dict[str, Any]) -> dict[str, set[str]]:
-    """`type.logical_id` -> the resources it depends on directly (depends_on and references)."""
-    out = {}
-    for rtype, items in (stack.get("resource") or {}).items():
-        for logical_id, body in items.items():
-            text = json.dumps({k: v for k, v in body.items() if k != "depends_on"})
-            out[f"{rtype}.{logical_id}"] = set(body.get("depends_on") or []) | set(_REFERENCE.findall(text))
-    return out
-
-
-def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        for dep in graph.get(todo.pop(), ()):
-            if dep not in seen:
-                seen.add(dep)
-                todo.append(dep)
-    return seen
 
 
 @rule(
@@ -59,8 +36,8 @@ def _apis(stack: dict[str, Any]) -> Iterator[Finding]:
     for logical_id, body in ((stack.get("resource") or {}).get(SERVICE) or {}).items():
         if body.get("disable_on_destroy") is not False:
             yield Finding(f"{SERVICE}.{logical_id}.disable_on_destroy", body.get("disable_on_destroy"), "must be false")
-    graph = _graph(stack)
-    reach = cache(lambda key: _reaches(graph, key))
+    graph = dependency_graph(stack)
+    reach = cache(lambda key: reaches(graph, key))
     for rtype, items in (stack.get("resource") or {}).items():
         for logical_id, body in items.items():
             where = f"{rtype}.{body.get('name', logical_id)}"

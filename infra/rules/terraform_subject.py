@@ -5,6 +5,7 @@ message) for every resource that GCP, GKE or the google provider would refuse.""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -57,3 +58,28 @@ _NAME_RULES: dict[str, tuple[str, str]] = {
     "google_compute_subnetwork": (r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", "1-63 characters, RFC 1035"),
     "google_compute_firewall": (r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", "1-63 characters, RFC 1035"),
 }
+
+
+_REFERENCE = re.compile(r"\$\{([a-z0-9_]+\.[A-Za-z0-9_-]+)")
+
+
+def dependency_graph(stack: dict[str, Any]) -> dict[str, set[str]]:
+    """`type.logical_id` -> the resources it depends on directly (depends_on and references)."""
+    out = {}
+    for rtype, items in (stack.get("resource") or {}).items():
+        for logical_id, body in items.items():
+            text = json.dumps({k: v for k, v in body.items() if k != "depends_on"})
+            out[f"{rtype}.{logical_id}"] = set(body.get("depends_on") or []) | set(_REFERENCE.findall(text))
+    return out
+
+
+def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every address `start` waits for, directly or through what it waits for (Terraform's order)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for dep in graph.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
