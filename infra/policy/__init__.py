@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -65,13 +66,9 @@ def _checkov() -> str:
     return found
 
 
-def run_checkov(stacks_dir: Path, skips: dict[str, str]) -> PolicyResult:
-    """Scan every `stacks/<name>/cdk.tf.json` under `stacks_dir` in one Checkov run.
-
-    Checkov runs every check; failures of a skipped check are set aside here,
-    so a skip that no stack fails any more is reported as stale.
-    """
-    cmd = [_checkov(), "-d", str(stacks_dir), "--framework", "terraform_json", "-o", "json", "--compact"]
+def checkov_reports(directory: Path, framework: str) -> list[dict[str, Any]]:
+    """Checkov's JSON reports (one per framework it ran) for every file of `framework` under `directory`."""
+    cmd = [_checkov(), "-d", str(directory), "--framework", framework, "-o", "json", "--compact"]
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     try:
@@ -80,8 +77,16 @@ def run_checkov(stacks_dir: Path, skips: dict[str, str]) -> PolicyResult:
         raise RuntimeError(
             f"checkov did not produce a report (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
         ) from None
-    if isinstance(reports, dict):
-        reports = [reports]
+    return reports if isinstance(reports, list) else [reports]
+
+
+def run_checkov(stacks_dir: Path, skips: dict[str, str]) -> PolicyResult:
+    """Scan every `stacks/<name>/cdk.tf.json` under `stacks_dir` in one Checkov run.
+
+    Checkov runs every check; failures of a skipped check are set aside here,
+    so a skip that no stack fails any more is reported as stale.
+    """
+    reports = checkov_reports(stacks_dir, "terraform_json")
     failed: list[Finding] = []
     skipped: set[str] = set()
     passed = 0

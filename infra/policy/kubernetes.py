@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from infra.policy import SKIPS_FILE, Finding, PolicyResult, _checkov
+from infra.policy import SKIPS_FILE, Finding, PolicyResult, checkov_reports
 
 # Kinds with no namespace (Checkov counts an object without one as in `default`).
 CLUSTER_SCOPED = {"ClusterQueue", "ResourceFlavor", "Namespace", "ClusterRole", "ClusterRoleBinding"}
@@ -105,16 +103,7 @@ def write_manifests(stacks_dir: Path, out: Path) -> int:
 
 
 def run_checkov_kubernetes(manifests: Path, skips: list[KubernetesSkip]) -> PolicyResult:
-    cmd = [_checkov(), "-d", str(manifests), "--framework", "kubernetes", "-o", "json", "--compact"]
-    env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    try:
-        reports = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise RuntimeError(
-            f"checkov did not produce a report (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
-        ) from None
-    reports = reports if isinstance(reports, list) else [reports]
+    reports = checkov_reports(manifests, "kubernetes")
     failed: list[Finding] = []
     used: set[KubernetesSkip] = set()
     passed = 0
