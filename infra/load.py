@@ -5,6 +5,7 @@ rules itself."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from infra.config import ConfigError, Environment
@@ -24,3 +25,17 @@ def load_environment(path: Path) -> Environment:
 def load_all(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
     """Every environment file of `directory`; all faults of all files reported together."""
     return load_each(directory, load_environment)
+
+
+def load_planned(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
+    """Every environment of `directory` (all loaded and checked), narrowed to those PLATFORM_ENVS names
+    (comma-separated; `make plan ENV=` sets it for each of its steps)."""
+    envs = load_all(directory)
+    only = [name for name in (os.environ.get("PLATFORM_ENVS") or "").split(",") if name]
+    unknown = sorted(set(only) - set(envs))
+    if unknown:
+        raise ConfigError(
+            directory,
+            [f"PLATFORM_ENVS: {', '.join(unknown)}: no such environment file; environments: {', '.join(envs)}"],
+        )
+    return {name: envs[name] for name in only} if only else envs

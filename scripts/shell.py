@@ -23,7 +23,7 @@ from pathlib import Path
 
 from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, environments_dir
-from infra.load import load_all
+from infra.load import load_planned
 from infra.shell import GeneratedScript, generated_scripts, pinned
 from infra.shell.charts import rendered_scripts
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pinned-scripts: {count} file(s) in {pinned.FETCHED}")
         return 0
     try:
-        envs = load_all(environments_dir())
+        envs = load_planned(environments_dir())
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

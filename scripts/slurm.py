@@ -22,7 +22,7 @@ import yaml
 from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT, GOOGLE_PROVIDER_VERSION, PACKER_VERSION, TERRAFORM_VERSION
 from infra.catalogue.gcp_apis import PLATFORM_APIS
 from infra.config import ConfigError, Environment, environments_dir
-from infra.load import load_all
+from infra.load import load_planned
 from infra.slurm import interfaces
 from infra.slurm.blueprint import blueprint, deployment
 from infra.slurm.jobs import jobs
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(root)
         return 0
     try:
-        envs = load_all(environments_dir())
+        envs = load_planned(environments_dir())
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ConfigError, Environment, environments_dir
-from infra.load import load_all
+from infra.load import load_all, load_planned
 from infra.rules import rules_for
 from infra.rules.request_subject import RequestContext, write_checked
 from infra.vertex.job import custom_job, endpoint, job_names, parent
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     submit_cmd.add_argument("--dry-run", action="store_true", help="print what would be sent; send nothing")
     args = parser.parse_args(argv)
     try:
-        envs = load_all(environments_dir())
+        envs = (load_planned if args.command == "write" else load_all)(environments_dir())
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

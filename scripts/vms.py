@@ -25,7 +25,7 @@ from typing import Any
 
 from infra import api_types
 from infra.config import ConfigError, Environment, environments_dir
-from infra.load import load_all
+from infra.load import load_all, load_planned
 from infra.rules import rules_for
 from infra.rules.request_subject import RequestContext, write_checked
 from infra.vms.bulk import bulk_insert
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--bulk", action="store_true", help="send the bulkInsert request (all VMs or none)")
     args = parser.parse_args(argv)
     try:
-        envs = load_all(environments_dir())
+        envs = (load_planned if args.command == "write" else load_all)(environments_dir())
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
-from scripts.plan import run_plan, steps
+import pytest
+
+from scripts.plan import main, run_plan, steps
+from tests.conftest import ENVIRONMENT_NAMES
 
 
 def _write(path: Path, text: str) -> list[str]:
@@ -49,3 +53,100 @@ def test_make_plan_runs_every_step_into_the_staging_copy(tmp_path: Path) -> None
     assert names == ["synth", "policy", "rules", "slurm", "vertex", "vms", "scripts", "review"]
     assert planned[0][2] == {"CDKTF_OUTDIR": str(staging)}
     assert all(str(staging) in " ".join(argv) for _, argv, _ in planned[1:])
+
+
+def _outputs(outdir: Path, env: str, text: str) -> dict[str, str]:
+    """One environment's parts of a plan's output, as every step lays them out, each file holding `text`."""
+    parts = {
+        f"stacks/platform-{env}/cdk.tf.json": text,
+        f"review/{env}.md": text,
+        f"slurm/{env}/blueprint.yaml": text,
+        f"vertex/{env}/train.json": text,
+        f"vms/{env}/a3mega/startup.sh": text,
+        f"scripts/{env}/prolog.sh": text,
+        f"rendered/platform-{env}/ray.json": text,
+        f"placement/platform-{env}.md": text,
+    }
+    for relative, body in parts.items():
+        (outdir / relative).parent.mkdir(parents=True, exist_ok=True)
+        (outdir / relative).write_text(body)
+    return parts
+
+
+def _tree(outdir: Path) -> dict[str, str]:
+    return {str(p.relative_to(outdir)): p.read_text() for p in sorted(outdir.rglob("*")) if p.is_file()}
+
+
+def _manifest(stacks: list[str]) -> str:
+    return json.dumps({"stacks": {s: {"name": s} for s in stacks}, "version": "0.21.0"})
+
+
+def test_planning_one_environment_leaves_the_others_output_and_review_as_they_were(tmp_path: Path) -> None:
+    """`make plan ENV=dev`: dev's parts of cdktf.out are the new plan's; prod's stack, review, blueprints, requests,
+    scripts, rendered releases and placement stay byte for byte, and the manifest still lists prod's stack. The
+    steps write other environments' parts into the staging copy too (the rules load every file): those are dropped."""
+    outdir = tmp_path / "cdktf.out"
+    prod_before = _outputs(outdir, "prod", "prod as it was")
+    _outputs(outdir, "dev", "dev as it was")
+    (outdir / "manifest.json").write_text(_manifest(["platform-dev", "platform-prod"]))
+    staging = tmp_path / "cdktf.out.next"
+    script = (
+        "import pathlib, sys; sys.path.insert(0, {tests!r}); from test_plan import _outputs; "
+        "_outputs(pathlib.Path({staging!r}), 'dev', 'dev planned'); "
+        "_outputs(pathlib.Path({staging!r}), 'prod', 'prod planned again: must not land'); "
+        "pathlib.Path({staging!r}, 'manifest.json').write_text({manifest!r})"
+    ).format(tests=str(Path(__file__).parent), staging=str(staging), manifest=_manifest(["platform-dev"]))
+    assert run_plan(outdir, [("synth", [sys.executable, "-c", script], {})], env="dev") == 0
+    after = _tree(outdir)
+    assert {k: v for k, v in after.items() if "prod" in k} == prod_before
+    assert {v for k, v in after.items() if "dev" in k} == {"dev planned"}
+    assert set(json.loads(after["manifest.json"])["stacks"]) == {"platform-dev", "platform-prod"}
+    assert not staging.exists() and not (tmp_path / "cdktf.out.merge").exists()
+
+
+def test_a_refused_plan_of_one_environment_changes_nothing(tmp_path: Path) -> None:
+    outdir = tmp_path / "cdktf.out"
+    _outputs(outdir, "prod", "prod as it was")
+    _outputs(outdir, "dev", "dev as it was")
+    before = _tree(outdir)
+    staging = tmp_path / "cdktf.out.next"
+    refused = [
+        ("synth", _write(staging / "stacks.json", "new"), {}),
+        ("rules", [sys.executable, "-c", "import sys; sys.exit(1)"], {}),
+    ]
+    assert run_plan(outdir, refused, env="dev") == 1
+    assert _tree(outdir) == before
+
+
+def test_every_step_of_a_one_environment_plan_is_told_the_environment(tmp_path: Path) -> None:
+    planned = steps(tmp_path / "cdktf.out.next", base=None, env="dev")
+    assert all(extra.get("PLATFORM_ENVS") == "dev" for _, _, extra in planned)
+    # The policy gate judges stale skips only when every stack is there.
+    assert dict((name, argv) for name, argv, _ in planned)["policy"][-1] == "--partial"
+    assert all("PLATFORM_ENVS" not in extra for _, _, extra in steps(tmp_path / "x", base=None))
+
+
+def test_planning_an_unknown_environment_is_refused_before_any_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--outdir", str(tmp_path / "cdktf.out"), "--env", "no-such-env"]) == 2
+    assert f"no-such-env.yaml; environments: {', '.join(ENVIRONMENT_NAMES)}" in capsys.readouterr().err
+    assert not (tmp_path / "cdktf.out").exists() and not (tmp_path / "cdktf.out.next").exists()
+
+
+@pytest.mark.slow
+def test_the_real_synth_and_review_of_one_environment_leave_the_other_review(tmp_path: Path) -> None:
+    """The real synth (PLATFORM_ENVS) and review steps of `make plan ENV=dev`, into an outdir under tmp_path."""
+    outdir = tmp_path / "cdktf.out"
+    (outdir / "review").mkdir(parents=True)
+    (outdir / "review" / "prod.md").write_text("prod's review as it was")
+    (outdir / "stacks" / "platform-prod").mkdir(parents=True)
+    (outdir / "stacks" / "platform-prod" / "cdk.tf.json").write_text("{}")
+    planned = [
+        s for s in steps(outdir.with_name("cdktf.out.next"), base=None, env="dev") if s[0] in ("synth", "review")
+    ]
+    assert run_plan(outdir, planned, env="dev") == 0
+    assert (outdir / "review" / "prod.md").read_text() == "prod's review as it was"
+    assert (outdir / "stacks" / "platform-prod" / "cdk.tf.json").read_text() == "{}"
+    assert (outdir / "review" / "dev.md").read_text().startswith("#")
+    assert json.loads((outdir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())["resource"]
