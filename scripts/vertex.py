@@ -42,14 +42,15 @@ def submit(env: Environment, name: str, *, dry_run: bool, client: Any = None) ->
     if name not in job_names(env):
         raise ValueError(f"environment {env.name!r} has no Vertex AI job {name!r}; jobs: {', '.join(job_names(env))}")
     request = custom_job(env, name)
-    if dry_run:
-        return {"endpoint": endpoint(env), "parent": parent(env), "customJob": request}
+    # Refused before the dry run returns: a dry run refuses what the real one would.
     unbuilt = [i for i in env.placeholder_images() if env.release.images[i] in json.dumps(request)]
     if unbuilt:
         raise ValueError(
             f"image {', '.join(unbuilt)} is still at the placeholder digest: "
             f"`make image IMAGE={unbuilt[0]} ENV={env.name}` first"
         )
+    if dry_run:
+        return {"endpoint": endpoint(env), "parent": parent(env), "customJob": request}
     from google.cloud import aiplatform_v1
 
     job_client = client or aiplatform_v1.JobServiceClient(client_options={"api_endpoint": endpoint(env)})

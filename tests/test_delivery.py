@@ -210,6 +210,25 @@ def test_promotion_dry_run_writes_nothing_and_runs_nothing(environments: Path) -
     assert _snapshot(environments) == before
 
 
+def test_promotion_dry_run_refuses_a_result_the_write_would_refuse(
+    environments: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real promotion writes prod.yaml only if the result loads (every environment rule): its dry run holds the
+    result to the same loader. The loader is made to refuse here; which pins a rule refuses is the rules' tests'."""
+    from infra.delivery import release_file
+
+    _pin_dev(environments, f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@{DIGEST}")
+    before = _snapshot(environments)
+
+    def refuse(path: Path) -> None:
+        raise ConfigError(path, ["release.controllers.kueue: '9.9.9': refused by a stand-in rule"])
+
+    monkeypatch.setattr(release_file, "load_environment", refuse)
+    with pytest.raises(ConfigError, match="refused by a stand-in rule"):
+        promote("dev", "prod", dry_run=True, run=lambda c: pytest.fail("ran"), environments=environments)
+    assert _snapshot(environments) == before
+
+
 def test_make_promote_refuses_a_tag_through_the_command_line(tmp_path: Path) -> None:
     clone = tmp_path / "repo"
     shutil.copytree(REPO / "infra" / "environments", clone / "infra" / "environments")

@@ -315,6 +315,16 @@ def test_make_vertex_submit_dry_run_prints_the_request(capsys: pytest.CaptureFix
     assert main(["submit", "--env", "dev", "--job", "evaluate", "--dry-run"]) == 2
 
 
+def test_a_dry_run_refuses_the_placeholder_image_as_the_real_submit_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """dev's trainer-gpu is not built: `make vertex-submit JOB=train DRY_RUN=1` printed the request anyway."""
+    assert main(["submit", "--env", "dev", "--job", "train", "--dry-run"]) == 2
+    captured = capsys.readouterr()
+    assert "trainer-gpu is still at the placeholder digest: `make image IMAGE=trainer-gpu ENV=dev` first" in (
+        captured.err
+    )
+    assert captured.out == ""
+
+
 # --- The NCCL gate's scripts, as the job's replicas run them ------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.config import ENVIRONMENTS_DIR, IMAGE_DIGEST, PLACEHOLDER_DIGEST, Environment
-from infra.delivery.release_file import diff, updated_text, write_validated
+from infra.delivery.release_file import diff, updated_text, validate, write_validated
 from infra.load import load_environment
 
 
@@ -99,7 +99,11 @@ def promote(
     target_path = environments / f"{target_name}.yaml"
     target = load_environment(target_path)
     promotion = plan_promotion(source, target, target_path)
-    if dry_run or not promotion.changed:
+    if not promotion.changed:
+        return promotion
+    if dry_run:
+        # The real run writes only a file that loads: its dry run refuses what that write would.
+        validate(target_path, promotion.new_text)
         return promotion
     for command in promotion.copies:
         run(command)

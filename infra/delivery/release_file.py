@@ -41,12 +41,17 @@ def diff(path: Path, old: str, new: str) -> str:
     return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path), str(path)))
 
 
-def write_validated(path: Path, text: str) -> None:
-    """Replace `path` with `text` only if it loads as a valid environment of the same name."""
+def validate(path: Path, text: str) -> None:
+    """Raise ConfigError unless `text` loads as a valid environment of `path`'s name (nothing is written)."""
     with tempfile.TemporaryDirectory() as tmp:
         candidate = Path(tmp) / path.name
         candidate.write_text(text)
-        load_environment(candidate)  # raises ConfigError; the original is untouched
+        load_environment(candidate)
+
+
+def write_validated(path: Path, text: str) -> None:
+    """Replace `path` with `text` only if it loads as a valid environment of the same name."""
+    validate(path, text)  # raises ConfigError; the original is untouched
     fd, staging = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     with os.fdopen(fd, "w") as f:
         f.write(text)
