@@ -1,10 +1,18 @@
-"""Build, push and pin an image: python -m scripts.image <name> <env> [--dry-run]
+"""Build, push and pin images: python -m scripts.image <name> <env> [--dry-run]
+                                    python -m scripts.image --all <env> [--dry-run]
 
 Builds with the local Docker engine when one answers, else with Cloud Build;
 tags the image with the git commit in the environment's Artifact Registry
 repository; writes the pushed digest to `release.images.<name>` of
-`infra/environments/<env>.yaml`. `--dry-run` prints the commands and the pin
-and runs nothing.
+`infra/environments/<env>.yaml`. `--all` builds every image of
+images/images.yaml in turn and pins all their digests in one write of the
+environment file, after the last build: a failed build leaves the file as it
+was. A working tree with uncommitted changes is refused (the tag is the
+commit), `--dry-run` too; `--dry-run` prints the commands and the pins and
+runs nothing.
+
+Exit codes: 0 built and pinned (or dry run); 1 a build command failed (nothing pinned); 2 bad input or
+uncommitted changes.
 """
 
 from __future__ import annotations
@@ -17,7 +25,17 @@ import sys
 from collections.abc import Sequence
 
 from infra.config import ConfigError, environments_dir
-from infra.delivery.images import ImageError, build, docker_answers, git_commit, plan_build
+from infra.delivery.images import (
+    CATALOGUE,
+    ImageBuild,
+    ImageError,
+    build_all,
+    docker_answers,
+    git_commit,
+    load_catalogue,
+    plan_build,
+    uncommitted,
+)
 
 
 def _run(command: Sequence[str]) -> str:
@@ -28,42 +46,65 @@ def _run(command: Sequence[str]) -> str:
     return out
 
 
+def _show_dry_run(plan: ImageBuild, pin: str) -> None:
+    print(f"# dry run: {plan.engine} build of {plan.image}; nothing runs")
+    if plan.cloudbuild is not None:
+        print("# cloudbuild.yaml:")
+        print("#   " + json.dumps(plan.cloudbuild))
+    for command in plan.commands:
+        print(shlex.join(command))
+    print(shlex.join(plan.digest_command))
+    print(f"# would pin in {plan.env_path}: release.images.{plan.name}: {pin}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.image", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("name")
-    parser.add_argument("env")
+    parser.add_argument("name", nargs="?", help="an image of images/images.yaml (not with --all)")
+    parser.add_argument("env", nargs="?", help="the environment whose registry and file it goes to")
+    parser.add_argument("--all", action="store_true", help="every image of images/images.yaml, pinned in one write")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
+    words = [w for w in (args.name, args.env) if w]
+    if len(words) != (1 if args.all else 2):
+        print(f"{parser.prog}: error: give <name> <env>, or --all <env> (got {' '.join(words) or 'nothing'})", file=sys.stderr)
+        return 2
+    env = words[-1]
     try:
-        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=True).stdout
-        if dirty.strip() and not args.dry_run:
+        dirty = uncommitted()
+        if dirty:
             raise ImageError(
-                "the working tree has uncommitted changes; an image is tagged with its commit: commit first"
+                f"the working tree has {len(dirty)} uncommitted change(s) ({', '.join(d[3:] for d in dirty[:3])}"
+                f"{', ...' if len(dirty) > 3 else ''}); an image is tagged with its commit: commit first"
+                + (" (a dry run refuses what the build would)" if args.dry_run else "")
             )
-        plan = plan_build(
-            args.name, args.env, commit=git_commit(), use_docker=docker_answers(), environments=environments_dir()
-        )
-        pin, change = build(plan, run=_run, dry_run=args.dry_run)
+        names = sorted(load_catalogue()) if args.all else [words[0]]
+        if not names:
+            raise ImageError(f"{CATALOGUE}: no images")
+        commit, use_docker = git_commit(), docker_answers()
+        plans = [
+            plan_build(name, env, commit=commit, use_docker=use_docker, environments=environments_dir())
+            for name in names
+        ]
+        pins, change = build_all(plans, run=_run, dry_run=args.dry_run)
     except (ConfigError, ImageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except subprocess.CalledProcessError as err:
-        print(f"error: {shlex.join(err.cmd)} failed (exit {err.returncode}); nothing was pinned", file=sys.stderr)
+        print(
+            f"error: {shlex.join(err.cmd)} failed (exit {err.returncode}); nothing was pinned"
+            + (" (the images built before it are pushed, not pinned)" if len(names) > 1 else ""),
+            file=sys.stderr,
+        )
         return 1
     if args.dry_run:
-        print(f"# dry run: {plan.engine} build of {plan.image}; nothing runs")
-        if plan.cloudbuild is not None:
-            print("# cloudbuild.yaml:")
-            print("#   " + json.dumps(plan.cloudbuild))
-        for command in plan.commands:
-            print(shlex.join(command))
-        print(shlex.join(plan.digest_command))
-        print(f"# would pin in {plan.env_path}: release.images.{plan.name}: {pin}")
-    else:
-        print(change, end="")
-        print(f"pinned release.images.{plan.name}: {pin}")
+        for plan in plans:
+            _show_dry_run(plan, pins[plan.name])
+        return 0
+    print(change, end="")
+    for name, pin in pins.items():
+        print(f"pinned release.images.{name}: {pin}")
     return 0
 
 

@@ -252,25 +252,28 @@ def test_make_promote_refuses_a_tag_through_the_command_line(tmp_path: Path) -> 
 # --- images --------------------------------------------------------------------------------------------------
 
 
-def test_image_dry_run_prints_cloud_build_commands_for_the_dev_registry_and_the_pin(tmp_path: Path) -> None:
+def test_image_dry_run_prints_cloud_build_commands_for_the_dev_registry_and_the_pin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import scripts.image
+
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     docker = bin_dir / "docker"
     docker.write_text("#!/bin/sh\nexit 1\n")  # no engine answers
     docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "scripts.image", "trainer", "dev", "--dry-run"],
-        cwd=REPO, env=env, capture_output=True, text=True,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    # A clean tree (others' uncommitted work in this checkout would be refused: tests/test_image_command.py).
+    monkeypatch.setattr(scripts.image, "uncommitted", lambda: [])
+    assert scripts.image.main(["trainer", "dev", "--dry-run"]) == 0
+    out = capsys.readouterr().out
     commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
     image = f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer:{commit.strip()}"
-    assert "gcloud builds submit . --project=acme-ml-platform-dev --region=us-east5" in result.stdout
-    assert image in result.stdout
-    assert "--build-arg" not in result.stdout  # MaxText comes from the engine lock, not a build argument
-    assert "would pin in" in result.stdout
-    assert "release.images.trainer: us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@" in result.stdout
+    assert "gcloud builds submit . --project=acme-ml-platform-dev --region=us-east5" in out
+    assert image in out
+    assert "--build-arg" not in out  # MaxText comes from the engine lock, not a build argument
+    assert "would pin in" in out
+    assert "release.images.trainer: us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@" in out
 
 
 def test_image_with_a_local_engine_builds_pushes_and_pins_the_digest(environments: Path) -> None:

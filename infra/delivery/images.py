@@ -56,6 +56,13 @@ def docker_answers() -> bool:
         return False
 
 
+def uncommitted(repo: Path | None = None) -> list[str]:
+    """The working tree's uncommitted changes (`git status --porcelain` lines): an image is tagged with the commit,
+    so a build of a tree that is not that commit is refused, its dry run too."""
+    out = subprocess.run(["git", "status", "--porcelain"], cwd=repo or REPO, capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
 def git_commit() -> str:
     out = subprocess.run(
         ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
@@ -115,11 +122,8 @@ def plan_build(
     return ImageBuild(name, env, env_path, image, "cloud-build", commands, digest_command, cloudbuild)
 
 
-def build(plan: ImageBuild, *, run: Callable[[Sequence[str]], str], dry_run: bool) -> tuple[str, str]:
-    """Run the build (unless `dry_run`); return (pin, diff of the environment file)."""
-    if dry_run:
-        pin = plan.pin(DIGEST_PLACEHOLDER)
-        return pin, ""
+def _built(plan: ImageBuild, run: Callable[[Sequence[str]], str]) -> str:
+    """Run one build and push; the pushed image's pin (`<registry>/<name>@sha256:...`)."""
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "cloudbuild.yaml"
         if plan.cloudbuild is not None:
@@ -128,8 +132,29 @@ def build(plan: ImageBuild, *, run: Callable[[Sequence[str]], str], dry_run: boo
             run([c.replace("<cloudbuild.yaml>", str(config)) for c in command])
         # Both forms end in the digest: `<repo>@sha256:...` (docker) or `sha256:...` (gcloud).
         digest = "sha256:" + run(plan.digest_command).strip().rsplit("sha256:", 1)[-1]
-    pin = plan.pin(digest)
-    old = plan.env_path.read_text()
-    new = updated_text(plan.env_path, {"images": {plan.name: pin}})
-    write_validated(plan.env_path, new)
-    return pin, diff(plan.env_path, old, new)
+    return plan.pin(digest)
+
+
+def build(plan: ImageBuild, *, run: Callable[[Sequence[str]], str], dry_run: bool) -> tuple[str, str]:
+    """Run the build (unless `dry_run`); return (pin, diff of the environment file)."""
+    pins, change = build_all([plan], run=run, dry_run=dry_run)
+    return pins[plan.name], change
+
+
+def build_all(
+    plans: Sequence[ImageBuild], *, run: Callable[[Sequence[str]], str], dry_run: bool
+) -> tuple[dict[str, str], str]:
+    """Build and push every image of `plans` (one environment's) in turn, then pin all their digests in the
+    environment file in one validated write; return (pins, diff). A failed build raises before anything is
+    written: the images pushed before it are in the registry, the file is as it was. `dry_run` runs nothing."""
+    paths = {plan.env_path for plan in plans}
+    if len(paths) != 1:
+        raise ImageError(f"one environment file at a time; these builds pin into {sorted(map(str, paths))}")
+    if dry_run:
+        return {plan.name: plan.pin(DIGEST_PLACEHOLDER) for plan in plans}, ""
+    pins = {plan.name: _built(plan, run) for plan in plans}
+    (env_path,) = paths
+    old = env_path.read_text()
+    new = updated_text(env_path, {"images": pins})
+    write_validated(env_path, new)
+    return pins, diff(env_path, old, new)
