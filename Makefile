@@ -11,6 +11,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
+# The platform's commands (scripts/cli.py, pyproject [project.scripts]): make turns any failing recipe into its own
+# exit 2; CI and scripts that branch on a command's code (1 refused, 2 bad input, 3 blocked) call this directly.
+PLATFORM := $(BIN)/platform
 UV_VERSION := 0.13.9
 OUT := cdktf.out
 ENV ?= dev
@@ -60,7 +63,7 @@ TORCH_WHEELS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/nul
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -103,10 +106,10 @@ venv: $(VENV_STAMP) $(POLICY_STAMP) ## Create .venv (and .venv-policy for Checko
 node: $(NODE_STAMP) ## Install the pinned cdktf CLI into node_modules
 
 plan: $(VENV_STAMP) $(POLICY_STAMP) cluster-toolkit ## Synthesize every environment, run the policy gate and the rules, write the Slurm blueprints and cdktf.out/review/<env>.md; all or nothing
-	$(PY) -m scripts.plan --outdir $(OUT) $(if $(BASE),--base $(BASE))
+	$(PLATFORM) plan --outdir $(OUT) $(if $(BASE),--base $(BASE)) $(if $(filter command line,$(origin ENV)),--env $(ENV))
 
 cluster-toolkit: $(VENV_STAMP) ## Cluster Toolkit's pinned module interfaces (infra/slurm/toolkit-files.yaml): found, or fetched into .cache/cluster-toolkit
-	@$(PY) -m scripts.slurm where >/dev/null 2>&1 || $(PY) -m scripts.slurm fetch
+	@$(PLATFORM) slurm where >/dev/null 2>&1 || $(PLATFORM) slurm fetch
 
 slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests (as root; nothing when present)
 	@command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
@@ -115,7 +118,7 @@ slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests (as r
 	  || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null; }; }
 
 pinned-scripts: $(VENV_STAMP) ## Fetch the upstream files generated scripts source (infra/shell/pinned-files.yaml: commit and sha256 each) into .cache/pinned-scripts
-	$(PY) -m scripts.shell fetch
+	$(PLATFORM) shell fetch
 
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
@@ -124,13 +127,13 @@ crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (workloads/charts/c
 	$(PY) -m workloads.charts.crds fetch
 
 rules: $(VENV_STAMP) ## Every rule of the real systems (infra/rules) on the synthesized stacks and rendered releases
-	$(PY) -m scripts.rules $(OUT)/stacks
+	$(PLATFORM) rules $(OUT)/stacks
 
 policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks and the rendered charts (skips and reasons: infra/policy/checkov-skips.yaml)
 	$(PY) -m infra.policy $(OUT)/stacks
 
 review: $(VENV_STAMP) ## Plan review as Markdown: PLAN=<terraform show -json file>, or offline BASE=<baseline cdktf.out>; exit 3 = blocked
-	@$(PY) -m scripts.review $(if $(PLAN),--plan $(PLAN),--print --outdir $(OUT) $(if $(BASE),--base $(BASE)))
+	@$(PLATFORM) review $(if $(PLAN),--plan $(PLAN),--print --outdir $(OUT) $(if $(BASE),--base $(BASE)))
 
 cdktn-parity: $(VENV_STAMP) $(CDKTN_STAMP) ## Synthesize every stack with cdktf and with CDK Terrain (cdktn) and compare them (the exit stays proven)
 	$(PY) -m scripts.cdk_parity --cdktn-python $(CDKTN_VENV)/bin/python
@@ -181,39 +184,44 @@ train: $(VENV_STAMP) ## Submit RECIPE= on ENV='s Ray cluster (RAY_ADDRESS=, need
 
 image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s registry, pin its digest (DRY_RUN=1: print only)
 	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<name> ENV=<env> [DRY_RUN=1]"; exit 2; }
-	$(PY) -m scripts.image $(IMAGE) $(ENV) $(if $(DRY_RUN),--dry-run)
+	$(PLATFORM) image $(IMAGE) $(ENV) $(if $(DRY_RUN),--dry-run)
+
+images: $(VENV_STAMP) ## Build every image of images/images.yaml for ENV=, then pin all their digests in one write (DRY_RUN=1: print only)
+	$(PLATFORM) image --all $(ENV) $(if $(DRY_RUN),--dry-run)
 
 new-env: $(VENV_STAMP) ## Write infra/environments/NAME.yaml from FROM= (dev) for PROJECT=, PROJECT_NUMBER=, REGION= (zones, machines, names, registry rewritten)
 	@test -n "$(NAME)" && test -n "$(PROJECT)" && test -n "$(PROJECT_NUMBER)" && test -n "$(REGION)" || { \
 	  echo "usage: make new-env NAME=<env> FROM=<env> PROJECT=<id> PROJECT_NUMBER=<n> REGION=<region>"; exit 2; }
-	$(PY) -m scripts.new_env $(NAME) --from $(FROM) --project $(PROJECT) --project-number $(PROJECT_NUMBER) --region $(REGION)
+	$(PLATFORM) new-env $(NAME) --from $(FROM) --project $(PROJECT) --project-number $(PROJECT_NUMBER) --region $(REGION)
 
 image-digests: $(VENV_STAMP) ## Resolve each upstream image still pinned by tag (infra/catalogue/upstream.py AWAITING_DIGEST) to its digest, where its registry is reachable
-	$(PY) -m scripts.image_digests
+	$(PLATFORM) image-digests
 
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
-	$(PY) -m scripts.promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
+	$(PLATFORM) promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
 
 vertex-submit: $(VENV_STAMP) ## Create Vertex AI job JOB= (nccl-test, train) of ENV= through the region's endpoint (needs credentials; DRY_RUN=1 prints the request)
 	@test -n "$(JOB)" || { echo "usage: make vertex-submit ENV=<env> JOB=<nccl-test|train> [DRY_RUN=1]"; exit 2; }
-	$(PY) -m scripts.vertex submit --env $(ENV) --job $(JOB) $(if $(DRY_RUN),--dry-run)
+	$(PLATFORM) vertex-submit --env $(ENV) --job $(JOB) $(if $(DRY_RUN),--dry-run)
 
 vm-up: $(VENV_STAMP) ## Create VM group GROUP='s VMs in ENV= (flex-start: one resize request; METHOD=bulk: bulkInsert, all or none; DRY_RUN=1 prints the calls)
 	@test -n "$(GROUP)" || { echo "usage: make vm-up ENV=<env> GROUP=<group> [METHOD=bulk] [DRY_RUN=1]"; exit 2; }
-	$(PY) -m scripts.vms up --env $(ENV) --group $(GROUP) $(if $(filter bulk,$(METHOD)),--bulk) $(if $(DRY_RUN),--dry-run)
+	$(PLATFORM) vm-up --env $(ENV) --group $(GROUP) $(if $(filter bulk,$(METHOD)),--bulk) $(if $(DRY_RUN),--dry-run)
 
 vm-down: $(VENV_STAMP) ## Delete VM group GROUP='s VMs in ENV= and cancel a resize request still waiting (DRY_RUN=1 prints the calls)
 	@test -n "$(GROUP)" || { echo "usage: make vm-down ENV=<env> GROUP=<group> [DRY_RUN=1]"; exit 2; }
-	$(PY) -m scripts.vms down --env $(ENV) --group $(GROUP) $(if $(DRY_RUN),--dry-run)
+	$(PLATFORM) vm-down --env $(ENV) --group $(GROUP) $(if $(DRY_RUN),--dry-run)
 
 deploy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## cdktf deploy platform-$(ENV), then gcluster deploy of its Slurm cluster (needs terraform, packer, gcluster and credentials; refuses placeholder images; SKIP_IMAGE=1, DRY_RUN=1)
-	$(PY) -m scripts.deploy deploy $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
+	$(PLATFORM) deploy $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
 deploy-infra: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## First deploy of a fresh ENV: everything but the releases of images not built yet (DRY_RUN=1)
-	$(PY) -m scripts.deploy deploy $(ENV) --infra-only $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
+	$(PLATFORM) deploy-infra $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
-destroy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## Tear ENV down (its Slurm cluster first): shows what goes, refuses protected resources; needs CONFIRM=platform-$(ENV) (DRY_RUN=1)
-	$(PY) -m scripts.deploy destroy $(ENV) $(if $(CONFIRM),--confirm $(CONFIRM)) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
+# Without CONFIRM=platform-$(ENV) nothing is installed or synthesized: the refusal comes first.
+destroy: $(if $(filter platform-$(ENV),$(CONFIRM)),$(VENV_STAMP) $(NODE_STAMP) cluster-toolkit) ## Tear ENV down (its Slurm cluster first): shows what goes, refuses protected resources; needs CONFIRM=platform-$(ENV) (DRY_RUN=1)
+	@test "$(CONFIRM)" = "platform-$(ENV)" || { echo "error: platform-$(ENV): destroy refused; nothing was changed: pass CONFIRM=platform-$(ENV) (make destroy ENV=$(ENV) CONFIRM=platform-$(ENV); DRY_RUN=1 shows what goes)" >&2; exit 3; }
+	$(PLATFORM) destroy $(ENV) $(if $(CONFIRM),--confirm $(CONFIRM)) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
 diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)
 	npx --no-install cdktf diff platform-$(ENV)

@@ -1,0 +1,87 @@
+"""`platform` (scripts/cli.py): the commands' exit codes reach the caller, where `make` turns each into 2."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from scripts import cli
+from tests.conftest import REPO
+
+PLATFORM = Path(sys.executable).with_name("platform")
+
+# A plan that destroys the protected models bucket: the review's gate blocks it (exit 3).
+BLOCKED_PLAN = {
+    "format_version": "1.2",
+    "terraform_version": "1.12.2",
+    "resource_changes": [
+        {
+            "address": "google_storage_bucket.models",
+            "mode": "managed",
+            "type": "google_storage_bucket",
+            "name": "models",
+            "change": {"actions": ["delete"], "before": {"name": "models"}, "after": None, "after_unknown": {}},
+        }
+    ],
+}
+
+
+def test_a_blocked_review_exits_3_through_the_console_entry_point(tmp_path: Path) -> None:
+    plan = tmp_path / "platform-dev.json"
+    plan.write_text(json.dumps(BLOCKED_PLAN))
+    assert cli.main(["review", "--plan", str(plan)]) == 3
+    done = subprocess.run([str(PLATFORM), "review", "--plan", str(plan)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert "BLOCKING: delete google_storage_bucket.models" in done.stderr
+
+
+def test_usage_errors_and_help_keep_their_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["no-such-command"]) == 2
+    assert "invalid choice: 'no-such-command'" in capsys.readouterr().err
+    assert cli.main([]) == 2
+    assert cli.main(["--help"]) == 0
+    assert "vertex-submit" in capsys.readouterr().out
+    # A command's own usage error (argparse, exit 2) and its --help (0) come back as codes, not as SystemExit.
+    assert cli.main(["promote"]) == 2
+    assert cli.main(["promote", "--help"]) == 0
+
+
+def test_the_console_entry_point_is_declared_and_installed() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"platform": "scripts.cli:main"}
+    done = subprocess.run([str(PLATFORM), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: platform "), done.stdout[:200]
+
+
+def test_the_make_targets_run_the_commands_through_the_console_entry_point() -> None:
+    """No recipe runs one of platform's modules with `python -m`: every make target reaches the same code, and a
+    caller that needs the exit code runs the same command line without make."""
+    makefile = (REPO / "Makefile").read_text()
+    modules = {c.module for c in cli.COMMANDS.values()}
+    direct = [line for line in makefile.splitlines() if any(re.search(rf"-m {m}\b", line) for m in modules)]
+    assert direct == []
+    dry = subprocess.run(
+        ["make", "-n", "-s", "review", "PLAN=plan.json"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert ".venv/bin/platform review --plan plan.json" in dry.stdout
+
+
+def test_make_turns_the_blocked_review_into_2_which_is_why_ci_calls_platform(tmp_path: Path) -> None:
+    """What docs/reference.md says about make's exit codes holds: the same blocked review through make is 2.
+    The workflows that branch on a code call .venv/bin/platform."""
+    plan = tmp_path / "platform-dev.json"
+    plan.write_text(json.dumps(BLOCKED_PLAN))
+    # -o: the venv is taken as it is (this test must not install anything into the checkout).
+    done = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "review", f"PLAN={plan}"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    workflows = "".join(p.read_text() for p in (REPO / ".github" / "workflows").glob("*.yml"))
+    assert "make plan BASE=" not in workflows
+    assert ".venv/bin/platform plan --base" in workflows
