@@ -68,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     words = [w for w in (args.name, args.env) if w]
     if len(words) != (1 if args.all else 2):
-        print(f"{parser.prog}: error: give <name> <env>, or --all <env> (got {' '.join(words) or 'nothing'})", file=sys.stderr)
+        print(
+            f"{parser.prog}: error: give <name> <env>, or --all <env> (got {' '.join(words) or 'nothing'})",
+            file=sys.stderr,
+        )
         return 2
     env = words[-1]
     try:
