@@ -25,7 +25,8 @@ ENGINE ?= canary
 CKPT_DIR ?= .cache/$(ENGINE)
 PORT ?= 8000
 ACTION ?= list
-RECIPE ?= llama3-8b
+# train's recipe; default: the environment's training.recipe
+RECIPE ?=
 DRY_RUN ?=
 AUTO_APPROVE ?=
 SKIP_IMAGE ?=
@@ -179,8 +180,8 @@ train-local: $(VENV_STAMP)
 	$(PY) -m workloads.trainer local --steps $(STEPS) --checkpoint-dir $(CKPT_DIR)
 endif
 
-train: $(VENV_STAMP) ## Submit RECIPE= on ENV='s Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
-	$(PY) -m workloads.trainer $(if $(DRY_RUN),args,submit) --env $(ENV) --recipe $(RECIPE)
+train: $(VENV_STAMP) ## Submit ENV='s training.recipe (or RECIPE=) on its Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
+	$(PY) -m workloads.trainer $(if $(DRY_RUN),args,submit) --env $(ENV) $(if $(RECIPE),--recipe $(RECIPE))
 
 image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s registry, pin its digest (DRY_RUN=1: print only)
 	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<name> ENV=<env> [DRY_RUN=1]"; exit 2; }

@@ -558,6 +558,17 @@ def _load_stacks(outdir: Path) -> dict[str, dict[str, Any]]:
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(stacks_dir.glob("*/cdk.tf.json"))}
 
 
+def _recipes_section(env: str) -> str:
+    """Which training recipes run on the environment's training slice (`python -m scripts.recipes`), if its file
+    is among the environments."""
+    from infra.config import environments_dir, parse_environment
+    from workloads.trainer.compiled import environment_recipes
+
+    path = environments_dir() / f"{env}.yaml"
+    lines = environment_recipes(parse_environment(path)) if path.exists() else []
+    return "\n## Training recipes on its slice\n\n```\n" + "\n".join(lines) + "\n```\n" if lines else ""
+
+
 def write_reviews(outdir: Path, baseline: Path | None = None, confirmed: Iterable[str] = ()) -> list[StackReview]:
     """Write `<outdir>/review/<env>.md` for every synthesized stack; return the reviews."""
     current = _load_stacks(outdir)
@@ -578,6 +589,6 @@ def write_reviews(outdir: Path, baseline: Path | None = None, confirmed: Iterabl
         review.holdings += vertex_holdings({p.stem: json.loads(p.read_text()) for p in jobs})
         review.holdings += vm_holdings(body)
         review.posture = security_posture(body)
-        (review_dir / f"{env}.md").write_text(render(review))
+        (review_dir / f"{env}.md").write_text(render(review) + _recipes_section(env))
         reviews.append(review)
     return reviews

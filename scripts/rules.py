@@ -138,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     print(placement_summary(stacks, report))
     write_rendered(stacks, report)
     print(cel_summary())
+    from workloads.trainer.compiled import environment_recipes  # issue 27: which recipes run where
+
+    for env in envs.values():  # per environment, the recipes that run on its training slice (named one: *)
+        for line in environment_recipes(env):
+            print(f"recipes: {line}")
     return 0 if report.ok else 1
 
 

@@ -122,6 +122,12 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "cluster.name",
         "the node service account 'ml-platform-dev-abcdefgh-pathways': 6-30 characters",
     ),
+    # Issue 27: a smaller training slice with dev's recipe was found only at `make train`.
+    "maxtext.recipe-runs-on-training-slice": (
+        lambda d, mp: d["slices"]["train"].update(topology="2x4"),
+        "training.recipe",
+        "does not run on training.slice 'train' (v6e-8, topology 2x4): tuned for v6e 4x4 only",
+    ),
     "gke.requests-fit-their-pool": (
         lambda d, mp: d["training"]["worker"].update(memory="800Gi"),
         "training.worker.memory",
@@ -1026,6 +1032,9 @@ def test_make_plan_step_reports_how_many_rules_ran(synth_dir: Path) -> None:
     ran = [r for r in RULES.values() if r.subject in ("environment", "terraform", "manifest")]
     assert f"rules: {len(ran)} rules ran (" in done.stdout
     assert "on 2 environments" in done.stdout and "on 2 stacks" in done.stdout and ": no violations" in done.stdout
+    # Issue 27: per environment, the training recipes that run on its training slice, the named one marked.
+    assert "recipes: dev: training.slice train (v6e-16, topology 4x4), training.recipe llama3-8b" in done.stdout
+    assert "recipes:   * llama3-8b: runs: " in done.stdout
 
 
 def test_violation_line_names_field_value_rule_and_source() -> None:

@@ -21,6 +21,9 @@ class Training(Model):
     identity: Name
     bucket: Name
     image: Name
+    # The recipe (workloads/trainer/recipes.yaml) `make train` runs here: it must run on `slice` (rule
+    # maxtext.recipe-runs-on-training-slice; `make plan` lists the recipes that do).
+    recipe: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = None
     head: PodSize = PodSize(cpu="4", memory="16Gi")
     worker: PodSize
     shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"

@@ -85,3 +85,48 @@ def _tokenizer(env: Environment) -> Iterator[Finding]:
         tokenizer = args.get("tokenizer_path", MAXTEXT_DEFAULT_TOKENIZER)
         if tokenizer != arch.tokenizer:
             yield Finding(f"{path}.maxtext args.tokenizer_path", tokenizer, f"{d.model.name} needs {arch.tokenizer}")
+
+
+@rule(
+    id="maxtext.recipe-runs-on-training-slice",
+    system="MaxText",
+    layer="engine-start",
+    summary=(
+        "The recipe an environment trains (training.recipe) runs on its training slice: tuned for its shape, ici "
+        "parallelism equal to its devices, and the compiler's per-chip memory of the step within the HBM "
+        "(workloads/trainer/compiled.yaml, current for the recipe's arguments)."
+    ),
+    source=(
+        f"{MAXTEXT} src/maxtext/trainers/pre_train/train_compile.py (compile_topology: the step's per-chip memory, "
+        "CompileTimeHbmOom); max_utils.py create_device_mesh; workloads/trainer/recipes.yaml and compiled.yaml"
+    ),
+    subject="environment",
+)
+def _recipe_runs(env: Environment) -> Iterator[Finding]:
+    from workloads.trainer.compiled import how_to_add, recipes_on
+    from workloads.trainer.recipes import RECIPES_FILE, load_recipes
+
+    training = env.training
+    if training is None or training.recipe is None or training.slice not in env.slices:
+        return
+    slice_ = env.slices[training.slice].slice
+    if slice_.kind != "tpu":
+        return  # a Ray training slice is a TPU slice: its own check says so
+    fits = recipes_on(slice_)
+    runnable = [f.recipe if f.compiled else f"{f.recipe} (any slice, a small model)" for f in fits if f.runs]
+    where = f"training.slice {training.slice!r} ({slice_.name}, topology {slice_.topology})"
+    this = next((f for f in fits if f.recipe == training.recipe), None)
+    if this is None:
+        known = ", ".join(sorted(load_recipes()))
+        yield Finding(
+            "training.recipe",
+            training.recipe,
+            f"no such recipe in {RECIPES_FILE.relative_to(RECIPES_FILE.parents[2])}; recipes: {known}",
+        )
+    elif not this.runs:
+        yield Finding(
+            "training.recipe",
+            training.recipe,
+            f"does not run on {where}: {this.why}; recipes that run there: {', '.join(runnable) or 'none'}; "
+            f"to make one, {how_to_add(slice_)}",
+        )

@@ -227,6 +227,10 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
     from workloads.trainer.maxtext import maxtext_args
 
     env = _env(args.env)
+    if args.recipe is None:
+        if env.training is None or env.training.recipe is None:
+            raise RecipeError(f"environment {env.name!r} names no training.recipe; give --recipe (RECIPE=)")
+        args.recipe = env.training.recipe
     if args.slice not in env.slices:
         raise RecipeError(f"environment {env.name!r} has no slice {args.slice!r}; slices: {', '.join(env.slices)}")
     slice_ = env.slices[args.slice].slice
@@ -336,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--env", required=True)
-        p.add_argument("--recipe", required=True)
+        p.add_argument("--recipe", default=None, help="default: the environment's training.recipe")
         p.add_argument("--slice", default="train", help="the environment's slice key")
         p.add_argument("--bucket", default="checkpoints", help="the environment's checkpoint bucket key")
         p.add_argument("--run-name", default=None, help="stable across restarts; default <recipe>-<env>")

@@ -26,12 +26,15 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from infra.catalogue.accelerators import Slice, tpu_slice
 from workloads.trainer.recipes import Recipe, RecipeError, load_recipes
+
+if TYPE_CHECKING:
+    from infra.config import Environment
 
 COMPILED_FILE = Path(__file__).with_name("compiled.yaml")
 ENGINE_LOCK = Path(__file__).with_name("requirements-maxtext.lock")
@@ -147,6 +150,88 @@ def fit_problem(recipe: Recipe, slice_: Slice, table: dict[str, Compiled] | None
             f"{entry.hbm_per_chip_gib:.2f} GiB of HBM of a {entry.slice} chip ({entry.error or 'out of HBM'})"
         )
     return None
+
+
+@dataclass(frozen=True)
+class SliceFit:
+    """Whether one recipe runs on a slice, why not, and the compiler's figures where it was compiled for it."""
+
+    recipe: str
+    engine: str
+    runs: bool
+    why: str = ""
+    compiled: Compiled | None = None
+
+    def line(self) -> str:
+        """`llama3-8b: runs: 28.21 GiB per chip of 31.25 GiB HBM, headroom 3.04 GiB (compiled.yaml)`, or why not."""
+        if not self.runs:
+            return f"{self.recipe}: does not run: {self.why}"
+        if self.compiled is None:
+            return f"{self.recipe}: runs ({self.engine}, for any slice: a small model, not compiled)"
+        c = self.compiled
+        return (
+            f"{self.recipe}: runs: {c.per_chip_gib:.2f} GiB per chip of {c.hbm_per_chip_gib:.2f} GiB HBM, "
+            f"headroom {c.headroom_gib:.2f} GiB (compiled.yaml)"
+        )
+
+
+def recipes_on(
+    slice_: Slice, recipes: dict[str, Recipe] | None = None, table: dict[str, Compiled] | None = None
+) -> list[SliceFit]:
+    """Every recipe of `recipes` (recipes.yaml) on `slice_`: whether it runs there, by the same checks as a run
+    (`Recipe.check_fits`: its shape, its parallelism, the weights' first filter; then the compiler's table)."""
+    recipes = load_recipes() if recipes is None else recipes
+    table = load_table() if table is None else table
+    fits = []
+    for name, recipe in sorted(recipes.items()):
+        target = recipe_slice(recipe)
+        entry = table.get(name) if target is not None else None
+        try:
+            recipe.check_fits(slice_)
+        except RecipeError as err:
+            if recipe.accelerator and (recipe.accelerator, recipe.topology) != (
+                slice_.accelerator.name,
+                slice_.topology,
+            ):
+                why = f"tuned for {recipe.accelerator} {recipe.topology} only"
+            else:
+                why = str(err).split(": ", 1)[-1]
+            fits.append(SliceFit(name, recipe.engine, False, why))
+            continue
+        problem = fit_problem(recipe, slice_, table)
+        fits.append(SliceFit(name, recipe.engine, problem is None, problem or "", entry))
+    return fits
+
+
+def how_to_add(slice_: Slice) -> str:
+    """What to do when no recipe runs on `slice_` (docs/training.md, "A recipe for a new shape")."""
+    return (
+        f"add a recipe for {slice_.accelerator.name} {slice_.topology} to workloads/trainer/recipes.yaml "
+        f"(accelerator: {slice_.accelerator.name}, topology: {slice_.topology}, ici parallelism whose product is "
+        f"the slice's {slice_.devices} devices), run `make compile-recipes` and commit "
+        "workloads/trainer/compiled.yaml (docs/training.md: a recipe for a new shape)"
+    )
+
+
+def environment_recipes(env: Environment) -> list[str]:
+    """Which recipes run on `env`'s training slice: a heading line, then one line per recipe, the one it names
+    marked `*` (`make plan`'s recipes step, the plan review); empty without a Ray training cluster on TPU."""
+    training = env.training
+    if training is None or training.slice not in env.slices:
+        return []
+    slice_ = env.slices[training.slice].slice
+    if slice_.kind != "tpu":
+        return []
+    named = training.recipe
+    head = (
+        f"{env.name}: training.slice {training.slice} ({slice_.name}, topology {slice_.topology}), "
+        f"training.recipe {named or '(none: make train needs RECIPE=)'}"
+    )
+    fits = recipes_on(slice_)
+    out = [head, *(f"  {'*' if f.recipe == named else ' '} {f.line()}" for f in fits)]
+    if not any(f.runs and f.compiled is not None for f in fits):
+        out.append(f"  no compiled recipe for this shape: to make one, {how_to_add(slice_)}")
+    return out
 
 
 _SIZE = r"([\d.]+)\s*([KMGT]i?B?|[KMGT]?)"

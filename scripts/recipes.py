@@ -1,0 +1,49 @@
+"""`python -m scripts.recipes [--env ENV]`: per environment, which training recipes run on its training slice.
+
+For each environment with a Ray training cluster (`training:`), every recipe of workloads/trainer/recipes.yaml
+on the training slice: runs (with the compiler's per-chip memory, HBM and headroom from
+workloads/trainer/compiled.yaml where the recipe was compiled for that shape), or why not; the recipe the
+environment names (`training.recipe`) is marked `*`. `make plan` prints it in its rules step; an environment
+whose named recipe does not run there is refused when it loads (rule maxtext.recipe-runs-on-training-slice).
+
+Exit codes: 0 listed; 2 an environment that does not load (its file, field and value on stderr), or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from infra.config import ConfigError, environments_dir
+from infra.load import load_all, load_environment
+from workloads.trainer.compiled import environment_recipes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.recipes",
+        description=__doc__.splitlines()[0],
+        epilog="exit codes: 0 listed; 2 an environment that does not load, or usage",
+    )
+    parser.add_argument(
+        "--env", default=os.environ.get("PLATFORM_ENVS") or None, help="environments, comma-separated (PLATFORM_ENVS)"
+    )
+    parser.add_argument("--environments", type=Path, default=None, help="the environments dir (infra/environments)")
+    args = parser.parse_args(argv)
+    directory = args.environments or environments_dir()
+    only = [name for name in (args.env or "").split(",") if name]
+    try:
+        envs = {n: load_environment(directory / f"{n}.yaml") for n in only} if only else load_all(directory)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for env in envs.values():
+        for line in environment_recipes(env):
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
