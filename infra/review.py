@@ -90,6 +90,69 @@ class Holding:
         return None if price is None else round(price * self.machines, 2)
 
 
+def _block(value: Any) -> dict[str, Any]:
+    """A nested block as a dict: plan values hold blocks as lists of one."""
+    if isinstance(value, list):
+        value = value[0] if value else {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class PoolCost:
+    """One node pool's nodes and what they cost (infra/catalogue/prices.py): the price of a node under the pool's
+    capacity type, at the pool's fewest and its most nodes."""
+
+    pool: str
+    machine_type: str
+    location: str
+    capacity: str
+    min_nodes: int
+    max_nodes: int
+    price: prices.NodePrice
+
+    def hourly(self, nodes: int) -> float | None:
+        return None if self.price.usd_per_hour is None else self.price.usd_per_hour * nodes
+
+    @property
+    def nodes(self) -> str:
+        return str(self.max_nodes) if self.min_nodes == self.max_nodes else f"{self.min_nodes}-{self.max_nodes}"
+
+
+def _node_range(body: Mapping[str, Any]) -> tuple[int, int]:
+    """(fewest, most) nodes of a pool: a fixed size, an autoscaler's totals, or its per-zone limits times the
+    pool's zones."""
+    autoscaling = _block(body.get("autoscaling"))
+    zones = len(body.get("node_locations") or []) or 1
+    if int(autoscaling.get("total_max_node_count") or 0):
+        return int(autoscaling.get("total_min_node_count") or 0), int(autoscaling["total_max_node_count"])
+    if int(autoscaling.get("max_node_count") or 0):
+        return int(autoscaling.get("min_node_count") or 0) * zones, int(autoscaling["max_node_count"]) * zones
+    nodes = int(body.get("node_count") or 0) * (zones if body.get("node_locations") else 1)
+    return nodes, nodes
+
+
+def pool_cost(body: Mapping[str, Any]) -> PoolCost:
+    """What a node pool body (synthesized or a plan's values) costs."""
+    config = _block(body.get("node_config"))
+    machine = str(config.get("machine_type", ""))
+    location = str((body.get("node_locations") or [body.get("location", "")])[0])
+    capacity, _ = _capacity_of(config, body)
+    fewest, most = _node_range(body)
+    price = prices.node_price(machine, location, capacity)
+    return PoolCost(str(body.get("name", "?")), machine, location, capacity, fewest, most, price)
+
+
+def pool_costs(pools: Mapping[str, Mapping[str, Any]]) -> dict[str, PoolCost]:
+    """Cost of each node pool body by its resource address."""
+    return {address: pool_cost(body) for address, body in sorted(pools.items())}
+
+
+def stack_pools(stack_json: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The node pool bodies of a synthesized stack by resource address."""
+    pools = (stack_json.get("resource") or {}).get("google_container_node_pool") or {}
+    return {f"google_container_node_pool.{k}": v for k, v in pools.items()}
+
+
 @dataclass
 class StackReview:
     stack: str
@@ -105,6 +168,9 @@ class StackReview:
     confirmed: frozenset[str] = frozenset()
     # Security posture lines (infra/posture.py, issue 25): privileged, Pod Security, who reaches what.
     posture: list[str] = field(default_factory=list)
+    # Node pool costs by address, after the change and before it (None: no baseline).
+    costs_after: dict[str, PoolCost] = field(default_factory=dict)
+    costs_before: dict[str, PoolCost] | None = None
 
     @property
     def gated(self) -> list[Change]:
@@ -156,14 +222,14 @@ def pool_inventory(pools: Iterable[Mapping[str, Any]]) -> Counter[tuple[str, str
 
 
 def _capacity_of(config: Mapping[str, Any], body: Mapping[str, Any]) -> tuple[str, str]:
-    """(capacity type, how the review says it) of a node pool."""
-    if body.get("queued_provisioning"):
+    """(capacity type, how the review says it) of a node pool (synthesized, or a plan's values: blocks as lists)."""
+    if _block(body.get("queued_provisioning")).get("enabled"):
         return "queued", "queued provisioning: only while an admitted job holds them"
     if config.get("flex_start"):
         return "flex-start", "flex-start: only while a job runs"
     if config.get("spot"):
         return "spot", "spot"
-    if (config.get("reservation_affinity") or {}).get("consume_reservation_type") == "SPECIFIC_RESERVATION":
+    if _block(config.get("reservation_affinity")).get("consume_reservation_type") == "SPECIFIC_RESERVATION":
         return "reservation", "reservation"
     return "on-demand", "on-demand"
 
@@ -408,6 +474,8 @@ def review_stack(
         inventory_before=accelerator_inventory(before or {}),
         inventory_after=accelerator_inventory(after),
         has_baseline=before is not None,
+        costs_after=pool_costs(stack_pools(after)),
+        costs_before=None if before is None else pool_costs(stack_pools(before)),
     )
 
 
@@ -467,6 +535,8 @@ def review_plan(stack: str, plan: Mapping[str, Any], confirmed: Iterable[str] = 
         source="plan",
         drift=drift,
         confirmed=frozenset(confirmed),
+        costs_after=pool_costs({e["address"]: e["change"]["after"] for e in pools if e["change"].get("after")}),
+        costs_before=pool_costs({e["address"]: e["change"]["before"] for e in pools if e["change"].get("before")}),
     )
 
 
@@ -505,6 +575,7 @@ def render(review: StackReview) -> str:
         lines.append(f"| {key[0]} | {key[1]} | {b} | {a} | {a - b:+d} |")
     if not keys:
         lines.append("| (none) | | 0 | 0 | +0 |")
+    lines += render_costs(review)
     lines += ["", "## Resources by type", "", "| type | count |", "|---|---|"]
     lines += [f"| `{t}` | {n} |" for t, n in sorted(review.types_after.items())]
     if review.has_baseline:
@@ -524,8 +595,9 @@ def render(review: StackReview) -> str:
             "## GPUs by orchestrator",
             "",
             "What each orchestrator would hold at most, and when, and what those machines cost per hour if they were",
-            f"left running: {prices.PRICE_SOURCE}; flex-start at the on-demand list price (billed up to 53% less),",
-            "a reservation at the on-demand rate, \u2014 where the table has no price.",
+            f"left running: {prices.PRICE_SOURCE};",
+            "flex-start at the on-demand list price (billed up to 53% less), a reservation at the on-demand rate,",
+            "\u2014 where the table has no price.",
             "",
             "| orchestrator | machines | GPUs | how | USD/hour if left running |",
             "|---|---|---|---|---|",
@@ -545,6 +617,118 @@ def render(review: StackReview) -> str:
 
 
 MAX_VALUES_SHOWN = 12
+
+
+def _usd(value: float | None) -> str:
+    return "\u2014" if value is None else f"{value:,.2f}"
+
+
+def _change(before: str, after: str) -> str:
+    """One cell: the value, or before \u2192 after where it changed."""
+    return after if before == after else f"{before} \u2192 {after}"
+
+
+def _totals(costs: Iterable[PoolCost]) -> tuple[float, float]:
+    """(USD per hour at the fewest nodes, at the most) of the priced pools."""
+    priced = [c for c in costs if c.price.usd_per_hour is not None]
+    return sum(c.hourly(c.min_nodes) or 0.0 for c in priced), sum(c.hourly(c.max_nodes) or 0.0 for c in priced)
+
+
+def _delta(before: float, after: float, unit: str) -> str:
+    return f"{before:,.2f} \u2192 {after:,.2f} {unit} ({after - before:+,.2f})"
+
+
+def render_costs(review: StackReview) -> list[str]:
+    """The review's cost section: each node pool per hour and per month at its fewest and most nodes, the totals,
+    and with a baseline each changed figure before \u2192 after and the change of the totals."""
+    if not review.costs_after and not review.costs_before:
+        return []
+    month = prices.HOURS_PER_MONTH
+    lines = [
+        "",
+        "## Cost",
+        "",
+        f"Node pools at list prices: {prices.PRICE_SOURCE}.",
+        f"Per hour, and per month of {month} hours, at each pool's fewest and most nodes. Spot at the spot price;",
+        "flex-start and queued (DWS) pools at the on-demand price, an upper bound; a reservation at the on-demand",
+        "rate, billed whether or not nodes use it. Not counted: disks, network, the GKE cluster fee, Vertex AI, and",
+        "the Slurm and VM groups (see GPUs by orchestrator).",
+        "",
+        "| pool | machine | capacity | nodes | USD/node-hour | USD/hour (fewest-most) | USD/month (fewest-most) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    before_all = review.costs_before if review.costs_before is not None else {}
+    missing: list[str] = []
+    for address in sorted(review.costs_after.keys() | before_all.keys(), key=lambda a: _pool_order(a, review)):
+        after, before = review.costs_after.get(address), before_all.get(address)
+        if after is None:  # deleted by the change
+            assert before is not None
+            row = [f"{old} \u2192 none" for old in _cost_cells(before)]
+        elif review.costs_before is None:  # no baseline: the values
+            row = _cost_cells(after)
+        elif before is None:  # created by the change
+            row = [f"none \u2192 {new}" for new in _cost_cells(after)]
+        else:
+            row = [_change(old, new) for old, new in zip(_cost_cells(before), _cost_cells(after), strict=True)]
+        pool = after.pool if after is not None else before.pool if before is not None else address
+        lines.append(f"| {pool} | " + " | ".join(row) + " |")
+        for c in (before, after):
+            if c is not None and c.price.missing and f"{c.pool}: {c.price.missing}" not in missing:
+                missing.append(f"{c.pool}: {c.price.missing}")
+    fewest, most = _totals(review.costs_after.values())
+    if review.costs_before is None:
+        total_hour, total_month = f"{fewest:,.2f}-{most:,.2f}", f"{fewest * month:,.2f}-{most * month:,.2f}"
+    else:
+        b_fewest, b_most = _totals(before_all.values())
+        total_hour = _change(f"{b_fewest:,.2f}-{b_most:,.2f}", f"{fewest:,.2f}-{most:,.2f}")
+        total_month = _change(
+            f"{b_fewest * month:,.2f}-{b_most * month:,.2f}", f"{fewest * month:,.2f}-{most * month:,.2f}"
+        )
+    lines.append(f"| **total** (priced pools) | | | | | {total_hour} | {total_month} |")
+    if missing:
+        lines += ["", "No price (not counted in the total):", ""] + [f"- {m}" for m in missing]
+    if review.costs_before is not None:
+        b_fewest, b_most = _totals(before_all.values())
+        lines += [
+            "",
+            "Cost change of this plan:",
+            "",
+            f"- at the most nodes: {_delta(b_most, most, 'USD/hour')}, "
+            f"{_delta(b_most * month, most * month, 'USD/month')}",
+            f"- at the fewest nodes: {_delta(b_fewest, fewest, 'USD/hour')}, "
+            f"{_delta(b_fewest * month, fewest * month, 'USD/month')}",
+        ]
+    return lines
+
+
+def cost_summary(review: StackReview) -> str:
+    """One line: what the stack's node pools cost per hour and per month at their fewest-most nodes, and the
+    change from the baseline where there is one."""
+    month = prices.HOURS_PER_MONTH
+    fewest, most = _totals(review.costs_after.values())
+    line = f"node pools {fewest:,.2f}-{most:,.2f} USD/hour, {fewest * month:,.2f}-{most * month:,.2f} USD/month"
+    if review.costs_before is not None:
+        _, b_most = _totals(review.costs_before.values())
+        line += f" (at the most nodes {most - b_most:+,.2f} USD/hour, {(most - b_most) * month:+,.2f} USD/month)"
+    unpriced = sorted(c.pool for c in review.costs_after.values() if c.price.usd_per_hour is None)
+    return line + (f"; no price for {', '.join(unpriced)}" if unpriced else "")
+
+
+def _pool_order(address: str, review: StackReview) -> str:
+    cost = review.costs_after.get(address) or (review.costs_before or {}).get(address)
+    return cost.pool if cost is not None else address
+
+
+def _cost_cells(c: PoolCost) -> list[str]:
+    """machine, capacity, nodes, USD/node-hour, USD/hour and USD/month at fewest-most."""
+    month = prices.HOURS_PER_MONTH
+    fewest, most = c.hourly(c.min_nodes), c.hourly(c.max_nodes)
+
+    def span(a: float | None, b: float | None) -> str:
+        return _usd(b) if a == b else f"{_usd(a)}-{_usd(b)}"
+
+    monthly = [None if v is None else v * month for v in (fewest, most)]
+    return [c.machine_type, c.price.basis, c.nodes, _usd(c.price.usd_per_hour), span(fewest, most), span(*monthly)]
 
 
 def _shown(value: Any) -> str:

@@ -3,7 +3,8 @@
   python -m scripts.review --plan plan.json [--stack platform-dev]
       review a real plan (`terraform show -json`) and print Markdown
   python -m scripts.review [--outdir cdktf.out] [--base <baseline cdktf.out>]
-      review the synthesized stacks offline, write <outdir>/review/<env>.md
+      review the synthesized stacks offline, write <outdir>/review/<env>.md and print each one's path and
+      what its node pools cost per hour and per month (fewest-most nodes; with --base, the change)
 
 Exit codes: 0 nothing blocks; 3 the gate stops a change: a protected stateful
 resource (bucket, cluster, registry) destroyed or replaced, or, until confirmed
@@ -24,7 +25,7 @@ import re
 import sys
 from pathlib import Path
 
-from infra.review import BLOCKED, PlanFormatError, StackReview, render, review_plan, write_reviews
+from infra.review import BLOCKED, PlanFormatError, StackReview, cost_summary, render, review_plan, write_reviews
 
 
 def _report_blocking(reviews: list[StackReview]) -> int:
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.print:
             print(path.read_text())
         else:
-            print(f"review: {path}")
+            print(f"review: {path}: {cost_summary(review)}")
     return _report_blocking(reviews)
 
 

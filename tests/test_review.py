@@ -204,14 +204,96 @@ def test_the_review_counts_the_gpus_each_orchestrator_would_hold(
 def test_the_review_says_what_each_group_costs_per_hour_where_the_price_is_known(
     stacks: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
-    """Two A3 Mega VMs in us-east5-a at the catalogue's list price; a zone without a price shows none."""
-    from infra.catalogue import prices
+    """Two A3 Mega VMs in us-east5-a at the catalogue's list price; a region without a price shows none."""
     from infra.review import Holding, vm_holdings
 
     (group,) = vm_holdings(stacks["dev"])
-    one = prices.PRICES[("a3-megagpu-8g", "us-east5-a")]
-    assert group.hourly == round(2 * (one.on_demand[0] + one.on_demand[1]), 2) == 92.09
+    assert group.hourly == round(2 * (10.65487 + 35.39149), 2) == 92.09
     spot = Holding("VMs", "g", 16, "", 2, "a3-megagpu-8g", "us-east5-a", "spot")
-    assert spot.hourly == round(2 * (one.spot[0] + one.spot[1]), 2)
-    assert Holding("VMs", "g", 16, "", 2, "a3-megagpu-8g", "us-central1-a", "spot").hourly is None
+    assert spot.hourly == round(2 * (2.32627 + 18.064), 2)
+    assert Holding("VMs", "g", 16, "", 2, "a3-megagpu-8g", "europe-west4-b", "spot").hourly is None
     assert Holding("Vertex AI", "job", 16, "", 2, "a3-megagpu-8g", "", "").hourly is None
+
+
+def _cost_row(text: str, pool: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"| {pool} | "))
+
+
+def test_the_review_prices_every_pool_per_hour_and_month_at_its_fewest_and_most_nodes(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """Before, dev's 144 TPU chips had no price; now every pool has one, per hour and per 730-hour month."""
+    text = render(review_stack("platform-dev", stacks["dev"], None))
+    assert "## Cost" in text and "730 hours" in text
+    assert _cost_row(text, "train") == "| train | ct6e-standard-4t | on-demand | 4 | 10.80 | 43.20 | 31,536.00 |"
+    assert _cost_row(text, "sax-a") == "| sax-a | ct5lp-hightpu-4t | spot | 8 | 2.40 | 19.20 | 14,016.00 |"
+    assert _cost_row(text, "a3mega").startswith(
+        "| a3mega | a3-megagpu-8g | queued (DWS), at on-demand (upper bound) | 0-2 |"
+    )
+    assert "| 0.00-92.09 | 0.00-67,227.69 |" in _cost_row(text, "a3mega")
+    assert "No price" not in text and "Cost change" not in text
+
+
+def test_a_change_of_node_count_and_price_shows_each_cost_before_and_after(stacks: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(stacks["dev"])
+    _pool(after, "system")["autoscaling"]["total_max_node_count"] = 6
+    del _pool(after, "serve")["node_config"]["spot"]  # spot -> on-demand
+    text = render(review_stack("platform-dev", after, stacks["dev"]))
+    assert _cost_row(text, "serve") == (
+        "| serve | ct6e-standard-4t | spot \u2192 on-demand | 4 | 4.86 \u2192 10.80 | 19.44 \u2192 43.20 "
+        "| 14,191.20 \u2192 31,536.00 |"
+    )
+    assert "| 1-5 \u2192 1-6 |" in _cost_row(text, "system")
+    # 4 x (10.80 - 4.86) + 0.26805 for the sixth system node, at the most nodes.
+    assert "- at the most nodes: 271.56 \u2192 295.59 USD/hour (+24.03)" in text
+    assert "- at the fewest nodes: 159.63 \u2192 183.39 USD/hour (+23.76)" in text
+
+
+def test_a_pool_created_or_deleted_costs_from_or_to_none(stacks: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(stacks["dev"])
+    pools = after["resource"]["google_container_node_pool"]
+    convert = next(k for k, p in pools.items() if p["name"] == "convert")
+    pools["copy-of-train"] = {**copy.deepcopy(_pool(after, "train")), "name": "train2"}
+    del pools[convert]
+    text = render(review_stack("platform-dev", after, stacks["dev"]))
+    assert _cost_row(text, "train2").startswith("| train2 | none \u2192 ct6e-standard-4t |")
+    assert _cost_row(text, "convert").startswith("| convert | c4-highmem-288 \u2192 none |")
+
+
+def test_an_unpriced_pool_is_listed_with_its_reason_and_left_out_of_the_total(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    after = copy.deepcopy(stacks["dev"])
+    _pool(after, "train")["node_config"]["machine_type"] = "tpu7x-standard-4t"
+    text = render(review_stack("platform-dev", after, stacks["dev"]))
+    assert "| 10.80 \u2192 \u2014 |" in _cost_row(text, "train")
+    assert "- train: TPU7x (Ironwood) has no row in the pinned SkyPilot catalogue" in text
+    assert "- at the most nodes: 271.56 \u2192 228.36 USD/hour (-43.20)" in text
+
+
+def test_a_real_plan_shows_the_cost_change(stacks: dict[str, dict[str, Any]]) -> None:
+    """A plan's values hold blocks as lists and every field: the same pool, its count 2 -> 4 and spot -> on-demand."""
+    from infra.review import review_plan
+
+    def pool(nodes: int, spot: bool) -> dict[str, Any]:
+        return {
+            "name": "prefill",
+            "location": "us-east5",
+            "node_locations": ["us-east5-b"],
+            "node_count": nodes,
+            "autoscaling": [],
+            "queued_provisioning": [{"enabled": False}],
+            "node_config": [{"machine_type": "ct6e-standard-4t", "spot": spot, "reservation_affinity": []}],
+        }
+
+    entry = {
+        "address": "google_container_node_pool.prefill",
+        "type": "google_container_node_pool",
+        "change": {"actions": ["delete", "create"], "before": pool(2, True), "after": pool(4, False)},
+    }
+    text = render(review_plan("platform-dev", {"format_version": "1.2", "resource_changes": [entry]}))
+    assert _cost_row(text, "prefill") == (
+        "| prefill | ct6e-standard-4t | spot \u2192 on-demand | 2 \u2192 4 | 4.86 \u2192 10.80 | 9.72 \u2192 43.20 "
+        "| 7,095.60 \u2192 31,536.00 |"
+    )
+    assert "- at the most nodes: 9.72 \u2192 43.20 USD/hour (+33.48)" in text
