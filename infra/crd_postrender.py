@@ -136,7 +136,8 @@ def fetch(controller: str, version: str, root: Path | None = None) -> Path:
         raise PostRenderError(f"{controller} {version}: no pinned CRD set ({PIN_FILE})")
     target = (root or cache_root()) / crds.directory
     if crds.injected and pinned_files.problems(target, crds.pins()):
-        pinned_files.fetch(target, crds.sources(), PIN_FILE)
+        offline = pinned_files.local_copy("PLATFORM_CONTROLLER_CRDS", [root or cache_root()], PIN_FILE)
+        pinned_files.fetch(target, crds.sources(), PIN_FILE, offline=f"{offline} (under {crds.directory}/)")
     return target
 
 

@@ -213,7 +213,12 @@ def test_a_missing_file_is_fetched_at_the_apply_and_a_failed_fetch_stops_it(
         raise OSError("offline")
 
     monkeypatch.setattr(urllib.request, "urlopen", offline)
-    with pytest.raises(PostRenderError, match="missing, and fetching it failed: offline"):
+    # The failure names the URL, and where a copy goes without network access (issue 27).
+    with pytest.raises(
+        PostRenderError,
+        match=rf"missing, and fetching it failed: https://\S+: offline; without network access, copy the pinned "
+        rf"files .* into {tmp_path}, or set PLATFORM_CONTROLLER_CRDS=.* \(under jobset-0.12.0/\)",
+    ):
         render(f"---\n{DEPLOYMENT}", "jobset", "0.12.0", tmp_path)
     assert asked == [
         "https://raw.githubusercontent.com/kubernetes-sigs/jobset/v0.12.0/charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml"

@@ -141,8 +141,10 @@ def record_problems(key: str, text: str) -> list[str]:
     return problems
 
 
-def fetch(target: Path = FETCHED) -> int:
-    """Download every pinned file into `target`, all verified, or nothing changed. Returns how many."""
+def fetch(target: Path | None = None) -> int:
+    """Download every pinned file into `target` (.cache/pinned-scripts), all verified, or nothing changed. Returns
+    how many."""
     files = pinned()
-    pinned_files.fetch(target, {f.name: (f.url, f.sha256) for f in files.values()}, PINS)
+    offline = pinned_files.local_copy("PLATFORM_PINNED_SCRIPTS_DIR", [FETCHED], PINS)
+    pinned_files.fetch(target or FETCHED, {f.name: (f.url, f.sha256) for f in files.values()}, PINS, offline=offline)
     return len(files)

@@ -64,7 +64,10 @@ def _locate(key: tuple[Path, ...]) -> Path:
     if found is None:
         raise InterfacesMissing(
             f"the module interfaces of Cluster Toolkit {CLUSTER_TOOLKIT.tag} are not available (`make "
-            "cluster-toolkit` fetches them): " + "; ".join(report)
+            "cluster-toolkit` fetches them; "
+            + pinned.local_copy("PLATFORM_CTK_DIR", [FETCHED, SHARED], PINS)
+            + "): "
+            + "; ".join(report)
         )
     return found
 
@@ -74,9 +77,11 @@ def locate() -> Path:
     return _locate(tuple(candidates()))
 
 
-def fetch(target: Path = FETCHED) -> int:
-    """Download every pinned file into `target`: all verified, or nothing changed. Returns how many."""
-    pinned.fetch(target, {name: (url(name), sha) for name, sha in pins().items()}, PINS)
+def fetch(target: Path | None = None) -> int:
+    """Download every pinned file into `target` (.cache/cluster-toolkit): all verified, or nothing changed.
+    Returns how many."""
+    offline = pinned.local_copy("PLATFORM_CTK_DIR", [FETCHED, SHARED], PINS)
+    pinned.fetch(target or FETCHED, {name: (url(name), sha) for name, sha in pins().items()}, PINS, offline=offline)
     _locate.cache_clear()
     return len(pins())
 

@@ -81,7 +81,10 @@ def locate() -> Path:
     found, report = pinned_files.first_complete(candidates(), {name: sha for name, (_, sha) in pins().items()})
     if found is None:
         raise CrdsMissing(
-            "the pinned upstream CRD schemas are not available (`make crds` fetches them): " + "; ".join(report)
+            "the pinned upstream CRD schemas are not available (`make crds` fetches them; "
+            + pinned_files.local_copy("PLATFORM_CRDS_DIR", [FETCHED, SHARED], PINS)
+            + "): "
+            + "; ".join(report)
         )
     return found
 
@@ -94,10 +97,12 @@ def available() -> bool:
     return True
 
 
-def fetch(target: Path = FETCHED) -> list[str]:
-    """Download every pinned file (the optional ones too) into `target` atomically: all verified, or nothing
-    changed."""
-    pinned_files.fetch(target, {name: (url, sha) for name, (url, sha, _) in all_pins().items()}, PINS)
+def fetch(target: Path | None = None) -> list[str]:
+    """Download every pinned file (the optional ones too) into `target` (.cache/crds) atomically: all verified,
+    or nothing changed."""
+    sources = {name: (url, sha) for name, (url, sha, _) in all_pins().items()}
+    offline = pinned_files.local_copy("PLATFORM_CRDS_DIR", [FETCHED, SHARED], PINS)
+    pinned_files.fetch(target or FETCHED, sources, PINS, offline=offline)
     return sorted(all_pins())
 
 
