@@ -208,8 +208,9 @@ def deploy(
             "A fresh environment is deployed in three steps:\n"
             f"  1. make deploy-infra ENV={env.name}    everything except the releases that run those images "
             "(the registry included)\n"
-            + "".join(f"  2. make image IMAGE={name} ENV={env.name}\n" for name in placeholders)
-            + f"  3. make deploy ENV={env.name}",
+            f"  2. make images ENV={env.name}    every image built, then all their digests pinned in one change "
+            f"(or make image IMAGE=<name> ENV={env.name} for one: {names})\n"
+            f"  3. make deploy ENV={env.name}",
             file=sys.stderr,
         )
         return 2

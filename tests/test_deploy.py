@@ -237,7 +237,7 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
     unbuilt = "checkpoint-converter, server, trainer, trainer-gpu, vllm-tpu"
     assert f"{unbuilt} still at the placeholder digest" in refused.stderr
     assert "1. make deploy-infra ENV=dev" in refused.stderr
-    assert "2. make image IMAGE=trainer ENV=dev" in refused.stderr and "3. make deploy ENV=dev" in refused.stderr
+    assert "2. make images ENV=dev" in refused.stderr and "3. make deploy ENV=dev" in refused.stderr
     assert _calls(tmp_path) == []
     # 1. Infrastructure first: every release that runs an unbuilt image is left out, the registry is not.
     first = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
