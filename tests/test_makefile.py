@@ -35,3 +35,14 @@ def test_make_destroy_without_confirm_refuses_before_installing_or_synthesizing(
     )
     assert wrong.returncode == 2 and "pass CONFIRM=platform-dev" in wrong.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_make_plan_passes_env_only_when_given_on_the_command_line() -> None:
+    """`make plan` plans every environment (ENV's default, dev, is not a choice); `make plan ENV=prod` plans prod."""
+
+    def planned(*args: str) -> str:
+        out = subprocess.run(["make", "-n", "-s", "plan", *args], cwd=REPO, capture_output=True, text=True, check=True)
+        return next(line for line in out.stdout.splitlines() if "platform plan" in line)
+
+    assert "--env" not in planned()
+    assert planned("ENV=prod").endswith("--env prod")
