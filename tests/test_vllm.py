@@ -49,7 +49,7 @@ def _deployments(envs: dict[str, Environment]) -> dict[str, dict[str, Any]]:
             if d.engine == "vllm":
                 request[f"{env.name}/{key}"] = {
                     "args": vllm_args.serve_args(env, key),
-                    "config": MODELS[d.model.name].hf_config(),
+                    "config": MODELS[d.model.catalogue_name].hf_config(),
                     # The Ray executor needs Ray and a TPU host group; the engine step runs without it.
                     "skip": ["--distributed-executor-backend"],
                 }

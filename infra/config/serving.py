@@ -15,10 +15,25 @@ BYTES_PER_PARAMETER = {"bf16": 2, "int8": 1}
 class ServedModel(Model):
     """What a serving deployment holds in HBM: its weights at a precision, plus a KV cache budget."""
 
+    # The name clients call it by (vLLM's --served-model-name); a supported model's own name, or one of its own.
     name: Annotated[str, StringConstraints(min_length=1)]
+    # Which supported model it is, for a model under a name of its own (fine-tuned, renamed): its MaxText name
+    # (JetStream: `llama3.1-8b`) or its Hugging Face name (vLLM: `meta-llama/Llama-3.1-8B-Instruct`). The engine's
+    # checks and arguments use it (infra/catalogue/models.py, the support matrices); default: `name`.
+    architecture: Annotated[str, StringConstraints(min_length=1)] | None = None
     parameters_b: float = Field(gt=0, description="parameters, in billions")
     precision: Literal["bf16", "int8"]
     kv_cache_gb: float = Field(ge=0)
+
+    @property
+    def catalogue_name(self) -> str:
+        """The supported model it is: `architecture`, else its own `name`."""
+        return self.architecture or self.name
+
+    @property
+    def catalogue_field(self) -> str:
+        """The field that names the supported model (`model.architecture` where given, else `model.name`)."""
+        return "model.architecture" if self.architecture else "model.name"
 
     @property
     def weights_gb(self) -> float:

@@ -86,7 +86,7 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
             "sourceBucket": env.bucket_name(d.conversion.source_bucket),
             "sourcePath": d.conversion.source_path,
             "modelSize": d.conversion.model_size,
-            "modelName": d.model.name,
+            "modelName": d.model.catalogue_name,
             "output": f"gs://{env.bucket_name(d.bucket)}/{d.checkpoint_path}",
             "precision": d.model.precision,
             # Conversion holds the bf16 weights in host memory, with room to spare, on a node
@@ -98,7 +98,7 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
                 source_format="meta",
                 source=f"/data/source/{d.conversion.source_path}",
                 output=f"gs://{env.bucket_name(d.bucket)}/{d.checkpoint_path}",
-                model_name=d.model.name,
+                model_name=d.model.catalogue_name,
                 model_size=d.conversion.model_size,
                 precision=d.model.precision,
             ),

@@ -50,7 +50,7 @@ def _ici_product(env: Environment) -> Iterator[Finding]:
 )
 def _tensor_heads(env: Environment) -> Iterator[Finding]:
     for path, d, args in _jetstream(env):
-        arch = MODELS.get(d.model.name)
+        arch = MODELS.get(d.model.catalogue_name)
         tensor = int(args.get("ici_tensor_parallelism", "1"))
         if tensor == -1:
             tensor = env.slices[d.slice_keys[0]].slice.chips
@@ -58,7 +58,7 @@ def _tensor_heads(env: Environment) -> Iterator[Finding]:
             yield Finding(
                 f"{path}.maxtext args.ici_tensor_parallelism",
                 tensor,
-                f"{d.model.name} has {arch.kv_heads} KV heads; use a divisor and put the rest on "
+                f"{d.model.catalogue_name} has {arch.kv_heads} KV heads; use a divisor and put the rest on "
                 "ici_autoregressive_parallelism",
             )
 
@@ -77,14 +77,29 @@ def _tensor_heads(env: Environment) -> Iterator[Finding]:
 def _tokenizer(env: Environment) -> Iterator[Finding]:
     from infra.catalogue.models import MAXTEXT_DEFAULT_TOKENIZER
 
+    for key, d in env.serving.items():
+        if d.engine == "jetstream" and d.model.catalogue_name not in MODELS:
+            own = (
+                ""
+                if d.model.architecture
+                else (
+                    "; a model under a name of its own (fine-tuned): keep model.name and say which of these it is in "
+                    "model.architecture"
+                )
+            )
+            known = ", ".join(sorted(m for m in MODELS if "/" not in m))  # MaxText's names; the others are HF's
+            yield Finding(
+                f"serving.{key}.{d.model.catalogue_field}",
+                d.model.catalogue_name,
+                f"not a model MaxText knows (infra/catalogue/models.py); known: {known}{own}",
+            )
     for path, d, args in _jetstream(env):
-        arch = MODELS.get(d.model.name)
-        if arch is None:
-            yield Finding(f"{path}.model.name", d.model.name, f"unknown model; known: {', '.join(sorted(MODELS))}")
-            continue
+        arch = MODELS[d.model.catalogue_name]
         tokenizer = args.get("tokenizer_path", MAXTEXT_DEFAULT_TOKENIZER)
         if tokenizer != arch.tokenizer:
-            yield Finding(f"{path}.maxtext args.tokenizer_path", tokenizer, f"{d.model.name} needs {arch.tokenizer}")
+            yield Finding(
+                f"{path}.maxtext args.tokenizer_path", tokenizer, f"{d.model.catalogue_name} needs {arch.tokenizer}"
+            )
 
 
 @rule(

@@ -144,7 +144,7 @@ def _vllm_cache(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
 )
 def _vllm_heads(env: Environment) -> Iterator[Finding]:
     for name, d, slice_ in _deployments(env):
-        arch = MODELS.get(d.model.name)
+        arch = MODELS.get(d.model.catalogue_name)
         tp, _ = vllm_args.parallelism(d, slice_)
         if arch is not None and arch.query_heads % tp:
             yield Finding(
@@ -189,12 +189,20 @@ def _support(env: Environment) -> Iterator[Finding]:
                 f"{where}.slice", d.slice, f"tpu-inference publishes no support matrix for {gen}; it has {known}"
             )
             continue
-        if d.model.name not in vllm_args.SUPPORTED_MODELS[gen]:
+        if d.model.catalogue_name not in vllm_args.SUPPORTED_MODELS[gen]:
             matrix = SUPPORT.format(gen=vllm_args.MATRIX_GENERATION[gen], matrix="model_support_matrix")
+            own = (
+                ""
+                if d.model.architecture
+                else (
+                    "; a model under a name of its own (fine-tuned): keep model.name and say which of these it is "
+                    "in model.architecture"
+                )
+            )
             yield Finding(
-                f"{where}.model.name",
-                d.model.name,
-                f"not a model {matrix} marks ✅ on {gen}: {', '.join(vllm_args.SUPPORTED_MODELS[gen])}",
+                f"{where}.{d.model.catalogue_field}",
+                d.model.catalogue_name,
+                f"not a model {matrix} marks ✅ on {gen}: {', '.join(vllm_args.SUPPORTED_MODELS[gen])}{own}",
             )
         tp, pp = vllm_args.parallelism(d, slice_)
         if slice_.multi_host and (pp != slice_.hosts or tp > slice_.chips_per_host):
@@ -362,7 +370,7 @@ def _open_probes(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
 )
 def _context(env: Environment) -> Iterator[Finding]:
     for name, d, _slice in _deployments(env):
-        arch = MODELS.get(d.model.name)
+        arch = MODELS.get(d.model.catalogue_name)
         if arch is not None and arch.hf is not None and d.max_model_len > arch.hf.max_position_embeddings:
             yield Finding(
                 f"serving.{name}.max_model_len",

@@ -28,11 +28,11 @@ def maxtext_serving_args(env: Environment, d: JetStreamServing) -> list[str]:
     tokenizer come from `infra/catalogue/models.py`.
     """
     first = env.slices[d.slice_keys[0]].slice
-    arch = MODELS[d.model.name]
+    arch = MODELS[d.model.catalogue_name]
     tensor = math.gcd(arch.kv_heads, first.chips)
     args = [
         arch.serving_config,
-        f"model_name={d.model.name}",
+        f"model_name={d.model.catalogue_name}",
         f"tokenizer_path={arch.tokenizer}",
         f"load_parameters_path=gs://{env.bucket_name(d.bucket)}/{checkpoint_dir(d)}",
         f"max_prefill_predict_length={d.max_prefill_length}",

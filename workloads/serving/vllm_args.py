@@ -108,7 +108,7 @@ SUPPORTED_MODELS: dict[str, tuple[str, ...]] = {
 
 
 def recipe(d: VllmServing, slice_: Slice) -> Recipe:
-    return RECIPES.get(d.model.name) or DEFAULTS.get(slice_.accelerator.name) or DEFAULTS["v6e"]
+    return RECIPES.get(d.model.catalogue_name) or DEFAULTS.get(slice_.accelerator.name) or DEFAULTS["v6e"]
 
 
 def parallelism(d: VllmServing, slice_: Slice) -> tuple[int, int]:
