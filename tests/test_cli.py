@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scripts import cli
 from tests.conftest import REPO
@@ -85,3 +86,24 @@ def test_make_turns_the_blocked_review_into_2_which_is_why_ci_calls_platform(tmp
     workflows = "".join(p.read_text() for p in (REPO / ".github" / "workflows").glob("*.yml"))
     assert "make plan BASE=" not in workflows
     assert ".venv/bin/platform plan --base" in workflows
+
+
+@pytest.mark.parametrize(
+    ("offline", "says"),
+    [
+        ("3", "The plan review's gate blocks a change"),
+        ("1", "A policy check or a rule refused the plan"),
+        ("2", "The plan could not be made (exit 2)"),
+    ],
+)
+def test_the_pull_request_check_says_which_code_the_plan_gave(offline: str, says: str) -> None:
+    """The plan step's own code reaches the workflow (it runs .venv/bin/platform), and the failing step says what
+    it means."""
+    job = yaml.safe_load((REPO / ".github" / "workflows" / "pull-request.yml").read_text())["jobs"]["plan-review"]
+    step = next(s for s in job["steps"] if s.get("name") == "Fail when something blocks")
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env={"OFFLINE": offline, "REAL": "", "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert says in done.stdout and done.stdout.count("\n") == 2, done.stdout
