@@ -31,6 +31,7 @@ DRY_RUN ?=
 AUTO_APPROVE ?=
 SKIP_IMAGE ?=
 CONFIRM ?=
+PRINT_ROLES ?=
 # Addresses of gated changes (a slice pool replaced, a namespace or release removed) the author confirms.
 CONFIRM_CHANGE ?=
 export CONFIRM_CHANGE
@@ -64,7 +65,7 @@ TORCH_WHEELS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/nul
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -213,7 +214,10 @@ vm-down: $(VENV_STAMP) ## Delete VM group GROUP='s VMs in ENV= and cancel a resi
 	@test -n "$(GROUP)" || { echo "usage: make vm-down ENV=<env> GROUP=<group> [DRY_RUN=1]"; exit 2; }
 	$(PLATFORM) vm-down --env $(ENV) --group $(GROUP) $(if $(DRY_RUN),--dry-run)
 
-deploy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## cdktf deploy platform-$(ENV), then gcluster deploy of its Slurm cluster (needs terraform, packer, gcluster and credentials; refuses placeholder images; SKIP_IMAGE=1, DRY_RUN=1)
+preflight: $(VENV_STAMP) ## Check ENV= with your credentials before anything is applied: pinned terraform/packer/gcluster, credentials, APIs, the deployer's roles, quota per region (PRINT_ROLES=1: the roles to grant, no credentials)
+	$(PY) -m scripts.preflight $(ENV) $(if $(PRINT_ROLES),--print-roles) $(if $(SKIP_IMAGE),--skip-image)
+
+deploy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## Preflight, then cdktf deploy platform-$(ENV), then gcluster deploy of its Slurm cluster (needs terraform, packer, gcluster and credentials; refuses placeholder images; SKIP_IMAGE=1, DRY_RUN=1)
 	$(PLATFORM) deploy $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
 deploy-infra: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## First deploy of a fresh ENV: everything but the releases of images not built yet (DRY_RUN=1)

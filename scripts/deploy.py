@@ -24,7 +24,8 @@ destroy     shows what would go, refuses while anything is protected (prevent_de
 The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m scripts.vms` unless PLATFORM_CDKTF /
 PLATFORM_GCLUSTER / PLATFORM_VMS name others, and `gcloud`, `kubectl` unless PLATFORM_GCLOUD / PLATFORM_KUBECTL
 do (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
-input or refused deploy, 3 refused destroy, else the CLI's.
+input or refused deploy, 1 a failed preflight (scripts/preflight.py; nothing applied), 3 refused destroy, else the
+CLI's.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any
 
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
 from infra.load import load_environment
-from scripts import teardown
+from scripts import preflight, teardown
 from scripts.adopt_crds import adopt
 from scripts.apis import enable_and_wait
 
@@ -214,6 +215,10 @@ def deploy(
             file=sys.stderr,
         )
         return 2
+    # Preflight (issue 27): the pinned tools, credentials, APIs, roles and quota, before anything is applied.
+    code = preflight.for_deploy(env, skip_image=skip_image, infra_only=infra_only)
+    if code:
+        return code
     extra = {"PLATFORM_ENVS": env.name}
     if infra_only:
         # A real deploy's synth (the app, run by cdktf) names what it leaves out; a dry run synthesizes here.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -52,13 +53,36 @@ def packer_found(path: str | None = None) -> str | None:
     return _version("packer", r"v?([0-9]+\.[0-9]+\.[0-9]+)", path)
 
 
-def gcluster_found(path: str | None = None) -> str | None:
-    """The commit gcluster was built from (`gcluster --version` prints 'Built from: <branch>, commit: <sha>';
-    a release build prints its tag instead)."""
-    found = shutil.which("gcluster", path=path)
+def terraform_found(path: str | None = None) -> str | None:
+    """The version of the Terraform on `path` (default: PATH): `terraform version -json`'s terraform_version, or
+    the first version its text names ('Terraform v1.12.2'; an out-of-date one also names the latest release after
+    it, which must not be taken for its own)."""
+    found = shutil.which("terraform", path=path)
     if found is None:
         return None
-    done = subprocess.run([found, "--version"], capture_output=True, text=True, check=False)
+    done = subprocess.run([found, "version", "-json"], capture_output=True, text=True, check=False)
+    try:
+        version = json.loads(done.stdout).get("terraform_version")
+    except (json.JSONDecodeError, AttributeError):
+        version = None
+    if isinstance(version, str):
+        return version
+    match = re.search(r"v?([0-9]+\.[0-9]+\.[0-9]+)", done.stdout + done.stderr)
+    return match.group(1) if match else None
+
+
+def gcluster_found(path: str | None = None, command: list[str] | None = None) -> str | None:
+    """The commit gcluster was built from (`gcluster --version` prints 'Built from: <branch>, commit: <sha>';
+    a release build prints its tag instead). `command` runs another gcluster than the one on `path`."""
+    if command is None:
+        found = shutil.which("gcluster", path=path)
+        if found is None:
+            return None
+        command = [found]
+    try:
+        done = subprocess.run([*command, "--version"], capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        return None
     text = done.stdout + done.stderr
     commit = re.search(r"commit: ([0-9a-f]{40})", text)
     if commit:

@@ -1,0 +1,403 @@
+"""`make preflight` against recorded API answers (tests/fixtures/preflight/granted: every API on, every permission
+held, quota for every pool), each failure made by changing one answer in a copy: missing credentials, an API off, a
+role missing, a quota short, a wrong Terraform; each a clear message and exit 1, and, through `make deploy`, nothing
+applied. The answers are held to the APIs' own shapes (the client libraries' types where installed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.cloud import compute_v1
+from google.iam.v1 import iam_policy_pb2
+from google.protobuf import json_format
+
+from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT, PACKER_VERSION, TERRAFORM_VERSION
+from infra.catalogue.deployer_roles import RESOURCE_ROLES, roles_for
+from infra.catalogue.gcp_apis import platform_apis
+from infra.catalogue.quota_metrics import QuotaMetric
+from infra.config import Environment
+from scripts import preflight
+from tests.conftest import REPO
+
+GRANTED = REPO / "tests" / "fixtures" / "preflight" / "granted"
+ADC = {
+    "type": "authorized_user",
+    "client_id": "test.apps.googleusercontent.com",
+    "client_secret": "s",
+    "refresh_token": "r",
+}
+
+
+def _index() -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = json.loads((GRANTED / "index.json").read_text())
+    return entries
+
+
+def _answers_of(kind: str) -> list[Path]:
+    return [GRANTED / e["answer"] for e in _index() if kind in e["url"]]
+
+
+# --- the recorded answers are the APIs' shapes -----------------------------------------------------------------
+
+
+def test_recorded_region_answers_parse_as_compute_engines_region_type() -> None:
+    answers = _answers_of("/regions/")
+    assert answers
+    for path in answers:
+        # Strict: a field the Compute Engine API does not have fails the parse.
+        region = compute_v1.Region.from_json(path.read_text(), ignore_unknown_fields=False)
+        assert region.quotas and all(q.metric for q in region.quotas), path
+
+
+def test_recorded_permission_answers_parse_as_test_iam_permissions_responses() -> None:
+    answers = _answers_of(":testIamPermissions")
+    assert answers
+    for path in answers:
+        message = json_format.Parse(path.read_text(), iam_policy_pb2.TestIamPermissionsResponse())
+        assert list(message.permissions), path
+
+
+# Service Usage v1 (https://cloud.google.com/service-usage/docs/reference/rest/v1/services/list and
+# .../rest/v1/services#Service) and Cloud Quotas v1
+# (https://cloud.google.com/docs/quotas/reference/rest/v1/projects.locations.services.quotaInfos#QuotaInfo):
+# no client library of theirs is installed, so their fields are written out from the REST references.
+LIST_SERVICES = {"services", "nextPageToken"}
+SERVICE = {"name", "parent", "config", "state"}
+SERVICE_CONFIG = {"name", "title", "apis", "documentation", "quota", "authentication", "usage", "endpoints",
+                  "monitoredResources", "monitoring"}  # fmt: skip
+SERVICE_STATES = {"STATE_UNSPECIFIED", "DISABLED", "ENABLED"}
+QUOTA_INFO = {"name", "quotaId", "metric", "service", "isPrecise", "refreshInterval", "containerType", "dimensions",
+              "metricDisplayName", "quotaDisplayName", "metricUnit", "quotaIncreaseEligibility", "isFixed",
+              "dimensionsInfos", "isConcurrent", "serviceRequestQuotaUri"}  # fmt: skip
+DIMENSIONS_INFO = {"dimensions", "details", "applicableLocations"}
+
+
+def test_recorded_service_usage_and_cloud_quotas_answers_have_only_their_apis_fields() -> None:
+    for path in _answers_of("serviceusage.googleapis.com"):
+        body = json.loads(path.read_text())
+        assert set(body) <= LIST_SERVICES, path
+        for service in body["services"]:
+            assert set(service) <= SERVICE and set(service["config"]) <= SERVICE_CONFIG, path
+            assert service["state"] in SERVICE_STATES and service["name"].endswith("/" + service["config"]["name"])
+    infos = _answers_of("cloudquotas.googleapis.com")
+    assert infos
+    for path in infos:
+        body = json.loads(path.read_text())
+        assert set(body) <= QUOTA_INFO and body["service"] == "compute.googleapis.com", path
+        for entry in body["dimensionsInfos"]:
+            assert set(entry) <= DIMENSIONS_INFO and isinstance(entry["details"]["value"], str), path  # int64: a string
+
+
+# --- what the stack asks for -----------------------------------------------------------------------------------
+
+
+def test_every_resource_type_of_every_stack_has_its_role(stacks: dict[str, dict[str, Any]]) -> None:
+    for name, stack in stacks.items():
+        roles = roles_for(set(stack["resource"]))
+        assert "roles/container.admin" in roles and "roles/iam.serviceAccountUser" in roles, name
+    # And a stack that declares a type the table does not know is refused by name.
+    with pytest.raises(KeyError, match="google_sql_database_instance: no role known for it; add it to"):
+        roles_for({"google_sql_database_instance"})
+    assert all(need.permissions for needs in RESOURCE_ROLES.values() for need in needs)
+
+
+def test_every_pool_draws_on_a_known_quota_at_its_max_nodes(stacks: dict[str, dict[str, Any]]) -> None:
+    dev, dev_reserved = preflight.asks(stacks["dev"])
+    by_pool = {(a.pool, a.metric.key): a for a in dev}
+    # The system pool at its autoscaler's total max (5 x e2-standard-8), on the CPUS quota E2 draws on.
+    assert by_pool["system", "CPUS"].amount == 5 * 8
+    # Queued provisioning (flex-start): the preemptible GPU quota, falling back to the standard one.
+    gpu = by_pool["a3mega", "PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS"]
+    assert gpu.amount == 16 and gpu.fallback == QuotaMetric("NVIDIA_H100_MEGA_GPUS", "GPUs")
+    assert not any(a.pool == "a3mega" and "CPUS" in a.metric.key for a in dev), "A3 draws on GPU quota only"
+    # TPU v6e on-demand: Cloud Quotas' TPU family quota; v5e: Compute Engine's regional metric.
+    assert by_pool["train", "TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E"].amount == 16
+    assert by_pool["sax-a", "PREEMPTIBLE_TPU_LITE_PODSLICE_V5"].amount == 32
+    assert dev_reserved == []
+    prod, prod_reserved = preflight.asks(stacks["prod"])
+    assert {line.split(":")[0] for line in prod_reserved} == {"a3mega", "train"}, "a reservation draws no quota"
+    assert not any(a.pool in {"a3mega", "train"} for a in prod)
+
+
+# --- the checks, through the command line, against recorded answers ----------------------------------------------
+
+
+def _tools(folder: Path, terraform: str = TERRAFORM_VERSION) -> Path:
+    """terraform, packer and gcluster answering `version` as the real ones do."""
+    folder.mkdir(exist_ok=True)
+    answers = {
+        "terraform": f"Terraform v{terraform}\non linux_amd64",
+        "packer": f"Packer v{PACKER_VERSION}",
+        "gcluster": f"Built from: main, commit: {CLUSTER_TOOLKIT.commit}",
+    }
+    for tool, text in answers.items():
+        (folder / tool).write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}\nEOF\n")
+        (folder / tool).chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the granted answers the test may change, credentials a login would leave, the pinned tools."""
+    answers = tmp_path / "answers"
+    shutil.copytree(GRANTED, answers)
+    (tmp_path / "adc.json").write_text(json.dumps(ADC))
+    monkeypatch.setenv("PATH", f"{_tools(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PLATFORM_GCLUSTER", raising=False)
+    monkeypatch.setenv("PLATFORM_PREFLIGHT_ANSWERS", str(answers))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "adc.json"))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")  # google-auth: no metadata server to ask
+    return answers
+
+
+def _edit(answers: Path, name: str, change: Any) -> None:
+    path = answers / name
+    body = json.loads(path.read_text())
+    change(body)
+    path.write_text(json.dumps(body))
+
+
+def _preflight(synth_dir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    stack = synth_dir / "stacks" / "platform-dev" / "cdk.tf.json"
+    code = preflight.main(["dev", "--stack", str(stack), *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_every_check_passes_against_the_granted_answers(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _preflight(synth_dir, capsys)
+    assert code == 0, err
+    for check in ("tools", "credentials", "apis", "roles", "quota"):
+        assert f"preflight dev: ok   {check}" in out
+    assert "us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: 16 GPUs at most, limit 16, in use now 0" in out
+    assert "us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: 16 TPU chips at most, limit 64" in out
+
+
+def test_missing_credentials_say_how_to_log_in_and_nothing_is_asked(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+    code, out, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert "FAIL credentials" in err and "no Application Default Credentials" in err
+    assert "gcloud auth application-default login" in err
+    assert "preflight dev: --   quota\n    not checked: no credentials" in out
+    assert "error: preflight dev: credentials failed; nothing was applied" in err
+
+
+def test_an_api_off_is_named_with_the_command_that_enables_it(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def off(body: dict[str, Any]) -> None:
+        body["services"] = [s for s in body["services"] if s["config"]["name"] != "container.googleapis.com"]
+
+    _edit(cloud, "services-dev.json", off)
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert (
+        "FAIL apis\n    13 of 14 APIs enabled in acme-ml-platform-dev\n    off in acme-ml-platform-dev: container"
+        in err
+    )
+    assert "enable them: gcloud services enable container.googleapis.com --project=acme-ml-platform-dev" in err
+
+
+def test_before_a_deploy_an_api_the_deploy_enables_is_no_failure_and_its_quota_waits(
+    cloud: Path, envs: dict[str, Environment], synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A fresh project: Compute Engine off, so regions.get answers SERVICE_DISABLED (Google's error shape).
+    def off(body: dict[str, Any]) -> None:
+        body["services"] = [s for s in body["services"] if s["config"]["name"] != "compute.googleapis.com"]
+
+    _edit(cloud, "services-dev.json", off)
+    index = json.loads((cloud / "index.json").read_text())
+    for entry in index:
+        if entry["url"].endswith("/regions/us-east5") and "acme-ml-platform-dev" in entry["url"]:
+            entry["status"], entry["answer"] = 403, "disabled.json"
+    (cloud / "index.json").write_text(json.dumps(index))
+    disabled = {
+        "error": {
+            "code": 403,
+            "message": "Compute Engine API has not been used in project 100000000001 before or it is disabled.",
+            "status": "PERMISSION_DENIED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVICE_DISABLED",
+                         "domain": "googleapis.com", "metadata": {"service": "compute.googleapis.com"}}],
+        }
+    }  # fmt: skip
+    (cloud / "disabled.json").write_text(json.dumps(disabled))
+    stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    dev = envs["dev"]
+    enabled_by_deploy = platform_apis(vertex=dev.vertex is not None, inference_gateway=dev.inference_gateway)
+    results = preflight.run(
+        dev, stack=lambda: stack, transport=preflight.default_transport, deploy_enables=enabled_by_deploy
+    )
+    assert preflight.report(dev, results) == 0
+    out = capsys.readouterr().out
+    assert "off, enabled by this deploy before the apply: compute.googleapis.com" in out
+    assert "us-east5 CPUS: not checked: compute.googleapis.com is off until this deploy enables it" in out
+    # Standing alone, the same answers fail: the API is off, and its quota could not be read.
+    standalone = preflight.run(dev, stack=lambda: stack, transport=preflight.default_transport)
+    assert preflight.report(dev, standalone) == 1
+    assert "not read: Compute Engine did not answer regions.get us-east5: PERMISSION_DENIED (SERVICE_DISABLED)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_missing_role_is_named_with_the_permissions_it_lacks(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def revoke(body: dict[str, Any]) -> None:
+        body["permissions"] = [p for p in body["permissions"] if not p.startswith("container.clusters.")]
+
+    _edit(cloud, "permissions-dev.json", revoke)
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert (
+        "missing roles/container.admin (lacks container.clusters.create, container.clusters.delete, "
+        "container.clusters.get, container.clusters.update)"
+    ) in err
+    assert "python -m scripts.preflight dev --print-roles" in err
+
+
+def _limit(metric: str, limit: float) -> Any:
+    def change(body: dict[str, Any]) -> None:
+        for quota in body["quotas"]:
+            if quota["metric"] == metric:
+                quota["limit"] = limit
+
+    return change
+
+
+def test_a_short_gpu_quota_names_the_region_metric_pools_and_limit(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _edit(cloud, "region-dev-us-east5.json", _limit("PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS", 8.0))
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert (
+        "short: us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: pools a3mega ask for up to 16 GPUs, the limit is 8, "
+        "in use now 0 (regions.get us-east5)"
+    ) in err
+
+
+def test_flex_start_falls_back_to_the_standard_quota_where_the_preemptible_one_is_short(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _edit(cloud, "region-dev-us-east5.json", _limit("PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS", 8.0))
+    _edit(cloud, "region-dev-us-east5.json", _limit("NVIDIA_H100_MEGA_GPUS", 16.0))
+    code, out, err = _preflight(synth_dir, capsys)
+    assert code == 0, err
+    assert "flex-start falls back to NVIDIA_H100_MEGA_GPUS (limit 16)" in out
+
+
+def test_a_short_tpu_quota_of_cloud_quotas_is_refused(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def lower(body: dict[str, Any]) -> None:
+        body["dimensionsInfos"][0]["details"]["value"] = "8"
+
+    _edit(cloud, "quotainfo-dev-TPUS-PER-TPU-FAMILY-per-project-region.json", lower)
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert (
+        "short: us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: pools train ask for up to 16 TPU "
+        "chips, the limit is 8 (Cloud Quotas"
+    ) in err
+
+
+def test_a_quota_id_cloud_quotas_does_not_know_names_the_table(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = json.loads((cloud / "index.json").read_text())
+    for entry in index:
+        if entry["url"].endswith("/PREEMPTIBLE-TPU-V6E-per-project-region"):
+            entry["status"], entry["answer"] = 404, "not-found.json"
+    (cloud / "index.json").write_text(json.dumps(index))
+    not_found = {"error": {"code": 404, "message": "QuotaInfo not found.", "status": "NOT_FOUND"}}
+    (cloud / "not-found.json").write_text(json.dumps(not_found))
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert "Cloud Quotas knows no quota PREEMPTIBLE-TPU-V6E-per-project-region" in err
+    assert "infra/catalogue/quota_metrics.py" in err
+
+
+def test_a_wrong_terraform_fails_the_tools_check(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{_tools(tmp_path / 'old', terraform='1.11.4')}{os.pathsep}{os.environ['PATH']}")
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert "terraform 1.11.4: the platform pins terraform 1.12.2" in err
+    assert "https://releases.hashicorp.com/terraform/1.12.2/" in err
+
+
+def test_refused_credentials_read_as_a_login_problem_not_as_the_service_refusing(
+    cloud: Path, envs: dict[str, Environment], synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Expired:
+        def request(self, method: str, url: str, body: dict[str, Any] | None = None) -> preflight.Answer:
+            raise preflight.CredentialsRefused("Reauthentication is needed. Please run `gcloud auth login`")
+
+    stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    results = preflight.run(envs["dev"], stack=lambda: stack, transport=lambda _: Expired())
+    code = preflight.report(envs["dev"], results)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "the credentials were refused (Reauthentication is needed." in err
+    assert "gcloud auth application-default login" in err
+
+
+def test_print_roles_needs_no_credentials_and_gives_the_grant_commands(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+    monkeypatch.delenv("PLATFORM_PREFLIGHT_ANSWERS")
+    code, out, _ = _preflight(synth_dir, capsys, "--print-roles")
+    assert code == 0
+    assert "roles/container.admin\tcontainer.clusterRoleBindings.create," in out
+    assert (
+        "gcloud projects add-iam-policy-binding acme-ml-platform-dev --member=MEMBER "
+        "--role=roles/resourcemanager.projectIamAdmin --condition=None"
+    ) in out
+
+
+# --- through `make deploy`: nothing applied -----------------------------------------------------------------------
+
+
+def test_a_deploy_without_credentials_applies_nothing(tmp_path: Path) -> None:
+    from tests.test_deploy import _built, _calls, _order
+    from tests.test_deploy import _run as deploy
+
+    done = deploy(
+        ["deploy", "dev", "--auto-approve"],
+        tmp_path,
+        _built(tmp_path),
+        GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "none.json"),
+        NO_GCE_CHECK="True",
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "gcloud auth application-default login" in done.stderr
+    assert "error: preflight dev: credentials failed; nothing was applied" in done.stderr
+    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == [] and _order(tmp_path) == []
+
+
+def test_a_deploy_short_of_quota_applies_nothing(tmp_path: Path) -> None:
+    from tests.test_deploy import _built, _calls, _order
+    from tests.test_deploy import _run as deploy
+
+    answers = tmp_path / "answers"
+    shutil.copytree(GRANTED, answers)
+    _edit(answers, "region-dev-us-east5.json", _limit("C4_CPUS", 96.0))
+    done = deploy(
+        ["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path), PLATFORM_PREFLIGHT_ANSWERS=str(answers)
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "short: us-east5 C4_CPUS: pools convert ask for up to 288 vCPUs, the limit is 96" in done.stderr
+    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == [] and _order(tmp_path) == []
