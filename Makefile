@@ -65,7 +65,7 @@ TORCH_WHEELS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/nul
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -201,6 +201,9 @@ image-digests: $(VENV_STAMP) ## Resolve each upstream image still pinned by tag 
 
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PLATFORM) promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
+
+logs: $(VENV_STAMP) ## Where each workload of ENV= writes its logs: Cloud Logging queries, gcloud and console URLs, Slurm, Ray and Vertex AI jobs (WORKLOAD= one)
+	$(PLATFORM) logs --env $(ENV) $(if $(WORKLOAD),--workload $(WORKLOAD))
 
 vertex-submit: $(VENV_STAMP) ## Create Vertex AI job JOB= (nccl-test, train) of ENV= through the region's endpoint (needs credentials; DRY_RUN=1 prints the request)
 	@test -n "$(JOB)" || { echo "usage: make vertex-submit ENV=<env> JOB=<nccl-test|train> [DRY_RUN=1]"; exit 2; }

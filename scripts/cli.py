@@ -47,6 +47,8 @@ COMMANDS: dict[str, Command] = {
     "slurm": Command("scripts.slurm", "the Slurm blueprints; fetch Cluster Toolkit's pinned module interfaces"),
     "shell": Command("scripts.shell", "the generated shell scripts; fetch the pinned files they source"),
     "tools": Command("scripts.tools", "packer and gcluster at their pinned versions"),
+    "logs": Command("scripts.logs", "where each workload of an environment writes its logs (queries, commands)"),
+    "recipes": Command("scripts.recipes", "which training recipes run on each environment's training slice"),
 }
 
 

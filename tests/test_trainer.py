@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -111,7 +112,9 @@ def test_args_command_prints_the_run_plan_and_refuses_a_bad_recipe() -> None:
 
 CANARY_TWO_STEPS = """
 import json, sys
+from workloads.logs import configure
 from workloads.trainer.canary.train import CanaryConfig, train
+configure()  # as in a job: one JSON line per event on stderr
 print(json.dumps(train(CanaryConfig(checkpoint_dir=sys.argv[1], end_step=2,
                                     mesh={"data": 1, "fsdp": 2, "tensor": 2}))))
 """
@@ -136,6 +139,12 @@ def test_canary_trains_two_sharded_steps_and_loss_goes_down(tmp_path: Path) -> N
     assert summary["mesh"] == {"data": 1, "fsdp": 2, "tensor": 2}
     assert summary["loss_last"] < summary["loss_first"]
     assert (tmp_path / "state" / "2").is_dir()
+    # Each step as one JSON line, as Cloud Logging reads them (jsonPayload.step, .loss): docs/logs.md.
+    steps = [
+        r for r in map(json.loads, (x for x in out.stderr.splitlines() if x.startswith("{"))) if r["message"] == "step"
+    ]
+    assert [(r["step"], r["end_step"]) for r in steps] == [(1, 2), (2, 2)]
+    assert steps[-1]["loss"] == summary["loss_last"]
 
 
 @pytest.mark.slow
@@ -143,13 +152,19 @@ def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(tmp_path: Path) -
     """Two `make train-local` runs; in the second a worker dies mid-run, Ray retries it and it resumes."""
     command = [sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(tmp_path)]
 
+    progress: list[str] = []
+
     def run(*extra: str) -> dict:
         done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=400)
         assert done.returncode == 0, done.stderr[-4000:]
+        progress.append(done.stderr)
         return json.loads(done.stdout.splitlines()[-1])
 
     first = run("--steps", "2")
     assert (first["start_step"], first["end_step"], first["processes"], first["devices"]) == (0, 2, 2, 4)
+    # Progress as it trains (issue 27: it printed nothing for minutes): the phases, then each step.
+    assert "train-local: training the canary, steps 1-2" in progress[-1]
+    assert re.search(r"^train-local: step 2/2, loss [0-9.]+, [0-9.]+ s/step \(\d+ s\)$", progress[-1], re.M)
 
     second = run("--steps", "3", "--fail-at-step", "3")
     assert (tmp_path / ".failed-at-3").exists(), "the worker was never killed"

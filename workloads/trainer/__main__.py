@@ -31,6 +31,7 @@ from infra.load import load_environment
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
 from workloads.logs import configure
 from workloads.trainer.discovery import ORCHESTRATORS, DiscoveryError, ProcessGroup, discover, from_jobset
+from workloads.trainer.progress import StepProgress, say
 from workloads.trainer.recipes import Recipe, RecipeError, get_recipe
 
 LOG = logging.getLogger("workloads.trainer")
@@ -52,7 +53,7 @@ def run_local(
     checkpoint_every: int = 1,
 ) -> dict[str, Any]:
     """Train the canary `steps` more steps on local CPU workers; return the run's summary."""
-    from workloads.trainer.canary.train import SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
+    from workloads.trainer.canary.train import METRICS_FILE, SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
     from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray
     from workloads.trainer.mesh import mesh_shape
 
@@ -68,6 +69,8 @@ def run_local(
     )
     placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker)
     mesh_shape(placement.devices, **mesh)  # a mesh that does not fit fails here, not in a worker
+    started = time.monotonic()
+    say(f"starting a local Ray instance for {workers} CPU workers x {devices_per_worker} devices", started)
     local_ray(num_cpus=workers)
     trainer = build_trainer(
         canary_loop,
@@ -77,7 +80,10 @@ def run_local(
         storage_path=str(ckpt / "ray"),
         max_failures=max_failures,
     )
-    trainer.fit()
+    say(f"training the canary, steps {start + 1}-{config.end_step} (the first one compiles)", started)
+    with StepProgress(lambda: [ckpt / METRICS_FILE], last_step=config.end_step):
+        trainer.fit()
+    say(f"done: checkpoints in {ckpt}", started)
     records = read_metrics(ckpt)
     last = json.loads((ckpt / SUMMARY_FILE).read_text())
     missing = [s for s in range(start + 1, config.end_step + 1) if s not in records]
@@ -129,6 +135,8 @@ def run_local_maxtext(
     if kill_after_checkpoint is not None:
         marker = metrics_dir / "killed"
         loop_config["kill_after_checkpoint"] = {"step": kill_after_checkpoint, "marker": str(marker)}
+    started = time.monotonic()
+    say(f"starting a local Ray instance for {workers} CPU workers x {devices_per_worker} devices", started)
     local_ray(num_cpus=workers)
     trainer = build_trainer(
         maxtext_loop,
@@ -138,7 +146,12 @@ def run_local_maxtext(
         storage_path=str(base / "ray"),
         max_failures=max_failures,
     )
-    result = trainer.fit()
+    say(
+        f"training {recipe.name} with MaxText, steps {start}-{end - 1} (importing MaxText and compiling first)", started
+    )
+    with StepProgress(lambda: sorted(metrics_dir.glob("rank0-pid*.jsonl")), last_step=end - 1):
+        result = trainer.fit()
+    say(f"done: checkpoints in {checkpoints}", started)
     if result.error:
         raise RuntimeError(f"MaxText run failed: {result.error}")
     attempts = read_attempts(metrics_dir)

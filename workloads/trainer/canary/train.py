@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import statistics
 import time
@@ -14,6 +15,7 @@ from typing import Any
 from workloads.trainer.canary import data
 from workloads.trainer.canary.model import ModelConfig
 
+LOG = logging.getLogger("workloads.trainer.canary")
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "last_run.json"
 # The model's shape, next to its checkpoints, so a server builds the same model.
@@ -144,6 +146,8 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         if is_writer:
             with metrics_path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
+            # In a job, one JSON line per step (workloads/logs.py): Cloud Logging's jsonPayload.step, .loss.
+            LOG.info("step", extra={**record, "end_step": config.end_step})
         if report is not None:
             report(record)
         if config.fail_at_step == done and jax.process_index() == jax.process_count() - 1:
