@@ -207,6 +207,10 @@ def _run_job(
     )
     plan_json = tmp_path / "plan.json"
     plan_json.write_text(json.dumps(PLAN_JSON))
+    adc = tmp_path / "adc.json"  # what the workflow's auth step leaves (a credential file), never used here
+    adc.write_text(
+        json.dumps({"type": "authorized_user", "client_id": "c", "client_secret": "s", "refresh_token": "r"})
+    )
     job = _load(workflow)["jobs"][job_name]
     outputs: dict[str, str] = {}
     summary = tmp_path / f"{job_name}-summary.md"
@@ -232,6 +236,9 @@ def _run_job(
             "GITHUB_REPOSITORY": "acme/ml-platform",
             "GITHUB_RUN_ID": "42",
             "RUNNER_TEMP": str(tmp_path),
+            # The deploy's preflight: recorded answers of a project where every check passes (tests/test_preflight.py).
+            "PLATFORM_PREFLIGHT_ANSWERS": str(REPO / "tests" / "fixtures" / "preflight" / "granted"),
+            "GOOGLE_APPLICATION_CREDENTIALS": str(adc),
             **(extra_env or {}),
         }
         missing = set(step.get("env") or {}) - set(env)

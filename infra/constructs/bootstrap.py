@@ -71,7 +71,9 @@ DEPLOYER_ROLES: dict[str, str] = {
     "google_service_account": "roles/iam.serviceAccountAdmin",
     "google_storage_bucket": "roles/storage.admin",
 }
-DEPLOYER_EXTRA_ROLES = ("roles/iam.serviceAccountUser",)
+# make deploy's preflight reads the TPU quotas through Cloud Quotas (scripts/preflight.py; the rest of what it reads
+# the roles above give).
+DEPLOYER_EXTRA_ROLES = ("roles/iam.serviceAccountUser", "roles/cloudquotas.viewer")
 
 
 def deployer_role(resource_type: str) -> str | None:
