@@ -30,6 +30,7 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "plan": Command("scripts.plan", "synth, policy, rules, blueprints, requests, scripts, review: all or nothing"),
     "review": Command("scripts.review", "the plan review of a real plan (--plan) or of cdktf.out; 3 blocked"),
+    "preflight": Command("scripts.preflight", "check an environment with your credentials before anything is applied"),
     "deploy": Command("scripts.deploy", "deploy an environment (its Slurm cluster after)", ["deploy"]),
     "deploy-infra": Command(
         "scripts.deploy", "first deploy: everything but the releases of unbuilt images", ["deploy", "--infra-only"]
