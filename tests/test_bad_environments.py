@@ -765,6 +765,31 @@ ROUND_TWO: dict[str, tuple[str, Edit, str, str, str]] = {
         "gs://acme-ml-platform-dev-models/meta",
         "a URL where a path inside the bucket is meant",
     ),
+    # Security (issue 25, finding 7): the model servers read the models; only the conversion's identity writes them.
+    "a model server that may write the models": (
+        "security",
+        _sub(
+            "      pathways: roles/storage.objectUser\n      models: roles/storage.objectViewer\n",
+            "      pathways: roles/storage.objectUser\n      models: roles/storage.objectUser\n",
+        ),
+        "identities.serving.bucket_roles.models",
+        "roles/storage.objectUser",
+        "only reads its model from bucket 'models'",
+    ),
+    "a conversion as the model servers' identity": (
+        "security",
+        _sub_all("      identity: converter\n", "      identity: serving\n"),
+        "serving.llama405b.conversion.identity",
+        "serving",
+        "runs as an identity of its own, which no server shares",
+    ),
+    "a conversion identity in another namespace": (
+        "security",
+        _sub("  converter:\n    namespace: ml-serving\n", "  converter:\n    namespace: ml-training\n"),
+        "serving.llama405b.conversion.identity",
+        "converter",
+        "is not the deployment's ('ml-serving'",
+    ),
     # Consistency between fields
     "a 70B conversion for a 405B model": (
         "consistency",

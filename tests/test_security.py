@@ -162,11 +162,31 @@ def _grant_wider_than_its_prefix(stack: dict[str, Any]) -> None:
     next(g for k, g in grants.items() if k.startswith("vertex_bucket-")).pop("condition")
 
 
+def _slurm_grant_on_the_whole_bucket(stack: dict[str, Any]) -> None:
+    grants = of_type(stack, "google_storage_bucket_iam_member")
+    next(g for k, g in grants.items() if k.startswith("slurm-identity_bucket")).pop("condition")
+
+
+def _conversion_grant_on_the_whole_bucket(stack: dict[str, Any]) -> None:
+    grants = of_type(stack, "google_storage_bucket_iam_member")
+    next(g for k, g in grants.items() if k.startswith("converter_models-objectUser")).pop("condition")
+
+
 BAD_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
     "a grant wider than its prefix": (
         _grant_wider_than_its_prefix,
         "gcs.grant-within-its-prefix",
         "vertex-jobs writes under vertex/ only",
+    ),
+    "a Slurm grant wider than its prefix": (
+        _slurm_grant_on_the_whole_bucket,
+        "gcs.grant-within-its-prefix",
+        "slurm-mlp-dev writes under slurm/ only",
+    ),
+    "a conversion grant wider than its outputs": (
+        _conversion_grant_on_the_whole_bucket,
+        "gcs.grant-within-its-prefix",
+        "wi-converter writes under maxtext/llama3.1-405b/, maxtext/llama2-70b/ only",
     ),
     "a new image by tag": (_image_by_tag, "binauthz.images-pinned-by-digest", "sax-http:v1.0.1"),
     "a privileged container outside the reasoned list": (
@@ -248,3 +268,95 @@ def test_the_endpoint_picker_reaches_its_model_servers(stacks: dict[str, dict[st
         p["pod_selector"]["match_labels"] for p in rule["from"] if "inferencepool" in p["pod_selector"]["match_labels"]
     ]
     assert pickers == [{"inferencepool": labels["inferencepool"]}]
+
+
+# --- finding 7: bucket and project grants no wider than the work ------------------------------------------------
+
+
+def _grants(stack: dict[str, Any], rtype: str = "google_storage_bucket_iam_member") -> list[dict[str, Any]]:
+    """Every grant of `rtype`, with the account id it names (`account`, None for a principal) and the bucket's key
+    (`bucket_key`: checkpoints, models, ...)."""
+    import re
+
+    accounts = {k: a["account_id"] for k, a in of_type(stack, "google_service_account").items()}
+    out = []
+    for grant in of_type(stack, rtype).values():
+        m = re.search(r"\$\{google_service_account\.([^.}]+)\.", str(grant.get("member", "")))
+        b = re.search(r"\$\{google_storage_bucket\.bucket-([a-z0-9-]+)_", str(grant.get("bucket", "")))
+        out.append({**grant, "account": accounts.get(m.group(1)) if m else None, "bucket_key": b and b.group(1)})
+    return out
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_model_servers_only_read_the_models_and_the_conversion_writes_its_outputs(
+    env: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Before the fix (issue 25, finding 7): the conversion Jobs ran as the model servers' identity, which held
+    objectUser on the whole models bucket, so any server could overwrite or delete every model's weights."""
+    stack = stacks[env]
+    models = [g for g in _grants(stack) if g["bucket_key"] == "models"]
+    pathways = f"ml-platform-{env}-pathways"
+    servers = {(g["account"], g["role"]) for g in models if g["account"] in ("wi-serving", pathways)}
+    assert servers == {("wi-serving", "roles/storage.objectViewer"), (pathways, "roles/storage.objectViewer")}
+    converter = {g["role"]: g["condition"]["expression"] for g in models if g["account"] == "wi-converter"}
+    assert set(converter) == {"roles/storage.objectUser", "roles/storage.objectViewer"}
+    writes, reads = converter["roles/storage.objectUser"], converter["roles/storage.objectViewer"]
+    for output in ("maxtext/llama3.1-405b", "maxtext/llama2-70b"):
+        assert f'/objects/{output}/")' in writes
+    for source in ("meta/Llama3.1-405B-Instruct", "meta/Llama-2-70b-chat"):
+        assert f'/objects/{source}/")' in reads and source not in writes
+    # Nothing else may write the models bucket.
+    writers = {g["account"] for g in models if g["role"] != "roles/storage.objectViewer"}
+    assert writers == {"wi-converter"}
+    # The Jobs run as the converter's Kubernetes service account, annotated with its Google service account.
+    ksa = next(
+        s for s in of_type(stack, "kubernetes_service_account_v1").values()
+        if s["metadata"]["name"] == "checkpoint-converter"
+    )  # fmt: skip
+    assert ksa["metadata"]["namespace"] == "ml-serving"
+    assert "converter_gsa" in ksa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+    for release in ("serve-llama405b", "serve-llama70b-disagg"):
+        (_, objects) = stack_releases(stack)[release]
+        job = next(o for o in objects if o["kind"] == "Job")
+        assert job["spec"]["template"]["spec"]["serviceAccountName"] == "checkpoint-converter"
+        lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet")
+        leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+        assert leader["serviceAccountName"] == "model-server"
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_slurm_nodes_write_the_slurm_prefix_only(env: str, stacks: dict[str, dict[str, Any]]) -> None:
+    """Before the fix (issue 25, finding 7): every Slurm user holds the nodes' token through the metadata server, and
+    the nodes held objectUser on the whole checkpoints bucket GKE training and Vertex AI write too."""
+    slurm = [g for g in _grants(stacks[env]) if str(g["account"]).startswith("slurm-")]
+    assert [(g["account"], g["bucket_key"], g["role"]) for g in slurm] == [
+        (f"slurm-mlp-{env}", "checkpoints", "roles/storage.objectUser")
+    ]
+    expression = slurm[0]["condition"]["expression"]
+    assert 'objects/slurm/")' in expression and "objectListPrefix" in expression
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_slurm_controller_manages_its_own_instances_only(env: str, stacks: dict[str, dict[str, Any]]) -> None:
+    """Before the fix (issue 25, finding 7): roles/compute.instanceAdmin.v1 on the whole project let the controller
+    stop, reset or delete any VM of the project, GKE's TPU and GPU nodes included."""
+    (grant,) = [
+        g for g in _grants(stacks[env], "google_project_iam_member") if g["role"] == "roles/compute.instanceAdmin.v1"
+    ]
+    assert grant["account"] == f"slurm-mlp-{env}-ctl"
+    expression = grant["condition"]["expression"]
+    assert expression == (
+        'resource.type != "compute.googleapis.com/Instance" || '
+        f'resource.name.extract("/instances/{{name}}").startsWith("mlp-{env}-")'
+    )
+
+
+def test_a_prefix_grant_lets_its_holder_list_inside_its_prefix() -> None:
+    """A writer lists its own directory (Cloud Storage FUSE's readdir, a checkpoint manager finding its last step):
+    the list's prefix is then longer than the granted one, and must pass too."""
+    from infra.constructs.storage import prefix_condition
+
+    text = prefix_condition("b", ["slurm", "vertex/dev-train"])
+    assert 'api.getAttribute("storage.googleapis.com/objectListPrefix", "-").startsWith("slurm/")' in text
+    assert 'api.getAttribute("storage.googleapis.com/objectListPrefix", "-").startsWith("vertex/dev-train/")' in text
+    assert 'resource.name.startsWith("projects/_/buckets/b/objects/slurm/")' in text

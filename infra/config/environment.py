@@ -184,6 +184,19 @@ class Environment(Model):
         """
         return sorted({k for d in self.serving.values() if isinstance(d, JetStreamServing) for k in d.slice_keys})
 
+    def conversion_paths(self) -> dict[str, dict[str, dict[str, list[str]]]]:
+        """What the checkpoint conversions touch, by their identity: {identity: {bucket key: {"read": [paths],
+        "write": [paths]}}}. Each conversion reads `source_path` of its source bucket and writes the deployment's
+        `checkpoint_path` of the deployment's bucket; the stack holds the identity's grants to those paths."""
+        out: dict[str, dict[str, dict[str, list[str]]]] = {}
+        for d in self.serving.values():
+            if isinstance(d, JetStreamServing) and d.conversion is not None:
+                c = d.conversion
+                buckets = out.setdefault(c.identity, {})
+                buckets.setdefault(c.source_bucket, {"read": [], "write": []})["read"].append(c.source_path)
+                buckets.setdefault(d.bucket, {"read": [], "write": []})["write"].append(d.checkpoint_path)
+        return out
+
     @property
     def gpudirect_networks(self) -> int:
         """How many GPUDirect VPC networks the slices need: the most extra NICs of any machine the platform's

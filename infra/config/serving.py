@@ -74,8 +74,14 @@ class SaxmlServing(Model):
 
 
 class CheckpointConversion(Model):
-    """Convert a Meta Llama checkpoint in a bucket to a MaxText checkpoint for JetStream."""
+    """Convert a Meta Llama checkpoint in a bucket to a MaxText checkpoint for JetStream.
 
+    The Job runs as an identity of its own (`identity`, in the deployment's namespace), never the model servers':
+    the servers only read the models bucket, and the conversion's write there is held to its output path (an IAM
+    condition the stack derives from `checkpoint_path`; its read of `source_path` likewise; issue 25, finding 7).
+    """
+
+    identity: Name
     source_bucket: Name
     source_path: BucketPath
     # The sizes MaxText's inference conversion script knows at the pinned commit.

@@ -28,6 +28,11 @@ def training_problems(env: Environment) -> list[Problem]:
     return problems
 
 
+WRITE_ROLES = ("roles/storage.objectUser", "roles/storage.objectAdmin")
+# objectViewer reads objects; objectUser and objectAdmin also create, overwrite and delete them.
+ROLES_DOC = "https://cloud.google.com/storage/docs/access-control/iam-roles"
+
+
 def _writer_problems(
     env: Environment, where: tuple[str | int, ...], identity_key: str, bucket: str, what: str = "checkpoints"
 ) -> list[Problem]:
@@ -36,7 +41,7 @@ def _writer_problems(
     if identity is None or bucket not in env.buckets:
         return []
     role = identity.bucket_roles.get(bucket)
-    if role in ("roles/storage.objectUser", "roles/storage.objectAdmin"):
+    if role in WRITE_ROLES:
         return []
     return [
         Finding(
@@ -228,13 +233,83 @@ def _known(env: Environment, where: tuple[str | int, ...], d: Any) -> list[Probl
             )
     if isinstance(d, VllmServing):
         problems += _writer_problems(env, (*where, "identity"), d.identity, d.cache_bucket, "its compilation cache")
+    if not isinstance(d, SaxmlServing):  # Saxml's `bucket` is its admin state, which it writes
+        problems += _reader_only_problems(env, where, d)
     images = [("image", getattr(d, "image", None))]
     if conversion is not None:
+        problems += _conversion_identity_problems(env, where, d)
         images.append(("conversion.image", conversion.image))
         problems += _not_in((*where, "conversion", "pool"), conversion.pool, env.cpu_pools, "cpu_pools")
     for field_name, image in images:
         if image is not None:
             problems += _not_in((*where, *field_name.split(".")), image, env.release.images, "release.images")
+    return problems
+
+
+def _reader_only_problems(env: Environment, where: tuple[str | int, ...], d: Any) -> list[Problem]:
+    """Model servers read their model: a write role on its bucket would let any server (and whoever takes one over)
+    overwrite or delete every model there. Writing the models is the conversion's, under its own identity."""
+    identity = env.identities.get(d.identity)
+    role = identity.bucket_roles.get(d.bucket) if identity is not None else None
+    if role not in WRITE_ROLES:
+        return []
+    return [
+        Finding(
+            ("identities", d.identity, "bucket_roles", d.bucket),
+            role,
+            f"serving.{where[-1]} runs as {d.identity!r} and only reads its model from bucket {d.bucket!r}: give it "
+            "roles/storage.objectViewer there (a checkpoint conversion writes with its own identity, "
+            f"conversion.identity) [source: {ROLES_DOC}]",
+        )
+    ]
+
+
+def _conversion_identity_problems(env: Environment, where: tuple[str | int, ...], d: JetStreamServing) -> list[Problem]:
+    """The conversion Job's identity: its own (no workload runs as it), in the deployment's namespace (a pod runs as
+    a Kubernetes service account of its own namespace), reading the source's bucket and writing the model's."""
+    conversion = d.conversion
+    assert conversion is not None
+    at = (*where, "conversion", "identity")
+    if conversion.identity not in env.identities:
+        return _not_in(at, conversion.identity, env.identities, "identities")
+    users = sorted(
+        {f"serving.{k}" for k, s in env.serving.items() if s.identity == conversion.identity}
+        | ({"training"} if env.training is not None and env.training.identity == conversion.identity else set())
+        | ({"batch"} if env.batch is not None and env.batch.identity == conversion.identity else set())
+    )
+    if users:
+        return [
+            Finding(
+                at,
+                conversion.identity,
+                f"{', '.join(users)} run(s) as {conversion.identity!r} too: the conversion writes the models, so it "
+                "runs as an identity of its own, which no server shares (servers that share it can overwrite every "
+                f"model) [source: {ROLES_DOC}]",
+            )
+        ]
+    problems: list[Problem] = []
+    identity, served = env.identities[conversion.identity], env.identities.get(d.identity)
+    if served is not None and identity.namespace != served.namespace:
+        problems.append(
+            Finding(
+                at,
+                conversion.identity,
+                f"its namespace {identity.namespace!r} is not the deployment's ({served.namespace!r}, identity "
+                f"{d.identity!r}): the Job runs in the release's namespace, as a service account of that namespace "
+                "[source: https://kubernetes.io/docs/concepts/security/service-accounts/ (a ServiceAccount is a "
+                "namespaced object; a Pod uses one of its own namespace)]",
+            )
+        )
+    if conversion.source_bucket in env.buckets and conversion.source_bucket not in identity.bucket_roles:
+        problems.append(
+            Finding(
+                at,
+                conversion.identity,
+                f"has no role on bucket {conversion.source_bucket!r} (conversion.source_bucket); add one to "
+                f"identities.{conversion.identity}.bucket_roles",
+            )
+        )
+    problems += _writer_problems(env, at, conversion.identity, d.bucket, "the converted checkpoint")
     return problems
 
 

@@ -7,6 +7,7 @@ from constructs import Construct
 from infra.bindings import google, kubernetes
 from infra.catalogue.pod_security import namespace_labels
 from infra.config import gsa_account_id
+from infra.constructs.storage import prefix_condition
 
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
 
@@ -97,7 +98,10 @@ class WorkloadIdentity(Construct):
         bucket_roles: dict[str, tuple[str, str]],
         depends_on: list,
         cluster: object,
+        prefix_grants: dict[str, list[tuple[str, list[str]]]] | None = None,
     ) -> None:
+        """`prefix_grants`: bucket key -> [(role, prefixes)], granted in place of that bucket's `bucket_roles` entry,
+        each under an IAM condition that holds it to the objects under those prefixes (prefix_condition)."""
         super().__init__(scope, id_)
         # `<project>.svc.id.goog` exists once a cluster with Workload Identity does: every
         # binding naming it waits for the cluster, or a first apply in a fresh project fails
@@ -137,14 +141,27 @@ class WorkloadIdentity(Construct):
         )
         iam = google("storage_bucket_iam_member")
         for key, (bucket, role) in bucket_roles.items():
-            iam.StorageBucketIamMember(
-                self,
-                f"{key}-{role.rsplit('.', 1)[-1]}",
-                bucket=bucket,
-                role=role,
-                member=member,
-                depends_on=after_cluster if mode == "direct" else None,
-            )
+            grants = (prefix_grants or {}).get(key) or [(role, [])]
+            for granted, prefixes in grants:
+                under = ", ".join(f"{p}/" for p in prefixes)
+                condition = (
+                    {
+                        "title": f"{id_}-own-prefixes",
+                        "description": f"Objects under {under} only (issue 25, finding 7)",
+                        "expression": prefix_condition(bucket, prefixes),
+                    }
+                    if prefixes
+                    else None
+                )
+                iam.StorageBucketIamMember(
+                    self,
+                    f"{key}-{granted.rsplit('.', 1)[-1]}",
+                    bucket=bucket,
+                    role=granted,
+                    member=member,
+                    condition=condition,
+                    depends_on=after_cluster if mode == "direct" else None,
+                )
 
 
 # What each Slurm-GCP account needs (SchedMD/slurm-gcp terraform/modules/slurm_sa_iam/main.tf, the v5
@@ -154,16 +171,35 @@ SLURM_HOST_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
 SLURM_CONTROLLER_ROLES = ("roles/compute.instanceAdmin.v1",)
 
 
+def own_instances_condition(name_prefix: str) -> str:
+    """An IAM condition (CEL) that holds a Compute Engine role to the instances whose names start with `name_prefix`,
+    leaving the role's other resource types (disks, templates, placement policies, the zone-level lists) as they
+    are: an instance's resource name is projects/<project>/zones/<zone>/instances/<name>, `extract` takes its name
+    (https://cloud.google.com/iam/docs/conditions-attribute-reference, "Resource name attribute", extract();
+    https://cloud.google.com/iam/docs/configuring-resource-based-access, "Grant access to a group of resources
+    based on resource name prefixes": VM instances by name prefix, other resource types left to the role)."""
+    return (
+        'resource.type != "compute.googleapis.com/Instance" || '
+        f'resource.name.extract("/instances/{{name}}").startsWith("{name_prefix}")'
+    )
+
+
 class SlurmServiceAccounts(Construct):
     """The Slurm cluster's two accounts: `slurm-<name>-ctl` for the controller, `slurm-<name>` for login and
     compute nodes.
 
-    The node account may write to the cluster's bucket (mounted on every node) and read the registry
-    (granted by the registry construct); the controller may create instances that run as the node
-    account (iam.serviceAccountUser on that account only) and manage instances in the project.
+    The node account may write under `prefix`/ of the cluster's bucket (mounted whole on every node) and read the
+    registry (granted by the registry construct); the controller may create instances that run as the node account
+    (iam.serviceAccountUser on that account only) and manage the cluster's own instances: Slurm-GCP names every
+    host `<slurm_cluster_name>-...` (the blueprint sets slurm_cluster_name to the cluster's name; Cluster Toolkit's
+    schedmd-slurm-gcp-v6-controller controller.tf @ v1.95.0: "${local.slurm_cluster_name}-controller"), so
+    roles/compute.instanceAdmin.v1 is held to those names (issue 25, finding 7). Cluster Toolkit's controller module
+    grants no project role itself (its slurm_files.tf grants only its own bucket's viewers): the grant is ours.
     """
 
-    def __init__(self, scope: Construct, id_: str, *, project: str, name: str, bucket: tuple[str, str]) -> None:
+    def __init__(
+        self, scope: Construct, id_: str, *, project: str, name: str, bucket: tuple[str, str], prefix: str
+    ) -> None:
         super().__init__(scope, id_)
         account = google("service_account")
         self.controller = account.ServiceAccount(
@@ -178,12 +214,22 @@ class SlurmServiceAccounts(Construct):
             ("nodes", self.nodes, SLURM_HOST_ROLES),
         ):
             for role in roles:
+                condition = (
+                    {
+                        "title": "slurm-own-instances",
+                        "description": f"Instances named {name}-* only (issue 25, finding 7)",
+                        "expression": own_instances_condition(f"{name}-"),
+                    }
+                    if role in SLURM_CONTROLLER_ROLES
+                    else None
+                )
                 iam.ProjectIamMember(
                     self,
                     f"{who}-{role.rsplit('/', 1)[-1]}",
                     project=project,
                     role=role,
                     member=f"serviceAccount:{sa.email}",
+                    condition=condition,
                 )
         google("service_account_iam_member").ServiceAccountIamMember(
             self,
@@ -194,7 +240,16 @@ class SlurmServiceAccounts(Construct):
         )
         bucket_name, role = bucket
         google("storage_bucket_iam_member").StorageBucketIamMember(
-            self, "bucket", bucket=bucket_name, role=role, member=f"serviceAccount:{self.nodes.email}"
+            self,
+            "bucket",
+            bucket=bucket_name,
+            role=role,
+            member=f"serviceAccount:{self.nodes.email}",
+            condition={
+                "title": "slurm-own-prefix",
+                "description": f"Objects under {prefix}/ only (issue 25, finding 7)",
+                "expression": prefix_condition(bucket_name, prefix),
+            },
         )
 
     @property

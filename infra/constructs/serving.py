@@ -82,6 +82,8 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
         from workloads.trainer.conversion import conversion_script
 
         conversion = {
+            # The conversion's own identity: the only writer of the models (issue 25, finding 7).
+            "serviceAccountName": env.identities[d.conversion.identity].service_account,
             "image": env.release.images[d.conversion.image],
             "sourceBucket": env.bucket_name(d.conversion.source_bucket),
             "sourcePath": d.conversion.source_path,

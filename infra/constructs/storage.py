@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from constructs import Construct
 
 from infra.bindings import google
 from infra.cdk import TerraformResourceLifecycle
 
 DAY = 86_400
+
+
+def prefix_condition(bucket: str, prefixes: str | Sequence[str]) -> str:
+    """An IAM condition (CEL) that holds a Cloud Storage role to the objects under each of `prefixes`/ of `bucket`.
+
+    Object calls name the object (`projects/_/buckets/<bucket>/objects/<name>`); a list names the bucket, and its
+    prefix is the `storage.googleapis.com/objectListPrefix` attribute
+    (https://cloud.google.com/iam/docs/conditions-attribute-reference, "Object list prefix";
+    https://cloud.google.com/storage/docs/access-control/iam#conditions). A workload that mounts the whole bucket
+    with Cloud Storage FUSE (Vertex AI at /gcs/<bucket>, the Slurm nodes, a GKE pod's CSI volume) looks up and lists
+    each directory on the way down to its own: those lookups (the parents' own names) and lists (the parents'
+    prefixes, the root's empty one included, which shows names only) are allowed too, and so are lists inside the
+    prefix (a readdir there, a checkpoint manager looking for its last step). Everything else in the bucket is
+    refused."""
+    objects = f"projects/_/buckets/{bucket}/objects/"
+    listed = 'api.getAttribute("storage.googleapis.com/objectListPrefix", "-")'
+    under, names, lists = [], set(), []
+    for prefix in [prefixes] if isinstance(prefixes, str) else prefixes:
+        prefix = prefix.strip("/")
+        parts = prefix.split("/")
+        parents = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        names |= {*parents, *(f"{p}/" for p in parents[:-1])}
+        under.append(f'resource.name.startsWith("{objects}{prefix}/")')
+        lists.append(f'"{prefix}/".startsWith({listed}) || {listed}.startsWith("{prefix}/")')
+    exact = [f'resource.name == "{objects}{n}"' for n in sorted(names)]
+    return (
+        f'(resource.type == "storage.googleapis.com/Object" && ({" || ".join(under + exact)}))'
+        f' || (resource.type == "storage.googleapis.com/Bucket" && ({" || ".join(lists)}))'
+    )
 
 
 class Bucket(Construct):

@@ -9,6 +9,7 @@ from constructs import Construct
 
 from infra.bindings import google
 from infra.constructs.network import SUBNET_FLOW_LOGS
+from infra.constructs.storage import prefix_condition
 
 # Roles of the jobs' own account: it writes its logs; buckets are granted one by one.
 JOB_ROLES = ("roles/logging.logWriter",)
@@ -18,29 +19,6 @@ def custom_code_agent(project_number: str) -> str:
     """Vertex AI's Custom Code Service Agent, which pulls a custom job's images (a job's own service account never
     does: https://cloud.google.com/vertex-ai/docs/general/custom-service-account)."""
     return f"serviceAccount:service-{project_number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
-
-
-def prefix_condition(bucket: str, prefix: str) -> str:
-    """An IAM condition (CEL) that holds a Cloud Storage role to the objects under `prefix`/ of `bucket`.
-
-    Object calls name the object (`projects/_/buckets/<bucket>/objects/<name>`); a list names the bucket, and its
-    prefix is the `storage.googleapis.com/objectListPrefix` attribute
-    (https://cloud.google.com/iam/docs/conditions-attribute-reference, "Object list prefix";
-    https://cloud.google.com/storage/docs/access-control/iam#conditions). Vertex AI mounts the whole bucket at
-    /gcs/<bucket> with Cloud Storage FUSE, which looks up and lists each directory on the way down to the
-    output directory: those lookups (the parents' own names) and lists (the parents' prefixes, the root's
-    empty one included, which shows names only) are allowed too. Everything else in the bucket is refused."""
-    parts = prefix.strip("/").split("/")
-    parents = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    names = sorted({*parents, *(f"{p}/" for p in parents[:-1])})
-    objects = f"projects/_/buckets/{bucket}/objects/"
-    exact = " || ".join(f'resource.name == "{objects}{n}"' for n in names)
-    return (
-        f'(resource.type == "storage.googleapis.com/Object" && (resource.name.startsWith("{objects}{prefix}/")'
-        f" || {exact}))"
-        ' || (resource.type == "storage.googleapis.com/Bucket" && '
-        f'"{prefix}/".startsWith(api.getAttribute("storage.googleapis.com/objectListPrefix", "-")))'
-    )
 
 
 class VertexJobs(Construct):

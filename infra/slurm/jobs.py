@@ -177,10 +177,15 @@ def nccl_test_job(env: Environment) -> BatchJob | None:
     )
 
 
+# The prefix of the cluster's bucket its hosts may write (their grant carries an IAM condition on it,
+# infra.constructs.identity.SlurmServiceAccounts; issue 25, finding 7): the rest is GKE's and Vertex AI's.
+BUCKET_PREFIX = "slurm"
+
+
 def checkpoint_dir(env: Environment) -> str:
-    """Where the trainer's checkpoints go: the cluster's bucket, mounted on every node."""
+    """Where the trainer's checkpoints go: the cluster's bucket, mounted on every node, under its prefix."""
     assert env.slurm is not None
-    return f"{GCS_MOUNT}/{env.slurm.bucket}/slurm/{env.name}-train"
+    return f"{GCS_MOUNT}/{env.slurm.bucket}/{BUCKET_PREFIX}/{env.name}-train"
 
 
 def trainer_command(steps: int, checkpoint: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from constructs import Construct
@@ -43,6 +44,7 @@ from infra.constructs.serving import release_name, serving_values
 from infra.constructs.storage import Bucket
 from infra.constructs.vertex import VertexJobs, custom_code_agent
 from infra.constructs.vms import VmGroup
+from infra.slurm import jobs as slurm_jobs
 from infra.slurm.blueprint import node_tag as slurm_node_tag
 from infra.vertex import job as vertex_job
 from infra.vms import instance as vms
@@ -51,6 +53,25 @@ from workloads.serving import vllm_args as vllm
 
 def stack_name(env: Environment) -> str:
     return f"platform-{env.name}"
+
+
+def _conversion_grants(
+    roles: Mapping[str, str], paths: dict[str, dict[str, list[str]]]
+) -> dict[str, list[tuple[str, list[str]]]]:
+    """The bucket grants of a checkpoint conversion's identity, held to the paths its conversions touch
+    (Environment.conversion_paths): its role on a bucket it writes, under the outputs; and where it also reads there,
+    objectViewer under the sources; its role on a bucket it only reads, under the sources."""
+    grants: dict[str, list[tuple[str, list[str]]]] = {}
+    for bucket, touched in paths.items():
+        if bucket not in roles:
+            continue
+        if touched["write"]:
+            grants[bucket] = [(roles[bucket], sorted(set(touched["write"])))]
+            if touched["read"]:
+                grants[bucket].append(("roles/storage.objectViewer", sorted(set(touched["read"]))))
+        else:
+            grants[bucket] = [(roles[bucket], sorted(set(touched["read"])))]
+    return grants
 
 
 class PlatformStack(TerraformStack):
@@ -235,6 +256,7 @@ class PlatformStack(TerraformStack):
                 project=env.project,
                 name=env.slurm.name,
                 bucket=(buckets[env.slurm.bucket].bucket.name, "roles/storage.objectUser"),
+                prefix=slurm_jobs.BUCKET_PREFIX,
             )
             if env.slurm is not None
             else None
@@ -288,6 +310,7 @@ class PlatformStack(TerraformStack):
             pod_security=True,
         )
         identities = {}
+        conversions = env.conversion_paths()
         for key, ident in env.identities.items():
             identities[key] = WorkloadIdentity(
                 self,
@@ -301,6 +324,8 @@ class PlatformStack(TerraformStack):
                 bucket_roles={b: (buckets[b].bucket.name, role) for b, role in ident.bucket_roles.items()},
                 depends_on=[namespaces.by_name[ident.namespace]],
                 cluster=cluster,
+                # A conversion's identity writes its outputs and reads its sources only (issue 25, finding 7).
+                prefix_grants=_conversion_grants(ident.bucket_roles, conversions.get(key, {})),
             )
 
         if env.training is not None:
