@@ -55,18 +55,22 @@ def test_make_plan_runs_every_step_into_the_staging_copy(tmp_path: Path) -> None
     assert all(str(staging) in " ".join(argv) for _, argv, _ in planned[1:])
 
 
+# One environment's parts of a plan's output, as the steps lay them out.
+PARTS = [
+    "stacks/platform-{env}/cdk.tf.json",
+    "review/{env}.md",
+    "slurm/{env}/blueprint.yaml",
+    "vertex/{env}/train.json",
+    "vms/{env}/a3mega/startup.sh",
+    "scripts/{env}/prolog.sh",
+    "rendered/platform-{env}/ray.json",
+    "placement/platform-{env}.md",
+]
+
+
 def _outputs(outdir: Path, env: str, text: str) -> dict[str, str]:
-    """One environment's parts of a plan's output, as every step lays them out, each file holding `text`."""
-    parts = {
-        f"stacks/platform-{env}/cdk.tf.json": text,
-        f"review/{env}.md": text,
-        f"slurm/{env}/blueprint.yaml": text,
-        f"vertex/{env}/train.json": text,
-        f"vms/{env}/a3mega/startup.sh": text,
-        f"scripts/{env}/prolog.sh": text,
-        f"rendered/platform-{env}/ray.json": text,
-        f"placement/platform-{env}.md": text,
-    }
+    """Write one environment's parts under `outdir`, each file holding `text`; {relative path: text}."""
+    parts = {part.format(env=env): text for part in PARTS}
     for relative, body in parts.items():
         (outdir / relative).parent.mkdir(parents=True, exist_ok=True)
         (outdir / relative).write_text(body)
@@ -90,13 +94,20 @@ def test_planning_one_environment_leaves_the_others_output_and_review_as_they_we
     _outputs(outdir, "dev", "dev as it was")
     (outdir / "manifest.json").write_text(_manifest(["platform-dev", "platform-prod"]))
     staging = tmp_path / "cdktf.out.next"
-    script = (
-        "import pathlib, sys; sys.path.insert(0, {tests!r}); from test_plan import _outputs; "
-        "_outputs(pathlib.Path({staging!r}), 'dev', 'dev planned'); "
-        "_outputs(pathlib.Path({staging!r}), 'prod', 'prod planned again: must not land'); "
-        "pathlib.Path({staging!r}, 'manifest.json').write_text({manifest!r})"
-    ).format(tests=str(Path(__file__).parent), staging=str(staging), manifest=_manifest(["platform-dev"]))
-    assert run_plan(outdir, [("synth", [sys.executable, "-c", script], {})], env="dev") == 0
+    # The step, as synth and the other steps would: dev's parts, prod's parts again (as the steps that load every
+    # environment write them), cdktf's manifest of the stacks it synthesized.
+    step = tmp_path / "step.py"
+    step.write_text(
+        "import pathlib\n"
+        f"staging = pathlib.Path({str(staging)!r})\n"
+        f"for env, text in (('dev', 'dev planned'), ('prod', 'prod planned again: must not land')):\n"
+        f"    for part in {PARTS!r}:\n"
+        "        path = staging / part.format(env=env)\n"
+        "        path.parent.mkdir(parents=True, exist_ok=True)\n"
+        "        path.write_text(text)\n"
+        f"(staging / 'manifest.json').write_text({_manifest(['platform-dev'])!r})\n"
+    )
+    assert run_plan(outdir, [("synth", [sys.executable, str(step)], {})], env="dev") == 0
     after = _tree(outdir)
     assert {k: v for k, v in after.items() if "prod" in k} == prod_before
     assert {v for k, v in after.items() if "dev" in k} == {"dev planned"}
