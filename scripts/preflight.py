@@ -551,6 +551,11 @@ def run(
         roles = required_roles(the_stack)
     except (UnknownQuota, UnknownResourceType) as err:
         return [*results, Result("stack", "fail", [str(err)])]
+    # User credentials carry no quota project, and Service Usage and Cloud Quotas refuse such calls ("requires a
+    # quota project, which is not set by default": https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds);
+    # bill them to the environment's project, as `gcloud auth application-default set-quota-project` would.
+    if getattr(credentials, "quota_project_id", "") is None and hasattr(credentials, "with_quota_project"):
+        credentials = credentials.with_quota_project(env.project)
     http = transport(credentials)
     try:
         apis, pending = check_apis(env, needed_apis(env, stack_asks), http, deploy_enables=deploy_enables)

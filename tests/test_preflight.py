@@ -119,6 +119,11 @@ def test_every_pool_draws_on_a_known_quota_at_its_max_nodes(stacks: dict[str, di
     assert by_pool["train", "TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E"].amount == 16
     assert by_pool["sax-a", "PREEMPTIBLE_TPU_LITE_PODSLICE_V5"].amount == 32
     assert dev_reserved == []
+    # Every pool of every environment (a new one from `make new-env` included) draws on a quota the table knows.
+    for name, stack in stacks.items():
+        found, reserved = preflight.asks(stack)
+        pools = {p["name"] for p in stack["resource"]["google_container_node_pool"].values()}
+        assert {a.pool for a in found} | {line.split(":")[0] for line in reserved} == pools, name
     prod, prod_reserved = preflight.asks(stacks["prod"])
     assert {line.split(":")[0] for line in prod_reserved} == {"a3mega", "train"}, "a reservation draws no quota"
     assert not any(a.pool in {"a3mega", "train"} for a in prod)
@@ -352,6 +357,21 @@ def test_refused_credentials_read_as_a_login_problem_not_as_the_service_refusing
     assert code == 1
     assert "the credentials were refused (Reauthentication is needed." in err
     assert "gcloud auth application-default login" in err
+
+
+def test_user_credentials_bill_the_calls_to_the_environments_project(
+    cloud: Path, envs: dict[str, Environment], synth_dir: Path
+) -> None:
+    seen: list[str | None] = []
+
+    def recorded(credentials: Any) -> preflight.Transport:
+        seen.append(credentials.quota_project_id)
+        return preflight.RecordedTransport(cloud)
+
+    stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    results = preflight.run(envs["dev"], stack=lambda: stack, transport=recorded)
+    assert seen == ["acme-ml-platform-dev"]
+    assert [r.status for r in results] == ["ok"] * 5
 
 
 def test_print_roles_needs_no_credentials_and_gives_the_grant_commands(

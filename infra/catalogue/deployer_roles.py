@@ -196,6 +196,8 @@ RESOURCE_ROLES: dict[str, tuple[RoleNeed, ...]] = {
 # roles/compute.viewer and roles/cloudquotas.viewer grant them; testIamPermissions needs no permission.
 PREFLIGHT_ROLES: tuple[RoleNeed, ...] = (
     RoleNeed("roles/serviceusage.serviceUsageViewer", ("serviceusage.services.list",)),
+    # The environment's project is the quota project of user credentials' calls.
+    RoleNeed("roles/serviceusage.serviceUsageConsumer", ("serviceusage.services.use",)),
     RoleNeed("roles/compute.viewer", ("compute.regions.get",)),
     RoleNeed("roles/cloudquotas.viewer", ("cloudquotas.quotas.get",)),
 )
