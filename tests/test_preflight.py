@@ -207,10 +207,7 @@ def test_an_api_off_is_named_with_the_command_that_enables_it(
     _edit(cloud, "services-dev.json", off)
     code, _, err = _preflight(synth_dir, capsys)
     assert code == 1
-    assert (
-        "FAIL apis\n    13 of 14 APIs enabled in acme-ml-platform-dev\n    off in acme-ml-platform-dev: container"
-        in err
-    )
+    assert "FAIL apis\n" in err and "\n    off in acme-ml-platform-dev: container.googleapis.com\n" in err
     assert "enable them: gcloud services enable container.googleapis.com --project=acme-ml-platform-dev" in err
 
 
@@ -259,15 +256,16 @@ def test_a_missing_role_is_named_with_the_permissions_it_lacks(
     cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def revoke(body: dict[str, Any]) -> None:
-        body["permissions"] = [p for p in body["permissions"] if not p.startswith("container.clusters.")]
+        revoked = {"container.clusters.create", "container.clusters.delete"}
+        body["permissions"] = [p for p in body["permissions"] if p not in revoked]
 
     _edit(cloud, "permissions-dev.json", revoke)
     code, _, err = _preflight(synth_dir, capsys)
     assert code == 1
     assert (
-        "missing roles/container.admin (lacks container.clusters.create, container.clusters.delete, "
-        "container.clusters.get, container.clusters.update)"
-    ) in err
+        "FAIL roles\n    missing roles/container.admin (lacks container.clusters.create, container.clusters.delete)\n"
+        in err
+    )
     assert "python -m scripts.preflight dev --print-roles" in err
 
 

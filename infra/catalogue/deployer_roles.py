@@ -36,6 +36,8 @@ _KUBERNETES = RoleNeed(
     "roles/container.admin",
     (
         "container.clusters.get",
+        # the providers reach the cluster through its DNS-based endpoint, authorized by IAM (docs/delivery.md)
+        "container.clusters.connect",
         "container.namespaces.create",
         "container.namespaces.get",
         "container.serviceAccounts.create",
