@@ -65,26 +65,28 @@ TORCH_WHEELS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/nul
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# --compile-bytecode: the machine sets PYTHONDONTWRITEBYTECODE (so does this Makefile), and without bytecode every
+# process compiles what it imports again: the stock provider import alone compiles ~1,470 modules (docs/performance.md).
 $(VENV_STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip sync --quiet --python $(PY) requirements.lock
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(PY) requirements.lock
 	$(BIN)/uv pip install --quiet --python $(PY) --no-deps -e .
 	touch $@
 
 $(POLICY_STAMP): requirements-policy.lock $(VENV_STAMP)
 	$(PYTHON) -m venv $(POLICY_VENV)
-	$(BIN)/uv pip sync --quiet --python $(POLICY_VENV)/bin/python requirements-policy.lock
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(POLICY_VENV)/bin/python requirements-policy.lock
 	touch $@
 
 $(CDKTN_STAMP): requirements-cdktn.lock $(VENV_STAMP)
 	$(PYTHON) -m venv $(CDKTN_VENV)
-	$(BIN)/uv pip sync --quiet --python $(CDKTN_VENV)/bin/python requirements-cdktn.lock
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(CDKTN_VENV)/bin/python requirements-cdktn.lock
 	touch $@
 
 $(VLLM_STAMP): $(VLLM_LOCK)
@@ -149,8 +151,16 @@ lint: $(VENV_STAMP) ## ruff, mypy and the layer contract (import-linter: a wrong
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local lint ## Everything that needs no cloud and no accelerator
-	$(BIN)/pytest
+# `make test` runs on every core (pytest-xdist); tests/conftest.py keeps what must not run side by side in one group.
+TEST_WORKERS ?= auto
+# make test-changed TESTS=tests/test_x.py: only the changed tests among these
+TESTS ?=
+
+test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local lint ## Everything that needs no cloud and no accelerator (TEST_WORKERS=auto: one per core)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10
+
+test-changed: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local ## Only the tests whose code a change touches (pytest-testmon; its first run records every test, in .testmondata)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --testmon-forceselect $(TESTS)
 
 snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/ and charts' ci/dev-*.yaml from the current synth (review the diff!)
 	UPDATE_SNAPSHOTS=1 $(BIN)/pytest tests/test_snapshots.py tests/test_charts.py -q -k 'snapshot or what_the_dev_stack_passes'
@@ -248,4 +258,4 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/trainer/requirements-converter.in -o workloads/trainer/requirements-converter.lock
 
 clean: ## Remove build outputs (keeps .venv and node_modules)
-	rm -rf $(OUT) .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(OUT) .cache .pytest_cache .mypy_cache .ruff_cache .testmondata

@@ -23,6 +23,34 @@ REPO = Path(__file__).resolve().parents[1]
 ENVIRONMENT_NAMES = sorted(p.stem for p in (REPO / "infra" / "environments").glob("*.yaml"))
 
 
+# `make test` runs the suite on every core (pytest-xdist, --dist loadgroup). Tests of one group run on one worker,
+# one after the other: those that share one machine-wide thing (the one local Slurm; a local Ray cluster and the
+# cores it takes) and the modules whose module-scoped fixture is expensive (built once per worker that runs them).
+XDIST_GROUPS: dict[str, str] = {
+    "test_slurm_local.py": "slurm",
+    "test_trainer.py": "ray",
+    "test_server.py": "ray",
+    "test_served_model.py": "ray",
+    "test_vllm.py": "vllm",
+    "test_charts.py": "charts",
+    "test_chart_scripts.py": "chart-scripts",
+    "test_rules.py": "rules",
+    "test_bootstrap.py": "bootstrap",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow tests first (so that the longest ones do not start last on a worker and hold up the end of the
+    run), then the rest in their usual order; each test of a module in XDIST_GROUPS in its group. Runs before
+    xdist's own hook, which reads the groups; the same order on every worker, as xdist requires."""
+    for item in items:
+        group = XDIST_GROUPS.get(item.path.name)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def envs() -> dict[str, Environment]:
     return load_all()
