@@ -1,5 +1,6 @@
 """`make image-digests`: resolve each upstream image still pinned by tag alone (infra/catalogue/upstream.py
-AWAITING_DIGEST) to `image:tag@sha256:...`, by asking its registry (the OCI distribution API, anonymously, as
+AWAITING_DIGEST: images the cluster runs; BASE_AWAITING_DIGEST: base images of the platform's own builds) to
+`image:tag@sha256:...`, by asking its registry (the OCI distribution API, anonymously, as
 `docker pull` of a public image does). Prints one line per image; what could not be reached says so. Nothing is
 written: a digest goes into the catalogue by a reviewed edit, with where it came from.
 
@@ -69,13 +70,15 @@ def main(argv: list[str] | None = None) -> int:
 
     argparse.ArgumentParser(
         prog="python -m scripts.image_digests",
-        description="Resolve each upstream image pinned by tag alone (AWAITING_DIGEST) to its digest.",
+        description=(
+            "Resolve each upstream image pinned by tag alone (AWAITING_DIGEST, BASE_AWAITING_DIGEST) to its digest."
+        ),
         epilog="Exit codes: 0 every image resolved, 1 some could not be (offline, or the registry refused).",
     ).parse_args(argv)
-    from infra.catalogue.upstream import AWAITING_DIGEST
+    from infra.catalogue.upstream import AWAITING_DIGEST, BASE_AWAITING_DIGEST
 
     failed = 0
-    for image in sorted(AWAITING_DIGEST):
+    for image in sorted({*AWAITING_DIGEST, *BASE_AWAITING_DIGEST}):
         try:
             print(resolve(image))
         except Exception as err:  # offline, refused, or not found: say which image and why

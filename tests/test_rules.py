@@ -243,6 +243,15 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "slices.a3mega-vms.capacity.type",
         "a VM has no queued provisioning",
     ),
+    # Issue 25, finding 10: a Dockerfile of a released image building from a base by tag that nothing names.
+    "docker.base-images-pinned-by-digest": (
+        lambda d, mp: mp.setattr(
+            "infra.rules.docker_builds.base_images",
+            lambda: {"debian:12.12-slim": ["server (workloads/server/Dockerfile)"]},
+        ),
+        "release.images.server",
+        "workloads/server/Dockerfile builds from debian:12.12-slim by tag",
+    ),
 }
 
 

@@ -360,3 +360,125 @@ def test_a_prefix_grant_lets_its_holder_list_inside_its_prefix() -> None:
     assert 'api.getAttribute("storage.googleapis.com/objectListPrefix", "-").startsWith("slurm/")' in text
     assert 'api.getAttribute("storage.googleapis.com/objectListPrefix", "-").startsWith("vertex/dev-train/")' in text
     assert 'resource.name.startsWith("projects/_/buckets/b/objects/slurm/")' in text
+
+
+# --- finding 10: image provenance --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_cloud_build_runs_as_the_builder_with_only_what_a_build_needs(
+    env: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Before the fix (issue 25, finding 10): `make image` on Cloud Build named no service account, so the build ran
+    as whatever the project's default was (the Compute Engine default account, project Editor, in new projects)."""
+    stack = stacks[env]
+    (builder,) = [k for k, a in of_type(stack, "google_service_account").items() if a["account_id"] == "image-builder"]
+    member = f"serviceAccount:${{google_service_account.{builder}.email}}"
+    granted = sorted(
+        (rtype, g["role"])
+        for rtype in (
+            "google_project_iam_member",
+            "google_artifact_registry_repository_iam_member",
+            "google_storage_bucket_iam_member",
+            "google_service_account_iam_member",
+        )
+        for g in of_type(stack, rtype).values()
+        if g.get("member") == member
+    )
+    assert granted == [
+        ("google_artifact_registry_repository_iam_member", "roles/artifactregistry.writer"),
+        ("google_project_iam_member", "roles/logging.logWriter"),
+        ("google_storage_bucket_iam_member", "roles/storage.objectViewer"),
+    ]
+    (writer,) = [
+        g for g in of_type(stack, "google_artifact_registry_repository_iam_member").values() if g["member"] == member
+    ]
+    assert writer["repository"].startswith("${google_artifact_registry_repository.registry_repository")
+    (staging,) = [g for g in of_type(stack, "google_storage_bucket_iam_member").values() if g["member"] == member]
+    bucket = next(
+        b
+        for k, b in of_type(stack, "google_storage_bucket").items()
+        if staging["bucket"] == f"${{google_storage_bucket.{k}.name}}"
+    )
+    assert bucket["name"] == f"acme-ml-platform-{env}-build-staging"
+    assert bucket["public_access_prevention"] == "enforced" and bucket["uniform_bucket_level_access"]
+    services = {s["service"] for s in of_type(stack, "google_project_service").values()}
+    assert {"cloudbuild.googleapis.com", "containerscanning.googleapis.com"} <= services
+
+
+def test_make_image_on_cloud_build_runs_as_the_builder_and_asks_for_provenance() -> None:
+    from infra.delivery.images import plan_build
+
+    plan = plan_build("trainer", "dev", commit="0123456789ab", use_docker=False)
+    assert plan.cloudbuild is not None
+    account = "image-builder@acme-ml-platform-dev.iam.gserviceaccount.com"
+    assert plan.cloudbuild["serviceAccount"] == f"projects/acme-ml-platform-dev/serviceAccounts/{account}"
+    # A user-specified account's logs go to Cloud Logging (its logWriter role); the build fails unless Cloud Build
+    # generates and uploads its provenance for the pushed image.
+    assert plan.cloudbuild["options"] == {"logging": "CLOUD_LOGGING_ONLY", "requestedVerifyOption": "VERIFIED"}
+    assert "--gcs-source-staging-dir=gs://acme-ml-platform-dev-build-staging/source" in plan.commands[0]
+
+
+def test_every_base_image_is_pinned_by_digest_or_named_with_why_not() -> None:
+    """Before the fix: the Dockerfiles' FROM lines (and BuildKit's `# syntax` frontend) were tags that a registry can
+    move, and nothing said so."""
+    from infra.catalogue.images import base_images
+
+    bases = base_images()
+    assert {"python:3.12.12-slim-bookworm", "rayproject/ray:2.60.0-py312", "docker/dockerfile:1.7"} <= set(bases)
+    for image, used_by in bases.items():
+        assert used_by, image
+        assert "@sha256:" in image or image in upstream.BASE_AWAITING_DIGEST, image
+    assert all(reason.strip() for reason in upstream.BASE_AWAITING_DIGEST.values())
+    assert set(upstream.BASE_AWAITING_DIGEST) <= set(bases), "a stale entry: no Dockerfile uses it"
+
+
+def test_a_new_base_image_by_tag_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The environment rule `make plan` runs at load: a Dockerfile of an image the environment releases that starts
+    FROM an image by tag, not in BASE_AWAITING_DIGEST, is refused (naming the Dockerfile and the image)."""
+    import infra.catalogue.images as images
+    from infra.load import load_environment
+    from infra.rules import RULES
+
+    env = load_environment(REPO / "infra" / "environments" / "dev.yaml")
+    rule = RULES["docker.base-images-pinned-by-digest"]
+    assert rule.run(env) == []
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("# syntax=docker/dockerfile:1.7\nFROM debian:12.12-slim\nUSER 1000\n")
+    catalogue = tmp_path / "images.yaml"
+    catalogue.write_text(f"server:\n  dockerfile: {dockerfile}\n  context: .\n  build_args: {{}}\n")
+    monkeypatch.setattr(images, "CATALOGUE", catalogue)
+    images.base_images.cache_clear()
+    try:
+        found = rule.run(env)
+    finally:
+        images.base_images.cache_clear()
+    assert [v.value for v in found] == ["debian:12.12-slim"]
+    assert str(dockerfile) in found[0].message and "BASE_AWAITING_DIGEST" in found[0].message
+
+
+def test_the_plan_review_names_the_base_images_still_awaiting_digests(stacks: dict[str, dict[str, Any]]) -> None:
+    lines = "\n".join(security_posture(stacks["dev"]))
+    assert "Base images still by tag (infra/catalogue/upstream.py BASE_AWAITING_DIGEST)" in lines
+    assert "`python:3.12.12-slim-bookworm`" in lines
+
+
+def test_the_plan_review_shows_who_may_do_what_with_its_conditions(stacks: dict[str, dict[str, Any]]) -> None:
+    """Every grant of the stack by who holds it, with the condition that holds it to a prefix or to names: the new
+    identities (the converter, the image builder) and the conditioned grants of issue 25's finding 7."""
+    lines = security_posture(stacks["dev"])
+    assert "| who | role | on | held to |" in lines
+    assert (
+        "| wi-converter | storage.objectUser | bucket acme-ml-platform-dev-models | Objects under maxtext/llama2-70b/, "
+        "maxtext/llama3.1-405b/ only (issue 25, finding 7) |"
+    ) in lines
+    assert "| wi-serving | storage.objectViewer | bucket acme-ml-platform-dev-models | all of it |" in lines
+    assert (
+        "| KSA ml-serving/checkpoint-converter | iam.workloadIdentityUser | service account wi-converter | all of it |"
+        in lines
+    )
+    assert "| image-builder | artifactregistry.writer | registry ml-platform | all of it |" in lines
+    assert (
+        "| slurm-mlp-dev-ctl | compute.instanceAdmin.v1 | the project | Instances named mlp-dev-* only "
+        "(issue 25, finding 7) |"
+    ) in lines

@@ -50,10 +50,28 @@ IMPERSONATION_API = (
 
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 
+# What the environment's images need (issue 25, finding 10): `make image` builds on Cloud Build as the stack's
+# builder account, and Artifact Registry scans each pushed image for vulnerabilities once the Container Scanning
+# API is on (off by default; each scanned image is billed).
+IMAGE_APIS: dict[str, str] = {
+    "cloudbuild.googleapis.com": (
+        "https://cloud.google.com/build/docs/build-push-docker-image (Enable the Cloud Build API)"
+    ),
+    "containerscanning.googleapis.com": (
+        "https://cloud.google.com/artifact-analysis/docs/enable-automatic-scanning (Enable the Container Scanning API: "
+        "images pushed to Artifact Registry are scanned automatically)"
+    ),
+}
+
 # What every platform stack enables (google_project_service, never disabled on destroy: other
 # projects' resources and the state bucket may still use them).
 PLATFORM_APIS: tuple[str, ...] = tuple(
-    sorted(set(RESOURCE_APIS.values()) | {api for api, _ in FEATURE_APIS.values()} | {IMPERSONATION_API[0]})
+    sorted(
+        set(RESOURCE_APIS.values())
+        | {api for api, _ in FEATURE_APIS.values()}
+        | {IMPERSONATION_API[0]}
+        | set(IMAGE_APIS)
+    )
 )
 
 # Vertex AI: no Terraform resource calls it (the provider has no custom job), but `make vertex-submit` does, and

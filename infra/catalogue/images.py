@@ -20,6 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 CATALOGUE = REPO / "images" / "images.yaml"
 
 _FROM = re.compile(r"^FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?\s*$", re.I)
+# BuildKit's parser directive: the frontend image the build pulls first (https://docs.docker.com/reference/dockerfile/#syntax).
+_SYNTAX = re.compile(r"^#\s*syntax\s*=\s*(\S+)\s*$", re.I)
 _USER = re.compile(r"^USER\s+(\S+)\s*$", re.I)
 
 
@@ -89,3 +91,34 @@ def image_name(image: str, registries: set[str]) -> str | None:
     if registry not in registries:
         return None
     return last.split(":", 1)[0]
+
+
+def dockerfile_bases(text: str) -> list[str]:
+    """The images a Dockerfile's build pulls: its `# syntax` frontend, then every FROM that is not an earlier stage."""
+    bases: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if m := _SYNTAX.match(line.strip()):
+            bases.append(m.group(1))
+            continue
+        if not line.lstrip().startswith("#"):
+            break  # parser directives come first, before any instruction or blank line
+    stages: set[str] = set()
+    for stage in _stages(text):
+        if stage.base not in stages:
+            bases.append(stage.base)
+        if stage.name:
+            stages.add(stage.name)
+    return list(dict.fromkeys(bases))
+
+
+@cache
+def base_images() -> dict[str, list[str]]:
+    """{base image: the images/images.yaml entries built from it, each `<name> (<dockerfile>)`}."""
+    out: dict[str, list[str]] = {}
+    for name, entry in (yaml.safe_load(CATALOGUE.read_text()) or {}).items():
+        dockerfile = entry["dockerfile"]
+        for base in dockerfile_bases((REPO / dockerfile).read_text()):
+            out.setdefault(base, []).append(f"{name} ({dockerfile})")
+    return out

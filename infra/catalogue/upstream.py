@@ -82,3 +82,22 @@ AWAITING_DIGEST: dict[str, str] = {
 
 # The upstream images pinned by digest, which the Binary Authorization policy allowlists by that digest.
 BY_DIGEST: tuple[str, ...] = (DEVICE_INJECTOR, PAUSE, HOST_SETUP, TCPXO.installer_image, TCPXO.daemon_image)
+
+# The base images the platform's own images are built FROM (images/images.yaml's Dockerfiles, and BuildKit's
+# `# syntax` frontend, which the build pulls too), still pinned by tag alone, each with why (issue 25, finding 10).
+# A Docker Official Image tag is rebuilt and pushed again when its base or its packages change, so its digest moves
+# and only its registry says which one it is now; none is recorded here from a source that could be cited, and none
+# is guessed. Rule docker.base-images-pinned-by-digest refuses any other base by tag; `make image-digests` resolves
+# these too where their registry is reachable; pin the result in the Dockerfile's FROM line (image:tag@sha256:...)
+# and drop the entry. The plan review lists what is still here.
+BASE_AWAITING_DIGEST: dict[str, str] = {
+    image: (
+        "a tag its publisher rebuilds; no digest of it recorded offline in a source that can be cited (the registry "
+        "was not reachable from here): `make image-digests` resolves it"
+    )
+    for image in (
+        "python:3.12.12-slim-bookworm",  # server, trainer-gpu, vllm-tpu
+        "rayproject/ray:2.60.0-py312",  # trainer, checkpoint-converter
+        "docker/dockerfile:1.7",  # every Dockerfile's `# syntax` line (BuildKit's frontend image)
+    )
+}

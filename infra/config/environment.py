@@ -237,6 +237,21 @@ class Environment(Model):
     def registry_url(self) -> str:
         return f"{self.registry.host(self.region)}/{self.project}/{self.registry.repository}"
 
+    @property
+    def build_service_account(self) -> str:
+        """The account Cloud Build runs `make image`'s builds as (the stack's `image-builder`: it writes this
+        environment's registry and its logs, and reads the staged sources; issue 25, finding 10)."""
+        return f"{BUILD_ACCOUNT_ID}@{self.project}.iam.gserviceaccount.com"
+
+    @property
+    def build_staging_bucket(self) -> str:
+        """Where `gcloud builds submit` stages a build's sources for the builder to read (the stack's bucket)."""
+        return f"{self.project}-build-staging"
+
+
+# The Cloud Build service account's id (6-30 characters, unique in the project).
+BUILD_ACCOUNT_ID = "image-builder"
+
 
 def _networks_for(specs: Iterable[SliceSpec]) -> int:
     return max((s.slice.gpudirect.extra_nics for s in specs if s.slice.gpudirect), default=0)

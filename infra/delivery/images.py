@@ -102,7 +102,13 @@ def plan_build(
             }
         ],
         "images": [image],
-        "options": {"logging": "CLOUD_LOGGING_ONLY"},
+        # The environment's builder, not the project's default build account (issue 25, finding 10): it writes
+        # this registry and its logs only (infra/constructs/builds.py). A user-specified account's logs go to Cloud
+        # Logging (https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts).
+        "serviceAccount": f"projects/{env.project}/serviceAccounts/{env.build_service_account}",
+        # VERIFIED: Cloud Build generates and uploads the image's build provenance, or fails the build
+        # (BuildOptions.VerifyOption; https://cloud.google.com/build/docs/securing-builds/view-build-provenance).
+        "options": {"logging": "CLOUD_LOGGING_ONLY", "requestedVerifyOption": "VERIFIED"},
     }
     commands = [
         [
@@ -113,6 +119,9 @@ def plan_build(
             f"--project={env.project}",
             f"--region={env.region}",
             "--config=<cloudbuild.yaml>",
+            # The sources go to the stack's staging bucket, which the builder may read (the default
+            # <project>_cloudbuild bucket is not the stack's, and the builder has no grant there).
+            f"--gcs-source-staging-dir=gs://{env.build_staging_bucket}/source",
         ]
     ]
     digest_command = [

@@ -179,6 +179,7 @@ from infra.rules import (  # noqa: E402, F401
     compute_engine,
     controller_objects,
     crd_cel,
+    docker_builds,
     gcsfuse,
     gke,
     gke_versions,

@@ -13,8 +13,10 @@ from infra.catalogue.controllers import CONTROLLERS, controllers_of_chart
 from infra.catalogue.gcp_apis import VERTEX_API, platform_apis
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment, SaxmlServing
+from infra.config.environment import BUILD_ACCOUNT_ID
 from infra.constructs.apis import ProjectApis
 from infra.constructs.binary_authorization import BinaryAuthorizationPolicy
+from infra.constructs.builds import ImageBuilds
 from infra.constructs.cluster import GkeCluster
 from infra.constructs.identity import Namespaces, NodeServiceAccount, SlurmServiceAccounts, WorkloadIdentity
 from infra.constructs.network import (
@@ -285,6 +287,16 @@ class PlatformStack(TerraformStack):
             + ([slurm.node_member] if slurm else [])
             + [group.member for group in vm_groups],
             protect=env.registry.protect,
+        )
+        # `make image`'s Cloud Build account and its sources' bucket (issue 25, finding 10).
+        ImageBuilds(
+            self,
+            "image-builds",
+            project=env.project,
+            location=env.region.upper(),
+            account_id=BUILD_ACCOUNT_ID,
+            staging_bucket=env.build_staging_bucket,
+            repository=registry.repository,
         )
         if vertex is not None:
             # Vertex AI's agent exists once its API is on: the grant waits for the API.
