@@ -21,6 +21,8 @@ destroy     shows what would go, refuses while anything is protected (prevent_de
             Before them, what GKE's controllers built outside Terraform: each Inference Gateway's load balancer
             (scripts/teardown.py: its objects deleted, then gcloud listings until GKE has removed it all).
 
+Each command synthesizes the environment once, in a temporary folder: the preflight checks that stack, and cdktf
+applies it as it is (`cdktf deploy|destroy <stack> --skip-synth --output <folder>`), without running the app again.
 The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m scripts.vms` unless PLATFORM_CDKTF /
 PLATFORM_GCLUSTER / PLATFORM_VMS name others, and `gcloud`, `kubectl` unless PLATFORM_GCLOUD / PLATFORM_KUBECTL
 do (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
@@ -167,25 +169,39 @@ def _run(command: list[str], extra_env: dict[str, str], *, dry_run: bool) -> int
     return subprocess.run(command, env={**os.environ, **extra_env}, check=False).returncode
 
 
-def _synth_one(env: Environment, *, omit_unbuilt: bool = False) -> tuple[dict[str, Any], list[str]]:
-    """The stack JSON of one environment (synthesized in a temporary directory) and the releases left out."""
-    from infra.app import synth
+class Synthesized:
+    """One environment's stack, synthesized once per command into a temporary folder, on first use: what the
+    preflight checks, what the gate reviews and what cdktf applies (`cdktf deploy --skip-synth --output <folder>`,
+    so the CLI does not run the app a second time)."""
 
-    with tempfile.TemporaryDirectory() as tmp:
-        left_out = synth({env.name: env}, Path(tmp), omit_unbuilt=omit_unbuilt)
-        stack = json.loads((Path(tmp) / "stacks" / f"platform-{env.name}" / "cdk.tf.json").read_text())
-    return stack, left_out[env.name]
+    def __init__(self, env: Environment, folder: Path, *, omit_unbuilt: bool = False) -> None:
+        self.env, self.folder, self.omit_unbuilt = env, folder, omit_unbuilt
+        self._left_out: list[str] | None = None
 
+    @property
+    def left_out(self) -> list[str]:
+        """The releases left out until their images are built (with omit_unbuilt)."""
+        if self._left_out is None:
+            from infra.app import synth
 
-def _gated_apply(env: Environment, stack: str, *, infra_only: bool, approved: str | None) -> int:
-    """The platform stack through the gate at the apply (gated): synthesized here, planned to a file, reviewed,
-    applied from that file."""
-    from infra.app import synth
-    from scripts.apply import apply, confirmed_from_env
+            self._left_out = synth({self.env.name: self.env}, self.folder, omit_unbuilt=self.omit_unbuilt)[
+                self.env.name
+            ]
+        return self._left_out
 
-    with tempfile.TemporaryDirectory() as tmp:
-        synth({env.name: env}, Path(tmp), omit_unbuilt=infra_only)
-        return apply(Path(tmp) / "stacks" / stack, stack, confirmed_from_env(), approved=approved)
+    @property
+    def stack_dir(self) -> Path:
+        self.left_out  # noqa: B018 - synthesizes on first use
+        return self.folder / "stacks" / f"platform-{self.env.name}"
+
+    def stack(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads((self.stack_dir / "cdk.tf.json").read_text())
+        return loaded
+
+    def cdktf(self, action: str, auto_approve: bool) -> list[str]:
+        """The cdktf CLI's command for `action` (deploy, destroy) on this synthesized output."""
+        skip = ["--skip-synth", "--output", str(self.folder)]
+        return [*_cdktf(), action, self.stack_dir.name, *skip, *(["--auto-approve"] if auto_approve else [])]
 
 
 def deploy(
@@ -215,33 +231,33 @@ def deploy(
             file=sys.stderr,
         )
         return 2
-    # Preflight (issue 27): the pinned tools, credentials, APIs, roles and quota, before anything is applied.
-    code = preflight.for_deploy(env, skip_image=skip_image, infra_only=infra_only)
-    if code:
-        return code
-    extra = {"PLATFORM_ENVS": env.name}
-    if infra_only:
-        # A real deploy's synth (the app, run by cdktf) names what it leaves out; a dry run synthesizes here.
-        if dry_run:
-            _, left_out = _synth_one(env, omit_unbuilt=True)
-            if left_out:
-                print(f"{stack}: left out until their images are built: {', '.join(left_out)}")
-        extra["PLATFORM_OMIT_UNBUILT"] = "1"
-    else:
-        print(f"{stack}: every release image is pinned to a built digest")
-    # The APIs first, waited for until each answers: the provider does not retry a just-enabled API's refusal.
-    code = enable_and_wait(env, dry_run=dry_run)
-    if code:
-        return code
-    # The controllers' crds/ CRDs a first install left to no release: made theirs, which the post-renderer applies.
-    code = adopt(env, dry_run=dry_run)
-    if code:
-        return code
-    if gated and not dry_run:
-        # Issue 25, finding 9 (gated): plan to a file, gate it, summary, apply that same file (scripts/apply.py).
-        code = _gated_apply(env, stack, infra_only=infra_only, approved=approved)
-    else:
-        code = _run([*_cdktf(), "deploy", stack, *(["--auto-approve"] if auto_approve else [])], extra, dry_run=dry_run)
+    with tempfile.TemporaryDirectory(prefix=f"{stack}-") as tmp:
+        synthesized = Synthesized(env, Path(tmp), omit_unbuilt=infra_only)
+        # Preflight (issue 27): the pinned tools, credentials, APIs, roles and quota, before anything is applied.
+        code = preflight.for_deploy(env, skip_image=skip_image, infra_only=infra_only, stack=synthesized.stack)
+        if code:
+            return code
+        if infra_only:
+            if synthesized.left_out:
+                print(f"{stack}: left out until their images are built: {', '.join(synthesized.left_out)}")
+        else:
+            print(f"{stack}: every release image is pinned to a built digest")
+        # The APIs first, waited for until each answers: the provider does not retry a just-enabled API's refusal.
+        code = enable_and_wait(env, dry_run=dry_run)
+        if code:
+            return code
+        # The controllers' crds/ CRDs a first install left to no release: made theirs, which the post-renderer
+        # applies.
+        code = adopt(env, dry_run=dry_run)
+        if code:
+            return code
+        if gated and not dry_run:
+            # Issue 25, finding 9 (gated): plan to a file, gate it, summary, apply that same file (scripts/apply.py).
+            from scripts.apply import apply, confirmed_from_env
+
+            code = apply(synthesized.stack_dir, stack, confirmed_from_env(), approved=approved)
+        else:
+            code = _run(synthesized.cdktf("deploy", auto_approve), {}, dry_run=dry_run)
     if code or env.slurm is None:
         return code
     # The Slurm cluster reuses the stack's network, service accounts and firewall rules: it comes after.
@@ -278,7 +294,15 @@ def destroy_report(stack: dict[str, Any]) -> tuple[list[str], list[str], list[st
 
 def destroy(env: Environment, *, confirm: str | None, auto_approve: bool, dry_run: bool) -> int:
     stack_name = f"platform-{env.name}"
-    stack, _ = _synth_one(env)
+    with tempfile.TemporaryDirectory(prefix=f"{stack_name}-") as tmp:
+        return _destroy(env, Synthesized(env, Path(tmp)), confirm=confirm, auto_approve=auto_approve, dry_run=dry_run)
+
+
+def _destroy(
+    env: Environment, synthesized: Synthesized, *, confirm: str | None, auto_approve: bool, dry_run: bool
+) -> int:
+    stack_name = synthesized.stack_dir.name
+    stack = synthesized.stack()
     lines, guarded, stuck = destroy_report(stack)
     total = sum(len(b) for b in (stack.get("resource") or {}).values())
     print(f"{stack_name}: destroy would remove {total} resources:")
@@ -315,8 +339,7 @@ def destroy(env: Environment, *, confirm: str | None, auto_approve: bool, dry_ru
         if code:
             print(f"error: VM group {group}: deleting its VMs failed; {stack_name} was left as it is", file=sys.stderr)
             return code
-    command = [*_cdktf(), "destroy", stack_name, *(["--auto-approve"] if auto_approve else [])]
-    return _run(command, {"PLATFORM_ENVS": env.name}, dry_run=dry_run)
+    return _run(synthesized.cdktf("destroy", auto_approve), {}, dry_run=dry_run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 """Deploying a fresh environment and tearing one down, offline: the steps, the guards and the exact CLI calls.
 
-A stand-in for the cdktf CLI records how it was called and synthesizes the app the way `cdktf deploy` does
-(CDKTF_OUTDIR set), so the test sees exactly the stack a real deploy would apply.
+A stand-in for the cdktf CLI records how it was called and keeps the output it was given to apply (the deploy
+synthesizes once and runs `cdktf deploy --skip-synth --output <it>`), so the test sees exactly the stack a real
+deploy would apply. The deploy runs in the test's process (`_run`), as `python -m scripts.deploy` would, its
+output and its children's captured at the file descriptors: the provider bindings load once per test process.
 """
 
 from __future__ import annotations
@@ -18,21 +20,30 @@ import pytest
 
 from infra.catalogue.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
+from scripts import deploy
 from tests.conftest import REPO
+from tests.in_process import run_main
 
 STAND_IN = """
-import json, os, subprocess, sys
+import json, os, shutil, sys
 out = os.environ["STAND_IN_DIR"]
-record = {"argv": sys.argv[1:], "omit": os.environ.get("PLATFORM_OMIT_UNBUILT")}
-record["envs"] = os.environ.get("PLATFORM_ENVS")
+argv = sys.argv[1:]
+given = argv[argv.index("--output") + 1] if "--output" in argv else None
+record = {"argv": [a if a != given else "<output>" for a in argv]}
 with open(os.path.join(out, "calls.jsonl"), "a") as f:
     f.write(json.dumps(record) + "\\n")
 with open(os.path.join(out, "order.log"), "a") as f:
-    f.write("cdktf " + " ".join(sys.argv[1:]) + "\\n")
-if sys.argv[1] in ("deploy", "destroy"):  # cdktf synthesizes the app first
-    env = {**os.environ, "CDKTF_OUTDIR": os.path.join(out, "cdktf.out")}
-    sys.exit(subprocess.run([sys.executable, "-m", "infra"], env=env).returncode)
+    f.write("cdktf " + " ".join(record["argv"]) + "\\n")
+if argv[0] in ("deploy", "destroy"):
+    # --skip-synth: cdktf applies the stack in --output as it is; kept where the test reads what was applied.
+    if "--skip-synth" not in argv or not os.path.isfile(os.path.join(given, "stacks", argv[1], "cdk.tf.json")):
+        sys.exit("cdktf stand-in: expected --skip-synth --output <a synthesized cdktf.out>")
+    shutil.rmtree(os.path.join(out, "cdktf.out"), ignore_errors=True)
+    shutil.copytree(given, os.path.join(out, "cdktf.out"))
 """
+
+# cdktf applies the stack the deploy synthesized once (and the preflight checked), without running the app again.
+SKIP_SYNTH = ["--skip-synth", "--output", "<output>"]
 
 # gcluster's stand-in: records its arguments and the blueprint it was given (as `gcluster deploy` reads it).
 GCLUSTER = """
@@ -218,13 +229,7 @@ def _run(
     }
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", "scripts.deploy", *args],
-        cwd=work,
-        env={**env, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-    )
+    return run_main(deploy.main, args, env={**env, "PYTHONPATH": str(REPO)}, cwd=work)
 
 
 def _calls(tmp_path: Path, tool: str = "calls") -> list[dict[str, Any]]:
@@ -262,10 +267,9 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
         "gpu-training, ray-training, serve-canary, serve-llama405b, serve-llama70b-disagg, serve-llama70b-vllm, "
         "serve-llama70b-vllm-mh"
     )
-    assert sorted(re.search(r"left out until their images are built: (.*)", first.stdout)[1].split(", ")) == (
-        left_out.split(", ")
-    )
-    assert _calls(tmp_path)[-1] == {"argv": ["deploy", "platform-dev", "--auto-approve"], "omit": "1", "envs": "dev"}
+    said = re.search(r"left out until their images are built: (.*)", first.stdout)
+    assert said and sorted(said[1].split(", ")) == left_out.split(", ")
+    assert _calls(tmp_path)[-1] == {"argv": ["deploy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]}
     releases = _releases(tmp_path, "dev")
     assert "ray-training" not in releases and "serve-llama405b" not in releases
     assert {"jobset", "kueue", "lws", "kueue-queues", "nccl-test", "serve-saxml"} <= releases
@@ -274,7 +278,7 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
     # 2. `make image` pins the digests (here: written directly). 3. Deploy everything.
     done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path)[-1] == {"argv": ["deploy", "platform-dev", "--auto-approve"], "omit": None, "envs": "dev"}
+    assert _calls(tmp_path)[-1] == {"argv": ["deploy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]}
     assert {"ray-training", "serve-llama405b", "serve-canary", "gpu-training"} <= _releases(tmp_path, "dev")
 
 
@@ -282,8 +286,7 @@ def test_dry_runs_change_nothing(tmp_path: Path) -> None:
     done = _run(["deploy", "dev", "--infra-only", "--dry-run"], tmp_path)
     assert done.returncode == 0
     assert "platform-dev: left out until their images are built: ray-training, " in done.stdout
-    assert "dry run, would run: PLATFORM_ENVS=dev PLATFORM_OMIT_UNBUILT=1 " in done.stdout
-    assert any(line.endswith("deploy platform-dev") for line in done.stdout.splitlines())
+    assert re.search(r"^dry run, would run: .* deploy platform-dev --skip-synth --output \S+$", done.stdout, re.M)
     assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == []
     assert not (tmp_path / "work" / "cdktf.out").exists(), "a dry run writes nothing"
 
@@ -299,7 +302,7 @@ def test_destroy_shows_what_goes_and_needs_the_stack_name_typed(tmp_path: Path) 
     assert _calls(tmp_path) == []
     done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", "--auto-approve"]
+    assert _calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]
 
 
 def test_destroy_refuses_prod_and_every_protected_resource(tmp_path: Path) -> None:
@@ -331,7 +334,7 @@ def test_make_destroy_prod_is_refused(tmp_path: Path) -> None:
 def test_the_slurm_cluster_is_deployed_after_the_stack_with_the_pinned_tools(tmp_path: Path) -> None:
     done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path)[-1]["argv"] == ["deploy", "platform-dev", "--auto-approve"]
+    assert _calls(tmp_path)[-1]["argv"] == ["deploy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]
     (gcluster,) = _calls(tmp_path, "gcluster")
     folder = "cdktf.out/slurm/dev"
     assert gcluster == {
@@ -361,8 +364,7 @@ def test_a_dry_run_prints_the_slurm_commands_and_skips_the_image_when_asked(tmp_
     done = _run(["deploy", "dev", "--skip-image", "--dry-run"], tmp_path, _built(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("dry run, would run:")]
-    lines = lines[lines.index(next(line for line in lines if line.endswith("deploy platform-dev"))) :]
-    assert lines[0].endswith("deploy platform-dev")
+    lines = lines[lines.index(next(line for line in lines if " deploy platform-dev --skip-synth " in line)) :]
     assert lines[1].endswith(
         "deploy cdktf.out/slurm/dev/blueprint.yaml -d cdktf.out/slurm/dev/deployment.yaml -o "
         "cdktf.out/slurm/dev/gcluster -w --skip image"
@@ -375,7 +377,7 @@ def test_destroy_removes_the_slurm_cluster_first_and_stops_if_that_fails(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     create, destroy = (c["gcluster"] for c in _calls(tmp_path, "gcluster"))
     assert create[0] == "create" and destroy == ["destroy", "cdktf.out/slurm/dev/gcluster/mlp-dev", "--auto-approve"]
-    assert _calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", "--auto-approve"]
+    assert _calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]
     failed = tmp_path / "failed"
     failed.mkdir()
     refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], failed, GCLUSTER_EXIT="1")
@@ -412,7 +414,9 @@ def test_the_first_apply_waits_until_every_api_answers(tmp_path: Path) -> None:
     assert "not yet usable (enabled recently): compute.googleapis.com, container.googleapis.com" in done.stdout
     assert "not yet usable (enabled recently): container.googleapis.com" in done.stdout
     last_probe = max(i for i, line in enumerate(order) if line.startswith("gcloud ") and "services enable" not in line)
-    assert last_probe < order.index("cdktf deploy platform-dev --auto-approve"), "every API answers before the apply"
+    assert last_probe < order.index("cdktf deploy platform-dev --skip-synth --output <output> --auto-approve"), (
+        "every API answers before the apply"
+    )
 
 
 def test_an_api_that_never_answers_stops_the_deploy_before_the_apply(tmp_path: Path) -> None:
@@ -452,7 +456,7 @@ def test_destroy_deletes_the_gateway_and_waits_for_gke_to_remove_its_load_balanc
         i for i, line in enumerate(order) if line.startswith("kubectl delete httproute,gateway,inferencepool")
     )
     last_list = max(i for i, line in enumerate(order) if line.startswith("gcloud compute"))
-    destroy = order.index("cdktf destroy platform-dev --auto-approve")
+    destroy = order.index("cdktf destroy platform-dev --skip-synth --output <output> --auto-approve")
     assert creds < delete < last_list < destroy
     assert "--dns-endpoint" in order[creds]
     kubeconfig = json.loads((tmp_path / "cloud.json").read_text())["kubeconfig"]
@@ -508,7 +512,11 @@ def test_destroy_deletes_the_load_balancer_services_and_waits_for_their_forwardi
         i for i, line in enumerate(order) if line.startswith("kubectl delete service serve-saxml-http -n ml-serving")
     )
     listed = [i for i, line in enumerate(order) if "service-name" in line and line.startswith("gcloud compute")]
-    assert listed and delete < min(listed) and max(listed) < order.index("cdktf destroy platform-dev --auto-approve")
+    assert (
+        listed
+        and delete < min(listed)
+        and max(listed) < order.index("cdktf destroy platform-dev --skip-synth --output <output> --auto-approve")
+    )
     assert 'description~"service-name\\":\\"ml-serving/serve-saxml-http\\""' in order[listed[0]]
     assert "ml-serving/serve-saxml-http: no load balancer left" in done.stdout
     stuck = tmp_path / "stuck"
@@ -537,7 +545,7 @@ def test_a_crd_a_first_install_left_to_no_release_is_made_the_releases_before_th
         "meta.helm.sh/release-namespace=jobset-system --overwrite"
     )
     assert annotate.split(" KUBECONFIG=")[1], "a temporary kubeconfig, not the caller's"
-    assert label < order.index("cdktf deploy platform-dev --auto-approve")
+    assert label < order.index("cdktf deploy platform-dev --skip-synth --output <output> --auto-approve")
     # Already the release's: nothing to do. Another release's: the deploy stops.
     owned = tmp_path / "owned"
     owned.mkdir()
