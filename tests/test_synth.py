@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.in_process import run_main
 
 
 def _run_app(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m infra` in a child process: the stock import must start from a fresh interpreter."""
     return subprocess.run(
         [sys.executable, "-m", "infra"],
         cwd=tmp_path,
@@ -22,6 +24,13 @@ def _run_app(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
     )
+
+
+def _run_app_here(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m infra` (infra.app.main) in this process, as the child would run it (tests/in_process.py)."""
+    from infra.app import main
+
+    return run_main(main, [], env={**os.environ, **env}, cwd=tmp_path)
 
 
 def test_fast_provider_import_loads_only_the_submodules_used(synth_dir: Path) -> None:
@@ -51,7 +60,7 @@ def test_bad_topology_fails_synth_naming_field_value_and_valid_topologies_and_wr
     previous.mkdir(parents=True)
     (previous / "cdk.tf.json").write_text("{}")
 
-    result = _run_app(tmp_path, PLATFORM_ENVIRONMENTS_DIR=str(envdir))
+    result = _run_app_here(tmp_path, PLATFORM_ENVIRONMENTS_DIR=str(envdir))
 
     assert result.returncode == 2
     assert "slices.train.topology: '3x3'" in result.stderr
@@ -67,7 +76,7 @@ def test_synth_replaces_the_output_directory_whole(tmp_path: Path) -> None:
     review = tmp_path / "cdktf.out" / "review"
     review.mkdir()
     (review / "dev.md").write_text("kept")
-    result = _run_app(tmp_path, PLATFORM_ENVS="dev")
+    result = _run_app_here(tmp_path, PLATFORM_ENVS="dev")
     assert result.returncode == 0, result.stderr
     stacks = sorted(p.name for p in (tmp_path / "cdktf.out" / "stacks").iterdir())
     assert stacks == ["platform-dev"]
