@@ -1,4 +1,4 @@
-"""`make plan`, all or nothing: synthesize every environment, run the policy gate and the rules, write the
+"""`make plan`, all or nothing: synthesize every environment, run the rules and the policy gate, write the
 plan review, and only then put the result in place of the previous `cdktf.out`.
 
 Each step runs as `make <step>` would run it, on a staging copy (`<outdir>.next`). When every step
@@ -37,8 +37,9 @@ def steps(staging: Path, base: Path | None, env: str | None = None) -> list[Step
     only = {"PLATFORM_ENVS": env} if env else {}
     return [
         ("synth", [py, "-m", "infra"], {"CDKTF_OUTDIR": str(staging), **only}),
-        ("policy", [py, "-m", "infra.policy", str(staging / "stacks"), *(["--partial"] if env else [])], only),
+        # The rules before Checkov: a refusal of the rules comes in seconds, and Checkov takes the longest.
         ("rules", [py, "-m", "scripts.rules", str(staging / "stacks")], only),
+        ("policy", [py, "-m", "infra.policy", str(staging / "stacks"), *(["--partial"] if env else [])], only),
         # The Slurm clusters' Cluster Toolkit blueprints, validated against the pinned module interfaces.
         ("slurm", [py, "-m", "scripts.slurm", "write", str(staging)], only),
         # The Vertex AI jobs' requests and the VM groups' bulkInsert requests, held to the client libraries' types.
