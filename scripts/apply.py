@@ -19,7 +19,8 @@ apply when the state changed since it was made (Terraform: "Saved plan is stale"
 
 The digest is of what the plan changes (address, actions, before, after, after_unknown of every change that is not a
 no-op or a read), so two plans of one commit against one state agree. That two real plans agree, and that the
-planner's identity can read what a plan refreshes (Helm release Secrets among it), only a real project shows.
+planner's identity can read what a plan refreshes (Helm's release records among it: ConfigMaps, infra/constructs/
+providers.py HELM_DRIVER), only a real project shows.
 
 Terraform is `terraform` on PATH unless PLATFORM_TERRAFORM names another (tests use a stand-in).
 Exit codes: 0 applied (or planned and passed), 3 blocked by the gate, 4 the plan is not the approved one,

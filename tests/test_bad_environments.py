@@ -88,7 +88,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
     "broken YAML": (
         "yaml",
         _sub("  name: ml-platform-dev\n", "  name: [ml-platform-dev\n"),
-        "line 41, column 18",
+        "line 42, column 18",
         "not valid YAML: expected ',' or ']', but got ':' (while parsing a flow sequence)",
     ),
     # 2. Numbers GCP cannot hold
@@ -782,6 +782,13 @@ ROUND_TWO: dict[str, tuple[str, Edit, str, str, str]] = {
         "serving.llama405b.conversion.identity",
         "serving",
         "runs as an identity of its own, which no server shares",
+    ),
+    "a documentation range as the control plane's authorized network": (
+        "security",
+        _sub("  authorized_networks: []\n", "  authorized_networks: [{name: vpn, cidr: 203.0.113.0/24}]\n"),
+        "network.authorized_networks[0].cidr",
+        "203.0.113.0/24",
+        "a documentation range (TEST-NET-3",
     ),
     "a conversion identity in another namespace": (
         "security",

@@ -172,6 +172,11 @@ def _conversion_grant_on_the_whole_bucket(stack: dict[str, Any]) -> None:
     next(g for k, g in grants.items() if k.startswith("converter_models-objectUser")).pop("condition")
 
 
+def _instance_admin_on_the_project(stack: dict[str, Any]) -> None:
+    grants = of_type(stack, "google_project_iam_member")
+    next(g for g in grants.values() if g["role"] == "roles/compute.instanceAdmin.v1").pop("condition")
+
+
 BAD_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
     "a grant wider than its prefix": (
         _grant_wider_than_its_prefix,
@@ -187,6 +192,11 @@ BAD_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
         _conversion_grant_on_the_whole_bucket,
         "gcs.grant-within-its-prefix",
         "wi-converter writes under maxtext/llama3.1-405b/, maxtext/llama2-70b/ only",
+    ),
+    "an instance admin over the whole project": (
+        _instance_admin_on_the_project,
+        "gce.instance-admin-held-to-its-instances",
+        "roles/compute.instanceAdmin.v1 on the whole project",
     ),
     "a new image by tag": (_image_by_tag, "binauthz.images-pinned-by-digest", "sax-http:v1.0.1"),
     "a privileged container outside the reasoned list": (
@@ -482,3 +492,62 @@ def test_the_plan_review_shows_who_may_do_what_with_its_conditions(stacks: dict[
         "| slurm-mlp-dev-ctl | compute.instanceAdmin.v1 | the project | Instances named mlp-dev-* only "
         "(issue 25, finding 7) |"
     ) in lines
+
+
+# --- low findings ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_load_balancer_and_webhook_ports_open_on_gke_nodes_only(
+    env: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Before the fix: the proxy-only subnet's rule (8000, 9002) and the control plane's webhook rule (9443) named no
+    target, so they opened those ports on every instance of the VPC, the Slurm hosts and the VM groups too."""
+    stack = stacks[env]
+    accounts = {k: a["account_id"] for k, a in of_type(stack, "google_service_account").items()}
+    gke = {
+        f"${{google_service_account.{k}.email}}"
+        for k, a in accounts.items()
+        if a in (f"ml-platform-{env}-nodes", f"ml-platform-{env}-pathways")
+    }
+    rules = {r["name"]: r for r in of_type(stack, "google_compute_firewall").values()}
+    for name in ("ml-platform-proxy-only-to-servers", "ml-platform-control-plane-webhooks"):
+        rule = rules[name]
+        assert set(rule["target_service_accounts"]) == gke, name
+        assert "target_tags" not in rule and "source_tags" not in rule, name
+    # Every allow rule of the platform's VPC names what it opens: a target tag or a target service account (the
+    # GPUDirect networks hold GPU NICs only, each open to its own subnet).
+    for name, rule in rules.items():
+        if rule.get("allow") and str(rule["network"]).startswith("${google_compute_network.network_vpc"):
+            assert rule.get("target_tags") or rule.get("target_service_accounts"), name
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_control_plane_answers_on_its_private_address_when_no_network_is_authorized(
+    env: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Before the fix: the IP endpoint stayed public, its authorized network a documentation range (203.0.113.0/24,
+    TEST-NET-3, which no client comes from). Every tool reaches the cluster through its DNS endpoint."""
+    (cluster,) = of_type(stacks[env], "google_container_cluster").values()
+    assert cluster["private_cluster_config"]["enable_private_endpoint"] is True
+    assert cluster["master_authorized_networks_config"] == {"cidr_blocks": []}
+    assert cluster["control_plane_endpoints_config"] == {"dns_endpoint_config": {"allow_external_traffic": True}}
+
+
+# --- the planner and Helm's release records -----------------------------------------------------------------------
+
+
+def test_helm_keeps_its_release_records_where_the_read_only_planner_may_read_them(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """Refreshing a helm_release reads its release record. Under Helm's default driver the record is a Secret, which
+    the planner (roles/container.viewer) may not list; the Helm provider 3.1.1 then drops the error and plans the
+    release as new (hashicorp/terraform-provider-helm#1716), so the planner's plan of prod never matched the
+    deployer's and the approved apply was refused. In ConfigMaps the planner reads them, and no Secret."""
+    from infra.constructs.bootstrap import PLANNER_ROLES
+
+    for stack in stacks.values():
+        (helm,) = stack["provider"]["helm"]
+        assert helm["helm_driver"] == "configmap"
+    assert "roles/container.viewer" in PLANNER_ROLES
+    assert not [r for r in PLANNER_ROLES if r in ("roles/container.developer", "roles/container.admin")]

@@ -92,7 +92,10 @@ def test_cluster_is_private_hardened_and_runs_ray_and_fuse(
         assert cluster["addons_config"]["ray_operator_config"][0]["enabled"] is True
         assert cluster["addons_config"]["gcs_fuse_csi_driver_config"] == {"enabled": True}
         assert cluster["private_cluster_config"]["enable_private_nodes"] is True
-        assert cluster["master_authorized_networks_config"]["cidr_blocks"]
+        # No network authorized: the IP endpoint answers on its private address alone (issue 25).
+        networks = envs[name].network.authorized_networks
+        assert len(cluster["master_authorized_networks_config"]["cidr_blocks"]) == len(networks)
+        assert cluster["private_cluster_config"]["enable_private_endpoint"] is (not networks)
         assert cluster["datapath_provider"] == "ADVANCED_DATAPATH"
         assert cluster["enable_shielded_nodes"] is True
         assert cluster["remove_default_node_pool"] is True
@@ -177,11 +180,12 @@ def test_kubernetes_and_helm_providers_talk_to_the_stacks_cluster_through_its_dn
     stacks: dict[str, dict[str, Any]],
 ) -> None:
     """The DNS-based endpoint authorizes with IAM, so CI runners outside the authorized networks can deploy
-    (GKE: network isolation, DNS-based endpoint); the IP endpoint stays limited to the authorized networks."""
+    (GKE: network isolation, DNS-based endpoint); the IP endpoint stays limited to the authorized networks (none:
+    private)."""
     for stack in stacks.values():
         cluster_id, cluster = next(iter(of_type(stack, "google_container_cluster").items()))
         assert cluster["control_plane_endpoints_config"] == {"dns_endpoint_config": {"allow_external_traffic": True}}
-        assert cluster["master_authorized_networks_config"]["cidr_blocks"]
+        assert "master_authorized_networks_config" in cluster
         dns = f"google_container_cluster.{cluster_id}.control_plane_endpoints_config[0].dns_endpoint_config[0].endpoint"
         kube = stack["provider"]["kubernetes"][0]
         helm = stack["provider"]["helm"][0]["kubernetes"]

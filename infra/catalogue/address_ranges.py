@@ -41,6 +41,14 @@ PRIVATE_RANGES = tuple(
         "240.0.0.0/4",
     )
 )
+# RFC 5737's documentation ranges: "SHOULD NOT appear on the public Internet" (section 3), so a client never comes
+# from one (a VPC may still number a subnet from them: VALID_RANGES_SOURCE).
+DOCUMENTATION_RANGES = {
+    "TEST-NET-1": ipaddress.ip_network("192.0.2.0/24"),
+    "TEST-NET-2": ipaddress.ip_network("198.51.100.0/24"),
+    "TEST-NET-3": ipaddress.ip_network("203.0.113.0/24"),
+}
+DOCUMENTATION_SOURCE = "https://www.rfc-editor.org/rfc/rfc5737"
 # Addresses of every subnet's primary range that no VM can take.
 SUBNET_RESERVED = 4
 SUBNET_RESERVED_SOURCE = "https://cloud.google.com/vpc/docs/subnets#unusable-ip-addresses-in-every-subnet"

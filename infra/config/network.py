@@ -24,7 +24,10 @@ class Network(Model):
     pods_cidr: Cidr
     services_cidr: Cidr
     master_cidr: Cidr
-    authorized_networks: list[AuthorizedNetwork] = Field(min_length=1)
+    # Networks whose clients may reach the control plane's public IP endpoint. None (the default): the IP endpoint is
+    # private (enable_private_endpoint: reached from the VPC alone), and every tool uses the DNS-based endpoint,
+    # authorized by IAM (infra/constructs/cluster.py).
+    authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list, max_length=50)
     # GPUDirect (A3 High / A3 Mega): each extra NIC gets its own VPC network,
     # with subnet n taking the n-th /24 of this range. Needed once a GPU slice
     # whose machine has extra NICs exists.
@@ -96,6 +99,29 @@ class Network(Model):
                         f"(/{ranges.PROXY_ONLY_RECOMMENDED_PREFIX} recommended) [source: {ranges.PROXY_ONLY_SOURCE}]",
                     )
                 )
+        if problems:
+            raise _CrossReferenceError(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _authorized_networks_exist(self) -> Network:
+        """A documentation range (RFC 5737's TEST-NET-1/2/3) is never routed on the Internet: as an authorized network
+        of the public endpoint it authorizes nobody and reads as if someone were."""
+        problems: list[Problem] = []
+        for i, net in enumerate(self.authorized_networks):
+            network = ipaddress.ip_network(net.cidr)
+            for name, doc in ranges.DOCUMENTATION_RANGES.items():
+                if network.overlaps(doc):
+                    problems.append(
+                        Finding(
+                            ("network", "authorized_networks", i, "cidr"),
+                            net.cidr,
+                            f"a documentation range ({name}, {doc}), which no client on the Internet comes from: "
+                            "name the networks that reach the control plane's public endpoint, or none (the endpoint "
+                            "is then private; tools use the DNS-based endpoint) "
+                            f"[source: {ranges.DOCUMENTATION_SOURCE}]",
+                        )
+                    )
         if problems:
             raise _CrossReferenceError(problems)
         return self

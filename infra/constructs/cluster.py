@@ -66,13 +66,18 @@ class GkeCluster(Construct):
             },
             private_cluster_config={
                 "enable_private_nodes": True,
-                "enable_private_endpoint": False,
+                # With no authorized network, the IP endpoint answers on its private address alone (from the VPC);
+                # master authorized networks stay enabled with no block, as Cluster Toolkit's gke-cluster module
+                # does by default (modules/scheduler/gke-cluster main.tf and variables.tf @ v1.95.0:
+                # enable_private_endpoint true, master_authorized_networks []). Issue 25: the public endpoint
+                # stayed on with a documentation range as its only authorized network.
+                "enable_private_endpoint": not authorized_networks,
                 "master_ipv4_cidr_block": master_cidr,
                 "master_global_access_config": {"enabled": False},
             },
             # The DNS-based control plane endpoint: reachable from anywhere, every call authorized by IAM
             # (container.clusters.connect), so CI runners outside the authorized networks can deploy
-            # through it. The IP endpoint stays limited to `authorized_networks`.
+            # through it. The IP endpoint stays limited to `authorized_networks` (private when there are none).
             # https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation#dns-based_endpoint
             control_plane_endpoints_config={"dns_endpoint_config": {"allow_external_traffic": True}},
             master_authorized_networks_config={

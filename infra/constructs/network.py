@@ -142,10 +142,22 @@ class ControlPlaneWebhooks(Construct):
     tcp:10250 from the control plane range; a webhook served on any other
     port (9443 for JobSet, Kueue and LWS) would time out on every admission
     call. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/firewall-rules
+    The rule opens those ports on the GKE nodes only (`targets`: the node pools' service accounts), not on every
+    instance of the VPC (the Slurm hosts, the VM groups): a rule without a target applies to all of them
+    (https://cloud.google.com/firewall/docs/firewalls#rule_assignment).
     """
 
     def __init__(
-        self, scope: Construct, id_: str, *, project: str, network: str, name: str, master_cidr: str, ports: list[int]
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        network: str,
+        name: str,
+        master_cidr: str,
+        ports: list[int],
+        targets: list[str],
     ) -> None:
         super().__init__(scope, id_)
         firewall = google("compute_firewall")
@@ -158,6 +170,7 @@ class ControlPlaneWebhooks(Construct):
             direction="INGRESS",
             priority=1000,
             source_ranges=[master_cidr],
+            target_service_accounts=targets,
             allow=[firewall.ComputeFirewallAllow(protocol="tcp", ports=[str(p) for p in sorted(set(ports))])],
             log_config={"metadata": "INCLUDE_ALL_METADATA"},
         )
@@ -206,7 +219,8 @@ class ProxyOnlySubnet(Construct):
     Gateway's `gke-l7-rilb`) send from, and the firewall rule that lets them and Google's health checkers reach the
     servers' port: the VPC denies every other ingress, and Envoy-based load balancers need this allow
     (https://cloud.google.com/load-balancing/docs/firewall-rules). No flow logs: the provider refuses them on a
-    REGIONAL_MANAGED_PROXY subnet (its compute_subnetwork docs, 6.50.0)."""
+    REGIONAL_MANAGED_PROXY subnet (its compute_subnetwork docs, 6.50.0). The allow targets the GKE nodes' service
+    accounts (`targets`), where the servers and the endpoint picker run, not every instance of the VPC."""
 
     def __init__(
         self,
@@ -219,6 +233,7 @@ class ProxyOnlySubnet(Construct):
         name: str,
         cidr: str,
         ports: list[int],
+        targets: list[str],
     ) -> None:
         super().__init__(scope, id_)
         self.subnet = google("compute_subnetwork").ComputeSubnetwork(
@@ -242,6 +257,7 @@ class ProxyOnlySubnet(Construct):
             direction="INGRESS",
             priority=1000,
             source_ranges=[cidr, *HEALTH_CHECK_RANGES],
+            target_service_accounts=targets,
             allow=[firewall.ComputeFirewallAllow(protocol="tcp", ports=[str(p) for p in sorted(set(ports))])],
             log_config={"metadata": "INCLUDE_ALL_METADATA"},
         )

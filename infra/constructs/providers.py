@@ -22,6 +22,20 @@ CREDENTIAL_PLUGIN: dict[str, Any] = {
 }
 
 
+# Where Helm keeps each release's record (its values and rendered manifest, one per revision): ConfigMaps in the
+# release's namespace, not Secrets, Helm's default (issue 25). Refreshing a helm_release reads the record, and the
+# read-only planner of pull requests and of prod's approval (roles/container.viewer, infra/constructs/bootstrap.py)
+# may read ConfigMaps but no Secret. Under the Secret driver the Helm provider 3.1.1 drops the refusal and plans the
+# release as new (helm/resource_helm_release.go @ v3.1.1: resourceReleaseExists' error is discarded when the release
+# is not found to exist, and the resource leaves the state; hashicorp/terraform-provider-helm#1716, "always created
+# when provider can't list the secrets in GKE cluster"), so the planner's plan of prod never matched the deployer's.
+# Granting the planner Secrets instead would hand pull-request code every Secret of those namespaces (the vLLM key,
+# all of kube-system's). The records hold nothing secret: Terraform's state holds the same values, and rule
+# helm.release-holds-no-secret-data refuses a chart that renders a Secret with data. The provider's helm_driver
+# (configmap, secret, memory, sql; docs/index.md @ v3.1.1).
+HELM_DRIVER = "configmap"
+
+
 class Providers(Construct):
     """The Google provider, plus Kubernetes and Helm providers that talk to `cluster`.
 
@@ -45,4 +59,6 @@ class Providers(Construct):
         # The Kubernetes provider models exec as a block (a list of one); Helm 3.x as an attribute.
         plugin = kubernetes("provider").KubernetesProviderExec(**CREDENTIAL_PLUGIN)
         kubernetes("provider").KubernetesProvider(self, "kubernetes", host=endpoint, exec=[plugin])
-        helm("provider").HelmProvider(self, "helm", kubernetes={"host": endpoint, "exec": CREDENTIAL_PLUGIN})
+        helm("provider").HelmProvider(
+            self, "helm", kubernetes={"host": endpoint, "exec": CREDENTIAL_PLUGIN}, helm_driver=HELM_DRIVER
+        )

@@ -330,3 +330,37 @@ def _bulk_all_or_nothing(request: dict[str, Any], ctx: Any) -> Iterator[Finding]
     for name in names:
         if not re.match(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", name):
             yield Finding(f"perInstanceProperties.{name}", name, "an RFC 1035 name of at most 63 characters")
+
+
+INSTANCE_ADMIN_ROLES = ("roles/compute.instanceAdmin", "roles/compute.instanceAdmin.v1", "roles/compute.admin")
+
+
+@rule(
+    id="gce.instance-admin-held-to-its-instances",
+    system="Compute Engine IAM",
+    layer="apply",
+    summary=(
+        "A project-wide instance admin grant (the Slurm controller's, which creates and deletes its nodes) carries an "
+        "IAM condition on the names of the instances it manages: without one it can stop, reset or delete every VM "
+        "of the project, GKE's TPU and GPU nodes included (issue 25, finding 7)."
+    ),
+    source=(
+        "https://cloud.google.com/iam/docs/configuring-resource-based-access (grant access to resources by name "
+        "prefix: VM instances); https://cloud.google.com/iam/docs/conditions-attribute-reference (resource.type, "
+        "resource.name, extract())"
+    ),
+    subject="terraform",
+)
+def _instance_admin(stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, grant in resources(stack, "google_project_iam_member"):
+        if grant.get("role") not in INSTANCE_ADMIN_ROLES:
+            continue
+        expression = str((grant.get("condition") or {}).get("expression", ""))
+        if "compute.googleapis.com/Instance" not in expression or ".startsWith(" not in expression:
+            yield Finding(
+                f"{where}.condition",
+                grant.get("condition"),
+                f"{grant.get('role')} on the whole project: hold it to the instances it manages (resource.type != "
+                '"compute.googleapis.com/Instance" || resource.name.extract("/instances/{name}").startsWith('
+                '"<prefix>"))',
+            )

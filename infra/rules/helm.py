@@ -1,5 +1,5 @@
 """Helm releases meeting each other in one apply: a release is applied after the release that installs the
-kinds it renders."""
+kinds it renders; and what a release's record holds."""
 
 from __future__ import annotations
 
@@ -61,4 +61,32 @@ def _after_owner(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator
                 obj.get("apiVersion"),
                 f"release {ctx.name} is not ordered after release {owner}, which installs the kind: "
                 f"its depends_on must reach {addresses[owner]}",
+            )
+
+
+@rule(
+    id="helm.release-holds-no-secret-data",
+    system="Helm / Terraform",
+    layer="apply",
+    summary=(
+        "A chart release renders no Secret with data or stringData: Helm stores every rendered manifest in the "
+        "release's record (ConfigMaps here, which the read-only planner reads) and Terraform stores the values in "
+        "its state. Secrets are made by hand or by their controller and referenced by name (secretKeyRef)."
+    ),
+    source=(
+        "https://helm.sh/docs/topics/advanced/#storage-backends (the release record holds the release, in Secrets by "
+        "default or ConfigMaps with the configmap driver); hashicorp/terraform-provider-helm docs/index.md @ v3.1.1 "
+        "(helm_driver); https://developer.hashicorp.com/terraform/language/state/sensitive-data"
+    ),
+    subject="manifest",
+)
+def _no_secret_data(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    for obj in objects:
+        if obj.get("kind") == "Secret" and (obj.get("data") or obj.get("stringData")):
+            field = "stringData" if obj.get("stringData") else "data"
+            yield Finding(
+                f"{where(obj)}: {field}",
+                sorted(obj.get(field) or {}),
+                "a Secret with data in a chart: its values would be stored in Helm's release record and Terraform's "
+                "state; create the Secret outside the chart and reference it by name",
             )

@@ -108,6 +108,18 @@ class PlatformStack(TerraformStack):
             pods_cidr=env.network.pods_cidr,
             services_cidr=env.network.services_cidr,
         )
+        nodes = NodeServiceAccount(self, "node-identity", project=env.project, account_id=f"{env.cluster.name}-nodes")
+        # Pathways pools use the GCE metadata server: their pods act as this account (see
+        # Environment.pathways_slices), which holds only what those deployments need.
+        pathways_nodes = (
+            NodeServiceAccount(
+                self, "pathways-node-identity", project=env.project, account_id=f"{env.cluster.name}-pathways"
+            )
+            if env.pathways_slices
+            else None
+        )
+        # The GKE nodes' accounts: the firewall rules that open ports for GKE's pods target them alone.
+        gke_nodes = [nodes.email] + ([pathways_nodes.email] if pathways_nodes else [])
         if env.inference_gateway:
             assert env.network.proxy_only_cidr is not None
             ProxyOnlySubnet(
@@ -120,6 +132,7 @@ class PlatformStack(TerraformStack):
                 cidr=env.network.proxy_only_cidr,
                 # The model servers' port (the InferencePool's targetPorts) and the endpoint picker's.
                 ports=[vllm.PORT, upstream.GAIE_EPP_PORT],
+                targets=gke_nodes,
             )
         # (network, subnetwork) of each GPUDirect NIC, as references, so pools follow the networks.
         gpu_nics: list[tuple[str, str]] = []
@@ -134,7 +147,6 @@ class PlatformStack(TerraformStack):
                 subnets=env.network.gpudirect_subnets(env.gpudirect_networks),
             )
             gpu_nics = [(n.name, s.name) for n, s in zip(gpudirect.networks, gpudirect.subnets, strict=True)]
-        nodes = NodeServiceAccount(self, "node-identity", project=env.project, account_id=f"{env.cluster.name}-nodes")
         gke = GkeCluster(
             self,
             "gke",
@@ -174,15 +186,6 @@ class PlatformStack(TerraformStack):
             disk_type=system.disk_type,
             service_account=nodes.email,
             dedicated=False,
-        )
-        # Pathways pools use the GCE metadata server: their pods act as this account (see
-        # Environment.pathways_slices), which holds only what those deployments need.
-        pathways_nodes = (
-            NodeServiceAccount(
-                self, "pathways-node-identity", project=env.project, account_id=f"{env.cluster.name}-pathways"
-            )
-            if env.pathways_slices
-            else None
         )
         self.slice_pools = {
             key: SliceNodePool(
@@ -363,6 +366,7 @@ class PlatformStack(TerraformStack):
                 name=env.network.name,
                 master_cidr=env.network.master_cidr,
                 ports=[CONTROLLERS[name].webhook_port for name in env.release.controllers],
+                targets=gke_nodes,
             )
             controller_needs.append(webhooks.firewall)
         self.controllers = {
