@@ -403,6 +403,13 @@ def _ironwood_without_policy(stack: dict[str, Any]) -> None:
 
 
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    # Before the fix (issue 25, finding 7): the Slurm controller's instanceAdmin on the whole project.
+    "gce.instance-admin-held-to-its-instances": (
+        lambda s: next(
+            g for g in of_type(s, "google_project_iam_member").values() if g["role"] == "roles/compute.instanceAdmin.v1"
+        ).pop("condition"),
+        "roles/compute.instanceAdmin.v1 on the whole project",
+    ),
     # Before the fix (issue 25, finding 7): Vertex AI jobs held objectUser on the whole checkpoints bucket.
     "gcs.grant-within-its-prefix": (
         lambda s: next(g for k, g in of_type(s, "google_storage_bucket_iam_member").items() if "vertex" in k).pop(
@@ -652,6 +659,15 @@ def _pool_selects_workers(objs: list[dict[str, Any]]) -> None:
 
 
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    # Issue 25: Helm's release records are ConfigMaps the read-only planner reads; a Secret with data in a chart would
+    # be stored in one (and in Terraform's state with the values).
+    "helm.release-holds-no-secret-data": (
+        "serve-canary",
+        lambda o: o.append(
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api-key"}, "stringData": {"token": "t"}}
+        ),
+        "a Secret with data in a chart",
+    ),
     # Before the fix (issue 25, finding 3): the privileged host set-up ran ubuntu:24.04 by tag; a new image by tag.
     "binauthz.images-pinned-by-digest": (
         "gpu-networking",
