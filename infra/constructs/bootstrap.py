@@ -52,7 +52,8 @@ BOOTSTRAP_APIS = (
     "cloudresourcemanager.googleapis.com",
 )
 
-# The planner reads: the project's resources and their IAM policies, the cluster's objects (not its Secrets).
+# The planner reads: the project's resources and their IAM policies, the cluster's objects (not its Secrets: Helm's
+# release records, which a plan's refresh reads, are ConfigMaps for that reason, infra/constructs/providers.py).
 PLANNER_ROLES = ("roles/viewer", "roles/iam.securityReviewer", "roles/container.viewer")
 
 # The deployer's project roles, by the resource types of the platform stack they create (tests/test_bootstrap.py
