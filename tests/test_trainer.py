@@ -166,6 +166,9 @@ def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(tmp_path: Path) -
     assert "train-local: training the canary, steps 1-2" in progress[-1]
     assert re.search(r"^train-local: step 2/2, loss [0-9.]+, [0-9.]+ s/step \(\d+ s\)$", progress[-1], re.M)
 
+    # The compiled step is kept beside the checkpoints: the rerun and the worker group Ray restarts load it.
+    assert any((tmp_path / "jax-compilation-cache").iterdir())
+
     second = run("--steps", "3", "--fail-at-step", "3")
     assert (tmp_path / ".failed-at-3").exists(), "the worker was never killed"
     assert (second["start_step"], second["end_step"]) == (2, 5)

@@ -70,6 +70,10 @@ def run_local(
     placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker)
     mesh_shape(placement.devices, **mesh)  # a mesh that does not fit fails here, not in a worker
     started = time.monotonic()
+    # JAX's persistent compilation cache beside the checkpoints (the workers inherit the variable through Ray): a
+    # rerun, and a worker group Ray restarts after a failure, load the compiled step instead of compiling it again.
+    # JAX_COMPILATION_CACHE_DIR, when set, wins.
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(ckpt / "jax-compilation-cache"))
     say(f"starting a local Ray instance for {workers} CPU workers x {devices_per_worker} devices", started)
     local_ray(num_cpus=workers)
     trainer = build_trainer(
