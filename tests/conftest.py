@@ -29,8 +29,7 @@ ENVIRONMENT_NAMES = sorted(p.stem for p in (REPO / "infra" / "environments").glo
 XDIST_GROUPS: dict[str, str] = {
     "test_slurm_local.py": "slurm",
     "test_trainer.py": "ray",
-    "test_server.py": "ray",
-    "test_served_model.py": "ray",
+    "test_server.py": "server",
     "test_vllm.py": "vllm",
     "test_charts.py": "charts",
     "test_chart_scripts.py": "chart-scripts",
