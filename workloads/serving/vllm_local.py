@@ -103,11 +103,16 @@ def request(url: str, *, key: str | None = None, body: dict[str, object] | None 
 
 
 @contextmanager
-def serve(args: list[str], *, api_key: str, workdir: Path, timeout_s: float = 300) -> Iterator[Server]:
+def serve(
+    args: list[str], *, api_key: str, workdir: Path, timeout_s: float = 300, eager: bool = True
+) -> Iterator[Server]:
     """`vllm serve` with `args` (its own --host and --port replaced), the key in VLLM_API_KEY as the chart sets
-    it; waits for /health."""
+    it; waits for /health. `eager` (the tests): no torch.compile; the benchmark passes False."""
     port = _free_port()
     args = [a for a in args if not a.startswith(("--host=", "--port="))] + ["--host=127.0.0.1", f"--port={port}"]
+    # Eager on the CPU: torch.compile's warm-up of even the tiny model takes about 23 s of a 70 s start on two
+    # cores, and compiles what no TPU runs (the TPU image compiles through XLA); what is served is the same.
+    args = [*args, "--enforce-eager"] if eager and "--enforce-eager" not in args else args
     env = {
         **os.environ,
         "VLLM_API_KEY": api_key,
