@@ -50,6 +50,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One persistent JAX compilation cache for every process the tests start (the canary trained by the Slurm,
+    Vertex AI, JobSet and server tests compiles the same step): JAX_COMPILATION_CACHE_DIR, inherited by children.
+    What is compiled is the same; a test compiles it once instead of in every process."""
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "jax-compilation-cache"))
+
+
 @pytest.fixture(scope="session")
 def envs() -> dict[str, Environment]:
     return load_all()

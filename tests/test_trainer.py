@@ -155,7 +155,9 @@ def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(tmp_path: Path) -
     progress: list[str] = []
 
     def run(*extra: str) -> dict:
-        done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=400)
+        # make train-local's own cache beside the checkpoints, not the test session's (tests/conftest.py)
+        env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+        done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=400, env=env)
         assert done.returncode == 0, done.stderr[-4000:]
         progress.append(done.stderr)
         return json.loads(done.stdout.splitlines()[-1])
