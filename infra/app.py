@@ -121,12 +121,16 @@ def main(argv: list[str] | None = None) -> int:
         envs = {k: envs[k] for k in wanted}
     # The cdktf CLI passes its own output directory (synth --hcl, deploy). A first deploy
     # (`make deploy-infra`) sets PLATFORM_OMIT_UNBUILT=1: releases of unbuilt images are left out.
+    # Absolute paths: the jsii runtime (a Node process) resolves a relative one against its own working directory,
+    # which is this process's only when the runtime was started here (not when main runs in a process that had
+    # loaded it elsewhere, as the tests do).
     cli_outdir = os.environ.get("CDKTF_OUTDIR")
+    outdir = Path(cli_outdir or DEFAULT_OUTDIR).absolute()
     omit = os.environ.get("PLATFORM_OMIT_UNBUILT") == "1"
     if cli_outdir:
-        left_out = synth(envs, Path(cli_outdir), omit_unbuilt=omit)
+        left_out = synth(envs, outdir, omit_unbuilt=omit)
     else:
-        left_out = synth_atomically(envs, DEFAULT_OUTDIR, omit_unbuilt=omit)
+        left_out = synth_atomically(envs, outdir, omit_unbuilt=omit)
     for name in envs:
         print(f"synthesized platform-{name}")
         if left_out.get(name):
@@ -134,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cli_outdir:
         # The bootstrap stacks (state buckets, planner and deployer, GitHub federation) beside, in their own folder.
         try:
-            bootstrap = synth_bootstrap(envs, DEFAULT_OUTDIR / "bootstrap")
+            bootstrap = synth_bootstrap(envs, outdir / "bootstrap")
         except SharedStateBucket as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

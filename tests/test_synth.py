@@ -70,7 +70,7 @@ def test_bad_topology_fails_synth_naming_field_value_and_valid_topologies_and_wr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out", "environments"]
 
 
-def test_synth_replaces_the_output_directory_whole(tmp_path: Path) -> None:
+def test_synth_replaces_the_output_directory_whole(tmp_path: Path, synth_dir: Path) -> None:
     stale = tmp_path / "cdktf.out" / "stacks" / "platform-gone"
     stale.mkdir(parents=True)
     review = tmp_path / "cdktf.out" / "review"
@@ -81,6 +81,9 @@ def test_synth_replaces_the_output_directory_whole(tmp_path: Path) -> None:
     stacks = sorted(p.name for p in (tmp_path / "cdktf.out" / "stacks").iterdir())
     assert stacks == ["platform-dev"]
     assert (review / "dev.md").read_text() == "kept"
+    # The bootstrap stacks beside, under this run's working directory (the jsii runtime, started elsewhere by this
+    # test process, resolved the relative cdktf.out/bootstrap against its own: the repository's, or nothing there).
+    assert (tmp_path / "cdktf.out" / "bootstrap" / "stacks" / "bootstrap-dev" / "cdk.tf.json").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "staging directories left behind"
 
 
