@@ -9,8 +9,9 @@ It reports counts per action, every create / update / replace / delete with
 the attributes that changed (and those forcing a replacement), resource drift,
 the accelerator inventory before and after (chips per generation and zone),
 what every node pool costs per hour and per month at its fewest and most nodes
-and what the change does to it (infra/catalogue/prices.py), and a blocking section for any destroy or replacement of a protected stateful
-resource, in every form a plan can express it.
+and what the change does to it (infra/catalogue/prices.py), and a blocking
+section for any destroy or replacement of a protected stateful resource, in
+every form a plan can express it.
 """
 
 from __future__ import annotations
