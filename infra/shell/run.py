@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,6 +127,9 @@ done""",
     "toolbox": "",
     "cos-extensions": "",
 }
+
+# Held while stand-ins are written and a script's process is started (run_script).
+_SPAWN = threading.Lock()
 
 
 # This machine's own commands a script may run for real (on paths under its root): text and file tools only.
@@ -262,31 +266,39 @@ def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="platform-script-") as tmp:
         root = Path(tmp) / "root"
         root.mkdir()
-        used, log, _ = build_root(script, root)
-        runtime = dict(host.env) | dict(script.runtime_env)
-        home = runtime.get("HOME", "/root")
-        path = ":".join(d if d == "." else str(_under(root, d)) for d in host.path)
-        env = {
-            **{k: rooted(v, root, tops_of(script)) if v.startswith("/") else v for k, v in runtime.items()},
-            "PATH": path,
-            "HOME": str(_under(root, home)),
-            "TMPDIR": str(_under(root, "/tmp")),
-            "LANG": "C.UTF-8",
-        }
-        cwd = _under(root, home)
-        cwd.mkdir(parents=True, exist_ok=True)
-        file = Path(tmp) / script.name.rsplit("/", 1)[-1]
-        file.write_text(rooted(script.text, root, tops_of(script)))
-        bash = shutil.which("bash") or "/bin/bash"
-        process = subprocess.Popen(
-            [bash, "-euo", "pipefail", str(file), *script.args],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        # `make plan`'s scripts step runs scripts on threads (scripts/shell.py): a fork on one thread while another
+        # has a stand-in open for writing leaves the child holding it, and exec of that stand-in fails with
+        # ETXTBSY ("Text file busy"; seen once in a full test run). Writing and forking happen under one lock;
+        # Popen returns once its child has exec'd, so no child holds a written file open past it.
+        _SPAWN.acquire()
+        try:
+            used, log, _ = build_root(script, root)
+            runtime = dict(host.env) | dict(script.runtime_env)
+            home = runtime.get("HOME", "/root")
+            path = ":".join(d if d == "." else str(_under(root, d)) for d in host.path)
+            env = {
+                **{k: rooted(v, root, tops_of(script)) if v.startswith("/") else v for k, v in runtime.items()},
+                "PATH": path,
+                "HOME": str(_under(root, home)),
+                "TMPDIR": str(_under(root, "/tmp")),
+                "LANG": "C.UTF-8",
+            }
+            cwd = _under(root, home)
+            cwd.mkdir(parents=True, exist_ok=True)
+            file = Path(tmp) / script.name.rsplit("/", 1)[-1]
+            file.write_text(rooted(script.text, root, tops_of(script)))
+            bash = shutil.which("bash") or "/bin/bash"
+            process = subprocess.Popen(
+                [bash, "-euo", "pipefail", str(file), *script.args],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+        finally:
+            _SPAWN.release()
         try:
             output, _ = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
