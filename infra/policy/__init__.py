@@ -125,18 +125,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stacks_dir, partial = args.stacks, args.partial
     skips = load_skips()
-    result = run_checkov(stacks_dir, skips)
+    # The two gates are two Checkov processes: run side by side (each is most of the policy step's time).
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        terraform = pool.submit(run_checkov, stacks_dir, skips)
+        kubernetes = pool.submit(_kubernetes_checks, stacks_dir)
+        result = terraform.result()
+        releases, k8s_skips, k8s_result = kubernetes.result()
     print(f"policy: {result.passed} checks passed, {len(result.failed)} failed, {len(skips)} skipped with reasons")
     for finding in result.failed:
         print(f"  FAILED {finding}")
     for check_id in [] if partial else result.stale_skips:
         print(f"  STALE SKIP {check_id}: no stack fails it any more; remove it from {SKIPS_FILE}")
     ok = not result.failed if partial else result.ok
-    return 0 if ok and _kubernetes(stacks_dir, partial=partial) else 1
+    k8s_ok = _report_kubernetes(releases, k8s_skips, k8s_result, partial=partial)
+    return 0 if ok and k8s_ok else 1
 
 
-def _kubernetes(stacks_dir: Path, *, partial: bool = False) -> bool:
-    """Checkov's Kubernetes checks on every rendered chart release (issue 25); True when nothing failed."""
+def _kubernetes_checks(stacks_dir: Path) -> tuple[int, list[Any], PolicyResult]:
+    """Checkov's Kubernetes checks on every rendered chart release (issue 25): (releases, skips, result)."""
     import tempfile
 
     from infra.policy.kubernetes import load_kubernetes_skips, run_checkov_kubernetes, write_manifests
@@ -145,6 +153,11 @@ def _kubernetes(stacks_dir: Path, *, partial: bool = False) -> bool:
     with tempfile.TemporaryDirectory(prefix="policy-manifests-") as tmp:
         releases = write_manifests(stacks_dir, Path(tmp))
         result = run_checkov_kubernetes(Path(tmp), skips)
+    return releases, skips, result
+
+
+def _report_kubernetes(releases: int, skips: list[Any], result: PolicyResult, *, partial: bool = False) -> bool:
+    """Print the Kubernetes gate's outcome; True when nothing failed (and, for every stack, no skip is stale)."""
     print(
         f"policy (Kubernetes, {releases} rendered releases): {result.passed} checks passed, {len(result.failed)} "
         f"failed, {len(skips)} skipped with reasons"
