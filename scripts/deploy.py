@@ -33,6 +33,7 @@ CLI's.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -176,22 +177,18 @@ class Synthesized:
 
     def __init__(self, env: Environment, folder: Path, *, omit_unbuilt: bool = False) -> None:
         self.env, self.folder, self.omit_unbuilt = env, folder, omit_unbuilt
-        self._left_out: list[str] | None = None
 
-    @property
+    @functools.cached_property
     def left_out(self) -> list[str]:
-        """The releases left out until their images are built (with omit_unbuilt)."""
-        if self._left_out is None:
-            from infra.app import synth
+        """Synthesizes (once); the releases left out until their images are built (with omit_unbuilt)."""
+        from infra.app import synth
 
-            self._left_out = synth({self.env.name: self.env}, self.folder, omit_unbuilt=self.omit_unbuilt)[
-                self.env.name
-            ]
-        return self._left_out
+        return synth({self.env.name: self.env}, self.folder, omit_unbuilt=self.omit_unbuilt)[self.env.name]
 
     @property
     def stack_dir(self) -> Path:
-        self.left_out  # noqa: B018 - synthesizes on first use
+        """The synthesized stack's folder (synthesized on first use)."""
+        _ = self.left_out
         return self.folder / "stacks" / f"platform-{self.env.name}"
 
     def stack(self) -> dict[str, Any]:
@@ -234,7 +231,7 @@ def deploy(
     with tempfile.TemporaryDirectory(prefix=f"{stack}-") as tmp:
         synthesized = Synthesized(env, Path(tmp), omit_unbuilt=infra_only)
         # Preflight (issue 27): the pinned tools, credentials, APIs, roles and quota, before anything is applied.
-        code = preflight.for_deploy(env, skip_image=skip_image, infra_only=infra_only, stack=synthesized.stack)
+        code = preflight.for_deploy(env, skip_image=skip_image, stack=synthesized.stack)
         if code:
             return code
         if infra_only:

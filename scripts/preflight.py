@@ -593,14 +593,12 @@ def default_transport(credentials: Any) -> Transport:
     return RecordedTransport(Path(recorded)) if recorded else GoogleTransport(credentials)
 
 
-def for_deploy(
-    env: Environment, *, skip_image: bool, infra_only: bool, stack: Callable[[], dict[str, Any]] | None = None
-) -> int:
+def for_deploy(env: Environment, *, skip_image: bool, stack: Callable[[], dict[str, Any]]) -> int:
     """What `make deploy` runs first: every check on the stack it is about to apply (`stack`: the deploy's own
     synth, asked for only when credentials exist); 1 when one failed."""
     results = run(
         env,
-        stack=stack or (lambda: synthesized(env, infra_only=infra_only)),
+        stack=stack,
         transport=default_transport,
         skip_image=skip_image,
         deploy_enables=platform_apis(vertex=env.vertex is not None, inference_gateway=env.inference_gateway),
