@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -90,4 +91,41 @@ def test_a_privileged_container_outside_kube_system_fails_the_kubernetes_checks(
     result = run_checkov_kubernetes(tmp_path, load_kubernetes_skips())
     assert [(f.check_id, f.resource) for f in result.failed if f.check_id == "CKV_K8S_16"] == [
         ("CKV_K8S_16", "Deployment.ml-serving.serve-canary")
+    ]
+
+
+def test_a_network_policy_of_one_stack_does_not_cover_the_pods_of_another(tmp_path: Path) -> None:
+    """Each stack is a cluster of its own: Checkov scans each stack's folder on its own. Scanned as one folder (as
+    `checkov -d` did), the NetworkPolicy of cluster-a satisfied CKV2_K8S_6 for a Pod of cluster-b."""
+    from infra.policy.kubernetes import run_checkov_kubernetes
+
+    (tmp_path / "cluster-a").mkdir()
+    (tmp_path / "cluster-a" / "policy.yaml").write_text(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: allow-web, namespace: web}\n"
+        "spec:\n  podSelector: {matchLabels: {app: web}}\n  policyTypes: [Ingress]\n"
+    )
+    (tmp_path / "cluster-b").mkdir()
+    (tmp_path / "cluster-b" / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: web, labels: {app: web}}\n"
+        "spec:\n  containers: [{name: web, image: 'nginx@sha256:" + "0" * 64 + "'}]\n"
+    )
+    result = run_checkov_kubernetes(tmp_path, [])
+    assert ("CKV2_K8S_6", "cluster-b", "Pod.web.web") in {(f.check_id, f.stack, f.resource) for f in result.failed}
+
+
+def test_many_stacks_are_split_among_checkov_processes_with_every_stack_scanned_once(tmp_path: Path) -> None:
+    """Past STACKS_PER_PROCESS stacks the scan is split among processes; every stack's findings come back once."""
+    from infra import policy
+
+    for i in range(policy.STACKS_PER_PROCESS + 1):
+        (tmp_path / f"cluster-{i:02}").mkdir()
+        (tmp_path / f"cluster-{i:02}" / "pod.yaml").write_text(
+            f"apiVersion: v1\nkind: Pod\nmetadata: {{name: web-{i}, namespace: web}}\n"
+            "spec:\n  containers: [{name: web, image: 'nginx@sha256:" + "0" * 64 + "'}]\n"
+        )
+    reports = policy.checkov_reports(tmp_path, "kubernetes")
+    assert len(reports) == min(2, os.cpu_count() or 1)
+    failed = [c for r in reports for c in r["results"]["failed_checks"] if c["check_id"] == "CKV2_K8S_6"]
+    assert sorted(Path(c["file_path"]).parent.name for c in failed) == [
+        f"cluster-{i:02}" for i in range(policy.STACKS_PER_PROCESS + 1)
     ]

@@ -19,6 +19,9 @@ import yaml
 
 from infra.policy import SKIPS_FILE, Finding, PolicyResult, checkov_reports
 
+# libyaml's dumper where PyYAML has it: hundreds of releases at 32 environments.
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 # Kinds with no namespace (Checkov counts an object without one as in `default`).
 CLUSTER_SCOPED = {"ClusterQueue", "ResourceFlavor", "Namespace", "ClusterRole", "ClusterRoleBinding"}
 
@@ -78,26 +81,43 @@ def _network_policy(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_manifests(stacks_dir: Path, out: Path) -> int:
-    """Write `<out>/<stack>/<release>.yaml` for every local chart release, and the stack's NetworkPolicies;
-    return how many releases were written."""
+def _releases(stack: dict[str, Any], rendered: Path | None) -> dict[str, tuple[str, list[dict[str, Any]]]]:
+    """(namespace, objects) of each local chart release of `stack`, by release name: rendered here, or read from
+    `rendered` (`<outdir>/rendered/<stack>/`, written by the rules step of the same `make plan`)."""
     from infra.rules.run import stack_releases
 
+    if rendered is None:
+        return {name: (release["namespace"], objs) for name, (release, objs) in stack_releases(stack).items()}
+    local = [r for r in (stack.get("resource", {}).get("helm_release") or {}).values() if "repository" not in r]
+    out = {}
+    for release in local:
+        path = rendered / f"{release['name']}.json"
+        if not path.exists():
+            raise RuntimeError(f"{path}: release {release['name']} was not rendered (the rules step writes it)")
+        out[release["name"]] = (release["namespace"], json.loads(path.read_text()))
+    return out
+
+
+def write_manifests(stacks_dir: Path, out: Path, rendered: Path | None = None) -> int:
+    """Write `<out>/<stack>/<release>.yaml` for every local chart release, and the stack's NetworkPolicies;
+    return how many releases were written. With `rendered` (`<outdir>/rendered`), the releases are the ones the
+    rules step rendered, not rendered again."""
     count = 0
     for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
         stack = json.loads(path.read_text())
         folder = out / path.parent.name
         folder.mkdir(parents=True, exist_ok=True)
-        for name, (release, objects) in stack_releases(stack).items():
+        releases = _releases(stack, rendered / path.parent.name if rendered is not None else None)
+        for name, (namespace, objects) in releases.items():
             for obj in objects:
                 if obj.get("kind") not in CLUSTER_SCOPED:
-                    obj.setdefault("metadata", {}).setdefault("namespace", release["namespace"])
-            (folder / f"{name}.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False))
+                    obj.setdefault("metadata", {}).setdefault("namespace", namespace)
+            (folder / f"{name}.yaml").write_text(yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False))
             count += 1
         policies = (stack.get("resource", {}).get("kubernetes_network_policy_v1") or {}).values()
         if policies:
             (folder / "network-policies.yaml").write_text(
-                yaml.safe_dump_all([_network_policy(p) for p in policies], sort_keys=False)
+                yaml.dump_all([_network_policy(p) for p in policies], Dumper=_Dumper, sort_keys=False)
             )
     return count
 
