@@ -10,6 +10,11 @@ PLATFORM_ENVS=NAME, and only its parts of the staging copy (its stack, review, b
 rendered releases and placement) replace its parts of `<outdir>`; the other environments' output and reviews stay
 exactly as they were. Skips no planned stack needs are then not stale (the other stacks may need them).
 
+Steps that do not read each other's output run side by side (`NEEDS`): the Slurm, Vertex AI and VM steps, which
+read only the environment files, beside the synth; the policy gate beside the scripts step, both after the rules.
+Each step's output is held and printed whole, in the steps' order. The environment files are loaded and checked
+once before any step starts, so a bad file is refused once, by name, and no step is started for it.
+
 Exit codes: 0 every step passed; otherwise the failing step's own code (2 a bad environment file or
 usage, 1 a policy or rule violation or a refused blueprint, 3 a review that blocks a destroy or replacement).
 """
@@ -17,14 +22,19 @@ usage, 1 a policy or rule violation or a refused blueprint, 3 a review that bloc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 Step = tuple[str, list[str], dict[str, str]]
 
@@ -39,7 +49,12 @@ def steps(staging: Path, base: Path | None, env: str | None = None) -> list[Step
         ("synth", [py, "-m", "infra"], {"CDKTF_OUTDIR": str(staging), **only}),
         # The rules before Checkov: a refusal of the rules comes in seconds, and Checkov takes the longest.
         ("rules", [py, "-m", "scripts.rules", str(staging / "stacks")], only),
-        ("policy", [py, "-m", "infra.policy", str(staging / "stacks"), *(["--partial"] if env else [])], only),
+        (
+            "policy",
+            [py, "-m", "infra.policy", str(staging / "stacks"), "--rendered", str(staging / "rendered")]
+            + (["--partial"] if env else []),
+            only,
+        ),
         # The Slurm clusters' Cluster Toolkit blueprints, validated against the pinned module interfaces.
         ("slurm", [py, "-m", "scripts.slurm", "write", str(staging)], only),
         # The Vertex AI jobs' requests and the VM groups' bulkInsert requests, held to the client libraries' types.
@@ -95,6 +110,127 @@ def _replace(source: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+# What each step reads of the others' output: it starts when those have passed. A step not named here (review, or
+# any step of a list given to run_plan) waits for every step before it. Slurm, Vertex AI and VMs read only the
+# environment files; the policy gate and the scripts step read the synthesized stacks and the releases the rules
+# step rendered; the rules come before Checkov so that a refusal of the rules comes in seconds.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "synth": (),
+    "slurm": (),
+    "vertex": (),
+    "vms": (),
+    "rules": ("synth",),
+    "policy": ("rules",),
+    "scripts": ("rules",),
+}
+
+
+@dataclass
+class _Step:
+    name: str
+    argv: list[str]
+    extra: dict[str, str]
+    needs: list[str]
+    process: subprocess.Popen[bytes] | None = None
+    out: IO[bytes] | None = None
+    err: IO[bytes] | None = None
+    began: float = 0.0
+    took: float = 0.0
+    code: int | None = None  # its exit code once it ended by itself
+    stopped: bool = False  # stopped because another step failed
+
+    def show(self) -> None:
+        """Print its output whole: its heading, then what it wrote to stdout and to stderr."""
+        if self.stopped:
+            print(f"plan: {self.name} stopped (a step beside it failed)", file=sys.stderr, flush=True)
+            return
+        print(f"plan: {self.name} ({self.began:.0f} s, took {self.took:.0f} s)", file=sys.stderr, flush=True)
+        for mine, stream in ((self.out, sys.stdout), (self.err, sys.stderr)):
+            assert mine is not None
+            mine.seek(0)
+            stream.buffer.write(mine.read())
+            stream.flush()
+
+
+def _needs(planned: Sequence[Step], i: int) -> list[str]:
+    name = planned[i][0]
+    names = {n for n, _, _ in planned}
+    return [n for n in NEEDS[name] if n in names] if name in NEEDS else [n for n, _, _ in planned[:i]]
+
+
+def _stop(steps: list[_Step]) -> None:
+    """Stop these running steps, with whatever each started (each runs in a session of its own)."""
+    for step in steps:
+        assert step.process is not None
+        step.stopped = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(step.process.pid, signal.SIGTERM)
+    for step in steps:
+        assert step.process is not None
+        try:
+            step.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(step.process.pid, signal.SIGKILL)
+            step.process.wait()
+
+
+def _wait_any(running: list[_Step]) -> _Step:
+    """A running step that has ended (waits for one)."""
+    while True:
+        for step in running:
+            assert step.process is not None
+            if step.process.poll() is not None:
+                return step
+        time.sleep(0.05)
+
+
+def _run_steps(planned: Sequence[Step], started: float) -> tuple[str, int] | None:
+    """Run the steps, side by side where NEEDS allows (as many at a time as there are cores, two at least),
+    printing each one's output whole in the steps' order. Once a step fails no step starts, and the ones running
+    are stopped. Returns (name, exit code) of the first step, in the steps' order, that failed; None if all passed."""
+    steps = [_Step(name, list(argv), extra, _needs(planned, i)) for i, (name, argv, extra) in enumerate(planned)]
+    by_name = {step.name: step for step in steps}
+    limit = max(2, os.cpu_count() or 2)
+    shown = 0
+    running: list[_Step] = []
+    with contextlib.ExitStack() as files:
+        try:
+            while True:
+                failed = any(step.code not in (None, 0) for step in steps)
+                for step in steps:
+                    ready = all(by_name[n].code == 0 for n in step.needs)
+                    if not failed and step.process is None and ready and len(running) < limit:
+                        step.out = files.enter_context(tempfile.TemporaryFile())
+                        step.err = files.enter_context(tempfile.TemporaryFile())
+                        step.began = time.monotonic() - started
+                        env = {**os.environ, **step.extra}
+                        step.process = subprocess.Popen(
+                            step.argv, env=env, stdout=step.out, stderr=step.err, start_new_session=True
+                        )
+                        running.append(step)
+                if not running:
+                    break
+                ended = _wait_any(running)
+                running.remove(ended)
+                ended.code = ended.process.returncode if ended.process is not None else None
+                ended.took = time.monotonic() - started - ended.began
+                if ended.code != 0:
+                    _stop(running)
+                    running.clear()
+                while shown < len(steps) and steps[shown].code is not None:
+                    steps[shown].show()
+                    shown += 1
+        finally:
+            _stop(running)
+        # After a failure: the steps that ended or were stopped and are not shown yet (a failed step may have come
+        # after one that was stopped).
+        for step in steps[shown:]:
+            if step.code is not None or step.stopped:
+                step.show()
+    return next(((s.name, s.code) for s in steps if s.code is not None and s.code != 0), None)
+
+
 def run_plan(
     outdir: Path, planned: Sequence[Step] | None = None, *, base: Path | None = None, env: str | None = None
 ) -> int:
@@ -106,17 +242,16 @@ def run_plan(
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     started = time.monotonic()
-    for name, argv, extra in planned if planned is not None else steps(staging, base, env):
-        print(f"plan: {name} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
-        code = subprocess.run(argv, env={**os.environ, **extra}).returncode
-        if code != 0:
-            _replace(staging, failed)
-            kept = f"{outdir} is unchanged" if outdir.exists() else f"{outdir} was not written"
-            print(
-                f"error: make plan failed at `{name}` (exit {code}): {kept}; the refused output is in {failed}",
-                file=sys.stderr,
-            )
-            return code
+    refused = _run_steps(planned if planned is not None else steps(staging, base, env), started)
+    if refused is not None:
+        name, code = refused
+        _replace(staging, failed)
+        kept = f"{outdir} is unchanged" if outdir.exists() else f"{outdir} was not written"
+        print(
+            f"error: make plan failed at `{name}` (exit {code}): {kept}; the refused output is in {failed}",
+            file=sys.stderr,
+        )
+        return code
     _replace(_merged(staging, outdir, env) if env else staging, outdir)
     shutil.rmtree(failed, ignore_errors=True)
     written = (
@@ -146,6 +281,17 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+    # Every environment file loaded and checked once, before any step: a bad file is refused here, by name, and
+    # not by each of the steps that would start side by side.
+    from infra.config import ConfigError, environments_dir
+    from infra.load import load_planned
+
+    try:
+        load_planned(environments_dir())
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        print(f"error: make plan refused the environment files; {args.outdir} is unchanged", file=sys.stderr)
+        return 2
     return run_plan(args.outdir, base=args.base, env=args.env)
 
 

@@ -35,13 +35,15 @@ def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], in
 
     failures: list[str] = []
     used: dict[str, str] = {}
-    for label, findings in shellcheck(scripts).items():
-        failures += [f"{label}: ShellCheck: {finding}" for finding in findings]
-    # A script that two environments generate alike (everything but the environment's name) runs once; the runs are
-    # separate processes, several at a time.
+    # A script that two environments generate alike (everything but the environment's name) runs once. ShellCheck
+    # (one process) and the runs (each a separate process, several at a time) go side by side: the threads mostly
+    # wait on their processes, so there are more of them than cores.
     unique = {dataclasses.replace(s, env=""): s for s in scripts}
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+    with ThreadPoolExecutor(max_workers=2 * max(2, os.cpu_count() or 2)) as pool:
+        linted = pool.submit(shellcheck, scripts)
         outcomes = dict(zip(unique, pool.map(run_script, unique.values()), strict=True))
+        for label, findings in linted.result().items():
+            failures += [f"{label}: ShellCheck: {finding}" for finding in findings]
     for script in scripts:
         outcome = outcomes[dataclasses.replace(script, env="")]
         used.update(outcome.pinned)

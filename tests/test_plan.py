@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,64 @@ def test_the_real_synth_and_review_of_one_environment_leave_the_other_review(tmp
     assert (outdir / "stacks" / "platform-prod" / "cdk.tf.json").read_text() == "{}"
     assert (outdir / "review" / "dev.md").read_text().startswith("#")
     assert json.loads((outdir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())["resource"]
+
+
+def _py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_steps_that_do_not_read_each_other_run_side_by_side_and_print_in_order(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The Slurm step reads only the environment files: it runs beside the synth. The synth here passes only if it
+    sees the Slurm step's file while it waits, which it cannot if the steps ran one after the other; the output
+    still reads in the steps' order."""
+    marker = tmp_path / "slurm-ran"
+    planned = [
+        (
+            "synth",
+            _py(
+                "import pathlib, sys, time\n"
+                f"p = pathlib.Path({str(marker)!r})\n"
+                "for _ in range(200):\n"
+                "    if p.exists(): print('synth saw slurm'); sys.exit(0)\n"
+                "    time.sleep(0.05)\n"
+                "sys.exit(1)\n"
+            ),
+            {},
+        ),
+        ("slurm", _py(f"import pathlib; pathlib.Path({str(marker)!r}).touch(); print('slurm wrote')"), {}),
+    ]
+    assert run_plan(tmp_path / "cdktf.out", planned) == 0
+    out = capfd.readouterr().out
+    assert out.index("synth saw slurm") < out.index("slurm wrote")
+
+
+def test_a_failed_step_stops_the_steps_beside_it_and_starts_no_other(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    late, never = tmp_path / "slurm-finished", tmp_path / "rules-ran"
+    planned = [
+        ("synth", _py("import sys, time; time.sleep(0.5); print('bad file', file=sys.stderr); sys.exit(2)"), {}),
+        ("slurm", _py(f"import pathlib, time; time.sleep(30); pathlib.Path({str(late)!r}).touch()"), {}),
+        ("rules", _py(f"import pathlib; pathlib.Path({str(never)!r}).touch()"), {}),
+    ]
+    assert run_plan(tmp_path / "cdktf.out", planned) == 2
+    err = capfd.readouterr().err
+    assert "bad file" in err and "plan: slurm stopped" in err and "make plan failed at `synth` (exit 2)" in err
+    assert not never.exists()
+    time.sleep(0.5)  # a step left running would still be sleeping: it must be gone, not finish later
+    assert not late.exists()
+
+
+def test_a_bad_environment_file_is_refused_once_before_any_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    environments = tmp_path / "environments"
+    environments.mkdir()
+    (environments / "dev.yaml").write_text("name: dev\nproject: [not, a, project]\n")
+    monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(environments))
+    assert main(["--outdir", str(tmp_path / "cdktf.out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count(str(environments / "dev.yaml")) >= 1 and "plan: " not in err
+    assert not (tmp_path / "cdktf.out").exists() and not (tmp_path / "cdktf.out.next").exists()
