@@ -1,6 +1,6 @@
 """Checkov's runners on each stack's folder on its own, in one process: run by Checkov's Python (`.venv-policy`).
 
-`python infra/policy/checkov_scan.py FRAMEWORK DIR...` prints one JSON document on stdout, shaped as `checkov -o json`
+`python infra/policy/checkov_scan.py FRAMEWORK DIR...` (the policy gate runs it with Checkov's Python) prints one JSON document on stdout, shaped as `checkov -o json`
 prints one report: `[{"check_type", "results": {"passed_checks", "failed_checks"}}]`, each check as
 `{"check_id", "check_name", "file_path" (absolute), "resource"}`.
 
@@ -29,8 +29,6 @@ def scan(framework: str, folders: list[str]) -> dict[str, object]:
     from checkov.terraform_json.runner import TerraformJsonRunner
 
     runners = {"kubernetes": KubernetesRunner, "terraform_json": TerraformJsonRunner}
-    if framework not in runners:
-        raise SystemExit(f"checkov_scan: framework {framework!r}: one of {', '.join(sorted(runners))}")
     passed: list[dict[str, str]] = []
     failed: list[dict[str, str]] = []
     for folder in folders:
@@ -48,7 +46,20 @@ def scan(framework: str, folders: list[str]) -> dict[str, object]:
     return {"check_type": framework, "results": {"passed_checks": passed, "failed_checks": failed}}
 
 
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.policy.checkov_scan",
+        description="Checkov's runners on each folder on its own, in one process; one JSON report on stdout.",
+        epilog="Exit codes: 0 the report was printed (failed checks are in it), 2 usage. Run it with Checkov's Python.",
+    )
+    parser.add_argument("framework", choices=["kubernetes", "terraform_json"])
+    parser.add_argument("folders", nargs="+", help="each stack's folder")
+    args = parser.parse_args(argv)
+    json.dump([scan(args.framework, args.folders)], sys.stdout)
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        raise SystemExit("usage: checkov_scan.py FRAMEWORK DIR...")
-    json.dump([scan(sys.argv[1], sys.argv[2:])], sys.stdout)
+    sys.exit(main())
