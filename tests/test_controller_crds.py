@@ -41,6 +41,10 @@ def _git(repo: Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True).stdout
 
 
+# libyaml's loader: the CRDs these tests read again and again are megabytes of YAML (the same documents).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _chart(controller: str, version: str, tmp: Path) -> Path:
     """The chart directory at the version's tag, extracted from the repository."""
     repo = _mirror(controller)
@@ -76,7 +80,7 @@ def _pinned_cache(controller: str, version: str, tmp: Path) -> Path:
 
 
 def _objects(manifests: str) -> dict[tuple[str, str], dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all(manifests) if d]
+    docs = [d for d in yaml.load_all(manifests, Loader=_LOADER) if d]
     return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 
 
@@ -118,7 +122,7 @@ class Helm:
 
 
 def _crds_dir(chart: Path) -> list[dict[str, Any]]:
-    return [yaml.safe_load(p.read_text()) for p in sorted((chart / "crds").glob("*.yaml"))]
+    return [yaml.load(p.read_text(), Loader=_LOADER) for p in sorted((chart / "crds").glob("*.yaml"))]
 
 
 # --- the pins --------------------------------------------------------------------------------------------------
@@ -289,7 +293,8 @@ def test_an_lws_bump_without_the_post_renderer_deletes_its_crd_and_with_it_keeps
     assert _kept(platform.crds[name])
     second = render(_rendered(new, "lws", "lws-system"), "lws", "0.8.0", cache)
     platform.upgrade(second)
-    pinned = yaml.safe_load(_git(_mirror("lws"), "show", f"v0.8.0:{CRD_SETS[('lws', '0.8.0')].files[0].path}"))
+    pinned_path = CRD_SETS[("lws", "0.8.0")].files[0].path
+    pinned = yaml.load(_git(_mirror("lws"), "show", f"v0.8.0:{pinned_path}"), Loader=_LOADER)
     assert platform.crds[name]["spec"] == pinned["spec"], "upgraded to 0.8.0's pinned schema"
     assert _kept(platform.crds[name])
     platform.uninstall()
