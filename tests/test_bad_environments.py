@@ -19,7 +19,9 @@ import pytest
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError
 from infra.load import load_all, load_environment
+from scripts.plan import main as plan_main
 from tests.conftest import REPO
+from tests.in_process import run_main
 
 DEV = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
 Edit = Callable[[str], str | bytes]
@@ -480,12 +482,13 @@ def test_make_plan_refuses_a_bad_edit_and_leaves_cdktf_out_unchanged(case: str, 
     out = tmp_path / "cdktf.out"
     (out / "review").mkdir(parents=True)
     (out / "review" / "dev.md").write_text("the last good review")
-    done = subprocess.run(
-        ["make", "--no-print-directory", "plan", f"OUT={out}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    # `make plan`'s command in this process (its steps are still processes); the round-two groups below run
+    # `make plan` itself.
+    done = run_main(
+        plan_main,
+        ["--outdir", str(out)],
         env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+        cwd=REPO,
     )
     assert done.returncode != 0
     assert "Traceback" not in done.stdout + done.stderr
