@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -372,3 +373,27 @@ def test_the_metadata_server_and_hostname_stand_ins_read_the_files_a_script_is_g
     )
     outcome = run_script(script)
     assert outcome.ok and "a,b on b" in outcome.output, outcome.summary()
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [(0, "/dev/shm"), (os.ST_NOEXEC, None), (os.ST_RDONLY, None)],
+    ids=["writable and executable", "noexec", "read-only"],
+)
+def test_the_scripts_roots_go_to_dev_shm_only_where_its_stand_ins_can_run(
+    flags: int, expected: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The roots hold the stand-ins the scripts execute: a /dev/shm mounted noexec (as hardened hosts mount it) or
+    read-only would fail every script, so they go to the default temporary folder there."""
+    from infra.shell import run
+
+    class Mount:
+        f_flag = flags
+
+    monkeypatch.setattr(run.os, "statvfs", lambda path: Mount())
+    monkeypatch.setattr(run.os, "access", lambda path, mode: True)
+    run.scratch.cache_clear()
+    try:
+        assert run.scratch() == expected
+    finally:
+        run.scratch.cache_clear()
