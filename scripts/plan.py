@@ -10,8 +10,9 @@ PLATFORM_ENVS=NAME, and only its parts of the staging copy (its stack, review, b
 rendered releases and placement) replace its parts of `<outdir>`; the other environments' output and reviews stay
 exactly as they were. Skips no planned stack needs are then not stale (the other stacks may need them).
 
-Steps that do not read each other's output run side by side (`NEEDS`): the Slurm, Vertex AI and VM steps, which
-read only the environment files, beside the synth; the policy gate beside the scripts step, both after the rules.
+Steps that do not read each other's output run side by side (`NEEDS`): the Slurm, Vertex AI and VM steps and the
+scripts generated from the environment files, which read only those files, beside the synth; the policy gate beside
+the charts' scripts, both after the rules.
 Each step's output is held and printed whole, in the steps' order. The environment files are loaded and checked
 once before any step starts, so a bad file is refused once, by name, and no step is started for it.
 
@@ -60,8 +61,10 @@ def steps(staging: Path, base: Path | None, env: str | None = None) -> list[Step
         # The Vertex AI jobs' requests and the VM groups' bulkInsert requests, held to the client libraries' types.
         ("vertex", [py, "-m", "scripts.vertex", "write", str(staging)], only),
         ("vms", [py, "-m", "scripts.vms", "write", str(staging)], only),
-        # Every generated shell script: ShellCheck, bash -euo pipefail against its host's facts, the host rules.
-        ("scripts", [py, "-m", "scripts.shell", "check", str(staging)], only),
+        # Every generated shell script: ShellCheck, bash -euo pipefail against its host's facts, the host rules; those
+        # generated from the environment files, then the charts' (from the releases the rules step rendered).
+        ("scripts", [py, "-m", "scripts.shell", "check", str(staging), "--part", "generated"], only),
+        ("chart-scripts", [py, "-m", "scripts.shell", "check", str(staging), "--part", "charts"], only),
         ("review", review, only),  # its paths name the staging copy; the final ones are printed at the end
     ]
 
@@ -111,17 +114,19 @@ def _replace(source: Path, target: Path) -> None:
 
 
 # What each step reads of the others' output: it starts when those have passed. A step not named here (review, or
-# any step of a list given to run_plan) waits for every step before it. Slurm, Vertex AI and VMs read only the
-# environment files; the policy gate and the scripts step read the synthesized stacks and the releases the rules
-# step rendered; the rules come before Checkov so that a refusal of the rules comes in seconds.
+# any step of a list given to run_plan) waits for every step before it. Slurm, Vertex AI, VMs and the scripts
+# generated from the environment files read only those files; the policy gate and the charts' scripts read the
+# synthesized stacks and the releases the rules step rendered; the rules come before Checkov so that a refusal of
+# the rules comes in seconds.
 NEEDS: dict[str, tuple[str, ...]] = {
     "synth": (),
     "slurm": (),
     "vertex": (),
     "vms": (),
+    "scripts": (),
     "rules": ("synth",),
     "policy": ("rules",),
-    "scripts": ("rules",),
+    "chart-scripts": ("rules",),
 }
 
 

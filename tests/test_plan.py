@@ -51,7 +51,7 @@ def test_make_plan_runs_every_step_into_the_staging_copy(tmp_path: Path) -> None
     staging = tmp_path / "cdktf.out.next"
     planned = steps(staging, base=None)
     names = [name for name, _, _ in planned]
-    assert names == ["synth", "rules", "policy", "slurm", "vertex", "vms", "scripts", "review"]
+    assert names == ["synth", "rules", "policy", "slurm", "vertex", "vms", "scripts", "chart-scripts", "review"]
     assert planned[0][2] == {"CDKTF_OUTDIR": str(staging)}
     assert all(str(staging) in " ".join(argv) for _, argv, _ in planned[1:])
 

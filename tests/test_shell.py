@@ -247,8 +247,10 @@ def test_what_lifts_a_hosts_fact_is_accepted(monkeypatch: pytest.MonkeyPatch) ->
 def test_make_plan_runs_the_scripts_step(tmp_path: Path) -> None:
     from scripts.plan import steps
 
-    (scripts_step,) = [argv for name, argv, _ in steps(tmp_path, base=None) if name == "scripts"]
-    assert scripts_step[1:] == ["-m", "scripts.shell", "check", str(tmp_path)]
+    planned = {name: argv[1:] for name, argv, _ in steps(tmp_path, base=None)}
+    # The scripts generated from the environment files beside the synth; the charts' once the rules rendered them.
+    assert planned["scripts"] == ["-m", "scripts.shell", "check", str(tmp_path), "--part", "generated"]
+    assert planned["chart-scripts"] == ["-m", "scripts.shell", "check", str(tmp_path), "--part", "charts"]
 
 
 @pytest.mark.parametrize("name", ["dev", "prod"])

@@ -359,6 +359,8 @@ def shellcheck(scripts: list[GeneratedScript]) -> dict[str, list[str]]:
     pinned_binary = Path(sys.executable).parent / "shellcheck"
     binary = str(pinned_binary) if pinned_binary.is_file() else (shutil.which("shellcheck") or "shellcheck")
     found: dict[str, list[str]] = {s.label: [] for s in scripts}
+    if not scripts:
+        return found  # ShellCheck with no file reads its standard input
     with tempfile.TemporaryDirectory(prefix="platform-shellcheck-", dir=scratch()) as tmp:
         files: dict[str, GeneratedScript] = {}
         for i, script in enumerate(scripts):
