@@ -1,7 +1,8 @@
 """Checkov's runners on each stack's folder on its own, in one process: run by Checkov's Python (`.venv-policy`).
 
-`python infra/policy/checkov_scan.py FRAMEWORK DIR...` (the policy gate runs it with Checkov's Python) prints one JSON document on stdout, shaped as `checkov -o json`
-prints one report: `[{"check_type", "results": {"passed_checks", "failed_checks"}}]`, each check as
+`python infra/policy/checkov_scan.py FRAMEWORK DIR...` (the policy gate runs it with Checkov's Python) prints one
+JSON document on stdout, shaped as `checkov -o json` prints one report:
+`[{"check_type", "results": {"passed_checks", "failed_checks"}}]`, each check as
 `{"check_id", "check_name", "file_path" (absolute), "resource"}`.
 
 Why not `checkov -d <all stacks>`: Checkov builds one graph of everything under the folder it is given. For
