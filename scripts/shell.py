@@ -4,7 +4,8 @@
                       with `set -euo pipefail` against its host's facts (stand-ins only for cloud and host commands,
                       the real pinned files it sources where fetched), and held to the host rules
                       (infra/rules/host_scripts.py); with <outdir>, the scripts are written to <outdir>/scripts/<env>/
-                      (`make plan` runs this)
+                      and the charts' scripts (from <outdir>/rendered) are checked too; `--part generated|charts`
+                      checks one of the two (`make plan` runs them as two steps)
     list              each environment's scripts and their hosts
     fetch             download the pinned upstream files scripts source into .cache/pinned-scripts (sha256 verified)
 
