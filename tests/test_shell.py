@@ -378,19 +378,21 @@ def test_the_metadata_server_and_hostname_stand_ins_read_the_files_a_script_is_g
 
 
 @pytest.mark.parametrize(
-    ("flags", "expected"),
-    [(0, "/dev/shm"), (os.ST_NOEXEC, None), (os.ST_RDONLY, None)],
-    ids=["writable and executable", "noexec", "read-only"],
+    ("flags", "free_mib", "expected"),
+    [(0, 1024, "/dev/shm"), (os.ST_NOEXEC, 1024, None), (os.ST_RDONLY, 1024, None), (0, 64, None)],
+    ids=["writable and executable", "noexec", "read-only", "a container's 64 MiB"],
 )
 def test_the_scripts_roots_go_to_dev_shm_only_where_its_stand_ins_can_run(
-    flags: int, expected: str | None, monkeypatch: pytest.MonkeyPatch
+    flags: int, free_mib: int, expected: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The roots hold the stand-ins the scripts execute: a /dev/shm mounted noexec (as hardened hosts mount it) or
-    read-only would fail every script, so they go to the default temporary folder there."""
+    """The roots hold the stand-ins the scripts execute: a /dev/shm mounted noexec (as hardened hosts mount it),
+    read-only or nearly full would fail every script, so they go to the default temporary folder there."""
     from infra.shell import run
 
     class Mount:
         f_flag = flags
+        f_frsize = 4096
+        f_bavail = free_mib * 256
 
     monkeypatch.setattr(run.os, "statvfs", lambda path: Mount())
     monkeypatch.setattr(run.os, "access", lambda path, mode: True)

@@ -164,6 +164,10 @@ class _ForkLock:
 _FORK = _ForkLock()
 
 
+# What /dev/shm must have free to take the scripts' roots (a few MiB at a time).
+_SHM_ROOM = 256 * 2**20
+
+
 @cache
 def scratch() -> str | None:
     """Where the scripts' roots are made: /dev/shm (memory) where it is mounted writable and executable (the roots
@@ -172,11 +176,13 @@ def scratch() -> str | None:
     26 s on /tmp, 19 s on /dev/shm)."""
     shm = "/dev/shm"
     try:
-        flags = os.statvfs(shm).f_flag
+        mount = os.statvfs(shm)
     except OSError:
         return None
-    writable = not flags & os.ST_RDONLY and os.access(shm, os.W_OK | os.X_OK)
-    return shm if writable and not flags & os.ST_NOEXEC else None
+    writable = not mount.f_flag & os.ST_RDONLY and os.access(shm, os.W_OK | os.X_OK)
+    # Room to spare: a container's /dev/shm may be 64 MiB, shared with Ray's object store.
+    room = mount.f_bavail * mount.f_frsize >= _SHM_ROOM
+    return shm if writable and room and not mount.f_flag & os.ST_NOEXEC else None
 
 
 # This machine's own commands a script may run for real (on paths under its root): text and file tools only.
