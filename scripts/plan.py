@@ -218,7 +218,8 @@ def _run_steps(planned: Sequence[Step], started: float) -> tuple[str, int] | Non
                     break
                 ended = _wait_any(running)
                 running.remove(ended)
-                ended.code = ended.process.returncode if ended.process is not None else None
+                assert ended.process is not None
+                ended.code = ended.process.returncode
                 ended.took = time.monotonic() - started - ended.began
                 if ended.code != 0:
                     _stop(running)

@@ -83,24 +83,25 @@ def checkov_reports(directory: Path, framework: str) -> list[dict[str, Any]]:
     stack's folder (`directory/<stack>/`) scanned on its own (see checkov_scan.py for why)."""
     folders = sorted(str(p) for p in directory.iterdir() if p.is_dir()) or [str(directory)]
     count = max(1, min(os.cpu_count() or 1, -(-len(folders) // STACKS_PER_PROCESS)))
+    python = _checkov_python()
     processes = [
         subprocess.Popen(
-            [_checkov_python(), str(SCAN), framework, *folders[i::count]],
+            [python, str(SCAN), framework, *folders[i::count]],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for i in range(count)
     ]
+    # Every process waited for before any output is judged: none is left running behind an error.
+    outputs = [process.communicate() for process in processes]
     reports: list[dict[str, Any]] = []
-    for process in processes:
-        stdout, stderr = process.communicate()
+    for stdout, stderr in outputs:
         try:
             reports += json.loads(stdout)
         except json.JSONDecodeError:
-            raise RuntimeError(
-                f"checkov did not produce a report (exit {process.returncode}):\n{stderr[-2000:]}"
-            ) from None
+            codes = ", ".join(str(p.returncode) for p in processes)
+            raise RuntimeError(f"checkov did not produce a report (exits {codes}):\n{stderr[-2000:]}") from None
     return reports
 
 

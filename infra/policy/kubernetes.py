@@ -84,13 +84,12 @@ def _network_policy(body: dict[str, Any]) -> dict[str, Any]:
 def _releases(stack: dict[str, Any], rendered: Path | None) -> dict[str, tuple[str, list[dict[str, Any]]]]:
     """(namespace, objects) of each local chart release of `stack`, by release name: rendered here, or read from
     `rendered` (`<outdir>/rendered/<stack>/`, written by the rules step of the same `make plan`)."""
-    from infra.rules.run import stack_releases
+    from infra.rules.run import local_releases, stack_releases
 
     if rendered is None:
         return {name: (release["namespace"], objs) for name, (release, objs) in stack_releases(stack).items()}
-    local = [r for r in (stack.get("resource", {}).get("helm_release") or {}).values() if "repository" not in r]
     out = {}
-    for release in local:
+    for release in local_releases(stack):
         path = rendered / f"{release['name']}.json"
         if not path.exists():
             raise RuntimeError(f"{path}: release {release['name']} was not rendered (the rules step writes it)")

@@ -41,14 +41,18 @@ def _noun(subject: str) -> str:
 Releases = dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
 
 
+def local_releases(stack: dict[str, Any]) -> list[dict[str, Any]]:
+    """The helm_release resources of a stack's local charts (an upstream controller's chart, from a repository, is
+    not rendered here)."""
+    return [r for r in (stack.get("resource", {}).get("helm_release") or {}).values() if "repository" not in r]
+
+
 def stack_releases(stack: dict[str, Any]) -> Releases:
     """(helm_release resource, rendered objects) of every local chart release of a stack, by release name."""
     from workloads.charts.check import render
 
     out = {}
-    for release in (stack.get("resource", {}).get("helm_release") or {}).values():
-        if "repository" in release:
-            continue  # an upstream controller's chart: not rendered here
+    for release in local_releases(stack):
         values = json.loads(release["values"][0])
         chart = release["chart"].rsplit("/", 1)[-1]
         out[release["name"]] = (release, render(chart, values, name=release["name"], namespace=release["namespace"]))
