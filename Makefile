@@ -55,12 +55,11 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 CDKTN_VENV := .venv-cdktn
 CDKTN_STAMP := $(CDKTN_VENV)/.installed
 # The real vLLM (its CPU build, the TPU image's vLLM version) the tests parse every deployment's arguments with
-# and serve a tiny model through. pip, not uv: the machine's pip configuration knows where its CPU build of
-# PyTorch lies (`pip install torch==2.13.0` takes it); `make lock` reads the same place.
+# and serve a tiny model through, on the registry's torch 2.13.0 (workloads/serving/requirements-vllm.overrides says
+# why); the lock carries every file's hash and uv checks them.
 VLLM_VENV := .venv-vllm
 VLLM_LOCK := workloads/serving/requirements-vllm.lock
 VLLM_STAMP := $(VLLM_VENV)/.installed
-TORCH_WHEELS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null || echo .)
 # The MaxText engine environment (scripts/engine.sh: a venv on a host Python >= 3.12, else a Debian 13 root).
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
@@ -89,9 +88,9 @@ $(CDKTN_STAMP): requirements-cdktn.lock $(VENV_STAMP)
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(CDKTN_VENV)/bin/python requirements-cdktn.lock
 	touch $@
 
-$(VLLM_STAMP): $(VLLM_LOCK)
+$(VLLM_STAMP): $(VLLM_LOCK) $(VENV_STAMP)
 	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r $(VLLM_LOCK)
+	$(BIN)/uv pip sync --quiet --require-hashes --python $(VLLM_VENV)/bin/python $(VLLM_LOCK)
 	touch $@
 
 vllm-options: $(VLLM_STAMP) ## Regenerate workloads/serving/vllm-serve-options.json (`vllm serve`'s options and value checks) from the pinned vLLM
@@ -252,7 +251,7 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-cdktn.in -c requirements.lock -o requirements-cdktn.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/serving/requirements-vllm-tpu.in -o workloads/serving/requirements-vllm-tpu.lock
-	$(BIN)/uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) --no-header --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec workloads/serving/requirements-vllm.in -o $(VLLM_LOCK)
+	$(BIN)/uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --override workloads/serving/requirements-vllm.overrides --generate-hashes --no-header --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec workloads/serving/requirements-vllm.in -o $(VLLM_LOCK)
 	# pytype (a lint tool in maxtext's extra) has no wheel for Python 3.13 and nothing imports it at run time.
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.12 --no-header --no-emit-package pytype workloads/trainer/requirements-maxtext.in -o $(ENGINE_LOCK)
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/trainer/requirements-converter.in -o workloads/trainer/requirements-converter.lock
