@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from infra.delivery.apply_paths import unresolved
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
 
 NOT_APPROVED = 4
@@ -86,7 +87,13 @@ def _append(variable: str, text: str) -> None:
 
 
 def plan_and_gate(stack_dir: Path, stack: str, confirmed: Iterable[str], *, lock: bool = True) -> tuple[int, str]:
-    """(exit code, digest): plan to `stack_dir/plan.tfplan`, review it, write the summary and the digest."""
+    """(exit code, digest): plan to `stack_dir/plan.tfplan`, review it, write the summary and the digest; 2 before
+    Terraform runs when a local file the apply opens (a chart, a post-renderer) is not there from `stack_dir`."""
+    problems = unresolved(stack_dir, json.loads((stack_dir / "cdk.tf.json").read_text()))
+    for problem in problems:
+        print(f"error: {stack}: {problem}", file=sys.stderr)
+    if problems:
+        return 2, ""
     code = _tf(stack_dir, "init", "-input=false", "-no-color")
     if code:
         return code, ""

@@ -21,8 +21,10 @@ destroy     shows what would go, refuses while anything is protected (prevent_de
             Before them, what GKE's controllers built outside Terraform: each Inference Gateway's load balancer
             (scripts/teardown.py: its objects deleted, then gcloud listings until GKE has removed it all).
 
-Each command synthesizes the environment once, in a temporary folder: the preflight checks that stack, and cdktf
-applies it as it is (`cdktf deploy|destroy <stack> --skip-synth --output <folder>`), without running the app again.
+Each command synthesizes the environment once, in a temporary folder at the repository root (where the stack's
+relative chart and post-renderer paths resolve: infra/delivery/apply_paths.py): the preflight checks that stack, every
+local file its apply opens is checked to be there, and cdktf applies it as it is (`cdktf deploy|destroy <stack>
+--skip-synth --output <folder>`), without running the app again.
 The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m scripts.vms` unless PLATFORM_CDKTF /
 PLATFORM_GCLUSTER / PLATFORM_VMS name others, and `gcloud`, `kubectl` unless PLATFORM_GCLOUD / PLATFORM_KUBECTL
 do (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
+from infra.delivery.apply_paths import output_folder, unresolved
 from infra.load import load_environment
 from scripts import preflight, teardown
 from scripts.adopt_crds import adopt
@@ -195,6 +198,14 @@ class Synthesized:
         loaded: dict[str, Any] = json.loads((self.stack_dir / "cdk.tf.json").read_text())
         return loaded
 
+    def unresolved(self) -> int:
+        """2, each missing file named, when a local file the apply opens (a chart, a post-renderer) is not there
+        from the stack's folder, where Terraform runs; else 0."""
+        problems = unresolved(self.stack_dir, self.stack())
+        for problem in problems:
+            print(f"error: {self.stack_dir.name}: {problem}", file=sys.stderr)
+        return 2 if problems else 0
+
     def cdktf(self, action: str, auto_approve: bool) -> list[str]:
         """The cdktf CLI's command for `action` (deploy, destroy) on this synthesized output."""
         skip = ["--skip-synth", "--output", str(self.folder)]
@@ -228,8 +239,11 @@ def deploy(
             file=sys.stderr,
         )
         return 2
-    with tempfile.TemporaryDirectory(prefix=f"{stack}-") as tmp:
+    with output_folder(stack) as tmp:
         synthesized = Synthesized(env, Path(tmp), omit_unbuilt=infra_only)
+        code = synthesized.unresolved()
+        if code:
+            return code
         # Preflight (issue 27): the pinned tools, credentials, APIs, roles and quota, before anything is applied.
         code = preflight.for_deploy(env, skip_image=skip_image, stack=synthesized.stack)
         if code:
@@ -291,7 +305,7 @@ def destroy_report(stack: dict[str, Any]) -> tuple[list[str], list[str], list[st
 
 def destroy(env: Environment, *, confirm: str | None, auto_approve: bool, dry_run: bool) -> int:
     stack_name = f"platform-{env.name}"
-    with tempfile.TemporaryDirectory(prefix=f"{stack_name}-") as tmp:
+    with output_folder(stack_name) as tmp:
         return _destroy(env, Synthesized(env, Path(tmp)), confirm=confirm, auto_approve=auto_approve, dry_run=dry_run)
 
 

@@ -20,12 +20,14 @@ import pytest
 
 from infra.catalogue.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
+from infra.delivery import apply_paths
 from scripts import deploy
 from tests.conftest import REPO
 from tests.in_process import run_main
 
 STAND_IN = """
-import json, os, shutil, sys
+import json, os, shutil, subprocess, sys
+from tests.stand_ins import HELM_OPENS
 out = os.environ["STAND_IN_DIR"]
 argv = sys.argv[1:]
 given = argv[argv.index("--output") + 1] if "--output" in argv else None
@@ -36,8 +38,13 @@ with open(os.path.join(out, "order.log"), "a") as f:
     f.write("cdktf " + " ".join(record["argv"]) + "\\n")
 if argv[0] in ("deploy", "destroy"):
     # --skip-synth: cdktf applies the stack in --output as it is; kept where the test reads what was applied.
-    if "--skip-synth" not in argv or not os.path.isfile(os.path.join(given, "stacks", argv[1], "cdk.tf.json")):
+    stack_dir = os.path.join(given or "", "stacks", argv[1])
+    if "--skip-synth" not in argv or not os.path.isfile(os.path.join(stack_dir, "cdk.tf.json")):
         sys.exit("cdktf stand-in: expected --skip-synth --output <a synthesized cdktf.out>")
+    # cdktf runs Terraform in the stack's folder: what the real apply could not open fails here too.
+    done = subprocess.run([sys.executable, "-c", HELM_OPENS, stack_dir], capture_output=True, text=True)
+    if done.returncode:
+        sys.exit("cdktf stand-in: " + done.stderr)
     shutil.rmtree(os.path.join(out, "cdktf.out"), ignore_errors=True)
     shutil.copytree(given, os.path.join(out, "cdktf.out"))
 """
@@ -558,3 +565,35 @@ def test_a_crd_a_first_install_left_to_no_release_is_made_the_releases_before_th
     refused = _run(["deploy", "dev", "--infra-only", "--auto-approve"], other)
     assert refused.returncode == 1 and "belongs to the Helm release 'jobset-old', not 'jobset'" in refused.stderr
     assert _calls(other) == []
+
+
+def test_every_file_a_release_opens_resolves_only_where_the_deploy_synthesizes(
+    tmp_path: Path, stacks: dict[str, dict[str, Any]]
+) -> None:
+    stack = stacks["dev"]
+    opened = apply_paths.opened_paths(stack)
+    assert "../../../workloads/charts/ray-training" in {path for _, field, path in opened if field == "chart"}
+    assert sum(field == "postrender.binary_path" for _, field, _ in opened) == 3  # jobset, kueue, lws
+    # A folder that is not a direct child of the repository (a temporary folder: the deploy that could not finish).
+    elsewhere = tmp_path / "out" / "stacks" / "platform-dev"
+    elsewhere.mkdir(parents=True)
+    missing = apply_paths.unresolved(elsewhere, stack)
+    assert len(missing) == len(opened)
+    assert any(
+        f"chart '../../../workloads/charts/ray-training' resolves to {tmp_path}/workloads/charts/ray-training" in m
+        for m in missing
+    )
+    # Where the deploy synthesizes, every one resolves.
+    with apply_paths.output_folder("test") as folder:
+        stack_dir = Path(folder) / "stacks" / "platform-dev"
+        stack_dir.mkdir(parents=True)
+        assert apply_paths.unresolved(stack_dir, stack) == []
+
+
+def test_a_deploy_whose_chart_is_missing_stops_before_anything_is_applied(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(apply_paths, "REPO", tmp_path)  # the deploy's folder where the charts are not
+    done = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
+    assert done.returncode == 2
+    refused = r"error: platform-dev: helm_release\.\S+ \(jobset\): postrender\.binary_path '\.\./\.\./\.\./scripts/"
+    assert re.search(refused + r"crd-postrender' resolves to .*, which is not an executable file", done.stderr)
+    assert _calls(tmp_path) == [], "nothing applied"

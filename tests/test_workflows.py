@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.stand_ins import HELM_OPENS
+
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
 BIN = Path(sys.executable).parent
@@ -126,12 +128,13 @@ def test_promotion_is_a_pull_request_recorded_before_prod_applies_it() -> None:
 
 STANDINS = {
     # terraform: init, plan -out=FILE (writes FILE), show -json FILE (prints $STANDIN_PLAN_JSON), apply FILE
-    # (which must exist), version. Every call is logged with its folder.
+    # (which must exist), version. Every call is logged with its folder; plan opens what the helm provider opens.
     "terraform": r"""#!/bin/bash
 echo "terraform $* (in $PWD)" >> "$STANDIN_LOG"
 case "$1" in
   version) echo "Terraform v1.12.2" ;;
-  plan) for a in "$@"; do case "$a" in -out=*) echo "saved plan" > "${a#-out=}" ;; esac; done ;;
+  plan) "$STANDIN_PYTHON" -c "$STANDIN_HELM_OPENS" || exit 1
+        for a in "$@"; do case "$a" in -out=*) echo "saved plan" > "${a#-out=}" ;; esac; done ;;
   show) cat "$STANDIN_PLAN_JSON" ;;
   apply) test -f "${*: -1}" || { echo "no plan file ${*: -1}" >&2; exit 1; } ;;
 esac
@@ -229,6 +232,7 @@ def _run_job(
             "STANDIN_LOG": str(log),
             "STANDIN_PLAN_JSON": str(plan_json),
             "STANDIN_PYTHON": sys.executable,
+            "STANDIN_HELM_OPENS": HELM_OPENS,
             "PLATFORM_ENVIRONMENTS_DIR": str(tmp_path / "environments"),
             "GITHUB_OUTPUT": str(output),
             "GITHUB_STEP_SUMMARY": str(summary),
