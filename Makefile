@@ -52,6 +52,8 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 NODE_STAMP := node_modules/.installed
 # Debian's Slurm and MUNGE, for the tests that run the generated batch jobs on a one-node Slurm (as root).
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+# Who submits the local Slurm jobs (tests/slurm_local.py JOB_USER): a person, not root, as on the cluster.
+SLURM_JOB_USER := platform-user
 CDKTN_VENV := .venv-cdktn
 CDKTN_STAMP := $(CDKTN_VENV)/.installed
 # The real vLLM (its CPU build, the TPU image's vLLM version) the tests parse every deployment's arguments with
@@ -114,11 +116,14 @@ plan: $(VENV_STAMP) $(POLICY_STAMP) cluster-toolkit ## Synthesize every environm
 cluster-toolkit: $(VENV_STAMP) ## Cluster Toolkit's pinned module interfaces (infra/slurm/toolkit-files.yaml): found, or fetched into .cache/cluster-toolkit
 	@$(PLATFORM) slurm where >/dev/null 2>&1 || $(PLATFORM) slurm fetch
 
-slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests (as root; nothing when present)
+slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests, and the user who submits their jobs (as root; nothing when present)
 	@command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
 	  test "$$(id -u)" = 0 || { echo "make slurm-local: installing $(SLURM_PACKAGES) needs root"; exit 1; }; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null \
 	  || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null; }; }
+	@id $(SLURM_JOB_USER) >/dev/null 2>&1 || { \
+	  test "$$(id -u)" = 0 || { echo "make slurm-local: creating the user $(SLURM_JOB_USER) needs root"; exit 1; }; \
+	  useradd --create-home --shell /bin/bash $(SLURM_JOB_USER); }
 
 pinned-scripts: $(VENV_STAMP) ## Fetch the upstream files generated scripts source (infra/shell/pinned-files.yaml: commit and sha256 each) into .cache/pinned-scripts
 	$(PLATFORM) shell fetch

@@ -8,7 +8,9 @@ except under CI=true, where that is a failure.
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -22,9 +24,19 @@ from pathlib import Path
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "sinfo")
 
 
+# The person who submits the jobs here (`make slurm-local` creates the account): on the cluster an OS Login user,
+# never root.
+JOB_USER = "platform-user"
+
+
 def missing() -> list[str]:
     """The Slurm and MUNGE commands this machine lacks."""
-    return [d for d in DAEMONS if shutil.which(d) is None and not Path(f"/usr/sbin/{d}").exists()]
+    absent = [d for d in DAEMONS if shutil.which(d) is None and not Path(f"/usr/sbin/{d}").exists()]
+    try:
+        pwd.getpwnam(JOB_USER)
+    except KeyError:
+        absent.append(f"the user {JOB_USER}")
+    return absent
 
 
 def _free_port() -> int:
@@ -53,10 +65,14 @@ class LocalSlurm:
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
-    def sbatch(self, script: Path, *, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        """Submit `script` and wait for it to end (`sbatch --wait` exits with the job's exit code)."""
+    def sbatch(
+        self, script: Path, *, env: dict[str, str], timeout: float = 600, user: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Submit `script` and wait for it to end (`sbatch --wait` exits with the job's exit code); with `user`, the
+        job runs as that user (root's `sbatch --uid/--gid`), as a person's job does on the cluster."""
+        as_user = [f"--uid={user}", f"--gid={grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name}"] if user else []
         return subprocess.run(
-            ["sbatch", "--wait", "--parsable", str(script)],
+            ["sbatch", "--wait", "--parsable", *as_user, str(script)],
             cwd=script.parent,
             env={**env, "SLURM_CONF": str(self.conf)},
             capture_output=True,

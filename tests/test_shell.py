@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -401,3 +402,51 @@ def test_the_scripts_roots_go_to_dev_shm_only_where_its_stand_ins_can_run(
         assert run.scratch() == expected
     finally:
         run.scratch.cache_clear()
+
+
+# --- scripts run as the user who runs them -----------------------------------------------------------------------
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can run a script as its host's user (CI is root)")
+
+
+def _job(envs: dict[str, Environment], name: str) -> GeneratedScript:
+    (script,) = [s for s in generated_scripts(envs["dev"]) if s.name == f"slurm/jobs/{name}"]
+    return script
+
+
+@as_root
+def test_a_slurm_job_runs_as_the_person_who_submits_it(envs: dict[str, Environment]) -> None:
+    """The batch jobs run as an OS Login user (uid 1000 here): nccl-tests is built in their home, and the trainer
+    writes its checkpoints into the bucket gcsfuse mounts with the blueprint's modes."""
+    assert HOSTS["ubuntu-2404-slurm-job"].user == ("user", 1000, 1000)
+    nccl = run_script(_job(envs, "nccl-test.sbatch"))
+    assert nccl.ok, nccl.summary()
+    assert any(
+        c.startswith("git clone") and c.endswith("/home/user/.cache/platform/nccl-tests-v2.19.6.tmp")
+        for c in nccl.calls
+    ), nccl.calls
+    train = _job(envs, "train.sbatch")
+    assert train.mounts == (("/gcs/checkpoints", 0, 0o777),)
+    assert run_script(train).ok
+
+
+@as_root
+def test_a_job_writing_where_its_user_may_not_fails_as_it_would_there(envs: dict[str, Environment]) -> None:
+    """The two jobs as main had them: the build into root's /opt/apps/platform, checkpoints into a bucket mounted
+    775 by root (gcsfuse enforces the bits for everyone but the mounting uid)."""
+    train = dataclasses.replace(_job(envs, "train.sbatch"), mounts=(("/gcs/checkpoints", 0, 0o775),))
+    refused = run_script(train)
+    assert not refused.ok and re.search(
+        r"cannot create directory .?/gcs/checkpoints/slurm.?: Permission denied", refused.output
+    )
+    nccl = _job(envs, "nccl-test.sbatch")
+    into_opt = dataclasses.replace(nccl, text=nccl.text.replace("${HOME}/.cache/platform", "/opt/apps/platform"))
+    refused = run_script(into_opt)
+    assert not refused.ok and re.search(
+        r"cannot create directory .?/opt/apps/platform/nccl-tests-v2.19.6.tmp", refused.output
+    )
+    # The same script as root, as the old harness ran it, passes: the user is what finds it.
+    as_root_host = dataclasses.replace(HOSTS["ubuntu-2404-slurm-job"], user=("root", 0, 0))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(HOSTS, "ubuntu-2404-slurm-job", as_root_host)
+        assert run_script(into_opt).ok

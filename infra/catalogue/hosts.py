@@ -63,6 +63,14 @@ SNAP_GCLOUD = (
     "image series)"
 )
 SLURM_GCP = "GoogleCloudPlatform/slurm-gcp @ 6.12.1 (ansible/roles: slurm, enroot, pyxis, gcsfuse, openmpi)"
+# Who runs a batch script: the person who submitted it, an OS Login user with no root (docs/orchestrators.md sends
+# them to the login node with `gcloud compute ssh`), and Pyxis runs its containers as that user unless
+# --container-remap-root is given, which the jobs never give.
+SLURM_JOB_USER = (
+    "https://slurm.schedmd.com/sbatch.html (the batch script runs as the submitting user; --uid is root's only); "
+    "NVIDIA/pyxis README (--container-remap-root: otherwise the container runs as the user); "
+    "https://cloud.google.com/compute/docs/oslogin (OS Login users: no root unless roles/compute.osAdminLogin)"
+)
 DOCKER_GPUS = (
     'moby/moby daemon/nvidia_linux.go (const nvidiaHook = "nvidia-container-runtime-hook": the GPU device driver is '
     "registered only when the hook is on PATH); https://docs.docker.com/engine/containers/resource_constraints/#gpu "
@@ -91,6 +99,9 @@ class Host:
     dirs: tuple[str, ...] = ()
     # Directories under a `noexec` one that are mounts of their own, executable (COS: /var/lib/docker under /var).
     exec_dirs: tuple[str, ...] = ()
+    # Who runs scripts there: (name, uid, gid). Everything the host's image and boot put there is root's (755/644),
+    # but the user's HOME (and /tmp, 1777); a script run by anyone else can write nothing more.
+    user: tuple[str, int, int] = ("root", 0, 0)
 
     def directory(self, command: str) -> str | None:
         """The directory `command` lives in on this host's image (None: the image lacks it)."""
@@ -225,7 +236,9 @@ HOSTS: dict[str, Host] = {
         "a Slurm batch script on the first node of its allocation (the submitter's login environment)",
         UBUNTU_LOGIN_PATH,
         "https://slurm.schedmd.com/sbatch.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES",
+        SLURM_JOB_USER,
         env=(("HOME", "/home/user"),),
+        user=("user", 1000, 1000),
     ),
 }
 
@@ -355,6 +368,7 @@ HOSTS.update(
             locations=(("python", "/usr/local/bin"), ("python3", "/usr/local/bin"), ("pip", "/usr/local/bin")),
             env=(("HOME", "/opt/platform"),),
             dirs=("/tmp", "/opt/platform", "/usr/local/nvidia/lib64", "/gcs"),
+            user=("trainer", 1000, 100),
         ),
     }
 )

@@ -44,6 +44,11 @@ class GeneratedScript:
     args: tuple[str, ...] = ()
     # What a stand-in answers for this script, where the harness's general one would not do (command -> shell body).
     standins: tuple[tuple[str, str], ...] = ()
+    # Mounts the host has when it runs, as the host mounts them: (path, owner uid, mode), e.g. a gcsfuse bucket
+    # mounted by root with the blueprint's dir_mode.
+    mounts: tuple[tuple[str, int, int], ...] = ()
+    # Commands of the image its `srun --container-image` steps run in (beside the host's own).
+    container_commands: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from infra.catalogue.hosts import HOSTS, USERNS_SYSCTL, Host
 from infra.shell import GeneratedScript, Pinned, pinned
@@ -63,11 +64,29 @@ case "${1:-}" in
 esac""",
     "dockerd": "",
     "docker-credential-gcr": "",
+    # A step's command: nccl-tests' all_gather_perf prints a table; a shell (`bash -c`) runs here, as the job's
+    # user, with a container step's image commands on its PATH (what the container holds beside the mounts).
     "srun": """
-for a in "$@"; do case "$a" in */all_gather_perf)
-  echo "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-  echo "  8589934592     134217728     float    none      -1  10000.0  858.99  999.99      0  (stand-in)";;
-esac; done""",
+step=(); container=0
+for a in "$@"; do
+  if [ ${#step[@]} -gt 0 ]; then step+=("$a"); continue; fi
+  case "$a" in --container-image=*) container=1;; -*) ;; *) step=("$a");; esac
+done
+case "${step[0]:-}" in
+  */all_gather_perf)
+    echo "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+    echo "  8589934592     134217728     float    none      -1  10000.0  858.99  999.99      0  (stand-in)";;
+  bash|sh)
+    if [ "$container" = 1 ]; then PATH="$ROOT/run/platform-standins/container:$PATH"; fi
+    "${step[@]}" || exit;;
+  python|python3)
+    # The trainer's first write (workloads/trainer: --checkpoint-dir), as the job's user.
+    for ((i = 1; i < ${#step[@]} - 1; i++)); do
+      if [ "${step[$i]}" = --checkpoint-dir ]; then
+        mkdir -p "${step[$((i + 1))]}" && : > "${step[$((i + 1))]}/.step" || exit
+      fi
+    done;;
+esac""",
     "sbatch": "echo 'Submitted batch job 4242'",
     "scontrol": "",
     "enroot": "",
@@ -166,6 +185,8 @@ _FORK = _ForkLock()
 
 # What /dev/shm must have free to take the scripts' roots (a few MiB at a time).
 _SHM_ROOM = 256 * 2**20
+# Where a container step's image commands are under a script's root (the srun stand-in puts them on its PATH).
+CONTAINER_BIN = "/run/platform-standins/container"
 
 
 @cache
@@ -305,12 +326,43 @@ def build_root(script: GeneratedScript, root: Path) -> tuple[dict[str, str], Pat
             target.write_text(rooted(value, root, tops_of(script)) if executable else value)
             if executable:
                 target.chmod(0o755)  # a script on the host's image is executable there
+    for command in script.container_commands:
+        own = dict(script.standins)
+        _shim(
+            _under(root, CONTAINER_BIN) / command,
+            command,
+            own.get(command, STANDINS.get(command, "")),
+            log,
+            root,
+            pinned_dir,
+        )
+    for path, uid, mode in script.mounts:
+        mount = _under(root, path)
+        mount.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            os.chown(mount, uid, uid)
+        mount.chmod(mode)
     if host.userns_restricted:
         # The sysctl's file exists on Ubuntu 23.10 and later, set to 1 (infra/catalogue/hosts.py, UBUNTU_USERNS).
         knob = _under(root, "/proc/sys/kernel/" + USERNS_SYSCTL.removeprefix("kernel."))
         knob.parent.mkdir(parents=True, exist_ok=True)
         knob.write_text("1\n")
     return used, log, pinned_dir
+
+
+def _hand_over(tmp: Path, root: Path, home: Path, log: Path, host: Host) -> dict[str, Any]:
+    """Make the root the host's user's as the host leaves it, and say how to run as them (Popen's user, group and
+    extra_groups): the user's HOME and /tmp (1777) are theirs; everything the image and its boot put there stays
+    root's. Only root can run a script as another user: elsewhere it runs as whoever runs the step."""
+    _, uid, gid = host.user
+    if uid == 0 or os.geteuid() != 0:
+        return {}
+    tmp.chmod(0o755)  # the user reaches the root through it
+    log.chmod(0o666)  # the stand-ins log their calls as the user
+    for path in (home, *home.rglob("*")):
+        os.chown(path, uid, gid, follow_symlinks=False)
+    _under(root, "/tmp").chmod(0o1777)
+    return {"user": uid, "group": gid, "extra_groups": []}
 
 
 def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
@@ -336,6 +388,7 @@ def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
             cwd.mkdir(parents=True, exist_ok=True)
             file = Path(tmp) / script.name.rsplit("/", 1)[-1]
             file.write_text(rooted(script.text, root, tops_of(script)))
+            user = _hand_over(Path(tmp), root, cwd, log, host)
         bash = shutil.which("bash") or "/bin/bash"
         with _FORK.forking():
             process = subprocess.Popen(
@@ -346,6 +399,7 @@ def run_script(script: GeneratedScript, *, timeout: float = 60) -> Outcome:
                 stderr=subprocess.STDOUT,
                 text=True,
                 start_new_session=True,
+                **user,
             )
         try:
             output, _ = process.communicate(timeout=timeout)

@@ -8,6 +8,7 @@ import re
 import shlex
 from typing import Any
 
+from infra.catalogue import upstream
 from infra.catalogue.hosts import PACKAGE_COMMANDS, USERNS_SYSCTL
 from infra.config import Environment
 from infra.shell import GeneratedScript, Pinned
@@ -112,6 +113,7 @@ def scripts(env: Environment) -> list[GeneratedScript]:
             )
 
     plugin = f"{slurm_jobs.HOST.plugin_dir}/nccl-env-profile.sh"
+    bucket = gcsfuse_mount(modules["bucket"]["settings"])
     for name, text in slurm_jobs.jobs(env).items():
         if not name.endswith(".sbatch"):
             continue
@@ -127,8 +129,39 @@ def scripts(env: Environment) -> list[GeneratedScript]:
             runtime_env=_job_env(env, text),
             files=files,
             sources=sources,
+            mounts=(bucket,),
+            container_commands=CONTAINER_COMMANDS,
+            standins=(("git", _git(upstream.NCCL_TESTS_COMMIT)),),
         )
     return out
+
+
+# What the jobs' container steps call inside their images (nvcr.io/nvidia/pytorch: Ubuntu with git, make and Open
+# MPI's compiler wrappers, https://docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/; the trainer image's
+# python), as stand-ins.
+CONTAINER_COMMANDS = frozenset({"git", "make", "mpicc", "mpicxx", "python", "python3"})
+
+
+def _git(commit: str) -> str:
+    """The git stand-in of a job that clones a pinned repository: `clone` makes the folder (as the real one does, as
+    the job's user), and `rev-parse HEAD` answers the pinned commit."""
+    return f"""
+case "$*" in
+  clone*) mkdir "${{@: -1}}";;
+  *"rev-parse HEAD") echo {commit};;
+esac"""
+
+
+def gcsfuse_mount(settings: dict[str, Any]) -> tuple[str, int, int]:
+    """(path, owner uid, directory mode) of the blueprint's gcsfuse bucket as a node mounts it: Slurm-GCP mounts
+    network storage from /etc/fstab as root, and gcsfuse shows every inode as owned by the mounting process's uid
+    unless `uid=` says otherwise, with `dir_mode` (default 755) enforced by the kernel (gcsfuse docs/semantics.md
+    "Permissions and ownership"; jacobsa/fuse adds default_permissions)."""
+    options = {}
+    for option in str(settings.get("mount_options", "")).split(","):
+        key, _, value = option.partition("=")
+        options[key] = value
+    return settings["local_mount"], int(options.get("uid") or 0), int(options.get("dir_mode") or "755", 8)
 
 
 def _prolog_env(env: Environment, partition: str, nodes: int, context: str) -> tuple[tuple[str, str], ...]:

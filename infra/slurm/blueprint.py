@@ -471,7 +471,12 @@ def blueprint(env: Environment) -> dict[str, Any]:
                             "remote_mount": env.bucket_name(slurm.bucket),
                             "local_mount": f"{slurm_jobs.GCS_MOUNT}/{slurm.bucket}",
                             "fs_type": "gcsfuse",
-                            "mount_options": "defaults,_netdev,implicit_dirs,allow_other,file_mode=664,dir_mode=775",
+                            # Mounted by root at boot, used by whoever submits a job (an OS Login user): gcsfuse
+                            # enforces these bits for everyone but the mounting uid, so 664/775 let no one else
+                            # write a checkpoint. Cluster Toolkit's A3 Mega example mounts with 777/777
+                            # (examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml @ v1.95.0); the
+                            # hosts' grant still limits writes to the bucket's slurm/ prefix (IAM condition).
+                            "mount_options": "defaults,_netdev,implicit_dirs,allow_other,file_mode=777,dir_mode=777",
                         },
                     },
                     _compute_startup(env),

@@ -25,7 +25,12 @@ CHECK_BANDWIDTH = (
 # Where the controller's startup writes the jobs: Slurm-GCP exports /opt/apps to every node over NFS.
 PLATFORM_DIR = "/opt/apps/platform"
 JOBS_DIR = f"{PLATFORM_DIR}/jobs"
-NCCL_TESTS_DIR = f"{PLATFORM_DIR}/nccl-tests-{upstream.NCCL_TESTS_TAG}"
+# nccl-tests is built by the job, as the person who submits it (an OS Login user, not root), so into that person's
+# home: Slurm-GCP exports /home to every node over NFS too (Cluster Toolkit v1.95.0 schedmd-slurm-gcp-v6-controller
+# `enable_default_mounts`: /home, /opt/apps), while /opt/apps/platform is root's, 755 (the controller's startup
+# writes it). Cluster Toolkit's own A3 Mega example builds into the submitter's folder too (examples/machine-learning/
+# a3-megagpu-8g/nccl-tests/build-nccl-tests.sh: `--container-mounts="$PWD:/nccl"`).
+NCCL_TESTS_DIR = f"${{HOME}}/.cache/platform/nccl-tests-{upstream.NCCL_TESTS_TAG}"
 # Where the nodes mount the cluster's bucket (gcsfuse, Slurm-GCP's network storage).
 GCS_MOUNT = "/gcs"
 # The Slurm node image is an Ubuntu accelerator image: its NIC names and the TCPXO plugin's directory.
@@ -63,9 +68,13 @@ def enroot_image(image: str) -> str:
     return f"{registry}#{path}"
 
 
+def _word(value: str) -> str:
+    # A value that names a variable (`${LD_LIBRARY_PATH:-}`, `${HOME}`) is expanded; every other is taken literally.
+    return f'"{value}"' if "${" in value else shlex.quote(value)
+
+
 def _export(name: str, value: str) -> str:
-    # A value that extends a variable (`${LD_LIBRARY_PATH:-}`) is expanded; every other is taken literally.
-    return f'export {name}="{value}"' if "${" in value else f"export {name}={shlex.quote(value)}"
+    return f"export {name}={_word(value)}"
 
 
 def render(job: BatchJob) -> str:
@@ -93,7 +102,7 @@ def render(job: BatchJob) -> str:
         if job.env:
             # Pyxis gives the container only the variables it is told to (Cluster Toolkit's run-nccl-tests.sh).
             srun.append(f"--container-env={','.join(job.env)}")
-    line = " ".join(shlex.quote(part) for part in [*srun, *job.command])
+    line = " ".join(_word(part) for part in [*srun, *job.command])
     lines.append(f'{line} 2>&1 | tee "{job.log}"' if job.log else line)
     lines += list(job.after)
     return "\n".join(lines) + "\n"
@@ -121,15 +130,22 @@ def _partition_slice(env: Environment, partition: str) -> Slice:
     return env.slices[env.slurm.partitions[partition].slice].slice
 
 
+# The submitter's home in the containers: where nccl-tests is built and run from.
+HOME_MOUNT = "${HOME}:${HOME}"
+
+
 def _build_nccl_tests() -> tuple[str, ...]:
-    """Shell that builds nccl-tests (with MPI) once per cluster into the shared directory, at the pinned commit."""
+    """Shell that builds nccl-tests (with MPI) once per person into their home, at the pinned commit. The build runs
+    in the container (`bash -c`, single-quoted), which reads NCCL_TESTS_DIR from the job's environment."""
+    tmp = '"$NCCL_TESTS_DIR.tmp"'
     build = " && ".join(
         [
-            f"git clone --quiet --branch {upstream.NCCL_TESTS_TAG} {upstream.NCCL_TESTS_REPOSITORY} "
-            f"{NCCL_TESTS_DIR}.tmp",
-            f'test "$(git -C {NCCL_TESTS_DIR}.tmp rev-parse HEAD)" = {upstream.NCCL_TESTS_COMMIT}',
-            f"make -C {NCCL_TESTS_DIR}.tmp -j MPI=1 CC=mpicc CXX=mpicxx",
-            f"mv {NCCL_TESTS_DIR}.tmp {NCCL_TESTS_DIR}",
+            f"rm -rf {tmp}",
+            'mkdir -p "$(dirname "$NCCL_TESTS_DIR")"',
+            f"git clone --quiet --branch {upstream.NCCL_TESTS_TAG} {upstream.NCCL_TESTS_REPOSITORY} {tmp}",
+            f'test "$(git -C {tmp} rev-parse HEAD)" = {upstream.NCCL_TESTS_COMMIT}',
+            f"make -C {tmp} -j MPI=1 CC=mpicc CXX=mpicxx",
+            f'mv {tmp} "$NCCL_TESTS_DIR"',
         ]
     )
     srun = [
@@ -137,12 +153,18 @@ def _build_nccl_tests() -> tuple[str, ...]:
         "--nodes=1",
         "--ntasks=1",
         f"--container-image={enroot_image(upstream.NCCL_TESTS_IMAGE)}",
-        f"--container-mounts={PLATFORM_DIR}:{PLATFORM_DIR}",
+        f"--container-mounts={HOME_MOUNT}",
+        # Pyxis gives the container only the variables it is told to (as render() does for the test itself).
+        "--container-env=NCCL_TESTS_DIR",
         "bash",
         "-c",
-        f"rm -rf {NCCL_TESTS_DIR}.tmp && {build}",
+        build,
     ]
-    return (f"if [ ! -x {NCCL_TESTS_DIR}/build/all_gather_perf ]; then", "  " + " ".join(map(shlex.quote, srun)), "fi")
+    return (
+        'if [ ! -x "${NCCL_TESTS_DIR}/build/all_gather_perf" ]; then',
+        "  " + " ".join(map(_word, srun)),
+        "fi",
+    )
 
 
 # Cluster Toolkit's A3 Mega test (run-nccl-tests.sh @ v1.95.0): 8 MB to 8 GB, doubling, 200 iterations.
@@ -165,13 +187,13 @@ def nccl_test_job(env: Environment) -> BatchJob | None:
         gpus_per_node=slice_.chips_per_host,
         exclusive=True,
         container_image=upstream.NCCL_TESTS_IMAGE,
-        container_mounts=(*mounts, f"{PLATFORM_DIR}:{PLATFORM_DIR}"),
+        container_mounts=(*mounts, HOME_MOUNT),
         srun_options=("--mpi=pmi2",),
-        env=nccl,
+        env={"NCCL_TESTS_DIR": NCCL_TESTS_DIR, **nccl},
         source=source,
         source_env=PROFILE_ENV if source else {},
         before=_build_nccl_tests(),
-        command=[f"{NCCL_TESTS_DIR}/build/all_gather_perf", *ALL_GATHER_ARGS],
+        command=["${NCCL_TESTS_DIR}/build/all_gather_perf", *ALL_GATHER_ARGS],
         log="nccl-${SLURM_JOB_ID}.log",
         after=(f'sh {JOBS_DIR}/check-bandwidth.sh "nccl-${{SLURM_JOB_ID}}.log" {test.min_bus_bandwidth_gbps:g}',),
     )
