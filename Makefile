@@ -66,7 +66,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: local-cluster-build cluster-local cluster-local-down deploy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -128,6 +128,18 @@ slurm-local: ## Install Debian's Slurm and MUNGE for the local Slurm tests, and 
 pinned-scripts: $(VENV_STAMP) ## Fetch the upstream files generated scripts source (infra/shell/pinned-files.yaml: commit and sha256 each) into .cache/pinned-scripts
 	$(PLATFORM) shell fetch
 
+cluster-local: $(VENV_STAMP) ## A local Kubernetes control plane (etcd, apiserver, controller manager, scheduler built from Go; KWOK nodes of ENV='s pools); logs in .cache/cluster-local/logs
+	$(PLATFORM) cluster-local up --env $(ENV)
+
+deploy-local: $(VENV_STAMP) ## The deploy's path for ENV= on the local cluster: synth once, the gate, then every release and Kubernetes resource applied by the real Helm, API server, scheduler and controllers (a rerun upgrades)
+	$(PLATFORM) deploy-local $(ENV)
+
+local-cluster-build: $(VENV_STAMP) ## Build the local cluster's Go programs from their pinned modules (infra/localcluster/go), or find them cached; says which and how long each build took
+	$(PLATFORM) cluster-local build >/dev/null
+
+cluster-local-down: $(VENV_STAMP) ## Stop the local control plane and remove its state (its logs stay)
+	$(PLATFORM) cluster-local down
+
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
 
@@ -160,7 +172,7 @@ TEST_WORKERS ?= auto
 # make test-changed TESTS=tests/test_x.py: only the changed tests among these
 TESTS ?=
 
-test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local lint ## Everything that needs no cloud and no accelerator (TEST_WORKERS=auto: one per core)
+test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local local-cluster-build lint ## Everything that needs no cloud and no accelerator (TEST_WORKERS=auto: one per core)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10
 
 test-changed: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local ## Only the tests whose code a change touches (pytest-testmon; its first run records every test, in .testmondata)

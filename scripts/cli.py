@@ -50,6 +50,10 @@ COMMANDS: dict[str, Command] = {
     "tools": Command("scripts.tools", "packer and gcluster at their pinned versions"),
     "logs": Command("scripts.logs", "where each workload of an environment writes its logs (queries, commands)"),
     "recipes": Command("scripts.recipes", "which training recipes run on each environment's training slice"),
+    "deploy-local": Command(
+        "scripts.deploy_local", "the deploy's path applied to the local cluster (real Helm, controllers)"
+    ),
+    "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
 }
 
 

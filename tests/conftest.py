@@ -35,6 +35,7 @@ XDIST_GROUPS: dict[str, str] = {
     "test_chart_scripts.py": "chart-scripts",
     "test_rules.py": "rules",
     "test_bootstrap.py": "bootstrap",
+    "test_localcluster.py": "localcluster",
 }
 
 

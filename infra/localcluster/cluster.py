@@ -1,0 +1,294 @@
+"""A real Kubernetes control plane on this machine, no containers: etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler built from Kubernetes' Go modules (infra/localcluster/go/kube), with KWOK standing in for the
+kubelets of one fake node per node of every pool of an environment's stack (infra/localcluster/nodes.py).
+
+Everything of one cluster lives in one folder (default `.cache/cluster-local`): `pki/` (keys and certificates),
+`etcd/` (the data), `logs/<component>.log`, `run/<component>.pid`, and `kubeconfig` (admin, system:masters). The
+processes run detached until `down`, which stops them and removes the folder's state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from infra.localcluster import certs
+from infra.localcluster.build import build_all
+
+KUBERNETES_VERSION = "v1.35.4"  # infra/localcluster/go/kube/go.mod
+SERVICE_RANGE = "10.96.0.0/16"
+POD_RANGE = "10.244.0.1/16"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not start or answer: what failed and the log to read."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Cluster:
+    folder: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.folder / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.folder / "logs"
+
+    @property
+    def pki(self) -> Path:
+        return self.folder / "pki"
+
+    def _pid(self, name: str) -> Path:
+        return self.folder / "run" / f"{name}.pid"
+
+    def running(self) -> dict[str, int]:
+        """component -> pid of each component whose process is alive."""
+        alive = {}
+        for name in COMPONENTS:
+            path = self._pid(name)
+            if path.is_file():
+                pid = int(path.read_text())
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    continue
+                alive[name] = pid
+        return alive
+
+    def server(self) -> str:
+        config = self.kubeconfig.read_text()
+        return next(line.split("server:", 1)[1].strip() for line in config.splitlines() if "server:" in line)
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(_kubectl()), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if check and done.returncode:
+            raise ClusterError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done
+
+    def get(self, *args: str) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+        return loaded
+
+    def ready(self) -> bool:
+        """Whether the API server answers /readyz with the admin's certificate."""
+        if not self.kubeconfig.is_file():
+            return False
+        context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        context.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        try:
+            with urllib.request.urlopen(f"{self.server()}/readyz", context=context, timeout=2) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
+    def _start(self, name: str, command: list[str]) -> None:
+        log = self.logs / f"{name}.log"
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        self._pid(name).write_text(str(process.pid))
+
+    def _wait(self, what: str, test: Any, log: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if test():
+                return
+            started = {name for name in COMPONENTS if self._pid(name).is_file()}
+            dead = started - set(self.running())
+            if dead:
+                raise ClusterError(f"{', '.join(sorted(dead))} exited: read {self.logs}/{sorted(dead)[0]}.log")
+            time.sleep(0.2)
+        raise ClusterError(f"{what} not ready after {timeout:.0f} s: read {self.logs}/{log}.log")
+
+    def up(self, stack: dict[str, Any], region: str) -> None:
+        """Start the control plane and KWOK (a running healthy cluster is kept), then create the stack's nodes
+        and wait until every one is Ready."""
+        from infra.localcluster.nodes import nodes
+
+        started = time.monotonic()
+        programs = build_all(["kube", "kwok"])
+        if set(self.running()) != set(COMPONENTS) or not self.ready():
+            self.down(quiet=True)
+            for sub in ("logs", "run"):
+                (self.folder / sub).mkdir(parents=True, exist_ok=True)
+            certs.make(self.pki)
+            self._start_control_plane(programs)
+        wanted = nodes(stack, region)
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=_list(wanted))
+        names = {n["metadata"]["name"] for n in wanted}
+
+        def all_ready() -> bool:
+            # Ready, and the node lifecycle controller has taken its not-ready taint off (what the scheduler reads).
+            found = self.get("nodes")["items"]
+            ready = {
+                n["metadata"]["name"]
+                for n in found
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+                and not any(t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get("taints") or [])
+            }
+            return names <= ready
+
+        self._wait(f"{len(names)} nodes", all_ready, "kwok")
+        print(
+            f"cluster-local: Kubernetes {KUBERNETES_VERSION} at {self.server()}, {len(names)} nodes Ready "
+            f"in {time.monotonic() - started:.1f} s; kubeconfig {self.kubeconfig}; logs {self.logs}",
+            file=sys.stderr,
+        )
+
+    def _start_control_plane(self, programs: dict[str, Path]) -> None:
+        pki = self.pki
+        etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
+        self._start(
+            "etcd",
+            [
+                str(programs["etcd"]),
+                f"--data-dir={self.folder / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",  # a throwaway cluster: no fsync on every write
+                "--quota-backend-bytes=2147483648",
+            ],
+        )
+        self.kubeconfig.write_text(_kubeconfig(f"https://127.0.0.1:{api_port}", pki))
+        self.kubeconfig.chmod(0o600)
+        self._start(
+            "kube-apiserver",
+            [
+                str(programs["kube-apiserver"]),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-cluster-ip-range={SERVICE_RANGE}",
+                "--authorization-mode=Node,RBAC",
+                # GKE runs privileged pods (the GPU networking DaemonSet in kube-system).
+                "--allow-privileged=true",
+                # GKE runs ExtendedResourceToleration: a pod that requests google.com/tpu or nvidia.com/gpu
+                # tolerates the node taint of that name (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus
+                # "GKE automatically adds tolerations ... using the ExtendedResourceToleration admission
+                # controller"; the same for TPUs).
+                "--enable-admission-plugins=ExtendedResourceToleration",
+            ],
+        )
+        self._wait("kube-apiserver", self.ready, "kube-apiserver")
+        common = [f"--kubeconfig={self.kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1"]
+        self._start(
+            "kube-controller-manager",
+            [
+                str(programs["kube-controller-manager"]),
+                *common,
+                f"--secure-port={_free_port()}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+                f"--cluster-signing-key-file={pki / 'ca.key'}",
+                "--use-service-account-credentials=false",
+                # Two busy cores can delay KWOK's heartbeats: a node is not taken for lost (and its pods marked
+                # not ready, which KWOK does not undo) before two minutes without one.
+                "--node-monitor-grace-period=2m",
+            ],
+        )
+        self._start("kube-scheduler", [str(programs["kube-scheduler"]), *common, f"--secure-port={_free_port()}"])
+        self._start(
+            "kwok",
+            [
+                str(programs["kwok"]),
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--cidr={POD_RANGE}",
+                "--node-ip=127.0.0.1",
+                # Each node's heartbeat as a kubelet sends it: a Lease renewed every 10 s.
+                "--node-lease-duration-seconds=40",
+            ],
+        )
+
+    def down(self, *, quiet: bool = False) -> None:
+        """Stop every component and controller (SIGTERM, then SIGKILL after 10 s) and remove the cluster's state."""
+        for path in sorted((self.folder / "controllers").glob("*.pid")):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.killpg(int(path.read_text()), signal.SIGTERM)
+            path.unlink()
+        for _name, pid in self.running().items():
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        deadline = time.monotonic() + 10
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in self.running().values():
+            os.killpg(pid, signal.SIGKILL)
+        for sub in ("etcd", "run", "pki", "controllers", "helm", "values", "controller-crds"):
+            target = self.folder / sub
+            if target.exists():
+                subprocess.run(["rm", "-rf", str(target)], check=True)
+        self.kubeconfig.unlink(missing_ok=True)
+        if not quiet:
+            print(f"cluster-local: stopped; logs kept in {self.logs}", file=sys.stderr)
+
+
+@cache
+def _kubectl() -> Path:
+    return build_all(["kube"])["kubectl"]
+
+
+def _list(items: list[dict[str, Any]]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+def _kubeconfig(server: str, pki: Path) -> str:
+    return f"""apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: {server}
+    certificate-authority: {pki / "ca.crt"}
+users:
+- name: admin
+  user:
+    client-certificate: {pki / "admin.crt"}
+    client-key: {pki / "admin.key"}
+contexts:
+- name: local
+  context: {{cluster: local, user: admin}}
+current-context: local
+"""

@@ -1,0 +1,139 @@
+"""`make deploy-local ENV=`: the deploy's own path, applied to the local cluster (infra/localcluster).
+
+Like `make deploy`, it synthesizes the environment once into a folder at the repository root (where the releases'
+chart and post-renderer paths resolve), checks every file the apply opens, and gates the stack, here with the rules
+of the real systems `make plan` runs (the preflight and the plan review need a real project); then it starts the
+local control plane with the stack's nodes and applies the stack's Kubernetes half to it with the real Helm, the
+real controllers and the real API server, in the stack's order (infra/localcluster/apply.py). A second run upgrades
+in place. The Google half is not applied: nothing here can stand for the Google APIs.
+
+  python -m scripts.deploy_local <env> [--dir .cache/cluster-local] [--keep]
+
+The synthesized folder is kept at cdktf.out.local-<env>/ (what was applied). Exit codes: 0 applied, 1 a real
+component refused a resource (the release or resource, the object and the component's words), 2 bad input or a
+refused gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from infra.config import ConfigError, environments_dir
+from infra.delivery.apply_paths import unresolved
+from infra.load import load_environment
+from infra.localcluster.apply import ApplyError, LocalApply, run_helm
+from infra.localcluster.build import BuildError
+from infra.localcluster.cluster import Cluster, ClusterError
+from infra.localcluster.manifests import UnsupportedResource
+from infra.localcluster.verdicts import Verdicts, collect
+
+
+def gate(stack: dict[str, object]) -> list[str]:
+    """The rules `make plan` runs, on this stack and its rendered releases: each violation, as make plan says it."""
+    from infra.rules.run import check_synthesized
+
+    terraform, manifests, _ = check_synthesized(stack)
+    return [v.line() for v in terraform] + [v.line(f"release {release}") for release, v in manifests]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from infra.app import synth
+    from infra.constructs.releases import REPO
+
+    parser = argparse.ArgumentParser(prog="python -m scripts.deploy_local", description=__doc__.split("\n\n")[0])
+    parser.add_argument("env")
+    parser.add_argument("--dir", type=Path, default=Path(".cache/cluster-local"), help="the local cluster's folder")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    try:
+        env = load_environment(environments_dir() / f"{args.env}.yaml")
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    # A direct child of the repository root, as make deploy's folder: the stack's ../../../ paths resolve.
+    folder = REPO / f"cdktf.out.local-{env.name}"
+    shutil.rmtree(folder, ignore_errors=True)
+    synth({env.name: env}, folder)
+    stack_dir = folder / "stacks" / f"platform-{env.name}"
+    problems = unresolved(stack_dir, json.loads((stack_dir / "cdk.tf.json").read_text()))
+    if problems:
+        print("\n".join(f"error: platform-{env.name}: {p}" for p in problems), file=sys.stderr)
+        return 2
+    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+    refused = gate(stack)
+    if refused:
+        print(f"error: platform-{env.name}: the gate refused the stack:", *refused, sep="\n  ", file=sys.stderr)
+        return 2
+    print(f"deploy-local: platform-{env.name} synthesized in {stack_dir}; the gate passed", file=sys.stderr)
+    cluster = Cluster(args.dir.resolve())
+    try:
+        cluster.up(stack, env.region)
+        applied = LocalApply(cluster, stack_dir).run()
+    except (ApplyError, UnsupportedResource) as err:
+        print(f"error: platform-{env.name}: {err}", file=sys.stderr)
+        return 1
+    except (BuildError, ClusterError) as err:
+        print(f"error: deploy-local: {err}", file=sys.stderr)
+        return 1
+    print(
+        f"deploy-local: platform-{env.name}: {len(applied.steps)} resources applied ({len(applied.releases)} "
+        f"releases) in {time.monotonic() - started:.0f} s; kubeconfig {cluster.kubeconfig}; logs {cluster.logs}",
+        file=sys.stderr,
+    )
+    found = settle(cluster, stack)
+    report(found, folder / "verdicts.json")
+    disagree = [p for p in found.pods if not p.agrees]
+    return 1 if disagree else 0
+
+
+def settle(cluster: Cluster, stack: dict[str, object], timeout: float = 60) -> Verdicts:
+    """The components' verdicts once they stop changing (the controllers reconcile, the scheduler binds): read
+    every 3 s until two reads agree, for at most `timeout` seconds."""
+    import dataclasses
+
+    last = None
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = json.loads(
+            run_helm(cluster, ["list", "--all-namespaces", "--all", "--output", "json"], cluster.folder).stdout or "[]"
+        )
+        found = collect(cluster, stack, listed)
+        snapshot = json.dumps(dataclasses.asdict(found), sort_keys=True)
+        if snapshot == last or time.monotonic() > deadline:
+            return found
+        last = snapshot
+        time.sleep(3)
+
+
+def report(found: Verdicts, path: Path) -> None:
+    """What the components decided, to stdout (and as JSON to `path`)."""
+    import dataclasses
+
+    path.write_text(json.dumps(dataclasses.asdict(found), indent=1, sort_keys=True) + "\n")
+    not_deployed = {r: s for r, s in found.releases.items() if s != "deployed"}
+    print(f"releases: {len(found.releases)} ({not_deployed if not_deployed else 'all deployed'})")
+    print("pods bound per pool (scheduler): " + ", ".join(f"{p} {n}" for p, n in found.bound_by_pool().items()))
+    for pod in found.pods:
+        if pod.pool is None:
+            print(f"pending: {pod.namespace}/{pod.name} ({pod.template or 'no template'}): {pod.pending}")
+    for key, state in sorted(found.workloads.items()):
+        print(f"kueue workload {key}: {state}")
+    for key, count in sorted(found.objects.items()):
+        print(f"{key}: {count} pod(s) made by its controller")
+    for pod in found.pods:
+        if not pod.agrees:
+            where = f"bound to pool {pod.pool}" if pod.pool else f"pending ({pod.pending})"
+            print(
+                f"disagrees with the placement report: {pod.namespace}/{pod.name} ({pod.template}): {where}; the "
+                f"report allows {', '.join(pod.allowed or ()) or 'no pool'}"
+            )
+    print(f"verdicts: {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
