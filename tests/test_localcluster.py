@@ -1,0 +1,192 @@
+"""The local cluster (infra/localcluster): its nodes, the stack's Kubernetes half as the API server receives it, the
+Go builds, and `make deploy-local` against the real control plane, Helm and controllers (the slow tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.catalogue import upstream
+from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
+from infra.localcluster import apply, build, manifests, nodes
+from infra.localcluster.cluster import Cluster
+from scripts import deploy_local
+from tests.conftest import REPO
+from tests.in_process import run_main
+
+
+def test_every_node_of_every_pool_at_its_largest_is_a_node_as_gke_makes_it(stacks: dict[str, dict[str, Any]]) -> None:
+    made = nodes.nodes(stacks["dev"], "us-east5")
+    by_pool: dict[str, list[dict[str, Any]]] = {}
+    for node in made:
+        by_pool.setdefault(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"], []).append(node)
+    pools = stacks["dev"]["resource"]["google_container_node_pool"].values()
+    assert set(by_pool) == {p["name"] for p in pools}
+    assert len(by_pool["train"]) == 4 and len(by_pool["system"]) == 5 and len(by_pool["a3mega"]) == 2
+    train = by_pool["train"][0]
+    assert train["metadata"]["labels"]["cloud.google.com/gke-tpu-accelerator"] == "tpu-v6e-slice"
+    assert train["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] == "4x4"
+    assert train["spec"]["taints"] == [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}]
+    assert train["status"]["allocatable"]["google.com/tpu"] == "4"
+    gpu_taints = {t["key"] for t in by_pool["a3mega"][0]["spec"]["taints"]}
+    assert gpu_taints == {"nvidia.com/gpu", "cloud.google.com/gke-queued"}
+    assert all(n["metadata"]["annotations"] == {"kwok.x-k8s.io/node": "fake"} for n in made)
+
+
+def test_the_kubernetes_half_comes_in_an_order_terraform_could_apply_it(stacks: dict[str, dict[str, Any]]) -> None:
+    order = [address for address, _ in manifests.kubernetes_half(stacks["dev"])]
+    position = {address: i for i, address in enumerate(order)}
+    for address, body in manifests.kubernetes_half(stacks["dev"]):
+        for needed in body.get("depends_on") or []:
+            if needed in position:
+                assert position[needed] < position[address], f"{address} before {needed}"
+    assert sum(a.startswith("helm_release.") for a in order) == 14
+
+
+def test_a_network_policy_is_sent_as_the_provider_sends_it(stacks: dict[str, dict[str, Any]]) -> None:
+    stack = stacks["dev"]
+    ((address, body),) = [
+        (a, b) for a, b in manifests.kubernetes_half(stack) if a.endswith(tuple(["from-load-balancers_AD9F5F8B"]))
+    ]
+    sent = manifests.manifest(address, body, stack)
+    assert sent["kind"] == "NetworkPolicy" and sent["metadata"]["namespace"] == "ml-serving"
+    assert {"ipBlock": {"cidr": "35.191.0.0/16"}} in sent["spec"]["ingress"][0]["from"]
+    assert {"protocol": "TCP", "port": 9002} in sent["spec"]["ingress"][0]["ports"]
+
+
+def test_a_field_or_reference_deploy_local_cannot_send_is_refused_by_name(stacks: dict[str, dict[str, Any]]) -> None:
+    stack = stacks["dev"]
+    address, body = next((a, b) for a, b in manifests.kubernetes_half(stack) if a.startswith("kubernetes_namespace"))
+    with pytest.raises(manifests.UnsupportedResource, match=r"field\(s\) wait_for_default_service_account"):
+        manifests.manifest(address, {**body, "wait_for_default_service_account": True}, stack)
+    with pytest.raises(manifests.UnsupportedResource, match=r"google_compute_address\.ip\.address"):
+        manifests.resolve("${google_compute_address.ip.address}", stack)
+    account = next(
+        (a, b) for a, b in manifests.kubernetes_half(stack) if a.startswith("kubernetes_service_account_v1.serving")
+    )
+    email = manifests.manifest(*account, stack)["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+    assert re.fullmatch(r"[a-z0-9-]+@acme-ml-platform-dev\.iam\.gserviceaccount\.com", email)
+
+
+def test_a_release_becomes_helm_upgrade_with_every_argument(stacks: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    releases = stacks["dev"]["resource"]["helm_release"]
+    canary = next(r for r in releases.values() if r["name"] == "serve-canary")
+    command = apply.helm_command(canary, stacks["dev"], tmp_path)
+    assert command[:4] == ["upgrade", "--install", "serve-canary", "../../../workloads/charts/canary-server"]
+    assert command[command.index("--namespace") + 1] == "ml-serving" and "--timeout" in command
+    with pytest.raises(apply.ApplyError, match=r"argument\(s\) replace not translated"):
+        apply.helm_command({**canary, "replace": True}, stacks["dev"], tmp_path)
+
+
+def test_the_control_plane_is_stamped_with_its_kubernetes_version() -> None:
+    kube = build.components()["kube"]
+    flags = " ".join(kube.ldflags())
+    assert "k8s.io/component-base/version.gitVersion=v1.35.4" in flags
+    assert "gitMinor=35" in flags
+    assert set(kube.programs) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd"}
+    assert build.components()["kwok"].programs == ["kwok"]
+
+
+# --- make deploy-local, for real -------------------------------------------------------------------------------
+
+
+def _deploy(tmp_path: Path, envs: Path) -> tuple[int, str, str]:
+    done = run_main(
+        deploy_local.main,
+        ["dev", "--dir", str(tmp_path / "cluster")],
+        env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(envs)},
+        cwd=REPO,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def _verdicts() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((REPO / "cdktf.out.local-dev" / "verdicts.json").read_text())
+    return loaded
+
+
+def _envs(tmp_path: Path, name: str, digest: str | None = None) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    for path in ENVIRONMENTS_DIR.glob("*.yaml"):
+        text = path.read_text()
+        if digest is not None and path.stem == "dev":
+            text = re.sub(r"(/trainer@)" + re.escape(PLACEHOLDER_DIGEST), r"\g<1>" + digest, text)
+        (folder / path.name).write_text(text)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    folder = tmp_path_factory.mktemp("deploy-local")
+    yield folder
+    Cluster((folder / "cluster").resolve()).down(quiet=True)
+
+
+@pytest.mark.slow
+def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placement_report(cluster_dir: Path) -> None:
+    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "first"))
+    assert code == 0, (out + err)[-4000:]
+    found = _verdicts()
+    assert set(found["releases"].values()) == {"deployed"} and len(found["releases"]) == 14
+    pending = [p for p in found["pods"] if p["pool"] is None]
+    assert pending == [], pending
+    assert "disagrees with the placement report" not in out
+    bound = {pool: sum(p["pool"] == pool for p in found["pods"]) for pool in {p["pool"] for p in found["pods"]}}
+    # The placement report's "every pod together" table (cdktf.out/placement/platform-dev.md).
+    assert bound == {
+        "a3mega": 4,
+        "convert": 2,
+        "decode": 2,
+        "prefill": 2,
+        "sax-a": 8,
+        "sax-b": 8,
+        "serve": 4,
+        "system": 10,
+        "train": 4,
+        "vllm": 2,
+        "vllm-multihost": 4,
+    }
+    # The controllers' work: KubeRay's head and four workers, LWS's groups, JobSet's jobs for Saxml.
+    objects = found["objects"]
+    assert objects["RayCluster/ml-training/ray-training"] == 5
+    assert objects["LeaderWorkerSet/ml-serving/serve-llama405b"] == 5
+    assert sum(n for key, n in objects.items() if key.startswith("JobSet/ml-serving/serve-saxml")) == 16
+    # Kueue: the two GPU JobSets want the a3mega flavor's 16 GPUs each; one holds the quota, the other waits.
+    states = sorted(found["workloads"].values())
+    assert len(states) == 2 and "insufficient unused quota for nvidia.com/gpu in flavor a3mega" in states[0]
+
+
+@pytest.mark.slow
+def test_deploy_local_again_with_a_new_trainer_digest_upgrades_in_place(cluster_dir: Path) -> None:
+    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "second", "sha256:" + "ab" * 32))
+    assert code == 0, (out + err)[-4000:]
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    ray = cluster.get("raycluster", "-n", "ml-training", "ray-training")
+    images = {c["image"] for g in ray["spec"]["workerGroupSpecs"] for c in g["template"]["spec"]["containers"]}
+    assert images == {f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@sha256:{'ab' * 32}"}
+    history = json.loads(
+        apply.run_helm(cluster, ["history", "ray-training", "-n", "ml-training", "-o", "json"], cluster.folder).stdout
+    )
+    assert [h["status"] for h in history][-2:] == ["superseded", "deployed"], "upgraded in place"
+
+
+@pytest.mark.slow
+def test_a_saxml_model_image_bump_replaces_its_jobset_instead_of_an_upgrade_jobset_refuses(
+    cluster_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JobSet's webhook makes spec.replicatedJobs immutable: the chart names the JobSet after them, so a change
+    is a new JobSet (main's fixed name failed the upgrade: "spec.replicatedJobs: Invalid value ... field is
+    immutable", from the real webhook)."""
+    before = {k for k in _verdicts()["objects"] if k.startswith("JobSet/ml-serving/serve-saxml")}
+    bumped = upstream.SAXML_MODEL.split(":")[0] + "@sha256:" + "5a" * 32  # a new release, pinned by digest
+    monkeypatch.setattr(upstream, "SAXML_MODEL", bumped)
+    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "third", "sha256:" + "ab" * 32))
+    assert code == 0, (out + err)[-4000:]
+    after = {k for k, n in _verdicts()["objects"].items() if k.startswith("JobSet/ml-serving/serve-saxml") and n}
+    assert len(after) == 1 and after.isdisjoint(before)
