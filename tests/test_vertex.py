@@ -376,6 +376,12 @@ def _stub(path: Path, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
+def _in(script: str, work: Path) -> str:
+    """A replica's script with its container's /tmp files in `work`: each replica has a /tmp of its own, and tests
+    running side by side must not share one (two of them once read each other's /tmp/nccl.log)."""
+    return script.replace("/tmp/platform", str(work)).replace("/tmp/nccl.log", f"{work}-nccl.log")
+
+
 def _image(tmp: Path, busbw: float) -> tuple[Path, Path]:
     """The TCPXO image's /scripts and tools, stood in for: the benchmark prints nccl-tests' table with `busbw`,
     mpirun runs the command it is given here (on "every host": these two processes share a file system)."""
@@ -420,7 +426,7 @@ def test_two_replicas_run_the_gate_and_end_together(tmp_path: Path, busbw: float
         PATH=f"{bin_}:{os.environ['PATH']}",
     )
     worker = subprocess.Popen(
-        ["bash", "-c", script.replace("/tmp/platform", str(worker_work))],
+        ["bash", "-c", _in(script, worker_work)],
         env={
             **base,
             "CLUSTER_SPEC": _cluster_spec("workerpool1", 0, 1),
@@ -432,7 +438,7 @@ def test_two_replicas_run_the_gate_and_end_together(tmp_path: Path, busbw: float
         text=True,
     )
     primary = subprocess.run(
-        ["bash", "-c", script.replace("/tmp/platform", str(work))],
+        ["bash", "-c", _in(script, work)],
         env={
             **base,
             "CLUSTER_SPEC": _cluster_spec("workerpool0", 0, 1),
@@ -471,7 +477,7 @@ def test_a_replica_that_cannot_give_the_plugin_its_profile_stops_before_the_test
     work = tmp_path / "platform"
     (work / "nccl-lib" / "nccl-env-profile.sh").mkdir(parents=True)  # cp cannot write the profile there
     done = subprocess.run(
-        ["bash", "-c", container["args"][0].replace("/tmp/platform", str(work))],
+        ["bash", "-c", _in(container["args"][0], work)],
         env={
             **{e["name"]: e["value"] for e in container["env"]},
             "NCCL_LIB_DIR": str(plugin),
