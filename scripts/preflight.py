@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -47,6 +48,7 @@ from infra.catalogue.deployer_roles import UnknownResourceType, roles_for
 from infra.catalogue.gcp_apis import BOOTSTRAP_APIS, platform_apis
 from infra.catalogue.quota_metrics import QuotaMetric, UnknownQuota, cpu_metric, gpu_metric, tpu_metric
 from infra.config import ConfigError, Environment, environments_dir
+from infra.constructs.providers import CREDENTIAL_PLUGIN
 from infra.load import load_environment
 from scripts import tools
 
@@ -161,7 +163,8 @@ def gcluster_command() -> list[str]:
 
 
 def check_tools(env: Environment, *, skip_image: bool) -> Result:
-    """The pinned terraform; gcluster and packer where the environment has a Slurm cluster."""
+    """The pinned terraform; gcluster and packer where the environment has a Slurm cluster; the providers'
+    credential plugin."""
     found = {"terraform": (tools.terraform_found(), TERRAFORM_VERSION)}
     if env.slurm is not None:
         found["gcluster"] = (tools.gcluster_found(command=gcluster_command()), CLUSTER_TOOLKIT.commit)
@@ -183,6 +186,16 @@ def check_tools(env: Environment, *, skip_image: bool) -> Result:
         lines.append(
             f"{tool} {version or '(none on PATH)'}: the platform pins {shown} (infra/catalogue/cluster_toolkit.py); "
             f"install it: {install}"
+        )
+    plugin = CREDENTIAL_PLUGIN["command"]
+    if shutil.which(plugin):
+        lines.append(f"{plugin} on PATH")
+    else:
+        failed = True
+        lines.append(
+            f"{plugin} (none on PATH): the stack's kubernetes and helm providers run it for every Kubernetes resource "
+            "(infra/constructs/providers.py), so the apply would stop at the first one, after the cluster and its "
+            f"pools are made; install it: gcloud components install {plugin} (apt: google-cloud-cli-{plugin})"
         )
     return Result("tools", "fail" if failed else "ok", lines)
 

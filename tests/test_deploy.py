@@ -185,7 +185,8 @@ def _tools(tmp_path: Path, terraform: str = TERRAFORM_VERSION, packer: str = PAC
     """A PATH directory with terraform and packer that answer `version` as the real ones do."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for tool, line in (("terraform", f"Terraform v{terraform}"), ("packer", f"Packer v{packer}")):
+    tools = (("terraform", f"Terraform v{terraform}"), ("packer", f"Packer v{packer}"))
+    for tool, line in (*tools, ("gke-gcloud-auth-plugin", "Kubernetes v1.30.0+stand-in")):
         script = bin_dir / tool
         script.write_text(f"#!/bin/sh\necho '{line}'\n")
         script.chmod(0o755)

@@ -140,6 +140,7 @@ def _tools(folder: Path, terraform: str = TERRAFORM_VERSION) -> Path:
         "packer": f"Packer v{PACKER_VERSION}",
         "gcluster": f"Built from: main, commit: {CLUSTER_TOOLKIT.commit}",
     }
+    answers["gke-gcloud-auth-plugin"] = "Kubernetes v1.30.0+stand-in"
     for tool, text in answers.items():
         (folder / tool).write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}\nEOF\n")
         (folder / tool).chmod(0o755)
@@ -339,6 +340,21 @@ def test_a_wrong_terraform_fails_the_tools_check(
     assert code == 1
     assert "terraform 1.11.4: the platform pins terraform 1.12.2" in err
     assert "https://releases.hashicorp.com/terraform/1.12.2/" in err
+
+
+def test_a_runner_without_the_kubernetes_credential_plugin_fails_the_tools_check(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitHub's runner images install the Cloud CLI without gke-gcloud-auth-plugin: the apply would make the cluster
+    and its pools, then stop at the first Kubernetes resource. The preflight says so before anything is applied."""
+    tools = Path(os.environ["PATH"].split(os.pathsep)[0])
+    (tools / "gke-gcloud-auth-plugin").unlink()
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "gke-gcloud-auth-plugin").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert "gke-gcloud-auth-plugin (none on PATH): the stack's kubernetes and helm providers run it" in err
+    assert "gcloud components install gke-gcloud-auth-plugin" in err
 
 
 def test_refused_credentials_read_as_a_login_problem_not_as_the_service_refusing(

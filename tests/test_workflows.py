@@ -143,6 +143,7 @@ esac
     "gcluster": '#!/bin/bash\necho "gcluster $*" >> "$STANDIN_LOG"\n'
     'echo "Built from: main, commit: 079cf8349a96cfd433cb89945bc467af21818424"\n',
     "gcloud": '#!/bin/bash\necho "gcloud $*" >> "$STANDIN_LOG"\n',
+    "gke-gcloud-auth-plugin": '#!/bin/bash\necho "gke-gcloud-auth-plugin $*" >> "$STANDIN_LOG"\n',
     # make: `make plan` synthesizes (the policy gate and the rules it also runs are tests/test_plan.py's);
     # the set-up targets are logged only (this checkout has them).
     "make": r"""#!/bin/bash
