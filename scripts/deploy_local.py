@@ -60,11 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(folder, ignore_errors=True)
     synth({env.name: env}, folder)
     stack_dir = folder / "stacks" / f"platform-{env.name}"
-    problems = unresolved(stack_dir, json.loads((stack_dir / "cdk.tf.json").read_text()))
+    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+    problems = unresolved(stack_dir, stack)
     if problems:
         print("\n".join(f"error: platform-{env.name}: {p}" for p in problems), file=sys.stderr)
         return 2
-    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
     refused = gate(stack)
     if refused:
         print(f"error: platform-{env.name}: the gate refused the stack:", *refused, sep="\n  ", file=sys.stderr)

@@ -117,7 +117,7 @@ class LocalApply:
         self.cluster = cluster
         self.stack_dir = stack_dir
         self.stack: dict[str, Any] = json.loads((stack_dir / "cdk.tf.json").read_text())
-        self.controllers = Controllers(cluster.folder, cluster.kubeconfig, cluster.pki, cluster.kubectl)
+        self.controllers = Controllers(cluster)
 
     def helm_run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return run_helm(self.cluster, args, self.stack_dir)

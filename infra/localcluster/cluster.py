@@ -37,10 +37,33 @@ class ClusterError(RuntimeError):
     """The local cluster could not start or answer: what failed and the log to read."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def start_detached(command: list[str], log: Path, pid_file: Path, env: dict[str, str] | None = None) -> None:
+    """Start `command` in a session of its own (it outlives this process), its output appended to `log`, its pid
+    in `pid_file`."""
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
+    pid_file.write_text(str(process.pid))
+
+
+def alive(pid_file: Path) -> int | None:
+    """The pid `pid_file` holds while that process runs, else None."""
+    if not pid_file.is_file():
+        return None
+    pid = int(pid_file.read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
 
 
 @dataclass(frozen=True)
@@ -64,17 +87,8 @@ class Cluster:
 
     def running(self) -> dict[str, int]:
         """component -> pid of each component whose process is alive."""
-        alive = {}
-        for name in COMPONENTS:
-            path = self._pid(name)
-            if path.is_file():
-                pid = int(path.read_text())
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    continue
-                alive[name] = pid
-        return alive
+        pids = {name: alive(self._pid(name)) for name in COMPONENTS}
+        return {name: pid for name, pid in pids.items() if pid is not None}
 
     def server(self) -> str:
         config = self.kubeconfig.read_text()
@@ -109,12 +123,7 @@ class Cluster:
             return False
 
     def _start(self, name: str, command: list[str]) -> None:
-        log = self.logs / f"{name}.log"
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        self._pid(name).write_text(str(process.pid))
+        start_detached(command, self.logs / f"{name}.log", self._pid(name))
 
     def _wait(self, what: str, test: Any, log: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -165,7 +174,7 @@ class Cluster:
 
     def _start_control_plane(self, programs: dict[str, Path]) -> None:
         pki = self.pki
-        etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
+        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
         self._start(
             "etcd",
             [
@@ -214,7 +223,7 @@ class Cluster:
             [
                 str(programs["kube-controller-manager"]),
                 *common,
-                f"--secure-port={_free_port()}",
+                f"--secure-port={free_port()}",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--root-ca-file={pki / 'ca.crt'}",
                 f"--cluster-signing-cert-file={pki / 'ca.crt'}",
@@ -225,7 +234,7 @@ class Cluster:
                 "--node-monitor-grace-period=2m",
             ],
         )
-        self._start("kube-scheduler", [str(programs["kube-scheduler"]), *common, f"--secure-port={_free_port()}"])
+        self._start("kube-scheduler", [str(programs["kube-scheduler"]), *common, f"--secure-port={free_port()}"])
         self._start(
             "kwok",
             [

@@ -28,6 +28,7 @@ import yaml
 
 from infra.localcluster import certs
 from infra.localcluster.build import build_all
+from infra.localcluster.cluster import Cluster, alive, free_port, start_detached
 
 
 @dataclass(frozen=True)
@@ -82,44 +83,22 @@ def chart_dir(controller: LocalController) -> Path:
     return module_dir(controller) / controller.chart
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Controllers:
-    """The controller processes of one local cluster (its folder, its kubeconfig, its CA)."""
+    """The controller processes of one local cluster, in its folder's `controllers/`."""
 
-    def __init__(self, folder: Path, kubeconfig: Path, pki: Path, kubectl: Any) -> None:
-        self.folder, self.kubeconfig, self.pki, self.kubectl = folder / "controllers", kubeconfig, pki, kubectl
+    def __init__(self, cluster: Cluster) -> None:
+        self.folder = cluster.folder / "controllers"
+        self.kubeconfig, self.pki, self.kubectl = cluster.kubeconfig, cluster.pki, cluster.kubectl
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def _pid(self, name: str) -> Path:
         return self.folder / f"{name}.pid"
 
     def running(self, name: str) -> bool:
-        path = self._pid(name)
-        if not path.is_file():
-            return False
-        try:
-            os.kill(int(path.read_text()), 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return alive(self._pid(name)) is not None
 
     def _start(self, name: str, command: list[str], log: Path) -> None:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        self._pid(name).write_text(str(process.pid))
+        start_detached(command, log, self._pid(name), {**os.environ, "KUBECONFIG": str(self.kubeconfig)})
 
     def _configuration(self, namespace: str) -> dict[str, Any]:
         """The controller's Configuration as its chart installed it (the ConfigMap holding `kind: Configuration`)."""
@@ -137,7 +116,7 @@ class Controllers:
         controller = LOCAL_CONTROLLERS[name]
         self.stop(name)
         program = build_all([controller.component])[controller.program]
-        port, health = _free_port(), _free_port()
+        port, health = free_port(), free_port()
         cert_dir = self.folder / f"{name}-certs"
         cert_dir.mkdir(exist_ok=True)
         certs.serving_pair(cert_dir, "tls", self.pki / "ca.crt", self.pki / "ca.key")
@@ -181,8 +160,8 @@ class Controllers:
                 self.kubectl("delete", "apiservice", item["metadata"]["name"], "--wait=false")
 
     def stop(self, name: str) -> None:
-        if self.running(name):
-            pid = int(self._pid(name).read_text())
+        pid = alive(self._pid(name))
+        if pid is not None:
             os.killpg(pid, signal.SIGTERM)
             deadline = time.monotonic() + 10
             while self.running(name) and time.monotonic() < deadline:
@@ -212,7 +191,7 @@ class Controllers:
             [
                 str(program),
                 "--metrics-addr=0",
-                f"--health-probe-bind-address=127.0.0.1:{_free_port()}",
+                f"--health-probe-bind-address=127.0.0.1:{free_port()}",
                 "--enable-leader-election=false",
                 f"--kubeconfig={self.kubeconfig}",
             ],
