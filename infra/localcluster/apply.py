@@ -91,7 +91,6 @@ def helm_command(body: dict[str, Any], stack: dict[str, Any], values_dir: Path) 
         if controller is None:
             raise ApplyError(f"helm_release {body['name']}: chart {chart} from {body['repository']}: no local copy")
         chart = str(chart_dir(controller))
-        _stage_crds(controller, str(body["chart"]), str(body.get("version", "")), values_dir)
     command = ["upgrade", "--install", str(body["name"]), chart, "--namespace", str(body["namespace"])]
     for i, text in enumerate(body.get("values") or []):
         path = values_dir / f"{body['name']}-{i}.yaml"
@@ -194,6 +193,9 @@ class LocalApply:
                 command = helm_command(body, self.stack, values)
                 controller = LOCAL_CONTROLLERS.get(name) if body.get("repository") else None
                 if controller is not None:
+                    _stage_crds(
+                        controller, str(body["chart"]), str(body.get("version", "")), self.cluster.controller_crds
+                    )
                     self.controllers.restore_webhooks(controller.namespace)
                 done = self.helm_run(*command)
                 if done.returncode:
@@ -207,7 +209,7 @@ class LocalApply:
         return applied
 
 
-def _stage_crds(controller: LocalController, name: str, version: str, values_dir: Path) -> None:
+def _stage_crds(controller: LocalController, name: str, version: str, folder: Path) -> None:
     """The crds/ files the post-renderer adds to a controller release (infra/crd_postrender.py), taken from the
     controller's Go module where they are at the same path: the post-renderer checks each one's pinned sha256, so
     a file of another version is refused, not applied. Its folder is what PLATFORM_CONTROLLER_CRDS names."""
@@ -216,7 +218,7 @@ def _stage_crds(controller: LocalController, name: str, version: str, values_dir
     crds = crd_set(name, version)
     if crds is None:
         return
-    target = values_dir.parent / "controller-crds" / crds.directory
+    target = folder / crds.directory
     target.mkdir(parents=True, exist_ok=True)
     source = module_dir(controller)
     for crd in crds.injected:
@@ -235,7 +237,7 @@ def run_helm(cluster: Cluster, args: Any, cwd: Path) -> subprocess.CompletedProc
         "HELM_CACHE_HOME": str(home / "cache"),
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),
-        "PLATFORM_CONTROLLER_CRDS": str(cluster.folder / "controller-crds"),
+        "PLATFORM_CONTROLLER_CRDS": str(cluster.controller_crds),
     }
     helm = build_all(["helm"])["helm"]
     return subprocess.run([str(helm), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)

@@ -82,6 +82,11 @@ class Cluster:
     def pki(self) -> Path:
         return self.folder / "pki"
 
+    @property
+    def controller_crds(self) -> Path:
+        """The controllers' pinned crds/ files, staged for their post-renderer (PLATFORM_CONTROLLER_CRDS)."""
+        return self.folder / "controller-crds"
+
     def _pid(self, name: str) -> Path:
         return self.folder / "run" / f"{name}.pid"
 
