@@ -87,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     found = settle(cluster, stack)
     report(found, folder / "verdicts.json")
-    disagree = [p for p in found.pods if not p.agrees]
-    return 1 if disagree else 0
+    return 1 if found.unexpected() else 0
 
 
 def settle(cluster: Cluster, stack: dict[str, object], timeout: float = 60) -> Verdicts:
@@ -125,13 +124,10 @@ def report(found: Verdicts, path: Path) -> None:
         print(f"kueue workload {key}: {state}")
     for key, count in sorted(found.objects.items()):
         print(f"{key}: {count} pod(s) made by its controller")
-    for pod in found.pods:
-        if not pod.agrees:
-            where = f"bound to pool {pod.pool}" if pod.pool else f"pending ({pod.pending})"
-            print(
-                f"disagrees with the placement report: {pod.namespace}/{pod.name} ({pod.template}): {where}; the "
-                f"report allows {', '.join(pod.allowed or ()) or 'no pool'}"
-            )
+    for template in found.held:
+        print(f"queued: {template}: {found.missing[template]}")
+    for line in found.unexpected():
+        print(f"disagrees with the placement report: {line}")
     print(f"verdicts: {path}")
 
 

@@ -92,6 +92,51 @@ def test_the_control_plane_is_stamped_with_its_kubernetes_version() -> None:
     assert build.components()["kwok"].programs == ["kwok"]
 
 
+class _Listed:
+    """A cluster whose API server lists the given objects (what `collect` reads)."""
+
+    def __init__(self, **items: list[dict[str, Any]]) -> None:
+        self.items = items
+
+    def get(self, kind: str, *_: str) -> dict[str, Any]:
+        return {"items": self.items.get(kind.split(".", 1)[0], [])}
+
+
+def test_a_template_the_report_places_that_made_no_pod_is_a_disagreement_unless_kueue_holds_it(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """Stop 41's CI: the conversion Jobs' pods were refused (their account came later) and deploy-local said nothing,
+    since it only held the pods that existed to the report. A Kueue-held JobSet making no pod is expected."""
+    from infra.localcluster.verdicts import allowed_pools, collect
+
+    templates = allowed_pools(stacks["dev"])
+    convert = next(t for t in templates if t.startswith("Job/serve-llama405b-convert-"))
+    training = next(t for t in templates if t.startswith("JobSet/gpu-training-"))
+    job, jobset = convert.split(":")[0].split("/")[1], training.split(":")[0].split("/")[1]
+    refused = (
+        'Error creating: pods "x" is forbidden: error looking up service account ml-serving/checkpoint-converter: '
+        'serviceaccount "checkpoint-converter" not found'
+    )
+    cluster = _Listed(
+        events=[
+            {"type": "Warning", "reason": "FailedCreate", "message": refused, "lastTimestamp": "2026-11-27T23:00:00Z",
+             "involvedObject": {"kind": "Job", "name": job}},
+        ],
+        workloads=[
+            {"metadata": {"namespace": "ml-gpu", "name": "w", "ownerReferences": [
+                {"kind": "JobSet", "name": jobset, "controller": True}]},
+             "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                        "message": "insufficient unused quota"}]}},
+        ],
+    )  # fmt: skip
+    found = collect(cluster, stacks["dev"], [])
+    assert found.missing[convert] == f"FailedCreate: {refused}"
+    assert training in found.held and "insufficient unused quota" in found.missing[training]
+    unexpected = found.unexpected()
+    assert f"{convert}: the report places its pods, but none exists: FailedCreate: {refused}" in unexpected
+    assert not any(line.startswith(training) for line in unexpected)
+
+
 # --- make deploy-local, for real -------------------------------------------------------------------------------
 
 

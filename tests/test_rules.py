@@ -851,7 +851,35 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
         ),
         "is not ordered after release lws",
     ),
+    # A pod running as the converter's account, which the canary's release does not wait for.
+    "helm.release-after-its-service-accounts": (
+        "serve-canary",
+        lambda o: one_of_kind(o, "Deployment")["spec"]["template"]["spec"].update(
+            serviceAccountName="checkpoint-converter"
+        ),
+        "is not ordered after the service account its pods run as",
+    ),
 }
+
+
+def test_a_conversion_job_whose_release_does_not_wait_for_its_account_is_refused(
+    stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Before the fix the JetStream releases waited for the servers' account only: deploy-local (and a first real
+    apply) sent the conversion Job before the converter's account, its pods were refused and the Job controller's
+    back-off delayed them past the settle (CI, stop 41)."""
+    stack = copy.deepcopy(stacks["dev"])
+    release = next(r for r in of_type(stack, "helm_release").values() if r["name"] == "serve-llama405b")
+    converter = next(
+        f"kubernetes_service_account_v1.{k}"
+        for k, a in of_type(stack, "kubernetes_service_account_v1").items()
+        if a["metadata"]["name"] == "checkpoint-converter"
+    )
+    assert converter in release["depends_on"]
+    release["depends_on"].remove(converter)
+    ctx = ReleaseContext(name="serve-llama405b", namespace=release["namespace"], stack=stack, stack_objects=releases)
+    found = RULES["helm.release-after-its-service-accounts"].run(releases["serve-llama405b"], ctx)
+    assert [v.value for v in found] == ["checkpoint-converter"], [v.line() for v in found]
 
 
 def test_a_vllm_release_not_waiting_for_lws_is_refused(

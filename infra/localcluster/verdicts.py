@@ -40,6 +40,26 @@ class Verdicts:
     pods: list[PodVerdict] = field(default_factory=list)
     workloads: dict[str, str] = field(default_factory=dict)  # namespace/name -> "admitted" or Kueue's reason
     objects: dict[str, int] = field(default_factory=dict)  # "<Kind>/<namespace>/<name>" -> children made
+    # Templates the placement report places that made no pod: template -> why (Kueue holds it, or its
+    # controller's last warning, such as a Job's FailedCreate), and whether that is expected (Kueue's hold).
+    missing: dict[str, str] = field(default_factory=dict)
+    held: list[str] = field(default_factory=list)  # the templates of `missing` Kueue holds (expected)
+
+    def unexpected(self) -> list[str]:
+        """Disagreements with the placement report: pods bound or pending where it says otherwise, and templates
+        it places that made no pod for a reason other than Kueue's queueing."""
+        lines = []
+        for pod in self.pods:
+            if not pod.agrees:
+                where = f"bound to pool {pod.pool}" if pod.pool else f"pending ({pod.pending})"
+                lines.append(
+                    f"{pod.namespace}/{pod.name} ({pod.template}): {where}; the report allows "
+                    f"{', '.join(pod.allowed or ()) or 'no pool'}"
+                )
+        for template, why in sorted(self.missing.items()):
+            if template not in self.held:
+                lines.append(f"{template}: the report places its pods, but none exists: {why}")
+        return lines
 
     def bound_by_pool(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -166,6 +186,7 @@ def collect(cluster: Any, stack: dict[str, Any], helm_list: list[dict[str, Any]]
     for kind, namespace, name in owners:
         if kind != "ReplicaSet":
             found.objects[f"{kind}/{namespace}/{name}"] = children.get(f"{kind}/{name}", 0)
+    queued: dict[str, str] = {}  # "<Kind>/<name>" of a Kueue-managed object -> its workload's state
     for workload in cluster.get("workloads.kueue.x-k8s.io", "-A")["items"]:
         conditions = {c["type"]: c for c in workload.get("status", {}).get("conditions") or []}
         key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
@@ -174,4 +195,31 @@ def collect(cluster: Any, stack: dict[str, Any], helm_list: list[dict[str, Any]]
         found.workloads[key] = (
             "admitted" if admitted else f"{reason.get('reason', 'Pending')}: {reason.get('message', '')}"
         )
+        owner = _owner(workload)
+        if owner is not None:
+            queued[f"{owner[0]}/{owner[1]}"] = f"kueue workload {key}: {found.workloads[key]}"
+    made = {pod.template for pod in found.pods}
+    empty = [t for t in allowed_pools(stack) if t not in made]
+    warnings = _last_warnings(cluster.get("events", "-A")["items"]) if empty else {}
+    for template in empty:
+        made_by = template.split(":", 1)[0]
+        if made_by in queued:
+            found.missing[template] = queued[made_by]
+            found.held.append(template)
+        else:
+            found.missing[template] = warnings.get(made_by, "no pod and no warning from its controller yet")
     return found
+
+
+def _last_warnings(events: list[dict[str, Any]]) -> dict[str, str]:
+    """ "<Kind>/<name>" -> the latest Warning event about it (`reason: message`), such as a Job's FailedCreate."""
+    out: dict[str, tuple[str, str]] = {}
+    for event in events:
+        if event.get("type") != "Warning":
+            continue
+        about = event.get("involvedObject") or {}
+        key = f"{about.get('kind')}/{about.get('name')}"
+        when = event.get("lastTimestamp") or event.get("eventTime") or ""
+        if key not in out or when >= out[key][0]:
+            out[key] = (when, f"{event.get('reason')}: {event.get('message')}")
+    return {key: text for key, (_, text) in out.items()}

@@ -1,5 +1,5 @@
 """Helm releases meeting each other in one apply: a release is applied after the release that installs the
-kinds it renders; and what a release's record holds."""
+kinds it renders and after the service accounts its pods run as; and what a release's record holds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.catalogue.controllers import CONTROLLERS, owner_of
-from infra.rules import Finding, rule, where
+from infra.rules import Finding, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import dependency_graph, reaches
 
@@ -62,6 +62,50 @@ def _after_owner(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator
                 f"release {ctx.name} is not ordered after release {owner}, which installs the kind: "
                 f"its depends_on must reach {addresses[owner]}",
             )
+
+
+@rule(
+    id="helm.release-after-its-service-accounts",
+    system="Kubernetes / Terraform",
+    layer="apply",
+    summary=(
+        "A release whose pods run as a Kubernetes service account the stack creates is applied after that "
+        "account; otherwise the first apply can send the pods' controller before the account exists, the pods are "
+        "refused ('serviceaccount not found') and their controller retries with a back-off that doubles up to a "
+        "minute, so a Job (the checkpoint conversion) starts late by as much."
+    ),
+    source=(
+        "https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/#serviceaccount-admission-"
+        "controller (a pod naming a missing service account is rejected); kubernetes/kubernetes "
+        "pkg/controller/job/job_controller.go @ v1.35.4 (DefaultJobApiBackOff 1 s, MaxJobApiBackOff 1 min); "
+        "https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on; found by deploy-local "
+        "(infra/localcluster): the conversion Jobs' pods were refused until the converter account came after them"
+    ),
+    subject="manifest",
+)
+def _after_service_accounts(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    mine = _addresses(ctx.stack).get(ctx.name)
+    if mine is None:
+        return
+    accounts = {
+        ((body.get("metadata") or {}).get("namespace"), (body.get("metadata") or {}).get("name")): (
+            f"kubernetes_service_account_v1.{logical_id}"
+        )
+        for logical_id, body in (ctx.stack.get("resource", {}).get("kubernetes_service_account_v1") or {}).items()
+    }
+    waits_for = reaches(dependency_graph(ctx.stack), mine)
+    for obj in objects:
+        namespace = (obj.get("metadata") or {}).get("namespace") or ctx.namespace
+        for path, template in pod_templates(obj):
+            name = (template.get("spec") or {}).get("serviceAccountName")
+            address = accounts.get((namespace, name))
+            if address is not None and address not in waits_for:
+                yield Finding(
+                    f"{where(obj)}: {path}.spec.serviceAccountName",
+                    name,
+                    f"release {ctx.name} is not ordered after the service account its pods run as: its depends_on "
+                    f"must reach {address}",
+                )
 
 
 @rule(

@@ -485,7 +485,11 @@ class PlatformStack(TerraformStack):
         """One release per serving deployment; model servers load for minutes, so the deploy does not wait."""
         for key, deployment in env.serving.items():
             chart, namespace, values = serving_values(env, key)
-            depends = [identities[deployment.identity].service_account]
+            # Every account its pods run as (rule helm.release-after-its-service-accounts): the servers', and the
+            # checkpoint conversion Job's.
+            conversion = getattr(deployment, "conversion", None)
+            accounts = [deployment.identity, *([conversion.identity] if conversion else [])]
+            depends = [identities[a].service_account for a in accounts]
             depends += [self.slice_pools[k].pool for _, k in deployment.slice_fields()]
             self._chart_release(
                 release_name(key),
