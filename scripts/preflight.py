@@ -31,6 +31,7 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -188,12 +189,17 @@ def check_tools(env: Environment, *, skip_image: bool) -> Result:
             f"install it: {install}"
         )
     plugin = CREDENTIAL_PLUGIN["command"]
-    if shutil.which(plugin):
-        lines.append(f"{plugin} on PATH")
+    found = shutil.which(plugin)
+    # GKE's "Install kubectl and configure cluster access" checks the plugin with `gke-gcloud-auth-plugin --version`.
+    answer = subprocess.run([found, "--version"], capture_output=True, text=True, check=False) if found else None
+    if answer is not None and answer.returncode == 0:
+        said = (answer.stdout or answer.stderr).strip().splitlines()
+        lines.append(f"{plugin} on PATH{f' ({said[0]})' if said else ''}")
     else:
         failed = True
+        why = "none on PATH" if answer is None else f"{found} --version exits {answer.returncode}"
         lines.append(
-            f"{plugin} (none on PATH): the stack's kubernetes and helm providers run it for every Kubernetes resource "
+            f"{plugin} ({why}): the stack's kubernetes and helm providers run it for every Kubernetes resource "
             "(infra/constructs/providers.py), so the apply would stop at the first one, after the cluster and its "
             f"pools are made; install it: gcloud components install {plugin} (apt: google-cloud-cli-{plugin})"
         )

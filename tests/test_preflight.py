@@ -355,6 +355,12 @@ def test_a_runner_without_the_kubernetes_credential_plugin_fails_the_tools_check
     assert code == 1
     assert "gke-gcloud-auth-plugin (none on PATH): the stack's kubernetes and helm providers run it" in err
     assert "gcloud components install gke-gcloud-auth-plugin" in err
+    # One that is on PATH but does not run (a broken install) fails the same way, by its exit code.
+    (tools / "gke-gcloud-auth-plugin").write_text("#!/bin/sh\nexit 127\n")
+    (tools / "gke-gcloud-auth-plugin").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tools), *path]))
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1 and "gke-gcloud-auth-plugin --version exits 127)" in err
 
 
 def test_refused_credentials_read_as_a_login_problem_not_as_the_service_refusing(

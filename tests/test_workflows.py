@@ -9,6 +9,7 @@ show that (docs/delivery.md, "Deploying for real").
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import stat
@@ -20,7 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.stand_ins import HELM_OPENS
+from infra.delivery import runner
+from tests.stand_ins import HELM_OPENS, PROVIDER_EXECS
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -134,6 +136,7 @@ echo "terraform $* (in $PWD)" >> "$STANDIN_LOG"
 case "$1" in
   version) echo "Terraform v1.12.2" ;;
   plan) "$STANDIN_PYTHON" -c "$STANDIN_HELM_OPENS" || exit 1
+        "$STANDIN_PYTHON" -c "$STANDIN_PROVIDER_EXECS" || exit 1
         for a in "$@"; do case "$a" in -out=*) echo "saved plan" > "${a#-out=}" ;; esac; done ;;
   show) cat "$STANDIN_PLAN_JSON" ;;
   apply) test -f "${*: -1}" || { echo "no plan file ${*: -1}" >&2; exit 1; } ;;
@@ -199,6 +202,28 @@ def _standins(tmp_path: Path) -> tuple[Path, Path]:
     return bin_dir, log
 
 
+# Every command the runner model knows: one not on a step's PATH there is "not found" in the test too, whatever this
+# machine has installed (it may have terraform or the plugin in /usr/bin).
+KNOWN = runner.RUNNER_COMMANDS.union(
+    *runner.ACTION_COMMANDS.values(), *runner.COMPONENT_COMMANDS.values(), *runner.RUN_INSTALLS.values(), STANDINS
+) - {"bash", "python", "python3", "node", "npm", "npx", "pip", "git", "curl"}
+
+
+def _step_path(bin_dir: Path, step: str, have: frozenset[str]) -> str:
+    """PATH for a step: the stand-ins of what the runner has there, and "not found" for what it has not."""
+    folder = bin_dir.parent / f"path-{step}"
+    if not folder.exists():
+        folder.mkdir()
+        for name in KNOWN:
+            target = folder / name
+            if name in have and (bin_dir / name).exists():
+                target.symlink_to(bin_dir / name)
+            elif name not in have:
+                target.write_text(f'#!/bin/bash\necho "{name}: command not found (not on the runner)" >&2\nexit 127\n')
+                target.chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
 def _run_job(
     workflow: str, job_name: str, tmp_path: Path, extra_env: dict[str, str] | None = None
 ) -> tuple[str, dict[str, str], str]:
@@ -220,7 +245,7 @@ def _run_job(
     summary = tmp_path / f"{job_name}-summary.md"
     summary.touch()
     ran = 0
-    for index, step in enumerate(job["steps"]):
+    for index, step, have in runner.commands_at(job):
         if "run" not in step:
             continue
         script = step["run"]
@@ -229,11 +254,13 @@ def _run_job(
         output.touch()
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PLATFORM_"))},
-            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            # An installing step (scripts.tools install) finds its stand-ins already there: its install is a no-op.
+            "PATH": _step_path(bin_dir, f"{workflow}-{job_name}-{index}", have | runner.installs(step)),
             "STANDIN_LOG": str(log),
             "STANDIN_PLAN_JSON": str(plan_json),
             "STANDIN_PYTHON": sys.executable,
             "STANDIN_HELM_OPENS": HELM_OPENS,
+            "STANDIN_PROVIDER_EXECS": PROVIDER_EXECS,
             "PLATFORM_ENVIRONMENTS_DIR": str(tmp_path / "environments"),
             "GITHUB_OUTPUT": str(output),
             "GITHUB_STEP_SUMMARY": str(summary),
@@ -336,6 +363,25 @@ def test_workflows_install_the_pinned_packer_and_gcluster_before_deploying() -> 
         install = next(i for i, r in enumerate(runs) if "scripts.tools install" in r)
         deploy = next(i for i, r in enumerate(runs) if "scripts.deploy deploy" in r)
         assert install < deploy, workflow
+
+
+def test_every_step_that_plans_or_applies_a_stack_finds_terraform_and_the_providers_credential_plugin(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """The runner is a host (issue 35, finding 2): the kubernetes and helm providers run gke-gcloud-auth-plugin at
+    every plan and apply, and GitHub's image has the Cloud CLI without it. Before the fix no workflow installed it:
+    every plan of a live cluster failed at its first Kubernetes resource."""
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for name, job in _load(path.name)["jobs"].items():
+            for stack in stacks.values():
+                assert runner.missing(job, stack) == [], f"{path.name} {name}"
+            assert runner.unpinned(job) == [], f"{path.name} {name}: setup-gcloud's version must be pinned"
+    job = copy.deepcopy(_load("main.yml")["jobs"]["deploy"])
+    job["steps"] = [s for s in job["steps"] if runner.action(s) != "google-github-actions/setup-gcloud"]
+    ((_, step, lacking),) = runner.missing(job, stacks["dev"])
+    assert lacking == ["gke-gcloud-auth-plugin"] and "apply that file" in step
+    job["steps"].insert(0, {"uses": "google-github-actions/setup-gcloud@x", "with": {"version": ">= 416.0.0"}})
+    assert runner.unpinned(job) == [(0, ">= 416.0.0")]
 
 
 def test_fork_pull_requests_get_the_review_in_the_job_summary() -> None:
