@@ -46,18 +46,46 @@ def shared_state_buckets(envs: dict[str, Environment]) -> list[str]:
     ]
 
 
-def synth_bootstrap(envs: dict[str, Environment], outdir: Path) -> list[str]:
+class UnknownPromotionSource(ValueError):
+    """`delivery.promotes_from` names no environment."""
+
+
+def promotion_sources(
+    envs: dict[str, Environment], known: dict[str, Environment] | None = None
+) -> dict[str, Environment]:
+    """{environment: the environment its `delivery.promotes_from` names}, looked up in `known` (default `envs`)."""
+    known = envs if known is None else known
+    out = {}
+    for env in envs.values():
+        wanted = env.delivery.promotes_from if env.delivery is not None else None
+        if wanted is None:
+            continue
+        if wanted == env.name or wanted not in known:
+            choices = ", ".join(sorted(n for n in known if n != env.name)) or "none"
+            raise UnknownPromotionSource(
+                f"{env.name}.yaml: delivery.promotes_from: {wanted!r} is not another environment of this folder "
+                f"(known: {choices})"
+            )
+        out[env.name] = known[wanted]
+    return out
+
+
+def synth_bootstrap(
+    envs: dict[str, Environment], outdir: Path, known: dict[str, Environment] | None = None
+) -> list[str]:
     """The bootstrap stacks (infra/stacks/bootstrap.py) of the environments with a `delivery` section, into
     `outdir`/stacks/bootstrap-<env>: an App of their own, so cdktf.out/stacks holds the platform stacks only (a
-    person applies these with terraform, never the workflows). Returns the stacks' names."""
+    person applies these with terraform, never the workflows). `known`: every environment of the folder, where a
+    `delivery.promotes_from` is looked up (default `envs`). Returns the stacks' names."""
     from infra.cdk import App
     from infra.stacks.bootstrap import BootstrapStack, bootstrap_stack_name
 
     shared = shared_state_buckets(envs)
     if shared:
         raise SharedStateBucket("; ".join(shared))
+    sources = promotion_sources(envs, known)
     app = App(outdir=str(outdir))
-    stacks = [BootstrapStack(app, env) for env in envs.values() if env.delivery is not None]
+    stacks = [BootstrapStack(app, env, sources.get(env.name)) for env in envs.values() if env.delivery is not None]
     app.synth()
     return [bootstrap_stack_name(s.env) for s in stacks]
 
@@ -108,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     cdk.use(os.environ.get("PLATFORM_CDK") or "cdktf")
     try:
         envs = load_all(environments_dir())
-    except ConfigError as err:
+        promotion_sources(envs)
+    except (ConfigError, UnknownPromotionSource) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    known = envs
     only = os.environ.get("PLATFORM_ENVS")
     if only:
         wanted = only.split(",")
@@ -138,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cli_outdir:
         # The bootstrap stacks (state buckets, planner and deployer, GitHub federation) beside, in their own folder.
         try:
-            bootstrap = synth_bootstrap(envs, outdir / "bootstrap")
+            bootstrap = synth_bootstrap(envs, outdir / "bootstrap", known)
         except SharedStateBucket as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -50,6 +50,40 @@ def test_a_shared_state_bucket_is_refused() -> None:
     ]
 
 
+def test_prods_deployer_may_read_devs_registry_to_promote_and_nothing_else_of_dev(
+    bootstrap: dict[str, dict[str, Any]],
+) -> None:
+    """Issue 35, finding 4: promote.yml copies dev's images as prod's deployer, which had no read on dev's registry
+    (the bootstrap granted it roles in prod only), so every promotion failed at its first copy."""
+    envs = load_all(environments_dir())
+    (grant,) = _resources(bootstrap["bootstrap-prod"], "google_artifact_registry_repository_iam_member")
+    assert grant["project"] == envs["dev"].project and grant["location"] == envs["dev"].region
+    assert grant["repository"] == envs["dev"].registry.repository
+    assert grant["role"] == "roles/artifactregistry.reader"
+    assert grant["member"].startswith("serviceAccount:${google_service_account.bootstrap_deployer")
+    # dev promotes from nothing: its deployer reads no other registry.
+    assert _resources(bootstrap["bootstrap-dev"], "google_artifact_registry_repository_iam_member") == []
+
+
+def test_a_promotion_source_that_is_not_an_environment_is_refused_by_field(tmp_path: Path) -> None:
+    from infra.app import UnknownPromotionSource, promotion_sources
+
+    envs = load_all(environments_dir())
+    delivery = envs["prod"].delivery
+    assert delivery is not None
+    wrong = {
+        **envs,
+        "prod": envs["prod"].model_copy(update={"delivery": delivery.model_copy(update={"promotes_from": "stage"})}),
+    }
+    with pytest.raises(
+        UnknownPromotionSource,
+        match=r"prod.yaml: delivery.promotes_from: 'stage' is not another environment of this folder \(known: dev\)",
+    ):
+        promotion_sources(wrong)
+    # ENV=prod alone: dev is looked up among every environment of the folder.
+    assert promotion_sources({"prod": envs["prod"]}, envs) == {"prod": envs["dev"]}
+
+
 def test_every_environment_has_a_bootstrap_stack(bootstrap: dict[str, dict[str, Any]]) -> None:
     assert sorted(bootstrap) == ["bootstrap-dev", "bootstrap-prod"]
 

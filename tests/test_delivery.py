@@ -162,6 +162,18 @@ def test_promotion_refuses_anything_but_a_digest_from_the_source_registry(
     assert _snapshot(environments) == before
 
 
+def test_promotion_into_an_environment_that_does_not_promote_from_the_source_is_refused(environments: Path) -> None:
+    """Its deployer could not read the source's registry (bootstrap grants only `delivery.promotes_from`'s): the
+    copy would fail after nothing useful; the refusal names the field and the fix."""
+    _pin_dev(environments, f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@{DIGEST}")
+    path = environments / "prod.yaml"
+    path.write_text(path.read_text().replace("  promotes_from: dev\n", ""))
+    before = _snapshot(environments)
+    with pytest.raises(PromotionError, match=r"prod.yaml: delivery.promotes_from is None, not 'dev'.*bootstrap-prod"):
+        promote("dev", "prod", dry_run=False, run=lambda c: pytest.fail("copied"), environments=environments)
+    assert _snapshot(environments) == before
+
+
 def test_promotion_refuses_when_the_source_pins_nothing(environments: Path) -> None:
     for name in ("dev", "prod"):
         path = environments / f"{name}.yaml"
@@ -308,6 +320,8 @@ NODE24_ACTIONS = {
     "actions/setup-node": ("820762786026740c76f36085b0efc47a31fe5020", "v7.0.0"),
     "google-github-actions/auth": ("7c6bc770dae815cd3e89ee6cdf493a5fab2cc093", "v3.0.0"),
     "hashicorp/setup-terraform": ("dfe3c3f87815947d99a8997f908cb6525fc44e9e", "v4.0.1"),
+    # google-github-actions/setup-gcloud tag v3.0.1 (action.yml: using node24).
+    "google-github-actions/setup-gcloud": ("aa5489c8933f4cc7a4f7d45035b3b1440c9c10db", "v3.0.1"),
 }
 
 

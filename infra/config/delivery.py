@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
-from infra.config.base import Model
+from infra.config.base import Model, Name
 
 
 class GitHub(Model):
@@ -21,3 +21,7 @@ class GitHub(Model):
 
 class Delivery(Model):
     github: GitHub
+    # The environment whose tested images a promotion copies into this one (`make promote FROM=<it> TO=<this>`,
+    # promote.yml): this environment's bootstrap stack grants its deployer read on that environment's registry,
+    # which the copy needs (gcloud container images add-tag reads the source image; issue 35, finding 4).
+    promotes_from: Name | None = None

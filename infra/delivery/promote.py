@@ -98,6 +98,14 @@ def promote(
     source = load_environment(environments / f"{source_name}.yaml")
     target_path = environments / f"{target_name}.yaml"
     target = load_environment(target_path)
+    promotes_from = target.delivery.promotes_from if target.delivery is not None else None
+    if target.delivery is not None and promotes_from != source.name:
+        # The copy runs as the target's deployer, which reads only the registry its bootstrap grants it.
+        raise PromotionError(
+            f"promote {source_name} -> {target_name}: {target_path}: delivery.promotes_from is {promotes_from!r}, "
+            f"not {source_name!r}: {target_name}'s deployer may read only that environment's registry (granted by "
+            f"bootstrap-{target_name}); set delivery.promotes_from: {source_name} and apply bootstrap-{target_name}"
+        )
     promotion = plan_promotion(source, target, target_path)
     if not promotion.changed:
         return promotion

@@ -23,7 +23,8 @@ def bootstrap_stack_name(env: Environment) -> str:
 
 
 class BootstrapStack(TerraformStack):
-    def __init__(self, scope: Construct, env: Environment) -> None:
+    def __init__(self, scope: Construct, env: Environment, source: Environment | None = None) -> None:
+        """`source`: the environment `env.delivery.promotes_from` names, whose registry the deployer may read."""
         super().__init__(scope, bootstrap_stack_name(env))
         assert env.delivery is not None, "only an environment with a delivery section has a bootstrap stack"
         self.env = env
@@ -40,6 +41,19 @@ class BootstrapStack(TerraformStack):
             repository=env.delivery.github.repository,
             repository_owner_id=env.delivery.github.repository_owner_id,
         )
+        if source is not None:
+            # A promotion copies the source's images into this environment's registry as this deployer
+            # (promote.yml): it reads them there (artifactregistry.repositories.downloadArtifacts). Granted here,
+            # by the person who applies the bootstrap with rights in both projects, not by the source's deployer.
+            google("artifact_registry_repository_iam_member").ArtifactRegistryRepositoryIamMember(
+                self,
+                "promotion-source-reader",
+                project=source.project,
+                location=source.region,
+                repository=source.registry.repository,
+                role="roles/artifactregistry.reader",
+                member=f"serviceAccount:{boot.deployer.email}",
+            )
         # What the GitHub environments' variables are set to (docs/delivery.md).
         TerraformOutput(self, "workload_identity_provider", value=boot.provider.name)
         TerraformOutput(self, "planner_service_account", value=boot.planner.email)
