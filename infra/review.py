@@ -755,8 +755,14 @@ def _recipes_section(env: str) -> str:
     return "\n## Training recipes on its slice\n\n```\n" + "\n".join(lines) + "\n```\n" if lines else ""
 
 
-def write_reviews(outdir: Path, baseline: Path | None = None, confirmed: Iterable[str] = ()) -> list[StackReview]:
-    """Write `<outdir>/review/<env>.md` for every synthesized stack; return the reviews."""
+def write_reviews(
+    outdir: Path,
+    baseline: Path | None = None,
+    confirmed: Iterable[str] = (),
+    confirmed_by_stack: Mapping[str, Iterable[str]] | None = None,
+) -> list[StackReview]:
+    """Write `<outdir>/review/<env>.md` for every synthesized stack; return the reviews. `confirmed` holds for every
+    stack, `confirmed_by_stack` for the stack it names (an environment file's `confirm:` entries)."""
     current = _load_stacks(outdir)
     if not current:
         raise FileNotFoundError(f"no synthesized stacks under {outdir}/stacks; run `make synth` first")
@@ -765,7 +771,8 @@ def write_reviews(outdir: Path, baseline: Path | None = None, confirmed: Iterabl
     review_dir.mkdir(exist_ok=True)
     reviews = []
     for stack, body in current.items():
-        review = review_stack(stack, body, base.get(stack, {}) if base is not None else None, confirmed)
+        mine = [*confirmed, *(confirmed_by_stack or {}).get(stack, ())]
+        review = review_stack(stack, body, base.get(stack, {}) if base is not None else None, mine)
         env = stack.removeprefix("platform-")
         review.holdings = gke_holdings(body)
         blueprint = outdir / "slurm" / env / "blueprint.yaml"

@@ -2,8 +2,10 @@
 
   python -m scripts.apply plan  <stack dir> --stack platform-<env> [--lock=false]
       terraform init; terraform plan -out=plan.tfplan; terraform show -json plan.tfplan > plan.json; the review
-      gate (infra/review.py's review_plan, CONFIRM_CHANGE as everywhere) on it; its Markdown into the job summary
-      ($GITHUB_STEP_SUMMARY) and the plan's digest into $GITHUB_OUTPUT (`digest=`). Exit 3 when the gate blocks.
+      gate (infra/review.py's review_plan; confirmed: CONFIRM_CHANGE, and the `confirm:` entries of the stack's
+      environment file that match its configuration, infra/delivery/confirmations.py) on it; its Markdown into the
+      job summary ($GITHUB_STEP_SUMMARY) and the plan's digest into $GITHUB_OUTPUT (`digest=`). Exit 3 when the
+      gate blocks.
   python -m scripts.apply apply <stack dir> --stack platform-<env> [--approved DIGEST]
       the same plan, gate and summary, then `terraform apply plan.tfplan`: the file just reviewed, never a new
       plan. With --approved, the plan's digest must equal the one the approver saw (the plan job's output).
@@ -41,7 +43,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from infra.config import ConfigError, Environment, environments_dir
+from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
+from infra.load import load_environment
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
 
 NOT_APPROVED = 4
@@ -86,14 +91,22 @@ def _append(variable: str, text: str) -> None:
             handle.write(text)
 
 
-def plan_and_gate(stack_dir: Path, stack: str, confirmed: Iterable[str], *, lock: bool = True) -> tuple[int, str]:
+def plan_and_gate(
+    stack_dir: Path, stack: str, confirmed: Iterable[str], *, lock: bool = True, env: Environment | None = None
+) -> tuple[int, str]:
     """(exit code, digest): plan to `stack_dir/plan.tfplan`, review it, write the summary and the digest; 2 before
-    Terraform runs when a local file the apply opens (a chart, a post-renderer) is not there from `stack_dir`."""
-    problems = unresolved(stack_dir, json.loads((stack_dir / "cdk.tf.json").read_text()))
+    Terraform runs when a local file the apply opens (a chart, a post-renderer) is not there from `stack_dir`.
+    `env`: the stack's environment, whose `confirm:` entries confirm the changes they were written for."""
+    body = json.loads((stack_dir / "cdk.tf.json").read_text())
+    problems = unresolved(stack_dir, body)
     for problem in problems:
         print(f"error: {stack}: {problem}", file=sys.stderr)
     if problems:
         return 2, ""
+    in_file, stale = confirmations.from_file(env, body) if env is not None else ([], [])
+    for line in stale:
+        print(f"note: {line}", file=sys.stderr)
+    confirmed = [*confirmed, *in_file]
     code = _tf(stack_dir, "init", "-input=false", "-no-color")
     if code:
         return code, ""
@@ -118,15 +131,27 @@ def plan_and_gate(stack_dir: Path, stack: str, confirmed: Iterable[str], *, lock
     _append("GITHUB_OUTPUT", f"digest={digest}\n")
     print(markdown, end="")
     print(f"plan digest: {digest}")
+    if env is not None:
+        gated = [c.address for c in review.gated]
+        for line in confirmations.unused(env, in_file, gated):
+            print(f"note: {line}", file=sys.stderr)
     for change in review.blocking:
-        how = f"confirm with CONFIRM_CHANGE={change.address}" if change.confirmable else "cannot be confirmed"
+        if not change.confirmable:
+            how = "cannot be confirmed"
+        elif env is not None:
+            entry = confirmations.entry(env.name, body, change.address)
+            how = f"confirm it in {env.name}.yaml, reviewed with the change:\n{entry}"
+        else:
+            how = f"confirm with CONFIRM_CHANGE={change.address}"
         print(f"BLOCKING: {change.action} {change.address} ({stack}): {change.blocked}; {how}", file=sys.stderr)
     return (BLOCKED if review.blocking else 0), digest
 
 
-def apply(stack_dir: Path, stack: str, confirmed: Iterable[str], *, approved: str | None) -> int:
+def apply(
+    stack_dir: Path, stack: str, confirmed: Iterable[str], *, approved: str | None, env: Environment | None = None
+) -> int:
     """Plan, gate, and apply that same plan file (when its digest is the approved one)."""
-    code, digest = plan_and_gate(stack_dir, stack, confirmed)
+    code, digest = plan_and_gate(stack_dir, stack, confirmed, env=env)
     if code:
         print(f"error: {stack}: not applied (the plan or its gate stopped it, exit {code})", file=sys.stderr)
         return code
@@ -158,9 +183,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.stack_dir}: no cdk.tf.json (synthesize first: make synth)", file=sys.stderr)
         return 2
     stack = args.stack or args.stack_dir.name
+    try:
+        env = environment_of(stack)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.phase == "plan":
-        return plan_and_gate(args.stack_dir, stack, confirmed_from_env(), lock=args.lock == "true")[0]
-    return apply(args.stack_dir, stack, confirmed_from_env(), approved=args.approved or None)
+        return plan_and_gate(args.stack_dir, stack, confirmed_from_env(), lock=args.lock == "true", env=env)[0]
+    return apply(args.stack_dir, stack, confirmed_from_env(), approved=args.approved or None, env=env)
+
+
+def environment_of(stack: str) -> Environment | None:
+    """The environment file of `platform-<env>` (PLATFORM_ENVIRONMENTS_DIR), None for a stack that has none."""
+    path = environments_dir() / f"{stack.removeprefix('platform-')}.yaml"
+    return load_environment(path) if stack.startswith("platform-") and path.is_file() else None
 
 
 if __name__ == "__main__":

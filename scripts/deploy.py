@@ -266,7 +266,7 @@ def deploy(
             # Issue 25, finding 9 (gated): plan to a file, gate it, summary, apply that same file (scripts/apply.py).
             from scripts.apply import apply, confirmed_from_env
 
-            code = apply(synthesized.stack_dir, stack, confirmed_from_env(), approved=approved)
+            code = apply(synthesized.stack_dir, stack, confirmed_from_env(), approved=approved, env=env)
         else:
             code = _run(synthesized.cdktf("deploy", auto_approve), {}, dry_run=dry_run)
     if code or env.slurm is None:

@@ -24,16 +24,50 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
+from infra.config import ConfigError, Environment
+from infra.delivery import confirmations
 from infra.review import BLOCKED, PlanFormatError, StackReview, cost_summary, render, review_plan, write_reviews
 
 
-def _report_blocking(reviews: list[StackReview]) -> int:
+def _file_confirmations(outdir: Path) -> tuple[dict[str, list[str]], dict[str, tuple[Environment, dict[str, Any]]]]:
+    """{stack: addresses its environment file confirms}, {stack: (environment, stack body)}; prints stale entries."""
+    from scripts.apply import environment_of
+
+    by_stack: dict[str, list[str]] = {}
+    known: dict[str, tuple[Environment, dict[str, Any]]] = {}
+    for path in sorted((outdir / "stacks").glob("platform-*/cdk.tf.json")):
+        stack = path.parent.name
+        env = environment_of(stack)
+        if env is None:
+            continue
+        body = json.loads(path.read_text())
+        known[stack] = (env, body)
+        by_stack[stack], stale = confirmations.from_file(env, body)
+        for line in stale:
+            print(f"note: {line}", file=sys.stderr)
+    return by_stack, known
+
+
+def _report_blocking(
+    reviews: list[StackReview], known: dict[str, tuple[Environment, dict[str, Any]]] | None = None
+) -> int:
     blocked = False
     for review in reviews:
+        env_body = (known or {}).get(review.stack)
         for change in review.blocking:
             blocked = True
-            how = f"confirm with CONFIRM_CHANGE={change.address}" if change.confirmable else "cannot be confirmed"
+            if not change.confirmable:
+                how = "cannot be confirmed"
+            elif env_body is not None:
+                entry = confirmations.entry(env_body[0].name, env_body[1], change.address)
+                how = (
+                    f"confirm with CONFIRM_CHANGE={change.address} (this plan only), or in {env_body[0].name}.yaml "
+                    f"for the pipeline:\n{entry}"
+                )
+            else:
+                how = f"confirm with CONFIRM_CHANGE={change.address}"
             print(
                 f"BLOCKING: {change.action} {change.address} ({review.stack}): {change.blocked}; {how}",
                 file=sys.stderr,
@@ -72,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         print(render(review), end="")
         return _report_blocking([review])
     try:
-        reviews = write_reviews(args.outdir, args.base, confirmed)
+        in_files, known = _file_confirmations(args.outdir)
+        reviews = write_reviews(args.outdir, args.base, confirmed, in_files)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -83,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
             print(path.read_text())
         else:
             print(f"review: {path}: {cost_summary(review)}")
-    return _report_blocking(reviews)
+        if review.stack in known:
+            gated = [c.address for c in review.gated]
+            for line in confirmations.unused(known[review.stack][0], in_files.get(review.stack, []), gated):
+                print(f"note: {line}", file=sys.stderr)
+    return _report_blocking(reviews, known)
 
 
 if __name__ == "__main__":

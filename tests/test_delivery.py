@@ -379,3 +379,26 @@ def test_make_promote_with_digests_updates_prod_once(tmp_path: Path, environment
     assert "nothing to change" in second.stdout
     assert (environments / "prod.yaml").read_text() == after
     assert log.read_text().count("add-tag") == 1 + len(OTHER_IMAGES)
+
+
+def test_a_confirmation_holds_for_the_configuration_it_was_written_for_only(stacks: dict[str, Any]) -> None:
+    """The entry the gate prints loads as the environment file's field, confirms that configuration of the resource,
+    and nothing once the resource changes or is gone; one that confirms no gated change of a plan is named."""
+    from infra.config import environments_dir
+    from infra.config.delivery import Confirmation
+    from infra.delivery import confirmations
+    from infra.load import load_all
+
+    dev = load_all(environments_dir())["dev"]
+    stack = copy.deepcopy(stacks["dev"])
+    address = "google_container_node_pool.slice-train_pool_11E2D2E2"
+    printed = yaml.safe_load(confirmations.entry("dev", stack, address).replace("<why this change is meant>", "x"))
+    with_entry = dev.model_copy(update={"confirm": [Confirmation(**printed["confirm"][0])]})
+    assert confirmations.from_file(with_entry, stack) == ([address], [])
+    assert confirmations.unused(with_entry, [address], [address]) == []
+    assert "the plan has no gated change of it" in confirmations.unused(with_entry, [address], [])[0]
+    stack["resource"]["google_container_node_pool"]["slice-train_pool_11E2D2E2"]["node_count"] = 8
+    matched, stale = confirmations.from_file(with_entry, stack)
+    assert matched == [] and "it confirms nothing" in stale[0]
+    del stack["resource"]["google_container_node_pool"]["slice-train_pool_11E2D2E2"]
+    assert confirmations.config_sha256(stack, address) == "absent"

@@ -357,6 +357,47 @@ def test_the_gate_blocks_the_apply(tmp_path: Path) -> None:
     assert "terraform apply" not in (tmp_path / "calls.log").read_text()
 
 
+TRAIN_POOL = "google_container_node_pool.slice-train_pool_11E2D2E2"
+
+
+@pytest.mark.slow
+def test_a_gated_change_goes_through_the_pipeline_confirmed_in_the_environment_file(
+    tmp_path: Path, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Issue 35, finding 3: CONFIRM_CHANGE was read from the environment only and no workflow can set it, so a
+    gated change (here the training slice's pool replaced) failed every deploy. Confirmed in dev.yaml, it goes
+    through; an entry written for another configuration of the pool confirms nothing and says so."""
+    from infra.delivery.confirmations import config_sha256
+
+    replace = json.loads(json.dumps(PLAN_JSON))
+    pool = {"name": "train", "node_config": [{"machine_type": "ct6e-standard-4t"}]}
+    replace["resource_changes"] = [
+        {
+            "address": TRAIN_POOL,
+            "mode": "managed",
+            "type": "google_container_node_pool",
+            "name": TRAIN_POOL.split(".")[1],
+            "change": {"actions": ["delete", "create"], "before": pool, "after": pool, "after_unknown": {}},
+        }
+    ]
+    _workspace(tmp_path)
+    dev = tmp_path / "environments" / "dev.yaml"
+    text = dev.read_text()
+    entry = 'confirm:\n  - address: {}\n    config_sha256: "{}"\n    reason: the slice moves to a new reservation\n'
+    dev.write_text(text + entry.format(TRAIN_POOL, "0" * 64))
+    with pytest.raises(AssertionError) as refused:
+        _run_job_with_plan("main.yml", "deploy", tmp_path, {}, replace)
+    said = str(refused.value)
+    assert f"BLOCKING: replace {TRAIN_POOL} (platform-dev)" in said and "confirm it in dev.yaml" in said
+    assert f"dev.yaml: confirm: {TRAIN_POOL}: written for configuration 000000000000" in said
+    assert "terraform apply" not in (tmp_path / "calls.log").read_text()
+
+    dev.write_text(text + entry.format(TRAIN_POOL, config_sha256(stacks["dev"], TRAIN_POOL)))
+    calls, _, summary = _run_job_with_plan("main.yml", "deploy", tmp_path, {}, replace)
+    assert "terraform apply -input=false -no-color plan.tfplan" in calls
+    assert TRAIN_POOL in summary
+
+
 def test_workflows_install_the_pinned_packer_and_gcluster_before_deploying() -> None:
     for workflow, job in (("main.yml", "deploy"), ("deploy-prod.yml", "apply")):
         runs = [s.get("run", "") for s in _load(workflow)["jobs"][job]["steps"]]

@@ -25,3 +25,16 @@ class Delivery(Model):
     # promote.yml): this environment's bootstrap stack grants its deployer read on that environment's registry,
     # which the copy needs (gcloud container images add-tag reads the source image; issue 35, finding 4).
     promotes_from: Name | None = None
+
+
+class Confirmation(Model):
+    """A gated change the author confirms, reviewed in the pull request with the change itself (issue 35, finding 3).
+
+    It confirms the resource at `address` in the one configuration `config_sha256` names (the sha256 of its body in
+    the synthesized stack, or `absent` for its removal), so it lets through the change it was written for and no
+    later one: once that change is applied, the next change of the resource has another configuration, and the
+    confirmation is reported stale. The gate's refusal prints the entry to add."""
+
+    address: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[A-Za-z0-9_-]+$")]
+    config_sha256: Annotated[str, StringConstraints(pattern=r"^([0-9a-f]{64}|absent)$")]
+    reason: Annotated[str, StringConstraints(min_length=1)]

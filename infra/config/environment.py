@@ -19,7 +19,7 @@ from infra.config.base import (
 )
 from infra.config.capacity_checks import capacity_problems
 from infra.config.compute import Cluster, CpuPool, SliceSpec
-from infra.config.delivery import Delivery
+from infra.config.delivery import Confirmation, Delivery
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.network import Network
 from infra.config.orchestrator_checks import (
@@ -74,6 +74,8 @@ class Environment(Model):
     vm_groups: dict[Name, VmGroup] = {}  # noqa: RUF012
     # The repository whose workflows plan and deploy it (the bootstrap stack binds its identities to it).
     delivery: Delivery | None = None
+    # Gated changes of this environment's stack the author confirms (infra/delivery/confirmations.py).
+    confirm: list[Confirmation] = []  # noqa: RUF012
 
     @field_validator("zones")
     @classmethod
