@@ -29,6 +29,7 @@ from infra.catalogue import prices
 from infra.catalogue.accelerators import accelerator_for_machine
 from infra.catalogue.controller_crds import crd_changes
 from infra.catalogue.controllers import CONTROLLERS
+from infra.catalogue.destructive_updates import destructive
 from infra.catalogue.terraform_google import forces_replacement
 from infra.posture import security_posture  # issue 25: the security posture section
 
@@ -416,6 +417,13 @@ def gate(
         return "a Helm release would be uninstalled: its objects go (a controller's, every object of its kinds)", True
     if rtype == "helm_release" and action == "update" and "version" in paths:
         return _controller_bump(before or {}, after or {}), True
+    if action == "update":
+        slice_pool = rtype == "google_container_node_pool" and accelerator_for_machine(_machine(before or after))
+        rows = destructive(rtype, list(paths), before, after, accelerator_pool=bool(slice_pool))
+        if rows:
+            # The resource stays; what it holds goes (infra/catalogue/destructive_updates.py, with sources).
+            what = "; ".join(f"{', '.join(hits)}: {row.what}" for row, hits in rows)
+            return f"an in-place update that destroys: {what}", True
     return "", True
 
 

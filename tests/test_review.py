@@ -7,8 +7,11 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from infra.review import accelerator_inventory, diff, render, review_stack
 from tests.conftest import REPO
@@ -297,3 +300,79 @@ def test_a_real_plan_shows_the_cost_change(stacks: dict[str, dict[str, Any]]) ->
         "| 7,095.60 \u2192 31,536.00 |"
     )
     assert "- at the most nodes: 9.72 \u2192 43.20 USD/hour (+33.48)" in text
+
+
+def _cluster(stack: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(stack["resource"]["google_container_cluster"].values()))
+
+
+def _registry(stack: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(stack["resource"]["google_artifact_registry_repository"].values()))
+
+
+def _checkpoints(stack: dict[str, Any]) -> dict[str, Any]:
+    return stack["resource"]["google_storage_bucket"][_bucket_id(stack, "checkpoints")]
+
+
+# Updates the provider makes in place that recreate a running slice's (or every) node or make a bucket's or the
+# registry's data deletable (the review of main, section B, attacks 1-4 and 10-12; each passed before the fix).
+DESTRUCTIVE: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "slice image type": lambda s: _pool(s, "serve")["node_config"].update(image_type="UBUNTU_CONTAINERD"),
+    "slice machine type": lambda s: _pool(s, "serve")["node_config"].update(machine_type="ct6e-standard-8t"),
+    "slice node count": lambda s: _pool(s, "train").update(node_count=0),
+    "slice node version": lambda s: _pool(s, "train").update(version="1.35.4-gke.100"),
+    "cluster DNS cache": lambda s: _cluster(s).setdefault("addons_config", {}).update(dns_cache_config={"enabled": 1}),
+    "bucket soft delete off": lambda s: _checkpoints(s)["soft_delete_policy"].update(retention_duration_seconds=0),
+    "bucket versioning off": lambda s: _checkpoints(s)["versioning"].update(enabled=False),
+    "bucket Delete rule": lambda s: _checkpoints(s)["lifecycle_rule"].append({"action": {"type": "Delete"}}),
+    "bucket force_destroy": lambda s: _checkpoints(s).update(force_destroy=True),
+    "registry cleanup for real": lambda s: _registry(s).update(cleanup_policy_dry_run=False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DESTRUCTIVE))
+def test_an_update_in_place_that_destroys_blocks_until_confirmed(stacks: dict[str, dict[str, Any]], case: str) -> None:
+    mutate = DESTRUCTIVE[case]
+    before = copy.deepcopy(stacks["prod"])
+    if case == "registry cleanup for real":
+        _registry(before)["cleanup_policy_dry_run"] = True
+    after = copy.deepcopy(before)
+    mutate(after)
+    review = review_stack("platform-prod", after, before)
+    ((change,),) = [review.blocking]
+    assert change.action == "update" and change.blocked.startswith("an in-place update that destroys: "), change
+    assert change.confirmable
+    assert review_stack("platform-prod", after, before, confirmed=[change.address]).blocking == []
+
+
+def test_harmless_updates_of_the_same_resources_pass(stacks: dict[str, dict[str, Any]]) -> None:
+    """Node labels on a slice, a CPU pool's machine, a longer soft delete, versioning turned on: no gate."""
+    before = copy.deepcopy(stacks["prod"])
+    _checkpoints(before)["versioning"]["enabled"] = False
+    after = copy.deepcopy(before)
+    _pool(after, "serve")["node_config"].setdefault("labels", {})["team"] = "serving"
+    _pool(after, "system")["node_config"]["machine_type"] = "n2-standard-8"
+    _checkpoints(after)["soft_delete_policy"]["retention_duration_seconds"] *= 2
+    _checkpoints(after)["versioning"]["enabled"] = True
+    review = review_stack("platform-prod", after, before)
+    assert len(review.changes) == 3 and review.blocking == [], [(c.address, c.blocked) for c in review.changes]
+
+
+def test_a_real_plans_nested_blocks_are_read_as_lists(stacks: dict[str, dict[str, Any]]) -> None:
+    """terraform show -json writes nested blocks as one-element lists: the image type is still found."""
+    from infra.review import review_plan
+
+    pool = copy.deepcopy(_pool(stacks["prod"], "serve"))
+    before = {**pool, "node_config": [pool["node_config"]]}
+    after = copy.deepcopy(before)
+    after["node_config"][0]["image_type"] = "UBUNTU_CONTAINERD"
+    address = _address(stacks["prod"], "google_container_node_pool", "serve")
+    plan = {
+        "format_version": "1.2",
+        "resource_changes": [
+            {"address": address, "type": "google_container_node_pool",
+             "change": {"actions": ["update"], "before": before, "after": after}},
+        ],
+    }  # fmt: skip
+    (change,) = review_plan("platform-prod", plan).blocking
+    assert "node_config.image_type: recreates every node of the slice" in change.blocked
