@@ -26,7 +26,7 @@ providers.py HELM_DRIVER), only a real project shows.
 
 Terraform is `terraform` on PATH unless PLATFORM_TERRAFORM names another (tests use a stand-in).
 Exit codes: 0 applied (or planned and passed), 3 blocked by the gate, 4 the plan is not the approved one,
-2 bad input, else Terraform's.
+5 not confirmed at the terminal (or no terminal to ask and no --auto-approve), 2 bad input, else Terraform's.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from infra.load import load_environment
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
 
 NOT_APPROVED = 4
+NOT_CONFIRMED = 5
 PLAN_FILE = "plan.tfplan"
 
 
@@ -147,10 +148,28 @@ def plan_and_gate(
     return (BLOCKED if review.blocking else 0), digest
 
 
+def commands() -> list[str]:
+    """What `apply` runs in the stack's folder, as a dry run shows it."""
+    tf = " ".join(map(shlex.quote, _terraform()))
+    return [
+        f"{tf} init -input=false -no-color",
+        f"{tf} plan -input=false -no-color -out={PLAN_FILE}",
+        f"{tf} show -json {PLAN_FILE} (then the review's gate on it: exit 3 blocks)",
+        f"{tf} apply -input=false -no-color {PLAN_FILE}",
+    ]
+
+
 def apply(
-    stack_dir: Path, stack: str, confirmed: Iterable[str], *, approved: str | None, env: Environment | None = None
+    stack_dir: Path,
+    stack: str,
+    confirmed: Iterable[str],
+    *,
+    approved: str | None,
+    env: Environment | None = None,
+    ask: bool = False,
 ) -> int:
-    """Plan, gate, and apply that same plan file (when its digest is the approved one)."""
+    """Plan, gate, and apply that same plan file (when its digest is the approved one; with `ask`, when the person
+    at the terminal types yes, as `terraform apply` asks)."""
     code, digest = plan_and_gate(stack_dir, stack, confirmed, env=env)
     if code:
         print(f"error: {stack}: not applied (the plan or its gate stopped it, exit {code})", file=sys.stderr)
@@ -162,6 +181,18 @@ def apply(
             file=sys.stderr,
         )
         return NOT_APPROVED
+    if ask:
+        if not sys.stdin.isatty():
+            print(
+                f"error: {stack}: not applied: nothing here can answer whether to apply the plan above (no "
+                "terminal); review it and pass --auto-approve (make deploy AUTO_APPROVE=1)",
+                file=sys.stderr,
+            )
+            return NOT_CONFIRMED
+        answer = input(f"Apply this plan to {stack}? Only 'yes' will be accepted: ")
+        if answer.strip() != "yes":
+            print(f"{stack}: not applied", file=sys.stderr)
+            return NOT_CONFIRMED
     return _tf(stack_dir, "apply", "-input=false", "-no-color", PLAN_FILE)
 
 

@@ -23,8 +23,9 @@ destroy     shows what would go, refuses while anything is protected (prevent_de
 
 Each command synthesizes the environment once, in a temporary folder at the repository root (where the stack's
 relative chart and post-renderer paths resolve: infra/delivery/apply_paths.py): the preflight checks that stack, every
-local file its apply opens is checked to be there, and cdktf applies it as it is (`cdktf deploy|destroy <stack>
---skip-synth --output <folder>`), without running the app again.
+local file its apply opens is checked to be there. A deploy plans that stack to a file, runs the review's gate on
+the plan, shows it and applies that same file (scripts/apply.py; without --auto-approve only after a typed "yes");
+a destroy runs `cdktf destroy <stack> --skip-synth --output <folder>`, without running the app again.
 The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m scripts.vms` unless PLATFORM_CDKTF /
 PLATFORM_GCLUSTER / PLATFORM_VMS name others, and `gcloud`, `kubectl` unless PLATFORM_GCLOUD / PLATFORM_KUBECTL
 do (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
@@ -220,7 +221,6 @@ def deploy(
     skip_image: bool,
     auto_approve: bool,
     dry_run: bool,
-    gated: bool = False,
     approved: str | None = None,
 ) -> int:
     stack = f"platform-{env.name}"
@@ -262,13 +262,17 @@ def deploy(
         code = adopt(env, dry_run=dry_run)
         if code:
             return code
-        if gated and not dry_run:
-            # Issue 25, finding 9 (gated): plan to a file, gate it, summary, apply that same file (scripts/apply.py).
-            from scripts.apply import apply, confirmed_from_env
+        # Always through the gate (issue 35, finding 3: `make deploy` was the one ungated route): plan to a file,
+        # gate it, show it, apply that same file (scripts/apply.py); without --auto-approve, after a "yes".
+        from scripts.apply import apply, commands, confirmed_from_env
 
-            code = apply(synthesized.stack_dir, stack, confirmed_from_env(), approved=approved, env=env)
+        if dry_run:
+            for command in commands():
+                print(f"dry run, would run (in {synthesized.stack_dir}): {command}")
         else:
-            code = _run(synthesized.cdktf("deploy", auto_approve), {}, dry_run=dry_run)
+            code = apply(
+                synthesized.stack_dir, stack, confirmed_from_env(), approved=approved, env=env, ask=not auto_approve
+            )
     if code or env.slurm is None:
         return code
     # The Slurm cluster reuses the stack's network, service accounts and firewall rules: it comes after.
@@ -362,8 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confirm", help="destroy: the stack's name, platform-<env>")
     parser.add_argument("--auto-approve", action="store_true")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; change nothing")
-    parser.add_argument("--gated", action="store_true", help="deploy: plan to a file, gate it, apply that file")
-    parser.add_argument("--approved", default=None, help="deploy --gated: the plan digest the approver saw")
+    parser.add_argument("--approved", default=None, help="deploy: the plan digest the approver saw (prod's workflow)")
     args = parser.parse_args(argv)
     path = environments_dir() / f"{args.env}.yaml"
     try:
@@ -379,7 +382,6 @@ def main(argv: list[str] | None = None) -> int:
             skip_image=args.skip_image,
             auto_approve=args.auto_approve,
             dry_run=args.dry_run,
-            gated=args.gated,
             approved=args.approved or None,
         )
     return destroy(env, confirm=args.confirm, auto_approve=args.auto_approve, dry_run=args.dry_run)

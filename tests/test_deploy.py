@@ -1,9 +1,10 @@
 """Deploying a fresh environment and tearing one down, offline: the steps, the guards and the exact CLI calls.
 
-A stand-in for the cdktf CLI records how it was called and keeps the output it was given to apply (the deploy
-synthesizes once and runs `cdktf deploy --skip-synth --output <it>`), so the test sees exactly the stack a real
-deploy would apply. The deploy runs in the test's process (`_run`), as `python -m scripts.deploy` would, its
-output and its children's captured at the file descriptors: the provider bindings load once per test process.
+Stand-ins for terraform (a deploy plans, gates and applies the stack it synthesized once, in that folder) and
+the cdktf CLI (a destroy runs `cdktf destroy --skip-synth --output <it>`) record how they were called and keep
+the stack they applied, so the test sees exactly the stack a real deploy would apply. The deploy runs in the
+test's process (`_run`), as `python -m scripts.deploy` would, its output and its children's captured at the file
+descriptors: the provider bindings load once per test process.
 """
 
 from __future__ import annotations
@@ -49,8 +50,42 @@ if argv[0] in ("deploy", "destroy"):
     shutil.copytree(given, os.path.join(out, "cdktf.out"))
 """
 
-# cdktf applies the stack the deploy synthesized once (and the preflight checked), without running the app again.
+# cdktf destroys the stack the command synthesized once (and the preflight checked), without running the app again.
 SKIP_SYNTH = ["--skip-synth", "--output", "<output>"]
+
+# terraform's stand-in, run in the stack's folder (scripts/apply.py): records each call, opens what the helm provider
+# opens at plan, writes the plan file, shows a plan with no change to the gate, and on apply of that file keeps the
+# stack it applied where the test reads it (cdktf.out/stacks/<stack>/cdk.tf.json).
+TERRAFORM = """
+import json, os, shutil, subprocess, sys
+from tests.stand_ins import HELM_OPENS
+out = os.environ["STAND_IN_DIR"]
+argv = sys.argv[1:]
+stack = os.path.basename(os.getcwd())
+with open(os.path.join(out, "calls.jsonl"), "a") as f:
+    f.write(json.dumps({"terraform": argv, "stack": stack}) + "\\n")
+with open(os.path.join(out, "order.log"), "a") as f:
+    f.write("terraform " + " ".join(argv) + "\\n")
+if argv[0] == "plan":
+    done = subprocess.run([sys.executable, "-c", HELM_OPENS], capture_output=True, text=True)
+    if done.returncode:
+        sys.exit("terraform stand-in: " + done.stderr)
+    open(argv[-1].split("=", 1)[1], "w").write("saved plan")
+elif argv[0] == "show":
+    print(json.dumps({"format_version": "1.2", "resource_changes": []}))
+elif argv[0] == "apply":
+    if not os.path.isfile(argv[-1]):
+        sys.exit("terraform stand-in: no plan file " + argv[-1])
+    shutil.rmtree(os.path.join(out, "cdktf.out"), ignore_errors=True)
+    os.makedirs(os.path.join(out, "cdktf.out", "stacks", stack))
+    shutil.copy("cdk.tf.json", os.path.join(out, "cdktf.out", "stacks", stack))
+"""
+
+
+def _applied(stack: str) -> dict[str, Any]:
+    """The last call of a deploy: terraform applying the plan file it gated."""
+    return {"terraform": ["apply", "-input=false", "-no-color", "plan.tfplan"], "stack": stack}
+
 
 # gcluster's stand-in: records its arguments and the blueprint it was given (as `gcluster deploy` reads it).
 GCLUSTER = """
@@ -210,6 +245,8 @@ def _run(
     (tmp_path / "adc.json").write_text(json.dumps(ADC))
     stand_in = tmp_path / "cdktf_stand_in.py"
     stand_in.write_text(STAND_IN)
+    terraform = tmp_path / "terraform_stand_in.py"
+    terraform.write_text(TERRAFORM)
     gcluster = tmp_path / "gcluster_stand_in.py"
     gcluster.write_text(GCLUSTER)
     vms = tmp_path / "vms_stand_in.py"
@@ -223,6 +260,7 @@ def _run(
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "PLATFORM_CDKTF": f"{sys.executable} {stand_in}",
+        "PLATFORM_TERRAFORM": f"{sys.executable} {terraform}",
         "PLATFORM_GCLUSTER": f"{sys.executable} {gcluster}",
         "PLATFORM_VMS": f"{sys.executable} {vms}",
         "PLATFORM_GCLOUD": stand_ins["gcloud"],
@@ -277,7 +315,7 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
     )
     said = re.search(r"left out until their images are built: (.*)", first.stdout)
     assert said and sorted(said[1].split(", ")) == left_out.split(", ")
-    assert _calls(tmp_path)[-1] == {"argv": ["deploy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]}
+    assert _calls(tmp_path)[-1] == _applied("platform-dev")
     releases = _releases(tmp_path, "dev")
     assert "ray-training" not in releases and "serve-llama405b" not in releases
     assert {"jobset", "kueue", "lws", "kueue-queues", "nccl-test", "serve-saxml"} <= releases
@@ -286,7 +324,7 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
     # 2. `make image` pins the digests (here: written directly). 3. Deploy everything.
     done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path)[-1] == {"argv": ["deploy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]}
+    assert _calls(tmp_path)[-1] == _applied("platform-dev")
     assert {"ray-training", "serve-llama405b", "serve-canary", "gpu-training"} <= _releases(tmp_path, "dev")
 
 
@@ -294,9 +332,22 @@ def test_dry_runs_change_nothing(tmp_path: Path) -> None:
     done = _run(["deploy", "dev", "--infra-only", "--dry-run"], tmp_path)
     assert done.returncode == 0
     assert "platform-dev: left out until their images are built: ray-training, " in done.stdout
-    assert re.search(r"^dry run, would run: .* deploy platform-dev --skip-synth --output \S+$", done.stdout, re.M)
+    would = re.findall(r"^dry run, would run \(in \S+/stacks/platform-dev\): .*?_stand_in\.py (\w+)", done.stdout, re.M)
+    assert would == ["init", "plan", "show", "apply"], done.stdout
     assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == []
     assert not (tmp_path / "work" / "cdktf.out").exists(), "a dry run writes nothing"
+
+
+def test_make_deploy_goes_through_the_gate_and_asks_before_it_applies(tmp_path: Path) -> None:
+    """Issue 35, finding 3: `make deploy` ran `cdktf deploy` with no gate, the one route past it. Now every deploy
+    plans to a file, gates it and applies that file; without --auto-approve only after a typed "yes", and where
+    nothing can answer (no terminal) it applies nothing."""
+    done = _run(["deploy", "dev", "--infra-only"], tmp_path)
+    assert done.returncode == 5, done.stderr[-2000:]
+    assert "not applied: nothing here can answer whether to apply the plan above" in done.stderr
+    calls = [c["terraform"][0] for c in _calls(tmp_path) if "terraform" in c]
+    assert calls == ["init", "plan", "show"], "planned and gated, not applied"
+    assert not any("argv" in c for c in _calls(tmp_path)), "no cdktf deploy"
 
 
 def test_destroy_shows_what_goes_and_needs_the_stack_name_typed(tmp_path: Path) -> None:
@@ -342,7 +393,7 @@ def test_make_destroy_prod_is_refused(tmp_path: Path) -> None:
 def test_the_slurm_cluster_is_deployed_after_the_stack_with_the_pinned_tools(tmp_path: Path) -> None:
     done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path)[-1]["argv"] == ["deploy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]
+    assert _calls(tmp_path)[-1] == _applied("platform-dev")
     (gcluster,) = _calls(tmp_path, "gcluster")
     folder = "cdktf.out/slurm/dev"
     assert gcluster == {
@@ -371,8 +422,10 @@ def test_a_deploy_with_the_wrong_terraform_or_packer_is_refused_before_anything_
 def test_a_dry_run_prints_the_slurm_commands_and_skips_the_image_when_asked(tmp_path: Path) -> None:
     done = _run(["deploy", "dev", "--skip-image", "--dry-run"], tmp_path, _built(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = [line for line in done.stdout.splitlines() if line.startswith("dry run, would run:")]
-    lines = lines[lines.index(next(line for line in lines if " deploy platform-dev --skip-synth " in line)) :]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("dry run, would run")]
+    lines = lines[
+        lines.index(next(line for line in lines if line.endswith(" apply -input=false -no-color plan.tfplan"))) :
+    ]
     assert lines[1].endswith(
         "deploy cdktf.out/slurm/dev/blueprint.yaml -d cdktf.out/slurm/dev/deployment.yaml -o "
         "cdktf.out/slurm/dev/gcluster -w --skip image"
@@ -422,9 +475,7 @@ def test_the_first_apply_waits_until_every_api_answers(tmp_path: Path) -> None:
     assert "not yet usable (enabled recently): compute.googleapis.com, container.googleapis.com" in done.stdout
     assert "not yet usable (enabled recently): container.googleapis.com" in done.stdout
     last_probe = max(i for i, line in enumerate(order) if line.startswith("gcloud ") and "services enable" not in line)
-    assert last_probe < order.index("cdktf deploy platform-dev --skip-synth --output <output> --auto-approve"), (
-        "every API answers before the apply"
-    )
+    assert last_probe < order.index("terraform init -input=false -no-color"), "every API answers before the apply"
 
 
 def test_an_api_that_never_answers_stops_the_deploy_before_the_apply(tmp_path: Path) -> None:
@@ -553,7 +604,7 @@ def test_a_crd_a_first_install_left_to_no_release_is_made_the_releases_before_th
         "meta.helm.sh/release-namespace=jobset-system --overwrite"
     )
     assert annotate.split(" KUBECONFIG=")[1], "a temporary kubeconfig, not the caller's"
-    assert label < order.index("cdktf deploy platform-dev --skip-synth --output <output> --auto-approve")
+    assert label < order.index("terraform init -input=false -no-color")
     # Already the release's: nothing to do. Another release's: the deploy stops.
     owned = tmp_path / "owned"
     owned.mkdir()
