@@ -89,3 +89,29 @@ def test_the_maintenance_policy_reaches_the_cluster_and_slices_upgrade_without_s
         for pool in stack["resource"]["google_container_node_pool"].values():
             if pool["node_config"]["machine_type"].startswith(("ct", "tpu")):
                 assert pool["upgrade_settings"] == {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
+
+
+def test_an_exclusion_reaches_the_cluster(envs: dict[str, Any], tmp_path: Any) -> None:
+    """Before the fix any exclusion (the one dev.yaml's comment suggests) stopped the synth with a jsii
+    deserialization error: the list of blocks was given as dicts."""
+    import json
+
+    from infra.app import synth
+    from infra.config.maintenance import Maintenance
+
+    dev = envs["dev"]
+    window = dev.cluster.maintenance.window.model_dump()
+    campaign = {"name": "campaign", "start": "2026-12-01T00:00:00Z", "end": "2026-12-20T00:00:00Z"}
+    maintenance = Maintenance(window=window, exclusions=[{**campaign, "scope": "NO_MINOR_OR_NODE_UPGRADES"}])
+    env = dev.model_copy(update={"cluster": dev.cluster.model_copy(update={"maintenance": maintenance})})
+    synth({"dev": env}, tmp_path)
+    stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    (cluster,) = stack["resource"]["google_container_cluster"].values()
+    assert cluster["maintenance_policy"]["maintenance_exclusion"] == [
+        {
+            "exclusion_name": "campaign",
+            "start_time": "2026-12-01T00:00:00Z",
+            "end_time": "2026-12-20T00:00:00Z",
+            "exclusion_options": {"scope": "NO_MINOR_OR_NODE_UPGRADES"},
+        }
+    ]

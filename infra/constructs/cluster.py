@@ -132,15 +132,20 @@ def _maintenance_policy(maintenance: Maintenance | None) -> dict[str, Any] | Non
     if maintenance is None:
         return None
     window = maintenance.window
+    # A list of blocks must be the binding's struct objects: jsii converts a dict to a struct where one is
+    # expected, but not a list of dicts (before: any exclusion stopped the synth with a deserialization error).
+    cluster = google("container_cluster")
     return {
         "recurring_window": {"start_time": window.start, "end_time": window.end, "recurrence": window.recurrence},
         "maintenance_exclusion": [
-            {
-                "exclusion_name": e.name,
-                "start_time": e.start,
-                "end_time": e.end,
-                "exclusion_options": {"scope": e.scope},
-            }
+            cluster.ContainerClusterMaintenancePolicyMaintenanceExclusion(
+                exclusion_name=e.name,
+                start_time=e.start,
+                end_time=e.end,
+                exclusion_options=cluster.ContainerClusterMaintenancePolicyMaintenanceExclusionExclusionOptions(
+                    scope=e.scope
+                ),
+            )
             for e in maintenance.exclusions
         ]
         or None,
