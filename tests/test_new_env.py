@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,3 +92,25 @@ def test_the_command_says_what_it_refused_and_exits_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and "exists already" in done.stderr and "nothing was written" in done.stderr
     assert "Traceback" not in done.stderr
     assert yaml.safe_load((environments / "dev.yaml").read_text())["project"] != "x-123456"
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "said"),
+    [
+        # YAML in the project id broke the parse of the text it was pasted into (a traceback) before the fix.
+        ("project", "x: [1", "PROJECT 'x: [1': a project id is 6-30 lowercase letters"),
+        ("project", "Acme-Prod", "PROJECT 'Acme-Prod'"),
+        ("project_number", "12ab", "PROJECT_NUMBER '12ab': the project's number, digits only"),
+        ("name", "a" * 22, "1 to 21 lowercase letters"),
+    ],
+)
+def test_an_argument_new_env_cannot_write_is_refused_by_name_before_anything_is_read(
+    tmp_path: Path, argument: str, value: str, said: str
+) -> None:
+    environments = _environments(tmp_path)
+    given = {"name": "staging", "project": "acme-staging", "project_number": "123456789", "region": "us-east5"}
+    with pytest.raises(NewEnvironmentError, match=re.escape(said)):
+        write_new_environment(
+            environments / "dev.yaml", environments / f"{given['name']}.yaml", **{**given, argument: value}
+        )
+    assert sorted(p.name for p in environments.iterdir()) == ["dev.yaml", "prod.yaml"]

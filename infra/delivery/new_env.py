@@ -27,6 +27,7 @@ from ruamel.yaml import YAML
 
 from infra.catalogue.accelerators import lookup
 from infra.catalogue.cpu_machines import CPU_MACHINES
+from infra.catalogue.gcp_names import PROJECT_ID
 from infra.catalogue.zones import REGIONS, zones_offering
 from infra.config import ConfigError, Environment
 from infra.config.release import PLACEHOLDER_DIGEST
@@ -156,7 +157,21 @@ def new_environment_text(
     placed things."""
     env = load_environment(source)
     if not re.fullmatch(r"[a-z][a-z0-9-]{0,20}", name):
-        raise NewEnvironmentError(f"name {name!r}: lowercase letters, digits and hyphens, starting with a letter")
+        raise NewEnvironmentError(
+            f"NAME {name!r}: 1 to 21 lowercase letters, digits and hyphens, starting with a letter (it is the file's "
+            "name and a part of the names made from it)"
+        )
+    # Checked before it goes into the file's text (before: a value with YAML syntax in it broke the parse).
+    if not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", project):
+        raise NewEnvironmentError(
+            f"PROJECT {project!r}: a project id is 6-30 lowercase letters, digits and hyphens, starting with a letter "
+            f"and not ending with a hyphen ({PROJECT_ID})"
+        )
+    if not re.fullmatch(r"[0-9]{6,20}", project_number):
+        raise NewEnvironmentError(
+            f"PROJECT_NUMBER {project_number!r}: the project's number, digits only (gcloud projects describe {project} "
+            "--format='value(projectNumber)')"
+        )
     placement = place(env, region)
     text = source.read_text().replace(env.project, project)
     yaml = _yaml()
