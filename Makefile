@@ -201,10 +201,10 @@ engine-check: engine ## The MaxText checks (tests/engine): train-local twice + r
 
 ifeq ($(ENGINE),maxtext)
 train-local: engine ## Train through JaxTrainer on local CPU workers: the canary, or ENGINE=maxtext (STEPS=, CKPT_DIR=); a rerun resumes
-	$(ENGINE_RUN) python -m workloads.trainer local --engine maxtext --steps $(STEPS) --checkpoint-dir $(CKPT_DIR)
+	$(ENGINE_RUN) python -m workloads.trainer local --engine maxtext --steps '$(STEPS)' --checkpoint-dir $(CKPT_DIR)
 else
 train-local: $(VENV_STAMP)
-	$(PY) -m workloads.trainer local --steps $(STEPS) --checkpoint-dir $(CKPT_DIR)
+	$(PY) -m workloads.trainer local --engine '$(ENGINE)' --steps '$(STEPS)' --checkpoint-dir $(CKPT_DIR)
 endif
 
 train: $(VENV_STAMP) ## Submit ENV='s training.recipe (or RECIPE=) on its Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan

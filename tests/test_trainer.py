@@ -207,3 +207,25 @@ def test_submit_sends_the_run_command_to_the_ray_job_api(
     out = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert out["job_id"] == "raysubmit_123"
     assert out["max_failures"] == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "said"),
+    [
+        # STEPS=abc was read with int() while the parser was built: a traceback before the fix.
+        (["local"], {"STEPS": "abc"}, "argument --steps: STEPS/--steps 'abc': a whole number of steps, at least 1"),
+        (["local", "--steps", "0"], {}, "STEPS/--steps '0': a whole number of steps, at least 1"),
+        # make train-local ENGINE=foo trained the canary; the engine now reaches the command, which refuses it.
+        (
+            ["local", "--engine", "foo"],
+            {},
+            "argument --engine: invalid choice: 'foo' (choose from 'canary', 'maxtext')",
+        ),
+    ],
+)
+def test_a_bad_train_local_argument_is_refused_by_name(argv: list[str], env: dict[str, str], said: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "workloads.trainer", *argv],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr

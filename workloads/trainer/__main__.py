@@ -218,6 +218,17 @@ def run_process(group: ProcessGroup, *, steps: int, checkpoint_dir: str, mesh: d
     }
 
 
+def _steps_arg(value: str) -> int:
+    """--steps (make's STEPS=): a whole number of steps, at least 1."""
+    try:
+        steps = int(value)
+    except ValueError:
+        steps = 0
+    if steps < 1 or str(steps) != value.strip():
+        raise argparse.ArgumentTypeError(f"STEPS/--steps {value!r}: a whole number of steps, at least 1")
+    return steps
+
+
 def _mesh_arg(text: str) -> dict[str, int]:
     sizes = dict(data=1, fsdp=-1, tensor=1)
     for part in filter(None, text.split(",")):
@@ -337,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     local.add_argument("--engine", choices=("canary", "maxtext"), default="canary")
     local.add_argument("--recipe", default="maxtext-tiny", help="the maxtext engine's recipe (a small one)")
     local.add_argument("--kill-after-checkpoint", type=int, default=None, help=argparse.SUPPRESS)
-    local.add_argument("--steps", type=int, default=int(os.environ.get("STEPS", "4")))
+    # A string default goes through `type` like a given value, so STEPS=abc is refused as the argument is.
+    local.add_argument("--steps", type=_steps_arg, default=os.environ.get("STEPS") or "4", help="(make: STEPS=)")
     local.add_argument("--checkpoint-dir", default=os.environ.get("CKPT_DIR") or DEFAULT_LOCAL_CKPT)
     local.add_argument("--workers", type=int, default=2)
     local.add_argument("--devices-per-worker", type=int, default=2)
