@@ -523,6 +523,13 @@ def _plan_change(entry: Mapping[str, Any]) -> Change | None:
 
 def review_plan(stack: str, plan: Mapping[str, Any], confirmed: Iterable[str] = ()) -> StackReview:
     """Review a real plan (`terraform show -json`); refuse a format this renderer does not know."""
+    if not isinstance(plan, Mapping):
+        raise PlanFormatError(f"a JSON {type(plan).__name__}, not a plan (terraform show -json <plan file>)")
+    if "values" in plan and "resource_changes" not in plan and "planned_values" not in plan:
+        raise PlanFormatError(
+            "this is a state (terraform show -json of a state file), not a plan: give the JSON of a saved plan, "
+            "terraform show -json <plan file>"
+        )
     version = str(plan.get("format_version", ""))
     major = version.split(".", 1)[0]
     if not major.isdigit() or int(major) != SUPPORTED_PLAN_FORMAT_MAJOR:
@@ -748,8 +755,18 @@ def _shown(value: Any) -> str:
 
 
 def _load_stacks(outdir: Path) -> dict[str, dict[str, Any]]:
-    stacks_dir = outdir / "stacks"
-    return {p.parent.name: json.loads(p.read_text()) for p in sorted(stacks_dir.glob("*/cdk.tf.json"))}
+    """Every `stacks/<stack>/cdk.tf.json` under `outdir`; a file that is not a stack's JSON object is refused by
+    path (PlanFormatError)."""
+    stacks = {}
+    for path in sorted((outdir / "stacks").glob("*/cdk.tf.json")):
+        try:
+            body = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise PlanFormatError(f"{path}: not JSON ({err}); synthesize it again (make synth)") from err
+        if not isinstance(body, dict):
+            raise PlanFormatError(f"{path}: a {type(body).__name__}, not a synthesized stack (a JSON object)")
+        stacks[path.parent.name] = body
+    return stacks
 
 
 def _recipes_section(env: str) -> str:
@@ -775,6 +792,9 @@ def write_reviews(
     if not current:
         raise FileNotFoundError(f"no synthesized stacks under {outdir}/stacks; run `make synth` first")
     base = _load_stacks(baseline) if baseline else None
+    if baseline is not None and not base:
+        # Before: a baseline folder with no stacks (a typo, an unsynthesized checkout) reviewed everything as new.
+        raise FileNotFoundError(f"baseline {baseline}: no synthesized stacks under {baseline}/stacks")
     review_dir = outdir / "review"
     review_dir.mkdir(exist_ok=True)
     reviews = []

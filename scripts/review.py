@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         in_files, known = _file_confirmations(args.outdir)
         reviews = write_reviews(args.outdir, args.base, confirmed, in_files)
-    except ConfigError as err:
+    except (ConfigError, PlanFormatError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except FileNotFoundError as err:

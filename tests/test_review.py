@@ -376,3 +376,36 @@ def test_a_real_plans_nested_blocks_are_read_as_lists(stacks: dict[str, dict[str
     }  # fmt: skip
     (change,) = review_plan("platform-prod", plan).blocking
     assert "node_config.image_type: recreates every node of the slice" in change.blocked
+
+
+def test_make_review_refuses_files_that_are_not_what_it_reads(synth_dir: Path, tmp_path: Path) -> None:
+    """Issue 36: a JSON list as PLAN and a truncated baseline ended in tracebacks; a state as PLAN reviewed as an
+    empty plan and a BASE with no stacks reviewed everything as new, both exit 0."""
+    cases = {
+        "list.json": ("[1, 2]", "a JSON list, not a plan"),
+        "state.json": (
+            json.dumps({"format_version": "1.0", "terraform_version": "1.12.2", "values": {"root_module": {}}}),
+            "this is a state (terraform show -json of a state file), not a plan",
+        ),
+    }
+    for name, (text, said) in cases.items():
+        (tmp_path / name).write_text(text)
+        done = subprocess.run(
+            [sys.executable, "-m", "scripts.review", "--plan", str(tmp_path / name)],
+            cwd=REPO, capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 2 and f"error: {tmp_path / name}: {said}" in done.stderr, done.stderr
+    truncated = tmp_path / "base" / "stacks" / "platform-dev"
+    truncated.mkdir(parents=True)
+    (truncated / "cdk.tf.json").write_text('{"resource": {')
+    for base, said in (
+        (tmp_path / "base", f"{truncated / 'cdk.tf.json'}: not JSON"),
+        (tmp_path / "none", "no synthesized stacks"),
+    ):
+        out = tmp_path / "out"
+        shutil.copytree(synth_dir / "stacks", out / "stacks", dirs_exist_ok=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "scripts.review", "--outdir", str(out), "--base", str(base)],
+            cwd=REPO, capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
