@@ -129,3 +129,18 @@ def test_many_stacks_are_split_among_checkov_processes_with_every_stack_scanned_
     assert sorted(Path(c["file_path"]).parent.name for c in failed) == [
         f"cluster-{i:02}" for i in range(policy.STACKS_PER_PROCESS + 1)
     ]
+
+
+def test_a_stack_whose_releases_are_all_custom_objects_passes_the_kubernetes_gate(tmp_path: Path) -> None:
+    """Issue 36: an environment whose only release is a RayCluster (the Ironwood training environment) stopped
+    `make plan` in the policy step with a traceback: Checkov scans no custom object, and no result was taken for
+    a failed scan."""
+    from infra.policy.kubernetes import run_checkov_kubernetes
+
+    (tmp_path / "platform-iw").mkdir()
+    (tmp_path / "platform-iw" / "ray-training.yaml").write_text(
+        "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: ray, namespace: ml-training}\n"
+        "spec: {headGroupSpec: {template: {spec: {containers: []}}}}\n"
+    )
+    result = run_checkov_kubernetes(tmp_path, [])
+    assert (result.passed, result.failed) == (0, [])
