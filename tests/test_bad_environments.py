@@ -1095,3 +1095,29 @@ def test_make_plan_holds_every_environment_together(tmp_path: Path) -> None:
         lines = [line.split(f"{file}: ", 1)[1] for line in done.stderr.splitlines() if f"{file}: " in line]
         assert lines, (case, done.stderr[-3000:])
         _refused_line(lines, field, value, fragment)
+
+
+def test_an_environment_named_like_a_stack_is_refused_and_leaves_the_others_outputs(tmp_path: Path) -> None:
+    """Issue 36: an environment named `platform-dev` made `make plan ENV=platform-dev` replace dev's stack,
+    placement and rendered releases in cdktf.out with its own, exit 0."""
+    envs = tmp_path / "environments"
+    shutil.copytree(ENVIRONMENTS_DIR, envs)
+    text = DEV.replace("name: dev\n", "name: platform-dev\n", 1)
+    assert text != DEV
+    (envs / "platform-dev.yaml").write_text(text)
+    with pytest.raises(
+        ConfigError,
+        match=r"platform-dev.yaml: name: 'platform-dev': starts with 'platform-', which the platform's stacks",
+    ):
+        load_environment(envs / "platform-dev.yaml")
+    out = tmp_path / "out"
+    (out / "stacks" / "platform-dev").mkdir(parents=True)
+    (out / "stacks" / "platform-dev" / "cdk.tf.json").write_text("{}")
+    done = run_main(
+        plan_main,
+        ["--outdir", str(out), "--env", "platform-dev"],
+        env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(envs)},
+        cwd=REPO,
+    )
+    assert done.returncode == 2 and "starts with 'platform-'" in done.stderr, done.stderr[-2000:]
+    assert (out / "stacks" / "platform-dev" / "cdk.tf.json").read_text() == "{}"

@@ -77,6 +77,20 @@ class Environment(Model):
     # Gated changes of this environment's stack the author confirms (infra/delivery/confirmations.py).
     confirm: list[Confirmation] = []  # noqa: RUF012
 
+    @field_validator("name")
+    @classmethod
+    def _name_not_a_stacks(cls, name: str) -> str:
+        # The stacks are `platform-<env>` and `bootstrap-<env>`, and every output of an environment is named
+        # `<env>` or `platform-<env>` (cdktf.out): an environment called `platform-dev` is dev's stack's name,
+        # and `make plan ENV=platform-dev` replaced dev's outputs with its own.
+        for prefix in ("platform-", "bootstrap-"):
+            if name.startswith(prefix):
+                raise ValueError(
+                    f"starts with {prefix!r}, which the platform's stacks are named with ({prefix}<env>): "
+                    f"name the environment {name.removeprefix(prefix)!r} or another name"
+                )
+        return name
+
     @field_validator("zones")
     @classmethod
     def _zones_well_formed(cls, zones: list[str]) -> list[str]:
