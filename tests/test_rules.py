@@ -96,6 +96,12 @@ def _flex_and_reservation(mp: pytest.MonkeyPatch) -> None:
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    # Issue 36: a 70B model declared as 7B passed the HBM fit as 7B.
+    "models.parameters-match-architecture": (
+        lambda d, mp: d["serving"]["llama70b-vllm"]["model"].update(parameters_b=7),
+        "serving.llama70b-vllm.model.parameters_b",
+        "meta-llama/Llama-3.3-70B-Instruct (model.name) has 70.55B parameters",
+    ),
     "ctk.slurm-names": (
         lambda d, mp: d["slurm"].update(name="mlp-dev-slurm-for-the-hpc-team"),
         "slurm.name",
@@ -263,6 +269,17 @@ def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest
     mutate(data, monkeypatch)
     found = RULES[rule_id].run(_env(data))
     assert any(v.field == field and fragment in v.message for v in found), [v.line() for v in found]
+
+
+def test_jetstream_refuses_a_model_name_only_vllm_knows() -> None:
+    """Issue 36: JetStream took vLLM's (Hugging Face) model names, which MaxText has no config for."""
+    data = copy.deepcopy(DEV)
+    data["serving"]["llama70b-disagg"]["model"].update(name="meta-llama/Llama-3.1-70B-Instruct")
+    found = RULES["maxtext.tokenizer-matches-model"].run(_env(data))
+    assert [(v.field, v.value) for v in found] == [
+        ("serving.llama70b-disagg.model.name", "meta-llama/Llama-3.1-70B-Instruct")
+    ]
+    assert "not a model MaxText knows" in found[0].message and "llama3.1-405b" in found[0].message
 
 
 OFFLOAD = '--kv-transfer-config={"kv_connector":"TPUOffloadConnector",' + (

@@ -39,6 +39,8 @@ class ModelArch:
     # The MaxText config file the model is served with (the GKE tutorial's where it has one).
     serving_config: str = "MaxText/configs/base.yml"
     hf: HfShape | None = None
+    # Parameters, in billions, as the model's Hugging Face page gives its size (the safetensors index's total).
+    parameters_b: float = 0.0
 
     def hf_config(self) -> dict[str, object]:
         """The model's `config.json` without weights: what vLLM checks an engine's arguments against."""
@@ -67,18 +69,27 @@ _LLAMA3_8B = HfShape("LlamaForCausalLM", 4096, 14336, 32, 128256, 131072, 500000
 
 MODELS: dict[str, ModelArch] = {
     # MaxText names (JetStream).
-    "llama2-7b": ModelArch(32, 32, MAXTEXT_DEFAULT_TOKENIZER),
-    "llama2-70b": ModelArch(64, 8, MAXTEXT_DEFAULT_TOKENIZER),
-    "llama3-8b": ModelArch(32, 8, LLAMA3_TOKENIZER),
-    "llama3.1-8b": ModelArch(32, 8, LLAMA3_TOKENIZER),
-    "llama3.1-70b": ModelArch(64, 8, LLAMA3_TOKENIZER),
+    "llama2-7b": ModelArch(32, 32, MAXTEXT_DEFAULT_TOKENIZER, parameters_b=6.74),
+    "llama2-70b": ModelArch(64, 8, MAXTEXT_DEFAULT_TOKENIZER, parameters_b=68.98),
+    "llama3-8b": ModelArch(32, 8, LLAMA3_TOKENIZER, parameters_b=8.03),
+    "llama3.1-8b": ModelArch(32, 8, LLAMA3_TOKENIZER, parameters_b=8.03),
+    "llama3.1-70b": ModelArch(64, 8, LLAMA3_TOKENIZER, parameters_b=70.55),
     # The GKE JetStream + Pathways tutorial serves 405B with MaxText's 405B inference config.
-    "llama3.1-405b": ModelArch(128, 8, LLAMA3_TOKENIZER, "MaxText/configs/v5e/inference/llama3_405b_v5e-64.yml"),
+    "llama3.1-405b": ModelArch(
+        128, 8, LLAMA3_TOKENIZER, "MaxText/configs/v5e/inference/llama3_405b_v5e-64.yml", parameters_b=405.85
+    ),
     # Hugging Face names (vLLM).
-    "meta-llama/Llama-3.3-70B-Instruct": ModelArch(64, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_70B),
-    "meta-llama/Llama-3.1-70B-Instruct": ModelArch(64, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_70B),
-    "meta-llama/Llama-3.1-8B-Instruct": ModelArch(32, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_8B),
+    "meta-llama/Llama-3.3-70B-Instruct": ModelArch(64, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_70B, parameters_b=70.55),
+    "meta-llama/Llama-3.1-70B-Instruct": ModelArch(64, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_70B, parameters_b=70.55),
+    "meta-llama/Llama-3.1-8B-Instruct": ModelArch(32, 8, LLAMA3_TOKENIZER, hf=_LLAMA3_8B, parameters_b=8.03),
 }
+# How far a declared `parameters_b` may be from the catalogue's (rounding: 70 for 70.55, 405 for 405.85).
+PARAMETERS_TOLERANCE = 0.10
+
+
+def maxtext_names() -> list[str]:
+    """The models MaxText (JetStream) knows by name; the others are Hugging Face's (vLLM)."""
+    return sorted(m for m in MODELS if "/" not in m)
 
 
 def conversion_memory_gib(parameters_b: float) -> int:

@@ -26,12 +26,12 @@ def _workloads(env: Environment) -> Iterator[tuple[str, str]]:
 
 def _jetstream(env: Environment) -> Iterator[tuple[str, Any, dict[str, str]]]:
     """(field path, deployment, MaxText args as a dict) of every JetStream deployment."""
-    from infra.catalogue.models import MODELS
+    from infra.catalogue.models import maxtext_names
     from workloads.serving.jetstream import maxtext_serving_args
 
     for name, d in env.serving.items():
         # A model MaxText does not know has no arguments: rule maxtext.tokenizer-matches-model names it.
-        if d.engine == "jetstream" and d.model.catalogue_name in MODELS:
+        if d.engine == "jetstream" and d.model.catalogue_name in maxtext_names():
             args = maxtext_serving_args(env, d)
             yield f"serving.{name}", d, dict(a.split("=", 1) for a in args if "=" in a)
 

@@ -75,10 +75,11 @@ def _tensor_heads(env: Environment) -> Iterator[Finding]:
     subject="environment",
 )
 def _tokenizer(env: Environment) -> Iterator[Finding]:
-    from infra.catalogue.models import MAXTEXT_DEFAULT_TOKENIZER
+    from infra.catalogue.models import MAXTEXT_DEFAULT_TOKENIZER, maxtext_names
 
     for key, d in env.serving.items():
-        if d.engine == "jetstream" and d.model.catalogue_name not in MODELS:
+        # A Hugging Face name is vLLM's, not a model MaxText loads (before: JetStream took vLLM's names).
+        if d.engine == "jetstream" and d.model.catalogue_name not in maxtext_names():
             own = (
                 ""
                 if d.model.architecture
@@ -87,7 +88,7 @@ def _tokenizer(env: Environment) -> Iterator[Finding]:
                     "model.architecture"
                 )
             )
-            known = ", ".join(sorted(m for m in MODELS if "/" not in m))  # MaxText's names; the others are HF's
+            known = ", ".join(maxtext_names())
             yield Finding(
                 f"serving.{key}.{d.model.catalogue_field}",
                 d.model.catalogue_name,
@@ -99,6 +100,41 @@ def _tokenizer(env: Environment) -> Iterator[Finding]:
         if tokenizer != arch.tokenizer:
             yield Finding(
                 f"{path}.maxtext args.tokenizer_path", tokenizer, f"{d.model.catalogue_name} needs {arch.tokenizer}"
+            )
+
+
+@rule(
+    id="models.parameters-match-architecture",
+    system="MaxText / vLLM",
+    layer="engine-start",
+    summary=(
+        "A served model's declared size (model.parameters_b) is the size of the model it is (model.architecture, "
+        "else model.name) within 10%: the HBM fit (gke.model-fits-slice and the serving rules) and the price of "
+        "the slices it needs are computed from it, so a 70B model declared as 7B passes a fit it cannot make."
+    ),
+    source=(
+        "Hugging Face model pages (size from the safetensors index): meta-llama/Llama-2-7b-hf 6.74B, "
+        "Llama-2-70b-hf 68.98B, Meta-Llama-3-8B and Llama-3.1-8B-Instruct 8.03B, Llama-3.1-70B-Instruct and "
+        "Llama-3.3-70B-Instruct 70.55B, Llama-3.1-405B-Instruct 405.85B (infra/catalogue/models.py)"
+    ),
+    subject="environment",
+)
+def _parameters_match(env: Environment) -> Iterator[Finding]:
+    from infra.catalogue.models import PARAMETERS_TOLERANCE
+
+    for key, d in env.serving.items():
+        model = getattr(d, "model", None)
+        if model is None:
+            continue
+        arch = MODELS.get(model.catalogue_name)
+        if arch is None or not arch.parameters_b:
+            continue
+        if abs(model.parameters_b - arch.parameters_b) > PARAMETERS_TOLERANCE * arch.parameters_b:
+            yield Finding(
+                f"serving.{key}.model.parameters_b",
+                model.parameters_b,
+                f"{model.catalogue_name} ({model.catalogue_field}) has {arch.parameters_b:g}B parameters; declare "
+                f"its size (within {PARAMETERS_TOLERANCE:.0%}), or name the model it is in model.architecture",
             )
 
 
