@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from infra.config import ConfigError, Environment
-from infra.config.loading import ENVIRONMENTS_DIR, load_each, parse_environment
+from infra.config.loading import ENVIRONMENTS_DIR, environment_file, environments_dir, load_each, parse_environment
 from infra.rules import check_environment
 
 
@@ -20,6 +20,15 @@ def load_environment(path: Path) -> Environment:
     if violations:
         raise ConfigError(path, [v.line() for v in violations])
     return env
+
+
+def load_named(name: str, directory: Path | None = None, *, argument: str = "ENV") -> Environment:
+    """The environment called `name` (a name of the folder, never a path: `environment_file`), loaded with every
+    other environment of its folder and held together with them, as `make plan` holds them: a command for one
+    environment refuses what the plan would (a shared state bucket, a name taken twice)."""
+    directory = directory or environments_dir()
+    environment_file(name, directory, argument=argument)
+    return load_all(directory)[name]
 
 
 def load_all(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:

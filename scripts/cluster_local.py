@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.config import ConfigError, environments_dir
-from infra.load import load_environment
+from infra.config import ConfigError
+from infra.load import load_named
 from infra.localcluster.build import BuildError, build_all
 from infra.localcluster.cluster import Cluster, ClusterError
 
@@ -30,7 +30,7 @@ def stack_of(env_name: str) -> tuple[dict[str, object], str]:
     """(synthesized stack, region) of one environment."""
     from infra.app import synth
 
-    env = load_environment(environments_dir() / f"{env_name}.yaml")
+    env = load_named(env_name)
     with tempfile.TemporaryDirectory(prefix="platform-cluster-local-") as tmp:
         synth({env.name: env}, Path(tmp))
         stack = json.loads((Path(tmp) / "stacks" / f"platform-{env.name}" / "cdk.tf.json").read_text())

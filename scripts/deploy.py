@@ -51,7 +51,7 @@ from typing import Any
 
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
 from infra.delivery.apply_paths import output_folder, unresolved
-from infra.load import load_environment
+from infra.load import load_named
 from scripts import preflight, teardown
 from scripts.adopt_crds import adopt
 from scripts.apis import enable_and_wait
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     path = environments_dir() / f"{args.env}.yaml"
     try:
-        env = load_environment(path)
+        env = load_named(args.env)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

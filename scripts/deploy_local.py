@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from infra.config import ConfigError, environments_dir
+from infra.config import ConfigError
 from infra.delivery.apply_paths import unresolved
-from infra.load import load_environment
+from infra.load import load_named
 from infra.localcluster.apply import ApplyError, LocalApply, run_helm
 from infra.localcluster.build import BuildError
 from infra.localcluster.cluster import Cluster, ClusterError
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        env = load_environment(environments_dir() / f"{args.env}.yaml")
+        env = load_named(args.env)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

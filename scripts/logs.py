@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 from infra.catalogue.controllers import CONTROLLERS
 from infra.config import ConfigError, Environment, JetStreamServing, Serving, VllmServing, environments_dir
-from infra.load import load_environment
+from infra.load import load_named
 
 # The label Helm charts put on a release's pods, as Cloud Logging names it on a k8s_container entry (GKE writes
 # pod labels as `k8s-pod/<key>`, dots in the key as underscores).
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     directory = args.environments or environments_dir()
     try:
-        env = load_environment(directory / f"{args.env}.yaml")
+        env = load_named(args.env, directory)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -48,9 +48,9 @@ from infra.catalogue.deployer_roles import SOURCE as ROLES_SOURCE
 from infra.catalogue.deployer_roles import UnknownResourceType, roles_for
 from infra.catalogue.gcp_apis import BOOTSTRAP_APIS, platform_apis
 from infra.catalogue.quota_metrics import QuotaMetric, UnknownQuota, cpu_metric, gpu_metric, tpu_metric
-from infra.config import ConfigError, Environment, environments_dir
+from infra.config import ConfigError, Environment
 from infra.constructs.providers import CREDENTIAL_PLUGIN
-from infra.load import load_environment
+from infra.load import load_named
 from scripts import tools
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -639,9 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", type=Path, help="a synthesized cdk.tf.json to check instead of synthesizing")
     parser.add_argument("--print-roles", action="store_true", help="print the roles the deployer needs; no credentials")
     args = parser.parse_args(argv)
-    path = environments_dir() / f"{args.env}.yaml"
     try:
-        env = load_environment(path)
+        env = load_named(args.env)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from infra.config import ConfigError, environments_dir
-from infra.load import load_all, load_environment
+from infra.load import load_all, load_named
 from workloads.trainer.compiled import environment_recipes
 
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     directory = args.environments or environments_dir()
     only = [name for name in (args.env or "").split(",") if name]
     try:
-        envs = {n: load_environment(directory / f"{n}.yaml") for n in only} if only else load_all(directory)
+        envs = {n: load_named(n, directory) for n in only} if only else load_all(directory)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

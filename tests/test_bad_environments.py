@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -1121,3 +1122,47 @@ def test_an_environment_named_like_a_stack_is_refused_and_leaves_the_others_outp
     )
     assert done.returncode == 2 and "starts with 'platform-'" in done.stderr, done.stderr[-2000:]
     assert (out / "stacks" / "platform-dev" / "cdk.tf.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["scripts.logs", "--env", "dve"], "ENV='dve': not one; the environments here: dev, prod; did you mean 'dev'?"),
+        (
+            ["scripts.logs", "--env", "../../images/images"],
+            "ENV='../../images/images': an environment's name, not a path",
+        ),
+        (
+            ["scripts.recipes", "--env", "prd"],
+            "ENV='prd': not one; the environments here: dev, prod; did you mean 'prod'?",
+        ),
+        (["scripts.promote", "dev", "prod.yaml"], "TO='prod.yaml': an environment's name, not a path"),
+        (["scripts.deploy", "deploy", "staging"], "ENV='staging': not one; the environments here: dev, prod"),
+    ],
+)
+def test_every_command_takes_an_environment_by_name_and_lists_them_on_a_miss(argv: list[str], said: str) -> None:
+    """Issue 36: every command but `make plan` read ENV/FROM/TO as a path: a miss said only that a file could not
+    be read, and ENV=../../images/images read another YAML file as an environment."""
+    done = subprocess.run(
+        [sys.executable, "-m", *argv], cwd=REPO, capture_output=True, text=True, env={**os.environ}, timeout=300
+    )
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_yml_file_in_the_environments_folder_is_refused_not_ignored(tmp_path: Path) -> None:
+    envs = tmp_path / "environments"
+    shutil.copytree(ENVIRONMENTS_DIR, envs)
+    (envs / "prod.yaml").rename(envs / "prod.yml")
+    with pytest.raises(ConfigError, match=r"prod.yml: environment files end in .yaml; rename it to prod.yaml"):
+        load_all(envs)
+
+
+@pytest.mark.parametrize("value", ["-h", "../../images/images", "dev;ls", "a b", "Dev", ""])
+def test_make_refuses_an_env_from_or_to_that_is_not_a_name(value: str) -> None:
+    """Issue 36: ENV reached the shell unquoted and `make deploy ENV=-h` printed the command's help, exit 0."""
+    for variable in ("ENV", "FROM", "TO"):
+        done = subprocess.run(
+            ["make", "-n", "logs", f"{variable}={value}"], cwd=REPO, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, done.stdout
+        assert f"{variable}='{value}': an environment's name, lowercase letters, digits and hyphens" in done.stderr

@@ -29,7 +29,7 @@ from infra.config.base import (
 from infra.config.compute import Capacity, Cluster, CpuPool, SliceSpec, SystemPool
 from infra.config.environment import Environment
 from infra.config.identity import Identity, gsa_account_id
-from infra.config.loading import ENVIRONMENTS_DIR, ConfigError, environments_dir, parse_environment
+from infra.config.loading import ENVIRONMENTS_DIR, ConfigError, environment_file, environments_dir, parse_environment
 from infra.config.network import AuthorizedNetwork, Network
 from infra.config.release import PLACEHOLDER_DIGEST, Release
 from infra.config.serving import (
@@ -90,6 +90,7 @@ __all__ = [
     "SystemPool",
     "Training",
     "VllmServing",
+    "environment_file",
     "environments_dir",
     "gsa_account_id",
     "parse_environment",

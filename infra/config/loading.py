@@ -55,6 +55,25 @@ def environments_dir() -> Path:
     return Path(os.environ.get("PLATFORM_ENVIRONMENTS_DIR") or ENVIRONMENTS_DIR)
 
 
+def environment_file(name: str, directory: Path | None = None, *, argument: str = "ENV") -> Path:
+    """The file of the environment called `name` in `directory` (default: environments_dir()): a name of the
+    folder's environments, never a path (before: ENV=../../images/images read another YAML file as an
+    environment, and a miss said only that a file could not be read). A miss names the argument, lists the
+    environments and suggests the closest."""
+    import difflib
+
+    directory = directory or environments_dir()
+    known = sorted(p.stem for p in directory.glob("*.yaml"))
+    if name in known and re.fullmatch(r"[a-z][a-z0-9-]*", name):
+        return directory / f"{name}.yaml"
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    what = "an environment's name, not a path" if "/" in name or name.endswith((".yaml", ".yml")) else "not one"
+    raise ConfigError(
+        directory, [f"{argument}={name!r}: {what}; the environments here: {', '.join(known) or 'none'}{hint}"]
+    )
+
+
 class ConfigError(Exception):
     """An environment file that cannot be loaded; `problems` holds one line per fault."""
 
@@ -352,6 +371,13 @@ def load_each(directory: Path, load: Callable[[Path], Environment]) -> dict[str,
     files = sorted(directory.glob("*.yaml"))
     if not files:
         raise ConfigError(directory, ["no environment files (*.yaml) found"])
+    # A file the loader would skip is refused, not ignored (before: prod.yml was silently left out of everything).
+    skipped = sorted(p.stem for p in directory.glob("*.yml"))
+    if skipped:
+        raise ConfigError(
+            directory,
+            [f"{n}.yml: environment files end in .yaml; rename it to {n}.yaml (or move it out)" for n in skipped],
+        )
     for path in files:
         try:
             envs[path.stem] = load(path)

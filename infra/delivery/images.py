@@ -19,7 +19,7 @@ import yaml
 
 from infra.config import ENVIRONMENTS_DIR, Environment
 from infra.delivery.release_file import diff, updated_text, write_validated
-from infra.load import load_environment
+from infra.load import load_named
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOGUE = REPO / "images" / "images.yaml"
@@ -78,7 +78,7 @@ def plan_build(
         raise ImageError(f"{CATALOGUE}: no image {name!r}; images: {', '.join(sorted(catalogue))}")
     entry = catalogue[name]
     env_path = environments / f"{env_name}.yaml"
-    env = load_environment(env_path)
+    env = load_named(env_name, environments)
     image = f"{env.registry_url}/{name}:{commit}"
     build_args = [f"--build-arg={k}={v}" for k, v in sorted((entry.get("build_args") or {}).items())]
     if entry.get("target"):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from infra.config import ENVIRONMENTS_DIR, IMAGE_DIGEST, PLACEHOLDER_DIGEST, Environment
 from infra.delivery.release_file import diff, updated_text, validate, write_validated
-from infra.load import load_environment
+from infra.load import load_named
 
 
 class PromotionError(ValueError):
@@ -95,9 +95,9 @@ def promote(
     """Promote; with `dry_run` nothing runs and nothing is written."""
     if source_name == target_name:
         raise PromotionError(f"promote {source_name} -> {target_name}: source and target are the same")
-    source = load_environment(environments / f"{source_name}.yaml")
+    source = load_named(source_name, environments, argument="FROM")
     target_path = environments / f"{target_name}.yaml"
-    target = load_environment(target_path)
+    target = load_named(target_name, environments, argument="TO")
     promotes_from = target.delivery.promotes_from if target.delivery is not None else None
     if target.delivery is not None and promotes_from != source.name:
         # The copy runs as the target's deployer, which reads only the registry its bootstrap grants it.

@@ -22,7 +22,7 @@ import urllib.request
 from typing import Any
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError, SaxmlServing
-from infra.load import load_environment
+from infra.load import load_named
 
 
 def model_id(key: str, name: str) -> str:
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt", default=os.environ.get("PROMPT"))
     args = parser.parse_args(argv)
     try:
-        env = load_environment(ENVIRONMENTS_DIR / f"{args.env}.yaml")
+        env = load_named(args.env, ENVIRONMENTS_DIR)
         d = env.serving.get(args.deployment)
         if not isinstance(d, SaxmlServing):
             saxml = [k for k, v in env.serving.items() if isinstance(v, SaxmlServing)]

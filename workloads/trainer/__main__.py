@@ -27,7 +27,7 @@ from typing import Any
 
 from infra.catalogue.accelerators import Slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
-from infra.load import load_environment
+from infra.load import load_named
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
 from workloads.logs import configure
 from workloads.trainer.discovery import ORCHESTRATORS, DiscoveryError, ProcessGroup, discover, from_jobset
@@ -38,7 +38,7 @@ LOG = logging.getLogger("workloads.trainer")
 
 
 def _env(name: str) -> Environment:
-    return load_environment(ENVIRONMENTS_DIR / f"{name}.yaml")
+    return load_named(name, ENVIRONMENTS_DIR)
 
 
 def run_local(
