@@ -181,6 +181,22 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "buckets.an-unusually-long-bucket-key-for-dataset",
         "(the default name)",
     ),
+    # Issue 36: names the platform makes were not reserved.
+    "a bucket named like make image's staging bucket": (
+        "names",
+        _sub(
+            "  models:\n    protect: false\n",
+            "  models:\n    name: acme-ml-platform-dev-build-staging\n    protect: false\n",
+        ),
+        "buckets.models.name",
+        "the name of the bucket the stack makes for `make image`'s sources",
+    ),
+    "a slice named system": (
+        "names",
+        _sub_all("  train:\n    accelerator: v6e\n", "  system:\n    accelerator: v6e\n"),
+        "slices.system",
+        "the name of the cluster's system pool",
+    ),
     "a state bucket with capitals": (
         "names",
         _sub("  bucket: acme-ml-platform-dev-tfstate ", "  bucket: Acme-TFState "),
@@ -943,6 +959,24 @@ TOGETHER: dict[str, tuple[Edit, Edit, str, str, str, str]] = {
         "network.name",
         "ml-platform",
         "dev.yaml names its VPC network the same in project acme-ml-platform-dev",
+    ),
+    # Issue 36: every stack makes `make image`'s build account under a fixed name in its project.
+    "prod in dev's project, every name of its own": (
+        lambda t: t,
+        _then(
+            _sub("project: acme-ml-platform-prod\n", "project: acme-ml-platform-dev\n"),
+            _sub_all("/acme-ml-platform-prod/", "/acme-ml-platform-dev/"),
+            _sub("  checkpoints:\n", "  checkpoints:\n    name: acme-ml-platform-p-checkpoints\n"),
+            _sub("  datasets:\n", "  datasets:\n    name: acme-ml-platform-p-datasets\n"),
+            _sub("  saxml:\n", "  saxml:\n    name: acme-ml-platform-p-saxml\n"),
+            _sub("  pathways:\n", "  pathways:\n    name: acme-ml-platform-p-pathways\n"),
+            _sub("  models:\n", "  models:\n    name: acme-ml-platform-p-models\n"),
+            _sub("  name: ml-platform\n", "  name: ml-platform-p\n"),
+        ),
+        "prod.yaml",
+        "project",
+        "image-builder@acme-ml-platform-dev.iam.gserviceaccount.com",
+        "dev.yaml names its build service account the same in project acme-ml-platform-dev",
     ),
 }
 

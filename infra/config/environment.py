@@ -117,6 +117,21 @@ class Environment(Model):
                         f"not one of the environment's zones: {', '.join(self.zones)}",
                     )
                 )
+        # The system pool is named `system` (infra/constructs/node_pools.py SYSTEM_POOL): no slice or CPU pool may
+        # take its name (issue 36: a slice named `system` passed).
+        if "system" in self.slices:
+            problems.append(Finding(("slices", "system"), "system", "the name of the cluster's system pool: rename it"))
+        for key in self.buckets:
+            if self.bucket_name(key) == self.build_staging_bucket:
+                where = ("buckets", key, "name") if self.buckets[key].name else ("buckets", key)
+                problems.append(
+                    Finding(
+                        where,
+                        self.bucket_name(key),
+                        "the name of the bucket the stack makes for `make image`'s sources (<project>-build-staging): "
+                        "name it otherwise",
+                    )
+                )
         for key in self.cpu_pools:
             if key in self.slices or key == "system":
                 problems.append(

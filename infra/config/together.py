@@ -37,6 +37,9 @@ def _project_names(env: Environment) -> dict[tuple[str | int, ...], tuple[str, s
             names[("identities", key)] = ("service account", gsa_account_id(key))
     for key in env.vm_groups:
         names[("vm_groups", key)] = ("service account", f"vm-{key}")
+    # What every platform stack makes under a fixed name in its project (issue 36: two environments in one
+    # project both made them): `make image`'s build account and its sources' bucket (infra/stacks/platform.py).
+    names[("project",)] = ("build service account", env.build_service_account)
     return names
 
 
