@@ -386,3 +386,21 @@ def test_infinite_and_nan_numbers_are_refused_at_load(number: str, tmp_path: Pat
         load_environment(path)
     (line,) = err.value.problems
     assert line.startswith("cluster.system_pool.max_nodes: ")
+
+
+def test_a_long_reservation_name_and_a_shared_reservation_path_are_taken(envs: dict[str, Environment]) -> None:
+    """Issue 36, wrongly refused: a 43-character reservation name (Compute Engine allows 63) and a shared
+    reservation's path, projects/<project>/reservations/<name>, which GKE and Cluster Toolkit take."""
+    from infra.config.compute import Capacity
+
+    long_name = Capacity(type="reservation", reservation="r" * 43)
+    shared = Capacity(type="reservation", reservation="projects/acme-shared-tpus/reservations/v6e-256")
+    assert (
+        long_name.reservation_path("p-123456", "us-east5-b")
+        == f"projects/p-123456/zones/us-east5-b/reservations/{'r' * 43}"
+    )
+    assert shared.reservation_path("p-123456", "us-east5-b") == (
+        "projects/acme-shared-tpus/zones/us-east5-b/reservations/v6e-256"
+    )
+    with pytest.raises(ValueError, match="String should match pattern"):
+        Capacity(type="reservation", reservation="projects/x/zones/z/reservations/r")

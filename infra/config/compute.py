@@ -10,7 +10,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from infra.catalogue.accelerators import Slice, gpu_slice, lookup, tpu_slice
 from infra.catalogue.cpu_machines import CPU_MACHINES, CpuMachine
 from infra.catalogue.errors import ShapeError
-from infra.config.base import Model, Name
+from infra.config.base import Model
 from infra.config.maintenance import Maintenance
 
 # GKE: at most 1,000 nodes per node pool per zone (https://cloud.google.com/kubernetes-engine/quotas);
@@ -62,6 +62,14 @@ class Cluster(Model):
     maintenance: Maintenance | None = None
 
 
+ReservationRef = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+    ),
+]
+
+
 class Capacity(Model):
     """How a slice's nodes are obtained.
 
@@ -72,8 +80,18 @@ class Capacity(Model):
     """
 
     type: Literal["on-demand", "spot", "reservation", "flex-start", "queued"]
-    reservation: Name | None = None
+    # A reservation of the environment's project by name (a Compute Engine name: 1-63 characters), or a shared
+    # one by its path, projects/<project>/reservations/<name> (GKE's reservation_affinity values and Cluster
+    # Toolkit's reservation_name take both; issue 36: a 43-character name and a shared path were refused).
+    reservation: ReservationRef | None = None
     max_run_hours: int | None = Field(default=None, ge=1, le=168)
+
+    def reservation_path(self, project: str, zone: str) -> str:
+        """The reservation's zonal resource name, projects/<project>/zones/<zone>/reservations/<name> (Vertex AI's
+        ReservationAffinity.values): a shared reservation's own project, else `project`."""
+        assert self.reservation is not None
+        owner, _, name = self.reservation.rpartition("/reservations/")  # owner: "projects/<p>", or "" for a name
+        return f"{owner or f'projects/{project}'}/zones/{zone}/reservations/{name}"
 
     @model_validator(mode="after")
     def _fields_fit_the_type(self) -> Capacity:

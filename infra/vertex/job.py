@@ -84,9 +84,7 @@ def _machine(env: Environment, slice_key: str) -> dict[str, Any]:
         machine["reservationAffinity"] = {
             "reservationAffinityType": "SPECIFIC_RESERVATION",
             "key": "compute.googleapis.com/reservation-name",
-            "values": [
-                f"projects/{env.project}/zones/{env.zone_of(slice_key)}/reservations/{spec.capacity.reservation}"
-            ],
+            "values": [spec.capacity.reservation_path(env.project, env.zone_of(slice_key))],
         }
     return machine
 
