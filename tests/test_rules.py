@@ -96,6 +96,11 @@ def _flex_and_reservation(mp: pytest.MonkeyPatch) -> None:
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    "vllm.served-where-probes-reach": (
+        lambda d, mp: d["serving"]["llama70b-vllm"].update(extra_args=["--uds=/tmp/vllm.sock"]),
+        "serving.llama70b-vllm.extra_args[0]",
+        "listens on a Unix socket",
+    ),
     # Issue 36: a 70B model declared as 7B passed the HBM fit as 7B.
     "models.parameters-match-architecture": (
         lambda d, mp: d["serving"]["llama70b-vllm"]["model"].update(parameters_b=7),
@@ -294,6 +299,27 @@ OFFLOAD = '--kv-transfer-config={"kv_connector":"TPUOffloadConnector",' + (
         (["--max-num-seqs=8"], "vllm.flags-known", "serving.llama70b-vllm.extra_args[0]", "given already (by the"),
         (["--enable-prefix-caching"] * 2, "vllm.flags-known", "serving.llama70b-vllm.extra_args[1]", "earlier"),
         (["--enable-prefix-cach"], "vllm.flags-known", "serving.llama70b-vllm vllm args", "only a prefix of"),
+        # Issue 36: a flag and its --no- form, chunked prefill off below the context, TLS and a Unix socket passed.
+        (
+            ["--enable-prefix-caching", "--no-enable-prefix-caching"],
+            "vllm.flags-known",
+            "serving.llama70b-vllm.extra_args[1]",
+            "--enable-prefix-caching is given already (earlier)",
+        ),
+        (
+            ["--no-enable-chunked-prefill"],
+            "vllm.args-valid",
+            "serving.llama70b-vllm.max_num_batched_tokens",
+            "below --max-model-len=4096 with chunked prefill off",
+        ),
+        (["--enable-chunked-prefill"], "", "", ""),
+        (
+            ["--ssl-keyfile=/tls/key.pem"],
+            "vllm.served-where-probes-reach",
+            "serving.llama70b-vllm.extra_args[0]",
+            "HTTPS",
+        ),
+        (["--uds=/tmp/vllm.sock"], "vllm.served-where-probes-reach", "serving.llama70b-vllm.extra_args[0]", "Unix"),
         (["--kv-transfer-config={nope"], "vllm.kv-connector-on-tpu", "serving.llama70b-vllm.extra_args[0]", "JSON"),
         (
             [OFFLOAD.replace("kv_both", "kv_producer")],
@@ -320,7 +346,8 @@ def test_vllm_extra_args_are_held_to_the_parser_and_the_tpu_platform(
 ) -> None:
     data = copy.deepcopy(DEV)
     data["serving"]["llama70b-vllm"]["extra_args"] = extra_args
-    found = [v for r in ("vllm.flags-known", "vllm.kv-connector-on-tpu") for v in RULES[r].run(_env(data))]
+    rules = ("vllm.flags-known", "vllm.kv-connector-on-tpu", "vllm.args-valid", "vllm.served-where-probes-reach")
+    found = [v for r in rules for v in RULES[r].run(_env(data))]
     if not rule_id:
         assert found == []
         return

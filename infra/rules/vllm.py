@@ -228,7 +228,7 @@ def serve_flags() -> set[str]:
     summary=(
         "Every flag a vLLM deployment passes is one of `vllm serve`'s full option names, once: vLLM's parser "
         "refuses others, silently takes a prefix of a real flag (--max-num-seq for --max-num-seqs) and keeps the "
-        "last of a flag given twice (extra_args over what the platform sets)."
+        "last of a flag given twice (extra_args over what the platform sets), a flag and its --no- form included."
     ),
     source=(
         f"vLLM {vllm_args.VLLM_VERSION} `vllm serve` parser (vllm/entrypoints/launchers/cli_args.py "
@@ -247,9 +247,16 @@ def _flags(env: Environment) -> Iterator[Finding]:
                 prefix = sorted(k for k in known if k.startswith(flag))
                 why = f"only a prefix of {', '.join(prefix)}" if prefix else "not an option of `vllm serve`"
                 yield Finding(f"serving.{name} vllm args", flag, why)
+
+        # A boolean flag and its --no- form set one option (argparse's BooleanOptionalAction): the last one wins.
+        def dest(flag: str) -> str:
+            positive = "--" + flag.removeprefix("--no-")
+            return positive if flag.startswith("--no-") and positive in known else flag
+
+        platform = {dest(f) for f in platform}
         for i, arg in enumerate(d.extra_args):
-            flag = vllm_args.flag(arg)
-            if flag in platform or flag in map(vllm_args.flag, d.extra_args[:i]):
+            flag = dest(vllm_args.flag(arg))
+            if flag in platform or flag in (dest(vllm_args.flag(a)) for a in d.extra_args[:i]):
                 yield Finding(
                     f"serving.{name}.extra_args[{i}]",
                     arg,
@@ -462,6 +469,47 @@ def _arg_fields(env: Environment, name: str, d: VllmServing) -> list[tuple[str, 
     return fields + [(f"serving.{name}.extra_args[{i}]", a) for i, a in enumerate(d.extra_args)]
 
 
+# `vllm serve` options that move the server off plain HTTP on its TCP port, where the chart's probes (httpGet,
+# scheme HTTP, port http), the Service and the Inference Gateway reach it.
+UNREACHABLE_FLAGS = {
+    "--ssl-certfile": "serves HTTPS",
+    "--ssl-keyfile": "serves HTTPS",
+    "--ssl-ca-certs": "asks clients for certificates",
+    "--ssl-cert-reqs": "asks clients for certificates",
+    "--uds": "listens on a Unix socket instead of its port",
+}
+
+
+@rule(
+    id="vllm.served-where-probes-reach",
+    system="vLLM / kubelet / Inference Gateway",
+    layer="pod-start",
+    summary=(
+        "A vLLM deployment serves plain HTTP on its port: TLS options (--ssl-*) or a Unix socket (--uds) leave "
+        "the chart's HTTP probes failing (the kubelet restarts the server forever) and the Service and the "
+        "Inference Gateway unable to reach it. TLS ends at the gateway's load balancer."
+    ),
+    source=(
+        f"vLLM {vllm_args.VLLM_VERSION} `vllm serve` options --ssl-keyfile, --ssl-certfile, --ssl-ca-certs, "
+        "--ssl-cert-reqs, --uds (workloads/serving/vllm-serve-flags.txt); workloads/charts/vllm-tpu/templates/"
+        "_helpers.tpl (httpGet probes on port http); https://kubernetes.io/docs/tasks/configure-pod-container/"
+        "configure-liveness-readiness-startup-probes/ (httpGet scheme defaults to HTTP)"
+    ),
+    subject="environment",
+)
+def _reachable(env: Environment) -> Iterator[Finding]:
+    for name, d, _slice in _deployments(env):
+        for i, arg in enumerate(d.extra_args):
+            flag = vllm_args.flag(arg)
+            if flag in UNREACHABLE_FLAGS:
+                yield Finding(
+                    f"serving.{name}.extra_args[{i}]",
+                    arg,
+                    f"{flag} {UNREACHABLE_FLAGS[flag]}: the chart's HTTP probes, its Service and the gateway cannot "
+                    "reach the server; remove it (TLS ends at the gateway)",
+                )
+
+
 @rule(
     id="vllm.args-valid",
     system="vLLM",
@@ -470,11 +518,13 @@ def _arg_fields(env: Environment, name: str, d: VllmServing) -> list[tuple[str, 
         "Every `vllm serve` argument of a deployment is one vLLM's parser and config take: a boolean flag alone "
         "(no value), an int or float that converts, one of an option's choices, JSON that parses, a value inside "
         "its config field's bounds (--gpu-memory-utilization in (0, 1]), and the cross-field checks of vLLM's "
-        "config (--max-num-seqs <= --max-num-batched-tokens); held at load from a description generated from the "
+        "config (--max-num-seqs <= --max-num-batched-tokens; with chunked prefill off, --max-num-batched-tokens >= "
+        "--max-model-len); held at load from a description generated from the "
         "pinned vLLM, so `make plan` needs no vLLM environment."
     ),
     source=vllm_args.OPTIONS_SOURCE
-    + " (make vllm-options; vllm/engine/arg_utils.py, vllm/config/cache.py, vllm/config/scheduler.py)",
+    + " (make vllm-options; vllm/engine/arg_utils.py, vllm/config/cache.py, vllm/config/scheduler.py "
+    "verify_max_model_len)",
     subject="environment",
 )
 def _args_valid(env: Environment) -> Iterator[Finding]:
@@ -489,6 +539,21 @@ def _args_valid(env: Environment) -> Iterator[Finding]:
         for flag, why in vllm_args.cross_problems([a for _, a in fields]):
             field, arg = last.get(flag, (f"serving.{name}", flag))
             yield Finding(field, arg, why)
+        # vllm/config/scheduler.py verify_max_model_len: without chunked prefill a prompt is prefilled in one
+        # batch, so the batch must hold the longest sequence.
+        switches = [vllm_args.flag(a) for _, a in fields if vllm_args.flag(a).endswith("-enable-chunked-prefill")]
+        values = {vllm_args.flag(a): a.partition("=")[2] for _, a in fields if "=" in a}
+        tokens, length = values.get("--max-num-batched-tokens", ""), values.get("--max-model-len", "")
+        chunked_off = bool(switches) and switches[-1] == "--no-enable-chunked-prefill"
+        if chunked_off and tokens.isdigit() and length.isdigit() and int(tokens) < int(length):
+            field, arg = last["--max-num-batched-tokens"]
+            yield Finding(
+                field,
+                arg,
+                f"below --max-model-len={length} with chunked prefill off (--no-enable-chunked-prefill): vLLM "
+                "refuses to start (max_num_batched_tokens is smaller than max_model_len); raise it, or keep "
+                "chunked prefill on",
+            )
 
 
 # `vllm serve` options whose value is a credential: written in the arguments, it lands in the Helm release and so
