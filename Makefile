@@ -18,6 +18,8 @@ UV_VERSION := 0.13.9
 OUT := cdktf.out
 ENV ?= dev
 BASE ?=
+# make plan's baseline from git: a ref (main, a tag, a commit) whose synthesized stacks the review diffs against
+BASE_REF ?=
 PLAN ?=
 STEPS ?= 4
 # train-local's engine: `canary`, or `maxtext` (MaxText's own loop, in the engine environment)
@@ -118,8 +120,8 @@ venv: $(VENV_STAMP) $(POLICY_STAMP) ## Create .venv (and .venv-policy for Checko
 
 node: $(NODE_STAMP) ## Install the pinned cdktf CLI into node_modules
 
-plan: $(VENV_STAMP) $(POLICY_STAMP) cluster-toolkit ## Synthesize every environment, run the policy gate and the rules, write the Slurm blueprints and cdktf.out/review/<env>.md; all or nothing
-	$(PLATFORM) plan --outdir $(OUT) $(if $(BASE),--base $(BASE)) $(if $(filter command line,$(origin ENV)),--env $(ENV))
+plan: $(VENV_STAMP) $(POLICY_STAMP) cluster-toolkit ## Synthesize every environment, run the policy gate and the rules, write the Slurm blueprints and cdktf.out/review/<env>.md; all or nothing (BASE_REF=main: diff against what a ref synthesizes)
+	$(PLATFORM) plan --outdir $(OUT) $(if $(BASE),--base $(BASE)) $(if $(BASE_REF),--base-ref '$(BASE_REF)') $(if $(filter command line,$(origin ENV)),--env $(ENV))
 
 cluster-toolkit: $(VENV_STAMP) ## Cluster Toolkit's pinned module interfaces (infra/slurm/toolkit-files.yaml): found, or fetched into .cache/cluster-toolkit
 	@$(PLATFORM) slurm where >/dev/null 2>&1 || $(PLATFORM) slurm fetch

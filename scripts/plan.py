@@ -269,6 +269,52 @@ def run_plan(
     return 0
 
 
+class BaselineError(ValueError):
+    """A ref the baseline cannot be made from."""
+
+
+BASELINES = Path(".cache/baselines")
+
+
+def baseline_of(ref: str, cache: Path = BASELINES) -> Path:
+    """The cdktf.out that the commit `ref` names synthesizes: its tree exported (git archive) and synthesized with
+    this checkout's installed tools, once per commit (`<cache>/<commit>/cdktf.out`). Before, `BASE=` needed a
+    baseline built by hand in another checkout."""
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], capture_output=True, text=True, check=False
+    )
+    commit = found.stdout.strip()
+    if found.returncode or not commit:
+        raise BaselineError("not a commit of this repository (git rev-parse --verify found nothing)")
+    done = cache / commit
+    if (done / "cdktf.out" / "stacks").is_dir():
+        print(f"plan: baseline {ref} ({commit[:12]}): {done / 'cdktf.out'} (made before)", file=sys.stderr)
+        return done / "cdktf.out"
+    staging = cache / f"{commit}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], capture_output=True, check=False)
+    if archive.returncode:
+        raise BaselineError(f"git archive {commit} failed: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(staging)], input=archive.stdout, check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PLATFORM_ENVIRONMENTS_DIR", "PLATFORM_ENVS")}
+    synth = subprocess.run(
+        [sys.executable, "-m", "infra"],
+        cwd=staging,
+        env={**env, "PYTHONPATH": str(staging.resolve()), "CDKTF_OUTDIR": str((staging / "cdktf.out").resolve())},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if synth.returncode:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BaselineError(f"{commit[:12]} does not synthesize with this checkout's tools:\n{synth.stderr[-2000:]}")
+    shutil.rmtree(done, ignore_errors=True)
+    staging.rename(done)
+    print(f"plan: baseline {ref} ({commit[:12]}) synthesized into {done / 'cdktf.out'}", file=sys.stderr)
+    return done / "cdktf.out"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.plan", description=__doc__.splitlines()[0], epilog="exit codes: see the module doc"
@@ -276,7 +322,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outdir", type=Path, default=Path("cdktf.out"), help="where the plan goes (cdktf.out)")
     parser.add_argument("--base", type=Path, default=None, help="a baseline cdktf.out for the review's diff")
     parser.add_argument("--env", default=None, help="plan this environment only; the others' output stays as it was")
+    parser.add_argument(
+        "--base-ref",
+        default=None,
+        help="a git ref (main, a tag, a commit): the baseline is what it synthesizes (cached per commit)",
+    )
     args = parser.parse_args(argv)
+    if args.base_ref is not None:
+        if args.base is not None:
+            print("error: give --base or --base-ref (BASE or BASE_REF), not both", file=sys.stderr)
+            return 2
+        try:
+            args.base = baseline_of(args.base_ref)
+        except BaselineError as err:
+            print(f"error: BASE_REF={args.base_ref}: {err}", file=sys.stderr)
+            return 2
     if args.env is not None:
         from infra.config import environments_dir
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from scripts.plan import main, run_plan, steps
-from tests.conftest import ENVIRONMENT_NAMES
+from tests.conftest import ENVIRONMENT_NAMES, REPO
 
 
 def _write(path: Path, text: str) -> list[str]:
@@ -223,3 +225,24 @@ def test_a_bad_environment_file_is_refused_once_before_any_step(
     err = capsys.readouterr().err
     assert err.count(str(environments / "dev.yaml")) >= 1 and "plan: " not in err
     assert not (tmp_path / "cdktf.out").exists() and not (tmp_path / "cdktf.out.next").exists()
+
+
+@pytest.mark.slow
+def test_a_baseline_is_made_from_a_git_ref_once_per_commit(stacks: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    """Issue 37: `make plan BASE_REF=main` diffs against what the ref synthesizes, with no baseline built by hand;
+    a ref that names no commit is refused by name."""
+    from scripts.plan import BaselineError, baseline_of
+
+    with pytest.raises(BaselineError, match="not a commit of this repository"):
+        baseline_of("no-such-ref-anywhere", tmp_path)
+    made = baseline_of("HEAD", tmp_path)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert made == tmp_path / commit / "cdktf.out"
+    base = {p.parent.name: json.loads(p.read_text()) for p in (made / "stacks").glob("*/cdk.tf.json")}
+    assert sorted(base) == ["platform-dev", "platform-prod"]
+    # What HEAD synthesizes is what this tree synthesizes, where the tree is HEAD's (CI's clean clone).
+    clean = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "infra", "workloads"], cwd=REPO).returncode == 0
+    if clean:
+        for name, body in base.items():
+            assert body == stacks[name.removeprefix("platform-")], name
+    assert baseline_of("HEAD", tmp_path) == made, "made once per commit"
