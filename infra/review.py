@@ -16,6 +16,7 @@ every form a plan can express it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -557,6 +558,76 @@ def review_plan(stack: str, plan: Mapping[str, Any], confirmed: Iterable[str] = 
     )
 
 
+REVIEW_SCHEMA = "platform-review/1"  # docs/review.schema.json
+
+
+def _cost_json(costs: Mapping[str, PoolCost] | None) -> dict[str, Any] | None:
+    if costs is None:
+        return None
+    fewest, most = _totals(costs.values())
+    month = prices.HOURS_PER_MONTH
+    return {
+        "usd_per_hour": {"fewest": round(fewest, 2), "most": round(most, 2)},
+        "usd_per_month": {"fewest": round(fewest * month, 2), "most": round(most * month, 2)},
+        "pools": [
+            {
+                "address": address,
+                "pool": c.pool,
+                "machine_type": c.machine_type,
+                "location": c.location,
+                "capacity": c.capacity,
+                "min_nodes": c.min_nodes,
+                "max_nodes": c.max_nodes,
+                "usd_per_node_hour": c.price.usd_per_hour,
+                "unpriced_because": c.price.missing or None,
+            }
+            for address, c in sorted(costs.items())
+        ],
+    }
+
+
+def review_json(review: StackReview) -> dict[str, Any]:
+    """The facts the Markdown review shows, for machines (issue 37): what changes with its values before and after,
+    what the gate stops (and whether it is confirmed), the accelerator inventory, the costs, what each orchestrator
+    would hold and the security posture. Its shape: docs/review.schema.json."""
+
+    def change(c: Change) -> dict[str, Any]:
+        gate = None
+        if c.blocked:
+            gate = {
+                "why": c.blocked,
+                "confirmable": c.confirmable,
+                "confirmed": c.confirmable and c.address in review.confirmed,
+            }
+        return {
+            "action": c.action,
+            "address": c.address,
+            "attributes": list(c.attributes),
+            "replaced_by": list(c.replaced_by),
+            "values": [{"path": p, "before": b, "after": a} for p, b, a in c.values],
+            "gate": gate,
+        }
+
+    def inventory(counts: Counter[tuple[str, str]]) -> list[dict[str, Any]]:
+        return [{"generation": g, "zone": z, "chips": n} for (g, z), n in sorted(counts.items())]
+
+    counts = Counter(c.action for c in review.changes)
+    return {
+        "schema": REVIEW_SCHEMA,
+        "stack": review.stack,
+        "source": review.source,
+        "baseline": review.has_baseline,
+        "counts": {action: counts.get(action, 0) for action in ("create", "update", "replace", "delete")},
+        "changes": [change(c) for c in review.changes],
+        "blocking": [c.address for c in review.blocking],
+        "drift": [change(c) for c in review.drift],
+        "inventory": {"before": inventory(review.inventory_before), "after": inventory(review.inventory_after)},
+        "cost": {"after": _cost_json(review.costs_after), "before": _cost_json(review.costs_before)},
+        "holdings": [dataclasses.asdict(h) for h in review.holdings],
+        "posture": list(review.posture),
+    }
+
+
 def render(review: StackReview) -> str:
     lines = [f"# Plan review: {review.stack}", ""]
     if review.source == "plan":
@@ -811,5 +882,6 @@ def write_reviews(
         review.holdings += vm_holdings(body)
         review.posture = security_posture(body)
         (review_dir / f"{env}.md").write_text(render(review) + _recipes_section(env))
+        (review_dir / f"{env}.json").write_text(json.dumps(review_json(review), indent=1, sort_keys=True) + "\n")
         reviews.append(review)
     return reviews

@@ -409,3 +409,41 @@ def test_make_review_refuses_files_that_are_not_what_it_reads(synth_dir: Path, t
             cwd=REPO, capture_output=True, text=True,
         )  # fmt: skip
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_json_review_holds_the_markdowns_facts_and_its_schema(synth_dir: Path, tmp_path: Path) -> None:
+    """Issue 37: `cdktf.out/review/<env>.json` beside the Markdown, validated against docs/review.schema.json,
+    saying the same: the counts, every change, what blocks, the cost totals."""
+    import jsonschema
+
+    from infra.review import write_reviews
+
+    current = tmp_path / "current"
+    shutil.copytree(synth_dir / "stacks", current / "stacks")
+    path = current / "stacks" / "platform-dev" / "cdk.tf.json"
+    stack = json.loads(path.read_text())
+    _pool(stack, "train")["placement_policy"]["tpu_topology"] = "4x8"  # a replaced slice: gated
+    _pool(stack, "system")["autoscaling"]["total_max_node_count"] = 6  # an update
+    path.write_text(json.dumps(stack))
+    write_reviews(current, synth_dir)
+    schema = json.loads((REPO / "docs" / "review.schema.json").read_text())
+    for env in ("dev", "prod"):
+        facts = json.loads((current / "review" / f"{env}.json").read_text())
+        jsonschema.validate(facts, schema)
+        markdown = (current / "review" / f"{env}.md").read_text()
+        for action, n in facts["counts"].items():
+            assert f"| {action} | {n} |" in markdown
+        for change in facts["changes"]:
+            assert f"`{change['address']}`" in markdown or change["address"].split(".", 1)[1] in markdown
+        for address in facts["blocking"]:
+            assert f"`{address}`" in markdown and f"CONFIRM_CHANGE={address}" in markdown
+        after, before = facts["cost"]["after"], facts["cost"]["before"]
+        hour = f"{after['usd_per_hour']['fewest']:,.2f}-{after['usd_per_hour']['most']:,.2f}"
+        old = f"{before['usd_per_hour']['fewest']:,.2f}-{before['usd_per_hour']['most']:,.2f}"
+        assert (f"| {hour} |" if hour == old else f"{old} \u2192 {hour}") in markdown
+    dev = json.loads((current / "review" / "dev.json").read_text())
+    train = _address(stack, "google_container_node_pool", "train")
+    assert dev["blocking"] == [train] and dev["counts"] == {"create": 0, "update": 1, "replace": 1, "delete": 0}
+    (replaced,) = [c for c in dev["changes"] if c["action"] == "replace"]
+    assert replaced["gate"]["confirmable"] and not replaced["gate"]["confirmed"]
+    assert replaced["replaced_by"] == ["placement_policy.tpu_topology"]
