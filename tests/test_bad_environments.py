@@ -925,6 +925,14 @@ PROD = (ENVIRONMENTS_DIR / "prod.yaml").read_text()
 
 # Edits of both files that only the environments together refuse (infra/config/together.py): id -> (dev edit, prod
 # edit, the file refused, the field, the value, a fragment).
+# prod moved into dev's project, its buckets named apart (bucket names are global).
+PROD_IN_DEVS_PROJECT = _then(
+    _sub("project: acme-ml-platform-prod\n", "project: acme-ml-platform-dev\n"),
+    _sub_all("/acme-ml-platform-prod/", "/acme-ml-platform-dev/"),
+    *(_sub(f"  {key}:\n", f"  {key}:\n    name: acme-ml-platform-p-{key}\n")
+      for key in ("checkpoints", "datasets", "saxml", "pathways", "models")),
+)  # fmt: skip
+
 TOGETHER: dict[str, tuple[Edit, Edit, str, str, str, str]] = {
     "a prod bucket named like one of dev": (
         lambda t: t,
@@ -946,15 +954,7 @@ TOGETHER: dict[str, tuple[Edit, Edit, str, str, str, str]] = {
     ),
     "prod in dev's project with the same VPC and repository": (
         lambda t: t,
-        _then(
-            _sub("project: acme-ml-platform-prod\n", "project: acme-ml-platform-dev\n"),
-            _sub_all("/acme-ml-platform-prod/", "/acme-ml-platform-dev/"),
-            _sub("  checkpoints:\n", "  checkpoints:\n    name: acme-ml-platform-p-checkpoints\n"),
-            _sub("  datasets:\n", "  datasets:\n    name: acme-ml-platform-p-datasets\n"),
-            _sub("  saxml:\n", "  saxml:\n    name: acme-ml-platform-p-saxml\n"),
-            _sub("  pathways:\n", "  pathways:\n    name: acme-ml-platform-p-pathways\n"),
-            _sub("  models:\n", "  models:\n    name: acme-ml-platform-p-models\n"),
-        ),
+        PROD_IN_DEVS_PROJECT,
         "prod.yaml",
         "network.name",
         "ml-platform",
@@ -963,16 +963,7 @@ TOGETHER: dict[str, tuple[Edit, Edit, str, str, str, str]] = {
     # Issue 36: every stack makes `make image`'s build account under a fixed name in its project.
     "prod in dev's project, every name of its own": (
         lambda t: t,
-        _then(
-            _sub("project: acme-ml-platform-prod\n", "project: acme-ml-platform-dev\n"),
-            _sub_all("/acme-ml-platform-prod/", "/acme-ml-platform-dev/"),
-            _sub("  checkpoints:\n", "  checkpoints:\n    name: acme-ml-platform-p-checkpoints\n"),
-            _sub("  datasets:\n", "  datasets:\n    name: acme-ml-platform-p-datasets\n"),
-            _sub("  saxml:\n", "  saxml:\n    name: acme-ml-platform-p-saxml\n"),
-            _sub("  pathways:\n", "  pathways:\n    name: acme-ml-platform-p-pathways\n"),
-            _sub("  models:\n", "  models:\n    name: acme-ml-platform-p-models\n"),
-            _sub("  name: ml-platform\n", "  name: ml-platform-p\n"),
-        ),
+        _then(PROD_IN_DEVS_PROJECT, _sub("  name: ml-platform\n", "  name: ml-platform-p\n")),
         "prod.yaml",
         "project",
         "image-builder@acme-ml-platform-dev.iam.gserviceaccount.com",

@@ -20,6 +20,13 @@ def _addresses(stack: dict[str, Any]) -> dict[str, str]:
     return {r["name"]: f"{HELM_RELEASE}.{logical_id}" for logical_id, r in releases.items()}
 
 
+def _waits_for(ctx: ReleaseContext) -> set[str] | None:
+    """Every address the release's apply waits for (Terraform's order); None for a release rendered outside a
+    stack (chart CI values): nothing is applied."""
+    mine = _addresses(ctx.stack).get(ctx.name)
+    return None if mine is None else reaches(dependency_graph(ctx.stack), mine)
+
+
 @rule(
     id="helm.release-after-its-kinds",
     system="Helm / Terraform",
@@ -39,10 +46,9 @@ def _addresses(stack: dict[str, Any]) -> dict[str, str]:
 )
 def _after_owner(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     addresses = _addresses(ctx.stack)
-    mine = addresses.get(ctx.name)
-    if mine is None:
-        return  # a release rendered outside a stack (chart CI values): nothing is applied
-    waits_for = reaches(dependency_graph(ctx.stack), mine)
+    waits_for = _waits_for(ctx)
+    if waits_for is None:
+        return
     for obj in objects:
         owner = owner_of(str(obj.get("apiVersion", "")))
         if owner is None or owner == ctx.name:
@@ -84,8 +90,8 @@ def _after_owner(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator
     subject="manifest",
 )
 def _after_service_accounts(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
-    mine = _addresses(ctx.stack).get(ctx.name)
-    if mine is None:
+    waits_for = _waits_for(ctx)
+    if waits_for is None:
         return
     accounts = {
         ((body.get("metadata") or {}).get("namespace"), (body.get("metadata") or {}).get("name")): (
@@ -93,7 +99,6 @@ def _after_service_accounts(objects: list[dict[str, Any]], ctx: ReleaseContext) 
         )
         for logical_id, body in (ctx.stack.get("resource", {}).get("kubernetes_service_account_v1") or {}).items()
     }
-    waits_for = reaches(dependency_graph(ctx.stack), mine)
     for obj in objects:
         namespace = (obj.get("metadata") or {}).get("namespace") or ctx.namespace
         for path, template in pod_templates(obj):

@@ -498,16 +498,21 @@ UNREACHABLE_FLAGS = {
     subject="environment",
 )
 def _reachable(env: Environment) -> Iterator[Finding]:
+    for name, i, arg, flag in _extra_flags(env):
+        if flag in UNREACHABLE_FLAGS:
+            yield Finding(
+                f"serving.{name}.extra_args[{i}]",
+                arg,
+                f"{flag} {UNREACHABLE_FLAGS[flag]}: the chart's HTTP probes, its Service and the gateway cannot "
+                "reach the server; remove it (TLS ends at the gateway)",
+            )
+
+
+def _extra_flags(env: Environment) -> Iterator[tuple[str, int, str, str]]:
+    """(deployment, index, argument, flag) of every extra_args entry of the vLLM deployments."""
     for name, d, _slice in _deployments(env):
         for i, arg in enumerate(d.extra_args):
-            flag = vllm_args.flag(arg)
-            if flag in UNREACHABLE_FLAGS:
-                yield Finding(
-                    f"serving.{name}.extra_args[{i}]",
-                    arg,
-                    f"{flag} {UNREACHABLE_FLAGS[flag]}: the chart's HTTP probes, its Service and the gateway cannot "
-                    "reach the server; remove it (TLS ends at the gateway)",
-                )
+            yield name, i, arg, vllm_args.flag(arg)
 
 
 @rule(
@@ -581,11 +586,9 @@ SECRET_FLAGS = {
     subject="environment",
 )
 def _no_secrets(env: Environment) -> Iterator[Finding]:
-    for name, d, _slice in _deployments(env):
-        for i, arg in enumerate(d.extra_args):
-            flag = vllm_args.flag(arg)
-            if flag in SECRET_FLAGS and (flag == "--api-key" or "=" in arg):
-                yield Finding(f"serving.{name}.extra_args[{i}]", f"{flag}=<redacted>", SECRET_FLAGS[flag])
+    for name, i, arg, flag in _extra_flags(env):
+        if flag in SECRET_FLAGS and (flag == "--api-key" or "=" in arg):
+            yield Finding(f"serving.{name}.extra_args[{i}]", f"{flag}=<redacted>", SECRET_FLAGS[flag])
 
 
 CHART_SCHEMA = Path(vllm_args.__file__).resolve().parent.parent / "charts" / "vllm-tpu" / "values.schema.json"
