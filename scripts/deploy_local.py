@@ -30,7 +30,7 @@ from infra.localcluster.apply import ApplyError, LocalApply, run_helm
 from infra.localcluster.build import BuildError
 from infra.localcluster.cluster import Cluster, ClusterError
 from infra.localcluster.manifests import UnsupportedResource
-from infra.localcluster.verdicts import Verdicts, collect
+from infra.localcluster.verdicts import Verdicts, collect, undecided
 
 
 def gate(stack: dict[str, object]) -> list[str]:
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def settle(cluster: Cluster, stack: dict[str, object], timeout: float = 60) -> Verdicts:
     """The components' verdicts once they stop changing (the controllers reconcile, the scheduler binds): read
-    every 3 s until two reads agree, for at most `timeout` seconds."""
+    every 3 s until two reads agree and every pod and template has a verdict (bound, or a component's reason), for
+    at most `timeout` seconds. On a loaded machine two reads can agree before the scheduler has looked at a pod."""
     import dataclasses
 
     last = None
@@ -103,7 +104,7 @@ def settle(cluster: Cluster, stack: dict[str, object], timeout: float = 60) -> V
         )
         found = collect(cluster, stack, listed)
         snapshot = json.dumps(dataclasses.asdict(found), sort_keys=True)
-        if snapshot == last or time.monotonic() > deadline:
+        if (snapshot == last and not undecided(found)) or time.monotonic() > deadline:
             return found
         last = snapshot
         time.sleep(3)

@@ -235,3 +235,18 @@ def test_a_saxml_model_image_bump_replaces_its_jobset_instead_of_an_upgrade_jobs
     assert code == 0, (out + err)[-4000:]
     after = {k for k, n in _verdicts()["objects"].items() if k.startswith("JobSet/ml-serving/serve-saxml") and n}
     assert len(after) == 1 and after.isdisjoint(before)
+
+
+def test_deploy_local_waits_while_a_pod_or_template_has_no_verdict_yet() -> None:
+    """On a loaded machine two reads can agree before the scheduler has looked at a pod, or before a Job's
+    controller has made or failed to make its pods: settle keeps reading then (until its timeout)."""
+    from infra.localcluster.verdicts import NO_WORD_YET, PodVerdict, Verdicts, undecided
+
+    seen = PodVerdict("ml-serving", "p", "Job/j: spec.template", None, None, ("convert",))
+    found = Verdicts(pods=[seen], missing={"Job/k: spec.template": NO_WORD_YET})
+    assert undecided(found) == ["ml-serving/p", "Job/k: spec.template"]
+    decided = Verdicts(
+        pods=[PodVerdict("ml-serving", "p", "Job/j: spec.template", None, "Unschedulable: 0/42 nodes", ("convert",))],
+        missing={"Job/k: spec.template": "FailedCreate: serviceaccount not found"},
+    )
+    assert undecided(decided) == []

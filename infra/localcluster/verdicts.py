@@ -207,8 +207,18 @@ def collect(cluster: Any, stack: dict[str, Any], helm_list: list[dict[str, Any]]
             found.missing[template] = queued[made_by]
             found.held.append(template)
         else:
-            found.missing[template] = warnings.get(made_by, "no pod and no warning from its controller yet")
+            found.missing[template] = warnings.get(made_by, NO_WORD_YET)
     return found
+
+
+NO_WORD_YET = "no pod and no warning from its controller yet"
+
+
+def undecided(found: Verdicts) -> list[str]:
+    """What no component has decided yet: a pod neither bound nor given a reason, a template with no pod and no
+    word from its controller."""
+    pods = [f"{p.namespace}/{p.name}" for p in found.pods if p.pool is None and p.pending is None]
+    return pods + [t for t, why in found.missing.items() if why == NO_WORD_YET]
 
 
 def _last_warnings(events: list[dict[str, Any]]) -> dict[str, str]:
