@@ -810,6 +810,21 @@ ROUND_TWO: dict[str, tuple[str, Edit, str, str, str]] = {
         "203.0.113.0/24",
         "a documentation range (TEST-NET-3",
     ),
+    # Issue 36: half the Internet passed, and the whole of it was called a documentation range.
+    "the repository in clone form": (
+        "security",
+        _sub("    repository: acme/ml-platform\n", "    repository: acme/ml-platform.git\n"),
+        "delivery.github.repository",
+        "acme/ml-platform.git",
+        "owner/name as GitHub's OIDC token's `repository` claim names it",
+    ),
+    "half the Internet as the control plane's authorized network": (
+        "security",
+        _sub("  authorized_networks: []\n", "  authorized_networks: [{name: anyone, cidr: 0.0.0.0/1}]\n"),
+        "network.authorized_networks[0].cidr",
+        "0.0.0.0/1",
+        "2,147,483,648 addresses of the Internet (wider than a /8)",
+    ),
     "a conversion identity in another namespace": (
         "security",
         _sub("  converter:\n    namespace: ml-serving\n", "  converter:\n    namespace: ml-training\n"),

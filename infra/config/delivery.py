@@ -3,9 +3,10 @@ finding 1). The bootstrap stack (infra/stacks/bootstrap.py) binds the environmen
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import StringConstraints
+from pydantic import StringConstraints, field_validator
 
 from infra.config.base import Model, Name
 
@@ -15,8 +16,21 @@ class GitHub(Model):
     owner's name can be taken by someone else after a rename or deletion
     (https://cloud.google.com/iam/docs/workload-identity-federation-with-deployment-pipelines#github-actions)."""
 
-    repository: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")]
+    repository: str
     repository_owner_id: Annotated[str, StringConstraints(pattern=r"^[0-9]+$")]
+
+    @field_validator("repository")
+    @classmethod
+    def _as_the_token_names_it(cls, value: str) -> str:
+        # The federation compares it with the token's `repository` claim, `owner/name` (issue 36: the clone form
+        # acme/ml-platform.git passed, and no token would ever match it).
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", value) or value.endswith(".git"):
+            raise ValueError(
+                "owner/name as GitHub's OIDC token's `repository` claim names it (acme/ml-platform): no URL, no "
+                "trailing .git [source: https://docs.github.com/en/actions/security-for-github-actions/"
+                "security-hardening-your-deployments/about-security-hardening-with-openid-connect]"
+            )
+        return value
 
 
 class Delivery(Model):

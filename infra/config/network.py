@@ -10,6 +10,11 @@ from infra.catalogue import address_ranges as ranges
 from infra.config.base import Cidr, Model, Name, Problem, _CrossReferenceError
 from infra.findings import Finding
 
+AUTHORIZED_NETWORKS = (
+    "https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks (authorized networks restrict the "
+    "IP addresses that can reach the control plane's external endpoint)"
+)
+
 
 class AuthorizedNetwork(Model):
     name: Name
@@ -110,8 +115,21 @@ class Network(Model):
         problems: list[Problem] = []
         for i, net in enumerate(self.authorized_networks):
             network = ipaddress.ip_network(net.cidr)
+            # A range that covers a large part of the Internet opens the endpoint to nearly anyone (before:
+            # 0.0.0.0/1 passed, and 0.0.0.0/0 was called a documentation range because it overlaps one).
+            if not network.is_private and network.num_addresses > 2**24:
+                problems.append(
+                    Finding(
+                        ("network", "authorized_networks", i, "cidr"),
+                        net.cidr,
+                        f"{network.num_addresses:,} addresses of the Internet (wider than a /8): the control plane's "
+                        "public endpoint would be open to nearly anyone; name the networks that reach it, or none "
+                        f"(tools use the DNS-based endpoint, authorized by IAM) [source: {AUTHORIZED_NETWORKS}]",
+                    )
+                )
+                continue
             for name, doc in ranges.DOCUMENTATION_RANGES.items():
-                if network.overlaps(doc):
+                if network.version == doc.version and network.subnet_of(doc):  # type: ignore[arg-type]
                     problems.append(
                         Finding(
                             ("network", "authorized_networks", i, "cidr"),
