@@ -50,7 +50,7 @@ def test_the_ray_head_takes_connections_from_its_own_cluster_only(stacks: dict[s
     """Ray's Jobs API (8265), client port (10001) and GCS (6379) run code for whoever reaches them
     (docs.ray.io/en/latest/ray-security): only the RayCluster's own pods may."""
     policies = _policies(stacks["dev"], "ml-training")
-    assert set(policies) == {"default-deny-ingress", "ray-training-within"}
+    assert set(policies) == {"default-deny-ingress", "from-monitoring", "ray-training-within"}
     within = policies["ray-training-within"]
     assert within["pod_selector"]["match_labels"] == {"app.kubernetes.io/instance": "ray-training"}
     (rule,) = within["ingress"]
@@ -58,6 +58,17 @@ def test_the_ray_head_takes_connections_from_its_own_cluster_only(stacks: dict[s
     (_, objects) = stack_releases(stacks["dev"])["ray-training"]
     head = next(o for o in objects if o["kind"] == "RayCluster")["spec"]["headGroupSpec"]["template"]["metadata"]
     assert head["labels"]["app.kubernetes.io/instance"] == "ray-training"
+
+
+def test_managed_prometheus_reaches_the_metrics_ports_only(stacks: dict[str, dict[str, Any]]) -> None:
+    """Review N3 (issue 35): the default-deny policies refused Managed Prometheus's collectors (pods in gmp-system),
+    so the cluster's Ray monitoring collected nothing. They reach the metrics ports, never Ray's Jobs API (8265),
+    client port (10001) or GCS (6379)."""
+    for namespace in ("ml-training", "ml-serving", "ml-gpu"):
+        (rule,) = _policies(stacks["dev"], namespace)["from-monitoring"]["ingress"]
+        assert rule["from"] == [{"namespace_selector": {"match_labels": {"kubernetes.io/metadata.name": "gmp-system"}}}]
+        ports = {int(p["port"]) for p in rule["ports"]}
+        assert ports == {8000, 8080, 8081, 9090} and not ports & {8265, 10001, 6379}
 
 
 def test_servers_take_the_load_balancers_and_saxml_the_subnet(stacks: dict[str, dict[str, Any]]) -> None:

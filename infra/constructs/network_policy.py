@@ -17,6 +17,10 @@ Each workload namespace gets:
 - ``<release>-from-vpc`` for a release behind an internal passthrough load balancer (Saxml's HTTP server): its
   listening port from the cluster's subnet only.
 
+- ``from-monitoring``: Google Cloud Managed Service for Prometheus's collectors (a DaemonSet on the pod network in
+  ``gmp-system``) to the metrics ports only (MONITORING_PORTS); without it the cluster's Ray monitoring and any
+  PodMonitoring collect nothing (issue 35, review N3).
+
 The kubelet's probes and `kubectl port-forward` come from the pod's own node, which NetworkPolicy does not
 block ("Pods cannot currently block ... access from their resident node", the page's "What you can't do with
 network policies").
@@ -30,6 +34,15 @@ from infra.bindings import kubernetes
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 DEFAULT_DENY = "default-deny-ingress"
+# Where Managed Service for Prometheus's managed collectors run: a DaemonSet on the pod network (no hostNetwork) in
+# this namespace (https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed;
+# GoogleCloudPlatform/prometheus-engine manifests/operator.yaml, DaemonSet `collector`).
+MONITORING_NAMESPACE = "gmp-system"
+# The ports the workloads export metrics on: Ray's metrics export port (KubeRay's default `metrics` port, which
+# GKE's Ray cluster monitoring scrapes; docs.ray.io cluster metrics, --metrics-export-port 8080), the TPU runtime's
+# metrics (ray-training's `tpu-metrics`), vLLM's /metrics on its serving port, the endpoint picker's `metrics`
+# (workloads/charts/vllm-tpu/templates/gateway.yaml).
+MONITORING_PORTS = (8000, 8080, 8081, 9090)
 
 
 def endpoint_picker(release: str) -> str:
@@ -72,6 +85,25 @@ class NamespacePolicies(Construct):
 
         for namespace, ns in sorted(namespaces.items()):
             policy(DEFAULT_DENY, namespace, {}, [], ns)
+            collectors = np.NetworkPolicyV1SpecIngressFrom(
+                namespace_selector=np.NetworkPolicyV1SpecIngressFromNamespaceSelector(
+                    match_labels={"kubernetes.io/metadata.name": MONITORING_NAMESPACE}
+                )
+            )
+            policy(
+                "from-monitoring",
+                namespace,
+                {},
+                [
+                    np.NetworkPolicyV1SpecIngress(
+                        from_=[collectors],
+                        ports=[
+                            np.NetworkPolicyV1SpecIngressPorts(port=str(p), protocol="TCP") for p in MONITORING_PORTS
+                        ],
+                    )
+                ],
+                ns,
+            )
         for release, namespace in sorted(releases.items()):
             if namespace not in namespaces:
                 continue
