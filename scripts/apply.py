@@ -8,7 +8,8 @@
       gate blocks.
   python -m scripts.apply apply <stack dir> --stack platform-<env> [--approved DIGEST]
       the same plan, gate and summary, then `terraform apply plan.tfplan`: the file just reviewed, never a new
-      plan. With --approved, the plan's digest must equal the one the approver saw (the plan job's output).
+      plan. With --approved, the plan's digest must equal the one the approver saw (the plan job's output); where
+      the environment has a Slurm cluster (deployed after the apply), the digest covers its blueprint too.
 
 Why two jobs for prod. GitHub asks an environment's required reviewers before the job starts ("Jobs that
 reference an environment configured with required reviewers will wait for an approval before starting",
@@ -128,6 +129,15 @@ def plan_and_gate(
         return 2, ""
     digest = plan_digest(plan)
     markdown = render(review)
+    slurm = slurm_blueprint(env) if env is not None else None
+    if slurm is not None:
+        # The Slurm cluster is deployed after this plan is applied (gcluster deploy, no plan an approver sees): the
+        # approved digest covers its blueprint too, so the apply job deploys the cluster the approver read.
+        digest = hashlib.sha256(f"{digest}\nslurm {hashlib.sha256(slurm.encode()).hexdigest()}".encode()).hexdigest()
+        markdown += (
+            "\n## The Slurm cluster deployed after it\n\n<details><summary>Cluster Toolkit blueprint and deployment "
+            f"(in the digest)</summary>\n\n```json\n{slurm}\n```\n\n</details>\n"
+        )
     _append("GITHUB_STEP_SUMMARY", f"{markdown}\nPlan digest: `{digest}`\n")
     _append("GITHUB_OUTPUT", f"digest={digest}\n")
     print(markdown, end="")
@@ -146,6 +156,15 @@ def plan_and_gate(
             how = f"confirm with CONFIRM_CHANGE={change.address}"
         print(f"BLOCKING: {change.action} {change.address} ({stack}): {change.blocked}; {how}", file=sys.stderr)
     return (BLOCKED if review.blocking else 0), digest
+
+
+def slurm_blueprint(env: Environment) -> str | None:
+    """The environment's Slurm blueprint and deployment file as canonical JSON (None without a `slurm` section)."""
+    if env.slurm is None:
+        return None
+    from infra.slurm.blueprint import blueprint, deployment
+
+    return json.dumps({"blueprint": blueprint(env), "deployment": deployment(env)}, indent=1, sort_keys=True)
 
 
 def commands() -> list[str]:

@@ -330,6 +330,24 @@ def test_prod_deploy_applies_only_the_plan_the_approver_saw(tmp_path: Path) -> N
     assert "terraform apply" not in (tmp_path / "calls.log").read_text()
 
 
+@pytest.mark.slow
+def test_prod_deploys_the_slurm_cluster_the_approver_saw(tmp_path: Path) -> None:
+    """Issue 35: prod's Slurm cluster was deployed with --auto-approve after the approved plan, from whatever the
+    blueprint had become. The approved digest covers the blueprint: changed between the plan job and the apply job,
+    nothing is applied and no cluster deployed."""
+    _, outputs, summary = _run_job("deploy-prod.yml", "plan", tmp_path)
+    assert "The Slurm cluster deployed after it" in summary and '"blueprint_name": "platform-prod-slurm"' in summary
+    prod = tmp_path / "environments" / "prod.yaml"
+    prod.write_text(
+        prod.read_text().replace("  login: {machine_type: n2-standard-4}", "  login: {machine_type: n2-standard-8}")
+    )
+    (tmp_path / "calls.log").write_text("")
+    with pytest.raises(AssertionError, match="is not the one approved"):
+        _run_job("deploy-prod.yml", "apply", tmp_path, {"APPROVED": outputs["plan.digest"]})
+    calls = (tmp_path / "calls.log").read_text()
+    assert "terraform apply" not in calls and "gcluster deploy" not in calls
+
+
 def _run_job_with_plan(
     workflow: str, job: str, tmp_path: Path, extra_env: dict[str, str], plan: dict[str, Any]
 ) -> tuple[str, dict[str, str], str]:
