@@ -424,6 +424,21 @@ def test_workflows_install_the_pinned_packer_and_gcluster_before_deploying() -> 
         assert install < deploy, workflow
 
 
+def test_nothing_is_downloaded_or_installed_once_a_job_holds_credentials() -> None:
+    """Issue 35: the deploy jobs installed ~500 packages, Terraform and the Cloud CLI after the deployer's
+    credentials were live in the job. The credentials come last, just before the step that uses them."""
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for name, job in _load(path.name)["jobs"].items():
+            assert runner.installs_after_credentials(job) == [], f"{path.name} {name}"
+    job = copy.deepcopy(_load("main.yml")["jobs"]["deploy"])
+    auth = next(i for i, s in enumerate(job["steps"]) if runner.action(s) == runner.AUTH)
+    job["steps"].insert(1, job["steps"].pop(auth))
+    assert [what for _, what in runner.installs_after_credentials(job)][:2] == [
+        "actions/setup-python",
+        "actions/setup-node",
+    ]
+
+
 def test_every_step_that_plans_or_applies_a_stack_finds_terraform_and_the_providers_credential_plugin(
     stacks: dict[str, dict[str, Any]],
 ) -> None:

@@ -115,3 +115,30 @@ def unpinned(job: dict[str, Any]) -> list[tuple[int, str]]:
             if version != CLOUD_SDK_VERSION:
                 out.append((index, version))
     return out
+
+
+AUTH = "google-github-actions/auth"
+# Steps that download or install software: every action that sets up a tool, and the run steps that install
+# packages (make's venv, node and cluster-toolkit targets; make plan installs the policy gate's environment; the
+# other targets need only the venv, installed by an earlier step; scripts.tools builds and downloads; pip, npm).
+INSTALLING_RUN = re.compile(
+    r"make (venv|node|cluster-toolkit|plan)\b|scripts\.tools install|pip install|npm (ci|install)"
+)
+
+
+def installs_after_credentials(job: dict[str, Any]) -> list[tuple[int, str]]:
+    """(index, what) of each step that downloads or installs software after the job's credentials exist: a package
+    or tool fetched then could be made to read them (issue 35: ~500 packages installed after the deployer's
+    credentials were live)."""
+    steps = job.get("steps") or []
+    first = next((i for i, step in enumerate(steps) if action(step) == AUTH), None)
+    if first is None:
+        return []
+    out = []
+    for index, step in enumerate(steps[first + 1 :], start=first + 1):
+        name = action(step)
+        if name is not None and name.split("/", 1)[1].startswith("setup-"):
+            out.append((index, name))
+        elif name is None and INSTALLING_RUN.search(str(step.get("run", ""))):
+            out.append((index, str(step.get("name") or step.get("run"))))
+    return out
