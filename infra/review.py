@@ -184,7 +184,11 @@ class StackReview:
     @property
     def blocking(self) -> list[Change]:
         """The changes that stop the apply: gated and not confirmed (a protected resource cannot be confirmed)."""
-        return [c for c in self.gated if not (c.confirmable and c.address in self.confirmed)]
+        return [c for c in self.gated if not self.is_confirmed(c)]
+
+    def is_confirmed(self, change: Change) -> bool:
+        """A gated change let through: confirmable, and its address confirmed."""
+        return change.confirmable and change.address in self.confirmed
 
 
 def resources(stack_json: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -597,7 +601,7 @@ def review_json(review: StackReview) -> dict[str, Any]:
             gate = {
                 "why": c.blocked,
                 "confirmable": c.confirmable,
-                "confirmed": c.confirmable and c.address in review.confirmed,
+                "confirmed": review.is_confirmed(c),
             }
         return {
             "action": c.action,
@@ -645,7 +649,7 @@ def render(review: StackReview) -> str:
             forced = f" (forced by {', '.join(c.replaced_by)})" if c.replaced_by else ""
             if not c.confirmable:
                 state = "cannot be confirmed here"
-            elif c.address in review.confirmed:
+            elif review.is_confirmed(c):
                 state = "**confirmed**"
             else:
                 state = f"confirm with `CONFIRM_CHANGE={c.address}`"

@@ -147,13 +147,7 @@ def plan_and_gate(
         for line in confirmations.unused(env, in_file, gated):
             print(f"note: {line}", file=sys.stderr)
     for change in review.blocking:
-        if not change.confirmable:
-            how = "cannot be confirmed"
-        elif env is not None:
-            entry = confirmations.entry(env.name, body, change.address)
-            how = f"confirm it in {env.name}.yaml, reviewed with the change:\n{entry}"
-        else:
-            how = f"confirm with CONFIRM_CHANGE={change.address}"
+        how = confirmations.how_to_confirm(change.address, change.confirmable, env, body)
         print(f"BLOCKING: {change.action} {change.address} ({stack}): {change.blocked}; {how}", file=sys.stderr)
     return (BLOCKED if review.blocking else 0), digest
 

@@ -58,16 +58,8 @@ def _report_blocking(
         env_body = (known or {}).get(review.stack)
         for change in review.blocking:
             blocked = True
-            if not change.confirmable:
-                how = "cannot be confirmed"
-            elif env_body is not None:
-                entry = confirmations.entry(env_body[0].name, env_body[1], change.address)
-                how = (
-                    f"confirm with CONFIRM_CHANGE={change.address} (this plan only), or in {env_body[0].name}.yaml "
-                    f"for the pipeline:\n{entry}"
-                )
-            else:
-                how = f"confirm with CONFIRM_CHANGE={change.address}"
+            env, body = env_body if env_body is not None else (None, {})
+            how = confirmations.how_to_confirm(change.address, change.confirmable, env, body)
             print(
                 f"BLOCKING: {change.action} {change.address} ({review.stack}): {change.blocked}; {how}",
                 file=sys.stderr,

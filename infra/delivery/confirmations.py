@@ -59,3 +59,15 @@ def entry(env_name: str, stack: dict[str, Any], address: str) -> str:
         f'confirm:\n  - address: {address}\n    config_sha256: "{config_sha256(stack, address)}"\n'
         "    reason: <why this change is meant>"
     )
+
+
+def how_to_confirm(address: str, confirmable: bool, env: Environment | None, stack: dict[str, Any]) -> str:
+    """What a refusal of a gated change says to do: nothing for a protected resource; CONFIRM_CHANGE for this run,
+    and where the stack's environment file is known, the `confirm:` entry the pipeline reads."""
+    if not confirmable:
+        return "cannot be confirmed"
+    flag = f"confirm with CONFIRM_CHANGE={address}"
+    if env is None:
+        return flag
+    pipeline = entry(env.name, stack, address)
+    return f"{flag} for this run only, or confirm it in {env.name}.yaml, reviewed with the change:\n{pipeline}"
