@@ -1,5 +1,5 @@
 import sys
 
-from infra.app import main
+from infra.synth.app import main
 
 sys.exit(main(sys.argv[1:]))

@@ -2,7 +2,7 @@
 
   python -m scripts.apply plan  <stack dir> --stack platform-<env> [--lock=false]
       terraform init; terraform plan -out=plan.tfplan; terraform show -json plan.tfplan > plan.json; the review
-      gate (infra/review.py's review_plan; confirmed: CONFIRM_CHANGE, and the `confirm:` entries of the stack's
+      gate (infra/review/diff.py's review_plan; confirmed: CONFIRM_CHANGE, and the `confirm:` entries of the stack's
       environment file that match its configuration, infra/delivery/confirmations.py) on it; its Markdown into the
       job summary ($GITHUB_STEP_SUMMARY) and the plan's digest into $GITHUB_OUTPUT (`digest=`). Exit 3 when the
       gate blocks.
@@ -47,7 +47,7 @@ from typing import Any
 from infra.config import ConfigError, Environment, environments_dir
 from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
 
 NOT_APPROVED = 4

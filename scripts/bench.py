@@ -338,15 +338,15 @@ from pathlib import Path
 t = [time.perf_counter()]
 def lap(name): t.append(time.perf_counter()); phases.append((name, t[-1] - t[-2]))
 phases = []
-from infra.load import load_all
+from infra.synth.load import load_all
 envs = load_all(); lap("Python start, import and load the environment files")
 import cdktf; lap("jsii runtime start and the cdktf assembly")
-from infra.bindings import _bare_package
+from infra.cdk.bindings import _bare_package
 from infra.cdk import provider_package
 for name in ("google", "kubernetes", "helm"):
     _bare_package(provider_package(name)); importlib.import_module(provider_package(name) + "._jsii")
     lap(f"the {name} provider's assembly (Node requires all its modules)")
-from infra.app import synth
+from infra.synth.app import synth
 with tempfile.TemporaryDirectory() as tmp:
     synth(envs, Path(tmp)); lap("the stacks: binding modules used, constructs, synth")
 print(json.dumps(phases))

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from infra.config import ConfigError
-from infra.load import load_named
+from infra.synth.load import load_named
 from infra.localcluster.build import BuildError, build_all
 from infra.localcluster.cluster import Cluster, ClusterError
 
@@ -28,7 +28,7 @@ DEFAULT_DIR = Path(".cache/cluster-local")
 
 def stack_of(env_name: str) -> tuple[dict[str, object], str]:
     """(synthesized stack, region) of one environment."""
-    from infra.app import synth
+    from infra.synth.app import synth
 
     env = load_named(env_name)
     with tempfile.TemporaryDirectory(prefix="platform-cluster-local-") as tmp:

@@ -51,7 +51,7 @@ from typing import Any
 
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
 from infra.delivery.apply_paths import output_folder, unresolved
-from infra.load import load_named
+from infra.synth.load import load_named
 from scripts import preflight, teardown
 from scripts.adopt_crds import adopt
 from scripts.apis import enable_and_wait
@@ -185,7 +185,7 @@ class Synthesized:
     @functools.cached_property
     def left_out(self) -> list[str]:
         """Synthesizes (once); the releases left out until their images are built (with omit_unbuilt)."""
-        from infra.app import synth
+        from infra.synth.app import synth
 
         return synth({self.env.name: self.env}, self.folder, omit_unbuilt=self.omit_unbuilt)[self.env.name]
 

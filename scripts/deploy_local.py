@@ -25,7 +25,7 @@ from pathlib import Path
 
 from infra.config import ConfigError
 from infra.delivery.apply_paths import unresolved
-from infra.load import load_named
+from infra.synth.load import load_named
 from infra.localcluster.apply import ApplyError, LocalApply, run_helm
 from infra.localcluster.build import BuildError
 from infra.localcluster.cluster import Cluster, ClusterError
@@ -42,7 +42,7 @@ def gate(stack: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from infra.app import synth
+    from infra.synth.app import synth
     from infra.constructs.releases import REPO
 
     parser = argparse.ArgumentParser(prog="python -m scripts.deploy_local", description=__doc__.split("\n\n")[0])

@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 from infra.catalogue.controllers import CONTROLLERS
 from infra.config import ConfigError, Environment, JetStreamServing, Serving, VllmServing, environments_dir
-from infra.load import load_named
+from infra.synth.load import load_named
 
 # The label Helm charts put on a release's pods, as Cloud Logging names it on a k8s_container entry (GKE writes
 # pod labels as `k8s-pod/<key>`, dots in the key as underscores).

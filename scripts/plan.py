@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     # Every environment file loaded and checked once, before any step: a bad file is refused here, by name, and
     # not by each of the steps that would start side by side.
     from infra.config import ConfigError, environments_dir
-    from infra.load import load_planned
+    from infra.synth.load import load_planned
 
     try:
         load_planned(environments_dir())

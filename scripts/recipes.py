@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from infra.config import ConfigError, environments_dir
-from infra.load import load_all, load_named
+from infra.synth.load import load_all, load_named
 from workloads.trainer.compiled import environment_recipes
 
 

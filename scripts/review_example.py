@@ -16,9 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.app import synth
+from infra.synth.app import synth
 from infra.config import ConfigError
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from infra.review import write_reviews
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from infra.config import ConfigError, environments_dir
-from infra.load import load_all
+from infra.synth.load import load_all
 from infra.rules.run import Report, run
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, environments_dir
-from infra.load import load_planned
+from infra.synth.load import load_planned
 from infra.shell import GeneratedScript, generated_scripts, pinned
 from infra.shell.charts import rendered_scripts
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ConfigError, Environment, environments_dir
-from infra.load import load_all, load_planned
+from infra.synth.load import load_all, load_planned
 from infra.rules import rules_for
 from infra.rules.request_subject import RequestContext, write_checked
 from infra.vertex.job import custom_job, endpoint, job_names, parent

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra import api_types
+from infra.config import api_types
 from infra.config import ConfigError, Environment, environments_dir
-from infra.load import load_all, load_planned
+from infra.synth.load import load_all, load_planned
 from infra.rules import rules_for
 from infra.rules.request_subject import RequestContext, write_checked
 from infra.vms.bulk import bulk_insert

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from infra.app import synth
+from infra.synth.app import synth
 from infra.config import Environment
-from infra.load import load_all
+from infra.synth.load import load_all
 
 # jsii's banner for Node 20 (past end of life) would fill every failure report.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")

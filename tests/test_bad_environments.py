@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError
-from infra.load import load_all, load_environment
+from infra.synth.load import load_all, load_environment
 from scripts.plan import main as plan_main
 from tests.conftest import REPO
 from tests.in_process import run_main

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError
-from infra.load import load_all
+from infra.synth.load import load_all
 
 FILES = {name: (ENVIRONMENTS_DIR / f"{name}.yaml").read_text() for name in ("dev", "prod")}
 DATA = {name: yaml.safe_load(text) for name, text in FILES.items()}

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from infra.app import shared_state_buckets, synth_bootstrap
+from infra.synth.app import shared_state_buckets, synth_bootstrap
 from infra.config import environments_dir
 from infra.constructs.bootstrap import DEPLOYER_ROLES, attribute_condition, deployer_role
-from infra.load import load_all
+from infra.synth.load import load_all
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ def test_prods_deployer_may_read_devs_registry_to_promote_and_nothing_else_of_de
 
 
 def test_a_promotion_source_that_is_not_an_environment_is_refused_by_field(tmp_path: Path) -> None:
-    from infra.app import UnknownPromotionSource, promotion_sources
+    from infra.synth.app import UnknownPromotionSource, promotion_sources
 
     envs = load_all(environments_dir())
     delivery = envs["prod"].delivery

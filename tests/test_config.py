@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
-from infra.load import load_all, load_environment
+from infra.synth.load import load_all, load_environment
 from tests.conftest import REPO
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
@@ -317,7 +317,7 @@ class Block:
             raise ImportError("not in the trainer image: " + name)
 sys.meta_path.insert(0, Block())
 from infra.config import ENVIRONMENTS_DIR
-from infra.load import load_all
+from infra.synth.load import load_all
 from workloads.trainer.recipes import get_recipe
 print(sorted(load_all(ENVIRONMENTS_DIR)))
 """

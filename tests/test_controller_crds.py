@@ -24,7 +24,7 @@ import yaml
 
 from infra.catalogue.controller_crds import CRD_SETS, KEEP_ANNOTATION, REPOSITORIES, crd_changes, crd_set
 from infra.catalogue.controllers import CONTROLLERS
-from infra.crd_postrender import PostRenderError, render
+from infra.delivery.crd_postrender import PostRenderError, render
 from tests.conftest import REPO, of_type
 
 MIRRORS = Path(os.environ.get("PLATFORM_UPSTREAM_MIRRORS", "/work/.mirror"))
@@ -340,7 +340,7 @@ def test_kueues_templated_crds_are_kept_on_uninstall(tmp_path: Path) -> None:
 def test_the_post_renderer_runs_as_a_module(tmp_path: Path) -> None:
     stream = "---\n" + CRD.format(name="leaderworkersets.leaderworkerset.x-k8s.io")
     done = subprocess.run(
-        [sys.executable, "-m", "infra.crd_postrender", "render", "lws"],
+        [sys.executable, "-m", "infra.delivery.crd_postrender", "render", "lws"],
         input=stream,
         capture_output=True,
         text=True,

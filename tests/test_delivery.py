@@ -18,7 +18,7 @@ import yaml
 from infra.config import ConfigError
 from infra.delivery.images import plan_build
 from infra.delivery.promote import PromotionError, promote
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from infra.review import PlanFormatError, render, review_plan
 from tests.conftest import REPO
 
@@ -387,7 +387,7 @@ def test_a_confirmation_holds_for_the_configuration_it_was_written_for_only(stac
     from infra.config import environments_dir
     from infra.config.delivery import Confirmation
     from infra.delivery import confirmations
-    from infra.load import load_all
+    from infra.synth.load import load_all
 
     dev = load_all(environments_dir())["dev"]
     stack = copy.deepcopy(stacks["dev"])

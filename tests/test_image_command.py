@@ -13,7 +13,7 @@ import pytest
 import scripts.image
 from infra.delivery import images
 from infra.delivery.images import build_all, load_catalogue, plan_build
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from tests.conftest import REPO
 
 DIGESTS = {name: "sha256:" + f"{i + 1:02x}" * 32 for i, name in enumerate(sorted(load_catalogue()))}

@@ -167,3 +167,37 @@ def test_an_image_of_a_multi_stage_dockerfile_names_its_stage() -> None:
         stages = re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", (REPO / entry["dockerfile"]).read_text(), re.M | re.I)
         if len(stages) > 1:
             assert entry.get("target") in stages, f"{name}: name one of {stages} as target"
+
+
+def test_the_trainer_runs_from_exactly_what_its_image_copies(tmp_path: Path) -> None:
+    """The trainer image copies the schema, the catalogue and the environment files of infra/, not all of it: the
+    trainer, run from a folder holding only what the Dockerfile's COPY lines copy, loads an environment and prints
+    its MaxText arguments, and never imports the rules or the stacks (they are not there)."""
+    import shutil
+
+    text = (REPO / "workloads/trainer/Dockerfile").read_text()
+    stage = text[: text.index("AS converter")]
+    copies = re.findall(r"^COPY --chown=\S+ (\S+) (\S+)$", stage, re.M)
+    assert ("infra", "./infra") not in copies, "the image copies the whole of infra/"
+    root = tmp_path / "opt" / "platform"
+    for source, target in copies:
+        dest = root / target.removeprefix("./")
+        if (REPO / source).is_dir():
+            shutil.copytree(REPO / source, dest, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+        else:
+            (dest if target.endswith("/") else dest.parent).mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / source, dest / Path(source).name if target.endswith("/") else dest)
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['trainer', 'args', '--env', 'dev']\n"
+        "try:\n"
+        "    runpy.run_module('workloads.trainer', run_name='__main__')\n"
+        "finally:\n"
+        "    import infra\n"
+        f"    assert infra.__file__.startswith({str(root)!r}), infra.__file__\n"
+        "    loaded = sorted(m for m in sys.modules if m.startswith(('infra.rules', 'infra.stacks', 'infra.synth')))\n"
+        "    assert not loaded, loaded\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "base_output_directory" in run.stdout or "per_device_batch_size" in run.stdout, run.stdout

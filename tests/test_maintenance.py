@@ -96,7 +96,7 @@ def test_an_exclusion_reaches_the_cluster(envs: dict[str, Any], tmp_path: Any) -
     deserialization error: the list of blocks was given as dicts."""
     import json
 
-    from infra.app import synth
+    from infra.synth.app import synth
     from infra.config.maintenance import Maintenance
 
     dev = envs["dev"]

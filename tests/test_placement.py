@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.gke_nodes import allocatable_cpu, allocatable_memory_gib
+from infra.derive.gke_nodes import allocatable_cpu, allocatable_memory_gib
 from infra.rules import RULES
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import stack_releases

@@ -12,7 +12,7 @@ import pytest
 
 from infra.catalogue.accelerators import tpu_slice
 from infra.config import ConfigError, Environment, environments_dir
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from scripts.recipes import main as recipes_main
 from workloads.trainer.compiled import Compiled, args_key, load_table, recipes_on
 from workloads.trainer.recipes import load_recipes

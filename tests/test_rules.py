@@ -20,7 +20,7 @@ import yaml
 
 from infra.catalogue.models import MODELS, ModelArch
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import check_synthesized, stack_releases

@@ -16,7 +16,7 @@ import pytest
 from infra.catalogue import upstream
 from infra.catalogue.pod_security import PRIVILEGED_CONTAINERS, PRIVILEGED_NAMESPACES
 from infra.constructs.network import HEALTH_CHECK_RANGES
-from infra.posture import security_posture
+from infra.review.posture import security_posture
 from infra.rules.run import stack_releases
 from tests.conftest import REPO, of_type
 
@@ -458,7 +458,7 @@ def test_a_new_base_image_by_tag_is_refused(monkeypatch: pytest.MonkeyPatch, tmp
     """The environment rule `make plan` runs at load: a Dockerfile of an image the environment releases that starts
     FROM an image by tag, not in BASE_AWAITING_DIGEST, is refused (naming the Dockerfile and the image)."""
     import infra.catalogue.images as images
-    from infra.load import load_environment
+    from infra.synth.load import load_environment
     from infra.rules import RULES
 
     env = load_environment(REPO / "infra" / "environments" / "dev.yaml")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from infra.config import ConfigError, environments_dir
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from workloads.serving import vllm_args
 from workloads.serving.jetstream import maxtext_serving_args
 

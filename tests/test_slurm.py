@@ -18,7 +18,7 @@ import yaml
 from infra.catalogue.cluster_toolkit import GOOGLE_PROVIDER_VERSION, PACKER_VERSION, TERRAFORM_VERSION
 from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
 from infra.config import ConfigError, Environment
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from infra.rules import cluster_toolkit as ctk_rules
 from infra.slurm import interfaces
 from infra.slurm.blueprint import blueprint, deployment, nodeset_name

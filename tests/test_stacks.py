@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.app import synth
+from infra.synth.app import synth
 from infra.config import Environment
 from infra.review import accelerator_inventory
 from infra.rules.run import check_synthesized

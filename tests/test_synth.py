@@ -27,8 +27,8 @@ def _run_app(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def _run_app_here(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """`python -m infra` (infra.app.main) in this process, as the child would run it (tests/in_process.py)."""
-    from infra.app import main
+    """`python -m infra` (infra.synth.app.main) in this process, as the child would run it (tests/in_process.py)."""
+    from infra.synth.app import main
 
     return run_main(main, [], env={**os.environ, **env}, cwd=tmp_path)
 

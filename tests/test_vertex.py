@@ -21,8 +21,8 @@ from google.cloud import aiplatform_v1
 
 from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env, nic_names
 from infra.config import ConfigError, Environment
-from infra.gpu_group import profile
-from infra.load import load_environment
+from infra.derive.gpu_group import profile
+from infra.synth.load import load_environment
 from infra.rules import check_request
 from infra.rules.request_subject import RequestContext
 from infra.shell import generated_scripts

@@ -21,7 +21,7 @@ from google.cloud import compute_v1
 from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
 from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, Environment
-from infra.load import load_environment
+from infra.synth.load import load_environment
 from infra.rules.request_subject import RequestContext
 from infra.shell import generated_scripts
 from infra.vms.bulk import bulk_insert

@@ -8,7 +8,7 @@ the tags: `git show <tag>:<path> | sha256sum`).
 Where each chart keeps them decides what Helm does with them (https://helm.sh/docs/chart_best_practices/
 custom_resource_definitions/; helm/helm#8163):
 - `crds/` (JobSet 0.12.0, LWS 0.8.0): installed on the first install only, never upgraded, never deleted. The
-  platform installs the release with `skip_crds` and its post-renderer (infra/crd_postrender.py) adds these
+  platform installs the release with `skip_crds` and its post-renderer (infra/delivery/crd_postrender.py) adds these
   files to the release's manifest instead, so Helm installs *and upgrades* them.
 - `templates/` (LWS 0.7.0, Kueue 0.17.3): rendered and applied with the release, so an upgrade whose chart no
   longer renders one deletes it, and every object of its kind, and an uninstall deletes them all. The

@@ -1,6 +1,6 @@
 """In-place updates that destroy what Terraform's plan calls an update: nodes recreated, or a bucket's or a
 registry's data made deletable. `prevent_destroy` and the replacement table (terraform_google.py) do not see them:
-the resource stays, what it holds goes. The plan gate (infra/review.py `gate`) stops each until it is confirmed.
+the resource stays, what it holds goes. The plan gate (infra/review/gate.py) stops each until it is confirmed.
 
 Each row: the resource type, the attribute path (a changed value at or under it matches; list indices dropped as
 in the plan review's paths), whether it applies only to an accelerator slice's pool, a test of the values before

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
 from infra.catalogue.address_ranges import VALID_RANGES_SOURCE
-from infra.findings import Finding
+from infra.config.findings import Finding
 
 # One fault found across fields (the platform's one Finding shape): (field path, value, message).
 Problem = Finding

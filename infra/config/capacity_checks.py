@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from infra.catalogue import address_ranges as ranges
 from infra.config.base import Problem
-from infra.findings import Finding
+from infra.config.findings import Finding
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment

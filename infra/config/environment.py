@@ -44,7 +44,7 @@ from infra.config.training import Batch, Training
 from infra.config.vertex import Vertex
 from infra.config.vms import VmGroup
 from infra.config.workload_checks import gpu_problems, serving_problems, training_problems
-from infra.findings import Finding
+from infra.config.findings import Finding
 
 
 class Environment(Model):

@@ -20,7 +20,7 @@ from infra.catalogue.gcp_names import BUCKET_NAMING, PROJECT_ID
 from infra.config.base import _CrossReferenceError
 from infra.config.environment import Environment
 from infra.config.together import together_problems
-from infra.findings import FieldPath, field_path
+from infra.config.findings import FieldPath, field_path
 
 ENVIRONMENTS_DIR = Path(__file__).parent.parent / "environments"
 # An environment file is a few hundred lines (dev.yaml: about 13 kB); anything much larger is a mistake (a pasted
@@ -294,7 +294,7 @@ def _duplicate_keys(node: yaml.Node, path: tuple[str | int, ...] = ()) -> list[s
 def parse_environment(path: Path) -> Environment:
     """Read, parse and validate one environment file against the model; raise `ConfigError` on any fault.
 
-    Schema and cross-references only: the rules of the real systems run on top of this in `infra.load`.
+    Schema and cross-references only: the rules of the real systems run on top of this in `infra.synth.load`.
     """
     try:
         size = path.stat().st_size

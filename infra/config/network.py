@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from infra.catalogue import address_ranges as ranges
 from infra.config.base import Cidr, Model, Name, Problem, _CrossReferenceError
-from infra.findings import Finding
+from infra.config.findings import Finding
 
 AUTHORIZED_NETWORKS = (
     "https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks (authorized networks restrict the "

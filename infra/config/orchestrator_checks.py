@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from infra.config.base import Problem, _not_in
-from infra.findings import Finding
-from infra.findings import field_path as path_text
+from infra.config.findings import Finding
+from infra.config.findings import field_path as path_text
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment

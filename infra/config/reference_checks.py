@@ -13,7 +13,7 @@ from infra.catalogue.models import MODELS
 from infra.catalogue.storage_locations import location_problem
 from infra.config.base import Problem
 from infra.config.serving import JetStreamServing
-from infra.findings import Finding
+from infra.config.findings import Finding
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment

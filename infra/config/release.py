@@ -7,7 +7,7 @@ from pydantic import field_validator, model_validator
 from infra.catalogue.charts import local_chart_versions
 from infra.catalogue.controllers import CONTROLLERS
 from infra.config.base import ExactVersion, ImageDigest, Model, Problem, _CrossReferenceError
-from infra.findings import Finding
+from infra.config.findings import Finding
 
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 

@@ -1,5 +1,5 @@
 """Every environment together (issue 26): what one file cannot see alone. `make plan` and every entry point load
-all environments at once (`infra.load.load_all`), and these hold them together.
+all environments at once (`infra.synth.load.load_all`), and these hold them together.
 
 - Bucket names share one global namespace (https://cloud.google.com/storage/docs/buckets#naming): no bucket of
   one environment is named like a bucket of another, or like any environment's Terraform state bucket.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from infra.config.identity import gsa_account_id
-from infra.findings import field_path
+from infra.config.findings import field_path
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment

@@ -9,7 +9,7 @@ from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.controllers import controllers_of_chart
 from infra.config.base import Problem, _not_in
 from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing
-from infra.findings import Finding
+from infra.config.findings import Finding
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 from infra.catalogue.gcp_apis import FEATURE_APIS, api_of
 from infra.cdk import TerraformResource
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 
 DRY_RUN = "DRYRUN_AUDIT_LOG_ONLY"
 ENFORCED = "ENFORCED_BLOCK_AND_AUDIT_LOG"

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 from infra.cdk import TerraformResourceLifecycle
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"

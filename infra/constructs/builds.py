@@ -18,7 +18,7 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 
 DAY = 86_400
 

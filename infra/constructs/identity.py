@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.bindings import google, kubernetes
+from infra.cdk.bindings import google, kubernetes
 from infra.catalogue.pod_security import namespace_labels
 from infra.config import gsa_account_id
 from infra.constructs.storage import prefix_condition

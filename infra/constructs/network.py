@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.bindings import kubernetes
+from infra.cdk.bindings import kubernetes
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 DEFAULT_DENY = "default-deny-ingress"

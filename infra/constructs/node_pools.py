@@ -7,7 +7,7 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 from infra.catalogue.accelerators import Slice
 
 SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}

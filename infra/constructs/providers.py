@@ -6,7 +6,7 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.bindings import google, helm, kubernetes
+from infra.cdk.bindings import google, helm, kubernetes
 
 # How the Kubernetes and Helm providers get a token for the cluster: GKE's client-go credential plugin, run by the
 # provider whenever it needs one (the Terraform Kubernetes provider's "Exec plugins", hashicorp/kubernetes 2.38.0

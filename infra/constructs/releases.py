@@ -8,7 +8,7 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.bindings import helm
+from infra.cdk.bindings import helm
 from infra.catalogue import upstream
 from infra.catalogue.accelerators import Slice
 from infra.catalogue.charts import local_chart_versions
@@ -26,7 +26,7 @@ def chart_path(name: str) -> str:
     return f"../../../workloads/charts/{name}"
 
 
-# The controllers' Helm post-renderer (infra/crd_postrender.py), as Terraform sees it, like chart_path.
+# The controllers' Helm post-renderer (infra/delivery/crd_postrender.py), as Terraform sees it, like chart_path.
 CRD_POSTRENDER = "../../../scripts/crd-postrender"
 
 
@@ -211,7 +211,7 @@ class ControllerRelease(Construct):
     Its CRDs are the platform's, not left to where the chart keeps them: `skip_crds` leaves the chart's crds/ to
     the post-renderer, which adds the version's pinned files to the release (installed and upgraded with it) and
     marks every CRD `helm.sh/resource-policy: keep` (left on uninstall and when an upgrade no longer renders
-    it): infra/crd_postrender.py, infra/catalogue/controller_crds.py.
+    it): infra/delivery/crd_postrender.py, infra/catalogue/controller_crds.py.
     """
 
     def __init__(self, scope: Construct, id_: str, *, version: str, depends_on: list[Any]) -> None:

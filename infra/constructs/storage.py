@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 from infra.cdk import TerraformResourceLifecycle
 
 DAY = 86_400

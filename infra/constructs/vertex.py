@@ -7,7 +7,7 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 from infra.constructs.network import SUBNET_FLOW_LOGS
 from infra.constructs.storage import prefix_condition
 

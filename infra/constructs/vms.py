@@ -6,7 +6,7 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 from infra.cdk import TerraformResourceLifecycle
 
 VM_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")

@@ -1,7 +1,7 @@
 """Confirmations that travel with the change: an environment file's `confirm:` entries (infra/config/delivery.py).
 
 The gate stops some changes until they are confirmed (a slice pool replaced, a release or namespace removed;
-infra/review.py). `CONFIRM_CHANGE=<address>` confirms one for a person's own `make plan`; the workflows read no
+infra/review/gate.py). `CONFIRM_CHANGE=<address>` confirms one for a person's own `make plan`; the workflows read no
 person's environment, so a change that must go through the pipeline is confirmed in the environment file, where the
 pull request shows it beside the change. Each entry holds the sha256 of the resource's synthesized configuration it
 was written for: it confirms that configuration only, so it cannot let a later change of the same resource through,

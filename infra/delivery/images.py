@@ -19,7 +19,7 @@ import yaml
 
 from infra.config import ENVIRONMENTS_DIR, Environment
 from infra.delivery.release_file import diff, updated_text, write_validated
-from infra.load import load_named
+from infra.synth.load import load_named
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOGUE = REPO / "images" / "images.yaml"

@@ -32,7 +32,7 @@ from infra.catalogue.zones import REGIONS, zones_offering
 from infra.config import ConfigError, Environment
 from infra.config.release import PLACEHOLDER_DIGEST
 from infra.delivery.release_file import write_validated
-from infra.load import load_environment
+from infra.synth.load import load_environment
 
 
 class NewEnvironmentError(ValueError):

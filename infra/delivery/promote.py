@@ -14,7 +14,7 @@ from pathlib import Path
 
 from infra.config import ENVIRONMENTS_DIR, IMAGE_DIGEST, PLACEHOLDER_DIGEST, Environment
 from infra.delivery.release_file import diff, updated_text, validate, write_validated
-from infra.load import load_named
+from infra.synth.load import load_named
 
 
 class PromotionError(ValueError):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from infra.load import load_environment
+from infra.synth.load import load_environment
 
 
 def _yaml() -> YAML:

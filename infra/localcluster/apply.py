@@ -210,7 +210,7 @@ class LocalApply:
 
 
 def _stage_crds(controller: LocalController, name: str, version: str, folder: Path) -> None:
-    """The crds/ files the post-renderer adds to a controller release (infra/crd_postrender.py), taken from the
+    """The crds/ files the post-renderer adds to a controller release (infra/delivery/crd_postrender.py), taken from the
     controller's Go module where they are at the same path: the post-renderer checks each one's pinned sha256, so
     a file of another version is refused, not applied. Its folder is what PLATFORM_CONTROLLER_CRDS names."""
     from infra.catalogue.controller_crds import crd_set

@@ -1,5 +1,5 @@
 """The local cluster's nodes: one Node object per node of every node pool of a synthesized stack at its largest size,
-as GKE makes it (labels, taints and allocatable from `infra.gke_nodes.node_of`, the model the placement report uses),
+as GKE makes it (labels, taints and allocatable from `infra.derive.gke_nodes.node_of`, the model the placement report uses),
 marked for KWOK to run (its kubelet stand-in keeps them Ready and runs their pods' lifecycle).
 
 Allocatable is what the placement report counts: GKE's reservations less the requests of GKE's own DaemonSets,
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.gke_nodes import node_of
+from infra.derive.gke_nodes import node_of
 
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # GKE's default maximum of pods per node on a VPC-native cluster

@@ -7,7 +7,7 @@ start or engine start. Every such rule that can be known ahead lives in this
 package, once, with the source it was taken from and the layer it guards, and
 runs on five kinds of subject:
 
-- ``environment``: the loaded `Environment` (run by `infra.load.load_environment`,
+- ``environment``: the loaded `Environment` (run by `infra.synth.load.load_environment`,
   so a bad file fails at load with the file, field, value, rule and source);
 - ``terraform``: a synthesized stack (`cdk.tf.json`), exactly what Terraform applies;
 - ``manifest``: the objects of one rendered Helm release, exactly what the
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # A check yields the platform's one Finding shape: (field path, the value at fault, what is wrong).
-from infra.findings import FieldPath, Finding, field_path
+from infra.config.findings import FieldPath, Finding, field_path
 
 # host-run: a generated shell script (boot runner, prolog, batch job, VM start-up) fails where its host runs it.
 Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start", "host-run"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalogue.controllers import CONTROLLERS
-from infra.gke_nodes import Node
+from infra.derive.gke_nodes import Node
 from infra.rules import Finding, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.scheduler import SCHEDULER, Pod, _fit_refusal, _selects, nodes, pods

@@ -296,7 +296,7 @@ def _bulk_types(request: dict[str, Any], ctx: Any) -> Iterator[Finding]:
         return
     from google.cloud import compute_v1
 
-    from infra import api_types
+    from infra.config import api_types
 
     yield from api_types.refusals(request, compute_v1.BulkInsertInstanceResource)
 

@@ -1,6 +1,6 @@
 """What environment rules share: a loaded `Environment` as the rules read it.
 
-An environment rule gets the `Environment` and yields (field path, value, message); `infra.load` turns them
+An environment rule gets the `Environment` and yields (field path, value, message); `infra.synth.load` turns them
 into load errors naming the file, the field, the value, the rule and its source."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from infra.catalogue.accelerators import (
     tpu_slice_for_machine,
 )
 from infra.catalogue.models import conversion_memory_gib
-from infra.gke_nodes import Node, allocatable_memory_gib, machine_allocatable, node_of
+from infra.derive.gke_nodes import Node, allocatable_memory_gib, machine_allocatable, node_of
 from infra.rules import Finding, pod_templates, rule, where
 from infra.rules.environment_subject import _workloads
 from infra.rules.manifest_subject import NODEPOOL_LABEL, ReleaseContext, _pods, _selected_pools

@@ -97,7 +97,7 @@ def _types(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
         return
     from google.cloud import aiplatform_v1
 
-    from infra import api_types
+    from infra.config import api_types
 
     yield from api_types.refusals(request, aiplatform_v1.CustomJob)
 

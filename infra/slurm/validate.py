@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.findings import Finding
+from infra.config.findings import Finding
 from infra.slurm.constraints import admits
 from infra.slurm.interfaces import ModuleInterface, read_module
 from infra.slurm.types import conform

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.bindings import google
+from infra.cdk.bindings import google
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import Environment
 from infra.constructs.bootstrap import Bootstrap

@@ -27,7 +27,7 @@ from infra.catalogue.accelerators import Slice
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.config import Environment
 from infra.config.vertex import VertexNcclTest, VertexTraining
-from infra.gpu_group import WORKDIR, all_gather_files, bundle, nccl_test_env, profile, script
+from infra.derive.gpu_group import WORKDIR, all_gather_files, bundle, nccl_test_env, profile, script
 
 STRATEGY = {"on-demand": "STANDARD", "spot": "SPOT", "flex-start": "FLEX_START", "reservation": "STANDARD"}
 HOST = GPU_HOSTS["vertex"]

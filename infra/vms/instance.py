@@ -32,7 +32,7 @@ from typing import Any
 
 from infra.catalogue.gpudirect import GPU_HOSTS, GpuDirect, nccl_env
 from infra.config import Environment
-from infra.gpu_group import REPO, WORKDIR, all_gather_files, bundle, nccl_test_env
+from infra.derive.gpu_group import REPO, WORKDIR, all_gather_files, bundle, nccl_test_env
 
 # Container-Optimized OS, milestone 121 (LTS): an exact image, never the family (cos-121-lts), whose newest
 # member changes under a redeploy. https://cloud.google.com/container-optimized-os/docs/release-notes/m121

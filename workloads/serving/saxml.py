@@ -22,7 +22,7 @@ import urllib.request
 from typing import Any
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError, SaxmlServing
-from infra.load import load_named
+from infra.synth.load import load_named
 
 
 def model_id(key: str, name: str) -> str:

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.catalogue.accelerators import Slice
-from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
-from infra.load import load_named
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, environment_file, parse_environment
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
 from workloads.logs import configure
 from workloads.trainer.discovery import ORCHESTRATORS, DiscoveryError, ProcessGroup, discover, from_jobset
@@ -38,7 +37,9 @@ LOG = logging.getLogger("workloads.trainer")
 
 
 def _env(name: str) -> Environment:
-    return load_named(name, ENVIRONMENTS_DIR)
+    """The environment called `name`, held to its model. The rules of the real systems held it at plan (`make plan`
+    runs them over every file); the trainer reads only the schema and the catalogue, which is all its image holds."""
+    return parse_environment(environment_file(name, ENVIRONMENTS_DIR))
 
 
 def run_local(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from infra.catalogue.gpudirect import GpuDirect, GpuHost, nccl_env, nic_names
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NCCL_DIR = REPO / "workloads" / "nccl"
 CHECK_BANDWIDTH = REPO / "workloads" / "charts" / "gpu-jobset" / "files" / "check-bandwidth.sh"
 # Where a bundle writes its files, in the container or on the host.

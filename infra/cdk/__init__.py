@@ -2,7 +2,7 @@
 CDK Terrain (`cdktn`), which reads the same cdktf.json and keeps the logical IDs.
 
 Constructs and stacks import the CDK's classes from here (`from infra.cdk import TerraformStack`), and
-`infra.bindings` asks `provider_package` for the prebuilt provider bindings, so switching is one call,
+`infra.cdk.bindings` asks `provider_package` for the prebuilt provider bindings, so switching is one call,
 `use("cdktn")`, made by `python -m infra` when `PLATFORM_CDK=cdktn` (read at call time, never at import).
 `make cdktn-parity` synthesizes every stack both ways and compares them. To switch for good: install
 requirements-cdktn.lock instead of the cdktf packages and set PLATFORM_CDK=cdktn (docs/delivery.md).

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from infra.config import ConfigError, Environment, environments_dir
-from infra.load import load_all
+from infra.synth.load import load_all
 
 DEFAULT_OUTDIR = Path("cdktf.out")
 
@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m infra`: the cdktf app (cdktf.json). Exit codes: 0 synthesized, 2 a bad environment file."""
     import argparse
 
-    from infra import bindings, cdk
+    from infra import cdk
+    from infra.cdk import bindings
 
     argparse.ArgumentParser(
         prog="python -m infra",

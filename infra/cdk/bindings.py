@@ -8,7 +8,7 @@ import just the submodules the constructs use. The synthesized output is
 byte-identical to a stock import; `tests/test_synth.py` proves it by running
 both.
 
-`PLATFORM_STOCK_PROVIDER_IMPORT=1` (read by `infra.app.main`, never at import
+`PLATFORM_STOCK_PROVIDER_IMPORT=1` (read by `infra.synth.app.main`, never at import
 time) switches to the stock import, for that test and for the benchmark.
 """
 

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from infra.findings import Finding
+from infra.config.findings import Finding
 
 # Messages the walk does not enter: protobuf's well-known types, whose JSON forms (a Duration's "3600s", a
 # Struct) the parser itself checks.

@@ -1,7 +1,7 @@
 """The controllers' Helm post-renderer: their CRDs installed and upgraded from the pinned files, kept on uninstall.
 
-  python -m infra.crd_postrender render <controller> <version>   < rendered manifests  > manifests
-  python -m infra.crd_postrender fetch <controller> <version> ...  fetch the pinned crds/ files (all or nothing)
+  python -m infra.delivery.crd_postrender render <controller> <version>   < rendered manifests  > manifests
+  python -m infra.delivery.crd_postrender fetch <controller> <version> ...  fetch the pinned crds/ files (all or nothing)
 
 Helm (helm_release's `postrender`, scripts/crd-postrender) pipes every rendered template of the release through
 `render`; CRDs under a chart's crds/ are never in that stream, and the release sets `skip_crds` so that Helm
@@ -35,7 +35,7 @@ import yaml
 
 from infra.catalogue.controller_crds import KEEP_ANNOTATION, CrdSet, crd_set
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PIN_FILE = REPO / "infra" / "catalogue" / "controller_crds.py"
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -76,7 +76,7 @@ def pinned_file(crds: CrdSet, name: str, root: Path | None = None, *, fetch_miss
             raise PostRenderError(f"{path}: missing, and fetching it failed: {err}") from None
     if not path.is_file():
         raise PostRenderError(
-            f"{path}: missing (python -m infra.crd_postrender fetch {crds.controller} {crds.version} fetches it)"
+            f"{path}: missing (python -m infra.delivery.crd_postrender fetch {crds.controller} {crds.version} fetches it)"
         )
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
@@ -142,7 +142,7 @@ def fetch(controller: str, version: str, root: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.crd_postrender", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m infra.delivery.crd_postrender", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["render", "fetch"])
     parser.add_argument("pairs", nargs="+", metavar="CONTROLLER VERSION")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The security posture of a synthesized stack, as the plan review shows it (issue 25): what runs privileged and
+"""The security posture of a synthesized stack, as the plan review shows it: what runs privileged and
 why, at which Pod Security level each namespace is held, what each namespace's pods take connections from, who may
 do what (every identity's grants, with the conditions that hold them to a prefix or to names), what Binary
 Authorization admits and which base images are still by tag. Read from the stack (what Terraform applies) and the

@@ -1,0 +1,172 @@
+"""The checks that need the user's credentials, in order: credentials, APIs, roles, quota."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from infra.catalogue.deployer_roles import CHECKED as ROLES_CHECKED
+from infra.catalogue.deployer_roles import SOURCE as ROLES_SOURCE
+from infra.catalogue.deployer_roles import UnknownResourceType, roles_for
+from infra.catalogue.gcp_apis import BOOTSTRAP_APIS, platform_apis
+from infra.catalogue.quota_metrics import UnknownQuota
+from infra.config import Environment
+from infra.preflight.quota import Ask, asks, check_quota
+from infra.preflight.result import Result
+from infra.preflight.transport import (
+    CLOUD_PLATFORM_SCOPE,
+    CLOUD_QUOTAS_API,
+    LOGIN,
+    RESOURCE_MANAGER,
+    SERVICE_USAGE,
+    CredentialsRefused,
+    Transport,
+    error_line,
+)
+
+# Resource Manager answers at most 100 permissions per testIamPermissions call
+# (https://cloud.google.com/resource-manager/reference/rest/v3/projects/testIamPermissions).
+PERMISSIONS_PER_CALL = 100
+
+
+def load_credentials() -> tuple[Any, Result]:
+    """Application Default Credentials, as every Google client library (and the Terraform provider) finds them."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+    except DefaultCredentialsError as err:
+        first = str(err).split(". ")[0]
+        return None, Result("credentials", "fail", [f"no Application Default Credentials ({first}); {LOGIN}"])
+    who = getattr(credentials, "service_account_email", None) or type(credentials).__name__
+    return credentials, Result("credentials", "ok", [f"Application Default Credentials: {who}"])
+
+
+def needed_apis(env: Environment, stack_asks: Iterable[Ask]) -> tuple[str, ...]:
+    own = {CLOUD_QUOTAS_API} if any(a.metric.api == "cloudquotas" for a in stack_asks) else set()
+    return tuple(
+        sorted(
+            {
+                *BOOTSTRAP_APIS,
+                *platform_apis(vertex=env.vertex is not None, inference_gateway=env.inference_gateway),
+                *own,
+            }
+        )
+    )
+
+
+def check_apis(
+    env: Environment, wanted: tuple[str, ...], transport: Transport, *, deploy_enables: tuple[str, ...] = ()
+) -> tuple[Result, set[str]]:
+    """Every wanted API enabled: Service Usage's services.list, filtered to the enabled ones. Before a deploy, an API
+    off that the deploy enables itself (`deploy_enables`: scripts/apis.py, before the apply) is no failure; returns
+    those too (their quota cannot be read until then)."""
+    enabled: set[str] = set()
+    url = f"{SERVICE_USAGE}/projects/{env.project}/services?filter=state:ENABLED&pageSize=200"
+    page = url
+    while True:
+        answer = transport.request("GET", page)
+        if answer.status != 200:
+            lines = [
+                f"Service Usage did not list the enabled APIs of {env.project}: {error_line(answer)}",
+                "the deployer needs serviceusage.services.list (roles/serviceusage.serviceUsageViewer), and "
+                f"serviceusage.googleapis.com must be on: gcloud services enable {' '.join(BOOTSTRAP_APIS)} "
+                f"--project={env.project}",
+            ]
+            return Result("apis", "fail", lines), set()
+        enabled |= {s["config"]["name"] for s in answer.body.get("services") or [] if s.get("state") == "ENABLED"}
+        token = answer.body.get("nextPageToken")
+        if not token:
+            break
+        page = f"{url}&pageToken={token}"
+    off = [api for api in wanted if api not in enabled]
+    pending = {api for api in off if api in deploy_enables}
+    refused = [api for api in off if api not in pending]
+    lines = [f"{len(wanted) - len(off)} of {len(wanted)} APIs enabled in {env.project}"]
+    if pending:
+        lines.append(f"off, enabled by this deploy before the apply: {', '.join(sorted(pending))}")
+    if refused:
+        lines.append(f"off in {env.project}: {', '.join(refused)}")
+        lines.append(f"enable them: gcloud services enable {' '.join(refused)} --project={env.project}")
+    return Result("apis", "fail" if refused else "ok", lines), pending
+
+
+def required_roles(stack: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    return roles_for(set(stack.get("resource") or {}))
+
+
+def print_roles(env: Environment, roles: dict[str, tuple[str, ...]]) -> None:
+    print(
+        f"# The roles the deployer of {env.name} needs on {env.project} (derived from the resources platform-{env.name}"
+    )
+    print(f"# declares: infra/catalogue/deployer_roles.py, checked {ROLES_CHECKED} against {ROLES_SOURCE})")
+    for role, permissions in roles.items():
+        print(f"{role}\t{', '.join(permissions)}")
+    print("# Grant them (MEMBER: user:<email>, group:<email> or serviceAccount:<email>):")
+    for role in roles:
+        print(f"gcloud projects add-iam-policy-binding {env.project} --member=MEMBER --role={role} --condition=None")
+
+
+def check_roles(env: Environment, roles: dict[str, tuple[str, ...]], transport: Transport) -> Result:
+    """testIamPermissions of every permission the roles give, with the caller's credentials."""
+    wanted = sorted({p for perms in roles.values() for p in perms})
+    granted: set[str] = set()
+    url = f"{RESOURCE_MANAGER}/projects/{env.project}:testIamPermissions"
+    for start in range(0, len(wanted), PERMISSIONS_PER_CALL):
+        answer = transport.request("POST", url, {"permissions": wanted[start : start + PERMISSIONS_PER_CALL]})
+        if answer.status != 200:
+            return Result(
+                "roles",
+                "fail",
+                [f"Resource Manager did not test the permissions on {env.project}: {error_line(answer)}"],
+            )
+        granted |= set(answer.body.get("permissions") or [])
+    missing = {role: [p for p in perms if p not in granted] for role, perms in roles.items()}
+    missing = {role: perms for role, perms in missing.items() if perms}
+    if not missing:
+        return Result("roles", "ok", [f"every permission of {len(roles)} roles on {env.project}"])
+    lines = [f"missing {role} (lacks {', '.join(perms)})" for role, perms in missing.items()]
+    lines.append(
+        f"ask whoever grants roles on {env.project} for them (`python -m scripts.preflight {env.name} --print-roles` "
+        "lists every role with the gcloud command)"
+    )
+    return Result("roles", "fail", lines)
+
+
+def run(
+    env: Environment,
+    *,
+    stack: Callable[[], dict[str, Any]],
+    transport: Callable[[Any], Transport],
+    deploy_enables: tuple[str, ...] = (),
+) -> list[Result]:
+    """The checks that need credentials, in order (credentials first). `stack` gives the synthesized stack (asked for
+    only when credentials exist); `transport` makes the HTTP layer from the credentials."""
+    credentials, found = load_credentials()
+    results = [found]
+    remote = ("apis", "roles", "quota")
+    if credentials is None:
+        return results + [Result(name, "skip", ["not checked: no credentials"]) for name in remote]
+    try:
+        the_stack = stack()
+        stack_asks, reserved = asks(the_stack)
+        roles = required_roles(the_stack)
+    except (UnknownQuota, UnknownResourceType) as err:
+        return [*results, Result("stack", "fail", [str(err)])]
+    # User credentials carry no quota project, and Service Usage and Cloud Quotas refuse such calls ("requires a
+    # quota project, which is not set by default": https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds);
+    # bill them to the environment's project, as `gcloud auth application-default set-quota-project` would.
+    if getattr(credentials, "quota_project_id", "") is None and hasattr(credentials, "with_quota_project"):
+        credentials = credentials.with_quota_project(env.project)
+    http = transport(credentials)
+    try:
+        apis, pending = check_apis(env, needed_apis(env, stack_asks), http, deploy_enables=deploy_enables)
+        results.append(apis)
+        results.append(check_roles(env, roles, http))
+        results.append(check_quota(env, stack_asks, reserved, http, pending=pending))
+    except CredentialsRefused as err:
+        done = {r.check for r in results}
+        results[0] = Result("credentials", "fail", [f"the credentials were refused ({err}); {LOGIN}"])
+        results += [Result(name, "skip", ["not checked: credentials refused"]) for name in remote if name not in done]
+    return results

@@ -1,0 +1,185 @@
+"""The changes a plan makes, by resource address: offline from two synthesized stacks (as Terraform would plan
+them), or from a real plan (`terraform show -json`)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from infra.catalogue.terraform_google import forces_replacement
+from infra.review.costs import pool_costs, stack_pools
+from infra.review.gate import gate
+from infra.review.holdings import accelerator_inventory, pool_inventory
+from infra.review.model import (
+    META_ARGUMENTS,
+    SECRET_WORDS,
+    SUPPORTED_PLAN_FORMAT_MAJOR,
+    Change,
+    Holding,
+    PlanFormatError,
+    StackReview,
+)
+
+
+def resources(stack_json: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Resources by address (`type.name`), without cdktf's metadata."""
+    out: dict[str, dict[str, Any]] = {}
+    for rtype, items in (stack_json.get("resource") or {}).items():
+        for name, body in items.items():
+            out[f"{rtype}.{name}"] = {k: v for k, v in body.items() if k != "//"}
+    return out
+
+
+def _redact(path: str, value: Any) -> Any:
+    last = path.rsplit(".", 1)[-1].lower()
+    return "***" if value is not None and any(word in last for word in SECRET_WORDS) else value
+
+
+def _decoded(key: str, value: Any) -> Any:
+    """A helm_release's `values` (JSON documents in a list) as data, so a change shows as values, not text."""
+    if key == "values" and isinstance(value, list):
+        try:
+            return [json.loads(v) if isinstance(v, str) else v for v in value]
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def changed_values(before: Any, after: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted path, before, after) of every leaf that differs; list indices are dropped from the path (the
+    provider's schema paths have none), lists of different lengths are one change."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in sorted(before.keys() | after.keys()):
+            if not path and key in META_ARGUMENTS:
+                continue
+            b, a = _decoded(key, before.get(key)), _decoded(key, after.get(key))
+            if b != a:
+                out += changed_values(b, a, f"{path}.{key}" if path else key)
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [c for b, a in zip(before, after, strict=True) for c in changed_values(b, a, path)]
+    return [(path, _redact(path, before), _redact(path, after))]
+
+
+def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Change]:
+    """The changes from `before` to `after` (synthesized stacks), as Terraform would plan them: meta-arguments
+    alone change nothing; a change under a ForceNew path of the provider's schema is a replacement."""
+    old = resources(before or {})
+    new = resources(after)
+    changes: list[Change] = []
+    for address in sorted(old.keys() | new.keys()):
+        rtype = address.split(".", 1)[0]
+        values: list[tuple[str, Any, Any]] = []
+        if address not in old:
+            action = "create"
+        elif address not in new:
+            action = "delete"
+        else:
+            values = changed_values(old[address], new[address])
+            if not values:
+                continue
+            action = "update"
+        paths = [p for p, _, _ in values]
+        forcing = tuple(sorted({p for p in paths if forces_replacement(rtype, p)}))
+        if forcing:
+            action = "replace"
+        why, confirmable = gate(rtype, action, paths, old.get(address), new.get(address))
+        attributes = tuple(sorted({p.split(".", 1)[0] for p in paths}))
+        changes.append(Change(action, address, attributes, forcing, tuple(values), why, confirmable))
+    return changes
+
+
+def review_stack(
+    stack: str,
+    after: Mapping[str, Any],
+    before: Mapping[str, Any] | None,
+    confirmed: Iterable[str] = (),
+    *,
+    holdings: Iterable[Holding] = (),
+    posture: Iterable[str] = (),
+) -> StackReview:
+    """The offline review of one synthesized stack against its baseline (None: no baseline, everything is new)."""
+    return StackReview(
+        holdings=list(holdings),
+        posture=list(posture),
+        confirmed=frozenset(confirmed),
+        stack=stack,
+        changes=diff(before, after),
+        types_after=Counter(a.split(".")[0] for a in resources(after)),
+        inventory_before=accelerator_inventory(before or {}),
+        inventory_after=accelerator_inventory(after),
+        has_baseline=before is not None,
+        costs_after=pool_costs(stack_pools(after)),
+        costs_before=None if before is None else pool_costs(stack_pools(before)),
+    )
+
+
+_PLAN_ACTIONS = {
+    ("create",): "create",
+    ("update",): "update",
+    ("delete",): "delete",
+    ("delete", "create"): "replace",
+    ("create", "delete"): "replace",
+}
+
+
+def _changed(before: Any, after: Any) -> tuple[str, ...]:
+    before, after = before or {}, after or {}
+    return tuple(sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
+
+
+def _plan_change(entry: Mapping[str, Any]) -> Change | None:
+    change = entry.get("change") or {}
+    action = _PLAN_ACTIONS.get(tuple(change.get("actions") or ()))
+    if action is None:  # no-op, read
+        return None
+    replaced_by = tuple(sorted({".".join(map(str, path)) for path in change.get("replace_paths") or []}))
+    attributes = _changed(change.get("before"), change.get("after")) if action in ("update", "replace") else ()
+    values = changed_values(change.get("before"), change.get("after")) if action == "update" else []
+    why, confirmable = gate(
+        str(entry.get("type") or entry["address"].split(".", 1)[0]),
+        action,
+        [p for p, _, _ in values],
+        change.get("before"),
+        change.get("after"),
+    )
+    return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable)
+
+
+def review_plan(stack: str, plan: Mapping[str, Any], confirmed: Iterable[str] = ()) -> StackReview:
+    """Review a real plan (`terraform show -json`); refuse a format this renderer does not know."""
+    if not isinstance(plan, Mapping):
+        raise PlanFormatError(f"a JSON {type(plan).__name__}, not a plan (terraform show -json <plan file>)")
+    if "values" in plan and "resource_changes" not in plan and "planned_values" not in plan:
+        raise PlanFormatError(
+            "this is a state (terraform show -json of a state file), not a plan: give the JSON of a saved plan, "
+            "terraform show -json <plan file>"
+        )
+    version = str(plan.get("format_version", ""))
+    major = version.split(".", 1)[0]
+    if not major.isdigit() or int(major) != SUPPORTED_PLAN_FORMAT_MAJOR:
+        raise PlanFormatError(
+            f"plan format_version {version or '(missing)'!r} is not supported; "
+            f"this review reads format {SUPPORTED_PLAN_FORMAT_MAJOR}.x (terraform show -json)"
+        )
+    entries = plan.get("resource_changes") or []
+    changes = [c for c in map(_plan_change, entries) if c is not None]
+    drift = [c for c in map(_plan_change, plan.get("resource_drift") or []) if c is not None]
+    pools = [e for e in entries if e.get("type") == "google_container_node_pool"]
+    after_types: Counter[str] = Counter(e["type"] for e in entries if (e.get("change") or {}).get("after") is not None)
+    return StackReview(
+        stack=stack,
+        changes=sorted(changes, key=lambda c: c.address),
+        types_after=after_types,
+        inventory_before=pool_inventory(e["change"]["before"] for e in pools if e["change"].get("before")),
+        inventory_after=pool_inventory(e["change"]["after"] for e in pools if e["change"].get("after")),
+        has_baseline=True,
+        source="plan",
+        drift=drift,
+        confirmed=frozenset(confirmed),
+        costs_after=pool_costs({e["address"]: e["change"]["after"] for e in pools if e["change"].get("after")}),
+        costs_before=pool_costs({e["address"]: e["change"]["before"] for e in pools if e["change"].get("before")}),
+    )

@@ -1,0 +1,136 @@
+"""What a plan review holds: the changes, what the gate says of each, the GPUs each orchestrator holds and what
+the node pools cost."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.catalogue import prices
+
+# Stateful resources whose loss loses data or the platform itself: never confirmable here (make destroy and the
+# resources' own prevent_destroy guard them).
+PROTECTED_TYPES = ("google_storage_bucket", "google_container_cluster", "google_artifact_registry_repository")
+
+
+# Meta-arguments: Terraform plans no change to a resource when only these differ.
+META_ARGUMENTS = frozenset({"depends_on", "lifecycle", "provider", "count", "for_each", "//"})
+
+
+# Where a changed value is shown as *** instead of its text (a Helm value or attribute of that name).
+SECRET_WORDS = ("key", "token", "secret", "password", "credential")
+
+
+BLOCKED = 3
+
+
+SUPPORTED_PLAN_FORMAT_MAJOR = 1
+
+
+class PlanFormatError(ValueError):
+    """A plan file this renderer cannot read."""
+
+
+@dataclass(frozen=True)
+class Change:
+    action: str  # create | update | delete | replace
+    address: str
+    attributes: tuple[str, ...] = ()
+    replaced_by: tuple[str, ...] = ()
+    # (dotted path, before, after) of each changed value, secrets redacted (offline reviews).
+    values: tuple[tuple[str, Any, Any], ...] = ()
+    # Why the change blocks the apply until it is confirmed ("" where it does not block).
+    blocked: str = ""
+    confirmable: bool = True
+
+    @property
+    def resource_type(self) -> str:
+        return self.address.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class Holding:
+    """GPUs one orchestrator would hold for one group of machines, at most (what a reviewer pays for), and what
+    the machines cost per hour if they were left running (where the price catalogue knows
+    the machine and zone: infra/catalogue/prices.py)."""
+
+    orchestrator: str
+    what: str
+    gpus: int
+    how: str
+    machines: int = 0
+    machine_type: str = ""
+    zone: str = ""
+    # The capacity type as the environment names it (on-demand, spot, flex-start, reservation, queued); empty
+    # where the price is another service's (Vertex AI bills its own rates).
+    capacity: str = ""
+
+    @property
+    def hourly(self) -> float | None:
+        if not self.capacity:
+            return None
+        price = prices.hourly(self.machine_type, self.zone, self.capacity)
+        return None if price is None else round(price * self.machines, 2)
+
+
+def block(value: Any) -> dict[str, Any]:
+    """A nested block as a dict: plan values hold blocks as lists of one."""
+    if isinstance(value, list):
+        value = value[0] if value else {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class PoolCost:
+    """One node pool's nodes and what they cost (infra/catalogue/prices.py): the price of a node under the pool's
+    capacity type, at the pool's fewest and its most nodes."""
+
+    pool: str
+    machine_type: str
+    location: str
+    capacity: str
+    min_nodes: int
+    max_nodes: int
+    price: prices.NodePrice
+
+    def hourly(self, nodes: int) -> float | None:
+        return None if self.price.usd_per_hour is None else self.price.usd_per_hour * nodes
+
+    @property
+    def nodes(self) -> str:
+        return str(self.max_nodes) if self.min_nodes == self.max_nodes else f"{self.min_nodes}-{self.max_nodes}"
+
+
+@dataclass
+class StackReview:
+    stack: str
+    changes: list[Change]
+    types_after: Counter[str]
+    inventory_before: Counter[tuple[str, str]]
+    inventory_after: Counter[tuple[str, str]]
+    has_baseline: bool
+    source: str = "offline"
+    drift: list[Change] = field(default_factory=list)
+    holdings: list[Holding] = field(default_factory=list)
+    # Addresses whose blocking change the author confirmed (CONFIRM_CHANGE=...): listed, no longer blocking.
+    confirmed: frozenset[str] = frozenset()
+    # Security posture lines (infra/review/posture.py): privileged, Pod Security, who reaches what.
+    posture: list[str] = field(default_factory=list)
+    # Node pool costs by address, after the change and before it (None: no baseline).
+    costs_after: dict[str, PoolCost] = field(default_factory=dict)
+    costs_before: dict[str, PoolCost] | None = None
+
+    @property
+    def gated(self) -> list[Change]:
+        """Every change the gate stops, confirmed or not."""
+        return [c for c in self.changes if c.blocked]
+
+    @property
+    def blocking(self) -> list[Change]:
+        """The changes that stop the apply: gated and not confirmed (a protected resource cannot be confirmed)."""
+        return [c for c in self.gated if not self.is_confirmed(c)]
+
+    def is_confirmed(self, change: Change) -> bool:
+        """A gated change let through: confirmable, and its address confirmed."""
+        return change.confirmable and change.address in self.confirmed

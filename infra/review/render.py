@@ -1,0 +1,141 @@
+"""A review as the pull request reads it (Markdown) and as machines read it (JSON: docs/review.schema.json)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from typing import Any
+
+from infra.catalogue import prices
+from infra.review.costs import cost_json, render_costs
+from infra.review.model import Change, StackReview
+
+REVIEW_SCHEMA = "platform-review/1"  # docs/review.schema.json
+
+
+def review_json(review: StackReview) -> dict[str, Any]:
+    """The facts the Markdown review shows, for machines: what changes with its values before and after,
+    what the gate stops (and whether it is confirmed), the accelerator inventory, the costs, what each orchestrator
+    would hold and the security posture. Its shape: docs/review.schema.json."""
+
+    def change(c: Change) -> dict[str, Any]:
+        gate = None
+        if c.blocked:
+            gate = {
+                "why": c.blocked,
+                "confirmable": c.confirmable,
+                "confirmed": review.is_confirmed(c),
+            }
+        return {
+            "action": c.action,
+            "address": c.address,
+            "attributes": list(c.attributes),
+            "replaced_by": list(c.replaced_by),
+            "values": [{"path": p, "before": b, "after": a} for p, b, a in c.values],
+            "gate": gate,
+        }
+
+    def inventory(counts: Counter[tuple[str, str]]) -> list[dict[str, Any]]:
+        return [{"generation": g, "zone": z, "chips": n} for (g, z), n in sorted(counts.items())]
+
+    counts = Counter(c.action for c in review.changes)
+    return {
+        "schema": REVIEW_SCHEMA,
+        "stack": review.stack,
+        "source": review.source,
+        "baseline": review.has_baseline,
+        "counts": {action: counts.get(action, 0) for action in ("create", "update", "replace", "delete")},
+        "changes": [change(c) for c in review.changes],
+        "blocking": [c.address for c in review.blocking],
+        "drift": [change(c) for c in review.drift],
+        "inventory": {"before": inventory(review.inventory_before), "after": inventory(review.inventory_after)},
+        "cost": {"after": cost_json(review.costs_after), "before": cost_json(review.costs_before)},
+        "holdings": [dataclasses.asdict(h) for h in review.holdings],
+        "posture": list(review.posture),
+    }
+
+
+def render(review: StackReview) -> str:
+    lines = [f"# Plan review: {review.stack}", ""]
+    if review.source == "plan":
+        lines += ["Review of a Terraform plan (`terraform show -json`).", ""]
+    else:
+        basis = "against the baseline" if review.has_baseline else "with no baseline: every resource is new"
+        lines += [f"Offline review of the synthesized configuration, {basis}.", ""]
+    counts = Counter(c.action for c in review.changes)
+    lines += ["| action | resources |", "|---|---|"]
+    lines += [f"| {action} | {counts.get(action, 0)} |" for action in ("create", "update", "replace", "delete")]
+    lines.append("")
+    if review.gated:
+        lines += ["## Blocking", "", "The apply stops here until each change below is confirmed for its resource:", ""]
+        for c in review.gated:
+            forced = f" (forced by {', '.join(c.replaced_by)})" if c.replaced_by else ""
+            if not c.confirmable:
+                state = "cannot be confirmed here"
+            elif review.is_confirmed(c):
+                state = "**confirmed**"
+            else:
+                state = f"confirm with `CONFIRM_CHANGE={c.address}`"
+            lines.append(f"- **{c.action}** `{c.address}`{forced}: {c.blocked}; {state}")
+        lines.append("")
+    lines += [
+        "## Accelerator inventory",
+        "",
+        "| accelerator | zone | chips before | chips after | change |",
+        "|---|---|---|---|---|",
+    ]
+    keys = sorted(review.inventory_before.keys() | review.inventory_after.keys())
+    for key in keys:
+        b, a = review.inventory_before.get(key, 0), review.inventory_after.get(key, 0)
+        lines.append(f"| {key[0]} | {key[1]} | {b} | {a} | {a - b:+d} |")
+    if not keys:
+        lines.append("| (none) | | 0 | 0 | +0 |")
+    lines += render_costs(review)
+    lines += ["", "## Resources by type", "", "| type | count |", "|---|---|"]
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(review.types_after.items())]
+    if review.has_baseline:
+        lines += ["", "## Changes", ""]
+        for c in review.changes:
+            attrs = f": {', '.join(c.attributes)}" if c.attributes else ""
+            forced = f" (replacement forced by {', '.join(c.replaced_by)})" if c.replaced_by else ""
+            lines.append(f"- {c.action} `{c.address}`{attrs}{forced}")
+            lines += [f"  - `{path}`: {_shown(b)} \u2192 {_shown(a)}" for path, b, a in c.values[:MAX_VALUES_SHOWN]]
+            if len(c.values) > MAX_VALUES_SHOWN:
+                lines.append(f"  - and {len(c.values) - MAX_VALUES_SHOWN} more")
+        if not review.changes:
+            lines.append("No changes.")
+    if review.holdings:
+        lines += [
+            "",
+            "## GPUs by orchestrator",
+            "",
+            "What each orchestrator would hold at most, and when, and what those machines cost per hour if they were",
+            f"left running: {prices.PRICE_SOURCE};",
+            "flex-start at the on-demand list price (billed up to 53% less), a reservation at the on-demand rate,",
+            "\u2014 where the table has no price.",
+            "",
+            "| orchestrator | machines | GPUs | how | USD/hour if left running |",
+            "|---|---|---|---|---|",
+        ]
+        for h in review.holdings:
+            cost = "\u2014" if h.hourly is None else f"{h.hourly:,.2f}"
+            lines.append(f"| {h.orchestrator} | {h.what} | {h.gpus} | {h.how} | {cost} |")
+        known = [h.hourly for h in review.holdings if h.hourly is not None]
+        total = f"{sum(known):,.2f} (of the priced groups)" if known else "\u2014"
+        lines.append(f"| total | | {sum(h.gpus for h in review.holdings)} | | {total} |")
+    if review.posture:
+        lines += ["", "## Security posture", "", *review.posture]
+    if review.drift:
+        lines += ["", "## Drift", "", "Changed outside Terraform since the last apply:", ""]
+        lines += [f"- {c.action} `{c.address}`: {', '.join(c.attributes) or 'changed'}" for c in review.drift]
+    return "\n".join(lines) + "\n"
+
+
+MAX_VALUES_SHOWN = 12
+
+
+def _shown(value: Any) -> str:
+    """A value as the review shows it: JSON, cut at 80 characters."""
+    text = "(none)" if value is None else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
