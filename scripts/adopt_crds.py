@@ -1,8 +1,8 @@
 """Before a deploy: the controllers' crds/ CRDs already in the cluster made the releases' own, once.
 
 A chart's crds/ files are installed by Helm on the first install and belong to no release. The platform now
-applies them as part of the release (infra/delivery/crd_postrender.py), and Helm refuses to take over an object that lacks
-its ownership marks ("invalid ownership metadata"): the label app.kubernetes.io/managed-by=Helm and the
+applies them as part of the release (infra/delivery/crd_postrender.py), and Helm refuses to take over an object that
+lacks its ownership marks ("invalid ownership metadata"): the label app.kubernetes.io/managed-by=Helm and the
 annotations meta.helm.sh/release-name and meta.helm.sh/release-namespace (Helm 3.2's adoption of existing
 resources). So, where the cluster exists, each pinned crds/ CRD that is there without them gets them; one that
 another release owns stops the deploy. On a new project (no cluster yet) there is nothing to adopt.

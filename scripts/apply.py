@@ -47,8 +47,8 @@ from typing import Any
 from infra.config import ConfigError, Environment, environments_dir
 from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
-from infra.synth.load import load_environment
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
+from infra.synth.load import load_environment
 
 NOT_APPROVED = 4
 NOT_CONFIRMED = 5

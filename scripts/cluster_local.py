@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 
 from infra.config import ConfigError
-from infra.synth.load import load_named
 from infra.localcluster.build import BuildError, build_all
 from infra.localcluster.cluster import Cluster, ClusterError
+from infra.synth.load import load_named
 
 DEFAULT_DIR = Path(".cache/cluster-local")
 

@@ -25,12 +25,12 @@ from pathlib import Path
 
 from infra.config import ConfigError
 from infra.delivery.apply_paths import unresolved
-from infra.synth.load import load_named
 from infra.localcluster.apply import ApplyError, LocalApply, run_helm
 from infra.localcluster.build import BuildError
 from infra.localcluster.cluster import Cluster, ClusterError
 from infra.localcluster.manifests import UnsupportedResource
 from infra.localcluster.verdicts import Verdicts, collect, undecided
+from infra.synth.load import load_named
 
 
 def gate(stack: dict[str, object]) -> list[str]:
@@ -42,8 +42,8 @@ def gate(stack: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from infra.synth.app import synth
     from infra.constructs.releases import REPO
+    from infra.synth.app import synth
 
     parser = argparse.ArgumentParser(prog="python -m scripts.deploy_local", description=__doc__.split("\n\n")[0])
     parser.add_argument("env")

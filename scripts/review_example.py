@@ -16,10 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.synth.app import synth
 from infra.config import ConfigError
-from infra.synth.load import load_environment
 from infra.review import write_reviews
+from infra.synth.app import synth
+from infra.synth.load import load_environment
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "infra" / "environments" / "dev.yaml"

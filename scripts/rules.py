@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from infra.config import ConfigError, environments_dir
-from infra.synth.load import load_all
 from infra.rules.run import Report, run
+from infra.synth.load import load_all
 
 
 def table() -> str:

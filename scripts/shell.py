@@ -24,9 +24,9 @@ from pathlib import Path
 
 from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, environments_dir
-from infra.synth.load import load_planned
 from infra.shell import GeneratedScript, generated_scripts, pinned
 from infra.shell.charts import rendered_scripts
+from infra.synth.load import load_planned
 
 
 def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], int]:

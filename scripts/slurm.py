@@ -22,11 +22,11 @@ import yaml
 from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT, GOOGLE_PROVIDER_VERSION, PACKER_VERSION, TERRAFORM_VERSION
 from infra.catalogue.gcp_apis import PLATFORM_APIS
 from infra.config import ConfigError, Environment, environments_dir
-from infra.synth.load import load_planned
 from infra.slurm import interfaces
 from infra.slurm.blueprint import blueprint, deployment
 from infra.slurm.jobs import jobs
 from infra.slurm.validate import Report, Versions, validate
+from infra.synth.load import load_planned
 
 VERSIONS = Versions(
     terraform=TERRAFORM_VERSION,

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ConfigError, Environment, environments_dir
-from infra.synth.load import load_all, load_planned
 from infra.rules import rules_for
 from infra.rules.request_subject import RequestContext, write_checked
+from infra.synth.load import load_all, load_planned
 from infra.vertex.job import custom_job, endpoint, job_names, parent
 
 ORIGIN = {"nccl-test": "vertex.nccl_test", "train": "vertex.training"}

@@ -23,11 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.config import api_types
-from infra.config import ConfigError, Environment, environments_dir
-from infra.synth.load import load_all, load_planned
+from infra.config import ConfigError, Environment, api_types, environments_dir
 from infra.rules import rules_for
 from infra.rules.request_subject import RequestContext, write_checked
+from infra.synth.load import load_all, load_planned
 from infra.vms.bulk import bulk_insert
 from infra.vms.instance import group_name, startup_script, vm_names
 

@@ -21,7 +21,7 @@ import pytest
 from infra.config import ENVIRONMENTS_DIR, ConfigError
 from infra.synth.load import load_all, load_environment
 from scripts.plan import main as plan_main
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.in_process import run_main
 
 DEV = (ENVIRONMENTS_DIR / "dev.yaml").read_text()

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from infra.synth.app import shared_state_buckets, synth_bootstrap
 from infra.config import environments_dir
 from infra.constructs.bootstrap import DEPLOYER_ROLES, attribute_condition, deployer_role
+from infra.synth.app import shared_state_buckets, synth_bootstrap
 from infra.synth.load import load_all
 
 REPO = Path(__file__).resolve().parents[1]

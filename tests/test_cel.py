@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import one_of_kind
-from tests.test_charts import needs_crds, rendered
+from tests.helpers import needs_crds, one_of_kind, rendered
 from workloads.charts.cel import evaluate, rule_counts
 from workloads.charts.check import ChartCheckError, crd_openapi, validate
 

@@ -14,33 +14,11 @@ import yaml
 
 from infra.catalogue.images import image_name, image_users
 from infra.rules import containers, pod_templates, where
-from tests.conftest import REPO, of_type
+from tests.helpers import REPO, needs_crds, of_type, release_values, rendered
 from workloads.charts.check import ChartCheckError, lint, render, validate
-from workloads.charts.crds import available
 from workloads.constants import RAY_VERSION
 
-# Strict validation of custom resources needs the pinned upstream schemas (`make crds`). Outside CI a
-# clone without them skips these tests and says so; in CI (CI=true) nothing is skipped: they fail.
-IN_CI = os.environ.get("CI") == "true"
-needs_crds = pytest.mark.skipif(
-    not IN_CI and not available(), reason="pinned upstream CRD schemas not available: run `make crds`"
-)
 CHART_DIRS = sorted(p.parent for p in (REPO / "workloads" / "charts").glob("*/Chart.yaml"))
-
-
-def release_values(stack: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(release, values) of the Helm release `name` in a synthesized stack."""
-    release = next(r for r in of_type(stack, "helm_release").values() if r["name"] == name)
-    return release, json.loads(release["values"][0])
-
-
-def rendered(stack: dict[str, Any], release: str) -> list[dict[str, Any]]:
-    """The objects of the Helm release `release` of a synthesized stack, each validated strictly."""
-    found, values = release_values(stack, release)
-    objects = render(found["chart"].rsplit("/", 1)[-1], values, name=found["name"], namespace=found["namespace"])
-    for obj in objects:
-        validate(obj)
-    return objects
 
 
 @pytest.fixture(scope="module")

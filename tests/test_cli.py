@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from scripts import cli
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 PLATFORM = Path(sys.executable).with_name("platform")
 

@@ -14,7 +14,7 @@ import yaml
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.synth.load import load_all, load_environment
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 

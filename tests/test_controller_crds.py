@@ -25,7 +25,7 @@ import yaml
 from infra.catalogue.controller_crds import CRD_SETS, KEEP_ANNOTATION, REPOSITORIES, crd_changes, crd_set
 from infra.catalogue.controllers import CONTROLLERS
 from infra.delivery.crd_postrender import PostRenderError, render
-from tests.conftest import REPO, of_type
+from tests.helpers import REPO, of_type
 
 MIRRORS = Path(os.environ.get("PLATFORM_UPSTREAM_MIRRORS", "/work/.mirror"))
 

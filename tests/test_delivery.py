@@ -18,9 +18,9 @@ import yaml
 from infra.config import ConfigError
 from infra.delivery.images import plan_build
 from infra.delivery.promote import PromotionError, promote
-from infra.synth.load import load_environment
 from infra.review import PlanFormatError, render, review_plan
-from tests.conftest import REPO
+from infra.synth.load import load_environment
+from tests.helpers import REPO
 
 PLANS = REPO / "tests" / "fixtures" / "plans"
 DIGEST = "sha256:" + "ab" * 32

@@ -3,7 +3,7 @@
 Stand-ins for terraform (a deploy plans, gates and applies the stack it synthesized once, in that folder) and
 the cdktf CLI (a destroy runs `cdktf destroy --skip-synth --output <it>`) record how they were called and keep
 the stack they applied, so the test sees exactly the stack a real deploy would apply. The deploy runs in the
-test's process (`_run`), as `python -m scripts.deploy` would, its output and its children's captured at the file
+test's process (`run_deploy`), as `python -m scripts.deploy` would, its output and its children's captured at the file
 descriptors: the provider bindings load once per test process.
 """
 
@@ -13,301 +13,39 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infra.catalogue.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
-from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
 from infra.delivery import apply_paths
-from scripts import deploy
-from tests.conftest import REPO
-from tests.in_process import run_main
-
-STAND_IN = """
-import json, os, shutil, subprocess, sys
-from tests.stand_ins import HELM_OPENS
-out = os.environ["STAND_IN_DIR"]
-argv = sys.argv[1:]
-given = argv[argv.index("--output") + 1] if "--output" in argv else None
-record = {"argv": [a if a != given else "<output>" for a in argv]}
-with open(os.path.join(out, "calls.jsonl"), "a") as f:
-    f.write(json.dumps(record) + "\\n")
-with open(os.path.join(out, "order.log"), "a") as f:
-    f.write("cdktf " + " ".join(record["argv"]) + "\\n")
-if argv[0] in ("deploy", "destroy"):
-    # --skip-synth: cdktf applies the stack in --output as it is; kept where the test reads what was applied.
-    stack_dir = os.path.join(given or "", "stacks", argv[1])
-    if "--skip-synth" not in argv or not os.path.isfile(os.path.join(stack_dir, "cdk.tf.json")):
-        sys.exit("cdktf stand-in: expected --skip-synth --output <a synthesized cdktf.out>")
-    # cdktf runs Terraform in the stack's folder: what the real apply could not open fails here too.
-    done = subprocess.run([sys.executable, "-c", HELM_OPENS, stack_dir], capture_output=True, text=True)
-    if done.returncode:
-        sys.exit("cdktf stand-in: " + done.stderr)
-    shutil.rmtree(os.path.join(out, "cdktf.out"), ignore_errors=True)
-    shutil.copytree(given, os.path.join(out, "cdktf.out"))
-"""
-
-# cdktf destroys the stack the command synthesized once (and the preflight checked), without running the app again.
-SKIP_SYNTH = ["--skip-synth", "--output", "<output>"]
-
-# terraform's stand-in, run in the stack's folder (scripts/apply.py): records each call, opens what the helm provider
-# opens at plan, writes the plan file, shows a plan with no change to the gate, and on apply of that file keeps the
-# stack it applied where the test reads it (cdktf.out/stacks/<stack>/cdk.tf.json).
-TERRAFORM = """
-import json, os, shutil, subprocess, sys
-from tests.stand_ins import HELM_OPENS
-out = os.environ["STAND_IN_DIR"]
-argv = sys.argv[1:]
-stack = os.path.basename(os.getcwd())
-with open(os.path.join(out, "calls.jsonl"), "a") as f:
-    f.write(json.dumps({"terraform": argv, "stack": stack}) + "\\n")
-with open(os.path.join(out, "order.log"), "a") as f:
-    f.write("terraform " + " ".join(argv) + "\\n")
-if argv[0] == "plan":
-    done = subprocess.run([sys.executable, "-c", HELM_OPENS], capture_output=True, text=True)
-    if done.returncode:
-        sys.exit("terraform stand-in: " + done.stderr)
-    open(argv[-1].split("=", 1)[1], "w").write("saved plan")
-elif argv[0] == "show":
-    print(json.dumps({"format_version": "1.2", "resource_changes": []}))
-elif argv[0] == "apply":
-    if not os.path.isfile(argv[-1]):
-        sys.exit("terraform stand-in: no plan file " + argv[-1])
-    shutil.rmtree(os.path.join(out, "cdktf.out"), ignore_errors=True)
-    os.makedirs(os.path.join(out, "cdktf.out", "stacks", stack))
-    shutil.copy("cdk.tf.json", os.path.join(out, "cdktf.out", "stacks", stack))
-"""
-
-
-def _applied(stack: str) -> dict[str, Any]:
-    """The last call of a deploy: terraform applying the plan file it gated."""
-    return {"terraform": ["apply", "-input=false", "-no-color", "plan.tfplan"], "stack": stack}
-
-
-# gcluster's stand-in: records its arguments and the blueprint it was given (as `gcluster deploy` reads it).
-GCLUSTER = """
-import json, os, sys
-if sys.argv[1:] == ["--version"]:  # the preflight's question, as the pinned build answers it
-    sys.exit(print("Built from: main, commit: 079cf8349a96cfd433cb89945bc467af21818424"))
-out = os.environ["STAND_IN_DIR"]
-record = {"gcluster": sys.argv[1:]}
-if sys.argv[1] in ("deploy", "create"):
-    record["blueprint_exists"] = os.path.exists(sys.argv[2])
-with open(os.path.join(out, "gcluster.jsonl"), "a") as f:
-    f.write(json.dumps(record) + "\\n")
-sys.exit(int(os.environ.get("GCLUSTER_EXIT", "0")))
-"""
-
-
-# `python -m scripts.vms`'s stand-in: records its arguments (`down --env <env> --group <group>`).
-VMS = """
-import json, os, sys
-with open(os.path.join(os.environ["STAND_IN_DIR"], "vms.jsonl"), "a") as f:
-    f.write(json.dumps({"vms": sys.argv[1:]}) + "\\n")
-sys.exit(int(os.environ.get("VMS_EXIT", "0")))
-"""
-
-
-# gcloud's stand-in: records its arguments (order.log) and answers from cloud.json, which the kubectl stand-in
-# shares: APIs not yet usable for a number of probes, the cluster's credentials, and what GKE's Gateway controller
-# built (listed until the Gateway is deleted, then for `lag` more rounds, as GKE takes a while to clean up).
-GCLOUD = """
-import json, os, sys
-out = os.environ["STAND_IN_DIR"]
-with open(os.path.join(out, "order.log"), "a") as f:
-    f.write("gcloud " + " ".join(sys.argv[1:]) + "\\n")
-path = os.path.join(out, "cloud.json")
-state = json.load(open(path)) if os.path.exists(path) else {}
-args = sys.argv[1:]
-key = " ".join(args[:2])
-def save():
-    json.dump(state, open(path, "w"))
-if key == "services enable":
-    sys.exit(0)
-if key == "container clusters" and args[2] == "get-credentials":
-    state["kubeconfig"] = os.environ.get("KUBECONFIG"); save()
-    sys.exit(state.get("credentials_exit", 0))
-left = state.setdefault("not_yet", {})
-if left.get(key, 0) > 0:
-    left[key] -= 1; save()
-    print("ERROR: (gcloud) PERMISSION_DENIED: API has not been used in project before or it is disabled. "
-          "reason: SERVICE_DISABLED", file=sys.stderr)
-    sys.exit(1)
-if args[0] == "compute" and args[2] == "list" and "service-name" in " ".join(args):
-    if not state.get("svc_deleted"):
-        print("\\n".join(state.get("svc_lb", {}).get(args[1], [])))
-    sys.exit(0)
-if args[0] == "compute" and args[2] == "list":
-    gone = state.get("deleted") and state.get("lag", 0) <= 0
-    if args[1] == "network-endpoint-groups":
-        if state.get("deleted"):
-            state["lag"] = state.get("lag", 0) - 1; save()
-        if not gone:
-            print("\\n".join(n + " " + z for n, z in state.get("negs", [])))
-        sys.exit(0)
-    if not gone:
-        print("\\n".join(state.get("lb", {}).get(args[1], [])))
-    sys.exit(0)
-sys.exit(0)
-"""
-
-KUBECTL = """
-import json, os, sys
-out = os.environ["STAND_IN_DIR"]
-with open(os.path.join(out, "order.log"), "a") as f:
-    f.write("kubectl " + " ".join(sys.argv[1:]) + " KUBECONFIG=" + os.environ.get("KUBECONFIG", "") + "\\n")
-path = os.path.join(out, "cloud.json")
-state = json.load(open(path)) if os.path.exists(path) else {}
-args = sys.argv[1:]
-if args[:3] == ["get", "namespace", "kube-system"]:
-    print("6f1c2a9e-uid")
-elif args[:2] == ["get", "gateway"]:
-    if not state.get("deleted") and state.get("lb"):
-        lb = state["lb"]
-        print(json.dumps({"metadata": {"annotations": {
-            "networking.gke.io/forwarding-rules": ", ".join(
-                "/projects/1/regions/us-east5/forwardingRules/" + n for n in lb["forwarding-rules"]),
-            "networking.gke.io/target-http-proxies": ", ".join(lb["target-http-proxies"]),
-            "networking.gke.io/url-maps": ", ".join(lb["url-maps"]),
-            "networking.gke.io/backend-services": ", ".join(lb["backend-services"]),
-            "networking.gke.io/health-checks": ", ".join(lb["health-checks"]),
-            "networking.gke.io/firewalls": ", ".join(lb["firewall-rules"]),
-            "networking.gke.io/last-reconcile-time": "Thursday, 26-Nov-26 01:00:00 UTC"}}}))
-elif args[:2] == ["get", "servicenetworkendpointgroups"]:
-    items = [{"status": {"networkEndpointGroups": [
-        {"selfLink": "https://www.googleapis.com/compute/v1/projects/p/zones/" + z + "/networkEndpointGroups/" + n}
-        for n, z in state.get("negs", [])]}}]
-    print(json.dumps({"items": [] if state.get("deleted") else items}))
-elif args[:2] == ["get", "crd"]:
-    crd = state.get("crds", {}).get(args[2])
-    if crd is not None:
-        print(json.dumps({"metadata": {"name": args[2], "annotations": crd}}))
-elif args[0] in ("label", "annotate"):
-    pass
-elif args[:2] == ["delete", "service"]:
-    state["svc_deleted"] = True
-    json.dump(state, open(path, "w"))
-elif args[0] == "delete":
-    state["deleted"] = True
-    json.dump(state, open(path, "w"))
-"""
-
-# What GKE's Gateway controller builds for dev's Inference Gateway (ml-serving/serve-llama70b-vllm).
-GKE_LB = {
-    "forwarding-rules": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-h2kz0x8d1c9v"],
-    "target-http-proxies": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-h2kz0x8d1c9v"],
-    "url-maps": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-h2kz0x8d1c9v"],
-    "backend-services": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-8000-m1d2"],
-    "health-checks": ["gkegw1-3k2f-ml-serving-serve-llama70b-vllm-8000-m1d2"],
-    "firewall-rules": ["gkegw1-3k2f-l7-ml-platform-dev-vpc"],
-}
-GKE_NEGS = [["k8s1-6f1c2a9e-ml-serving-serve-llama70b-vllm-8000-5c1a2b3d", "us-east5-b"]]
-
-
-def _cloud(tmp_path: Path, **state: Any) -> None:
-    (tmp_path / "cloud.json").write_text(json.dumps(state))
-
-
-def _order(tmp_path: Path) -> list[str]:
-    path = tmp_path / "order.log"
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def _tools(tmp_path: Path, terraform: str = TERRAFORM_VERSION, packer: str = PACKER_VERSION) -> Path:
-    """A PATH directory with terraform and packer that answer `version` as the real ones do."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    tools = (("terraform", f"Terraform v{terraform}"), ("packer", f"Packer v{packer}"))
-    for tool, line in (*tools, ("gke-gcloud-auth-plugin", "Kubernetes v1.30.0+stand-in")):
-        script = bin_dir / tool
-        script.write_text(f"#!/bin/sh\necho '{line}'\n")
-        script.chmod(0o755)
-    return bin_dir
-
-
-# The preflight's answers: every API on, every permission held, quota for every pool (tests/test_preflight.py
-# holds a deploy to each failure), and credentials a login would have left (never used: the answers are recorded).
-PREFLIGHT_ANSWERS = REPO / "tests" / "fixtures" / "preflight" / "granted"
-ADC = {
-    "type": "authorized_user",
-    "client_id": "test.apps.googleusercontent.com",
-    "client_secret": "s",
-    "refresh_token": "r",
-}
-
-
-def _run(
-    args: list[str], tmp_path: Path, envs_dir: Path = ENVIRONMENTS_DIR, **extra: str
-) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "adc.json").write_text(json.dumps(ADC))
-    stand_in = tmp_path / "cdktf_stand_in.py"
-    stand_in.write_text(STAND_IN)
-    terraform = tmp_path / "terraform_stand_in.py"
-    terraform.write_text(TERRAFORM)
-    gcluster = tmp_path / "gcluster_stand_in.py"
-    gcluster.write_text(GCLUSTER)
-    vms = tmp_path / "vms_stand_in.py"
-    vms.write_text(VMS)
-    stand_ins = {}
-    for name, text in (("gcloud", GCLOUD), ("kubectl", KUBECTL)):
-        (tmp_path / f"{name}_stand_in.py").write_text(text)
-        stand_ins[name] = f"{sys.executable} {tmp_path / f'{name}_stand_in.py'}"
-    bin_dir = tmp_path / "bin" if (tmp_path / "bin").exists() else _tools(tmp_path)
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "PLATFORM_CDKTF": f"{sys.executable} {stand_in}",
-        "PLATFORM_TERRAFORM": f"{sys.executable} {terraform}",
-        "PLATFORM_GCLUSTER": f"{sys.executable} {gcluster}",
-        "PLATFORM_VMS": f"{sys.executable} {vms}",
-        "PLATFORM_GCLOUD": stand_ins["gcloud"],
-        "PLATFORM_KUBECTL": stand_ins["kubectl"],
-        "PLATFORM_API_POLL": "0",
-        "PLATFORM_TEARDOWN_POLL": "0",
-        "STAND_IN_DIR": str(tmp_path),
-        "PLATFORM_ENVIRONMENTS_DIR": str(envs_dir),
-        "PLATFORM_PREFLIGHT_ANSWERS": str(PREFLIGHT_ANSWERS),
-        "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "adc.json"),
-        **extra,
-    }
-    work = tmp_path / "work"
-    work.mkdir(exist_ok=True)
-    return run_main(deploy.main, args, env={**env, "PYTHONPATH": str(REPO)}, cwd=work)
-
-
-def _calls(tmp_path: Path, tool: str = "calls") -> list[dict[str, Any]]:
-    path = tmp_path / f"{tool}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _releases(tmp_path: Path, env: str) -> set[str]:
-    stack = json.loads((tmp_path / "cdktf.out" / "stacks" / f"platform-{env}" / "cdk.tf.json").read_text())
-    return {r["name"] for r in stack["resource"]["helm_release"].values()}
-
-
-def _built(tmp_path: Path) -> Path:
-    """The environments after `make image` pinned every image of dev (digests no longer zero)."""
-    envs = tmp_path / "envs"
-    envs.mkdir()
-    for path in ENVIRONMENTS_DIR.glob("*.yaml"):
-        (envs / path.name).write_text(path.read_text().replace(PLACEHOLDER_DIGEST, "sha256:" + "ab" * 32))
-    return envs
+from tests.deploy_harness import (
+    GKE_LB,
+    GKE_NEGS,
+    SKIP_SYNTH,
+    applied,
+    built_environments,
+    cloud_state,
+    recorded_calls,
+    recorded_order,
+    run_deploy,
+    stack_releases,
+    tools_on_path,
+)
+from tests.helpers import REPO
 
 
 def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
     # 0. A plain deploy with unbuilt images is refused, naming the sequence.
-    refused = _run(["deploy", "dev"], tmp_path)
+    refused = run_deploy(["deploy", "dev"], tmp_path)
     assert refused.returncode == 2
     unbuilt = "checkpoint-converter, server, trainer, trainer-gpu, vllm-tpu"
     assert f"{unbuilt} still at the placeholder digest" in refused.stderr
     assert "1. make deploy-infra ENV=dev" in refused.stderr
     assert "2. make images ENV=dev" in refused.stderr and "3. make deploy ENV=dev" in refused.stderr
-    assert _calls(tmp_path) == []
+    assert recorded_calls(tmp_path) == []
     # 1. Infrastructure first: every release that runs an unbuilt image is left out, the registry is not.
-    first = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
+    first = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     left_out = (
         "gpu-training, ray-training, serve-canary, serve-llama405b, serve-llama70b-disagg, serve-llama70b-vllm, "
@@ -315,26 +53,26 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
     )
     said = re.search(r"left out until their images are built: (.*)", first.stdout)
     assert said and sorted(said[1].split(", ")) == left_out.split(", ")
-    assert _calls(tmp_path)[-1] == _applied("platform-dev")
-    releases = _releases(tmp_path, "dev")
+    assert recorded_calls(tmp_path)[-1] == applied("platform-dev")
+    releases = stack_releases(tmp_path, "dev")
     assert "ray-training" not in releases and "serve-llama405b" not in releases
     assert {"jobset", "kueue", "lws", "kueue-queues", "nccl-test", "serve-saxml"} <= releases
     stack = json.loads((tmp_path / "cdktf.out" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
     assert stack["resource"]["google_artifact_registry_repository"], "the registry images are pushed to"
     # 2. `make image` pins the digests (here: written directly). 3. Deploy everything.
-    done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
+    done = run_deploy(["deploy", "dev", "--auto-approve"], tmp_path, built_environments(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path)[-1] == _applied("platform-dev")
-    assert {"ray-training", "serve-llama405b", "serve-canary", "gpu-training"} <= _releases(tmp_path, "dev")
+    assert recorded_calls(tmp_path)[-1] == applied("platform-dev")
+    assert {"ray-training", "serve-llama405b", "serve-canary", "gpu-training"} <= stack_releases(tmp_path, "dev")
 
 
 def test_dry_runs_change_nothing(tmp_path: Path) -> None:
-    done = _run(["deploy", "dev", "--infra-only", "--dry-run"], tmp_path)
+    done = run_deploy(["deploy", "dev", "--infra-only", "--dry-run"], tmp_path)
     assert done.returncode == 0
     assert "platform-dev: left out until their images are built: ray-training, " in done.stdout
     would = re.findall(r"^dry run, would run \(in \S+/stacks/platform-dev\): .*?_stand_in\.py (\w+)", done.stdout, re.M)
     assert would == ["init", "plan", "show", "apply"], done.stdout
-    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == []
+    assert recorded_calls(tmp_path) == [] and recorded_calls(tmp_path, "gcluster") == []
     assert not (tmp_path / "work" / "cdktf.out").exists(), "a dry run writes nothing"
 
 
@@ -342,30 +80,30 @@ def test_make_deploy_goes_through_the_gate_and_asks_before_it_applies(tmp_path: 
     """Issue 35, finding 3: `make deploy` ran `cdktf deploy` with no gate, the one route past it. Now every deploy
     plans to a file, gates it and applies that file; without --auto-approve only after a typed "yes", and where
     nothing can answer (no terminal) it applies nothing."""
-    done = _run(["deploy", "dev", "--infra-only"], tmp_path)
+    done = run_deploy(["deploy", "dev", "--infra-only"], tmp_path)
     assert done.returncode == 5, done.stderr[-2000:]
     assert "not applied: nothing here can answer whether to apply the plan above" in done.stderr
-    calls = [c["terraform"][0] for c in _calls(tmp_path) if "terraform" in c]
+    calls = [c["terraform"][0] for c in recorded_calls(tmp_path) if "terraform" in c]
     assert calls == ["init", "plan", "show"], "planned and gated, not applied"
-    assert not any("argv" in c for c in _calls(tmp_path)), "no cdktf deploy"
+    assert not any("argv" in c for c in recorded_calls(tmp_path)), "no cdktf deploy"
 
 
 def test_destroy_shows_what_goes_and_needs_the_stack_name_typed(tmp_path: Path) -> None:
-    refused = _run(["destroy", "dev"], tmp_path)
+    refused = run_deploy(["destroy", "dev"], tmp_path)
     assert refused.returncode == 3
     assert re.search(r"platform-dev: destroy would remove \d+ resources:", refused.stdout)
     assert "stateful: google_container_cluster ml-platform-dev" in refused.stdout
     assert "stateful: google_storage_bucket acme-ml-platform-dev-checkpoints" in refused.stdout
     assert "not confirmed: pass CONFIRM=platform-dev" in refused.stderr
     assert "nothing was changed" in refused.stderr
-    assert _calls(tmp_path) == []
-    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    assert recorded_calls(tmp_path) == []
+    done = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]
+    assert recorded_calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]
 
 
 def test_destroy_refuses_prod_and_every_protected_resource(tmp_path: Path) -> None:
-    refused = _run(["destroy", "prod", "--confirm", "platform-prod", "--dry-run"], tmp_path)
+    refused = run_deploy(["destroy", "prod", "--confirm", "platform-prod", "--dry-run"], tmp_path)
     assert refused.returncode == 3
     assert "protected: google_container_cluster ml-platform-prod (set cluster.deletion_protection: false" in (
         refused.stderr
@@ -374,7 +112,7 @@ def test_destroy_refuses_prod_and_every_protected_resource(tmp_path: Path) -> No
         refused.stderr
     )
     assert "protected: google_artifact_registry_repository" in refused.stderr
-    assert _calls(tmp_path) == []
+    assert recorded_calls(tmp_path) == []
 
 
 @pytest.mark.slow
@@ -391,10 +129,10 @@ def test_make_destroy_prod_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_slurm_cluster_is_deployed_after_the_stack_with_the_pinned_tools(tmp_path: Path) -> None:
-    done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
+    done = run_deploy(["deploy", "dev", "--auto-approve"], tmp_path, built_environments(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path)[-1] == _applied("platform-dev")
-    (gcluster,) = _calls(tmp_path, "gcluster")
+    assert recorded_calls(tmp_path)[-1] == applied("platform-dev")
+    (gcluster,) = recorded_calls(tmp_path, "gcluster")
     folder = "cdktf.out/slurm/dev"
     assert gcluster == {
         "gcluster": [
@@ -409,18 +147,18 @@ def test_the_slurm_cluster_is_deployed_after_the_stack_with_the_pinned_tools(tmp
 def test_a_deploy_with_the_wrong_terraform_or_packer_is_refused_before_anything_is_applied(tmp_path: Path) -> None:
     # Issue 27, item 6: Terraform was checked only before gcluster, after the platform stack was applied with
     # whatever Terraform was on PATH (1.11.4 where 1.12.2 is pinned); packer likewise.
-    _tools(tmp_path, terraform="1.11.4", packer="1.15.0")
-    done = _run(["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path))
+    tools_on_path(tmp_path, terraform="1.11.4", packer="1.15.0")
+    done = run_deploy(["deploy", "dev", "--auto-approve"], tmp_path, built_environments(tmp_path))
     assert done.returncode == 1, done.stderr[-2000:]
     assert "terraform 1.11.4: the platform pins terraform 1.12.2" in done.stderr
     assert "packer 1.15.0: the platform pins packer 1.15.3" in done.stderr
     assert "error: preflight dev: tools failed; nothing was applied" in done.stderr
-    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == [], "nothing applied"
-    assert _order(tmp_path) == [], "no API enabled either"
+    assert recorded_calls(tmp_path) == [] and recorded_calls(tmp_path, "gcluster") == [], "nothing applied"
+    assert recorded_order(tmp_path) == [], "no API enabled either"
 
 
 def test_a_dry_run_prints_the_slurm_commands_and_skips_the_image_when_asked(tmp_path: Path) -> None:
-    done = _run(["deploy", "dev", "--skip-image", "--dry-run"], tmp_path, _built(tmp_path))
+    done = run_deploy(["deploy", "dev", "--skip-image", "--dry-run"], tmp_path, built_environments(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("dry run, would run")]
     lines = lines[
@@ -430,43 +168,43 @@ def test_a_dry_run_prints_the_slurm_commands_and_skips_the_image_when_asked(tmp_
         "deploy cdktf.out/slurm/dev/blueprint.yaml -d cdktf.out/slurm/dev/deployment.yaml -o "
         "cdktf.out/slurm/dev/gcluster -w --skip image"
     )
-    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == []
+    assert recorded_calls(tmp_path) == [] and recorded_calls(tmp_path, "gcluster") == []
 
 
 def test_destroy_removes_the_slurm_cluster_first_and_stops_if_that_fails(tmp_path: Path) -> None:
-    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    done = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    create, destroy = (c["gcluster"] for c in _calls(tmp_path, "gcluster"))
+    create, destroy = (c["gcluster"] for c in recorded_calls(tmp_path, "gcluster"))
     assert create[0] == "create" and destroy == ["destroy", "cdktf.out/slurm/dev/gcluster/mlp-dev", "--auto-approve"]
-    assert _calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]
+    assert recorded_calls(tmp_path)[-1]["argv"] == ["destroy", "platform-dev", *SKIP_SYNTH, "--auto-approve"]
     failed = tmp_path / "failed"
     failed.mkdir()
-    refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], failed, GCLUSTER_EXIT="1")
+    refused = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], failed, GCLUSTER_EXIT="1")
     assert refused.returncode == 1
     assert "slurm-dev: destroy failed; platform-dev was left as it is" in refused.stderr
-    assert _calls(failed) == [], "the platform stack was not touched"
+    assert recorded_calls(failed) == [], "the platform stack was not touched"
 
 
 def test_destroy_deletes_each_vm_groups_vms_before_the_stack(tmp_path: Path) -> None:
-    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    done = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _calls(tmp_path, "vms") == [{"vms": ["down", "--env", "dev", "--group", "a3mega"]}]
+    assert recorded_calls(tmp_path, "vms") == [{"vms": ["down", "--env", "dev", "--group", "a3mega"]}]
     assert done.stdout.index("vms_stand_in.py down") < done.stdout.index("destroy platform-dev")
     failed = tmp_path / "failed"
     failed.mkdir()
-    refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], failed, VMS_EXIT="1")
+    refused = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], failed, VMS_EXIT="1")
     assert refused.returncode == 1
     assert "VM group a3mega: deleting its VMs failed; platform-dev was left as it is" in refused.stderr
-    assert _calls(failed) == [], "the platform stack was not touched"
+    assert recorded_calls(failed) == [], "the platform stack was not touched"
 
 
 def test_the_first_apply_waits_until_every_api_answers(tmp_path: Path) -> None:
     # Issue 29, finding 3: Service Usage lists an API as enabled minutes before the API stops answering
     # SERVICE_DISABLED, and no resource of the provider retries that answer.
-    _cloud(tmp_path, not_yet={"container clusters": 2, "compute networks": 1})
-    done = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
+    cloud_state(tmp_path, not_yet={"container clusters": 2, "compute networks": 1})
+    done = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    order = _order(tmp_path)
+    order = recorded_order(tmp_path)
     enable = order[0].split()
     assert enable[:3] == ["gcloud", "services", "enable"] and enable[-1] == "--project=acme-ml-platform-dev"
     assert {"container.googleapis.com", "networkservices.googleapis.com", "aiplatform.googleapis.com"} <= set(enable)
@@ -479,37 +217,37 @@ def test_the_first_apply_waits_until_every_api_answers(tmp_path: Path) -> None:
 
 
 def test_an_api_that_never_answers_stops_the_deploy_before_the_apply(tmp_path: Path) -> None:
-    _cloud(tmp_path, not_yet={"container clusters": 99})
-    done = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path, PLATFORM_API_WAIT="0")
+    cloud_state(tmp_path, not_yet={"container clusters": 99})
+    done = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path, PLATFORM_API_WAIT="0")
     assert done.returncode == 1
     assert "still not usable after 0s: container.googleapis.com; nothing was applied" in done.stderr
-    assert _calls(tmp_path) == []
+    assert recorded_calls(tmp_path) == []
 
 
 def test_destroy_lists_what_gke_built_outside_terraform_and_a_dry_run_shows_how_it_goes(tmp_path: Path) -> None:
     # Issue 29, finding 6. Even refused, the summary names it.
-    refused = _run(["destroy", "dev", "--dry-run"], tmp_path)
+    refused = run_deploy(["destroy", "dev", "--dry-run"], tmp_path)
     assert refused.returncode == 3
     assert "platform-dev: and first, what controllers made outside Terraform:" in refused.stdout
     assert (
         "Gateway ml-serving/serve-llama70b-vllm (gke-l7-rilb), its HTTPRoute and InferencePool: GKE's Gateway "
         "controller built its load balancer outside Terraform: forwarding rule, target HTTP proxy, URL map"
     ) in refused.stdout
-    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--dry-run"], tmp_path)
+    done = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--dry-run"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     delete = out.index("delete httproute,gateway,inferencepool serve-llama70b-vllm -n ml-serving --ignore-not-found")
     assert "dry run, would run: gcloud container clusters get-credentials ml-platform-dev --location us-east5" in out
     assert "network-endpoint-groups list --filter 'description~" in out
     assert delete < out.index("destroy platform-dev"), "before the stack (and its network) goes"
-    assert _order(tmp_path) == [], "a dry run runs nothing"
+    assert recorded_order(tmp_path) == [], "a dry run runs nothing"
 
 
 def test_destroy_deletes_the_gateway_and_waits_for_gke_to_remove_its_load_balancer_first(tmp_path: Path) -> None:
-    _cloud(tmp_path, lb=GKE_LB, negs=GKE_NEGS, lag=2)
-    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    cloud_state(tmp_path, lb=GKE_LB, negs=GKE_NEGS, lag=2)
+    done = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    order = _order(tmp_path)
+    order = recorded_order(tmp_path)
     creds = next(i for i, line in enumerate(order) if "get-credentials ml-platform-dev" in line)
     delete = next(
         i for i, line in enumerate(order) if line.startswith("kubectl delete httproute,gateway,inferencepool")
@@ -532,41 +270,45 @@ def test_destroy_deletes_the_gateway_and_waits_for_gke_to_remove_its_load_balanc
 
 
 def test_destroy_stops_before_the_network_while_gke_leaves_its_load_balancer(tmp_path: Path) -> None:
-    _cloud(tmp_path, lb=GKE_LB, negs=GKE_NEGS, lag=99)
-    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path,
+    cloud_state(tmp_path, lb=GKE_LB, negs=GKE_NEGS, lag=99)
+    done = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path,
                 PLATFORM_TEARDOWN_TIMEOUT="0")  # fmt: skip
     assert done.returncode == 1
     assert "Gateway ml-serving/serve-llama70b-vllm: GKE's load balancer is still there: backend-services: " in (
         done.stderr
     )
     assert "platform-dev was left as it is" in done.stderr
-    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == [] and _calls(tmp_path, "vms") == []
+    assert (
+        recorded_calls(tmp_path) == []
+        and recorded_calls(tmp_path, "gcluster") == []
+        and recorded_calls(tmp_path, "vms") == []
+    )
     # The cluster gone already: nothing can ask GKE to clean up; what its naming finds stops the destroy.
     gone = tmp_path / "gone"
     gone.mkdir()
-    _cloud(gone, lb=GKE_LB, negs=GKE_NEGS, credentials_exit=1)
-    refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], gone)
+    cloud_state(gone, lb=GKE_LB, negs=GKE_NEGS, credentials_exit=1)
+    refused = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], gone)
     assert refused.returncode == 1
     assert "cannot be reached: listing by GKE's naming" in refused.stdout
     assert (
         "forwarding-rules list --project acme-ml-platform-dev --filter name~^gkegw1-.*-ml-serving-serve-llama70b-vllm-"
-        in ("\n".join(_order(gone)))
+        in ("\n".join(recorded_order(gone)))
     )
-    assert not any(line.startswith("kubectl delete") for line in _order(gone))
-    assert _calls(gone) == []
+    assert not any(line.startswith("kubectl delete") for line in recorded_order(gone))
+    assert recorded_calls(gone) == []
 
 
 def test_destroy_deletes_the_load_balancer_services_and_waits_for_their_forwarding_rules(tmp_path: Path) -> None:
     # Saxml's HTTP Service is of type LoadBalancer: GKE builds a passthrough load balancer for it, outside Terraform.
     svc_lb = {"forwarding-rules": ["a1b2c3d4e5f6"], "backend-services": ["k8s2-abc-ml-serving-serve-saxml-http-x1"]}
-    refused = _run(["destroy", "dev", "--dry-run"], tmp_path)
+    refused = run_deploy(["destroy", "dev", "--dry-run"], tmp_path)
     assert "Service ml-serving/serve-saxml-http (type LoadBalancer): GKE built its passthrough load balancer" in (
         refused.stdout
     )
-    _cloud(tmp_path, svc_lb=svc_lb)
-    done = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
+    cloud_state(tmp_path, svc_lb=svc_lb)
+    done = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    order = _order(tmp_path)
+    order = recorded_order(tmp_path)
     delete = next(
         i for i, line in enumerate(order) if line.startswith("kubectl delete service serve-saxml-http -n ml-serving")
     )
@@ -580,22 +322,22 @@ def test_destroy_deletes_the_load_balancer_services_and_waits_for_their_forwardi
     assert "ml-serving/serve-saxml-http: no load balancer left" in done.stdout
     stuck = tmp_path / "stuck"
     stuck.mkdir()
-    _cloud(stuck, svc_lb=svc_lb, credentials_exit=1)
-    refused = _run(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], stuck)
+    cloud_state(stuck, svc_lb=svc_lb, credentials_exit=1)
+    refused = run_deploy(["destroy", "dev", "--confirm", "platform-dev", "--auto-approve"], stuck)
     assert refused.returncode == 1
     assert (
         "Service ml-serving/serve-saxml-http: GKE's load balancer is still there: forwarding-rules: a1b2c3d4e5f6"
         in (refused.stderr)
     )
-    assert _calls(stuck) == []
+    assert recorded_calls(stuck) == []
 
 
 def test_a_crd_a_first_install_left_to_no_release_is_made_the_releases_before_the_apply(tmp_path: Path) -> None:
     # JobSet's CRD came from its chart's crds/ on the first install: Helm will not take it over unmarked.
-    _cloud(tmp_path, crds={"jobsets.jobset.x-k8s.io": {"controller-gen.kubebuilder.io/version": "v0.17.2"}})
-    done = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
+    cloud_state(tmp_path, crds={"jobsets.jobset.x-k8s.io": {"controller-gen.kubebuilder.io/version": "v0.17.2"}})
+    done = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    order = _order(tmp_path)
+    order = recorded_order(tmp_path)
     label = next(i for i, line in enumerate(order) if line.startswith("kubectl label crd jobsets.jobset.x-k8s.io"))
     annotate = order[label + 1]
     assert "app.kubernetes.io/managed-by=Helm --overwrite" in order[label]
@@ -608,15 +350,15 @@ def test_a_crd_a_first_install_left_to_no_release_is_made_the_releases_before_th
     # Already the release's: nothing to do. Another release's: the deploy stops.
     owned = tmp_path / "owned"
     owned.mkdir()
-    _cloud(owned, crds={"jobsets.jobset.x-k8s.io": {"meta.helm.sh/release-name": "jobset"}})
-    assert _run(["deploy", "dev", "--infra-only", "--auto-approve"], owned).returncode == 0
-    assert not any(line.startswith(("kubectl label", "kubectl annotate")) for line in _order(owned))
+    cloud_state(owned, crds={"jobsets.jobset.x-k8s.io": {"meta.helm.sh/release-name": "jobset"}})
+    assert run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], owned).returncode == 0
+    assert not any(line.startswith(("kubectl label", "kubectl annotate")) for line in recorded_order(owned))
     other = tmp_path / "other"
     other.mkdir()
-    _cloud(other, crds={"jobsets.jobset.x-k8s.io": {"meta.helm.sh/release-name": "jobset-old"}})
-    refused = _run(["deploy", "dev", "--infra-only", "--auto-approve"], other)
+    cloud_state(other, crds={"jobsets.jobset.x-k8s.io": {"meta.helm.sh/release-name": "jobset-old"}})
+    refused = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], other)
     assert refused.returncode == 1 and "belongs to the Helm release 'jobset-old', not 'jobset'" in refused.stderr
-    assert _calls(other) == []
+    assert recorded_calls(other) == []
 
 
 def test_every_file_a_release_opens_resolves_only_where_the_deploy_synthesizes(
@@ -644,8 +386,8 @@ def test_every_file_a_release_opens_resolves_only_where_the_deploy_synthesizes(
 
 def test_a_deploy_whose_chart_is_missing_stops_before_anything_is_applied(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(apply_paths, "REPO", tmp_path)  # the deploy's folder where the charts are not
-    done = _run(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
+    done = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
     assert done.returncode == 2
     refused = r"error: platform-dev: helm_release\.\S+ \(jobset\): postrender\.binary_path '\.\./\.\./\.\./scripts/"
     assert re.search(refused + r"crd-postrender' resolves to .*, which is not an executable file", done.stderr)
-    assert _calls(tmp_path) == [], "nothing applied"
+    assert recorded_calls(tmp_path) == [], "nothing applied"

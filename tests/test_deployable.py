@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.catalogue.controllers import CONTROLLERS
-from tests.conftest import by_name, of_type, one, one_of_kind
-from tests.test_charts import needs_crds, rendered
+from tests.helpers import by_name, needs_crds, of_type, one, one_of_kind, rendered
 
 
 @needs_crds

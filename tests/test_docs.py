@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 DOCS = REPO / "docs"
 REFERENCE = (DOCS / "reference.md").read_text()

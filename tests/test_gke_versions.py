@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infra.catalogue import gke_versions as gv
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def test_the_calendar_was_checked_within_the_last_120_days() -> None:

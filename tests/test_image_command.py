@@ -14,7 +14,7 @@ import scripts.image
 from infra.delivery import images
 from infra.delivery.images import build_all, load_catalogue, plan_build
 from infra.synth.load import load_environment
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 DIGESTS = {name: "sha256:" + f"{i + 1:02x}" * 32 for i, name in enumerate(sorted(load_catalogue()))}
 

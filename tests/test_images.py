@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 CATALOGUE: dict[str, Any] = yaml.safe_load((REPO / "images" / "images.yaml").read_text())
 HADOLINT = Path(sys.executable).with_name("hadolint")
@@ -158,7 +158,7 @@ def test_an_image_of_a_multi_stage_dockerfile_names_its_stage() -> None:
 
     import yaml
 
-    from tests.conftest import REPO
+    from tests.helpers import REPO
 
     catalogue = yaml.safe_load((REPO / "images" / "images.yaml").read_text())
     for name, entry in catalogue.items():

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 

@@ -16,7 +16,7 @@ from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
 from infra.localcluster import apply, build, manifests, nodes
 from infra.localcluster.cluster import Cluster
 from scripts import deploy_local
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.in_process import run_main
 
 

@@ -12,7 +12,7 @@ from infra.config import Environment
 from infra.slurm.jobs import jobs as slurm_jobs
 from infra.vertex.job import job_names
 from scripts.logs import LogSource, log_sources, main
-from tests.conftest import ENVIRONMENT_NAMES
+from tests.helpers import ENVIRONMENT_NAMES
 
 
 def _declared(env: Environment) -> set[str]:

@@ -96,8 +96,8 @@ def test_an_exclusion_reaches_the_cluster(envs: dict[str, Any], tmp_path: Any) -
     deserialization error: the list of blocks was given as dicts."""
     import json
 
-    from infra.synth.app import synth
     from infra.config.maintenance import Maintenance
+    from infra.synth.app import synth
 
     dev = envs["dev"]
     window = dev.cluster.maintenance.window.model_dump()

@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def test_make_help_lists_every_target() -> None:

@@ -15,7 +15,7 @@ import yaml
 from infra.config import ENVIRONMENTS_DIR
 from infra.delivery.new_env import NewEnvironmentError, place, write_new_environment
 from infra.synth.load import load_environment
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def _environments(tmp_path: Path) -> Path:

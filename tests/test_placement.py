@@ -14,7 +14,7 @@ from infra.rules import RULES
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import stack_releases
 from infra.rules.scheduler import pod_requests, quantity, verdicts
-from tests.conftest import one_of_kind
+from tests.helpers import one_of_kind
 
 # Every pod template the stacks create and the pools that can take it (the same in dev and prod).
 EXPECTED = {

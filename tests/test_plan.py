@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from scripts.plan import main, run_plan, steps
-from tests.conftest import ENVIRONMENT_NAMES, REPO
+from tests.helpers import ENVIRONMENT_NAMES, REPO
 
 
 def _write(path: Path, text: str) -> list[str]:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from infra.config import ENVIRONMENTS_DIR
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def test_make_plan_refuses_a_system_pool_too_small_for_the_pods_that_share_it(tmp_path: Path) -> None:

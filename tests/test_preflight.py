@@ -22,7 +22,7 @@ from infra.catalogue.gcp_apis import platform_apis
 from infra.catalogue.quota_metrics import QuotaMetric
 from infra.config import Environment
 from scripts import preflight
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 GRANTED = REPO / "tests" / "fixtures" / "preflight" / "granted"
 ADC = {
@@ -412,32 +412,39 @@ def test_print_roles_needs_no_credentials_and_gives_the_grant_commands(
 
 
 def test_a_deploy_without_credentials_applies_nothing(tmp_path: Path) -> None:
-    from tests.test_deploy import _built, _calls, _order
-    from tests.test_deploy import _run as deploy
+    from tests.deploy_harness import built_environments, recorded_calls, recorded_order
+    from tests.deploy_harness import run_deploy as deploy
 
     done = deploy(
         ["deploy", "dev", "--auto-approve"],
         tmp_path,
-        _built(tmp_path),
+        built_environments(tmp_path),
         GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "none.json"),
         NO_GCE_CHECK="True",
     )
     assert done.returncode == 1, done.stderr[-2000:]
     assert "gcloud auth application-default login" in done.stderr
     assert "error: preflight dev: credentials failed; nothing was applied" in done.stderr
-    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == [] and _order(tmp_path) == []
+    assert (
+        recorded_calls(tmp_path) == [] and recorded_calls(tmp_path, "gcluster") == [] and recorded_order(tmp_path) == []
+    )
 
 
 def test_a_deploy_short_of_quota_applies_nothing(tmp_path: Path) -> None:
-    from tests.test_deploy import _built, _calls, _order
-    from tests.test_deploy import _run as deploy
+    from tests.deploy_harness import built_environments, recorded_calls, recorded_order
+    from tests.deploy_harness import run_deploy as deploy
 
     answers = tmp_path / "answers"
     shutil.copytree(GRANTED, answers)
     _edit(answers, "region-dev-us-east5.json", _limit("C4_CPUS", 96.0))
     done = deploy(
-        ["deploy", "dev", "--auto-approve"], tmp_path, _built(tmp_path), PLATFORM_PREFLIGHT_ANSWERS=str(answers)
+        ["deploy", "dev", "--auto-approve"],
+        tmp_path,
+        built_environments(tmp_path),
+        PLATFORM_PREFLIGHT_ANSWERS=str(answers),
     )
     assert done.returncode == 1, done.stderr[-2000:]
     assert "short: us-east5 C4_CPUS: pools convert ask for up to 288 vCPUs, the limit is 96" in done.stderr
-    assert _calls(tmp_path) == [] and _calls(tmp_path, "gcluster") == [] and _order(tmp_path) == []
+    assert (
+        recorded_calls(tmp_path) == [] and recorded_calls(tmp_path, "gcluster") == [] and recorded_order(tmp_path) == []
+    )

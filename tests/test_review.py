@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.review import accelerator_inventory, diff, render, review_stack
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def _bucket_id(stack: dict[str, Any], key: str) -> str:

@@ -20,11 +20,11 @@ import yaml
 
 from infra.catalogue.models import MODELS, ModelArch
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
-from infra.synth.load import load_environment
 from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import check_synthesized, stack_releases
-from tests.conftest import ENVIRONMENT_NAMES, REPO, of_type, one_of_kind
+from infra.synth.load import load_environment
+from tests.helpers import ENVIRONMENT_NAMES, REPO, of_type, one_of_kind
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 
@@ -45,14 +45,12 @@ def test_there_are_at_least_40_rules_each_with_a_source_and_a_layer() -> None:
 
 
 def test_every_rule_has_a_failing_example_here() -> None:
-    from tests.test_shell import REFUSED as SCRIPTS
-    from tests.test_vertex import REFUSED as VERTEX_REQUESTS
-    from tests.test_vms import REFUSED as VM_REQUESTS
+    from tests.refused import SCRIPT_REFUSED, VERTEX_REFUSED, VM_REFUSED
 
-    # Request rules fail on their examples in tests/test_vertex.py and tests/test_vms.py, the host rules of
-    # generated scripts in tests/test_shell.py.
-    requests = {case[2] for case in [*VERTEX_REQUESTS.values(), *VM_REQUESTS.values()]}
-    scripts = {case[2] for case in SCRIPTS.values()}
+    # Request rules and the host rules of generated scripts fail on the examples of tests/refused.py (run by
+    # tests/test_vertex.py, tests/test_vms.py and tests/test_shell.py).
+    requests = {case[2] for case in [*VERTEX_REFUSED.values(), *VM_REFUSED.values()]}
+    scripts = {case[2] for case in SCRIPT_REFUSED.values()}
     covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES) | requests | scripts
     assert sorted(set(RULES) - covered) == []
     assert sorted(covered - set(RULES)) == []

@@ -18,7 +18,7 @@ from infra.catalogue.pod_security import PRIVILEGED_CONTAINERS, PRIVILEGED_NAMES
 from infra.constructs.network import HEALTH_CHECK_RANGES
 from infra.review.posture import security_posture
 from infra.rules.run import stack_releases
-from tests.conftest import REPO, of_type
+from tests.helpers import REPO, of_type
 
 
 def _policies(stack: dict[str, Any], namespace: str) -> dict[str, dict[str, Any]]:
@@ -458,8 +458,8 @@ def test_a_new_base_image_by_tag_is_refused(monkeypatch: pytest.MonkeyPatch, tmp
     """The environment rule `make plan` runs at load: a Dockerfile of an image the environment releases that starts
     FROM an image by tag, not in BASE_AWAITING_DIGEST, is refused (naming the Dockerfile and the image)."""
     import infra.catalogue.images as images
-    from infra.synth.load import load_environment
     from infra.rules import RULES
+    from infra.synth.load import load_environment
 
     env = load_environment(REPO / "infra" / "environments" / "dev.yaml")
     rule = RULES["docker.base-images-pinned-by-digest"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 from workloads.server.app import parse_request
 from workloads.server.load import run_load
 

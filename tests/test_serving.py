@@ -16,8 +16,7 @@ import yaml
 from infra.catalogue.accelerators import tpu_slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel
 from infra.synth.load import load_environment
-from tests.conftest import by_name, of_type, one_of_kind
-from tests.test_charts import needs_crds, release_values, rendered
+from tests.helpers import by_name, needs_crds, of_type, one_of_kind, release_values, rendered
 from workloads.charts.check import render
 from workloads.serving import saxml
 

@@ -17,6 +17,7 @@ from infra.rules import RULES
 from infra.shell import GeneratedScript, Pinned, generated_scripts, pinned
 from infra.shell.run import rooted, run_script, shellcheck
 from infra.shell.slurm import PROFILE_KEY
+from tests.refused import SCRIPT_REFUSED
 
 
 def test_the_inventory_holds_every_slurm_script_with_a_known_host(envs: dict[str, Environment]) -> None:
@@ -167,52 +168,12 @@ READ_ONLY_NOEXEC = Host(
     env=(("HOME", "/root"),),
 )
 
-# name -> (script text, host, rule id, what the violation says): each a bad edit the rules refuse.
-REFUSED: dict[str, tuple[str, str, str, str]] = {
-    "gcloud-in-a-prolog": (
-        "gcloud auth configure-docker --quiet us-docker.pkg.dev\n",
-        "ubuntu-2404-slurm-prolog",
-        "host.command-on-path",
-        "gcloud is in /snap/bin, not on the PATH the script runs with there",
-    ),
-    "a-command-the-image-lacks": (
-        "nvidia-ctk runtime configure --runtime=docker\n",
-        "ubuntu-2404-slurm-startup",
-        "host.command-on-path",
-        "the image has no command 'nvidia-ctk'",
-    ),
-    "docker-gpus-without-the-toolkit": (
-        "docker run --rm --gpus all busybox true\n",
-        "ubuntu-2404-slurm-prolog",
-        "host.docker-gpus-needs-toolkit",
-        "the image has no nvidia-container-runtime-hook",
-    ),
-    "a-container-where-userns-is-restricted": (
-        "srun --container-image=nvcr.io#nvidia/pytorch:24.04-py3 true\n",
-        "ubuntu-2404-slurm-job",
-        "host.containers-need-userns",
-        "unprivileged user namespaces are restricted there",
-    ),
-    "a-plugin-on-a-noexec-mount": (
-        "docker run --env=LD_LIBRARY_PATH=/var/lib/tcpxo/lib64 image\nexport LD_LIBRARY_PATH=/home/lib\n",
-        "test-read-only",
-        "host.noexec-path",
-        "is mounted noexec there",
-    ),
-    "configure-docker-under-a-read-only-home": (
-        "docker-credential-gcr configure-docker --registries=us-docker.pkg.dev\necho x > /etc/ro/file\n",
-        "test-read-only",
-        "host.read-only-path",
-        "/root is read-only there: docker-credential-gcr cannot write /root/.docker/config.json",
-    ),
-}
 
-
-@pytest.mark.parametrize("case", sorted(REFUSED))
+@pytest.mark.parametrize("case", sorted(SCRIPT_REFUSED))
 def test_a_script_that_breaks_its_hosts_facts_is_refused_naming_script_fact_and_source(
     case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    text, host, rule_id, fragment = REFUSED[case]
+    text, host, rule_id, fragment = SCRIPT_REFUSED[case]
     monkeypatch.setitem(HOSTS, READ_ONLY_NOEXEC.name, READ_ONLY_NOEXEC)
     script = _script(f"#!/bin/bash\nset -euo pipefail\n{text}", host=host)
     found = RULES[rule_id].run(script)

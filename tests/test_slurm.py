@@ -18,7 +18,6 @@ import yaml
 from infra.catalogue.cluster_toolkit import GOOGLE_PROVIDER_VERSION, PACKER_VERSION, TERRAFORM_VERSION
 from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
 from infra.config import ConfigError, Environment
-from infra.synth.load import load_environment
 from infra.rules import cluster_toolkit as ctk_rules
 from infra.slurm import interfaces
 from infra.slurm.blueprint import blueprint, deployment, nodeset_name
@@ -26,8 +25,9 @@ from infra.slurm.constraints import admits
 from infra.slurm.jobs import jobs
 from infra.slurm.types import conform, parse_type
 from infra.slurm.validate import Versions, validate
+from infra.synth.load import load_environment
 from scripts.slurm import VERSIONS
-from tests.conftest import REPO, by_name, of_type
+from tests.helpers import REPO, by_name, of_type
 
 IN_CI = os.environ.get("CI") == "true"
 needs_interfaces = pytest.mark.skipif(

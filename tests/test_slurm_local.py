@@ -22,7 +22,7 @@ from infra.config import Environment
 from infra.shell.slurm import gcsfuse_mount
 from infra.slurm.blueprint import blueprint
 from infra.slurm.jobs import BatchJob, render, trainer_command, training_job
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.slurm_local import JOB_USER, local_slurm, missing
 
 IN_CI = os.environ.get("CI") == "true"

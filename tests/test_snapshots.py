@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ENVIRONMENT_NAMES
+from tests.helpers import ENVIRONMENT_NAMES
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 

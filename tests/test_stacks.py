@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from infra.synth.app import synth
 from infra.config import Environment
 from infra.review import accelerator_inventory
 from infra.rules.run import check_synthesized
-from tests.conftest import by_name, of_type, one
+from infra.synth.app import synth
+from tests.helpers import by_name, of_type, one
 
 
 def test_every_environment_is_synthesized_as_platform_env(

@@ -13,7 +13,7 @@ import pytest
 
 from infra.catalogue.accelerators import tpu_slice
 from infra.config import Environment
-from tests.conftest import REPO
+from tests.helpers import REPO
 from workloads.trainer.launcher import Placement
 from workloads.trainer.maxtext import maxtext_args
 from workloads.trainer.recipes import Ici, RecipeError, get_recipe, load_recipes

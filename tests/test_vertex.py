@@ -22,13 +22,14 @@ from google.cloud import aiplatform_v1
 from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env, nic_names
 from infra.config import ConfigError, Environment
 from infra.derive.gpu_group import profile
-from infra.synth.load import load_environment
 from infra.rules import check_request
 from infra.rules.request_subject import RequestContext
 from infra.shell import generated_scripts
+from infra.synth.load import load_environment
 from infra.vertex.job import custom_job, job_names
 from scripts.vertex import main, submit, write
-from tests.conftest import REPO, assert_request_refused
+from tests.helpers import REPO, assert_request_refused
+from tests.refused import VERTEX_REFUSED
 from workloads.trainer.discovery import from_vertex
 
 DEV = (REPO / "infra" / "environments" / "dev.yaml").read_text()
@@ -135,100 +136,11 @@ def test_each_capacity_type_becomes_its_scheduling_strategy(capacity: str, strat
 # --- What the types and the rules refuse ---------------------------------------------------------------------
 
 
-def _pool0(r: dict[str, Any]) -> dict[str, Any]:
-    return r["jobSpec"]["workerPoolSpecs"][0]
-
-
-REFUSED = {
-    "a bad accelerator name": (
-        lambda r: _pool0(r)["machineSpec"].update(acceleratorType="NVIDIA_H100_MEGA"),
-        "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType",
-        "vertex.custom-job-types",
-        "google-cloud-aiplatform 2.7.0",
-    ),
-    "a bad scheduling strategy": (
-        lambda r: r["jobSpec"]["scheduling"].update(strategy="DWS"),
-        "jobSpec.scheduling.strategy",
-        "vertex.custom-job-types",
-        "Scheduling",
-    ),
-    "a deprecated strategy": (
-        lambda r: r["jobSpec"]["scheduling"].update(strategy="ON_DEMAND"),
-        "jobSpec.scheduling.strategy",
-        "vertex.scheduling",
-        "schedule-jobs-dws",
-    ),
-    "an enum by number (the parser takes it)": (
-        lambda r: r["jobSpec"]["scheduling"].update(strategy=6),
-        "jobSpec.scheduling.strategy",
-        "vertex.custom-job-types",
-        "aiplatform_v1",
-    ),
-    "a proto field name (the parser takes it)": (
-        lambda r: _pool0(r).update(replica_count=_pool0(r).pop("replicaCount")),
-        "jobSpec.workerPoolSpecs[0].replica_count",
-        "vertex.custom-job-types",
-        "aiplatform_v1",
-    ),
-    "an unknown field": (
-        lambda r: r["jobSpec"].update(workerPoolSpec=[]),
-        "jobSpec.workerPoolSpec",
-        "vertex.custom-job-types",
-        "aiplatform_v1",
-    ),
-    "a duration the parser refuses": (
-        lambda r: r["jobSpec"]["scheduling"].update(timeout="1 day"),
-        "jobSpec.scheduling.timeout",
-        "vertex.custom-job-types",
-        "aiplatform_v1",
-    ),
-    "three primary replicas": (
-        lambda r: _pool0(r).update(replicaCount="3"),
-        "jobSpec.workerPoolSpecs[0].replicaCount",
-        "vertex.worker-pools",
-        "distributed-training",
-    ),
-    "half a machine's GPUs": (
-        lambda r: _pool0(r).update(machineSpec={**_pool0(r)["machineSpec"], "acceleratorCount": 4}),
-        "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorCount",
-        "vertex.machine-accelerators",
-        "a3mega",
-    ),
-    "VPC peering with A3 Mega": (
-        lambda r: r["jobSpec"].update(network="projects/100000000001/global/networks/ml-platform"),
-        "jobSpec.network",
-        "vertex.private-network",
-        "psc-i-egress",
-    ),
-    "a flex-start job longer than 7 days": (
-        lambda r: r["jobSpec"]["scheduling"].update(timeout=f"{8 * 24 * 3600}s"),
-        "jobSpec.scheduling.timeout",
-        "vertex.scheduling",
-        "schedule-jobs-dws",
-    ),
-    "a reservation in another region": (
-        lambda r: _pool0(r).update(
-            machineSpec={
-                **_pool0(r)["machineSpec"],
-                "reservationAffinity": {
-                    "reservationAffinityType": "SPECIFIC_RESERVATION",
-                    "key": "compute.googleapis.com/reservation-name",
-                    "values": ["projects/p/zones/us-central1-a/reservations/r"],
-                },
-            }
-        ),
-        "jobSpec.workerPoolSpecs[0].machineSpec.reservationAffinity.values",
-        "vertex.reservation-affinity",
-        "use-reservations",
-    ),
-}
-
-
-@pytest.mark.parametrize("case", sorted(REFUSED))
+@pytest.mark.parametrize("case", sorted(VERTEX_REFUSED))
 def test_a_bad_request_is_refused_with_file_field_value_and_source(
     case: str, envs: dict[str, Environment], tmp_path: Path
 ) -> None:
-    mutate, field, rule_id, source = REFUSED[case]
+    mutate, field, rule_id, source = VERTEX_REFUSED[case]
     request = copy.deepcopy(custom_job(envs["dev"], "nccl-test"))
     mutate(request)
     assert_request_refused(request, _ctx(envs["dev"]), tmp_path / "nccl-test.json", field, rule_id, source)

@@ -16,7 +16,7 @@ import pytest
 
 from infra.catalogue.models import MODELS
 from infra.config import Environment
-from tests.conftest import REPO
+from tests.helpers import REPO
 from workloads.serving import vllm_args, vllm_local
 
 IN_CI = os.environ.get("CI") == "true"

@@ -21,13 +21,14 @@ from google.cloud import compute_v1
 from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
 from infra.catalogue.hosts import HOSTS
 from infra.config import ConfigError, Environment
-from infra.synth.load import load_environment
 from infra.rules.request_subject import RequestContext
 from infra.shell import generated_scripts
+from infra.synth.load import load_environment
 from infra.vms.bulk import bulk_insert
 from infra.vms.instance import instance_properties, startup_script, vm_names
 from scripts.vms import checked, down_calls, main, run, up_calls, write
-from tests.conftest import REPO, assert_request_refused, by_name, of_type
+from tests.helpers import REPO, assert_request_refused, by_name, of_type
+from tests.refused import VM_REFUSED
 
 DEV = (REPO / "infra" / "environments" / "dev.yaml").read_text()
 
@@ -135,67 +136,11 @@ def test_prods_group_has_its_compact_placement_policy(stacks: dict[str, dict[str
 # --- What the types and the rules refuse ---------------------------------------------------------------------
 
 
-def _props(r: dict[str, Any]) -> dict[str, Any]:
-    return r["instanceProperties"]
-
-
-REFUSED = {
-    "a NIC type the API does not have (the type takes any string)": (
-        lambda r: _props(r)["networkInterfaces"][3].update(nicType="GVNICC"),
-        "instanceProperties.networkInterfaces[3].nicType",
-        "gce.bulk-insert-types",
-        "google-cloud-compute 1.57.0",
-    ),
-    "a provisioning model the API does not have": (
-        lambda r: _props(r)["scheduling"].update(provisioningModel="DWS"),
-        "instanceProperties.scheduling.provisioningModel",
-        "gce.bulk-insert-types",
-        "compute_v1",
-    ),
-    "a duration as a string (Compute Engine's is a message)": (
-        lambda r: _props(r)["scheduling"].update(maxRunDuration="3600s"),
-        "instanceProperties.scheduling.maxRunDuration",
-        "gce.bulk-insert-types",
-        "compute_v1",
-    ),
-    "a proto field name": (
-        lambda r: _props(r).update(machine_type=_props(r).pop("machineType")),
-        "instanceProperties.machine_type",
-        "gce.bulk-insert-types",
-        "compute_v1",
-    ),
-    "fewer VMs than asked for": (
-        lambda r: r.update(minCount="1"),
-        "minCount",
-        "gce.bulk-insert-all-or-nothing",
-        "min_count",
-    ),
-    "live migration of a GPU VM": (
-        lambda r: _props(r)["scheduling"].update(onHostMaintenance="MIGRATE"),
-        "instanceProperties.scheduling.onHostMaintenance",
-        "gce.gpu-vm",
-        "gpudirect",
-    ),
-    "a NIC short": (
-        lambda r: _props(r)["networkInterfaces"].pop(),
-        "instanceProperties.networkInterfaces",
-        "gce.gpu-vm",
-        "gpudirect",
-    ),
-    "a flex-start VM that outlives 7 days": (
-        lambda r: _props(r)["scheduling"].update(maxRunDuration={"seconds": str(8 * 24 * 3600)}),
-        "instanceProperties.scheduling.maxRunDuration",
-        "gce.gpu-vm",
-        "about-flex-start-vms",
-    ),
-}
-
-
-@pytest.mark.parametrize("case", sorted(REFUSED))
+@pytest.mark.parametrize("case", sorted(VM_REFUSED))
 def test_a_bad_request_is_refused_with_file_field_value_and_source(
     case: str, envs: dict[str, Environment], tmp_path: Path
 ) -> None:
-    mutate, field, rule_id, source = REFUSED[case]
+    mutate, field, rule_id, source = VM_REFUSED[case]
     request = copy.deepcopy(bulk_insert(envs["dev"], "a3mega"))
     mutate(request)
     assert_request_refused(request, _ctx(envs["dev"]), tmp_path / "bulk-insert.json", field, rule_id, source)

@@ -20,6 +20,7 @@ from infra.config.base import (
 from infra.config.capacity_checks import capacity_problems
 from infra.config.compute import Cluster, CpuPool, SliceSpec
 from infra.config.delivery import Confirmation, Delivery
+from infra.config.findings import Finding
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.network import Network
 from infra.config.orchestrator_checks import (
@@ -44,7 +45,6 @@ from infra.config.training import Batch, Training
 from infra.config.vertex import Vertex
 from infra.config.vms import VmGroup
 from infra.config.workload_checks import gpu_problems, serving_problems, training_problems
-from infra.config.findings import Finding
 
 
 class Environment(Model):

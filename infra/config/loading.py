@@ -19,8 +19,8 @@ from infra.catalogue.errors import ShapeError
 from infra.catalogue.gcp_names import BUCKET_NAMING, PROJECT_ID
 from infra.config.base import _CrossReferenceError
 from infra.config.environment import Environment
-from infra.config.together import together_problems
 from infra.config.findings import FieldPath, field_path
+from infra.config.together import together_problems
 
 ENVIRONMENTS_DIR = Path(__file__).parent.parent / "environments"
 # An environment file is a few hundred lines (dev.yaml: about 13 kB); anything much larger is a mistake (a pasted

@@ -12,8 +12,8 @@ from infra.catalogue.gcp_names import SERVICE_ACCOUNT_ID
 from infra.catalogue.models import MODELS
 from infra.catalogue.storage_locations import location_problem
 from infra.config.base import Problem
-from infra.config.serving import JetStreamServing
 from infra.config.findings import Finding
+from infra.config.serving import JetStreamServing
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from infra.config.identity import gsa_account_id
 from infra.config.findings import field_path
+from infra.config.identity import gsa_account_id
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.controllers import controllers_of_chart
 from infra.config.base import Problem, _not_in
-from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing
 from infra.config.findings import Finding
+from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment

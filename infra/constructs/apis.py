@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.cdk.bindings import google
 from infra.catalogue.gcp_apis import FEATURE_APIS, api_of
 from infra.cdk import TerraformResource
+from infra.cdk.bindings import google
 
 
 class ProjectApis(Construct):

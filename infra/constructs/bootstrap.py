@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.cdk.bindings import google
 from infra.cdk import TerraformResourceLifecycle
+from infra.cdk.bindings import google
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 POOL_ID = "github"

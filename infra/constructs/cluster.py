@@ -6,8 +6,8 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.cdk.bindings import google
 from infra.cdk import TerraformResourceLifecycle
+from infra.cdk.bindings import google
 from infra.config.maintenance import Maintenance
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.cdk.bindings import google, kubernetes
 from infra.catalogue.pod_security import namespace_labels
+from infra.cdk.bindings import google, kubernetes
 from infra.config import gsa_account_id
 from infra.constructs.storage import prefix_condition
 

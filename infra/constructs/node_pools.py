@@ -7,8 +7,8 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.cdk.bindings import google
 from infra.catalogue.accelerators import Slice
+from infra.cdk.bindings import google
 
 SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]

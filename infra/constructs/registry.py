@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.cdk.bindings import google
 from infra.cdk import TerraformResourceLifecycle
+from infra.cdk.bindings import google
 
 DAY = 86_400
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.cdk.bindings import helm
 from infra.catalogue import upstream
 from infra.catalogue.accelerators import Slice
 from infra.catalogue.charts import local_chart_versions
 from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
+from infra.cdk.bindings import helm
 from infra.config import Environment
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 

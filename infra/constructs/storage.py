@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from constructs import Construct
 
-from infra.cdk.bindings import google
 from infra.cdk import TerraformResourceLifecycle
+from infra.cdk.bindings import google
 
 DAY = 86_400
 

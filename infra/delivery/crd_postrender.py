@@ -1,7 +1,8 @@
 """The controllers' Helm post-renderer: their CRDs installed and upgraded from the pinned files, kept on uninstall.
 
   python -m infra.delivery.crd_postrender render <controller> <version>   < rendered manifests  > manifests
-  python -m infra.delivery.crd_postrender fetch <controller> <version> ...  fetch the pinned crds/ files (all or nothing)
+  python -m infra.delivery.crd_postrender fetch <controller> <version> ...
+      fetch the pinned crds/ files (all or nothing)
 
 Helm (helm_release's `postrender`, scripts/crd-postrender) pipes every rendered template of the release through
 `render`; CRDs under a chart's crds/ are never in that stream, and the release sets `skip_crds` so that Helm
@@ -76,7 +77,8 @@ def pinned_file(crds: CrdSet, name: str, root: Path | None = None, *, fetch_miss
             raise PostRenderError(f"{path}: missing, and fetching it failed: {err}") from None
     if not path.is_file():
         raise PostRenderError(
-            f"{path}: missing (python -m infra.delivery.crd_postrender fetch {crds.controller} {crds.version} fetches it)"
+            f"{path}: missing (python -m infra.delivery.crd_postrender fetch {crds.controller} {crds.version} "
+            "fetches it)"
         )
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
@@ -142,7 +144,9 @@ def fetch(controller: str, version: str, root: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.delivery.crd_postrender", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.delivery.crd_postrender", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("action", choices=["render", "fetch"])
     parser.add_argument("pairs", nargs="+", metavar="CONTROLLER VERSION")
     args = parser.parse_args(argv)

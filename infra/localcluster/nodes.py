@@ -1,6 +1,6 @@
 """The local cluster's nodes: one Node object per node of every node pool of a synthesized stack at its largest size,
-as GKE makes it (labels, taints and allocatable from `infra.derive.gke_nodes.node_of`, the model the placement report uses),
-marked for KWOK to run (its kubelet stand-in keeps them Ready and runs their pods' lifecycle).
+as GKE makes it (labels, taints and allocatable from `infra.derive.gke_nodes.node_of`, the model the placement report
+uses), marked for KWOK to run (its kubelet stand-in keeps them Ready and runs their pods' lifecycle).
 
 Allocatable is what the placement report counts: GKE's reservations less the requests of GKE's own DaemonSets,
 which do not run here. A pool of a machine the catalogue does not know has no node here (the report says so too).

@@ -51,8 +51,17 @@ class Rule:
     source: str
     subject: Subject
     check: Callable[..., Iterable[Finding]] = field(repr=False, compare=False)
+    # What the rule applies to; the framework filters, so the check sees only that: the kinds of a release's
+    # objects (manifest rules), the API of a request (request rules, `request_subject.RequestContext.api`).
+    kinds: tuple[str, ...] = ()
+    api: str = ""
 
     def run(self, *args: Any) -> list[Violation]:
+        if self.api and args[-1].api != self.api:
+            return []
+        if self.kinds:
+            objects, *rest = args
+            args = ([o for o in objects if o.get("kind") in self.kinds], *rest)
         return [Violation(self, path, value, message) for path, value, message in self.check(*args)]
 
 
@@ -81,17 +90,32 @@ class Violation:
 RULES: dict[str, Rule] = {}
 
 
-def rule(*, id: str, system: str, layer: Layer, summary: str, source: str, subject: Subject) -> Callable:
-    """Register the decorated function as the check of a rule."""
+def rule(
+    *,
+    id: str,
+    system: str,
+    layer: Layer,
+    summary: str,
+    source: str,
+    subject: Subject,
+    kinds: tuple[str, ...] = (),
+    api: str = "",
+) -> Callable:
+    """Register the decorated function as the check of a rule; `kinds` (manifest rules) and `api` (request rules)
+    narrow what it is run on."""
     if layer not in LAYERS:
         raise ValueError(f"rule {id}: layer {layer!r} is not one of {LAYERS}")
     if not source.strip():
         raise ValueError(f"rule {id}: every rule names its source")
+    if kinds and subject != "manifest":
+        raise ValueError(f"rule {id}: kinds= narrows manifest rules; this one's subject is {subject}")
+    if api and subject != "request":
+        raise ValueError(f"rule {id}: api= narrows request rules; this one's subject is {subject}")
 
     def register(check: Callable[..., Iterable[Finding]]) -> Callable[..., Iterable[Finding]]:
         if id in RULES:
             raise ValueError(f"rule {id} is defined twice")
-        RULES[id] = Rule(id, system, layer, summary, source, subject, check)
+        RULES[id] = Rule(id, system, layer, summary, source, subject, check, tuple(kinds), api)
         return check
 
     return register
@@ -170,35 +194,15 @@ def where(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
 
 
-# Importing the rule modules registers their rules: RULES is complete once `infra.rules` is imported.
-from infra.rules import (  # noqa: E402, F401
-    binary_authorization,
-    cloud_storage_iam,
-    cluster_autoscaler,
-    cluster_toolkit,
-    compute_engine,
-    controller_objects,
-    crd_cel,
-    docker_builds,
-    gcsfuse,
-    gke,
-    gke_versions,
-    helm,
-    host_scripts,
-    inference_gateway,
-    jetstream,
-    jobset,
-    kuberay,
-    kubernetes,
-    kueue,
-    lws,
-    maxtext,
-    pathways,
-    pod_security,
-    resource_names,
-    scheduler,
-    service_usage,
-    vertex_ai,
-    vllm,
-    workload_identity,
-)
+# Every module of this package but the runner is imported, which registers its rules: RULES is complete once
+# `infra.rules` is imported. A new rule module is found; nothing lists it.
+def _import_rule_modules() -> None:
+    import importlib
+    import pkgutil
+
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        if module != "run":
+            importlib.import_module(f"{__name__}.{module}")
+
+
+_import_rule_modules()

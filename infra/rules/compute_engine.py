@@ -289,11 +289,10 @@ def _template_gpu_vm(stack: dict[str, Any]) -> Iterator[Finding]:
         "and the library's own JSON parser accepts it."
     ),
     source=f"{LIBRARY}; https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert",
+    api=BULK,
     subject="request",
 )
 def _bulk_types(request: dict[str, Any], ctx: Any) -> Iterator[Finding]:
-    if ctx.api != BULK:
-        return
     from google.cloud import compute_v1
 
     from infra.config import api_types
@@ -314,11 +313,10 @@ def _bulk_types(request: dict[str, Any], ctx: Any) -> Iterator[Finding]:
         "instances will be created'; name_pattern or per_instance_properties); "
         "https://cloud.google.com/compute/docs/naming-resources"
     ),
+    api=BULK,
     subject="request",
 )
 def _bulk_all_or_nothing(request: dict[str, Any], ctx: Any) -> Iterator[Finding]:
-    if ctx.api != BULK:
-        return
     count, minimum = str(request.get("count")), str(request.get("minCount"))
     if minimum != count:
         yield Finding("minCount", request.get("minCount"), f"equal to count ({count}): all the group's VMs or none")

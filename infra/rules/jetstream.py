@@ -19,12 +19,11 @@ from infra.rules.sources import JETSTREAM_LWS
         "restore plus warm-up takes far more than 30 minutes, and a failed probe restarts the whole group."
     ),
     source=f"{JETSTREAM_LWS} (startupProbe initialDelaySeconds 600, periodSeconds 1, failureThreshold 10000)",
+    kinds=("LeaderWorkerSet",),
     subject="manifest",
 )
 def _startup_probe(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "LeaderWorkerSet":
-            continue
         leader = obj["spec"]["leaderWorkerTemplate"].get("leaderTemplate") or {}
         images = " ".join(str(c.get("image", "")) for _, c in containers(leader.get("spec") or {}))
         if "jetstream" not in images:

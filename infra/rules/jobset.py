@@ -19,12 +19,11 @@ from infra.rules.manifest_subject import ReleaseContext
         "kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go L63, L236-242 @ v0.12.0: 'JobSet name is too long, "
         "job names generated for this JobSet will exceed 63 characters'"
     ),
+    kinds=("JobSet",),
     subject="manifest",
 )
 def _jobset_names(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "JobSet":
-            continue
         name = obj["metadata"]["name"]
         for i, job in enumerate(obj["spec"].get("replicatedJobs") or []):
             longest = f"{name}-{job['name']}-{int(job.get('replicas', 1)) - 1}"
@@ -43,12 +42,11 @@ def _jobset_names(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterato
         "kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go L178-180, L259-263 @ v0.12.0: 'invalid "
         "replicatedJob name ... does not appear in .spec.ReplicatedJobs'"
     ),
+    kinds=("JobSet",),
     subject="manifest",
 )
 def _jobset_policies(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "JobSet":
-            continue
         spec = obj["spec"]
         names = {j["name"] for j in spec.get("replicatedJobs") or []}
         targets = [("spec.successPolicy.targetReplicatedJobs", (spec.get("successPolicy") or {}))]

@@ -82,12 +82,11 @@ def _ray_env(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fin
     layer="admission",
     summary="Worker group names of a RayCluster are unique (KubeRay creates no pods for an invalid spec).",
     source="ray-project/kuberay ray-operator/controllers/ray/utils/validation.go ValidateRayClusterSpec @ v1.7.0",
+    kinds=("RayCluster",),
     subject="manifest",
 )
 def _ray_groups(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "RayCluster":
-            continue
         names = [g.get("groupName") for g in obj["spec"].get("workerGroupSpecs") or []]
         for name in sorted({n for n in names if names.count(n) > 1}):
             yield Finding(
@@ -111,12 +110,11 @@ RAY_TOKEN_AUTH = (2, 52)
         "https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/kuberay-auth.html (authOptions, KubeRay "
         "v1.5.1); CVE-2023-48022"
     ),
+    kinds=("RayCluster",),
     subject="manifest",
 )
 def _token_auth(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "RayCluster":
-            continue
         version = tuple(int(n) for n in str(obj["spec"].get("rayVersion", "0.0")).split(".")[:2])
         mode = (obj["spec"].get("authOptions") or {}).get("mode")
         if version >= RAY_TOKEN_AUTH and mode != "token":

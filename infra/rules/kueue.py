@@ -58,12 +58,11 @@ def _kueue(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Findi
         "kubernetes-sigs/kueue apis/kueue/v1beta1/clusterqueue_types.go CEL validation @ v0.17.3 (each "
         "flavor's resources must match coveredResources); CRD pinned in workloads/charts/crds.yaml"
     ),
+    kinds=("ClusterQueue",),
     subject="manifest",
 )
 def _kueue_flavors(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "ClusterQueue":
-            continue
         for i, group in enumerate(obj["spec"].get("resourceGroups") or []):
             covered = list(group.get("coveredResources") or [])
             for j, flavor in enumerate(group.get("flavors") or []):

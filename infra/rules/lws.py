@@ -18,12 +18,11 @@ from infra.rules.manifest_subject import ReleaseContext
         "subgroup-exclusive-topology annotation needs a subGroupSize."
     ),
     source="kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go L175-181, L236-255 @ v0.7.0",
+    kinds=("LeaderWorkerSet",),
     subject="manifest",
 )
 def _lws_subgroups(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "LeaderWorkerSet":
-            continue
         lwt = obj["spec"]["leaderWorkerTemplate"]
         policy = lwt.get("subGroupPolicy") or {}
         size, sub = int(lwt.get("size", 1)), policy.get("subGroupSize")

@@ -20,12 +20,11 @@ from infra.rules.sources import JETSTREAM_LWS
         "group; otherwise it waits for workers that never come."
     ),
     source=f"{JETSTREAM_LWS}; https://cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud",
+    kinds=("LeaderWorkerSet",),
     subject="manifest",
 )
 def _pathways(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "LeaderWorkerSet":
-            continue
         lwt = obj["spec"]["leaderWorkerTemplate"]
         size = int(lwt.get("size", 1))
         leader = (lwt.get("leaderTemplate") or lwt["workerTemplate"])["spec"]

@@ -90,11 +90,10 @@ def _pools(request: dict[str, Any]) -> list[dict[str, Any]]:
         "library's own JSON parser accepts it."
     ),
     source=f"{LIBRARY}; https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.customJobs",
+    api=API,
     subject="request",
 )
 def _types(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
-    if ctx.api != API:
-        return
     from google.cloud import aiplatform_v1
 
     from infra.config import api_types
@@ -114,11 +113,10 @@ def _types(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
         "https://cloud.google.com/vertex-ai/docs/training/distributed-training ('Use the first worker pool "
         "specification only for your primary replica, and set its replicaCount to 1')"
     ),
+    api=API,
     subject="request",
 )
 def _worker_pools(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
-    if ctx.api != API:
-        return
     pools = _pools(request)
     if not pools:
         yield Finding("jobSpec.workerPoolSpecs", pools, "a custom job needs at least worker pool 0")
@@ -146,11 +144,10 @@ def _worker_pools(request: dict[str, Any], ctx: RequestContext) -> Iterator[Find
         "GoogleCloudPlatform/vertex-ai-samples notebooks/official/training/vertex-distributed-training/a3mega/"
         "llama-3-8b-nemo-pretraining/README.md (a3-megagpu-8g, NVIDIA_H100_MEGA_80GB, 8 per node)"
     ),
+    api=API,
     subject="request",
 )
 def _machines(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
-    if ctx.api != API:
-        return
     for i, pool in enumerate(_pools(request)):
         where = f"jobSpec.workerPoolSpecs[{i}].machineSpec"
         machine = pool.get("machineSpec") or {}
@@ -188,11 +185,10 @@ def _seconds(duration: Any) -> float | None:
         "with FLEX_START; SPOT consumes no reservation."
     ),
     source=f"{LIBRARY} Scheduling (strategy, max_wait_duration); {DWS}",
+    api=API,
     subject="request",
 )
 def _scheduling(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
-    if ctx.api != API:
-        return
     scheduling = (request.get("jobSpec") or {}).get("scheduling") or {}
     strategy = scheduling.get("strategy", "STANDARD")
     where = "jobSpec.scheduling"
@@ -232,11 +228,10 @@ def _scheduling(request: dict[str, Any], ctx: RequestContext) -> Iterator[Findin
         f"{LIBRARY} ReservationAffinity (key, values); https://cloud.google.com/vertex-ai/docs/training/"
         "use-reservations"
     ),
+    api=API,
     subject="request",
 )
 def _reservations(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
-    if ctx.api != API:
-        return
     pattern = rf"^projects/[a-z0-9-]+/zones/{re.escape(ctx.env.region)}-[a-z]/reservations/[a-z0-9-]+$"
     for i, pool in enumerate(_pools(request)):
         affinity = (pool.get("machineSpec") or {}).get("reservationAffinity")
@@ -263,11 +258,10 @@ def _reservations(request: dict[str, Any], ctx: RequestContext) -> Iterator[Find
         "included in the request'); https://cloud.google.com/vertex-ai/docs/training/using-private-ip (VPC "
         "peering is not supported for A3 Mega; not re-read here)"
     ),
+    api=API,
     subject="request",
 )
 def _network(request: dict[str, Any], ctx: RequestContext) -> Iterator[Finding]:
-    if ctx.api != API:
-        return
     spec = request.get("jobSpec") or {}
     attachment = (spec.get("pscInterfaceConfig") or {}).get("networkAttachment")
     if spec.get("network"):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.cdk.bindings import google
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
+from infra.cdk.bindings import google
 from infra.config import Environment
 from infra.constructs.bootstrap import Bootstrap
 

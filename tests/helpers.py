@@ -1,0 +1,79 @@
+"""What the tests share: the repository's paths and environments, finders over a synthesized stack and a release's
+objects, the rendered charts of a stack, and the check that a request is refused. Fixtures are in conftest.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workloads.charts.check import render, validate
+from workloads.charts.crds import available
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Every environment file of the repository: a new one (`make new-env`) is planned and snapshotted by the tests
+# that take this list, without anyone editing a test.
+ENVIRONMENT_NAMES = sorted(p.stem for p in (REPO / "infra" / "environments").glob("*.yaml"))
+
+# Strict validation of custom resources needs the pinned upstream schemas (`make crds`). Outside CI a
+# clone without them skips these tests and says so; in CI (CI=true) nothing is skipped: they fail.
+IN_CI = os.environ.get("CI") == "true"
+needs_crds = pytest.mark.skipif(
+    not IN_CI and not available(), reason="pinned upstream CRD schemas not available: run `make crds`"
+)
+
+
+def of_type(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
+    """Resources of one type in a synthesized stack, by logical id."""
+    return stack.get("resource", {}).get(rtype, {})
+
+
+def by_name(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
+    """Resources of one type in a synthesized stack, by their `name` attribute."""
+    return {r["name"]: r for r in of_type(stack, rtype).values()}
+
+
+def one(stack: dict[str, Any], rtype: str) -> dict[str, Any]:
+    items = list(of_type(stack, rtype).values())
+    assert len(items) == 1, f"expected one {rtype}, found {len(items)}"
+    return items[0]
+
+
+def one_of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """The one rendered object of `kind` among a release's objects."""
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def assert_request_refused(
+    request: dict[str, Any], ctx: Any, path: Path, field: str, rule_id: str, source: str
+) -> None:
+    """`request`, written to `path` and read back, is refused by `rule_id` at `field`, and the error line names the
+    file, the field, the rule and (a part of) its source."""
+    from infra.rules import check_request
+
+    path.write_text(json.dumps(request))
+    violations = check_request(json.loads(path.read_text()), ctx)
+    found = [v for v in violations if v.rule.id == rule_id and v.field == field]
+    assert found, [v.line() for v in violations]
+    line = found[0].line(str(path))
+    assert line.startswith(f"{path}: {field}: ") and f"rule {rule_id}" in line and source in line
+
+
+def release_values(stack: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(release, values) of the Helm release `name` in a synthesized stack."""
+    release = next(r for r in of_type(stack, "helm_release").values() if r["name"] == name)
+    return release, json.loads(release["values"][0])
+
+
+def rendered(stack: dict[str, Any], release: str) -> list[dict[str, Any]]:
+    """The objects of the Helm release `release` of a synthesized stack, each validated strictly."""
+    found, values = release_values(stack, release)
+    objects = render(found["chart"].rsplit("/", 1)[-1], values, name=found["name"], namespace=found["namespace"])
+    for obj in objects:
+        validate(obj)
+    return objects
