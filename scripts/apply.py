@@ -1,4 +1,4 @@
-"""The gate at the apply (issue 25, finding 9): plan to a file, review that plan, show it, apply that same file.
+"""The gate at the apply: plan to a file, review that plan, show it, apply that same file.
 
   python -m scripts.apply plan  <stack dir> --stack platform-<env> [--lock=false]
       terraform init; terraform plan -out=plan.tfplan; terraform show -json plan.tfplan > plan.json; the review

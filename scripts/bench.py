@@ -355,7 +355,7 @@ print(json.dumps(phases))
 
 def bench_synth(repeat: int) -> None:
     """Synth against the stock import, cold (every module compiled from source, as a machine with
-    PYTHONDONTWRITEBYTECODE and no compiled files has it: the figure issue 28 set its target on) and warm (the
+    PYTHONDONTWRITEBYTECODE and no compiled files has it: the figure its target is set on) and warm (the
     bytecode `make venv` now compiles at install); then where one warm synth's time goes."""
     base_env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     python = sys.executable

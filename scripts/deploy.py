@@ -244,7 +244,7 @@ def deploy(
         code = synthesized.unresolved()
         if code:
             return code
-        # Preflight (issue 27): the pinned tools, credentials, APIs, roles and quota, before anything is applied.
+        # Preflight: the pinned tools, credentials, APIs, roles and quota, before anything is applied.
         code = preflight.for_deploy(env, skip_image=skip_image, stack=synthesized.stack)
         if code:
             return code
@@ -262,8 +262,8 @@ def deploy(
         code = adopt(env, dry_run=dry_run)
         if code:
             return code
-        # Always through the gate (issue 35, finding 3: `make deploy` was the one ungated route): plan to a file,
-        # gate it, show it, apply that same file (scripts/apply.py); without --auto-approve, after a "yes".
+        # Always through the gate: plan to a file, gate it, show it, apply that same file (scripts/apply.py);
+        # without --auto-approve, after a "yes".
         from scripts.apply import apply, commands, confirmed_from_env
 
         if dry_run:

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     print(placement_summary(stacks, report))
     write_rendered(stacks, report)
     print(cel_summary())
-    from workloads.trainer.compiled import environment_recipes  # issue 27: which recipes run where
+    from workloads.trainer.compiled import environment_recipes
 
     for env in envs.values():  # per environment, the recipes that run on its training slice (named one: *)
         for line in environment_recipes(env):

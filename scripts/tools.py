@@ -1,5 +1,5 @@
-"""Put the pinned packer and gcluster on a runner's PATH (issue 25, finding 2: the deploy workflows install neither,
-so `scripts/deploy.py` refused `gcluster deploy` after the platform stack was applied).
+"""Put the pinned packer and gcluster on a runner's PATH (without them `scripts/deploy.py`
+would refuse `gcluster deploy` after the platform stack is applied).
 
   python -m scripts.tools install [--dest DIR]
       each tool whose pinned version is not on PATH already: Packer PACKER_VERSION from releases.hashicorp.com

@@ -50,7 +50,7 @@ IMPERSONATION_API = (
 
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 
-# What the environment's images need (issue 25, finding 10): `make image` builds on Cloud Build as the stack's
+# What the environment's images need: `make image` builds on Cloud Build as the stack's
 # builder account, and Artifact Registry scans each pushed image for vulnerabilities once the Container Scanning
 # API is on (off by default; each scanned image is billed).
 IMAGE_APIS: dict[str, str] = {

@@ -63,7 +63,7 @@ TCPX = GpuDirect(
 TCPXO = GpuDirect(
     transport="tcpxo",
     extra_nics=8,
-    # Pinned by digest (issue 25, finding 3): the digests NVIDIA's AI Cluster Runtime records for these tags in its
+    # Pinned by digest: the digests NVIDIA's AI Cluster Runtime records for these tags in its
     # image inventory (NVIDIA/aicr docs/user/container-images.md, the AICR-BOM lists: gke-nccl-tcpxo's installer,
     # and the receive-data-path manager v1.0.21).
     installer_image=(

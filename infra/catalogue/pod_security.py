@@ -1,5 +1,4 @@
-"""What runs privileged, at which Pod Security level each workload namespace is held, and why (issue 25,
-finding 5).
+"""What runs privileged, at which Pod Security level each workload namespace is held, and why.
 
 Pod Security admission enforces a namespace's `pod-security.kubernetes.io/enforce` label
 (https://kubernetes.io/docs/concepts/security/pod-security-admission/); the levels are the Pod Security

@@ -17,7 +17,7 @@ DEVICE_INJECTOR = (
 )
 PAUSE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
 # The TCPXO installer's host set-up step only needs nsenter; it runs privileged in the node's namespaces, so it is
-# pinned by digest (issue 25, finding 3): the ubuntu:24.04 digest NVIDIA pins for the same step of the same
+# pinned by digest: the ubuntu:24.04 digest NVIDIA pins for the same step of the same
 # installer (NVIDIA/aicr @ 720d7d3c895b1736a795ba150db6b90026fa69f3
 # recipes/components/gke-nccl-tcpxo/manifests/nccl-tcpxo-installer.yaml, "ubuntu:24.04 LTS digest-pinned for
 # reproducibility").
@@ -84,7 +84,7 @@ AWAITING_DIGEST: dict[str, str] = {
 BY_DIGEST: tuple[str, ...] = (DEVICE_INJECTOR, PAUSE, HOST_SETUP, TCPXO.installer_image, TCPXO.daemon_image)
 
 # The base images the platform's own images are built FROM (images/images.yaml's Dockerfiles, and BuildKit's
-# `# syntax` frontend, which the build pulls too), still pinned by tag alone, each with why (issue 25, finding 10).
+# `# syntax` frontend, which the build pulls too), still pinned by tag alone, each with why.
 # A Docker Official Image tag is rebuilt and pushed again when its base or its packages change, so its digest moves
 # and only its registry says which one it is now; none is recorded here from a source that could be cited, and none
 # is guessed. Rule docker.base-images-pinned-by-digest refuses any other base by tag; `make image-digests` resolves

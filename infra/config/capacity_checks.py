@@ -1,4 +1,4 @@
-"""The environment's address arithmetic: each range holds what the platform puts in it (issue 26).
+"""The environment's address arithmetic: each range holds what the platform puts in it.
 
 The subnet's primary range holds every node and VM of the stack's VPC (GKE's pools at their most nodes plus a
 surge node each while they upgrade, the Slurm cluster's hosts and nodes, the VM groups' VMs); the pod range holds

@@ -82,7 +82,7 @@ class Capacity(Model):
     type: Literal["on-demand", "spot", "reservation", "flex-start", "queued"]
     # A reservation of the environment's project by name (a Compute Engine name: 1-63 characters), or a shared
     # one by its path, projects/<project>/reservations/<name> (GKE's reservation_affinity values and Cluster
-    # Toolkit's reservation_name take both; issue 36: a 43-character name and a shared path were refused).
+    # Toolkit's reservation_name take both: a 43-character name and a shared project's path are valid).
     reservation: ReservationRef | None = None
     max_run_hours: int | None = Field(default=None, ge=1, le=168)
 

@@ -1,5 +1,5 @@
-"""Who deploys an environment from where: the GitHub repository whose workflows plan and apply it (issue 25,
-finding 1). The bootstrap stack (infra/stacks/bootstrap.py) binds the environment's planner and deployer to it."""
+"""Who deploys an environment from where: the GitHub repository whose workflows plan and apply it. The bootstrap
+stack (infra/stacks/bootstrap.py) binds the environment's planner and deployer to it."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class GitHub(Model):
     @field_validator("repository")
     @classmethod
     def _as_the_token_names_it(cls, value: str) -> str:
-        # The federation compares it with the token's `repository` claim, `owner/name` (issue 36: the clone form
+        # The federation compares it with the token's `repository` claim, `owner/name` (the clone form
         # acme/ml-platform.git passed, and no token would ever match it).
         if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", value) or value.endswith(".git"):
             raise ValueError(
@@ -37,12 +37,12 @@ class Delivery(Model):
     github: GitHub
     # The environment whose tested images a promotion copies into this one (`make promote FROM=<it> TO=<this>`,
     # promote.yml): this environment's bootstrap stack grants its deployer read on that environment's registry,
-    # which the copy needs (gcloud container images add-tag reads the source image; issue 35, finding 4).
+    # which the copy needs (gcloud container images add-tag reads the source image).
     promotes_from: Name | None = None
 
 
 class Confirmation(Model):
-    """A gated change the author confirms, reviewed in the pull request with the change itself (issue 35, finding 3).
+    """A gated change the author confirms, reviewed in the pull request with the change itself.
 
     It confirms the resource at `address` in the one configuration `config_sha256` names (the sha256 of its body in
     the synthesized stack, or `absent` for its removal), so it lets through the change it was written for and no

@@ -118,7 +118,7 @@ class Environment(Model):
                     )
                 )
         # The system pool is named `system` (infra/constructs/node_pools.py SYSTEM_POOL): no slice or CPU pool may
-        # take its name (issue 36: a slice named `system` passed).
+        # take its name.
         if "system" in self.slices:
             problems.append(Finding(("slices", "system"), "system", "the name of the cluster's system pool: rename it"))
         for key in self.buckets:
@@ -271,7 +271,7 @@ class Environment(Model):
     @property
     def build_service_account(self) -> str:
         """The account Cloud Build runs `make image`'s builds as (the stack's `image-builder`: it writes this
-        environment's registry and its logs, and reads the staged sources; issue 25, finding 10)."""
+        environment's registry and its logs, and reads the staged sources)."""
         return f"{BUILD_ACCOUNT_ID}@{self.project}.iam.gserviceaccount.com"
 
     @property

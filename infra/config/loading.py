@@ -57,7 +57,7 @@ def environments_dir() -> Path:
 
 def environment_file(name: str, directory: Path | None = None, *, argument: str = "ENV") -> Path:
     """The file of the environment called `name` in `directory` (default: environments_dir()): a name of the
-    folder's environments, never a path (before: ENV=../../images/images read another YAML file as an
+    folder's environments, never a path (ENV=../../images/images would read another YAML file as an
     environment, and a miss said only that a file could not be read). A miss names the argument, lists the
     environments and suggests the closest."""
     import difflib
@@ -371,7 +371,7 @@ def load_each(directory: Path, load: Callable[[Path], Environment]) -> dict[str,
     files = sorted(directory.glob("*.yaml"))
     if not files:
         raise ConfigError(directory, ["no environment files (*.yaml) found"])
-    # A file the loader would skip is refused, not ignored (before: prod.yml was silently left out of everything).
+    # A file the loader would skip is refused, not ignored (prod.yml would be left out of everything).
     skipped = sorted(p.stem for p in directory.glob("*.yml"))
     if skipped:
         raise ConfigError(

@@ -1,4 +1,4 @@
-"""Checks across sections that the real systems make later (issue 26): platform limits, names Cloud Storage holds
+"""Checks across sections that the real systems make later: platform limits, names Cloud Storage holds
 in one namespace, locations, references between fields, and what GKE refuses of a node pool on a release channel.
 Each message names the source of the rule it holds."""
 

@@ -78,7 +78,7 @@ class CheckpointConversion(Model):
 
     The Job runs as an identity of its own (`identity`, in the deployment's namespace), never the model servers':
     the servers only read the models bucket, and the conversion's write there is held to its output path (an IAM
-    condition the stack derives from `checkpoint_path`; its read of `source_path` likewise; issue 25, finding 7).
+    condition the stack derives from `checkpoint_path`; its read of `source_path` likewise).
     """
 
     identity: Name

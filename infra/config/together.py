@@ -1,4 +1,4 @@
-"""Every environment together (issue 26): what one file cannot see alone. `make plan` and every entry point load
+"""Every environment together: what one file cannot see alone. `make plan` and every entry point load
 all environments at once (`infra.synth.load.load_all`), and these hold them together.
 
 - Bucket names share one global namespace (https://cloud.google.com/storage/docs/buckets#naming): no bucket of
@@ -37,7 +37,7 @@ def _project_names(env: Environment) -> dict[tuple[str | int, ...], tuple[str, s
             names[("identities", key)] = ("service account", gsa_account_id(key))
     for key in env.vm_groups:
         names[("vm_groups", key)] = ("service account", f"vm-{key}")
-    # What every platform stack makes under a fixed name in its project (issue 36: two environments in one
+    # What every platform stack makes under a fixed name in its project (two environments in one
     # project both made them): `make image`'s build account and its sources' bucket (infra/stacks/platform.py).
     names[("project",)] = ("build service account", env.build_service_account)
     return names

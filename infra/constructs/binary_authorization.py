@@ -1,4 +1,4 @@
-"""The project's Binary Authorization policy (issue 25, finding 3).
+"""The project's Binary Authorization policy.
 
 The cluster enforces the project singleton policy (`PROJECT_SINGLETON_POLICY_ENFORCE`), and a project that
 declares none has the default policy, which allows every image (`defaultAdmissionRule.evaluationMode:

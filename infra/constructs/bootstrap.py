@@ -1,4 +1,4 @@
-"""What an environment's deploys stand on (issue 25, findings 1 and 6): its own Terraform state bucket, a read-only
+"""What an environment's deploys stand on: its own Terraform state bucket, a read-only
 planner and a deployer service account, and the Workload Identity Federation that lets GitHub's workflows act as
 them, each only from the workflow jobs meant to.
 

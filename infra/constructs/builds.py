@@ -1,4 +1,4 @@
-"""What `make image` builds with on Cloud Build (issue 25, finding 10): an account of its own with only what a build
+"""What `make image` builds with on Cloud Build: an account of its own with only what a build
 needs, and the bucket its sources are staged in.
 
 Without a service account named in the build, Cloud Build runs it as the project's default build account, which in

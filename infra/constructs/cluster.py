@@ -133,7 +133,7 @@ def _maintenance_policy(maintenance: Maintenance | None) -> dict[str, Any] | Non
         return None
     window = maintenance.window
     # A list of blocks must be the binding's struct objects: jsii converts a dict to a struct where one is
-    # expected, but not a list of dicts (before: any exclusion stopped the synth with a deserialization error).
+    # expected, but not a list of dicts (anything else stops the synth with a deserialization error).
     cluster = google("container_cluster")
     return {
         "recurring_window": {"start_time": window.start, "end_time": window.end, "recurrence": window.recurrence},

@@ -147,6 +147,8 @@ class WorkloadIdentity(Construct):
                 condition = (
                     {
                         "title": f"{id_}-own-prefixes",
+                        # The description is part of the condition, which the binding cannot change in place: its
+                        # text stays as first applied.
                         "description": f"Objects under {under} only (issue 25, finding 7)",
                         "expression": prefix_condition(bucket, prefixes),
                     }
@@ -193,7 +195,7 @@ class SlurmServiceAccounts(Construct):
     (iam.serviceAccountUser on that account only) and manage the cluster's own instances: Slurm-GCP names every
     host `<slurm_cluster_name>-...` (the blueprint sets slurm_cluster_name to the cluster's name; Cluster Toolkit's
     schedmd-slurm-gcp-v6-controller controller.tf @ v1.95.0: "${local.slurm_cluster_name}-controller"), so
-    roles/compute.instanceAdmin.v1 is held to those names (issue 25, finding 7). Cluster Toolkit's controller module
+    roles/compute.instanceAdmin.v1 is held to those names. Cluster Toolkit's controller module
     grants no project role itself (its slurm_files.tf grants only its own bucket's viewers): the grant is ours.
     """
 

@@ -1,4 +1,4 @@
-"""NetworkPolicies of the workload namespaces (issue 25, finding 4): every pod isolated for ingress, then narrow
+"""NetworkPolicies of the workload namespaces: every pod isolated for ingress, then narrow
 allows.
 
 GKE Dataplane V2 enforces NetworkPolicy; a pod no policy selects takes every connection
@@ -19,7 +19,7 @@ Each workload namespace gets:
 
 - ``from-monitoring``: Google Cloud Managed Service for Prometheus's collectors (a DaemonSet on the pod network in
   ``gmp-system``) to the metrics ports only (MONITORING_PORTS); without it the cluster's Ray monitoring and any
-  PodMonitoring collect nothing (issue 35, review N3).
+  PodMonitoring collect nothing.
 
 The kubelet's probes and `kubectl port-forward` come from the pod's own node, which NetworkPolicy does not
 block ("Pods cannot currently block ... access from their resident node", the page's "What you can't do with

@@ -23,7 +23,7 @@ CREDENTIAL_PLUGIN: dict[str, Any] = {
 
 
 # Where Helm keeps each release's record (its values and rendered manifest, one per revision): ConfigMaps in the
-# release's namespace, not Secrets, Helm's default (issue 25). Refreshing a helm_release reads the record, and the
+# release's namespace, not Secrets, Helm's default. Refreshing a helm_release reads the record, and the
 # read-only planner of pull requests and of prod's approval (roles/container.viewer, infra/constructs/bootstrap.py)
 # may read ConfigMaps but no Secret. Under the Secret driver the Helm provider 3.1.1 drops the refusal and plans the
 # release as new (helm/resource_helm_release.go @ v3.1.1: resourceReleaseExists' error is discarded when the release

@@ -82,7 +82,7 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
         from workloads.trainer.conversion import conversion_script
 
         conversion = {
-            # The conversion's own identity: the only writer of the models (issue 25, finding 7).
+            # The conversion's own identity: the only writer of the models.
             "serviceAccountName": env.identities[d.conversion.identity].service_account,
             "image": env.release.images[d.conversion.image],
             "sourceBucket": env.bucket_name(d.conversion.source_bucket),

@@ -102,7 +102,7 @@ def plan_build(
             }
         ],
         "images": [image],
-        # The environment's builder, not the project's default build account (issue 25, finding 10): it writes
+        # The environment's builder, not the project's default build account: it writes
         # this registry and its logs only (infra/constructs/builds.py). A user-specified account's logs go to Cloud
         # Logging (https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts).
         "serviceAccount": f"projects/{env.project}/serviceAccounts/{env.build_service_account}",

@@ -161,7 +161,7 @@ def new_environment_text(
             f"NAME {name!r}: 1 to 21 lowercase letters, digits and hyphens, starting with a letter (it is the file's "
             "name and a part of the names made from it)"
         )
-    # Checked before it goes into the file's text (before: a value with YAML syntax in it broke the parse).
+    # Checked before it goes into the file's text (a value with YAML syntax in it would break the parse).
     if not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", project):
         raise NewEnvironmentError(
             f"PROJECT {project!r}: a project id is 6-30 lowercase letters, digits and hyphens, starting with a letter "

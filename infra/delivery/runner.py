@@ -128,7 +128,7 @@ INSTALLING_RUN = re.compile(
 
 def installs_after_credentials(job: dict[str, Any]) -> list[tuple[int, str]]:
     """(index, what) of each step that downloads or installs software after the job's credentials exist: a package
-    or tool fetched then could be made to read them (issue 35: ~500 packages installed after the deployer's
+    or tool fetched then could be made to read them (~500 packages were installed after the deployer's
     credentials were live)."""
     steps = job.get("steps") or []
     first = next((i for i, step in enumerate(steps) if action(step) == AUTH), None)

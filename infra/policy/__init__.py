@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _kubernetes_checks(stacks_dir: Path, rendered: Path | None) -> tuple[int, list[Any], PolicyResult]:
-    """Checkov's Kubernetes checks on every rendered chart release (issue 25): (releases, skips, result)."""
+    """Checkov's Kubernetes checks on every rendered chart release: (releases, skips, result)."""
     import tempfile
 
     from infra.policy.kubernetes import load_kubernetes_skips, run_checkov_kubernetes, write_manifests

@@ -1,4 +1,4 @@
-"""Checkov's Kubernetes checks on every rendered chart release (issue 25): what the Helm provider will send to the
+"""Checkov's Kubernetes checks on every rendered chart release: what the Helm provider will send to the
 API server, each object in its release's namespace, beside the stack's own NetworkPolicies (which the Kubernetes
 provider applies), so Checkov's graph check of pods without a policy sees them.
 

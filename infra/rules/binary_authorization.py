@@ -1,4 +1,4 @@
-"""Binary Authorization (issue 25, finding 3): the project policy the cluster enforces admits the environment's
+"""Binary Authorization: the project policy the cluster enforces admits the environment's
 registry and upstream images by digest; an image by tag alone is refused.
 
 The policy: infra/constructs/binary_authorization.py. The upstream images and their digests (or why one is

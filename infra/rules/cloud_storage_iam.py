@@ -1,4 +1,4 @@
-"""Cloud Storage IAM (issue 25, finding 7): an identity that writes one prefix of a bucket others write too is
+"""Cloud Storage IAM: an identity that writes one prefix of a bucket others write too is
 granted that prefix only, by an IAM condition on the object's name.
 
 Without a condition, roles/storage.objectUser on a bucket lets its holder overwrite or delete every object in it

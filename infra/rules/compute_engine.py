@@ -340,7 +340,7 @@ INSTANCE_ADMIN_ROLES = ("roles/compute.instanceAdmin", "roles/compute.instanceAd
     summary=(
         "A project-wide instance admin grant (the Slurm controller's, which creates and deletes its nodes) carries an "
         "IAM condition on the names of the instances it manages: without one it can stop, reset or delete every VM "
-        "of the project, GKE's TPU and GPU nodes included (issue 25, finding 7)."
+        "of the project, GKE's TPU and GPU nodes included."
     ),
     source=(
         "https://cloud.google.com/iam/docs/configuring-resource-based-access (grant access to resources by name "

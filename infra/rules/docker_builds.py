@@ -1,4 +1,4 @@
-"""Docker builds of the platform's own images (issue 25, finding 10): every image a build pulls (each Dockerfile's
+"""Docker builds of the platform's own images: every image a build pulls (each Dockerfile's
 `FROM` that is not an earlier stage, and BuildKit's `# syntax` frontend) is pinned by digest, unless
 infra/catalogue/upstream.py BASE_AWAITING_DIGEST says why no digest could be recorded for it yet.
 

@@ -78,7 +78,7 @@ def _tokenizer(env: Environment) -> Iterator[Finding]:
     from infra.catalogue.models import MAXTEXT_DEFAULT_TOKENIZER, maxtext_names
 
     for key, d in env.serving.items():
-        # A Hugging Face name is vLLM's, not a model MaxText loads (before: JetStream took vLLM's names).
+        # A Hugging Face name is vLLM's, not a model MaxText loads (JetStream's conversion reads MaxText's names).
         if d.engine == "jetstream" and d.model.catalogue_name not in maxtext_names():
             own = (
                 ""

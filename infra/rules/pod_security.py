@@ -1,4 +1,4 @@
-"""Kubernetes Pod Security admission and NetworkPolicy (issue 25, findings 4 and 5): every workload namespace
+"""Kubernetes Pod Security admission and NetworkPolicy: every workload namespace
 enforces a Pod Security level and isolates its pods for ingress; privileged containers only where a reason is
 written down.
 

@@ -32,6 +32,7 @@ from infra.catalogue.cluster_toolkit import GOOGLE_PROVIDER_VERSION, SLURM_BASE_
 from infra.config import Environment
 from infra.config.slurm import SlurmPartition
 from infra.slurm import jobs as slurm_jobs
+from infra.slurm.files import fill
 
 CLOUD_PLATFORM = ["https://www.googleapis.com/auth/cloud-platform"]
 IMAGE_BUILD_MACHINE = "c3-standard-8"
@@ -103,135 +104,58 @@ def rxdm_prolog(slice_: Slice) -> str:
     Not run on a VM here."""
     direct = slice_.gpudirect
     assert direct is not None
-    registry = direct.installer_image.split("/", 1)[0]
-    return f"""#!/bin/bash
-# GPUDirect-{direct.transport.upper()} for a job on this node: {direct.installer_image.rsplit("/", 1)[-1]} and
-# {direct.daemon_image.rsplit("/", 1)[-1]} (infra/catalogue/gpudirect.py).
-# Installed as the partition's prolog and epilog.
-set -euo pipefail
-# slurmd gives a prolog no PATH ("these programs do not have a search path set. Either specify fully qualified path
-# names in the program or set the PATH environment variable": https://slurm.schedmd.com/prolog_epilog.html); gcloud
-# is the snap's, in /snap/bin, on the Ubuntu 24.04 accelerator image.
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin
-name="rxdm-${{SLURM_JOB_ID}}"
-if [[ "$0" == *epilog* ]]; then
-  docker container stop "$name" >/dev/null 2>&1 || true
-  exit 0
-fi
-[ "${{SLURM_JOB_NUM_NODES:-1}}" -gt 1 ] || exit 0
-modprobe import-helper
-gcloud auth configure-docker --quiet {registry}
-rm -rf {slurm_jobs.HOST.plugin_dir}
-docker run --rm --network=host -v /var/lib:/var/lib {direct.installer_image} install --install-nccl
-echo "export NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY=/dev/aperture_devices" \\
-  >> {slurm_jobs.HOST.plugin_dir}/nccl-env-profile.sh
-docker run --detach --rm --name "$name" --cap-add=NET_ADMIN --network=host --privileged --gpus all \\
-  --volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64 \\
-  --volume /dev/dmabuf_import_helper:/dev/dmabuf_import_helper \\
-  --env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu \\
-  {direct.daemon_image} --num_hops=2 --num_nics={direct.extra_nics} --uid= --alsologtostderr
-# grep reads the whole log (not -q): a reader that stops at the line leaves docker on a closed pipe (SIGPIPE), which
-# fails the pipeline under pipefail though the line was there.
-for _ in $(seq {RXDM_WAIT_S // 5}); do
-  docker logs "$name" 2>&1 | grep "Buffer manager initialization complete" >/dev/null && exit 0
-  sleep 5
-done
-echo "the receive-data-path manager did not start within {RXDM_WAIT_S} s" >&2
-docker logs "$name" >&2 || true
-exit 1
-"""
+    return fill(
+        "controller/rxdm",
+        TRANSPORT=direct.transport.upper(),
+        INSTALLER_NAME=direct.installer_image.rsplit("/", 1)[-1],
+        DAEMON_NAME=direct.daemon_image.rsplit("/", 1)[-1],
+        REGISTRY=direct.installer_image.split("/", 1)[0],
+        PLUGIN_DIR=slurm_jobs.HOST.plugin_dir,
+        INSTALLER_IMAGE=direct.installer_image,
+        DAEMON_IMAGE=direct.daemon_image,
+        EXTRA_NICS=str(direct.extra_nics),
+        TRIES=str(RXDM_WAIT_S // 5),
+        WAIT_S=str(RXDM_WAIT_S),
+    )
 
 
 def _image_script(env: Environment) -> dict[str, Any]:
-    """The node image's build: Slurm-GCP at the pinned tag, the TCPXO host pieces, enroot on local SSD."""
-    slurm_vars = (
-        '{"reboot": false, "install_cuda": false, "install_ompi": true, "install_lustre": false, '
-        '"install_managed_lustre": false, "install_gcsfuse": true, "monitoring_agent": "cloud-ops", '
-        '"use_open_drivers": true}\n'
-    )
-    install_slurm = f"""#!/bin/bash
-# Slurm-GCP {SLURM_GCP_REF} (a tag, never a branch), as Cluster Toolkit's image build installs it.
-set -euo pipefail
-apt-get update
-apt-get install -y git
-ansible-pull -U https://github.com/GoogleCloudPlatform/slurm-gcp -C {SLURM_GCP_REF} \\
-  -i localhost, --limit localhost --connection=local -e @/var/tmp/slurm_vars.json ansible/playbook.yml
-"""
-    # The dmabuf import helper (DKMS) from Google's gpudirect-tcpxo repository, with the one-line source fix the
-    # toolkit's example applies for kernel 6.17; the aperture devices bind-mounted where TCPXO looks for them.
-    install_tcpxo = """#!/bin/bash
-set -euo pipefail
-echo "deb http://packages.cloud.google.com/apt apt-transport-artifact-registry-stable main" \\
-  > /etc/apt/sources.list.d/artifact-registry.list
-apt-get update
-apt-get install -y apt-transport-artifact-registry dkms
-echo "deb [arch=all trusted=yes] ar+https://us-apt.pkg.dev/projects/gce-ai-infra gpudirect-tcpxo-apt main" \\
-  > /etc/apt/sources.list.d/gpudirect-tcpxo.list
-apt-get update
-work=$(mktemp -d)
-(cd "$work" && apt-get download dmabuf-import-helper && dpkg-deb -x ./*.deb .)
-src=$(ls -d "$work"/usr/src/dmabuf-import-helper-*)
-version=${src##*-}
-rm -rf "/usr/src/dmabuf-import-helper-$version"
-mv "$src" /usr/src/
-sed -i 's/MODULE_IMPORT_NS(DMA_BUF)/MODULE_IMPORT_NS("DMA_BUF")/' \\
-  "/usr/src/dmabuf-import-helper-$version/import-helper.c"
-dkms add -m dmabuf-import-helper -v "$version" || true
-dkms build -m dmabuf-import-helper -v "$version"
-dkms install -m dmabuf-import-helper -v "$version"
-rm -rf "$work"
-"""
-    # The receive-data-path manager's prolog runs `docker run --gpus all`: dockerd registers its GPU device driver only
-    # where nvidia-container-runtime-hook is on PATH (moby daemon/nvidia_linux.go), which the NVIDIA Container Toolkit
-    # installs. Cluster Toolkit's A3 Mega example installs it from NVIDIA's CUDA repository (cuda-keyring; runner
-    # install_cuda_and_dcgm.yml) and blocks 1.17.7-1 ("contains bugs that break enroot functionality on Slurm
-    # clusters": slurm-gcp 6.12.1 ansible/roles/nvidia_repository/tasks/os/debian.yml); the same here.
-    container_toolkit_pin = (
-        "Package: nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools "
-        "libnvidia-container1\n"
-        "Pin: version 1.17.7-1\n"
-        "Pin-Priority: 100\n"
-    )
-    install_container_toolkit = """#!/bin/bash
-set -euo pipefail
-work=$(mktemp -d)
-curl -fsSL -o "$work/cuda-keyring.deb" \\
-  https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb
-dpkg -i "$work/cuda-keyring.deb"
-rm -rf "$work"
-apt-get update
-apt-get install -y nvidia-container-toolkit
-"""
-    aperture_rule = (
-        'ACTION=="add", SUBSYSTEM=="pci", ATTR{vendor}=="0x1ae0", ATTR{device}=="0x0084", TAG+="systemd", '
-        'RUN+="/usr/bin/mkdir --mode=0755 -p /dev/aperture_devices", '
-        'RUN+="/usr/bin/systemd-mount --type=none --options=bind --collect %S/%p /dev/aperture_devices/%k", '
-        "RUN+=\"/usr/bin/bash -c '/usr/bin/chmod 0666 /dev/aperture_devices/%k/resource*'\"\n"
-    )
-    enroot = (
-        f"ENROOT_CONFIG_PATH     /etc/enroot/platform\n"
-        f"ENROOT_RUNTIME_PATH    {LOCAL_SSD}/${{UID}}/enroot/runtime\n"
-        f"ENROOT_CACHE_PATH      {LOCAL_SSD}/${{UID}}/enroot/cache\n"
-        f"ENROOT_DATA_PATH       {LOCAL_SSD}/${{UID}}/enroot/data\n"
-        f"ENROOT_TEMP_PATH       {LOCAL_SSD}/${{UID}}/enroot\n"
-    )
-    # Ubuntu 24.04 blocks unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1), so enroot
-    # and Pyxis cannot create a container's namespace. Cluster Toolkit's A3 Mega example turns it off in its image,
-    # for good through sysctl.d ("# Required for enroot/pyxis to work": examples/machine-learning/a3-megagpu-8g/
-    # a3mega-slurm-blueprint.yaml @ v1.95.0, runner fix_enroot_env.sh); the same lines here.
-    userns = """#!/bin/bash
-# Disable Ubuntu 24.04's restriction on unprivileged user namespaces: required for enroot/Pyxis.
-set -euo pipefail
-if [ -f /proc/sys/kernel/apparmor_restrict_unprivileged_userns ]; then
-  sysctl -w kernel.apparmor_restrict_unprivileged_userns=0
-  echo "kernel.apparmor_restrict_unprivileged_userns = 0" > /etc/sysctl.d/90-enroot-namespaces.conf
-fi
-"""
-    # enroot reads registry credentials from its config path; a command in it is run for every pull (the
-    # nodes' service account reads the platform's registry).
-    credentials = (
-        f"machine {env.registry.host(env.region)} login oauth2accesstoken password $(gcloud auth print-access-token)\n"
-    )
+    """The node image's build: Slurm-GCP at the pinned tag (a tag, never a branch), the TCPXO host pieces, enroot on
+    local SSD. The files are in infra/slurm/files/image/; why each is there:
+
+    - install_tcpxo_host.sh: the dmabuf import helper (DKMS) from Google's gpudirect-tcpxo repository, with the
+      one-line source fix the toolkit's example applies for kernel 6.17; 00-a3-megagpu.rules bind-mounts the
+      aperture devices where TCPXO looks for them.
+    - install_container_toolkit.sh, block-broken-nvidia-container: the receive-data-path manager's prolog runs
+      `docker run --gpus all`, and dockerd registers its GPU device driver only where nvidia-container-runtime-hook
+      is on PATH (moby daemon/nvidia_linux.go), which the NVIDIA Container Toolkit installs. Cluster Toolkit's A3
+      Mega example installs it from NVIDIA's CUDA repository (cuda-keyring; runner install_cuda_and_dcgm.yml) and
+      blocks 1.17.7-1 ("contains bugs that break enroot functionality on Slurm clusters": slurm-gcp 6.12.1
+      ansible/roles/nvidia_repository/tasks/os/debian.yml); the same here.
+    - fix_enroot_env.sh: Ubuntu 24.04 blocks unprivileged user namespaces
+      (kernel.apparmor_restrict_unprivileged_userns=1), so enroot and Pyxis cannot create a container's namespace.
+      Cluster Toolkit's A3 Mega example turns it off in its image, for good through sysctl.d ("# Required for
+      enroot/pyxis to work": examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml @ v1.95.0, runner
+      fix_enroot_env.sh); the same lines here.
+    - enroot.credentials: enroot reads registry credentials from its config path; a command in it is run for every
+      pull (the nodes' service account reads the platform's registry).
+    """
+    runners = [
+        ("data", "/var/tmp/slurm_vars.json", "slurm_vars.json", {}),
+        ("shell", "install_slurm.sh", "install_slurm.sh", {"SLURM_GCP_REF": SLURM_GCP_REF}),
+        ("shell", "install_tcpxo_host.sh", "install_tcpxo_host.sh", {}),
+        ("data", "/etc/apt/preferences.d/block-broken-nvidia-container", "block-broken-nvidia-container", {}),
+        ("shell", "install_container_toolkit.sh", "install_container_toolkit.sh", {}),
+        ("data", "/etc/udev/rules.d/00-a3-megagpu.rules", "00-a3-megagpu.rules", {}),
+        ("data", "/etc/enroot/enroot.conf", "enroot.conf", {"LOCAL_SSD": LOCAL_SSD}),
+        ("shell", "fix_enroot_env.sh", "fix_enroot_env.sh", {}),
+        (
+            "data",
+            "/etc/enroot/platform/.credentials",
+            "enroot.credentials",
+            {"REGISTRY_HOST": env.registry.host(env.region)},
+        ),
+    ]
     return {
         "id": "image_script",
         "source": "modules/scripts/startup-script",
@@ -247,15 +171,8 @@ fi
             # off (modules/scripts/startup-script/variables.tf @ v1.95.0: world_writable = optional(bool, false)).
             "docker": {"enabled": True, "world_writable": False},
             "runners": [
-                _runner("data", "/var/tmp/slurm_vars.json", slurm_vars),
-                _runner("shell", "install_slurm.sh", install_slurm),
-                _runner("shell", "install_tcpxo_host.sh", install_tcpxo),
-                _runner("data", "/etc/apt/preferences.d/block-broken-nvidia-container", container_toolkit_pin),
-                _runner("shell", "install_container_toolkit.sh", install_container_toolkit),
-                _runner("data", "/etc/udev/rules.d/00-a3-megagpu.rules", aperture_rule),
-                _runner("data", "/etc/enroot/enroot.conf", enroot),
-                _runner("shell", "fix_enroot_env.sh", userns),
-                _runner("data", "/etc/enroot/platform/.credentials", credentials),
+                _runner(kind, destination, fill(f"image/{name}", **values))
+                for kind, destination, name, values in runners
             ],
         },
     }
@@ -333,22 +250,6 @@ def partition_modules(env: Environment, name: str, partition: SlurmPartition) ->
 
 def _compute_startup(env: Environment) -> dict[str, Any]:
     """Every compute node at boot: local SSD for containers, and slurmd only once the aperture devices exist."""
-    wait_for_aperture = f"""#!/bin/bash
-set -euo pipefail
-mkdir -p /etc/systemd/system/slurmd.service.d
-cat > /usr/local/bin/wait-for-aperture-devices.sh <<'EOF'
-#!/bin/bash
-# GPUDirect-TCPXO nodes only: wait up to 60 s for the aperture devices the udev rule mounts.
-lspci -d 1ae0:0084 | grep -q . || exit 0
-for _ in $(seq 30); do [ -n "$(ls -A /dev/aperture_devices 2>/dev/null)" ] && exit 0; sleep 2; done
-exit 1
-EOF
-chmod 0755 /usr/local/bin/wait-for-aperture-devices.sh
-printf '[Service]\\nExecCondition=/usr/local/bin/wait-for-aperture-devices.sh\\n' \\
-  > /etc/systemd/system/slurmd.service.d/aperture.conf
-systemctl daemon-reload
-mkdir -p {LOCAL_SSD}/enroot && chmod 1777 {LOCAL_SSD}/enroot
-"""
     return {
         "id": "compute_startup",
         "source": "modules/scripts/startup-script",
@@ -360,19 +261,15 @@ mkdir -p {LOCAL_SSD}/enroot && chmod 1777 {LOCAL_SSD}/enroot
                 "world_writable": False,  # as above: root's socket stays root's
                 "daemon_config": f'{{"data-root": "{LOCAL_SSD}/docker"}}',
             },
-            "runners": [_runner("shell", "wait_for_aperture_devices.sh", wait_for_aperture)],
+            "runners": [
+                _runner(
+                    "shell",
+                    "wait_for_aperture_devices.sh",
+                    fill("compute/wait_for_aperture_devices.sh", LOCAL_SSD=LOCAL_SSD),
+                )
+            ],
         },
     }
-
-
-# The image's /etc/enroot/enroot.conf puts enroot's paths on the compute nodes' local SSD, which the login and
-# controller machines do not have: there, as in Cluster Toolkit's A3 Mega example (controller_startup runner
-# reset_enroot.sh and the controller's login_startup_script @ v1.95.0), the file goes and enroot keeps its defaults.
-RESET_ENROOT = """#!/bin/bash
-# No local SSD on this node: enroot back to its defaults (files under $HOME, runtime under /run).
-set -euo pipefail
-rm -f /etc/enroot/enroot.conf
-"""
 
 
 def _controller_startup(env: Environment) -> dict[str, Any]:
@@ -394,7 +291,11 @@ def _controller_startup(env: Environment) -> dict[str, Any]:
         runners.append(_runner("data", f"{slurm_jobs.JOBS_DIR}/{file_name}", content))
     install = "\n".join(["#!/bin/bash", "set -euo pipefail", *links, f"chmod -R a+rX {slurm_jobs.PLATFORM_DIR}"])
     runners.append(_runner("shell", "install_platform_scripts.sh", install + "\n"))
-    runners.append(_runner("shell", "reset_enroot.sh", RESET_ENROOT))
+    # The image's /etc/enroot/enroot.conf puts enroot's paths on the compute nodes' local SSD, which the login and
+    # controller machines do not have: there, as in Cluster Toolkit's A3 Mega example (controller_startup runner
+    # reset_enroot.sh and the controller's login_startup_script @ v1.95.0), the file goes and enroot keeps its
+    # defaults.
+    runners.append(_runner("shell", "reset_enroot.sh", fill("controller/reset_enroot.sh")))
     return {
         "id": "controller_startup",
         "source": "modules/scripts/startup-script",
@@ -515,7 +416,7 @@ def blueprint(env: Environment) -> dict[str, Any]:
                             "enable_external_prolog_epilog": True,
                             "slurm_conf_tpl": LONG_PROLOG_TEMPLATE,
                             "controller_startup_script": "$(controller_startup.startup_script)",
-                            "login_startup_script": literal(RESET_ENROOT),
+                            "login_startup_script": literal(fill("controller/reset_enroot.sh")),
                             "service_account_email": controller_service_account(env),
                             "service_account_scopes": CLOUD_PLATFORM,
                             "tags": [node_tag(env)],

@@ -200,7 +200,7 @@ def nccl_test_job(env: Environment) -> BatchJob | None:
 
 
 # The prefix of the cluster's bucket its hosts may write (their grant carries an IAM condition on it,
-# infra.constructs.identity.SlurmServiceAccounts; issue 25, finding 7): the rest is GKE's and Vertex AI's.
+# infra.constructs.identity.SlurmServiceAccounts): the rest is GKE's and Vertex AI's.
 BUCKET_PREFIX = "slurm"
 
 

@@ -1,4 +1,4 @@
-"""The bootstrap stack of one environment, `bootstrap-<env>` (issue 25, findings 1 and 6): the state bucket the
+"""The bootstrap stack of one environment, `bootstrap-<env>`: the state bucket the
 platform stack keeps its state in, the planner and deployer identities and the GitHub federation
 (infra/constructs/bootstrap.py).
 

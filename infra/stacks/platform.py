@@ -268,7 +268,7 @@ class PlatformStack(TerraformStack):
         )
         vertex = self._vertex(env, buckets, network)
         vm_groups = self._vm_groups(env, network, gpudirect)
-        # Binary Authorization's project policy: this registry and upstream images by digest (issue 25, finding 3).
+        # Binary Authorization's project policy: this registry and upstream images by digest.
         BinaryAuthorizationPolicy(
             self,
             "binary-authorization",
@@ -291,7 +291,7 @@ class PlatformStack(TerraformStack):
             + [group.member for group in vm_groups],
             protect=env.registry.protect,
         )
-        # `make image`'s Cloud Build account and its sources' bucket (issue 25, finding 10).
+        # `make image`'s Cloud Build account and its sources' bucket.
         ImageBuilds(
             self,
             "image-builds",
@@ -339,7 +339,7 @@ class PlatformStack(TerraformStack):
                 bucket_roles={b: (buckets[b].bucket.name, role) for b, role in ident.bucket_roles.items()},
                 depends_on=[namespaces.by_name[ident.namespace]],
                 cluster=cluster,
-                # A conversion's identity writes its outputs and reads its sources only (issue 25, finding 7).
+                # A conversion's identity writes its outputs and reads its sources only.
                 prefix_grants=_conversion_grants(ident.bucket_roles, conversions.get(key, {})),
             )
 
@@ -401,7 +401,7 @@ class PlatformStack(TerraformStack):
             project=env.project,
             account_id=vertex_job.SERVICE_ACCOUNT_ID,
             buckets={key: buckets[key].bucket.name for key in sorted(written)},
-            # Each bucket's grant is held to the jobs' base output directory (issue 25, finding 7).
+            # Each bucket's grant is held to the jobs' base output directory.
             prefixes=(
                 {env.vertex.training.bucket: vertex_job.output_dir(env, env.vertex.training).split("/", 3)[3]}
                 if env.vertex.training is not None
@@ -461,7 +461,7 @@ class PlatformStack(TerraformStack):
 
     def _network_policies(self, env: Environment, namespaces: Namespaces) -> None:
         """Default-deny ingress in every workload namespace, each release's pods open to each other, the load
-        balancers' sources to the servers (issue 25, finding 4; infra/constructs/network_policy.py)."""
+        balancers' sources to the servers (infra/constructs/network_policy.py)."""
         vpc_ports = {}
         for key, deployment in env.serving.items():
             if isinstance(deployment, SaxmlServing):

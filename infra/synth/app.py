@@ -34,7 +34,7 @@ class SharedStateBucket(ValueError):
 
 
 def shared_state_buckets(envs: dict[str, Environment]) -> list[str]:
-    """Environments that share a state bucket (issue 25, finding 6: each environment's deployer may reach only its
+    """Environments that share a state bucket (each environment's deployer may reach only its
     own environment's state, which bucket-level IAM gives only with a bucket each)."""
     by_bucket: dict[str, list[str]] = {}
     for env in envs.values():
