@@ -624,3 +624,16 @@ def test_no_slurm_user_gets_roots_docker_socket(envs: dict) -> None:
         settings = [m.get("settings") or {} for group in blueprint(env)["deployment_groups"] for m in group["modules"]]
         dockers = [s["docker"] for s in settings if "docker" in s]
         assert dockers and all(d.get("world_writable") is False for d in dockers), env.name
+
+
+def test_a_host_file_is_filled_with_exactly_its_placeholders() -> None:
+    """The node image's files keep the values an environment decides as @NAME@: each filled, none left over, and a
+    value for a placeholder the file does not have is refused (a renamed placeholder cannot pass unnoticed)."""
+    from infra.slurm.files import fill
+
+    text = fill("image/enroot.conf", LOCAL_SSD="/mnt/ssd")
+    assert "ENROOT_DATA_PATH       /mnt/ssd/${UID}/enroot/data" in text and "@" not in text
+    with pytest.raises(KeyError, match="placeholders \\['LOCAL_SSD'\\], values given for \\[\\]"):
+        fill("image/enroot.conf")
+    with pytest.raises(KeyError, match="values given for \\['LOCAL_SSD', 'OTHER'\\]"):
+        fill("image/enroot.conf", LOCAL_SSD="/mnt/ssd", OTHER="x")
