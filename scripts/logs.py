@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from infra.catalogue.controllers import CONTROLLERS
+from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE
 from infra.config import ConfigError, Environment, JetStreamServing, Serving, VllmServing, environments_dir
 from infra.synth.load import load_named
 
@@ -169,6 +170,9 @@ def gke_sources(env: Environment) -> list[LogSource]:
         release = f"serve-{key}"
         namespace = env.identities[d.identity].namespace
         sources.append(_release(env, f"serving.{key}", release, namespace, d.engine, _unlabeled(release, d)))
+    if any(getattr(d, "autoscaling", None) is not None for d in env.serving.values()):
+        what = "the Custom Metrics Stackdriver Adapter the serving autoscalers read through"
+        sources.append(_release(env, "metrics-adapter", "metrics-adapter", ADAPTER_NAMESPACE, what))
     return sources
 
 

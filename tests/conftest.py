@@ -25,6 +25,7 @@ XDIST_GROUPS: dict[str, str] = {
     "test_slurm_local.py": "slurm",
     "test_trainer.py": "ray",
     "test_server.py": "server",
+    "test_autoscaling.py": "server",
     "test_vllm.py": "vllm",
     "test_charts.py": "charts",
     "test_chart_scripts.py": "chart-scripts",

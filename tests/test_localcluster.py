@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def test_the_kubernetes_half_comes_in_an_order_terraform_could_apply_it(stacks: 
         for needed in body.get("depends_on") or []:
             if needed in position:
                 assert position[needed] < position[address], f"{address} before {needed}"
-    assert sum(a.startswith("helm_release.") for a in order) == 14
+    assert sum(a.startswith("helm_release.") for a in order) == 15
 
 
 def test_a_network_policy_is_sent_as_the_provider_sends_it(stacks: dict[str, dict[str, Any]]) -> None:
@@ -178,7 +179,7 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
     code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "first"))
     assert code == 0, (out + err)[-4000:]
     found = _verdicts()
-    assert set(found["releases"].values()) == {"deployed"} and len(found["releases"]) == 14
+    assert set(found["releases"].values()) == {"deployed"} and len(found["releases"]) == 15
     pending = [p for p in found["pods"] if p["pool"] is None]
     assert pending == [], pending
     assert "disagrees with the placement report" not in out
@@ -192,9 +193,11 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
         "sax-a": 8,
         "sax-b": 8,
         "serve": 4,
-        "system": 10,
+        # The metrics adapter's pod with the controllers.
+        "system": 11,
         "train": 4,
-        "vllm": 2,
+        # The autoscaled vLLM at its fewest servers: the HorizontalPodAutoscaler owns the count from 1 to 3.
+        "vllm": 1,
         "vllm-multihost": 4,
     }
     # The controllers' work: KubeRay's head and four workers, LWS's groups, JobSet's jobs for Saxml.
@@ -205,6 +208,26 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
     # Kueue: the two GPU JobSets want the a3mega flavor's 16 GPUs each; one holds the quota, the other waits.
     states = sorted(found["workloads"].values())
     assert len(states) == 2 and "insufficient unused quota for nvidia.com/gpu in flavor a3mega" in states[0]
+
+
+@pytest.mark.slow
+def test_the_real_autoscaler_reaches_the_leaderworkerset_it_scales(cluster_dir: Path) -> None:
+    """The HorizontalPodAutoscaler the vLLM release declares, read by the real HPA controller: it gets the
+    LeaderWorkerSet's scale subresource (AbleToScale) and counts its groups; the metric itself is the metrics
+    adapter's, which serves nothing on KWOK's nodes here (ScalingActive false, naming the metric)."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    deadline = time.monotonic() + 60
+    while True:
+        hpa = cluster.get("hpa", "-n", "ml-serving", "serve-llama70b-vllm")
+        conditions = {c["type"]: c for c in hpa.get("status", {}).get("conditions") or []}
+        if ("AbleToScale" in conditions and "ScalingActive" in conditions) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert conditions["AbleToScale"]["status"] == "True", conditions
+    assert conditions["AbleToScale"]["reason"] == "SucceededGetScale"
+    assert hpa["status"]["currentReplicas"] == 1
+    assert conditions["ScalingActive"]["status"] == "False"
+    assert "vllm:num_requests_waiting" in conditions["ScalingActive"]["message"], conditions
 
 
 @pytest.mark.slow

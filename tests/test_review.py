@@ -26,7 +26,7 @@ def test_dev_inventory_counts_every_slice_by_generation_and_zone(stacks: dict[st
     # v5e: two Saxml 4x8 slices.
     # An autoscaled (queued) pool counts at its maximum: what the plan can bring up.
     assert accelerator_inventory(stacks["dev"]) == {
-        ("v6e", "us-east5-b"): 80,
+        ("v6e", "us-east5-b"): 88,
         ("v5e", "us-east5-b"): 64,
         ("a3-mega", "us-east5-a"): 16,
     }
@@ -34,7 +34,7 @@ def test_dev_inventory_counts_every_slice_by_generation_and_zone(stacks: dict[st
 
 def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dict[str, Any]]) -> None:
     text = render(review_stack("platform-dev", stacks["dev"], None))
-    assert "| v6e | us-east5-b | 0 | 80 | +80 |" in text
+    assert "| v6e | us-east5-b | 0 | 88 | +88 |" in text
     assert "| a3-mega | us-east5-a | 0 | 16 | +16 |" in text
     assert "| `google_container_node_pool` | 11 |" in text  # 9 slices, system, the conversion pool
     assert "## Blocking" not in text
@@ -79,7 +79,7 @@ def test_resizing_a_slice_replaces_its_pool_and_blocks_until_confirmed(stacks: d
     _pool(after, "train")["placement_policy"]["tpu_topology"] = "4x8"
     address = _address(after, "google_container_node_pool", "train")
     review = review_stack("platform-dev", after, stacks["dev"])
-    assert "| v6e | us-east5-b | 80 | 96 | +16 |" in render(review)
+    assert "| v6e | us-east5-b | 88 | 104 | +16 |" in render(review)
     assert [(c.action, c.address, c.replaced_by) for c in review.blocking] == [
         ("replace", address, ("placement_policy.tpu_topology",))
     ]
@@ -248,8 +248,8 @@ def test_a_change_of_node_count_and_price_shows_each_cost_before_and_after(stack
     )
     assert "| 1-5 \u2192 1-6 |" in _cost_row(text, "system")
     # 4 x (10.80 - 4.86) + 0.26805 for the sixth system node, at the most nodes.
-    assert "- at the most nodes: 271.56 \u2192 295.59 USD/hour (+24.03)" in text
-    assert "- at the fewest nodes: 159.63 \u2192 183.39 USD/hour (+23.76)" in text
+    assert "- at the most nodes: 281.28 \u2192 305.31 USD/hour (+24.03)" in text
+    assert "- at the fewest nodes: 149.91 \u2192 173.67 USD/hour (+23.76)" in text
 
 
 def test_a_pool_created_or_deleted_costs_from_or_to_none(stacks: dict[str, dict[str, Any]]) -> None:
@@ -271,7 +271,7 @@ def test_an_unpriced_pool_is_listed_with_its_reason_and_left_out_of_the_total(
     text = render(review_stack("platform-dev", after, stacks["dev"]))
     assert "| 10.80 \u2192 \u2014 |" in _cost_row(text, "train")
     assert "- train: TPU7x (Ironwood) has no row in the pinned SkyPilot catalogue" in text
-    assert "- at the most nodes: 271.56 \u2192 228.36 USD/hour (-43.20)" in text
+    assert "- at the most nodes: 281.28 \u2192 238.08 USD/hour (-43.20)" in text
 
 
 def test_a_real_plan_shows_the_cost_change(stacks: dict[str, dict[str, Any]]) -> None:

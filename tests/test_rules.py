@@ -701,6 +701,20 @@ def _pool_selects_workers(objs: list[dict[str, Any]]) -> None:
 
 
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    # A PodMonitoring on a port the servers do not have is accepted and collects nothing.
+    "monitoring.pod-monitoring-reaches-its-pods": (
+        "serve-llama70b-vllm",
+        lambda o: one_of_kind(o, "PodMonitoring")["spec"]["endpoints"][0].update(port="metrics"),
+        "pods have no such container port",
+    ),
+    # An autoscaler on a metric the server does not export reads no value and never scales.
+    "hpa.scales-on-a-collected-metric": (
+        "serve-llama70b-vllm",
+        lambda o: one_of_kind(o, "HorizontalPodAutoscaler")["spec"]["metrics"][0]["pods"]["metric"].update(
+            name="prometheus.googleapis.com|vllm:gpu_cache_usage_perc|gauge"
+        ),
+        "not a metric the vllm's server exports",
+    ),
     # Issue 25: Helm's release records are ConfigMaps the read-only planner reads; a Secret with data in a chart would
     # be stored in one (and in Terraform's state with the values).
     "helm.release-holds-no-secret-data": (

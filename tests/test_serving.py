@@ -194,7 +194,8 @@ def test_single_host_vllm_is_tensor_parallel_over_the_hosts_chips_and_streams_it
 ) -> None:
     lws = _lws(stacks, "serve-llama70b-vllm")
     spec = lws["spec"]
-    assert spec["replicas"] == 2 and spec["leaderWorkerTemplate"]["size"] == 1
+    # Its autoscaler owns the number of groups (tests/test_autoscaling.py); a group is one host.
+    assert "replicas" not in spec and spec["leaderWorkerTemplate"]["size"] == 1
     assert "leaderTemplate" not in spec["leaderWorkerTemplate"]
     container = spec["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
     assert container["command"] == ["bash", "/platform/serve.sh"] and container["args"][0] == "server"
@@ -272,8 +273,9 @@ def test_the_gateways_prerequisites_are_in_the_stack(stacks: dict[str, dict[str,
     rule = by_name(stack, "google_compute_firewall")["ml-platform-proxy-only-to-servers"]
     assert rule["source_ranges"] == ["10.10.18.0/23", "35.191.0.0/16", "130.211.0.0/22"]
     assert rule["allow"] == [{"protocol": "tcp", "ports": ["8000", "9002"]}]  # the servers and the endpoint picker
-    # The node pool of the single-host slice holds one host per replica.
-    assert by_name(stack, "google_container_node_pool")["vllm"]["node_count"] == 2
+    # The node pool of the single-host slice holds one host per server, from its autoscaler's fewest to its most.
+    scaling = by_name(stack, "google_container_node_pool")["vllm"]["autoscaling"]
+    assert (scaling["min_node_count"], scaling["max_node_count"]) == (1, 3)
 
 
 def test_gkes_health_check_rules_refuse_the_extension_charts_shape(stacks: dict[str, dict[str, Any]]) -> None:

@@ -46,9 +46,23 @@ def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], e
         for key, spec in env.gke_slices.items():
             s, pool = spec.slice, pools[key]
             assert pool["node_config"]["machine_type"] == s.machine_type
-            if spec.node_range is None:
+            scaling = env.slice_node_range(key)
+            if scaling is None:
                 # A single-host slice holds one host per replica of the vLLM server on it.
                 assert pool["node_count"] == s.hosts * env.slice_copies(key)
+            elif spec.node_range is None:
+                # A single-host slice under an autoscaled vLLM: a host per server, from its fewest to its most.
+                assert "node_count" not in pool
+                counts = "" if s.kind == "tpu" else "total_"
+                low, high = scaling
+                assert (
+                    pool["autoscaling"][f"{counts}min_node_count"],
+                    pool["autoscaling"][f"{counts}max_node_count"],
+                ) == (
+                    low,
+                    high,
+                )
+                assert high == s.hosts * env.slice_copies(key)
             else:
                 low, high = spec.node_range
                 assert "node_count" not in pool
@@ -277,7 +291,7 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
     terraform, _, _ = check_synthesized(stack)
     assert [v.line() for v in terraform] == []
     # The shipped v6e slices (train 16, serve 16, prefill 8, decode 8, vllm 2 x 8, vllm-multihost 16) and this one.
-    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 80 + 8
+    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 88 + 8
 
 
 def test_an_ironwood_slice_gets_its_workload_policy_as_gke_documents_it(

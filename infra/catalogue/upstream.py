@@ -46,6 +46,11 @@ GAIE_EPP = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
 # (9003) is probed by the kubelet only, not by the load balancer: not opened.
 GAIE_EPP_PORT = 9002
 
+# The Custom Metrics Stackdriver Adapter the serving autoscalers read through (infra/catalogue/serving_metrics.py):
+# the image its production manifest pins (GoogleCloudPlatform/k8s-stackdriver
+# custom-metrics-stackdriver-adapter/deploy/production/adapter_new_resource_model.yaml @ af49d863, 2026-08-17).
+METRICS_ADAPTER = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9-gke.0"
+
 # NCCL's own benchmarks for the Slurm cluster's all-gather gate, built once per cluster inside NVIDIA's PyTorch
 # container (what Cluster Toolkit's A3 Mega example does at v1.95.0,
 # examples/machine-learning/a3-megagpu-8g/nccl-tests/build-nccl-tests.sh, there from the branch head: here
@@ -73,6 +78,8 @@ AWAITING_DIGEST: dict[str, str] = {
         JETSTREAM_PATHWAYS,
         JETSTREAM_HTTP,
         GAIE_EPP,
+        # Published by tag only: its manifest pins the tag and pulls it Always.
+        METRICS_ADAPTER,
         NCCL_TESTS_IMAGE,
         # GPUDirect-TCPX (A3 High), which no environment runs today.
         TCPX.installer_image,

@@ -34,6 +34,7 @@ from infra.config.network import AuthorizedNetwork, Network
 from infra.config.release import PLACEHOLDER_DIGEST, Release
 from infra.config.serving import (
     BYTES_PER_PARAMETER,
+    Autoscaling,
     CanaryServing,
     CheckpointConversion,
     JetStreamServing,
@@ -52,6 +53,7 @@ __all__ = [
     "PLACEHOLDER_DIGEST",
     "VERSION",
     "AuthorizedNetwork",
+    "Autoscaling",
     "Batch",
     "BucketRole",
     "BucketSpec",

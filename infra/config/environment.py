@@ -184,11 +184,22 @@ class Environment(Model):
 
     def slice_copies(self, key: str) -> int:
         """How many copies of slice `key` its node pool holds: the replicas of the vLLM deployment on a single-host
-        slice, else 1."""
+        slice (its autoscaler's max where it autoscales), else 1."""
         for d in self.serving.values():
             if isinstance(d, VllmServing) and d.slice == key and not self.slices[key].slice.multi_host:
-                return d.replicas
+                return d.autoscaling.max if d.autoscaling is not None else d.replicas
         return 1
+
+    def slice_node_range(self, key: str) -> tuple[int, int] | None:
+        """(min, max) nodes of slice `key`'s pool where it autoscales: its own capacity's range, or the hosts of its
+        vLLM autoscaler's fewest and most servers; None for a fixed node count."""
+        spec = self.slices[key]
+        for d in self.serving.values():
+            if isinstance(d, VllmServing) and d.slice == key and d.autoscaling is not None:
+                hosts = spec.slice.hosts
+                low = 0 if spec.capacity.dynamic else d.autoscaling.min * hosts
+                return (low, d.autoscaling.max * hosts)
+        return spec.node_range
 
     def slice_holder(self, key: str) -> str:
         """Which orchestrator holds slice `key`'s machines: `gke` (a node pool of the stack), `slurm`, `vertex`

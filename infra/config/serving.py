@@ -12,6 +12,25 @@ from infra.config.base import BucketPath, KubernetesName, Model, Name
 BYTES_PER_PARAMETER = {"bf16": 2, "int8": 1}
 
 
+class Autoscaling(Model):
+    """Servers added and removed with the traffic: a Horizontal Pod Autoscaler keeps the average of one metric the
+    server exports (`signal`, infra/catalogue/serving_metrics.py) near `target`, between `min` and `max` servers,
+    and the slice's node pool grows and shrinks with them. It owns the replica count (no `replicas` beside it)."""
+
+    min: int = Field(ge=1, le=16, description="fewest servers; never 0: a cold start compiles for minutes")
+    max: int = Field(ge=1, le=16, description="most servers; the slice's node pool holds this many")
+    signal: Literal["queue", "kv-cache"] = Field(
+        default="queue", description="queue: requests waiting per server; kv-cache: the KV cache's use (0 to 1)"
+    )
+    target: float | None = Field(default=None, gt=0, description="the signal's average per server to hold")
+
+    @model_validator(mode="after")
+    def _range(self) -> Autoscaling:
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        return self
+
+
 class ServedModel(Model):
     """What a serving deployment holds in HBM: its weights at a precision, plus a KV cache budget."""
 
@@ -164,6 +183,8 @@ class VllmServing(Model):
     # Servers of the model. On a single-host slice, its node pool holds one host per replica; a multi-host
     # slice is one node pool of one slice, so one replica.
     replicas: int = Field(default=1, ge=1, le=16)
+    # Servers added and removed with the traffic (single-host slices); the pool holds `autoscaling.max` hosts.
+    autoscaling: Autoscaling | None = None
     # A Kubernetes Secret (key `token`) whose value clients must send as a bearer token.
     api_key_secret: KubernetesName | None = None
     # Where each host keeps its XLA compilation cache (`xla-cache/<release>/group-<g>/host-<h>/` in this
@@ -195,6 +216,8 @@ class CanaryServing(Model):
     path: BucketPath = "canary"
     image: Name
     replicas: int = Field(default=1, ge=1)
+    # Servers added and removed with the queue (`signal: queue`, canary_queue_depth).
+    autoscaling: Autoscaling | None = None
     max_batch: int = Field(default=8, ge=1)
     queue_size: int = Field(default=64, ge=1)
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.controllers import controllers_of_chart
+from infra.catalogue.serving_metrics import signals_of
 from infra.config.base import Problem, _not_in
 from infra.config.findings import Finding
 from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing
@@ -170,6 +171,44 @@ def serving_problems(env: Environment) -> list[Problem]:
             problems += _vllm_problems(env, where, d, slices[d.slice])
         if isinstance(d, SaxmlServing):
             problems += _saxml_identity_problems(env, where, d)
+        if isinstance(d, (VllmServing, CanaryServing)) and d.autoscaling is not None:
+            problems += _autoscaling_problems(where, d)
+    return problems
+
+
+def _autoscaling_problems(where: tuple[str | int, ...], d: VllmServing | CanaryServing) -> list[Problem]:
+    """The autoscaler owns the replica count, and scales on a signal the engine's server exports."""
+    assert d.autoscaling is not None
+    problems: list[Problem] = []
+    if d.replicas != 1:
+        problems.append(
+            Finding(
+                (*where, "replicas"),
+                d.replicas,
+                "the autoscaler sets the number of servers between autoscaling.min and autoscaling.max: remove "
+                "replicas",
+            )
+        )
+    exported = signals_of(d.engine)
+    if d.autoscaling.signal not in exported:
+        problems.append(
+            Finding(
+                (*where, "autoscaling", "signal"),
+                d.autoscaling.signal,
+                f"the {d.engine} server exports no such signal; it exports: "
+                + ", ".join(f"{name} ({s.metric})" for name, s in exported.items())
+                + " [source: infra/catalogue/serving_metrics.py]",
+            )
+        )
+    if d.autoscaling.signal == "kv-cache" and (d.autoscaling.target or 0) > 1:
+        problems.append(
+            Finding(
+                (*where, "autoscaling", "target"),
+                d.autoscaling.target,
+                "the KV cache's use is a fraction from 0 to 1 (vllm:kv_cache_usage_perc): a target above 1 is never "
+                "reached, so the autoscaler never adds a server",
+            )
+        )
     return problems
 
 
@@ -194,6 +233,15 @@ def _vllm_problems(env: Environment, where: tuple[str | int, ...], d: VllmServin
                 d.replicas,
                 f"a multi-host slice ({slice_.name}) is one node pool of one slice: one replica; serve more "
                 "from more slices",
+            )
+        )
+    if d.autoscaling is not None and slice_.multi_host:
+        problems.append(
+            Finding(
+                (*where, "autoscaling"),
+                d.autoscaling.max,
+                f"a multi-host slice ({slice_.name}) is one node pool of one slice, so one server: autoscaling "
+                "adds whole servers, each a slice; autoscale a single-host slice",
             )
         )
     if d.gateway and env.network.proxy_only_cidr is None:

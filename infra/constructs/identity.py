@@ -73,6 +73,43 @@ class Namespaces(Construct):
         }
 
 
+def kubernetes_principal(project_number: str, workload_pool: str, namespace: str, service_account: str) -> str:
+    """A Kubernetes service account's own IAM principal (Workload Identity Federation for GKE, no Google account)."""
+    return (
+        f"principal://iam.googleapis.com/projects/{project_number}/locations/global/"
+        f"workloadIdentityPools/{workload_pool}/subject/ns/{namespace}/sa/{service_account}"
+    )
+
+
+class ProjectRoleOfKubernetesAccount(Construct):
+    """One project role held by a Kubernetes service account's own principal (the metrics adapter's
+    roles/monitoring.viewer: it reads Cloud Monitoring for the autoscalers)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        project_number: str,
+        workload_pool: str,
+        namespace: str,
+        service_account: str,
+        role: str,
+        cluster: object,
+    ) -> None:
+        super().__init__(scope, id_)
+        # The workload pool exists once the cluster does ("Identity Pool does not exist" before).
+        self.member = google("project_iam_member").ProjectIamMember(
+            self,
+            "member",
+            project=project,
+            role=role,
+            member=kubernetes_principal(project_number, workload_pool, namespace, service_account),
+            depends_on=[cluster],
+        )
+
+
 class WorkloadIdentity(Construct):
     """A Kubernetes service account and its bucket roles, in one of the two shapes the seeds use.
 
@@ -109,10 +146,7 @@ class WorkloadIdentity(Construct):
         after_cluster = [cluster]
         annotations: dict[str, str] = {}
         if mode == "direct":
-            member = (
-                f"principal://iam.googleapis.com/projects/{project_number}/locations/global/"
-                f"workloadIdentityPools/{workload_pool}/subject/ns/{namespace}/sa/{service_account}"
-            )
+            member = kubernetes_principal(project_number, workload_pool, namespace, service_account)
         else:
             gsa = google("service_account").ServiceAccount(
                 self,

@@ -248,6 +248,7 @@ class ChartRelease(Construct):
         values: dict[str, Any],
         depends_on: list[Any],
         wait: bool = True,
+        create_namespace: bool = False,
     ) -> None:
         super().__init__(scope, id_)
         version = local_chart_versions()[chart]
@@ -258,6 +259,7 @@ class ChartRelease(Construct):
             chart=chart_path(chart),
             version=version,
             namespace=namespace,
+            **({"create_namespace": True} if create_namespace else {}),
             values=[json.dumps(without_nulls(values), sort_keys=True)],
             atomic=wait,
             wait=wait,

@@ -11,7 +11,9 @@ from typing import Any
 from infra.catalogue import upstream
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.models import conversion_memory_gib
+from infra.catalogue.serving_metrics import ADAPTER_SERVICE_ACCOUNT, SCRAPE_INTERVAL, signals_of
 from infra.config import (
+    Autoscaling,
     CanaryServing,
     Environment,
     JetStreamServing,
@@ -129,6 +131,26 @@ def jetstream_values(env: Environment, key: str) -> dict[str, Any]:
     }
 
 
+def quantity(value: float) -> str:
+    """A number as a Kubernetes quantity: whole numbers as they are, others in thousandths (0.8 -> 800m)."""
+    return str(int(value)) if float(value).is_integer() else f"{round(value * 1000)}m"
+
+
+def autoscaling_values(engine: str, autoscaling: Autoscaling | None) -> dict[str, Any]:
+    """A chart's `autoscaling` values: the HPA's bounds, its metric as the adapter serves it and its target."""
+    if autoscaling is None:
+        return {"enabled": False, "minReplicas": 1, "maxReplicas": 1, "metric": "", "averageValue": "1"}
+    signal = signals_of(engine)[autoscaling.signal]
+    target = autoscaling.target if autoscaling.target is not None else signal.default_target
+    return {
+        "enabled": True,
+        "minReplicas": autoscaling.min,
+        "maxReplicas": autoscaling.max,
+        "metric": signal.hpa_metric,
+        "averageValue": quantity(target),
+    }
+
+
 def vllm_values(env: Environment, key: str) -> dict[str, Any]:
     d = env.serving[key]
     assert isinstance(d, VllmServing)
@@ -137,6 +159,8 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "image": env.release.images[d.image],
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
+        "autoscaling": autoscaling_values("vllm", d.autoscaling),
+        "monitoring": {"interval": SCRAPE_INTERVAL},
         "hosts": s.hosts,
         "chipsPerHost": s.chips_per_host,
         "nodeSelector": pool_selector(s, d.slice),
@@ -160,10 +184,17 @@ def canary_values(env: Environment, key: str) -> dict[str, Any]:
         "image": env.release.images[d.image],
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
+        "autoscaling": autoscaling_values("canary", d.autoscaling),
+        "monitoring": {"interval": SCRAPE_INTERVAL},
         "checkpoints": {"bucket": env.bucket_name(d.bucket), "mountPath": CHECKPOINT_MOUNT, "path": d.path},
         "maxBatch": d.max_batch,
         "queueSize": d.queue_size,
     }
+
+
+def metrics_adapter_values() -> dict[str, Any]:
+    """The Custom Metrics Stackdriver Adapter (infra/catalogue/serving_metrics.py)."""
+    return {"image": upstream.METRICS_ADAPTER, "serviceAccountName": ADAPTER_SERVICE_ACCOUNT}
 
 
 VALUES = {"saxml": saxml_values, "jetstream": jetstream_values, "vllm": vllm_values, "canary": canary_values}

@@ -38,15 +38,19 @@ from infra.localcluster.controllers import (
 )
 from infra.localcluster.manifests import KUBERNETES_TYPES, kubernetes_half, manifest, resolve
 
-GKE_CRD_SOURCES = ("kuberay", "gke-networking", "gateway-api", "inference-extension", "gke-gateway")
+GKE_CRD_SOURCES = ("kuberay", "gke-networking", "gateway-api", "inference-extension", "gke-gateway", "gmp")
 # GKE's own kinds whose CRD files are not pinned here, each (group, version, plural), for a stand-in CRD with an
 # open schema: the Gateway policies (networking.gke.io/v1; the rule gke.inference-gateway-policies holds the
-# objects) and the cluster autoscaler's ProvisioningRequest (autoscaling.x-k8s.io/v1, which GKE serves for
-# queued provisioning; Kueue's ProvisioningRequest admission check creates them, and nothing here fulfils them).
+# objects), Managed Prometheus's PodMonitoring and the cluster autoscaler's ProvisioningRequest
+# (autoscaling.x-k8s.io/v1, which GKE serves for queued provisioning; Kueue's ProvisioningRequest admission check
+# creates them, and nothing here fulfils them).
 GKE_STAND_IN_KINDS = {
     "HealthCheckPolicy": ("networking.gke.io", "v1", "healthcheckpolicies"),
     "GCPBackendPolicy": ("networking.gke.io", "v1", "gcpbackendpolicies"),
     "ProvisioningRequest": ("autoscaling.x-k8s.io", "v1", "provisioningrequests"),
+    # Managed Prometheus's PodMonitoring (GKE installs it with managed collection; the rule
+    # monitoring.pod-monitoring-reaches-its-pods holds the objects).
+    "PodMonitoring": ("monitoring.googleapis.com", "v1", "podmonitorings"),
 }
 RELEASE_KEYS = {
     "//",

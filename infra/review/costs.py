@@ -83,7 +83,7 @@ def cost_json(costs: Mapping[str, PoolCost] | None) -> dict[str, Any] | None:
     }
 
 
-def _usd(value: float | None) -> str:
+def usd(value: float | None) -> str:
     return "\u2014" if value is None else f"{value:,.2f}"
 
 
@@ -189,7 +189,7 @@ def _cost_cells(c: PoolCost) -> list[str]:
     fewest, most = c.hourly(c.min_nodes), c.hourly(c.max_nodes)
 
     def span(a: float | None, b: float | None) -> str:
-        return _usd(b) if a == b else f"{_usd(a)}-{_usd(b)}"
+        return usd(b) if a == b else f"{usd(a)}-{usd(b)}"
 
     monthly = [None if v is None else v * month for v in (fewest, most)]
-    return [c.machine_type, c.price.basis, c.nodes, _usd(c.price.usd_per_hour), span(fewest, most), span(*monthly)]
+    return [c.machine_type, c.price.basis, c.nodes, usd(c.price.usd_per_hour), span(fewest, most), span(*monthly)]

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.catalogue.terraform_google import forces_replacement
+from infra.review.autoscaling import autoscalers
 from infra.review.costs import pool_costs, stack_pools
 from infra.review.gate import gate
 from infra.review.holdings import accelerator_inventory, pool_inventory
@@ -105,6 +106,7 @@ def review_stack(
     return StackReview(
         holdings=list(holdings),
         posture=list(posture),
+        autoscalers=autoscalers(after),
         confirmed=frozenset(confirmed),
         stack=stack,
         changes=diff(before, after),

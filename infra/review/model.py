@@ -4,6 +4,7 @@ the node pools cost."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,24 @@ class PoolCost:
         return str(self.max_nodes) if self.min_nodes == self.max_nodes else f"{self.min_nodes}-{self.max_nodes}"
 
 
+@dataclass(frozen=True)
+class Autoscaler:
+    release: str
+    fewest: int
+    most: int
+    metric: str
+    target: str
+    pool: str = ""  # the accelerator pool its servers run on ("" on CPU nodes)
+    hosts: int = 0  # the pool's nodes one server takes
+
+    def usd_per_hour(self, servers: int, costs: Mapping[str, PoolCost]) -> float | None:
+        """What the pool's nodes of `servers` servers cost per hour, where the pool is priced."""
+        cost = next((c for c in costs.values() if c.pool == self.pool), None)
+        if cost is None or cost.price.usd_per_hour is None or not self.hosts:
+            return None
+        return cost.price.usd_per_hour * self.hosts * servers
+
+
 @dataclass
 class StackReview:
     stack: str
@@ -120,6 +139,8 @@ class StackReview:
     # Node pool costs by address, after the change and before it (None: no baseline).
     costs_after: dict[str, PoolCost] = field(default_factory=dict)
     costs_before: dict[str, PoolCost] | None = None
+    # The serving releases a Horizontal Pod Autoscaler scales (infra/review/autoscaling.py).
+    autoscalers: list[Autoscaler] = field(default_factory=list)
 
     @property
     def gated(self) -> list[Change]:

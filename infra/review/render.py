@@ -8,10 +8,14 @@ from collections import Counter
 from typing import Any
 
 from infra.catalogue import prices
-from infra.review.costs import cost_json, render_costs
+from infra.review.costs import cost_json, render_costs, usd
 from infra.review.model import Change, StackReview
 
 REVIEW_SCHEMA = "platform-review/1"  # docs/review.schema.json
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def review_json(review: StackReview) -> dict[str, Any]:
@@ -52,6 +56,21 @@ def review_json(review: StackReview) -> dict[str, Any]:
         "inventory": {"before": inventory(review.inventory_before), "after": inventory(review.inventory_after)},
         "cost": {"after": cost_json(review.costs_after), "before": cost_json(review.costs_before)},
         "holdings": [dataclasses.asdict(h) for h in review.holdings],
+        "autoscaling": [
+            {
+                "release": a.release,
+                "fewest": a.fewest,
+                "most": a.most,
+                "metric": a.metric,
+                "target": a.target,
+                "pool": a.pool or None,
+                "usd_per_hour": {
+                    "fewest": _rounded(a.usd_per_hour(a.fewest, review.costs_after)),
+                    "most": _rounded(a.usd_per_hour(a.most, review.costs_after)),
+                },
+            }
+            for a in review.autoscalers
+        ],
         "posture": list(review.posture),
     }
 
@@ -124,6 +143,25 @@ def render(review: StackReview) -> str:
         known = [h.hourly for h in review.holdings if h.hourly is not None]
         total = f"{sum(known):,.2f} (of the priced groups)" if known else "\u2014"
         lines.append(f"| total | | {sum(h.gpus for h in review.holdings)} | | {total} |")
+    if review.autoscalers:
+        lines += [
+            "",
+            "## Serving autoscaling",
+            "",
+            "Servers a Horizontal Pod Autoscaler adds and removes, holding the average of its metric per server near",
+            "the target; the pool grows and shrinks with them (its cost above, from its fewest to its most nodes).",
+            "",
+            "| release | servers | scales on | target per server | pool | USD/hour at fewest | USD/hour at most |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for scaler in review.autoscalers:
+            low, high = (scaler.usd_per_hour(n, review.costs_after) for n in (scaler.fewest, scaler.most))
+            servers = f"{scaler.fewest}-{scaler.most}"
+            pool = scaler.pool or "(CPU nodes)"
+            lines.append(
+                f"| {scaler.release} | {servers} | `{scaler.metric}` | {scaler.target} | {pool} | {usd(low)} | "
+                f"{usd(high)} |"
+            )
     if review.posture:
         lines += ["", "## Security posture", "", *review.posture]
     if review.drift:

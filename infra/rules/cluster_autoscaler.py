@@ -5,12 +5,12 @@ share pools (the system pool takes the upstream controllers, the endpoint picker
 head), and a pool has at most so many nodes: the cluster autoscaler adds nodes only up to the pool's maximum,
 then the rest stay Pending ("pod didn't trigger scale-up: ... max node group size reached").
 
-Here every steady pod of the stack (each replica of each pod template, the upstream controllers' own pods
-from their charts' defaults) is packed, largest first, into the nodes of the pools that may take it, each node
-less GKE's reservations and the DaemonSets that land on it; a pod with several candidate pools goes where a node
-is already open, else to the pool with the most nodes left. First-fit-decreasing packs at least as tightly as
-the scheduler's default spreading, so a pool refused here is too small whatever the scheduler does; one
-accepted here may still be tight.
+Here every steady pod of the stack (each replica of each pod template, a Horizontal Pod Autoscaler's target at its
+maxReplicas, the upstream controllers' own pods from their charts' defaults) is packed, largest first, into the
+nodes of the pools that may take it, each node less GKE's reservations and the DaemonSets that land on it; a pod
+with several candidate pools goes where a node is already open, else to the pool with the most nodes left.
+First-fit-decreasing packs at least as tightly as the scheduler's default spreading, so a pool refused here is too
+small whatever the scheduler does; one accepted here may still be tight.
 
 Not modelled (said, not guessed): GKE's own Deployments on the system pool (kube-dns, konnectivity-agent,
 metrics-server, event-exporter: their requests are not published), pods of Jobs that finish before others
@@ -26,7 +26,7 @@ from typing import Any
 from infra.catalogue.controllers import CONTROLLERS
 from infra.derive.gke_nodes import Node
 from infra.rules import Finding, pod_templates, rule, where
-from infra.rules.manifest_subject import ReleaseContext
+from infra.rules.manifest_subject import ReleaseContext, at_most, autoscaled
 from infra.rules.scheduler import SCHEDULER, Pod, _fit_refusal, _selects, nodes, pods
 
 AUTOSCALER = (
@@ -209,12 +209,13 @@ def _queued_templates(releases: dict[str, list[dict[str, Any]]]) -> dict[tuple[s
 
 
 def _copies_by_template(releases: dict[str, list[dict[str, Any]]]) -> dict[tuple[str, str], int]:
-    return {
-        (release, f"{where(obj)}: {path}"): copies(obj, path)
-        for release, objects in releases.items()
-        for obj in objects
-        for path, _ in pod_templates(obj)
-    }
+    out = {}
+    for release, objects in releases.items():
+        scaled = autoscaled(objects)
+        for obj in objects:
+            for path, _ in pod_templates(obj):
+                out[(release, f"{where(obj)}: {path}")] = copies(at_most(obj, scaled), path)
+    return out
 
 
 # The last stack packed, kept by reference (not id) so a new stack is never mistaken for it.

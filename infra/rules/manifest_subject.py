@@ -142,3 +142,19 @@ FUSE_DISALLOWED = {
     "app-name", "temp-dir", "foreground", "log-file", "log-format", "key-file", "token-url",
     "reuse-token-from-url", "config-file", "cache-dir", "prometheus-port", "kernel-params-file", "o",
 }  # fmt: skip
+
+
+def autoscaled(objects: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """{(kind, name): the HorizontalPodAutoscaler's maxReplicas} of each object of a release an HPA scales."""
+    return {
+        (str(ref.get("kind")), str(ref.get("name"))): int(hpa["spec"].get("maxReplicas", 1))
+        for hpa in objects
+        if hpa.get("kind") == "HorizontalPodAutoscaler"
+        for ref in [hpa["spec"].get("scaleTargetRef") or {}]
+    }
+
+
+def at_most(obj: dict[str, Any], scaled: dict[tuple[str, str], int]) -> dict[str, Any]:
+    """The object at its autoscaler's maximum replicas (the pool must hold them all), or as it is."""
+    most = scaled.get((str(obj.get("kind")), str((obj.get("metadata") or {}).get("name"))))
+    return obj if most is None else {**obj, "spec": {**(obj.get("spec") or {}), "replicas": most}}

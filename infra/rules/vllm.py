@@ -12,6 +12,7 @@ from infra.catalogue.accelerators import Slice
 from infra.catalogue.models import MODELS
 from infra.config.serving import VllmServing
 from infra.rules import Finding, containers, pod_templates, probe_budget, rule, where
+from infra.rules.manifest_subject import at_most, autoscaled
 from workloads.serving import vllm_args
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ def _vllm_startup(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     subject="manifest",
 )
 def _vllm_cache(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
+    scaled = autoscaled(objects)
     for obj, path, spec, c in _vllm_containers(objects):
         env = {e.get("name"): e.get("value") for e in c.get("env") or []}
         cache = env.get(CACHE_ENV)
@@ -108,7 +110,8 @@ def _vllm_cache(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
         writable = not mount.get("readOnly") and not (volume.get("csi") or {}).get("readOnly")
         if not writable:
             continue
-        replicas = int((obj.get("spec") or {}).get("replicas", 1))
+        # An autoscaled object runs up to its HorizontalPodAutoscaler's maxReplicas.
+        replicas = int((at_most(obj, scaled).get("spec") or {}).get("replicas", 1))
         strategy = ((obj.get("spec") or {}).get("strategy") or {}).get("type", "RollingUpdate")
         if obj.get("kind") == "LeaderWorkerSet":
             size = int(obj["spec"]["leaderWorkerTemplate"].get("size", 1))

@@ -11,6 +11,7 @@ from constructs import Construct
 from infra.catalogue import upstream
 from infra.catalogue.controllers import CONTROLLERS, controllers_of_chart
 from infra.catalogue.gcp_apis import VERTEX_API, platform_apis
+from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE, ADAPTER_ROLE, ADAPTER_SERVICE_ACCOUNT
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment, SaxmlServing
 from infra.config.environment import BUILD_ACCOUNT_ID
@@ -18,7 +19,13 @@ from infra.constructs.apis import ProjectApis
 from infra.constructs.binary_authorization import BinaryAuthorizationPolicy
 from infra.constructs.builds import ImageBuilds
 from infra.constructs.cluster import GkeCluster
-from infra.constructs.identity import Namespaces, NodeServiceAccount, SlurmServiceAccounts, WorkloadIdentity
+from infra.constructs.identity import (
+    Namespaces,
+    NodeServiceAccount,
+    ProjectRoleOfKubernetesAccount,
+    SlurmServiceAccounts,
+    WorkloadIdentity,
+)
 from infra.constructs.network import (
     HEALTH_CHECK_RANGES,
     PODS_RANGE,
@@ -42,7 +49,7 @@ from infra.constructs.releases import (
     nccl_test_values,
     ray_training_values,
 )
-from infra.constructs.serving import release_name, serving_values
+from infra.constructs.serving import metrics_adapter_values, release_name, serving_values
 from infra.constructs.storage import Bucket
 from infra.constructs.vertex import VertexJobs, custom_code_agent
 from infra.constructs.vms import VmGroup
@@ -200,7 +207,7 @@ class PlatformStack(TerraformStack):
                 capacity_type=spec.capacity.type,
                 reservation=spec.capacity.reservation,
                 max_run_hours=spec.capacity.max_run_hours,
-                node_range=spec.node_range,
+                node_range=env.slice_node_range(key),
                 auto_repair=spec.repairs,
                 auto_upgrade=spec.auto_upgrade,
                 service_account=(pathways_nodes or nodes).email if key in env.pathways_slices else nodes.email,
@@ -375,7 +382,7 @@ class PlatformStack(TerraformStack):
         }
         gpu_pools = [p.pool for key, p in self.slice_pools.items() if env.slices[key].slice.kind == "gpu"]
         self._gpu_releases(env, identities, gpu_pools)
-        self._serving_releases(env, identities)
+        self._serving_releases(env, identities, cluster, system_pool.pool)
         self._network_policies(env, namespaces)
 
         # Last: every Google resource above waits for its API to be enabled.
@@ -481,8 +488,30 @@ class PlatformStack(TerraformStack):
             vpc_ports=vpc_ports,
         )
 
-    def _serving_releases(self, env: Environment, identities: dict) -> None:
-        """One release per serving deployment; model servers load for minutes, so the deploy does not wait."""
+    def _serving_releases(self, env: Environment, identities: dict, cluster: Any, system_pool: Any) -> None:
+        """One release per serving deployment; model servers load for minutes, so the deploy does not wait. Where one
+        autoscales, the metrics adapter its autoscaler reads through, with its Cloud Monitoring role."""
+        if any(getattr(d, "autoscaling", None) is not None for d in env.serving.values()):
+            ProjectRoleOfKubernetesAccount(
+                self,
+                "metrics-adapter-monitoring-viewer",
+                project=env.project,
+                project_number=env.project_number,
+                workload_pool=env.workload_pool,
+                namespace=ADAPTER_NAMESPACE,
+                service_account=ADAPTER_SERVICE_ACCOUNT,
+                role=ADAPTER_ROLE,
+                cluster=cluster,
+            )
+            self._chart_release(
+                "metrics-adapter",
+                skip_unbuilt=False,
+                chart="metrics-adapter",
+                namespace=ADAPTER_NAMESPACE,
+                create_namespace=True,
+                values=metrics_adapter_values(),
+                depends_on=[system_pool],
+            )
         for key, deployment in env.serving.items():
             chart, namespace, values = serving_values(env, key)
             # Every account its pods run as (rule helm.release-after-its-service-accounts): the servers', and the

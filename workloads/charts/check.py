@@ -80,11 +80,21 @@ def _strict(schema: Any) -> Any:
 
 
 # Kubernetes' own API groups whose names have dots (validated against Kubernetes' schemas, not a CRD's).
-BUILTIN_GROUPS = {"rbac.authorization.k8s.io", "networking.k8s.io", "storage.k8s.io", "scheduling.k8s.io"}
+BUILTIN_GROUPS = {
+    "rbac.authorization.k8s.io",
+    "networking.k8s.io",
+    "storage.k8s.io",
+    "scheduling.k8s.io",
+    "apiregistration.k8s.io",
+}
 
 # The kinds of the optional pinned CRDs (GKE's Gateway policies): validated against their schema where it is
 # available, else held to their CEL rules by a rule (infra/rules/gke.py: gke.inference-gateway-policies).
-OPTIONAL_KINDS = {("networking.gke.io/v1", "HealthCheckPolicy"), ("networking.gke.io/v1", "GCPBackendPolicy")}
+OPTIONAL_KINDS = {
+    ("networking.gke.io/v1", "HealthCheckPolicy"),
+    ("networking.gke.io/v1", "GCPBackendPolicy"),
+    ("monitoring.googleapis.com/v1", "PodMonitoring"),
+}
 
 
 @cache

@@ -1,0 +1,188 @@
+"""Managed Prometheus and the Horizontal Pod Autoscaler: what a release declares to be scraped reaches its pods,
+and an autoscaler scales on a metric that is collected and that its server exports.
+
+A PodMonitoring that selects no pod, names a port its pods do not have, or one the namespace's NetworkPolicies keep
+the collectors (gmp-system) from, is accepted by the API server and collects nothing; an HPA on a metric nobody
+collects reads no value and never scales ("unable to get metric ... no metrics returned from custom metrics API").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from infra.catalogue.charts import SERVING_CHART
+from infra.catalogue.serving_metrics import ADAPTER_SOURCE, SIGNALS
+from infra.rules import Finding, containers, pod_templates, rule, where
+from infra.rules.manifest_subject import ReleaseContext
+from infra.rules.terraform_subject import resources
+
+PODMONITORING_CRD = (
+    "GoogleCloudPlatform/prometheus-engine charts/operator/crds/monitoring.googleapis.com_podmonitorings.yaml @ "
+    "2ffde4ec (v1: spec.selector and spec.endpoints required; each endpoint's port, by name or number, and interval, "
+    "a Prometheus duration)"
+)
+GMP_DOC = (
+    "https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed (PodMonitoring: the selector's pods, "
+    "scraped on the named port by the collectors in gmp-system)"
+)
+MONITORING_NAMESPACE = "gmp-system"
+DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+SCALABLE = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}
+
+
+def _labels(template: dict[str, Any]) -> dict[str, str]:
+    return (template.get("metadata") or {}).get("labels") or {}
+
+
+def _selected(objects: list[dict[str, Any]], match: dict[str, str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(object, pod template) of every pod template of the release whose labels carry all of `match`."""
+    return [
+        (obj, template)
+        for obj in objects
+        for _, template in pod_templates(obj)
+        if match and all(_labels(template).get(k) == v for k, v in match.items())
+    ]
+
+
+def _port(template: dict[str, Any], port: Any) -> int | None:
+    """The container port number a PodMonitoring endpoint's port (name or number) is, on this pod; None if none."""
+    for _, c in containers(template.get("spec") or {}):
+        for p in c.get("ports") or []:
+            if p.get("name") == port or p.get("containerPort") == port:
+                return int(p["containerPort"])
+    return None
+
+
+def _monitoring_reaches(stack: dict[str, Any], namespace: str) -> set[int] | None:
+    """The ports the namespace's NetworkPolicies admit from gmp-system; None where no policy isolates its pods."""
+    policies = [
+        b for _, b in resources(stack, "kubernetes_network_policy_v1") if b["metadata"]["namespace"] == namespace
+    ]
+    if not any("Ingress" in ((b.get("spec") or {}).get("policy_types") or []) for b in policies):
+        return None
+    ports: set[int] = set()
+    for body in policies:
+        for ingress in (body.get("spec") or {}).get("ingress") or []:
+            sources = ingress.get("from") or []
+            if any(
+                ((s.get("namespace_selector") or {}).get("match_labels") or {}).get("kubernetes.io/metadata.name")
+                == MONITORING_NAMESPACE
+                for s in sources
+            ):
+                ports |= {int(p["port"]) for p in ingress.get("ports") or [] if str(p.get("port", "")).isdigit()}
+    return ports
+
+
+@rule(
+    id="monitoring.pod-monitoring-reaches-its-pods",
+    system="Google Cloud Managed Service for Prometheus",
+    layer="admission",
+    summary=(
+        "A PodMonitoring selects pods of its release, on a port those pods have and the namespace's NetworkPolicies "
+        "admit from gmp-system, at a Prometheus-duration interval: else it is accepted and collects nothing."
+    ),
+    source=f"{PODMONITORING_CRD}; {GMP_DOC}",
+    subject="manifest",
+)
+def _pod_monitoring(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    admitted = _monitoring_reaches(ctx.stack, ctx.namespace)
+    for pm in (o for o in objects if o.get("kind") == "PodMonitoring"):
+        spec = pm.get("spec") or {}
+        match = (spec.get("selector") or {}).get("matchLabels") or {}
+        pods = _selected(objects, match)
+        if not pods:
+            yield Finding(f"{where(pm)}: spec.selector.matchLabels", match, "selects no pod of this release")
+        endpoints = spec.get("endpoints") or []
+        if not endpoints:
+            yield Finding(f"{where(pm)}: spec.endpoints", endpoints, "no endpoint: nothing is scraped")
+        for i, endpoint in enumerate(endpoints):
+            at = f"{where(pm)}: spec.endpoints[{i}]"
+            interval = str(endpoint.get("interval", ""))
+            if not DURATION.match(interval):
+                yield Finding(f"{at}.interval", endpoint.get("interval"), "required, a Prometheus duration (15s, 1m)")
+            port = endpoint.get("port")
+            for obj, template in pods:
+                number = _port(template, port)
+                if number is None:
+                    yield Finding(f"{at}.port", port, f"{where(obj)}'s pods have no such container port")
+                elif admitted is not None and number not in admitted:
+                    yield Finding(
+                        f"{at}.port",
+                        port,
+                        f"port {number} is not one the NetworkPolicies of {ctx.namespace} admit from "
+                        f"{MONITORING_NAMESPACE} ({', '.join(map(str, sorted(admitted))) or 'none'})",
+                    )
+
+
+def _engine(ctx: ReleaseContext) -> str | None:
+    """The serving engine whose chart the release installs, from the stack's helm_release."""
+    charts = {chart: engine for engine, chart in SERVING_CHART.items()}
+    for _, body in resources(ctx.stack, "helm_release"):
+        if body.get("name") == ctx.name:
+            return charts.get(str(body.get("chart", "")).rstrip("/").rsplit("/", 1)[-1])
+    return None
+
+
+@rule(
+    id="hpa.scales-on-a-collected-metric",
+    system="Horizontal Pod Autoscaler (Custom Metrics Stackdriver Adapter)",
+    layer="pod-start",
+    summary=(
+        "An HPA scales an object of its release that has a scale subresource, on a Pods metric its server exports "
+        "(Cloud Monitoring's prometheus.googleapis.com/<metric>/gauge), which a PodMonitoring of the release collects "
+        "from the pods it scales: else it reads no value and never scales."
+    ),
+    source=(
+        f"{ADAPTER_SOURCE}; https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/ (a Pods "
+        "metric averaged over the target's pods); infra/catalogue/serving_metrics.py (what each server exports)"
+    ),
+    subject="manifest",
+)
+def _hpa(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    exported = {s.hpa_metric for (engine, _), s in SIGNALS.items() if engine == _engine(ctx)}
+    monitored = [o for o in objects if o.get("kind") == "PodMonitoring"]
+    for hpa in (o for o in objects if o.get("kind") == "HorizontalPodAutoscaler"):
+        spec = hpa.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        target = next(
+            (o for o in objects if o.get("kind") == ref.get("kind") and o["metadata"]["name"] == ref.get("name")),
+            None,
+        )
+        if target is None or SCALABLE.get(str(ref.get("kind"))) != ref.get("apiVersion"):
+            yield Finding(
+                f"{where(hpa)}: spec.scaleTargetRef",
+                ref,
+                "names no object of this release with a scale subresource ("
+                + ", ".join(f"{v} {k}" for k, v in SCALABLE.items())
+                + ")",
+            )
+            continue
+        if int(spec.get("minReplicas", 1)) > int(spec.get("maxReplicas", 0)):
+            yield Finding(f"{where(hpa)}: spec.minReplicas", spec.get("minReplicas"), "above maxReplicas")
+        labels = [_labels(t) for _, t in pod_templates(target)]
+        collected = any(
+            all(lab.get(k) == v for k, v in ((pm["spec"].get("selector") or {}).get("matchLabels") or {}).items())
+            for pm in monitored
+            for lab in labels
+        )
+        for i, metric in enumerate(spec.get("metrics") or []):
+            at = f"{where(hpa)}: spec.metrics[{i}]"
+            if metric.get("type") != "Pods":
+                continue
+            name = ((metric.get("pods") or {}).get("metric") or {}).get("name")
+            if name not in exported:
+                yield Finding(
+                    f"{at}.pods.metric.name",
+                    name,
+                    f"not a metric the {_engine(ctx) or 'release'}'s server exports: {', '.join(sorted(exported))}"
+                    if exported
+                    else "this release runs no server whose metrics the platform knows",
+                )
+            elif not collected:
+                yield Finding(
+                    f"{at}.pods.metric.name",
+                    name,
+                    f"no PodMonitoring of the release collects it from {where(target)}'s pods",
+                )

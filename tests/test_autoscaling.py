@@ -1,0 +1,180 @@
+"""Serving that scales with its traffic: the autoscaler a deployment declares, the pool that holds its most servers,
+the metrics it reads and who collects them, and the replica count it would choose."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.catalogue.serving_metrics import HPA_TOLERANCE, desired_replicas, signals_of
+from infra.config import ENVIRONMENTS_DIR, ConfigError
+from infra.synth.load import load_environment
+from tests.helpers import by_name, needs_crds, of_type, one_of_kind, rendered
+
+DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
+
+
+def _refused(tmp_path: Path, edit: Any) -> str:
+    data = copy.deepcopy(DEV)
+    edit(data)
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    return str(err.value)
+
+
+@needs_crds
+def test_the_vllm_servers_scale_on_their_queue_between_one_and_three_groups(stacks: dict[str, dict[str, Any]]) -> None:
+    objects = rendered(stacks["dev"], "serve-llama70b-vllm")
+    hpa = one_of_kind(objects, "HorizontalPodAutoscaler")["spec"]
+    assert hpa["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": "serve-llama70b-vllm",
+    }
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 3)
+    (metric,) = hpa["metrics"]
+    assert metric["pods"]["metric"]["name"] == "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "10"}
+    # The autoscaler owns the count: a Helm upgrade must not set it back.
+    assert "replicas" not in one_of_kind(objects, "LeaderWorkerSet")["spec"]
+    monitoring = one_of_kind(objects, "PodMonitoring")["spec"]
+    assert monitoring["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
+    # The pool grows and shrinks with the servers: a v6e host per server, one to three.
+    pool = by_name(stacks["dev"], "google_container_node_pool")["vllm"]
+    assert "node_count" not in pool
+    assert (pool["autoscaling"]["min_node_count"], pool["autoscaling"]["max_node_count"]) == (1, 3)
+
+
+def test_the_metrics_adapter_reads_cloud_monitoring_as_its_own_kubernetes_account(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    adapter = by_name(stacks["dev"], "helm_release")["metrics-adapter"]
+    assert (adapter["namespace"], adapter["create_namespace"]) == ("custom-metrics", True)
+    (grant,) = [
+        m for m in of_type(stacks["dev"], "google_project_iam_member").values() if "custom-metrics" in m["member"]
+    ]
+    assert grant["role"] == "roles/monitoring.viewer"
+    assert grant["member"] == (
+        "principal://iam.googleapis.com/projects/100000000001/locations/global/workloadIdentityPools/"
+        "acme-ml-platform-dev.svc.id.goog/subject/ns/custom-metrics/sa/custom-metrics-stackdriver-adapter"
+    )
+    # prod autoscales nothing: no adapter, no grant.
+    assert "metrics-adapter" not in by_name(stacks["prod"], "helm_release")
+
+
+@needs_crds
+def test_every_server_declares_what_managed_prometheus_scrapes(stacks: dict[str, dict[str, Any]]) -> None:
+    for release in ("serve-llama70b-vllm", "serve-llama70b-vllm-mh", "serve-canary"):
+        (monitoring,) = [o for o in rendered(stacks["dev"], release) if o["kind"] == "PodMonitoring"]
+        assert monitoring["spec"]["endpoints"][0]["port"] == "http", release
+
+
+def test_an_autoscaled_deployment_may_not_also_fix_its_replicas(tmp_path: Path) -> None:
+    message = _refused(tmp_path, lambda d: d["serving"]["llama70b-vllm"].update(replicas=2))
+    assert "serving.llama70b-vllm.replicas: 2: the autoscaler sets the number of servers" in message
+
+
+def test_a_multi_host_slice_cannot_autoscale(tmp_path: Path) -> None:
+    message = _refused(tmp_path, lambda d: d["serving"]["llama70b-vllm-mh"].update(autoscaling={"min": 1, "max": 2}))
+    assert "serving.llama70b-vllm-mh.autoscaling: 2: a multi-host slice (v6e-16) is one node pool of one slice" in (
+        message
+    )
+
+
+def test_a_signal_the_server_does_not_export_is_refused_naming_what_it_exports(tmp_path: Path) -> None:
+    message = _refused(
+        tmp_path, lambda d: d["serving"]["canary"].update(autoscaling={"min": 1, "max": 2, "signal": "kv-cache"})
+    )
+    assert "serving.canary.autoscaling.signal: 'kv-cache': the canary server exports no such signal" in message
+    assert "queue (canary_queue_depth)" in message
+
+
+@pytest.mark.parametrize(
+    "autoscaling, fragment",
+    [
+        ({"min": 3, "max": 2}, "min 3 is above max 2"),
+        ({"min": 0, "max": 2}, "greater than or equal to 1"),
+        ({"min": 1, "max": 17}, "less than or equal to 16"),
+        ({"min": 1, "max": 2, "signal": "latency"}, "'queue' or 'kv-cache'"),
+        ({"min": 1, "max": 2, "signal": "kv-cache", "target": 80}, "a fraction from 0 to 1"),
+    ],
+)
+def test_bounds_and_signals_out_of_range_are_refused(tmp_path: Path, autoscaling: dict, fragment: str) -> None:
+    message = _refused(tmp_path, lambda d: d["serving"]["llama70b-vllm"].update(autoscaling=autoscaling))
+    assert "serving.llama70b-vllm.autoscaling" in message and fragment in message
+
+
+def test_the_pool_at_the_autoscalers_most_must_hold_every_server(stacks: dict[str, dict[str, Any]]) -> None:
+    """The cluster autoscaler adds nodes only up to the pool's maximum: an HPA that may add a fourth server on a pool
+    of three hosts leaves it Pending, which the plan refuses."""
+    from infra.rules import RULES
+    from infra.rules.manifest_subject import ReleaseContext
+    from infra.rules.run import stack_releases
+
+    releases = stack_releases(stacks["dev"])
+    objects = {n: objs for n, (_, objs) in releases.items()}
+    mine = copy.deepcopy(objects["serve-llama70b-vllm"])
+    ctx = ReleaseContext("serve-llama70b-vllm", "ml-serving", stacks["dev"], objects)
+    assert RULES["gke.pools-hold-their-pods-together"].run(mine, ctx) == []
+    one_of_kind(mine, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] = 4
+    (refusal,) = RULES["gke.pools-hold-their-pods-together"].run(mine, ctx)
+    assert "vllm" in refusal.message
+
+
+def test_the_replica_count_the_autoscaler_chooses() -> None:
+    # Within the tolerance nothing changes; beyond it, ceil(current x average / target), within min and max.
+    assert desired_replicas(2, 10.0 * (1 + HPA_TOLERANCE / 2), 10.0, 1, 3) == 2
+    assert desired_replicas(2, 10.0 * (1 - HPA_TOLERANCE / 2), 10.0, 1, 3) == 2
+    assert desired_replicas(1, 25.0, 10.0, 1, 3) == 3
+    assert desired_replicas(1, 12.0, 10.0, 1, 3) == 2
+    assert desired_replicas(3, 0.0, 10.0, 1, 3) == 1
+    assert desired_replicas(1, 400.0, 10.0, 1, 3) == 3
+    assert signals_of("vllm")["queue"].hpa_metric == "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"
+
+
+def test_a_queue_on_the_real_canary_server_makes_the_autoscaler_add_servers() -> None:
+    """The canary server under load, its queue gauge read from /metrics as the adapter serves it, and the HPA's
+    choice: one server while the batch holds the load, more once requests wait beyond the target."""
+    from infra.catalogue.serving_metrics import signals_of
+    from scripts.bench import canary_server, scaling_under_load
+
+    signal = signals_of("canary")["queue"]
+    with canary_server(max_batch=8) as url:
+        rows = scaling_under_load(
+            url,
+            "/generate",
+            {"prompt": "A slice is healthy when", "max_tokens": 64},
+            signal=signal,
+            target=signal.default_target,
+            low=1,
+            high=3,
+            loads=[1, 32],
+        )
+    (_, quiet_mean, _, quiet), (_, busy_mean, busy_peak, busy) = rows
+    assert (quiet_mean, quiet) == (0.0, 1), rows
+    # 32 at once on a batch of 8: about 24 wait; at a target of 4 a server the HPA asks for its most.
+    assert busy_peak >= 16 and busy_mean > signal.default_target and busy == 3, rows
+
+
+def test_the_review_prices_the_autoscaled_servers_at_their_fewest_and_most(synth_dir: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from infra.review import write_reviews
+
+    out = tmp_path / "out"
+    shutil.copytree(synth_dir / "stacks", out / "stacks")
+    write_reviews(out)
+    text = (out / "review" / "dev.md").read_text()
+    # One v6e-8 host (ct6e-standard-8t, spot) a server: 9.72 USD/hour each.
+    assert "| serve-llama70b-vllm | 1-3 | `vllm:num_requests_waiting` | 10 | vllm | 9.72 | 29.16 |" in text
+    assert "| vllm | ct6e-standard-8t | spot | 1-3 |" in text
+    (scaler,) = json.loads((out / "review" / "dev.json").read_text())["autoscaling"]
+    assert scaler["usd_per_hour"] == {"fewest": 9.72, "most": 29.16}
+    assert "## Serving autoscaling" not in (out / "review" / "prod.md").read_text()
