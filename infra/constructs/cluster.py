@@ -69,8 +69,8 @@ class GkeCluster(Construct):
                 # With no authorized network, the IP endpoint answers on its private address alone (from the VPC);
                 # master authorized networks stay enabled with no block, as Cluster Toolkit's gke-cluster module
                 # does by default (modules/scheduler/gke-cluster main.tf and variables.tf @ v1.95.0:
-                # enable_private_endpoint true, master_authorized_networks []). Issue 25: the public endpoint
-                # stayed on with a documentation range as its only authorized network.
+                # enable_private_endpoint true, master_authorized_networks []): a public endpoint with a placeholder
+                # range as its only authorized network would still answer the internet's TLS handshakes.
                 "enable_private_endpoint": not authorized_networks,
                 "master_ipv4_cidr_block": master_cidr,
                 "master_global_access_config": {"enabled": False},

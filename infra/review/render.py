@@ -75,6 +75,56 @@ def review_json(review: StackReview) -> dict[str, Any]:
     }
 
 
+def _holdings_section(review: StackReview) -> list[str]:
+    """What each orchestrator would hold at most, and what it costs if left running."""
+    if not review.holdings:
+        return []
+    lines = [
+        "",
+        "## GPUs by orchestrator",
+        "",
+        "What each orchestrator would hold at most, and when, and what those machines cost per hour if they were",
+        f"left running: {prices.PRICE_SOURCE};",
+        "flex-start at the on-demand list price (billed up to 53% less), a reservation at the on-demand rate,",
+        "\u2014 where the table has no price.",
+        "",
+        "| orchestrator | machines | GPUs | how | USD/hour if left running |",
+        "|---|---|---|---|---|",
+    ]
+    for h in review.holdings:
+        cost = "\u2014" if h.hourly is None else f"{h.hourly:,.2f}"
+        lines.append(f"| {h.orchestrator} | {h.what} | {h.gpus} | {h.how} | {cost} |")
+    known = [h.hourly for h in review.holdings if h.hourly is not None]
+    total = f"{sum(known):,.2f} (of the priced groups)" if known else "\u2014"
+    lines.append(f"| total | | {sum(h.gpus for h in review.holdings)} | | {total} |")
+    return lines
+
+
+def _autoscaling_section(review: StackReview) -> list[str]:
+    """The serving releases a Horizontal Pod Autoscaler scales, priced at their fewest and most servers."""
+    if not review.autoscalers:
+        return []
+    lines = [
+        "",
+        "## Serving autoscaling",
+        "",
+        "Servers a Horizontal Pod Autoscaler adds and removes, holding the average of its metric per server near",
+        "the target; the pool grows and shrinks with them (its cost above, from its fewest to its most nodes).",
+        "",
+        "| release | servers | scales on | target per server | pool | USD/hour at fewest | USD/hour at most |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for scaler in review.autoscalers:
+        low, high = (scaler.usd_per_hour(n, review.costs_after) for n in (scaler.fewest, scaler.most))
+        servers = f"{scaler.fewest}-{scaler.most}"
+        pool = scaler.pool or "(CPU nodes)"
+        lines.append(
+            f"| {scaler.release} | {servers} | `{scaler.metric}` | {scaler.target} | {pool} | {usd(low)} | "
+            f"{usd(high)} |"
+        )
+    return lines
+
+
 def render(review: StackReview) -> str:
     lines = [f"# Plan review: {review.stack}", ""]
     if review.source == "plan":
@@ -124,44 +174,8 @@ def render(review: StackReview) -> str:
                 lines.append(f"  - and {len(c.values) - MAX_VALUES_SHOWN} more")
         if not review.changes:
             lines.append("No changes.")
-    if review.holdings:
-        lines += [
-            "",
-            "## GPUs by orchestrator",
-            "",
-            "What each orchestrator would hold at most, and when, and what those machines cost per hour if they were",
-            f"left running: {prices.PRICE_SOURCE};",
-            "flex-start at the on-demand list price (billed up to 53% less), a reservation at the on-demand rate,",
-            "\u2014 where the table has no price.",
-            "",
-            "| orchestrator | machines | GPUs | how | USD/hour if left running |",
-            "|---|---|---|---|---|",
-        ]
-        for h in review.holdings:
-            cost = "\u2014" if h.hourly is None else f"{h.hourly:,.2f}"
-            lines.append(f"| {h.orchestrator} | {h.what} | {h.gpus} | {h.how} | {cost} |")
-        known = [h.hourly for h in review.holdings if h.hourly is not None]
-        total = f"{sum(known):,.2f} (of the priced groups)" if known else "\u2014"
-        lines.append(f"| total | | {sum(h.gpus for h in review.holdings)} | | {total} |")
-    if review.autoscalers:
-        lines += [
-            "",
-            "## Serving autoscaling",
-            "",
-            "Servers a Horizontal Pod Autoscaler adds and removes, holding the average of its metric per server near",
-            "the target; the pool grows and shrinks with them (its cost above, from its fewest to its most nodes).",
-            "",
-            "| release | servers | scales on | target per server | pool | USD/hour at fewest | USD/hour at most |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for scaler in review.autoscalers:
-            low, high = (scaler.usd_per_hour(n, review.costs_after) for n in (scaler.fewest, scaler.most))
-            servers = f"{scaler.fewest}-{scaler.most}"
-            pool = scaler.pool or "(CPU nodes)"
-            lines.append(
-                f"| {scaler.release} | {servers} | `{scaler.metric}` | {scaler.target} | {pool} | {usd(low)} | "
-                f"{usd(high)} |"
-            )
+    lines += _holdings_section(review)
+    lines += _autoscaling_section(review)
     if review.posture:
         lines += ["", "## Security posture", "", *review.posture]
     if review.drift:
