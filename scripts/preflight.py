@@ -1,6 +1,6 @@
 """Preflight: what an apply of one environment needs, checked with the user's credentials before anything is applied.
 
-  python -m scripts.preflight <env> [--skip-image] [--infra-only] [--stack FILE]
+  python -m scripts.preflight <env> [--skip-image] [--infra-only] [--stack FILE] [--json]
   python -m scripts.preflight <env> --print-roles [--stack FILE]
 
 Checks, in order (each line says ok, FAIL or not checked, and what to do):
@@ -180,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--infra-only", action="store_true", help="check the stack `make deploy-infra` applies")
     parser.add_argument("--stack", type=Path, help="a synthesized cdk.tf.json to check instead of synthesizing")
     parser.add_argument("--print-roles", action="store_true", help="print the roles the deployer needs; no credentials")
+    parser.add_argument(
+        "--json", action="store_true", help="print the checks as one JSON document (the exit code is the same)"
+    )
     args = parser.parse_args(argv)
     try:
         env = load_named(args.env)
@@ -201,7 +204,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print_roles(env, roles)
         return 0
-    return report(env, run(env, stack=stack, transport=default_transport, skip_image=args.skip_image))
+    results = run(env, stack=stack, transport=default_transport, skip_image=args.skip_image)
+    if args.json:
+        failed = [r.check for r in results if r.status == "fail"]
+        checks = [{"check": r.check, "status": r.status, "lines": r.lines} for r in results]
+        print(json.dumps({"environment": env.name, "passed": not failed, "failed": failed, "checks": checks}, indent=1))
+        return 1 if failed else 0
+    return report(env, results)
 
 
 if __name__ == "__main__":

@@ -187,6 +187,22 @@ def test_every_check_passes_against_the_granted_answers(
     assert "us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: 16 TPU chips at most, limit 64" in out
 
 
+def test_json_says_what_the_lines_say_with_the_same_exit_code(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = _preflight(synth_dir, capsys, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["passed"] is True and report["failed"] == []
+    assert [c["check"] for c in report["checks"]] == ["tools", "credentials", "apis", "roles", "quota"]
+    quota = next(c for c in report["checks"] if c["check"] == "quota")
+    assert "us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: 16 GPUs at most, limit 16, in use now 0" in quota["lines"]
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+    code, out, _ = _preflight(synth_dir, capsys, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["passed"] is False and report["failed"] == ["credentials"]
+    assert {c["check"]: c["status"] for c in report["checks"]}["quota"] == "skip"
+
+
 def test_missing_credentials_say_how_to_log_in_and_nothing_is_asked(
     cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

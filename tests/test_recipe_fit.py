@@ -93,6 +93,33 @@ def test_the_plan_lists_each_environments_recipes_with_the_compilers_figures(
     ) in out
 
 
+def test_the_json_list_gives_each_recipes_verdict_and_the_compilers_figures(
+    envs: dict[str, Environment], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    assert recipes_main(["--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert set(listed) == set(envs)
+    dev = listed["dev"]
+    assert (dev["slice"], dev["recipe"]) == ({"key": "train", "name": "v6e-16", "topology": "4x4"}, "llama3-8b")
+    verdicts = {r["recipe"]: r for r in dev["recipes"]}
+    entry = load_table()["llama3-8b"]
+    assert (verdicts["llama3-8b"]["runs"], verdicts["llama3-8b"]["per_chip_gib"]) == (True, entry.per_chip_gib)
+    assert verdicts["llama3-8b-ironwood"] == {
+        "recipe": "llama3-8b-ironwood",
+        "engine": "maxtext",
+        "runs": False,
+        "why_not": "tuned for tpu7x 2x2x2 only",
+        "per_chip_gib": None,
+        "hbm_per_chip_gib": None,
+        "headroom_gib": None,
+    }
+    # The same verdicts as the lines a person reads.
+    for fit in recipes_on(envs["dev"].slices["train"].slice):
+        assert verdicts[fit.recipe]["runs"] is fit.runs
+
+
 def test_a_recipe_for_a_new_shape_runs_once_compiled_and_not_when_the_compiler_says_it_is_too_large() -> None:
     small = tpu_slice("v6e", "2x4")
     base = load_recipes()["llama3-8b"]

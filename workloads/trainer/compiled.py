@@ -234,6 +234,32 @@ def environment_recipes(env: Environment) -> list[str]:
     return out
 
 
+def environment_recipes_json(env: Environment) -> dict[str, Any] | None:
+    """What `environment_recipes` says, for machines: the training slice, the recipe it names, and every recipe's
+    verdict with the compiler's figures where there are some; None without a Ray training cluster on TPU."""
+    training = env.training
+    if training is None or training.slice not in env.slices or env.slices[training.slice].slice.kind != "tpu":
+        return None
+    slice_ = env.slices[training.slice].slice
+    return {
+        "environment": env.name,
+        "slice": {"key": training.slice, "name": slice_.name, "topology": slice_.topology},
+        "recipe": training.recipe,
+        "recipes": [
+            {
+                "recipe": f.recipe,
+                "engine": f.engine,
+                "runs": f.runs,
+                "why_not": f.why or None,
+                "per_chip_gib": f.compiled.per_chip_gib if f.compiled else None,
+                "hbm_per_chip_gib": f.compiled.hbm_per_chip_gib if f.compiled else None,
+                "headroom_gib": f.compiled.headroom_gib if f.compiled else None,
+            }
+            for f in recipes_on(slice_)
+        ],
+    }
+
+
 _SIZE = r"([\d.]+)\s*([KMGT]i?B?|[KMGT]?)"
 
 
