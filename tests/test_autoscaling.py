@@ -157,7 +157,8 @@ def test_a_queue_on_the_real_canary_server_makes_the_autoscaler_add_servers() ->
             loads=[1, 32],
         )
     (_, quiet_mean, _, quiet), (_, busy_mean, busy_peak, busy) = rows
-    assert (quiet_mean, quiet) == (0.0, 1), rows
+    # One at a time: a request may be seen waiting for the instant before the batch takes it, never more.
+    assert quiet == 1 and quiet_mean < 1, rows
     # 32 at once on a batch of 8: about 24 wait; at a target of 4 a server the HPA asks for its most.
     assert busy_peak >= 16 and busy_mean > signal.default_target and busy == 3, rows
 
