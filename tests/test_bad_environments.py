@@ -181,7 +181,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "buckets.an-unusually-long-bucket-key-for-dataset",
         "(the default name)",
     ),
-    # Issue 36: names the platform makes were not reserved.
+    # names the platform makes were not reserved.
     "a bucket named like make image's staging bucket": (
         "names",
         _sub(
@@ -499,7 +499,7 @@ def test_make_plan_refuses_a_bad_edit_and_leaves_cdktf_out_unchanged(case: str, 
     out = tmp_path / "cdktf.out"
     (out / "review").mkdir(parents=True)
     (out / "review" / "dev.md").write_text("the last good review")
-    # `make plan`'s command in this process (its steps are still processes); the round-two groups below run
+    # `make plan`'s command in this process (its steps are still processes); the groups of classes below run
     # `make plan` itself.
     done = run_main(
         plan_main,
@@ -514,7 +514,7 @@ def test_make_plan_refuses_a_bad_edit_and_leaves_cdktf_out_unchanged(case: str, 
     assert (out / "review" / "dev.md").read_text() == "the last good review"
 
 
-# --- Round two (issue 26): arithmetic, limits, global names, locations, machines, reserved words, the engines'
+# --- Round two: arithmetic, limits, global names, locations, machines, reserved words, the engines'
 # own value checks, secrets, paths, consistency, refusals that came only from a later step, YAML 1.1, size ---------
 
 VLLM = "    max_model_len: 8192\n"  # the multi-host vLLM deployment's last written field
@@ -528,7 +528,7 @@ def _extra(anchor: str, *args: str) -> Edit:
 
 
 # id: (class, edit, the field path the message names, the value it shows, a fragment of what it says)
-ROUND_TWO: dict[str, tuple[str, Edit, str, str, str]] = {
+SOURCED_EDITS: dict[str, tuple[str, Edit, str, str, str]] = {
     # Capacity arithmetic of address ranges
     "a subnet too small for the pools' nodes": (
         "arithmetic",
@@ -785,7 +785,7 @@ ROUND_TWO: dict[str, tuple[str, Edit, str, str, str]] = {
         "gs://acme-ml-platform-dev-models/meta",
         "a URL where a path inside the bucket is meant",
     ),
-    # Security (issue 25, finding 7): the model servers read the models; only the conversion's identity writes them.
+    # Security: the model servers read the models; only the conversion's identity writes them.
     "a model server that may write the models": (
         "security",
         _sub(
@@ -810,7 +810,7 @@ ROUND_TWO: dict[str, tuple[str, Edit, str, str, str]] = {
         "203.0.113.0/24",
         "a documentation range (TEST-NET-3",
     ),
-    # Issue 36: half the Internet passed, and the whole of it was called a documentation range.
+    # half the Internet passed, and the whole of it was called a documentation range.
     "the repository in clone form": (
         "security",
         _sub("    repository: acme/ml-platform\n", "    repository: acme/ml-platform.git\n"),
@@ -961,7 +961,7 @@ TOGETHER: dict[str, tuple[Edit, Edit, str, str, str, str]] = {
         _sub(
             "  saxml:\n    protect: false\n", "  saxml:\n    name: acme-ml-platform-prod-tfstate\n    protect: false\n"
         ),
-        lambda t: t,  # prod's own state bucket (each environment has its own: issue 25, finding 6)
+        lambda t: t,  # prod's own state bucket (each environment has its own)
         "dev.yaml",
         "buckets.saxml.name",
         "acme-ml-platform-prod-tfstate",
@@ -975,7 +975,7 @@ TOGETHER: dict[str, tuple[Edit, Edit, str, str, str, str]] = {
         "ml-platform",
         "dev.yaml names its VPC network the same in project acme-ml-platform-dev",
     ),
-    # Issue 36: every stack makes `make image`'s build account under a fixed name in its project.
+    # every stack makes `make image`'s build account under a fixed name in its project.
     "prod in dev's project, every name of its own": (
         lambda t: t,
         _then(PROD_IN_DEVS_PROJECT, _sub("  name: ml-platform\n", "  name: ml-platform-p\n")),
@@ -1004,9 +1004,9 @@ def test_a_bare_vllm_boolean_flag_is_taken_as_vllm_takes_it(tmp_path: Path) -> N
     assert "--enable-prefix-caching" in env.serving["llama70b-vllm"].extra_args  # type: ignore[union-attr]
 
 
-def test_round_two_covers_every_class_with_at_least_three_edits() -> None:
+def test_the_sourced_edits_cover_every_class_with_at_least_three_each() -> None:
     classes: dict[str, int] = {}
-    for c, *_ in ROUND_TWO.values():
+    for c, *_ in SOURCED_EDITS.values():
         classes[c] = classes.get(c, 0) + 1
     assert {c for c, n in classes.items() if n >= 3} >= {
         "arithmetic", "limits", "global names", "locations", "machines", "reserved", "engine values", "secrets",
@@ -1025,9 +1025,9 @@ def _refused_line(problems: list[str], field: str, value: str, fragment: str) ->
     return named[0]
 
 
-@pytest.mark.parametrize("case", sorted(ROUND_TWO))
-def test_round_two_edit_is_refused_at_load_naming_file_field_value_and_source(case: str, tmp_path: Path) -> None:
-    _, edit, field, value, fragment = ROUND_TWO[case]
+@pytest.mark.parametrize("case", sorted(SOURCED_EDITS))
+def test_a_sourced_edit_is_refused_at_load_naming_file_field_value_and_source(case: str, tmp_path: Path) -> None:
+    _, edit, field, value, fragment = SOURCED_EDITS[case]
     path = _write(tmp_path, edit)
     with pytest.raises(ConfigError) as err:
         load_environment(path)
@@ -1110,16 +1110,16 @@ def _assert_refused_cleanly(done: subprocess.CompletedProcess[str], out: Path) -
 
 @pytest.mark.slow
 @pytest.mark.parametrize("group", sorted(PLAN_GROUPS))
-def test_make_plan_refuses_a_group_of_round_two_edits_naming_each(group: str, tmp_path: Path) -> None:
+def test_make_plan_refuses_a_group_of_sourced_edits_naming_each(group: str, tmp_path: Path) -> None:
     cases = PLAN_GROUPS[group]
     environments = tmp_path / "environments"
     environments.mkdir()
-    path = _write(environments, _then(*(ROUND_TWO[c][1] for c in cases)))
+    path = _write(environments, _then(*(SOURCED_EDITS[c][1] for c in cases)))
     done, out = _make_plan(environments, tmp_path)
     _assert_refused_cleanly(done, out)
     lines = [line.split(f"{path}: ", 1)[1] for line in done.stderr.splitlines() if f"{path}: " in line]
     for case in cases:
-        _, _, field, value, fragment = ROUND_TWO[case]
+        _, _, field, value, fragment = SOURCED_EDITS[case]
         _refused_line(lines, field, value, fragment)
 
 
@@ -1139,7 +1139,7 @@ def test_make_plan_holds_every_environment_together(tmp_path: Path) -> None:
 
 
 def test_an_environment_named_like_a_stack_is_refused_and_leaves_the_others_outputs(tmp_path: Path) -> None:
-    """Issue 36: an environment named `platform-dev` made `make plan ENV=platform-dev` replace dev's stack,
+    """an environment named `platform-dev` made `make plan ENV=platform-dev` replace dev's stack,
     placement and rendered releases in cdktf.out with its own, exit 0."""
     envs = tmp_path / "environments"
     shutil.copytree(ENVIRONMENTS_DIR, envs)
@@ -1181,7 +1181,7 @@ def test_an_environment_named_like_a_stack_is_refused_and_leaves_the_others_outp
     ],
 )
 def test_every_command_takes_an_environment_by_name_and_lists_them_on_a_miss(argv: list[str], said: str) -> None:
-    """Issue 36: every command but `make plan` read ENV/FROM/TO as a path: a miss said only that a file could not
+    """every command but `make plan` read ENV/FROM/TO as a path: a miss said only that a file could not
     be read, and ENV=../../images/images read another YAML file as an environment."""
     done = subprocess.run(
         [sys.executable, "-m", *argv], cwd=REPO, capture_output=True, text=True, env={**os.environ}, timeout=300
@@ -1199,7 +1199,7 @@ def test_a_yml_file_in_the_environments_folder_is_refused_not_ignored(tmp_path: 
 
 @pytest.mark.parametrize("value", ["-h", "../../images/images", "dev;ls", "a b", "Dev", ""])
 def test_make_refuses_an_env_from_or_to_that_is_not_a_name(value: str) -> None:
-    """Issue 36: ENV reached the shell unquoted and `make deploy ENV=-h` printed the command's help, exit 0."""
+    """ENV reached the shell unquoted and `make deploy ENV=-h` printed the command's help, exit 0."""
     for variable in ("ENV", "FROM", "TO"):
         done = subprocess.run(
             ["make", "-n", "logs", f"{variable}={value}"], cwd=REPO, capture_output=True, text=True, timeout=60

@@ -1,4 +1,4 @@
-"""Property (issue 26): whatever edit is made to a real environment file (a value of another type, a number at or
+"""Property: whatever edit is made to a real environment file (a value of another type, a number at or
 past a limit, a string of any characters, a key deleted, a key written twice, a line dropped or doubled, stray
 characters), loading every environment either succeeds or refuses cleanly with a `ConfigError` naming the file:
 never a traceback. Load only (no synth), so 60 examples stay within seconds."""

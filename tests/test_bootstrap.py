@@ -1,4 +1,4 @@
-"""The bootstrap stacks (issue 25, findings 1 and 6): a state bucket per environment, versioned, with only its own
+"""The bootstrap stacks: a state bucket per environment, versioned, with only its own
 environment's planner and deployer on it; the federation that admits only this repository's `<env>-plan` jobs and
 its `<env>` jobs on main.
 
@@ -53,7 +53,7 @@ def test_a_shared_state_bucket_is_refused() -> None:
 def test_prods_deployer_may_read_devs_registry_to_promote_and_nothing_else_of_dev(
     bootstrap: dict[str, dict[str, Any]],
 ) -> None:
-    """Issue 35, finding 4: promote.yml copies dev's images as prod's deployer, which had no read on dev's registry
+    """promote.yml copies dev's images as prod's deployer, which had no read on dev's registry
     (the bootstrap granted it roles in prod only), so every promotion failed at its first copy."""
     envs = load_all(environments_dir())
     (grant,) = _resources(bootstrap["bootstrap-prod"], "google_artifact_registry_repository_iam_member")

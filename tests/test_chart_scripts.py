@@ -1,4 +1,4 @@
-"""The charts' shell scripts are generated scripts too (issue 24): every container whose command is a shell script,
+"""The charts' shell scripts are generated scripts too: every container whose command is a shell script,
 run under bash -euo pipefail as its container or node runs it, ShellCheck'd, and held to its host's facts."""
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def test_each_controllers_api_group_is_the_group_of_its_pinned_crds() -> None:
         assert groups == {controller.api_group}, name
 
 
-# --- Who may write the Cloud Storage FUSE volumes (issue 24, finding 1) ------------------------------------------
+# --- Who may write the Cloud Storage FUSE volumes ------------------------------------------
 
 FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 # The releases whose pods write to a bucket through FUSE: checkpoints (Ray, the GPU trainer), vLLM's XLA cache.

@@ -1,5 +1,5 @@
 """The controllers' CRDs: pinned per version at the release tag, installed and upgraded with the release by the
-post-renderer, kept on uninstall and when an upgrade no longer renders them (issue 29, finding 1).
+post-renderer, kept on uninstall and when an upgrade no longer renders them.
 
 Nothing here reaches a cluster. What Helm does is modelled from its documentation
 (https://helm.sh/docs/chart_best_practices/custom_resource_definitions/: crds/ is applied on install only, never
@@ -217,7 +217,7 @@ def test_a_missing_file_is_fetched_at_the_apply_and_a_failed_fetch_stops_it(
         raise OSError("offline")
 
     monkeypatch.setattr(urllib.request, "urlopen", offline)
-    # The failure names the URL, and where a copy goes without network access (issue 27).
+    # The failure names the URL, and where a copy goes without network access.
     with pytest.raises(
         PostRenderError,
         match=rf"missing, and fetching it failed: https://\S+: offline; without network access, copy the pinned "

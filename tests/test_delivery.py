@@ -145,7 +145,7 @@ def _snapshot(directory: Path) -> dict[str, str]:
     [
         ("us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer:v1", "pinned by digest"),
         ("us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@sha256:abc123", "pinned by digest"),
-        # Refused at load since issue 26 (release.images.trainer: not this environment's registry), before promote.
+        # Refused at load (release.images.trainer: not this environment's registry), before promote.
         (f"us-east5-docker.pkg.dev/someone-else/images/trainer@{DIGEST}", "not (in dev's|this environment's) registry"),
         (f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@sha256:{'0' * 64}", "placeholder"),
     ],

@@ -77,7 +77,7 @@ def test_dry_runs_change_nothing(tmp_path: Path) -> None:
 
 
 def test_make_deploy_goes_through_the_gate_and_asks_before_it_applies(tmp_path: Path) -> None:
-    """Issue 35, finding 3: `make deploy` ran `cdktf deploy` with no gate, the one route past it. Now every deploy
+    """`make deploy` ran `cdktf deploy` with no gate, the one route past it. Now every deploy
     plans to a file, gates it and applies that file; without --auto-approve only after a typed "yes", and where
     nothing can answer (no terminal) it applies nothing."""
     done = run_deploy(["deploy", "dev", "--infra-only"], tmp_path)
@@ -199,7 +199,7 @@ def test_destroy_deletes_each_vm_groups_vms_before_the_stack(tmp_path: Path) -> 
 
 
 def test_the_first_apply_waits_until_every_api_answers(tmp_path: Path) -> None:
-    # Issue 29, finding 3: Service Usage lists an API as enabled minutes before the API stops answering
+    # Service Usage lists an API as enabled minutes before the API stops answering
     # SERVICE_DISABLED, and no resource of the provider retries that answer.
     cloud_state(tmp_path, not_yet={"container clusters": 2, "compute networks": 1})
     done = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
@@ -225,7 +225,7 @@ def test_an_api_that_never_answers_stops_the_deploy_before_the_apply(tmp_path: P
 
 
 def test_destroy_lists_what_gke_built_outside_terraform_and_a_dry_run_shows_how_it_goes(tmp_path: Path) -> None:
-    # Issue 29, finding 6. Even refused, the summary names it.
+    # Even refused, the summary names it.
     refused = run_deploy(["destroy", "dev", "--dry-run"], tmp_path)
     assert refused.returncode == 3
     assert "platform-dev: and first, what controllers made outside Terraform:" in refused.stdout

@@ -129,7 +129,7 @@ def test_nccl_jobset_spans_every_node_with_all_gpus_and_the_tcpxo_networks(
     assert [(i["interfaceName"], i["network"]) for i in interfaces[1:]] == [(f"eth{n}", f"vpc{n}") for n in range(1, 9)]
     (daemon,) = pod["spec"]["initContainers"]
     assert daemon["name"] == "tcpxo-daemon" and daemon["restartPolicy"] == "Always"
-    assert "tcpgpudmarxd-dev:v1.0.21@sha256:" in daemon["image"]  # pinned by digest (issue 25, finding 3)
+    assert "tcpgpudmarxd-dev:v1.0.21@sha256:" in daemon["image"]  # pinned by digest
     assert "devices.gke.io/container.tcpxo-daemon" in pod["metadata"]["annotations"]
     # Every Network the pods name exists, and points at the stack's own GPU VPC.
     networks = {o["metadata"]["name"]: o for o in kind(rendered(stacks["dev"], "gpu-networking"), "GKENetworkParamSet")}

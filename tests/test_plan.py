@@ -229,7 +229,7 @@ def test_a_bad_environment_file_is_refused_once_before_any_step(
 
 @pytest.mark.slow
 def test_a_baseline_is_made_from_a_git_ref_once_per_commit(stacks: dict[str, dict[str, Any]], tmp_path: Path) -> None:
-    """Issue 37: `make plan BASE_REF=main` diffs against what the ref synthesizes, with no baseline built by hand;
+    """`make plan BASE_REF=main` diffs against what the ref synthesizes, with no baseline built by hand;
     a ref that names no commit is refused by name."""
     from scripts.plan import BaselineError, baseline_of
 

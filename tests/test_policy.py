@@ -48,7 +48,7 @@ def test_a_public_bucket_fails_the_gate(synth_dir: Path, tmp_path: Path) -> None
     assert {"CKV_GCP_29", "CKV_GCP_114"} <= {f.check_id for f in result.failed}
 
 
-# --- Checkov's Kubernetes checks on the rendered charts (issue 25) ------------------------------------------------
+# --- Checkov's Kubernetes checks on the rendered charts ------------------------------------------------
 
 
 def test_every_kubernetes_skip_has_a_written_reason(tmp_path: Path) -> None:
@@ -132,7 +132,7 @@ def test_many_stacks_are_split_among_checkov_processes_with_every_stack_scanned_
 
 
 def test_a_stack_whose_releases_are_all_custom_objects_passes_the_kubernetes_gate(tmp_path: Path) -> None:
-    """Issue 36: an environment whose only release is a RayCluster (the Ironwood training environment) stopped
+    """an environment whose only release is a RayCluster (the Ironwood training environment) stopped
     `make plan` in the policy step with a traceback: Checkov scans no custom object, and no result was taken for
     a failed scan."""
     from infra.policy.kubernetes import run_checkov_kubernetes

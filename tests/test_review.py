@@ -379,7 +379,7 @@ def test_a_real_plans_nested_blocks_are_read_as_lists(stacks: dict[str, dict[str
 
 
 def test_make_review_refuses_files_that_are_not_what_it_reads(synth_dir: Path, tmp_path: Path) -> None:
-    """Issue 36: a JSON list as PLAN and a truncated baseline ended in tracebacks; a state as PLAN reviewed as an
+    """a JSON list as PLAN and a truncated baseline ended in tracebacks; a state as PLAN reviewed as an
     empty plan and a BASE with no stacks reviewed everything as new, both exit 0."""
     cases = {
         "list.json": ("[1, 2]", "a JSON list, not a plan"),
@@ -412,7 +412,7 @@ def test_make_review_refuses_files_that_are_not_what_it_reads(synth_dir: Path, t
 
 
 def test_the_json_review_holds_the_markdowns_facts_and_its_schema(synth_dir: Path, tmp_path: Path) -> None:
-    """Issue 37: `cdktf.out/review/<env>.json` beside the Markdown, validated against docs/review.schema.json,
+    """`cdktf.out/review/<env>.json` beside the Markdown, validated against docs/review.schema.json,
     saying the same: the counts, every change, what blocks, the cost totals."""
     import jsonschema
 

@@ -99,7 +99,7 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "serving.llama70b-vllm.extra_args[0]",
         "listens on a Unix socket",
     ),
-    # Issue 36: a 70B model declared as 7B passed the HBM fit as 7B.
+    # a 70B model declared as 7B passed the HBM fit as 7B.
     "models.parameters-match-architecture": (
         lambda d, mp: d["serving"]["llama70b-vllm"]["model"].update(parameters_b=7),
         "serving.llama70b-vllm.model.parameters_b",
@@ -131,7 +131,7 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "cluster.name",
         "the node service account 'ml-platform-dev-abcdefgh-pathways': 6-30 characters",
     ),
-    # Issue 27: a smaller training slice with dev's recipe was found only at `make train`.
+    # a smaller training slice with dev's recipe was found only at `make train`.
     "maxtext.recipe-runs-on-training-slice": (
         lambda d, mp: d["slices"]["train"].update(topology="2x4"),
         "training.recipe",
@@ -199,19 +199,19 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "serving.llama70b-vllm.extra_args[0].kv_connector",
         "the TPU platform accepts TPUConnector, TPUConnectorHMA, TPUOffloadConnector",
     ),
-    # Issue 26: vLLM's own value checks at load, from the description generated from the pinned vLLM.
+    # vLLM's own value checks at load, from the description generated from the pinned vLLM.
     "vllm.args-valid": (
         lambda d, mp: d["serving"]["llama70b-vllm"].update(extra_args=["--gpu-memory-utilization=1.5"]),
         "serving.llama70b-vllm.extra_args[0]",
         "--gpu-memory-utilization must be <= 1",
     ),
-    # Issue 26: an --api-key in the arguments overrides the Secret-backed key and lands in Terraform state.
+    # an --api-key in the arguments overrides the Secret-backed key and lands in Terraform state.
     "vllm.no-secrets-in-args": (
         lambda d, mp: d["serving"]["llama70b-vllm"].update(extra_args=["--api-key=sk-123"]),
         "serving.llama70b-vllm.extra_args[0]",
         "set serving.<key>.api_key_secret",
     ),
-    # Issue 26: a bare boolean flag crashed `make plan` in the rules step while the chart demands --flag=value.
+    # a bare boolean flag crashed `make plan` in the rules step while the chart demands --flag=value.
     "vllm.args-fit-the-chart": (
         lambda d, mp: (
             mp.setattr("infra.rules.vllm.chart_args_pattern", lambda: "^--[a-z0-9-]+=.+$"),
@@ -252,7 +252,7 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "slices.a3mega-vms.capacity.type",
         "a VM has no queued provisioning",
     ),
-    # Issue 25, finding 10: a Dockerfile of a released image building from a base by tag that nothing names.
+    # a Dockerfile of a released image building from a base by tag that nothing names.
     "docker.base-images-pinned-by-digest": (
         lambda d, mp: mp.setattr(
             "infra.rules.docker_builds.base_images",
@@ -275,7 +275,7 @@ def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest
 
 
 def test_jetstream_refuses_a_model_name_only_vllm_knows() -> None:
-    """Issue 36: JetStream took vLLM's (Hugging Face) model names, which MaxText has no config for."""
+    """JetStream took vLLM's (Hugging Face) model names, which MaxText has no config for."""
     data = copy.deepcopy(DEV)
     data["serving"]["llama70b-disagg"]["model"].update(name="meta-llama/Llama-3.1-70B-Instruct")
     found = RULES["maxtext.tokenizer-matches-model"].run(_env(data))
@@ -297,7 +297,7 @@ OFFLOAD = '--kv-transfer-config={"kv_connector":"TPUOffloadConnector",' + (
         (["--max-num-seqs=8"], "vllm.flags-known", "serving.llama70b-vllm.extra_args[0]", "given already (by the"),
         (["--enable-prefix-caching"] * 2, "vllm.flags-known", "serving.llama70b-vllm.extra_args[1]", "earlier"),
         (["--enable-prefix-cach"], "vllm.flags-known", "serving.llama70b-vllm vllm args", "only a prefix of"),
-        # Issue 36: a flag and its --no- form, chunked prefill off below the context, TLS and a Unix socket passed.
+        # a flag and its --no- form, chunked prefill off below the context, TLS and a Unix socket passed.
         (
             ["--enable-prefix-caching", "--no-enable-prefix-caching"],
             "vllm.flags-known",
@@ -418,7 +418,7 @@ def _namespace(stack: dict[str, Any], name: str) -> dict[str, Any]:
     return next(n for n in of_type(stack, "kubernetes_namespace_v1").values() if n["metadata"]["name"] == name)
 
 
-def _drop_default_deny(stack: dict[str, Any], namespace: str) -> None:  # issue 25: a namespace left open
+def _drop_default_deny(stack: dict[str, Any], namespace: str) -> None:  # a namespace left open
     policies = of_type(stack, "kubernetes_network_policy_v1")
     (key,) = [
         k
@@ -428,12 +428,12 @@ def _drop_default_deny(stack: dict[str, Any], namespace: str) -> None:  # issue 
     del policies[key]
 
 
-def _binauthz_policy(stack: dict[str, Any]) -> dict[str, Any]:  # issue 25
+def _binauthz_policy(stack: dict[str, Any]) -> dict[str, Any]:  #
     (policy,) = of_type(stack, "google_binary_authorization_policy").values()
     return policy
 
 
-def _allowlist_by_tag(stack: dict[str, Any]) -> None:  # issue 25: an upstream image allowlisted by its tag
+def _allowlist_by_tag(stack: dict[str, Any]) -> None:  # an upstream image allowlisted by its tag
     _binauthz_policy(stack)["admission_whitelist_patterns"].append({"name_pattern": "docker.io/library/ubuntu:24.04"})
 
 
@@ -445,36 +445,36 @@ def _ironwood_without_policy(stack: dict[str, Any]) -> None:
 
 
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
-    # Before the fix (issue 25, finding 7): the Slurm controller's instanceAdmin on the whole project.
+    # Before the fix: the Slurm controller's instanceAdmin on the whole project.
     "gce.instance-admin-held-to-its-instances": (
         lambda s: next(
             g for g in of_type(s, "google_project_iam_member").values() if g["role"] == "roles/compute.instanceAdmin.v1"
         ).pop("condition"),
         "roles/compute.instanceAdmin.v1 on the whole project",
     ),
-    # Before the fix (issue 25, finding 7): Vertex AI jobs held objectUser on the whole checkpoints bucket.
+    # Before the fix: Vertex AI jobs held objectUser on the whole checkpoints bucket.
     "gcs.grant-within-its-prefix": (
         lambda s: next(g for k, g in of_type(s, "google_storage_bucket_iam_member").items() if "vertex" in k).pop(
             "condition"
         ),
         "vertex-jobs writes under vertex/ only",
     ),
-    # Before the fix (issue 25, finding 4): no NetworkPolicy anywhere.
+    # Before the fix: no NetworkPolicy anywhere.
     "k8s.namespace-default-deny-ingress": (
         lambda s: _drop_default_deny(s, "ml-training"),
         "no default-deny ingress NetworkPolicy",
     ),
-    # Before the fix (issue 25, finding 5): namespaces labelled managed-by only; and a namespace made privileged.
+    # Before the fix: namespaces labelled managed-by only; and a namespace made privileged.
     "k8s.namespace-enforces-pod-security": (
         lambda s: _namespace(s, "ml-serving")["metadata"]["labels"].update(
             {"pod-security.kubernetes.io/enforce": "privileged"}
         ),
         "privileged is kept only where",
     ),
-    # Before the fix (issue 25, finding 3): the cluster enforced the project policy, the stack declared none;
+    # Before the fix: the cluster enforced the project policy, the stack declared none;
     # and an upstream image allowlisted by tag.
     "binauthz.policy-denies-by-default": (_allowlist_by_tag, "allowlist an upstream image by digest"),
-    # Before the fix (issue 29): no maintenance policy, every TPU and GPU pool upgraded at any time.
+    # Before the fix: no maintenance policy, every TPU and GPU pool upgraded at any time.
     "gke.accelerator-upgrades-in-a-window": (
         lambda s: _cluster(s).pop("maintenance_policy"),
         "upgrade automatically at any time: set cluster.maintenance.window",
@@ -675,7 +675,7 @@ def _mh_worker(objs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _fuse_as_before(objs: list[dict[str, Any]]) -> None:
-    """The vLLM pod as it was before issue 24: no user, no fsGroup, the XLA cache mounted `implicit-dirs` only."""
+    """The vLLM pod as it was before no user, no fsGroup, the XLA cache mounted `implicit-dirs` only."""
     pod = _vllm_pod(objs)["spec"]
     pod.pop("securityContext")
     _vllm(objs).pop("securityContext")
@@ -683,7 +683,7 @@ def _fuse_as_before(objs: list[dict[str, Any]]) -> None:
     attributes["mountOptions"] = attributes["mountOptions"].split(",uid=")[0]
 
 
-def _container(objs: list[dict[str, Any]], name: str) -> dict[str, Any]:  # issue 25
+def _container(objs: list[dict[str, Any]], name: str) -> dict[str, Any]:  #
     """The first container (or init container) of this name in a release's pods."""
     from infra.rules import containers, pod_templates
 
@@ -715,7 +715,7 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
         ),
         "not a metric the vllm's server exports",
     ),
-    # Issue 25: Helm's release records are ConfigMaps the read-only planner reads; a Secret with data in a chart would
+    # Helm's release records are ConfigMaps the read-only planner reads; a Secret with data in a chart would
     # be stored in one (and in Terraform's state with the values).
     "helm.release-holds-no-secret-data": (
         "serve-canary",
@@ -724,19 +724,19 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
         ),
         "a Secret with data in a chart",
     ),
-    # Before the fix (issue 25, finding 3): the privileged host set-up ran ubuntu:24.04 by tag; a new image by tag.
+    # Before the fix: the privileged host set-up ran ubuntu:24.04 by tag; a new image by tag.
     "binauthz.images-pinned-by-digest": (
         "gpu-networking",
         lambda o: _container(o, "host-setup").update(image="ubuntu:24.04"),
         "pin it by digest",
     ),
-    # Before the fix (issue 25, finding 4): the RayCluster answered its Jobs API without authentication.
+    # Before the fix: the RayCluster answered its Jobs API without authentication.
     "kuberay.token-authentication": (
         "ray-training",
         lambda o: one_of_kind(o, "RayCluster")["spec"].pop("authOptions"),
         "set it to token",
     ),
-    # Before the fix (issue 25, finding 5): Saxml's model servers ran privileged for no documented reason.
+    # Before the fix: Saxml's model servers ran privileged for no documented reason.
     "k8s.privileged-only-where-reasoned": (
         "serve-saxml",
         lambda o: _container(o, "sax-model-server").update(securityContext={"privileged": True}),
@@ -747,7 +747,7 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
         lambda o: _container(o, "sax-model-server").update(securityContext={"privileged": True}),
         "ml-serving enforces baseline",
     ),
-    # Before the fix (issue 10): a conversion Job larger than any node of any pool.
+    # Before the fix: a conversion Job larger than any node of any pool.
     "k8s.scheduler-places-every-pod": (
         "serve-llama405b",
         lambda o: one_of_kind(o, "Job")["spec"]["template"]["spec"]["containers"][0]["resources"].update(
@@ -815,7 +815,7 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     ),
     "gcsfuse.needs-gke-metadata-node": ("serve-llama70b-vllm", _vllm_on_gce_pool, "pools serve use GCE_METADATA"),
     "gcsfuse.allowed-mount-options-and-attributes": ("serve-llama70b-vllm", _forbidden_option, "set by the driver"),
-    # Before the fix (issue 24): vLLM (uid 1000) could not create its XLA cache folder on a root-owned 0755 mount.
+    # Before the fix: vLLM (uid 1000) could not create its XLA cache folder on a root-owned 0755 mount.
     "gcsfuse.writable-by-the-container-user": (
         "serve-llama70b-vllm",
         _fuse_as_before,
@@ -972,7 +972,7 @@ def test_manifest_rule_fails_on_its_example(
     assert found and all(fragment in v.message for v in found), [v.line() for v in found]
 
 
-# --- Who may write a Cloud Storage FUSE volume (issue 24, finding 1) ----------------------------------------------
+# --- Who may write a Cloud Storage FUSE volume ----------------------------------------------
 
 VLLM_AT = "LeaderWorkerSet/serve-llama70b-vllm: spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]"
 
@@ -1069,7 +1069,7 @@ def test_image_users_are_read_from_the_dockerfiles_stage_by_stage() -> None:
     assert users["checkpoint-converter"].source == "workloads/trainer/Dockerfile (stage converter): USER 1000:100"
 
 
-# The chart edit the plan must refuse: the XLA cache mount and the pod as they were before issue 24, while the
+# The chart edit the plan must refuse: the XLA cache mount and the pod as they were before the fix, while the
 # container still says runAsUser 1000.
 VLLM_WITHOUT_FUSE_OWNER = {
     "    fsGroup: {{ $v.runAs.gid }}\n": "",
@@ -1141,7 +1141,7 @@ def test_make_plan_step_reports_how_many_rules_ran(synth_dir: Path) -> None:
     ran = [r for r in RULES.values() if r.subject in ("environment", "terraform", "manifest")]
     assert f"rules: {len(ran)} rules ran (" in done.stdout
     assert "on 2 environments" in done.stdout and "on 2 stacks" in done.stdout and ": no violations" in done.stdout
-    # Issue 27: per environment, the training recipes that run on its training slice, the named one marked.
+    # per environment, the training recipes that run on its training slice, the named one marked.
     assert "recipes: dev: training.slice train (v6e-16, topology 4x4), training.recipe llama3-8b" in done.stdout
     assert "recipes:   * llama3-8b: runs: " in done.stdout
 
@@ -1182,7 +1182,7 @@ def _region(data: dict[str, Any], region: str) -> None:
     for spec in data["slices"].values():
         if "zone" in spec:
             spec["zone"] = f"{region}-a"
-    # Issue 26: the images move with the registry (release.images must be in the environment's own registry).
+    # the images move with the registry (release.images must be in the environment's own registry).
     images = data["release"]["images"]
     for name, ref in images.items():
         images[name] = f"{region}-docker.pkg.dev/" + ref.split("-docker.pkg.dev/", 1)[1]

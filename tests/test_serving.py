@@ -142,7 +142,7 @@ def test_pathways_pools_act_as_their_own_node_identity_with_only_the_serving_buc
     )
     assert granted == [
         ("bucket-checkpoints", "roles/storage.objectViewer"),
-        # Read only: the conversion Jobs, which write the models, have an identity of their own (issue 25, 7).
+        # Read only: the conversion Jobs, which write the models, have an identity of their own .
         ("bucket-models", "roles/storage.objectViewer"),
         ("bucket-pathways", "roles/storage.objectUser"),
     ]

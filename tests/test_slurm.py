@@ -506,7 +506,7 @@ def test_the_blueprint_as_written_is_the_blueprint_validated(tmp_path: Path, env
     assert yaml.safe_load(text) == copy.deepcopy(blueprint(envs["dev"]))
 
 
-# --- the generated scripts on their hosts (issue 24: findings 4, 5, 10, 11, 13) ------------------------------------
+# --- the generated scripts on their hosts (findings 4, 5, 10, 11, 13) ------------------------------------
 
 
 def _scripts(envs: dict[str, Environment], name: str = "dev") -> dict[str, Any]:
@@ -614,7 +614,7 @@ def test_enroot_runs_on_local_ssd_only_on_the_nodes_that_have_one(envs: dict[str
 
 
 def test_no_slurm_user_gets_roots_docker_socket(envs: dict) -> None:
-    """Before the fix (issue 25, finding 8) the blueprint made Docker's socket world-writable on the image and the
+    """Before the fix the blueprint made Docker's socket world-writable on the image and the
     nodes: every Slurm user could run a privileged container, root on the node."""
     from infra.slurm.blueprint import blueprint
 

@@ -106,7 +106,7 @@ def test_cluster_is_private_hardened_and_runs_ray_and_fuse(
         assert cluster["addons_config"]["ray_operator_config"][0]["enabled"] is True
         assert cluster["addons_config"]["gcs_fuse_csi_driver_config"] == {"enabled": True}
         assert cluster["private_cluster_config"]["enable_private_nodes"] is True
-        # No network authorized: the IP endpoint answers on its private address alone (issue 25).
+        # No network authorized: the IP endpoint answers on its private address alone.
         networks = envs[name].network.authorized_networks
         assert len(cluster["master_authorized_networks_config"]["cidr_blocks"]) == len(networks)
         assert cluster["private_cluster_config"]["enable_private_endpoint"] is (not networks)
@@ -146,7 +146,7 @@ def test_prod_checkpoint_bucket_cannot_be_destroyed(
     for name in data:
         assert buckets[name]["lifecycle"]["prevent_destroy"] is True
         assert buckets[name]["force_destroy"] is False
-    # The only other bucket: Cloud Build's staged sources (issue 25, finding 10), deleted after a week anyway.
+    # The only other bucket: Cloud Build's staged sources, deleted after a week anyway.
     assert set(buckets) - data == {prod.build_staging_bucket}
 
 
@@ -181,7 +181,7 @@ def test_workload_identity_in_both_shapes(stacks: dict[str, dict[str, Any]], env
         if b["role"] == "roles/iam.workloadIdentityUser"
     }
     impersonating = [k for k, i in env.identities.items() if i.mode == "impersonation"]
-    # serving, saxml and the checkpoint conversions' converter (issue 25, finding 7)
+    # serving, saxml and the checkpoint conversions' converter
     assert len(bindings) == len(impersonating) == 3, "one binding per impersonation identity"
     binding = bindings[f"serviceAccount:{env.project}.svc.id.goog[{serving.namespace}/{serving.service_account}]"]
     assert binding["role"] == "roles/iam.workloadIdentityUser"

@@ -164,7 +164,7 @@ def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(tmp_path: Path) -
 
     first = run("--steps", "2")
     assert (first["start_step"], first["end_step"], first["processes"], first["devices"]) == (0, 2, 2, 4)
-    # Progress as it trains (issue 27: it printed nothing for minutes): the phases, then each step.
+    # Progress as it trains (it printed nothing for minutes): the phases, then each step.
     assert "train-local: training the canary, steps 1-2" in progress[-1]
     assert re.search(r"^train-local: step 2/2, loss [0-9.]+, [0-9.]+ s/step \(\d+ s\)$", progress[-1], re.M)
 

@@ -89,7 +89,7 @@ def verdict(envs: dict[str, Environment]) -> dict[str, Any]:
     return vllm_local.check(request)
 
 
-# Values vLLM's own parser or config refuses (issue 26): the rule vllm.args-valid must refuse each at load, from
+# Values vLLM's own parser or config refuses: the rule vllm.args-valid must refuse each at load, from
 # the checked-in description, without vLLM.
 BAD_VALUES = {
     "a memory fraction above 1": "--gpu-memory-utilization=1.5",

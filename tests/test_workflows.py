@@ -1,4 +1,5 @@
-"""The GitHub workflows (issue 25, findings 1, 2 and 9, and the fork pull requests' review comment).
+"""The GitHub workflows: who may plan and apply, that the deploys finish, the gate, and the fork pull requests'
+review comment.
 
 Nothing here reaches GitHub or Google Cloud. What these tests hold is the workflows' text and what their
 `run:` steps do with stand-ins for the cloud CLIs (terraform, gcloud, packer, gcluster, gh) on PATH. That the
@@ -68,7 +69,7 @@ def test_workflows_pass_zizmor_with_every_ignore_explained() -> None:
                 assert lines[i - 1].strip().startswith("#"), f"zizmor.yml:{i + 1}: an ignore without its reason"
 
 
-# --- finding 1: who may plan and who may apply ---------------------------------------------------------------
+# --- who may plan and who may apply ---------------------------------------------------------------
 
 
 def test_pull_requests_never_reach_a_deployer() -> None:
@@ -109,7 +110,7 @@ def test_only_an_approved_prod_job_on_main_impersonates_prods_deployer() -> None
         assert job.get("if") == "github.ref == 'refs/heads/main'", (workflow, name)
 
 
-# --- finding 2: the deploy workflows finish -------------------------------------------------------------------
+# --- the deploy workflows finish -------------------------------------------------------------------
 
 
 def test_promotion_is_a_pull_request_recorded_before_prod_applies_it() -> None:
@@ -332,7 +333,7 @@ def test_prod_deploy_applies_only_the_plan_the_approver_saw(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_prod_deploys_the_slurm_cluster_the_approver_saw(tmp_path: Path) -> None:
-    """Issue 35: prod's Slurm cluster was deployed with --auto-approve after the approved plan, from whatever the
+    """prod's Slurm cluster was deployed with --auto-approve after the approved plan, from whatever the
     blueprint had become. The approved digest covers the blueprint: changed between the plan job and the apply job,
     nothing is applied and no cluster deployed."""
     _, outputs, summary = _run_job("deploy-prod.yml", "plan", tmp_path)
@@ -382,7 +383,7 @@ TRAIN_POOL = "google_container_node_pool.slice-train_pool_11E2D2E2"
 def test_a_gated_change_goes_through_the_pipeline_confirmed_in_the_environment_file(
     tmp_path: Path, stacks: dict[str, dict[str, Any]]
 ) -> None:
-    """Issue 35, finding 3: CONFIRM_CHANGE was read from the environment only and no workflow can set it, so a
+    """CONFIRM_CHANGE was read from the environment only and no workflow can set it, so a
     gated change (here the training slice's pool replaced) failed every deploy. Confirmed in dev.yaml, it goes
     through; an entry written for another configuration of the pool confirms nothing and says so."""
     from infra.delivery.confirmations import config_sha256
@@ -425,7 +426,7 @@ def test_workflows_install_the_pinned_packer_and_gcluster_before_deploying() -> 
 
 
 def test_nothing_is_downloaded_or_installed_once_a_job_holds_credentials() -> None:
-    """Issue 35: the deploy jobs installed ~500 packages, Terraform and the Cloud CLI after the deployer's
+    """the deploy jobs installed ~500 packages, Terraform and the Cloud CLI after the deployer's
     credentials were live in the job. The credentials come last, just before the step that uses them."""
     for path in sorted(WORKFLOWS.glob("*.yml")):
         for name, job in _load(path.name)["jobs"].items():
@@ -442,7 +443,7 @@ def test_nothing_is_downloaded_or_installed_once_a_job_holds_credentials() -> No
 def test_every_step_that_plans_or_applies_a_stack_finds_terraform_and_the_providers_credential_plugin(
     stacks: dict[str, dict[str, Any]],
 ) -> None:
-    """The runner is a host (issue 35, finding 2): the kubernetes and helm providers run gke-gcloud-auth-plugin at
+    """The runner is a host: the kubernetes and helm providers run gke-gcloud-auth-plugin at
     every plan and apply, and GitHub's image has the Cloud CLI without it. Before the fix no workflow installed it:
     every plan of a live cluster failed at its first Kubernetes resource."""
     for path in sorted(WORKFLOWS.glob("*.yml")):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import REPO, run_json
+from tests.engine.helpers import REPO, run_json
 from workloads.trainer.compiled import Compiled, compiled_recipes, fit_problem, load_table, recipe_slice
 from workloads.trainer.recipes import load_recipes
 

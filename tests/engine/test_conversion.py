@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.engine.conftest import REPO
+from tests.engine.helpers import REPO
 from tests.engine.tiny_llama import MAXTEXT_OVERRIDES, MODEL_NAME, write_hf_checkpoint
 from workloads.trainer.conversion import conversion_commands, conversion_script
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import run_json
+from tests.engine.helpers import run_json
 
 pytestmark = pytest.mark.engine
 

@@ -1,4 +1,4 @@
-"""In-cluster security (issue 25, findings 3, 4 and 5): what the stacks declare, and bad edits of each class refused
+"""In-cluster security: what the stacks declare, and bad edits of each class refused
 by the rules step `make plan` runs (`python -m scripts.rules <stacks>`, scripts/plan.py)."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_the_ray_head_takes_connections_from_its_own_cluster_only(stacks: dict[s
 
 
 def test_managed_prometheus_reaches_the_metrics_ports_only(stacks: dict[str, dict[str, Any]]) -> None:
-    """Review N3 (issue 35): the default-deny policies refused Managed Prometheus's collectors (pods in gmp-system),
+    """Review N3: the default-deny policies refused Managed Prometheus's collectors (pods in gmp-system),
     so the cluster's Ray monitoring collected nothing. They reach the metrics ports, never Ray's Jobs API (8265),
     client port (10001) or GCS (6379)."""
     for namespace in ("ml-training", "ml-serving", "ml-gpu"):
@@ -243,7 +243,7 @@ def test_the_rules_step_of_make_plan_refuses_a_bad_edit(edit: str, synth_dir: Pa
 
 
 def test_the_plan_review_shows_the_security_posture(stacks: dict[str, dict[str, Any]]) -> None:
-    """What is privileged and why, each namespace's Pod Security level, who reaches what (issue 25)."""
+    """What is privileged and why, each namespace's Pod Security level, who reaches what."""
     from infra.review import render, review_stack
 
     review = review_stack("platform-dev", stacks["dev"], None)
@@ -264,7 +264,7 @@ def test_a_stack_without_network_policies_says_every_pod_is_reachable() -> None:
 
 
 def test_vertex_jobs_write_their_own_output_directory_only(stacks: dict[str, dict[str, Any]]) -> None:
-    """Before the fix: objectUser on the whole checkpoints bucket, which GKE training writes too (issue 25, 7)."""
+    """Before the fix: objectUser on the whole checkpoints bucket, which GKE training writes too ."""
     from infra.constructs.vertex import prefix_condition
 
     (grant,) = [g for k, g in of_type(stacks["dev"], "google_storage_bucket_iam_member").items() if "vertex" in k]
@@ -291,7 +291,7 @@ def test_the_endpoint_picker_reaches_its_model_servers(stacks: dict[str, dict[st
     assert pickers == [{"inferencepool": labels["inferencepool"]}]
 
 
-# --- finding 7: bucket and project grants no wider than the work ------------------------------------------------
+# --- bucket and project grants no wider than the work ------------------------------------------------
 
 
 def _grants(stack: dict[str, Any], rtype: str = "google_storage_bucket_iam_member") -> list[dict[str, Any]]:
@@ -312,7 +312,7 @@ def _grants(stack: dict[str, Any], rtype: str = "google_storage_bucket_iam_membe
 def test_model_servers_only_read_the_models_and_the_conversion_writes_its_outputs(
     env: str, stacks: dict[str, dict[str, Any]]
 ) -> None:
-    """Before the fix (issue 25, finding 7): the conversion Jobs ran as the model servers' identity, which held
+    """Before the fix: the conversion Jobs ran as the model servers' identity, which held
     objectUser on the whole models bucket, so any server could overwrite or delete every model's weights."""
     stack = stacks[env]
     models = [g for g in _grants(stack) if g["bucket_key"] == "models"]
@@ -347,7 +347,7 @@ def test_model_servers_only_read_the_models_and_the_conversion_writes_its_output
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_slurm_nodes_write_the_slurm_prefix_only(env: str, stacks: dict[str, dict[str, Any]]) -> None:
-    """Before the fix (issue 25, finding 7): every Slurm user holds the nodes' token through the metadata server, and
+    """Before the fix: every Slurm user holds the nodes' token through the metadata server, and
     the nodes held objectUser on the whole checkpoints bucket GKE training and Vertex AI write too."""
     slurm = [g for g in _grants(stacks[env]) if str(g["account"]).startswith("slurm-")]
     assert [(g["account"], g["bucket_key"], g["role"]) for g in slurm] == [
@@ -359,7 +359,7 @@ def test_slurm_nodes_write_the_slurm_prefix_only(env: str, stacks: dict[str, dic
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_the_slurm_controller_manages_its_own_instances_only(env: str, stacks: dict[str, dict[str, Any]]) -> None:
-    """Before the fix (issue 25, finding 7): roles/compute.instanceAdmin.v1 on the whole project let the controller
+    """Before the fix: roles/compute.instanceAdmin.v1 on the whole project let the controller
     stop, reset or delete any VM of the project, GKE's TPU and GPU nodes included."""
     (grant,) = [
         g for g in _grants(stacks[env], "google_project_iam_member") if g["role"] == "roles/compute.instanceAdmin.v1"
@@ -383,14 +383,14 @@ def test_a_prefix_grant_lets_its_holder_list_inside_its_prefix() -> None:
     assert 'resource.name.startsWith("projects/_/buckets/b/objects/slurm/")' in text
 
 
-# --- finding 10: image provenance --------------------------------------------------------------------------------
+# --- image provenance --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_cloud_build_runs_as_the_builder_with_only_what_a_build_needs(
     env: str, stacks: dict[str, dict[str, Any]]
 ) -> None:
-    """Before the fix (issue 25, finding 10): `make image` on Cloud Build named no service account, so the build ran
+    """Before the fix: `make image` on Cloud Build named no service account, so the build ran
     as whatever the project's default was (the Compute Engine default account, project Editor, in new projects)."""
     stack = stacks[env]
     (builder,) = [k for k, a in of_type(stack, "google_service_account").items() if a["account_id"] == "image-builder"]
@@ -486,7 +486,7 @@ def test_the_plan_review_names_the_base_images_still_awaiting_digests(stacks: di
 
 def test_the_plan_review_shows_who_may_do_what_with_its_conditions(stacks: dict[str, dict[str, Any]]) -> None:
     """Every grant of the stack by who holds it, with the condition that holds it to a prefix or to names: the new
-    identities (the converter, the image builder) and the conditioned grants of issue 25's finding 7."""
+    identities (the converter, the image builder) and the conditioned grants held to their prefixes."""
     lines = security_posture(stacks["dev"])
     assert "| who | role | on | held to |" in lines
     assert (

@@ -1,4 +1,4 @@
-"""What GKE and the engines would have refused on a real cluster, fixed: one test per defect (issues 10 and 14).
+"""What GKE and the engines would refuse on a real cluster, held on what the dev stack applies: one test per defect.
 
 Each asserts the real system's rule or the tutorial's configuration on exactly what the dev stack applies
 (the synthesized Terraform, the rendered charts), not our own idea of it.
@@ -18,7 +18,7 @@ def test_fuse_mounts_never_ask_for_parallel_downloads_without_a_file_cache(stack
     ray = one_of_kind(rendered(stacks["dev"], "ray-training"), "RayCluster")
     for template in (ray["spec"]["headGroupSpec"]["template"], ray["spec"]["workerGroupSpecs"][0]["template"]):
         volume = next(v for v in template["spec"]["volumes"] if "csi" in v)
-        # The tutorial's, then the owner that lets the trainer (uid 1000) write (issue 24).
+        # The tutorial's, then the owner that lets the trainer (uid 1000) write.
         assert volume["csi"]["volumeAttributes"]["mountOptions"] == (
             "implicit-dirs,uid=1000,gid=100,file-mode=664,dir-mode=775"
         )
@@ -117,7 +117,7 @@ def test_checkpoint_conversions_run_on_a_cpu_pool_that_holds_them(stacks: dict[s
         assert pool["node_config"]["taint"] == [{"key": "platform.pool", "value": "convert", "effect": "NO_SCHEDULE"}]
 
 
-# --- issue 14 ----------------------------------------------------------------------------------------------
+# --- what the engines refuse ------------------------------------------------------------------------------------
 
 
 @needs_crds
