@@ -44,3 +44,24 @@ def test_the_seam_names_each_cdks_packages_and_refuses_another() -> None:
     with pytest.raises(ValueError, match="known: cdktf, cdktn"):
         cdk.use("pulumi")
     assert cdk.flavour() == "cdktf"
+
+
+def test_the_seam_loads_its_own_modules_where_cdktf_is_not_installed() -> None:
+    """cdktn's environment has no `cdktf` package: `from infra.cdk import bindings` (before the flavour is chosen)
+    must find the module, not look `bindings` up in cdktf (make cdktn-parity failed with "No module named
+    'cdktf'" when the seam moved into a package)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "class NoCdktf:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'cdktf' or name.startswith('cdktf.'):\n"
+        "            raise ModuleNotFoundError(\"No module named 'cdktf'\", name='cdktf')\n"
+        "sys.meta_path.insert(0, NoCdktf())\n"
+        "from infra.cdk import bindings\n"
+        "print(bindings.__name__)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "infra.cdk.bindings", run.stderr[-2000:]

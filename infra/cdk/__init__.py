@@ -47,8 +47,15 @@ def provider_package(provider: str) -> str:
     return FLAVOURS[_flavour][1][provider]
 
 
+# This package's own modules: found as modules, never looked up in the CDK (which may not be the one installed
+# before the flavour is chosen: `from infra.cdk import bindings` runs before `use(...)`).
+SUBMODULES = ("bindings",)
+
+
 def __getattr__(name: str) -> Any:
     """`App`, `TerraformStack`, ...: from the CDK in use."""
     if name.startswith("__"):
         raise AttributeError(name)
+    if name in SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     return getattr(importlib.import_module(FLAVOURS[_flavour][0]), name)
