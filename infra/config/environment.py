@@ -182,24 +182,29 @@ class Environment(Model):
             raise _CrossReferenceError(problems)
         return self
 
+    def _server_of_single_host(self, key: str) -> VllmServing | None:
+        """The vLLM deployment on single-host slice `key`, whose servers are its pool's hosts; None if none."""
+        if self.slices[key].slice.multi_host:
+            return None
+        return next((d for d in self.serving.values() if isinstance(d, VllmServing) and d.slice == key), None)
+
     def slice_copies(self, key: str) -> int:
         """How many copies of slice `key` its node pool holds: the replicas of the vLLM deployment on a single-host
         slice (its autoscaler's max where it autoscales), else 1."""
-        for d in self.serving.values():
-            if isinstance(d, VllmServing) and d.slice == key and not self.slices[key].slice.multi_host:
-                return d.autoscaling.max if d.autoscaling is not None else d.replicas
-        return 1
+        d = self._server_of_single_host(key)
+        if d is None:
+            return 1
+        return d.autoscaling.max if d.autoscaling is not None else d.replicas
 
     def slice_node_range(self, key: str) -> tuple[int, int] | None:
         """(min, max) nodes of slice `key`'s pool where it autoscales: its own capacity's range, or the hosts of its
         vLLM autoscaler's fewest and most servers; None for a fixed node count."""
         spec = self.slices[key]
-        for d in self.serving.values():
-            if isinstance(d, VllmServing) and d.slice == key and d.autoscaling is not None:
-                hosts = spec.slice.hosts
-                low = 0 if spec.capacity.dynamic else d.autoscaling.min * hosts
-                return (low, d.autoscaling.max * hosts)
-        return spec.node_range
+        d = self._server_of_single_host(key)
+        if d is None or d.autoscaling is None:
+            return spec.node_range
+        low = 0 if spec.capacity.dynamic else d.autoscaling.min * spec.slice.hosts
+        return (low, d.autoscaling.max * spec.slice.hosts)
 
     def slice_holder(self, key: str) -> str:
         """Which orchestrator holds slice `key`'s machines: `gke` (a node pool of the stack), `slurm`, `vertex`
