@@ -1224,3 +1224,22 @@ def test_the_inference_gateway_without_the_network_services_api_is_refused(stack
     del services[key]
     found = RULES["gke.inference-gateway-prerequisites"].run(stack)
     assert [(v.field, v.value) for v in found] == [("google_project_service", "networkservices.googleapis.com")]
+
+
+def test_rbac_names_are_path_segments_and_other_names_dns_subdomains(
+    stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    """The API server holds RBAC objects' names to path segments (`custom-metrics:system:auth-delegator`, as the
+    metrics adapter's binding is named upstream) and every other object's to DNS-1123 subdomains."""
+    from infra.rules.manifest_subject import ReleaseContext
+
+    objects = copy.deepcopy(releases["metrics-adapter"])
+    ctx = ReleaseContext("metrics-adapter", "custom-metrics", stacks["dev"])
+    binding = next(o for o in objects if o["kind"] == "ClusterRoleBinding" and ":" in o["metadata"]["name"])
+    assert binding["metadata"]["name"] == "metrics-adapter:system:auth-delegator"
+    assert RULES["k8s.names-and-label-values"].run(objects, ctx) == []
+    binding["metadata"]["name"] = "metrics-adapter/auth"
+    (found,) = RULES["k8s.names-and-label-values"].run(objects, ctx)
+    assert "a path segment name" in found.message
+    one_of_kind(objects, "Service")["metadata"]["name"] = "metrics:adapter"
+    assert any("DNS-1123" in v.message for v in RULES["k8s.names-and-label-values"].run(objects, ctx))

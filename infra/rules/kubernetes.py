@@ -79,14 +79,22 @@ def _sidecars(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fi
                 )
 
 
+# The API server validates these kinds' names as path segments, not DNS names.
+RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
+
+
 @rule(
     id="k8s.names-and-label-values",
     system="Kubernetes API server",
     layer="admission",
-    summary="Object names are DNS-1123 subdomains (253); label values are at most 63 characters of [-A-Za-z0-9_.].",
+    summary=(
+        "Object names are DNS-1123 subdomains (253), RBAC objects' path segment names (no '/' or '%', not '.' or "
+        "'..': `system:auth-delegator` is one); label values are at most 63 characters of [-A-Za-z0-9_.]."
+    ),
     source=(
         "https://kubernetes.io/docs/concepts/overview/working-with-objects/names/ and "
-        "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set"
+        "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set; "
+        "kubernetes pkg/apis/rbac/validation/validation.go (ValidateRBACName = path.IsValidPathSegmentName)"
     ),
     subject="manifest",
 )
@@ -94,7 +102,12 @@ def _names(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Findi
     for obj in objects:
         meta = obj.get("metadata") or {}
         name = str(meta.get("name", ""))
-        if len(name) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", name):
+        if obj.get("kind") in RBAC_KINDS:
+            if not name or name in (".", "..") or "/" in name or "%" in name:
+                yield Finding(
+                    f"{where(obj)}: metadata.name", name, "a path segment name: no '/' or '%', not '.' or '..'"
+                )
+        elif len(name) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", name):
             yield Finding(f"{where(obj)}: metadata.name", name, "a DNS-1123 subdomain of at most 253 characters")
         labelled = [("metadata.labels", meta.get("labels") or {})]
         labelled += [
