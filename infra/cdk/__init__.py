@@ -11,7 +11,13 @@ requirements-cdktn.lock instead of the cdktf packages and set PLATFORM_CDK=cdktn
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
+
+# jsii prints a framed end-of-life banner on every start under Node 20 (the development and CI machines' Node;
+# 22 or 24 is recommended); `make` silences it (Makefile), and so does every other way in: `python -m
+# scripts.review_example` printed it before its one line of output.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 FLAVOURS: dict[str, tuple[str, dict[str, str]]] = {
     "cdktf": (
