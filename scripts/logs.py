@@ -170,7 +170,7 @@ def gke_sources(env: Environment) -> list[LogSource]:
         release = f"serve-{key}"
         namespace = env.identities[d.identity].namespace
         sources.append(_release(env, f"serving.{key}", release, namespace, d.engine, _unlabeled(release, d)))
-    if any(getattr(d, "autoscaling", None) is not None for d in env.serving.values()):
+    if env.autoscales:
         what = "the Custom Metrics Stackdriver Adapter the serving autoscalers read through"
         sources.append(_release(env, "metrics-adapter", "metrics-adapter", ADAPTER_NAMESPACE, what))
     return sources

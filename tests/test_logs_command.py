@@ -19,7 +19,7 @@ def _declared(env: Environment) -> set[str]:
     """The environment's workloads, read from its sections (what the logs command must cover)."""
     out = {f"release.controllers.{name}" for name in env.release.controllers}
     out |= {f"serving.{key}" for key in env.serving}
-    if any(getattr(d, "autoscaling", None) is not None for d in env.serving.values()):
+    if env.autoscales:
         out.add("metrics-adapter")
     if env.training is not None:
         out |= {"training", "training.ray-jobs"}

@@ -182,6 +182,11 @@ class Environment(Model):
             raise _CrossReferenceError(problems)
         return self
 
+    @property
+    def autoscales(self) -> bool:
+        """Whether a serving deployment has an autoscaler (then the stack adds the metrics adapter it reads)."""
+        return any(getattr(d, "autoscaling", None) is not None for d in self.serving.values())
+
     def _server_of_single_host(self, key: str) -> VllmServing | None:
         """The vLLM deployment on single-host slice `key`, whose servers are its pool's hosts; None if none."""
         if self.slices[key].slice.multi_host:

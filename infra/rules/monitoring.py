@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.catalogue.charts import SERVING_CHART
-from infra.catalogue.serving_metrics import ADAPTER_SOURCE, SIGNALS
+from infra.catalogue.serving_metrics import ADAPTER_SOURCE, signals_of
 from infra.rules import Finding, containers, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import resources
@@ -36,13 +36,17 @@ def _labels(template: dict[str, Any]) -> dict[str, str]:
     return (template.get("metadata") or {}).get("labels") or {}
 
 
+def _matches(labels: dict[str, str], match: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in match.items())
+
+
 def _selected(objects: list[dict[str, Any]], match: dict[str, str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(object, pod template) of every pod template of the release whose labels carry all of `match`."""
     return [
         (obj, template)
         for obj in objects
         for _, template in pod_templates(obj)
-        if match and all(_labels(template).get(k) == v for k, v in match.items())
+        if match and _matches(_labels(template), match)
     ]
 
 
@@ -141,7 +145,8 @@ def _engine(ctx: ReleaseContext) -> str | None:
     subject="manifest",
 )
 def _hpa(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
-    exported = {s.hpa_metric for (engine, _), s in SIGNALS.items() if engine == _engine(ctx)}
+    engine = _engine(ctx)
+    exported = {s.hpa_metric for s in signals_of(engine).values()} if engine else set()
     monitored = [o for o in objects if o.get("kind") == "PodMonitoring"]
     for hpa in (o for o in objects if o.get("kind") == "HorizontalPodAutoscaler"):
         spec = hpa.get("spec") or {}
@@ -163,7 +168,7 @@ def _hpa(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding
             yield Finding(f"{where(hpa)}: spec.minReplicas", spec.get("minReplicas"), "above maxReplicas")
         labels = [_labels(t) for _, t in pod_templates(target)]
         collected = any(
-            all(lab.get(k) == v for k, v in ((pm["spec"].get("selector") or {}).get("matchLabels") or {}).items())
+            _matches(lab, (pm["spec"].get("selector") or {}).get("matchLabels") or {})
             for pm in monitored
             for lab in labels
         )
@@ -176,7 +181,7 @@ def _hpa(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding
                 yield Finding(
                     f"{at}.pods.metric.name",
                     name,
-                    f"not a metric the {_engine(ctx) or 'release'}'s server exports: {', '.join(sorted(exported))}"
+                    f"not a metric the {engine}'s server exports: {', '.join(sorted(exported))}"
                     if exported
                     else "this release runs no server whose metrics the platform knows",
                 )

@@ -491,7 +491,7 @@ class PlatformStack(TerraformStack):
     def _serving_releases(self, env: Environment, identities: dict, cluster: Any, system_pool: Any) -> None:
         """One release per serving deployment; model servers load for minutes, so the deploy does not wait. Where one
         autoscales, the metrics adapter its autoscaler reads through, with its Cloud Monitoring role."""
-        if any(getattr(d, "autoscaling", None) is not None for d in env.serving.values()):
+        if env.autoscales:
             ProjectRoleOfKubernetesAccount(
                 self,
                 "metrics-adapter-monitoring-viewer",
