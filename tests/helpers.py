@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +79,30 @@ def rendered(stack: dict[str, Any], release: str) -> list[dict[str, Any]]:
     for obj in objects:
         validate(obj)
     return objects
+
+
+def exported_metrics(page: str) -> dict[str, tuple[str, set[str]]]:
+    """Each metric family of a Prometheus /metrics page by the name Managed Prometheus writes it under (a counter's
+    samples' name, with `_total`), with its type and the label keys of its samples."""
+    types = dict(m.groups() for m in re.finditer(r"^# TYPE (\S+) (\S+)$", page, re.M))
+    out: dict[str, tuple[str, set[str]]] = {}
+    for name, kind in types.items():
+        sample = f"{name}_total" if kind == "counter" and not name.endswith("_total") else name
+        suffixes = ("_bucket", "_sum", "_count") if kind == "histogram" else ("",)
+        labels: set[str] = set()
+        for suffix in suffixes:
+            for m in re.finditer(rf"^{re.escape(sample + suffix)}(?:\{{(.*)\}})? ", page, re.M):
+                labels |= set(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="', m.group(1) or ""))
+        out[sample] = (kind, labels - {"le"})
+    return out
+
+
+def assert_exports(page: str, metrics: Iterable[Any]) -> None:
+    """Every Cloud Monitoring metric of `metrics` (prometheus.googleapis.com/<name>/<kind>) is on the page, of its
+    kind, with every label the platform's filters may name."""
+    exported = exported_metrics(page)
+    for metric in metrics:
+        _, name, kind = metric.type.rsplit("/", 2)
+        assert name in exported, f"{name} is not on the /metrics page: {sorted(exported)}"
+        assert exported[name][0] == kind, (name, exported[name])
+        assert metric.labels <= exported[name][1], (name, exported[name])

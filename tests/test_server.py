@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO
+from infra.catalogue.serving_metrics import SERVER_METRICS
+from tests.helpers import REPO, assert_exports
 from workloads.server.app import parse_request
 from workloads.server.load import run_load
 
@@ -159,6 +160,8 @@ def test_a_burst_larger_than_the_queue_is_answered_in_full(server: str) -> None:
     mean = next(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("canary_batch_size_mean"))
     assert mean > 1.0, metrics
     assert 'canary_requests_total{code="429"}' in metrics
+    # What the dashboards and alert policies read of a canary server, as Managed Prometheus would write it.
+    assert_exports(metrics, SERVER_METRICS["canary"].metrics)
 
 
 def test_make_serve_local_serves_the_checkpoint(checkpoint: Path) -> None:

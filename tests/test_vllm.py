@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from infra.catalogue.models import MODELS
+from infra.catalogue.serving_metrics import SERVER_METRICS
 from infra.config import Environment
-from tests.helpers import REPO
+from tests.helpers import REPO, assert_exports
 from workloads.serving import vllm_args, vllm_local
 
 IN_CI = os.environ.get("CI") == "true"
@@ -288,6 +289,8 @@ def test_a_tiny_llama_serves_with_the_deployments_flags(envs: dict[str, Environm
     # The queue and cache gauges the endpoint picker routes on and an autoscaler would read.
     for gauge in ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc"):
         assert re.search(rf'^{re.escape(gauge)}\{{.*model_name="{re.escape(name)}".*\}} ', metrics, re.M), gauge
+    # What the dashboards and alert policies read of a vLLM server, as Managed Prometheus would write it.
+    assert_exports(metrics, SERVER_METRICS["vllm"].metrics)
     finished = re.findall(r"^vllm:request_success_total\{.*\} ([0-9.]+)$", metrics, re.M)
     assert sum(float(n) for n in finished) == 8, "the 8 completions are counted"
     # --disable-access-log-for-endpoints: probes and scrapes leave no access log lines.

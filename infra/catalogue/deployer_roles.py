@@ -187,6 +187,41 @@ RESOURCE_ROLES: dict[str, tuple[RoleNeed, ...]] = {
             ("binaryauthorization.policy.get", "binaryauthorization.policy.update"),
         ),
     ),
+    # roles/monitoring.editor: read and write every Cloud Monitoring configuration (dashboards, alert policies,
+    # notification channels); https://cloud.google.com/iam/docs/roles-permissions/monitoring#monitoring.editor
+    "google_monitoring_dashboard": (
+        RoleNeed(
+            "roles/monitoring.editor",
+            (
+                "monitoring.dashboards.create",
+                "monitoring.dashboards.get",
+                "monitoring.dashboards.update",
+                "monitoring.dashboards.delete",
+            ),
+        ),
+    ),
+    "google_monitoring_alert_policy": (
+        RoleNeed(
+            "roles/monitoring.editor",
+            (
+                "monitoring.alertPolicies.create",
+                "monitoring.alertPolicies.get",
+                "monitoring.alertPolicies.update",
+                "monitoring.alertPolicies.delete",
+            ),
+        ),
+    ),
+    "google_monitoring_notification_channel": (
+        RoleNeed(
+            "roles/monitoring.editor",
+            (
+                "monitoring.notificationChannels.create",
+                "monitoring.notificationChannels.get",
+                "monitoring.notificationChannels.update",
+                "monitoring.notificationChannels.delete",
+            ),
+        ),
+    ),
     "helm_release": (_KUBERNETES,),
     "kubernetes_namespace_v1": (_KUBERNETES,),
     "kubernetes_network_policy_v1": (_KUBERNETES,),

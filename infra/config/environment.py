@@ -22,6 +22,7 @@ from infra.config.compute import Cluster, CpuPool, SliceSpec
 from infra.config.delivery import Confirmation, Delivery
 from infra.config.findings import Finding
 from infra.config.identity import Identity, gsa_account_id
+from infra.config.monitoring import Monitoring
 from infra.config.network import Network
 from infra.config.orchestrator_checks import (
     holder_problems,
@@ -72,6 +73,7 @@ class Environment(Model):
     slurm: SlurmCluster | None = None
     vertex: Vertex | None = None
     vm_groups: dict[Name, VmGroup] = {}  # noqa: RUF012
+    monitoring: Monitoring = Monitoring()
     # The repository whose workflows plan and deploy it (the bootstrap stack binds its identities to it).
     delivery: Delivery | None = None
     # Gated changes of this environment's stack the author confirms (infra/delivery/confirmations.py).

@@ -67,6 +67,7 @@ DEPLOYER_ROLES: dict[str, str] = {
     "google_container_": "roles/container.admin",
     "helm_release": "roles/container.admin",
     "kubernetes_": "roles/container.admin",
+    "google_monitoring_": "roles/monitoring.editor",
     "google_project_iam_": "roles/resourcemanager.projectIamAdmin",
     "google_project_service": "roles/serviceusage.serviceUsageAdmin",
     "google_service_account": "roles/iam.serviceAccountAdmin",

@@ -23,6 +23,7 @@ from infra.config import (
 )
 from infra.constructs.node_pools import SYSTEM_POOL
 from infra.constructs.releases import NODEPOOL_LABEL, pool_selector
+from infra.derive.names import serving_release as release_name
 from workloads.constants import CHECKPOINT_MOUNT
 from workloads.serving import vllm_args as vllm
 from workloads.serving.jetstream import maxtext_serving_args
@@ -30,10 +31,6 @@ from workloads.serving.jetstream import maxtext_serving_args
 # GKE's single-cluster regional internal Application Load Balancer
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities).
 GATEWAY_CLASS = "gke-l7-rilb"
-
-
-def release_name(key: str) -> str:
-    return f"serve-{key}"
 
 
 def _identity(env: Environment, d: Serving) -> tuple[str, str]:

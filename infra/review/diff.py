@@ -22,6 +22,7 @@ from infra.review.model import (
     PlanFormatError,
     StackReview,
 )
+from infra.review.monitoring import watching
 
 
 def resources(stack_json: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -39,12 +40,15 @@ def _redact(path: str, value: Any) -> Any:
 
 
 def _decoded(key: str, value: Any) -> Any:
-    """A helm_release's `values` (JSON documents in a list) as data, so a change shows as values, not text."""
-    if key == "values" and isinstance(value, list):
-        try:
+    """A helm_release's `values` (JSON documents in a list) and a dashboard's `dashboard_json` as data, so a change
+    shows as values, not text."""
+    try:
+        if key == "values" and isinstance(value, list):
             return [json.loads(v) if isinstance(v, str) else v for v in value]
-        except json.JSONDecodeError:
-            return value
+        if key == "dashboard_json" and isinstance(value, str):
+            return json.loads(value)
+    except json.JSONDecodeError:
+        return value
     return value
 
 
@@ -107,6 +111,7 @@ def review_stack(
         holdings=list(holdings),
         posture=list(posture),
         autoscalers=autoscalers(after),
+        watching=watching(after),
         confirmed=frozenset(confirmed),
         stack=stack,
         changes=diff(before, after),

@@ -121,6 +121,15 @@ class Autoscaler:
         return cost.price.usd_per_hour * self.hosts * servers
 
 
+@dataclass(frozen=True)
+class Watching:
+    """A stack's dashboards as (title, link), its alert policies' names, and the addresses they notify."""
+
+    dashboards: list[tuple[str, str]] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)
+    notify: list[str] = field(default_factory=list)
+
+
 @dataclass
 class StackReview:
     stack: str
@@ -141,6 +150,8 @@ class StackReview:
     costs_before: dict[str, PoolCost] | None = None
     # The serving releases a Horizontal Pod Autoscaler scales (infra/review/autoscaling.py).
     autoscalers: list[Autoscaler] = field(default_factory=list)
+    # Its dashboards, alert policies and their channels (infra/review/monitoring.py).
+    watching: Watching = field(default_factory=Watching)
 
     @property
     def gated(self) -> list[Change]:

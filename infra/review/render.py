@@ -71,6 +71,11 @@ def review_json(review: StackReview) -> dict[str, Any]:
             }
             for a in review.autoscalers
         ],
+        "monitoring": {
+            "dashboards": [{"title": title, "url": url} for title, url in review.watching.dashboards],
+            "alerts": list(review.watching.alerts),
+            "notify": list(review.watching.notify),
+        },
         "posture": list(review.posture),
     }
 
@@ -125,6 +130,19 @@ def _autoscaling_section(review: StackReview) -> list[str]:
     return lines
 
 
+def _monitoring_section(review: StackReview) -> list[str]:
+    """The stack's dashboards (linked), its alert policies and who they notify."""
+    watching = review.watching
+    if not (watching.dashboards or watching.alerts):
+        return []
+    lines = ["", "## Monitoring", ""]
+    lines += [f"- Dashboard: [{title}]({url})" for title, url in watching.dashboards]
+    notify = ", ".join(watching.notify) if watching.notify else "no one (set monitoring.notify)"
+    lines += [f"- Alert policies ({len(watching.alerts)}), notifying {notify}:"]
+    lines += [f"  - {name}" for name in watching.alerts]
+    return lines
+
+
 def render(review: StackReview) -> str:
     lines = [f"# Plan review: {review.stack}", ""]
     if review.source == "plan":
@@ -176,6 +194,7 @@ def render(review: StackReview) -> str:
             lines.append("No changes.")
     lines += _holdings_section(review)
     lines += _autoscaling_section(review)
+    lines += _monitoring_section(review)
     if review.posture:
         lines += ["", "## Security posture", "", *review.posture]
     if review.drift:

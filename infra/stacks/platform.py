@@ -26,6 +26,7 @@ from infra.constructs.identity import (
     SlurmServiceAccounts,
     WorkloadIdentity,
 )
+from infra.constructs.monitoring import Observability
 from infra.constructs.network import (
     HEALTH_CHECK_RANGES,
     PODS_RANGE,
@@ -53,6 +54,7 @@ from infra.constructs.serving import metrics_adapter_values, release_name, servi
 from infra.constructs.storage import Bucket
 from infra.constructs.vertex import VertexJobs, custom_code_agent
 from infra.constructs.vms import VmGroup
+from infra.derive import observability
 from infra.slurm import jobs as slurm_jobs
 from infra.slurm.blueprint import node_tag as slurm_node_tag
 from infra.vertex import job as vertex_job
@@ -384,6 +386,15 @@ class PlatformStack(TerraformStack):
         self._gpu_releases(env, identities, gpu_pools)
         self._serving_releases(env, identities, cluster, system_pool.pool)
         self._network_policies(env, namespaces)
+        # What the environment watches: its dashboard and alert policies, derived from what it runs.
+        Observability(
+            self,
+            "observability",
+            project=env.project,
+            dashboard=observability.dashboard(env),
+            policies=observability.alert_policies(env),
+            emails=env.monitoring.notify,
+        )
 
         # Last: every Google resource above waits for its API to be enabled.
         apis.depend_all(self)

@@ -1,0 +1,146 @@
+"""The Cloud Monitoring metrics the platform's dashboards and alert policies read, as Cloud Monitoring names them.
+
+Two families:
+- GKE's system metrics (`kubernetes.io/...`), written by GKE for the cluster's nodes, node pools and containers
+  (https://docs.cloud.google.com/monitoring/api/metrics_kubernetes, generated 2026-04-10: kind, value type, unit,
+  labels; the accelerator metrics are percentages 0 to 100);
+- what Managed Service for Prometheus collects from the servers' /metrics (each release's PodMonitoring): metric
+  type `prometheus.googleapis.com/<name>/<kind>` on the monitored resource `prometheus_target`; a counter keeps its
+  `_total`, a histogram is a CUMULATIVE DISTRIBUTION under its base name (GoogleCloudPlatform/prometheus
+  google/export/series_cache.go @ 0b1ec61a: getMetricType, extractResource).
+
+Which Aggregation aligners and reducers fit which kind and value type is the Monitoring API's own rule
+(google.monitoring.v3 Aggregation.Aligner and .Reducer, as google-cloud-monitoring 2.32.0 documents each value).
+
+Checked 2026-11-28.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GKE_METRICS_SOURCE = "https://docs.cloud.google.com/monitoring/api/metrics_kubernetes (generated 2026-04-10)"
+GMP_SOURCE = (
+    "GoogleCloudPlatform/prometheus google/export/series_cache.go @ 0b1ec61a (prometheus.googleapis.com/<name>/"
+    "<gauge|counter|histogram>; resource prometheus_target)"
+)
+AGGREGATION_SOURCE = "google.monitoring.v3 Aggregation.Aligner / Aggregation.Reducer (google-cloud-monitoring 2.32.0)"
+
+# Monitored resource types and their labels (https://cloud.google.com/monitoring/api/resources; prometheus_target:
+# series_cache.go extractResource).
+RESOURCES: dict[str, frozenset[str]] = {
+    "k8s_container": frozenset(
+        {"project_id", "location", "cluster_name", "namespace_name", "pod_name", "container_name"}
+    ),
+    "k8s_node": frozenset({"project_id", "location", "cluster_name", "node_name"}),
+    "k8s_node_pool": frozenset({"project_id", "location", "cluster_name", "node_pool_name"}),
+    "prometheus_target": frozenset({"project_id", "location", "cluster", "namespace", "job", "instance"}),
+}
+
+
+@dataclass(frozen=True)
+class CloudMetric:
+    """One metric type as Cloud Monitoring stores it."""
+
+    type: str
+    resource: str
+    kind: str  # GAUGE | DELTA | CUMULATIVE
+    value: str  # BOOL | INT64 | DOUBLE | DISTRIBUTION
+    labels: frozenset[str]
+    source: str
+
+
+def _gke(name: str, resource: str, kind: str, value: str, *labels: str) -> CloudMetric:
+    return CloudMetric(f"kubernetes.io/{name}", resource, kind, value, frozenset(labels), GKE_METRICS_SOURCE)
+
+
+_ACCELERATOR = ("make", "accelerator_id", "model")
+GKE_METRICS: dict[str, CloudMetric] = {
+    m.type: m
+    for m in (
+        # Both TPUs and GPUs: the share of time the accelerator was busy, and its memory (bytes).
+        _gke("container/accelerator/duty_cycle", "k8s_container", "GAUGE", "INT64", *_ACCELERATOR),
+        _gke("container/accelerator/memory_used", "k8s_container", "GAUGE", "INT64", *_ACCELERATOR),
+        _gke("container/accelerator/memory_total", "k8s_container", "GAUGE", "INT64", *_ACCELERATOR),
+        # TPUs only (they carry the slice's topology).
+        _gke(
+            "container/accelerator/tensorcore_utilization",
+            "k8s_container",
+            "GAUGE",
+            "DOUBLE",
+            *_ACCELERATOR,
+            "tpu_topology",
+        ),
+        # Each node's conditions (Ready: True, False, or Unknown when the node controller has not heard from it).
+        _gke("node/status_condition", "k8s_node", "GAUGE", "BOOL", "condition", "status"),
+        # A multi-host TPU node pool: true while every node of the slice is available.
+        _gke("node_pool/multi_host/available", "k8s_node_pool", "GAUGE", "BOOL", "unavailability_reason"),
+    )
+}
+
+PROMETHEUS_KINDS = {
+    "gauge": ("GAUGE", "DOUBLE"),
+    "counter": ("CUMULATIVE", "DOUBLE"),
+    "histogram": ("CUMULATIVE", "DISTRIBUTION"),
+}
+
+
+def prometheus(name: str, kind: str, labels: tuple[str, ...], source: str) -> CloudMetric:
+    """A metric a server exports in Prometheus format (`name` as exported: a counter with its `_total`), as Managed
+    Prometheus writes it to Cloud Monitoring."""
+    metric_kind, value = PROMETHEUS_KINDS[kind]
+    return CloudMetric(
+        f"prometheus.googleapis.com/{name}/{kind}",
+        "prometheus_target",
+        metric_kind,
+        value,
+        frozenset(labels),
+        f"{source}; {GMP_SOURCE}",
+    )
+
+
+# Which aligner fits which (kind, value type): the API refuses any other pair ("valid for GAUGE and DELTA metrics
+# with numeric values", ...). Numeric: INT64 and DOUBLE.
+_NUMERIC = ("INT64", "DOUBLE")
+ALIGNERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "ALIGN_DELTA": (("CUMULATIVE", "DELTA"), (*_NUMERIC, "DISTRIBUTION")),
+    "ALIGN_RATE": (("CUMULATIVE", "DELTA"), _NUMERIC),
+    "ALIGN_MEAN": (("GAUGE", "DELTA"), _NUMERIC),
+    "ALIGN_MAX": (("GAUGE", "DELTA"), _NUMERIC),
+    "ALIGN_MIN": (("GAUGE", "DELTA"), _NUMERIC),
+    "ALIGN_SUM": (("GAUGE", "DELTA"), (*_NUMERIC, "DISTRIBUTION")),
+    "ALIGN_NEXT_OLDER": (("GAUGE",), ("BOOL", *_NUMERIC, "DISTRIBUTION")),
+    "ALIGN_FRACTION_TRUE": (("GAUGE",), ("BOOL",)),
+    "ALIGN_COUNT_TRUE": (("GAUGE",), ("BOOL",)),
+    "ALIGN_PERCENTILE_50": (("GAUGE", "DELTA"), ("DISTRIBUTION",)),
+    "ALIGN_PERCENTILE_95": (("GAUGE", "DELTA"), ("DISTRIBUTION",)),
+    "ALIGN_PERCENTILE_99": (("GAUGE", "DELTA"), ("DISTRIBUTION",)),
+}
+
+
+def aligned(aligner: str, kind: str, value: str) -> tuple[str, str]:
+    """The (kind, value type) a series has after `aligner` (each aligner's documented output)."""
+    if aligner in ("ALIGN_RATE", "ALIGN_MEAN", "ALIGN_FRACTION_TRUE") or aligner.startswith("ALIGN_PERCENTILE"):
+        return "GAUGE", "DOUBLE"
+    if aligner == "ALIGN_COUNT_TRUE":
+        return "GAUGE", "INT64"
+    if aligner == "ALIGN_DELTA":
+        return "DELTA", value
+    return kind, value
+
+
+# Which value types a cross-series reducer takes; every one takes DELTA and GAUGE series only (a CUMULATIVE series is
+# aligned first).
+REDUCIBLE_KINDS = ("DELTA", "GAUGE")
+REDUCERS: dict[str, tuple[str, ...]] = {
+    "REDUCE_SUM": (*_NUMERIC, "DISTRIBUTION"),
+    "REDUCE_MEAN": (*_NUMERIC, "DISTRIBUTION"),
+    "REDUCE_MAX": _NUMERIC,
+    "REDUCE_MIN": _NUMERIC,
+    "REDUCE_COUNT": ("BOOL", *_NUMERIC, "DISTRIBUTION"),
+    "REDUCE_COUNT_TRUE": ("BOOL",),
+    "REDUCE_FRACTION_TRUE": ("BOOL",),
+    "REDUCE_PERCENTILE_50": (*_NUMERIC, "DISTRIBUTION"),
+    "REDUCE_PERCENTILE_95": (*_NUMERIC, "DISTRIBUTION"),
+    "REDUCE_PERCENTILE_99": (*_NUMERIC, "DISTRIBUTION"),
+}

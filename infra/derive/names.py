@@ -1,0 +1,8 @@
+"""Names several layers must agree on: the constructs create them, the dashboards and rules find objects by them."""
+
+from __future__ import annotations
+
+
+def serving_release(key: str) -> str:
+    """The Helm release (and the PodMonitoring, and Managed Prometheus's `job`) of serving deployment `key`."""
+    return f"serve-{key}"

@@ -1,0 +1,369 @@
+"""What each environment watches: its dashboard and its alert policies, derived from what it runs, written as the
+Cloud Monitoring API takes them (v1 Dashboard, v3 AlertPolicy; JSON field names).
+
+- Accelerators (any GKE slice): duty cycle and memory of every TPU and GPU by namespace; TensorCore utilization of
+  the TPUs; nodes not Ready; multi-host TPU slices not whole.
+- Serving (each vLLM and canary deployment, whose PodMonitoring Managed Prometheus scrapes): queue, KV cache, latency,
+  server errors, tokens generated.
+- Capacity: every node pool the stack declares, its accelerator and its fewest and most nodes.
+
+Alert policies page on what a platform team acts on: a node not Ready or a multi-host slice not whole for
+`monitoring.not_ready_minutes`; a serving deployment's share of server errors above `monitoring.error_rate`; a queue
+that waits while its server generates nothing for `monitoring.queue_stuck_minutes`.
+
+The metrics are Cloud Monitoring's names (infra/catalogue/cloud_metrics.py, serving_metrics.SERVER_METRICS); rule
+monitoring.dashboards-and-alerts-read-real-metrics holds every filter and aggregation to them, and to the API's types.
+JetStream and Saxml servers export no metric this platform has verified; their deployments are left off (the review
+says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.catalogue.cloud_metrics import GKE_METRICS, CloudMetric
+from infra.catalogue.serving_metrics import SERVER_METRICS, ServerMetrics
+from infra.config import Environment
+from infra.derive.names import serving_release
+
+PERIOD = "60s"
+COLUMNS = 48  # a mosaic layout's width
+_DUTY = GKE_METRICS["kubernetes.io/container/accelerator/duty_cycle"]
+_USED = GKE_METRICS["kubernetes.io/container/accelerator/memory_used"]
+_TOTAL = GKE_METRICS["kubernetes.io/container/accelerator/memory_total"]
+_TENSORCORE = GKE_METRICS["kubernetes.io/container/accelerator/tensorcore_utilization"]
+_CONDITION = GKE_METRICS["kubernetes.io/node/status_condition"]
+_MULTI_HOST = GKE_METRICS["kubernetes.io/node_pool/multi_host/available"]
+
+
+def dashboard_id(env: Environment) -> str:
+    """The dashboard's id, fixed by its resource name (as Config Connector creates dashboards), so links to it are
+    known before the apply."""
+    return f"ml-platform-{env.name}"
+
+
+def dashboard_url(env: Environment) -> str:
+    return f"https://console.cloud.google.com/monitoring/dashboards/builder/{dashboard_id(env)}?project={env.project}"
+
+
+def _filter(env: Environment, metric: CloudMetric, *terms: str) -> str:
+    """`metric`'s series of this environment's cluster, narrowed by `terms`."""
+    cluster = "cluster" if metric.resource == "prometheus_target" else "cluster_name"
+    return " ".join(
+        [
+            f'metric.type="{metric.type}"',
+            f'resource.type="{metric.resource}"',
+            f'resource.labels.{cluster}="{env.cluster.name}"',
+            *terms,
+        ]
+    )
+
+
+def _aggregation(aligner: str, reducer: str = "", by: tuple[str, ...] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = {"alignmentPeriod": PERIOD, "perSeriesAligner": aligner}
+    if reducer:
+        out["crossSeriesReducer"] = reducer
+    if by:
+        out["groupByFields"] = list(by)
+    return out
+
+
+def _series(filter_: str, aggregation: dict[str, Any]) -> dict[str, Any]:
+    return {"filter": filter_, "aggregation": aggregation}
+
+
+def _chart(title: str, unit: str, query: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "title": title,
+        "xyChart": {
+            "dataSets": [{"timeSeriesQuery": query, "plotType": "LINE"}],
+            "yAxis": {"label": unit, "scale": "LINEAR"},
+        },
+    }
+
+
+def _header(title: str, subtitle: str) -> dict[str, Any]:
+    return {"title": title, "sectionHeader": {"subtitle": subtitle, "dividerBelow": True}}
+
+
+def _accelerator_widgets(env: Environment) -> list[dict[str, Any]]:
+    slices = env.gke_slices
+    if not slices:
+        return []
+    by_namespace = ("resource.labels.namespace_name",)
+    widgets = [
+        _header("Accelerators", "TPUs and GPUs of every GKE slice, by namespace"),
+        _chart(
+            "Accelerator duty cycle",
+            "% of time busy",
+            {"timeSeriesFilter": _series(_filter(env, _DUTY), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_namespace))},
+        ),
+        _chart(
+            "Accelerator memory in use (HBM)",
+            "fraction of memory",
+            {
+                "timeSeriesFilterRatio": {
+                    "numerator": _series(_filter(env, _USED), _aggregation("ALIGN_MEAN", "REDUCE_SUM", by_namespace)),
+                    "denominator": _series(
+                        _filter(env, _TOTAL), _aggregation("ALIGN_MEAN", "REDUCE_SUM", by_namespace)
+                    ),
+                }
+            },
+        ),
+    ]
+    if any(spec.slice.kind == "tpu" for spec in slices.values()):
+        widgets.append(
+            _chart(
+                "TPU TensorCore utilization",
+                "% of TensorCore",
+                {
+                    "timeSeriesFilter": _series(
+                        _filter(env, _TENSORCORE), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_namespace)
+                    )
+                },
+            )
+        )
+    widgets.append(
+        _chart(
+            "Nodes not Ready",
+            "nodes",
+            {"timeSeriesFilter": _series(_not_ready(env), _aggregation("ALIGN_NEXT_OLDER", "REDUCE_COUNT_TRUE"))},
+        )
+    )
+    if _multi_host_pools(env):
+        widgets.append(
+            _chart(
+                "Multi-host TPU slices whole",
+                "fraction of time available",
+                {
+                    "timeSeriesFilter": _series(
+                        _filter(env, _MULTI_HOST),
+                        _aggregation("ALIGN_FRACTION_TRUE", "REDUCE_MEAN", ("resource.labels.node_pool_name",)),
+                    )
+                },
+            )
+        )
+    return widgets
+
+
+def _not_ready(env: Environment) -> str:
+    return _filter(env, _CONDITION, 'metric.labels.condition="Ready"', 'metric.labels.status!="True"')
+
+
+def _multi_host_pools(env: Environment) -> list[str]:
+    return sorted(k for k, spec in env.gke_slices.items() if spec.slice.kind == "tpu" and spec.slice.multi_host)
+
+
+def watched_servers(env: Environment) -> dict[str, ServerMetrics]:
+    """The serving deployments whose servers' metrics the platform reads, by key."""
+    return {key: SERVER_METRICS[d.engine] for key, d in sorted(env.serving.items()) if d.engine in SERVER_METRICS}
+
+
+def _job(env: Environment, key: str) -> tuple[str, ...]:
+    """The filter terms of one deployment's scraped series: its namespace and its PodMonitoring (the release)."""
+    namespace = env.identities[env.serving[key].identity].namespace
+    return f'resource.labels.namespace="{namespace}"', f'resource.labels.job="{serving_release(key)}"'
+
+
+def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[dict[str, Any]]:
+    job = _job(env, key)
+    widgets = [
+        _header(f"Serving: {key}", f"{server.engine} servers of release {serving_release(key)}"),
+        _chart(
+            "Requests waiting",
+            "requests",
+            {"timeSeriesFilter": _series(_filter(env, server.queue, *job), _aggregation("ALIGN_MEAN", "REDUCE_SUM"))},
+        ),
+        _chart(
+            f"{server.latency_meaning.capitalize()}, 95th percentile",
+            "seconds",
+            {
+                "timeSeriesFilter": _series(
+                    _filter(env, server.latency, *job), _aggregation("ALIGN_DELTA", "REDUCE_PERCENTILE_95")
+                )
+            },
+        ),
+        _chart(
+            "Server errors (5xx), share of answers",
+            "fraction",
+            {"timeSeriesFilterRatio": _error_ratio(env, key, server)},
+        ),
+        _chart(
+            "Tokens generated",
+            "tokens/s",
+            {"timeSeriesFilter": _series(_filter(env, server.tokens, *job), _aggregation("ALIGN_RATE", "REDUCE_SUM"))},
+        ),
+    ]
+    if server.cache is not None:
+        widgets.append(
+            _chart(
+                "KV cache in use",
+                "fraction",
+                {
+                    "timeSeriesFilter": _series(
+                        _filter(env, server.cache, *job), _aggregation("ALIGN_MEAN", "REDUCE_MEAN")
+                    )
+                },
+            )
+        )
+    return widgets
+
+
+def _error_ratio(env: Environment, key: str, server: ServerMetrics) -> dict[str, Any]:
+    job = _job(env, key)
+    rate = _aggregation("ALIGN_RATE", "REDUCE_SUM")
+    return {
+        "numerator": _series(_filter(env, server.requests, *job, server.errors), rate),
+        "denominator": _series(_filter(env, server.requests, *job), rate),
+    }
+
+
+def _capacity_text(env: Environment) -> dict[str, Any]:
+    rows = ["| node pool | accelerator | hosts per slice | nodes |", "|---|---|---|---|"]
+    for key, spec in sorted(env.gke_slices.items()):
+        low, high = env.slice_node_range(key) or (spec.slice.hosts * env.slice_copies(key),) * 2
+        rows.append(f"| {key} | {spec.slice.name} ({spec.capacity.type}) | {spec.slice.hosts} | {low} to {high} |")
+    system = env.cluster.system_pool
+    rows.append(f"| system | {system.machine_type} | 1 | {system.min_nodes} to {system.max_nodes} |")
+    for key, cpu in sorted(env.cpu_pools.items()):
+        rows.append(f"| {key} | {cpu.machine_type} | 1 | 0 to {cpu.max_nodes} |")
+    rows.append("")
+    rows.append("What each pool costs at its fewest and most nodes: the plan review of this environment.")
+    return {"title": "Capacity", "text": {"content": "\n".join(rows), "format": "MARKDOWN"}}
+
+
+def _tiles(widgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Widgets laid out two to a row; a section header takes a row of its own."""
+    tiles, x, y = [], 0, 0
+    for widget in widgets:
+        full = "sectionHeader" in widget or "text" in widget
+        if full and x:  # a half row left open
+            x, y = 0, y + 16
+        width, height = (COLUMNS, 4 if "sectionHeader" in widget else 16) if full else (COLUMNS // 2, 16)
+        tiles.append({"xPos": x, "yPos": y, "width": width, "height": height, "widget": widget})
+        x += width
+        if x >= COLUMNS:
+            x, y = 0, y + height
+    return tiles
+
+
+def dashboard(env: Environment) -> dict[str, Any]:
+    """The environment's dashboard, as the Dashboards API takes it."""
+    widgets = _accelerator_widgets(env)
+    for key, server in watched_servers(env).items():
+        widgets += _serving_widgets(env, key, server)
+    widgets += [_header("Capacity", "Node pools of the cluster"), _capacity_text(env)]
+    return {
+        "name": f"projects/{env.project}/dashboards/{dashboard_id(env)}",
+        "displayName": f"ML platform: {env.name}",
+        "mosaicLayout": {"columns": COLUMNS, "tiles": _tiles(widgets)},
+    }
+
+
+def _threshold(
+    name: str, filter_: str, aggregation: dict[str, Any], comparison: str, value: float, minutes: int
+) -> dict[str, Any]:
+    return {
+        "displayName": name,
+        "conditionThreshold": {
+            "filter": filter_,
+            "aggregations": [aggregation],
+            "comparison": comparison,
+            "thresholdValue": value,
+            "duration": f"{minutes * 60}s",
+            "trigger": {"count": 1},
+        },
+    }
+
+
+def _policy(env: Environment, name: str, what: str, conditions: list[dict[str, Any]], combiner: str = "OR") -> dict:
+    return {
+        "displayName": f"{env.name}: {name}",
+        "combiner": combiner,
+        "conditions": conditions,
+        "severity": "ERROR",
+        "documentation": {
+            "content": f"{what}\n\nDashboard: {dashboard_url(env)}",
+            "mimeType": "text/markdown",
+        },
+    }
+
+
+def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
+    """The environment's alert policies by key, as the AlertPolicies API takes them (notification channels are
+    added where they are created)."""
+    watch = env.monitoring
+    policies: dict[str, dict[str, Any]] = {}
+    if env.gke_slices:
+        conditions = [
+            _threshold(
+                "A node is not Ready",
+                _not_ready(env),
+                _aggregation("ALIGN_NEXT_OLDER", "REDUCE_COUNT_TRUE"),
+                "COMPARISON_GT",
+                0,
+                watch.not_ready_minutes,
+            )
+        ]
+        if _multi_host_pools(env):
+            conditions.append(
+                _threshold(
+                    "A multi-host TPU slice is not whole",
+                    _filter(env, _MULTI_HOST),
+                    _aggregation("ALIGN_FRACTION_TRUE", "REDUCE_MEAN", ("resource.labels.node_pool_name",)),
+                    "COMPARISON_LT",
+                    1,
+                    watch.not_ready_minutes,
+                )
+            )
+        policies["slices-not-ready"] = _policy(
+            env,
+            "nodes or slices not ready",
+            f"A node of cluster {env.cluster.name} has not been Ready, or a multi-host TPU slice not whole, for "
+            f"{watch.not_ready_minutes} minutes: the workloads on that slice are stopped. See the node's conditions "
+            "(kubectl describe node) and GKE's repair operations.",
+            conditions,
+        )
+    for key, server in watched_servers(env).items():
+        job = _job(env, key)
+        ratio = _error_ratio(env, key, server)
+        errors = _threshold(
+            f"More than {watch.error_rate:.0%} of answers are server errors",
+            ratio["numerator"]["filter"],
+            ratio["numerator"]["aggregation"],
+            "COMPARISON_GT",
+            watch.error_rate,
+            5,
+        )
+        errors["conditionThreshold"]["denominatorFilter"] = ratio["denominator"]["filter"]
+        errors["conditionThreshold"]["denominatorAggregations"] = [ratio["denominator"]["aggregation"]]
+        policies[f"{key}-errors"] = _policy(
+            env,
+            f"{key} server errors",
+            f"Serving deployment {key} ({server.engine}) answers more than {watch.error_rate:.0%} of its requests "
+            "with a server error (5xx) over 5 minutes.",
+            [errors],
+        )
+        minutes = watch.queue_stuck_minutes
+        per_server = _aggregation("ALIGN_MEAN")
+        policies[f"{key}-queue-stuck"] = _policy(
+            env,
+            f"{key} queue stuck",
+            f"A server of deployment {key} has had requests waiting for {minutes} minutes while generating no "
+            "token: its engine is hung or its batch is full of requests that never finish.",
+            [
+                _threshold(
+                    "Requests waiting", _filter(env, server.queue, *job), per_server, "COMPARISON_GT", 0, minutes
+                ),
+                _threshold(
+                    "No token generated",
+                    _filter(env, server.tokens, *job),
+                    _aggregation("ALIGN_RATE"),
+                    "COMPARISON_LT",
+                    0.001,
+                    minutes,
+                ),
+            ],
+            combiner="AND_WITH_MATCHING_RESOURCE",
+        )
+    return policies

@@ -1,0 +1,32 @@
+"""What a stack watches, as the review shows it: its dashboards (with their links), its alert policies and who they
+notify (read from the stack's google_monitoring_* resources)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from infra.review.model import Watching
+
+CONSOLE = "https://console.cloud.google.com/monitoring/dashboards/builder"
+
+
+def watching(stack_json: Mapping[str, Any]) -> Watching:
+    resource = stack_json.get("resource") or {}
+    dashboards = []
+    for body in (resource.get("google_monitoring_dashboard") or {}).values():
+        dashboard = json.loads(body.get("dashboard_json") or "{}")
+        # projects/<project>/dashboards/<id>: the id the dashboard is created with, so the link holds before apply
+        name = re.fullmatch(r"projects/([^/]+)/dashboards/([^/]+)", str(dashboard.get("name", "")))
+        url = f"{CONSOLE}/{name[2]}?project={name[1]}" if name else ""
+        dashboards.append((str(dashboard.get("displayName", "")), url))
+    alerts = sorted(
+        str(b.get("display_name", "")) for b in (resource.get("google_monitoring_alert_policy") or {}).values()
+    )
+    notify = sorted(
+        str((b.get("labels") or {}).get("email_address", ""))
+        for b in (resource.get("google_monitoring_notification_channel") or {}).values()
+    )
+    return Watching(sorted(dashboards), alerts, notify)

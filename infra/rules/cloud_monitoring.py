@@ -1,0 +1,182 @@
+"""Cloud Monitoring: a dashboard or alert policy is what the API parses, and it reads metrics that exist.
+
+The Dashboards API and the AlertPolicies API refuse a body with an unknown field or enum value at apply; a filter on
+a metric type nobody writes, on the wrong monitored resource, or on a label the metric lacks is accepted and shows an
+empty chart or an alert that never fires; an aligner or reducer that does not fit the metric's kind and value type is
+refused ("The aligner ALIGN_RATE is not valid for metrics of kind GAUGE").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from infra.catalogue.cloud_metrics import (
+    AGGREGATION_SOURCE,
+    ALIGNERS,
+    GKE_METRICS,
+    REDUCERS,
+    REDUCIBLE_KINDS,
+    RESOURCES,
+    CloudMetric,
+    aligned,
+)
+from infra.catalogue.serving_metrics import SERVER_METRICS
+from infra.rules import Finding, rule
+from infra.rules.terraform_subject import resources
+
+API_TYPES = (
+    "google-cloud-monitoring-dashboards 3.2.0 (google.monitoring.dashboard.v1.Dashboard) and google-cloud-monitoring "
+    "2.32.0 (google.monitoring.v3.AlertPolicy), parsed as the APIs parse a request body"
+)
+FILTER_DOC = "https://cloud.google.com/monitoring/api/v3/filters (metric.type, resource.type, labels)"
+# What Terraform adds around the API's body of an alert policy.
+_TERRAFORM_ONLY = frozenset({"//", "depends_on", "project", "lifecycle", "provider", "count", "for_each", "timeouts"})
+# One term of a filter: a selector, = or !=, and a quoted string, a function of one (starts_with("5")) or a number.
+_TERM = re.compile(
+    r'(?P<key>[a-z_]+(?:\.[A-Za-z0-9_]+)*)\s*(?P<op>!=|=)\s*(?P<value>"[^"]*"|[a-z_.]+\("[^"]*"\)|-?[0-9.]+)'
+    r"(?:\s+AND\s+|\s+|$)"
+)
+
+
+def known_metrics() -> dict[str, CloudMetric]:
+    """Every metric type the platform may read: GKE's system metrics and what its servers export."""
+    out = dict(GKE_METRICS)
+    for server in SERVER_METRICS.values():
+        out.update({m.type: m for m in server.metrics})
+    return out
+
+
+def _snake(value: Any) -> Any:
+    """A body with JSON field names (camelCase) as Terraform's (snake_case), all the way down."""
+    if isinstance(value, dict):
+        return {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): _snake(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_snake(v) for v in value]
+    return value
+
+
+def _bodies(stack: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(where, API type, body) of every dashboard and alert policy of the stack."""
+    for where, body in resources(stack, "google_monitoring_dashboard"):
+        try:
+            parsed = json.loads(body.get("dashboard_json") or "")
+        except json.JSONDecodeError:
+            parsed = None
+        yield f"{where}.dashboard_json", "dashboard", parsed if isinstance(parsed, dict) else {}
+    for where, body in resources(stack, "google_monitoring_alert_policy"):
+        yield where, "alert", {k: v for k, v in body.items() if k not in _TERRAFORM_ONLY}
+
+
+@rule(
+    id="monitoring.bodies-parse-as-the-api-types",
+    system="Cloud Monitoring",
+    layer="apply",
+    summary=(
+        "Every dashboard's dashboard_json and every alert policy's body parses as the API's own type: no unknown "
+        "field, no unknown enum value (a percentile reducer the API lacks, a misspelt aligner)."
+    ),
+    source=API_TYPES,
+    subject="terraform",
+)
+def _parses(stack: dict[str, Any]) -> Iterator[Finding]:
+    from google.cloud.monitoring_dashboard_v1.types import Dashboard
+    from google.cloud.monitoring_v3 import AlertPolicy
+    from google.protobuf.json_format import ParseError
+
+    for where, kind, body in _bodies(stack):
+        message_type = Dashboard if kind == "dashboard" else AlertPolicy
+        if not body:
+            yield Finding(where, body, "is not a JSON object")
+            continue
+        try:
+            message_type.from_json(json.dumps(body), ignore_unknown_fields=False)
+        except ParseError as error:
+            yield Finding(where, message_type.__name__, f"the API refuses it: {error}")
+
+
+def _reads(node: Any, path: str) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """(path, filter, aggregations) of every filter in a body (snake_case) with the aggregations applied to it."""
+    if isinstance(node, dict):
+        if isinstance(node.get("filter"), str):
+            aggregations = [node["aggregation"]] if "aggregation" in node else node.get("aggregations") or []
+            yield f"{path}.filter", node["filter"], aggregations
+        if isinstance(node.get("denominator_filter"), str):
+            yield f"{path}.denominator_filter", node["denominator_filter"], node.get("denominator_aggregations") or []
+        for key, value in node.items():
+            yield from _reads(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _reads(value, f"{path}[{i}]")
+
+
+def _terms(filter_: str) -> list[tuple[str, str, str]] | None:
+    """(selector, operator, value) of each term; None where the filter is not a conjunction of such terms."""
+    terms, at = [], 0
+    while at < len(filter_):
+        m = _TERM.match(filter_, at)
+        if m is None:
+            return None
+        terms.append((m["key"], m["op"], m["value"].strip('"')))
+        at = m.end()
+    return terms
+
+
+def filter_problems(filter_: str, aggregations: list[dict[str, Any]], metrics: dict[str, CloudMetric]) -> list[str]:
+    """What is wrong with one filter and its aggregations: the metric, its resource, its labels, the aligners."""
+    terms = _terms(filter_)
+    if terms is None:
+        return ["is not a conjunction of `selector = value` terms this check can read"]
+    types = [v for k, _, v in terms if k == "metric.type"]
+    if len(types) != 1:
+        return ["names no metric type (metric.type = ...), or more than one"]
+    metric = metrics.get(types[0])
+    if metric is None:
+        return [f"metric type {types[0]!r} is not one the platform knows is written (known: {sorted(metrics)})"]
+    problems = []
+    for key, _, value in terms:
+        if key == "resource.type" and value != metric.resource:
+            problems.append(f"{metric.type} is written on resource {metric.resource}, not {value}")
+        scope, _, label = key.partition(".labels.")
+        if scope == "resource" and label and label not in RESOURCES[metric.resource]:
+            problems.append(f"resource {metric.resource} has no label {label!r} ({sorted(RESOURCES[metric.resource])})")
+        if scope == "metric" and label and label not in metric.labels:
+            problems.append(f"{metric.type} has no label {label!r} ({sorted(metric.labels)}; {metric.source})")
+    kind, value = metric.kind, metric.value
+    for aggregation in aggregations:
+        aligner = str(aggregation.get("per_series_aligner", "ALIGN_NONE"))
+        if aligner != "ALIGN_NONE":
+            fits = ALIGNERS.get(aligner)
+            if fits is None or kind not in fits[0] or value not in fits[1]:
+                problems.append(f"aligner {aligner} does not take {kind} {value} ({metric.type})")
+                break
+            kind, value = aligned(aligner, kind, value)
+        reducer = str(aggregation.get("cross_series_reducer", "REDUCE_NONE"))
+        if reducer != "REDUCE_NONE":
+            if kind not in REDUCIBLE_KINDS or value not in REDUCERS.get(reducer, ()):
+                problems.append(f"reducer {reducer} does not take {kind} {value} ({metric.type}, after {aligner})")
+                break
+            value = "INT64" if reducer in ("REDUCE_COUNT", "REDUCE_COUNT_TRUE") else value
+    return problems
+
+
+@rule(
+    id="monitoring.filters-read-real-metrics",
+    system="Cloud Monitoring",
+    layer="apply",
+    summary=(
+        "Every filter of a dashboard or alert policy names one metric the platform knows is written (GKE's system "
+        "metrics, what its servers export through Managed Prometheus) on its own monitored resource and labels, "
+        "and each aligner and reducer fits the metric's kind and value type."
+    ),
+    source=f"{FILTER_DOC}; {AGGREGATION_SOURCE}; infra/catalogue/cloud_metrics.py (each metric's own source)",
+    subject="terraform",
+)
+def _filters(stack: dict[str, Any]) -> Iterator[Finding]:
+    metrics = known_metrics()
+    for where, _, body in _bodies(stack):
+        for path, filter_, aggregations in _reads(_snake(body), where):
+            for problem in filter_problems(filter_, aggregations, metrics):
+                yield Finding(path, filter_, problem)

@@ -1,0 +1,230 @@
+"""What each environment watches: its dashboard and alert policies, derived from what it runs, held to the Monitoring
+APIs' types and to metrics that are written, created by the stack and linked from the review."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from google.cloud.monitoring_dashboard_v1.types import Dashboard
+from google.cloud.monitoring_v3 import AlertPolicy
+
+from infra.catalogue.cloud_metrics import GKE_METRICS
+from infra.catalogue.serving_metrics import SERVER_METRICS
+from infra.config import ConfigError, Environment
+from infra.derive import observability
+from infra.review.diff import review_stack
+from infra.review.render import render, review_json
+from infra.rules.cloud_monitoring import filter_problems, known_metrics
+from infra.synth.load import load_environment
+from tests.helpers import REPO, of_type, one
+
+DEV = yaml.safe_load((REPO / "infra" / "environments" / "dev.yaml").read_text())
+
+
+def _titles(dashboard: dict[str, Any]) -> list[str]:
+    return [tile["widget"]["title"] for tile in dashboard["mosaicLayout"]["tiles"]]
+
+
+def test_the_dashboard_shows_the_accelerators_each_watched_server_and_the_capacity(
+    envs: dict[str, Environment],
+) -> None:
+    env = envs["dev"]
+    dashboard = observability.dashboard(env)
+    Dashboard.from_json(json.dumps(dashboard), ignore_unknown_fields=False)
+    titles = _titles(dashboard)
+    assert titles[:3] == ["Accelerators", "Accelerator duty cycle", "Accelerator memory in use (HBM)"]
+    assert {"TPU TensorCore utilization", "Nodes not Ready", "Multi-host TPU slices whole"} <= set(titles)
+    # vLLM and the canary server export what the platform reads; JetStream and Saxml are left off.
+    servers = {key for key, d in env.serving.items() if d.engine in ("vllm", "canary")}
+    assert {t.removeprefix("Serving: ") for t in titles if t.startswith("Serving: ")} == servers
+    assert titles.count("KV cache in use") == sum(env.serving[k].engine == "vllm" for k in servers)
+    assert titles[-2:] == ["Capacity", "Capacity"]
+    # Tiles never overlap: two to a row, headers and text full width.
+    cells = set()
+    for tile in dashboard["mosaicLayout"]["tiles"]:
+        for x in range(tile["xPos"], tile["xPos"] + tile["width"]):
+            for y in range(tile["yPos"], tile["yPos"] + tile["height"]):
+                assert (x, y) not in cells, tile["widget"]["title"]
+                cells.add((x, y))
+        assert tile["xPos"] + tile["width"] <= observability.COLUMNS
+
+
+def test_the_capacity_tile_lists_every_node_pool_of_the_stack(
+    envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
+) -> None:
+    text = observability.dashboard(envs["dev"])["mosaicLayout"]["tiles"][-1]["widget"]["text"]["content"]
+    pools = {body["name"] for body in of_type(stacks["dev"], "google_container_node_pool").values()}
+    listed = {line.split("|")[1].strip() for line in text.splitlines()[2:] if line.startswith("| ")}
+    assert listed == pools
+
+
+def _filters(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        found = [node[k] for k in ("filter", "denominatorFilter") if k in node]
+        return found + [f for v in node.values() for f in _filters(v)]
+    if isinstance(node, list):
+        return [f for v in node for f in _filters(v)]
+    return []
+
+
+def test_every_series_of_the_dashboard_and_policies_is_scoped_to_the_environments_cluster(
+    envs: dict[str, Environment],
+) -> None:
+    env = envs["prod"]
+    filters = _filters([observability.dashboard(env), observability.alert_policies(env)])
+    assert len(filters) > 20
+    for f in filters:
+        assert f'cluster_name="{env.cluster.name}"' in f or f'resource.labels.cluster="{env.cluster.name}"' in f, f
+
+
+def test_the_alert_policies_page_on_nodes_errors_and_stuck_queues(envs: dict[str, Environment]) -> None:
+    env = envs["dev"]
+    policies = observability.alert_policies(env)
+    for body in policies.values():
+        AlertPolicy.from_json(json.dumps(body), ignore_unknown_fields=False)
+        assert observability.dashboard_url(env) in body["documentation"]["content"]
+    servers = sorted(observability.watched_servers(env))
+    assert sorted(policies) == sorted(
+        ["slices-not-ready", *(f"{k}-errors" for k in servers), *(f"{k}-queue-stuck" for k in servers)]
+    )
+    errors = policies["llama70b-vllm-errors"]["conditions"][0]["conditionThreshold"]
+    assert errors["thresholdValue"] == env.monitoring.error_rate
+    assert 'metric.labels.status="5xx"' in errors["filter"] and "5xx" not in errors["denominatorFilter"]
+    stuck = policies["canary-queue-stuck"]
+    # Both conditions on the same server: requests wait and no token comes out.
+    assert stuck["combiner"] == "AND_WITH_MATCHING_RESOURCE"
+    assert [c["conditionThreshold"]["duration"] for c in stuck["conditions"]] == [
+        f"{env.monitoring.queue_stuck_minutes * 60}s"
+    ] * 2
+    assert "crossSeriesReducer" not in json.dumps(stuck["conditions"])
+
+
+def test_an_environment_running_no_server_watches_its_nodes_only() -> None:
+    data = copy.deepcopy(DEV)
+    data["serving"] = {}
+    env = Environment.model_validate(data)
+    assert list(observability.alert_policies(env)) == ["slices-not-ready"]
+    assert not [t for t in _titles(observability.dashboard(env)) if t.startswith("Serving")]
+
+
+def test_the_stack_creates_them_notifying_every_address(
+    envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
+) -> None:
+    env, stack = envs["dev"], stacks["dev"]
+    channels = of_type(stack, "google_monitoring_notification_channel")
+    assert sorted(c["labels"]["email_address"] for c in channels.values()) == env.monitoring.notify
+    policies = of_type(stack, "google_monitoring_alert_policy")
+    assert len(policies) == len(observability.alert_policies(env))
+    for body in policies.values():
+        assert len(body["notification_channels"]) == len(channels)
+        assert all(ref.startswith("${google_monitoring_notification_channel.") for ref in body["notification_channels"])
+    dashboard = json.loads(one(stack, "google_monitoring_dashboard")["dashboard_json"])
+    assert dashboard == observability.dashboard(env)
+
+
+def test_the_review_links_the_dashboard_and_names_the_policies(
+    envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
+) -> None:
+    review = review_stack("platform-dev", stacks["dev"], None)
+    text, facts = render(review), review_json(review)["monitoring"]
+    url = observability.dashboard_url(envs["dev"])
+    assert f"- Dashboard: [ML platform: dev]({url})" in text
+    assert facts["dashboards"] == [{"title": "ML platform: dev", "url": url}]
+    assert "  - dev: llama70b-vllm queue stuck" in text
+    assert facts["alerts"] == sorted(b["displayName"] for b in observability.alert_policies(envs["dev"]).values())
+    assert facts["notify"] == envs["dev"].monitoring.notify
+
+
+@pytest.mark.parametrize(
+    ("filter_", "aggregations", "fragment"),
+    [
+        ('metric.type="kubernetes.io/container/accelerator/duty_cycles"', [], "is not one the platform knows"),
+        (
+            'metric.type="kubernetes.io/node/status_condition" resource.type="k8s_container"',
+            [],
+            "is written on resource k8s_node, not k8s_container",
+        ),
+        (
+            'metric.type="kubernetes.io/node/status_condition" resource.labels.namespace_name="x"',
+            [],
+            "resource k8s_node has no label 'namespace_name'",
+        ),
+        (
+            'metric.type="prometheus.googleapis.com/http_requests_total/counter" metric.labels.code="500"',
+            [],
+            "has no label 'code'",
+        ),
+        (
+            'metric.type="prometheus.googleapis.com/vllm:num_requests_waiting/gauge"',
+            [{"per_series_aligner": "ALIGN_RATE"}],
+            "aligner ALIGN_RATE does not take GAUGE DOUBLE",
+        ),
+        (
+            'metric.type="prometheus.googleapis.com/vllm:generation_tokens_total/counter"',
+            [{"cross_series_reducer": "REDUCE_SUM"}],
+            "reducer REDUCE_SUM does not take CUMULATIVE DOUBLE",
+        ),
+        (
+            'metric.type="prometheus.googleapis.com/vllm:time_to_first_token_seconds/histogram"',
+            [{"per_series_aligner": "ALIGN_PERCENTILE_95"}],
+            "aligner ALIGN_PERCENTILE_95 does not take CUMULATIVE DISTRIBUTION",
+        ),
+        (
+            'metric.type="kubernetes.io/node/status_condition"',
+            [{"per_series_aligner": "ALIGN_NEXT_OLDER", "cross_series_reducer": "REDUCE_SUM"}],
+            "reducer REDUCE_SUM does not take GAUGE BOOL",
+        ),
+        ('metric.type = one_of("a", "b")', [], "is not a conjunction"),
+        ('resource.type="k8s_node"', [], "names no metric type"),
+    ],
+)
+def test_a_filter_on_a_metric_that_is_not_written_or_aggregated_as_it_cannot_be_is_refused(
+    filter_: str, aggregations: list[dict[str, Any]], fragment: str
+) -> None:
+    problems = filter_problems(filter_, aggregations, known_metrics())
+    assert any(fragment in p for p in problems), problems
+
+
+def test_what_the_platform_reads_is_scoped_to_known_metrics() -> None:
+    """Every metric a server's dashboard section reads is catalogued with its source; the GKE ones cite GKE's list."""
+    metrics = known_metrics()
+    for server in SERVER_METRICS.values():
+        assert all(m.type in metrics and "prometheus.googleapis.com" in m.type for m in server.metrics)
+    assert all("metrics_kubernetes" in m.source for m in GKE_METRICS.values())
+
+
+@pytest.mark.parametrize(
+    ("monitoring", "field", "fragment"),
+    [
+        ({"notify": ["oncall"]}, "monitoring.notify[0]", "must match the pattern"),
+        ({"error_rate": 1.5}, "monitoring.error_rate", "less than 1"),
+        ({"queue_stuck_minutes": 2}, "monitoring.queue_stuck_minutes", "greater than or equal to 5"),
+        ({"pager": "x"}, "monitoring.pager", "allowed keys here: notify, error_rate"),
+    ],
+)
+def test_a_bad_monitoring_section_is_refused_naming_the_field(
+    monitoring: dict[str, Any], field: str, fragment: str, tmp_path: Path
+) -> None:
+    data = copy.deepcopy(DEV)
+    data["monitoring"] = monitoring
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    line = next((p for p in err.value.problems if p.startswith(field)), None)
+    assert line is not None and fragment in line, err.value.problems
+
+
+def test_a_dashboard_change_shows_in_the_review_as_the_fields_it_changes(stacks: dict[str, dict[str, Any]]) -> None:
+    after = copy.deepcopy(stacks["dev"])
+    body = one(after, "google_monitoring_dashboard")
+    dashboard = json.loads(body["dashboard_json"])
+    dashboard["displayName"] = "ML platform: dev (renamed)"
+    body["dashboard_json"] = json.dumps(dashboard, sort_keys=True)
+    [change] = review_stack("platform-dev", after, stacks["dev"]).changes
+    assert change.values == (("dashboard_json.displayName", "ML platform: dev", "ML platform: dev (renamed)"),)
