@@ -19,6 +19,7 @@ from infra.config import ConfigError, Environment
 from infra.derive import observability
 from infra.review.diff import review_stack
 from infra.review.render import render, review_json
+from infra.rules import RULES
 from infra.rules.cloud_monitoring import filter_problems, known_metrics
 from infra.synth.load import load_environment
 from tests.helpers import REPO, of_type, one
@@ -161,22 +162,22 @@ def test_the_review_links_the_dashboard_and_names_the_policies(
         ),
         (
             'metric.type="prometheus.googleapis.com/vllm:num_requests_waiting/gauge"',
-            [{"per_series_aligner": "ALIGN_RATE"}],
+            [{"perSeriesAligner": "ALIGN_RATE"}],
             "aligner ALIGN_RATE does not take GAUGE DOUBLE",
         ),
         (
             'metric.type="prometheus.googleapis.com/vllm:generation_tokens_total/counter"',
-            [{"cross_series_reducer": "REDUCE_SUM"}],
+            [{"crossSeriesReducer": "REDUCE_SUM"}],
             "reducer REDUCE_SUM does not take CUMULATIVE DOUBLE",
         ),
         (
             'metric.type="prometheus.googleapis.com/vllm:time_to_first_token_seconds/histogram"',
-            [{"per_series_aligner": "ALIGN_PERCENTILE_95"}],
+            [{"perSeriesAligner": "ALIGN_PERCENTILE_95"}],
             "aligner ALIGN_PERCENTILE_95 does not take CUMULATIVE DISTRIBUTION",
         ),
         (
             'metric.type="kubernetes.io/node/status_condition"',
-            [{"per_series_aligner": "ALIGN_NEXT_OLDER", "cross_series_reducer": "REDUCE_SUM"}],
+            [{"perSeriesAligner": "ALIGN_NEXT_OLDER", "crossSeriesReducer": "REDUCE_SUM"}],
             "reducer REDUCE_SUM does not take GAUGE BOOL",
         ),
         ('metric.type = one_of("a", "b")', [], "is not a conjunction"),
@@ -228,3 +229,36 @@ def test_a_dashboard_change_shows_in_the_review_as_the_fields_it_changes(stacks:
     body["dashboard_json"] = json.dumps(dashboard, sort_keys=True)
     [change] = review_stack("platform-dev", after, stacks["dev"]).changes
     assert change.values == (("dashboard_json.displayName", "ML platform: dev", "ML platform: dev (renamed)"),)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "fragment"),
+    [
+        (
+            lambda s: one(s, "google_monitoring_dashboard").update(dashboard_json="[]"),
+            "dashboard_json.Dashboard",
+            "object is expected",
+        ),
+        (
+            lambda s: next(iter(of_type(s, "google_monitoring_alert_policy").values())).update(severity="PAGE"),
+            "severity",
+            "not a google.monitoring.v3.AlertPolicy.Severity",
+        ),
+        (
+            lambda s: next(iter(of_type(s, "google_monitoring_alert_policy").values()))["conditions"][0][
+                "condition_threshold"
+            ].update(treshold_value=1),
+            "conditions[0].conditionThreshold.tresholdValue",
+            "has no such field",
+        ),
+    ],
+)
+def test_a_body_the_api_would_refuse_is_refused_at_plan(
+    mutate: Any, field: str, fragment: str, stacks: dict[str, dict[str, Any]]
+) -> None:
+    stack = copy.deepcopy(stacks["dev"])
+    mutate(stack)
+    found = RULES["monitoring.bodies-parse-as-the-api-types"].run(stack)
+    assert len(found) == 1 and found[0].field.endswith(field) and fragment in found[0].message, [
+        v.line() for v in found
+    ]

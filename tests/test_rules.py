@@ -499,7 +499,10 @@ TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     ),
     "gke.tpu.workload-policy-placement": (_ironwood_without_policy, "needs a workload policy"),
     # A percentile the Dashboards API lacks (it has 5, 50, 95 and 99); a rate of a gauge.
-    "monitoring.bodies-parse-as-the-api-types": (_dashboard_percentile_90, "the API refuses it"),
+    "monitoring.bodies-parse-as-the-api-types": (
+        _dashboard_percentile_90,
+        "not a google.monitoring.dashboard.v1.Aggregation.Reducer",
+    ),
     "monitoring.filters-read-real-metrics": (
         lambda s: _alert(s, "llama70b-vllm-queue-stuck")["conditions"][0]["condition_threshold"]["aggregations"][
             0

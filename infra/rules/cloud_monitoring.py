@@ -24,6 +24,7 @@ from infra.catalogue.cloud_metrics import (
     aligned,
 )
 from infra.catalogue.serving_metrics import SERVER_METRICS
+from infra.config.api_types import refusals
 from infra.rules import Finding, rule
 from infra.rules.terraform_subject import resources
 
@@ -49,25 +50,32 @@ def known_metrics() -> dict[str, CloudMetric]:
     return out
 
 
-def _snake(value: Any) -> Any:
-    """A body with JSON field names (camelCase) as Terraform's (snake_case), all the way down."""
+# Map fields: their keys are the user's, not field names.
+_MAPS = frozenset({"user_labels", "labels"})
+
+
+def _json_names(value: Any) -> Any:
+    """A Terraform body (the provider's snake_case field names) with the API's JSON field names (lowerCamelCase)."""
     if isinstance(value, dict):
-        return {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): _snake(v) for k, v in value.items()}
+        return {
+            re.sub(r"_([a-z0-9])", lambda m: m[1].upper(), k): v if k in _MAPS else _json_names(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_snake(v) for v in value]
+        return [_json_names(v) for v in value]
     return value
 
 
-def _bodies(stack: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(where, API type, body) of every dashboard and alert policy of the stack."""
+def _bodies(stack: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    """(where, API type, body with the API's JSON field names) of every dashboard and alert policy of the stack."""
     for where, body in resources(stack, "google_monitoring_dashboard"):
         try:
             parsed = json.loads(body.get("dashboard_json") or "")
         except json.JSONDecodeError:
             parsed = None
-        yield f"{where}.dashboard_json", "dashboard", parsed if isinstance(parsed, dict) else {}
+        yield f"{where}.dashboard_json", "dashboard", parsed
     for where, body in resources(stack, "google_monitoring_alert_policy"):
-        yield where, "alert", {k: v for k, v in body.items() if k not in _TERRAFORM_ONLY}
+        yield where, "alert", _json_names({k: v for k, v in body.items() if k not in _TERRAFORM_ONLY})
 
 
 @rule(
@@ -84,27 +92,20 @@ def _bodies(stack: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
 def _parses(stack: dict[str, Any]) -> Iterator[Finding]:
     from google.cloud.monitoring_dashboard_v1.types import Dashboard
     from google.cloud.monitoring_v3 import AlertPolicy
-    from google.protobuf.json_format import ParseError
 
     for where, kind, body in _bodies(stack):
-        message_type = Dashboard if kind == "dashboard" else AlertPolicy
-        if not body:
-            yield Finding(where, body, "is not a JSON object")
-            continue
-        try:
-            message_type.from_json(json.dumps(body), ignore_unknown_fields=False)
-        except ParseError as error:
-            yield Finding(where, message_type.__name__, f"the API refuses it: {error}")
+        for path, value, message in refusals(body, Dashboard if kind == "dashboard" else AlertPolicy):
+            yield Finding(f"{where}.{path}", value, message)
 
 
 def _reads(node: Any, path: str) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
-    """(path, filter, aggregations) of every filter in a body (snake_case) with the aggregations applied to it."""
+    """(path, filter, aggregations) of every filter in a body with the aggregations applied to it."""
     if isinstance(node, dict):
         if isinstance(node.get("filter"), str):
             aggregations = [node["aggregation"]] if "aggregation" in node else node.get("aggregations") or []
             yield f"{path}.filter", node["filter"], aggregations
-        if isinstance(node.get("denominator_filter"), str):
-            yield f"{path}.denominator_filter", node["denominator_filter"], node.get("denominator_aggregations") or []
+        if isinstance(node.get("denominatorFilter"), str):
+            yield f"{path}.denominatorFilter", node["denominatorFilter"], node.get("denominatorAggregations") or []
         for key, value in node.items():
             yield from _reads(value, f"{path}.{key}")
     elif isinstance(node, list):
@@ -146,14 +147,14 @@ def filter_problems(filter_: str, aggregations: list[dict[str, Any]], metrics: d
             problems.append(f"{metric.type} has no label {label!r} ({sorted(metric.labels)}; {metric.source})")
     kind, value = metric.kind, metric.value
     for aggregation in aggregations:
-        aligner = str(aggregation.get("per_series_aligner", "ALIGN_NONE"))
+        aligner = str(aggregation.get("perSeriesAligner", "ALIGN_NONE"))
         if aligner != "ALIGN_NONE":
             fits = ALIGNERS.get(aligner)
             if fits is None or kind not in fits[0] or value not in fits[1]:
                 problems.append(f"aligner {aligner} does not take {kind} {value} ({metric.type})")
                 break
             kind, value = aligned(aligner, kind, value)
-        reducer = str(aggregation.get("cross_series_reducer", "REDUCE_NONE"))
+        reducer = str(aggregation.get("crossSeriesReducer", "REDUCE_NONE"))
         if reducer != "REDUCE_NONE":
             if kind not in REDUCIBLE_KINDS or value not in REDUCERS.get(reducer, ()):
                 problems.append(f"reducer {reducer} does not take {kind} {value} ({metric.type}, after {aligner})")
@@ -177,6 +178,6 @@ def filter_problems(filter_: str, aggregations: list[dict[str, Any]], metrics: d
 def _filters(stack: dict[str, Any]) -> Iterator[Finding]:
     metrics = known_metrics()
     for where, _, body in _bodies(stack):
-        for path, filter_, aggregations in _reads(_snake(body), where):
+        for path, filter_, aggregations in _reads(body, where):
             for problem in filter_problems(filter_, aggregations, metrics):
                 yield Finding(path, filter_, problem)
