@@ -17,6 +17,7 @@ from infra.catalogue.cloud_metrics import GKE_METRICS
 from infra.catalogue.serving_metrics import SERVER_METRICS
 from infra.config import ConfigError, Environment
 from infra.derive import observability
+from infra.review.costs import pool_costs, stack_pools
 from infra.review.diff import review_stack
 from infra.review.render import render, review_json
 from infra.rules import RULES
@@ -59,9 +60,11 @@ def test_the_capacity_tile_lists_every_node_pool_of_the_stack(
     envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
 ) -> None:
     text = observability.dashboard(envs["dev"])["mosaicLayout"]["tiles"][-1]["widget"]["text"]["content"]
-    pools = {body["name"] for body in of_type(stacks["dev"], "google_container_node_pool").values()}
-    listed = {line.split("|")[1].strip() for line in text.splitlines()[2:] if line.startswith("| ")}
-    assert listed == pools
+    rows = [line.split("|") for line in text.splitlines()[2:] if line.startswith("| ")]
+    listed = {row[1].strip(): row[4].strip() for row in rows}
+    # Each pool with the fewest and most nodes the stack gives it, as the review counts them.
+    costs = pool_costs(stack_pools(stacks["dev"])).values()
+    assert listed == {c.pool: f"{c.min_nodes} to {c.max_nodes}" for c in costs}
 
 
 def _filters(node: Any) -> list[str]:

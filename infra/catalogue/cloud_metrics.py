@@ -26,6 +26,12 @@ GMP_SOURCE = (
 )
 AGGREGATION_SOURCE = "google.monitoring.v3 Aggregation.Aligner / Aggregation.Reducer (google-cloud-monitoring 2.32.0)"
 
+
+def dashboard_link(project: str, dashboard_id: str) -> str:
+    """A dashboard's page in the Cloud Console (the form the console's own links take; not documented as an API)."""
+    return f"https://console.cloud.google.com/monitoring/dashboards/builder/{dashboard_id}?project={project}"
+
+
 # Monitored resource types and their labels (https://cloud.google.com/monitoring/api/resources; prometheus_target:
 # series_cache.go extractResource).
 RESOURCES: dict[str, frozenset[str]] = {

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 PROVIDER = "hashicorp/terraform-provider-google v6.50.0"
 
+# Terraform's meta-arguments (and cdktf's "//" metadata): arguments of the language, never sent to an API; Terraform
+# plans no change to a resource when only these differ (https://developer.hashicorp.com/terraform/language/meta-arguments).
+META_ARGUMENTS = frozenset({"depends_on", "lifecycle", "provider", "count", "for_each", "//"})
+
 FORCE_NEW: dict[str, tuple[str, ...]] = {
     "google_container_node_pool": (
         "cluster",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.catalogue.cloud_metrics import GKE_METRICS, CloudMetric
+from infra.catalogue.cloud_metrics import GKE_METRICS, CloudMetric, dashboard_link
 from infra.catalogue.serving_metrics import SERVER_METRICS, ServerMetrics
 from infra.config import Environment
 from infra.derive.names import serving_release
@@ -43,7 +43,7 @@ def dashboard_id(env: Environment) -> str:
 
 
 def dashboard_url(env: Environment) -> str:
-    return f"https://console.cloud.google.com/monitoring/dashboards/builder/{dashboard_id(env)}?project={env.project}"
+    return dashboard_link(env.project, dashboard_id(env))
 
 
 def _filter(env: Environment, metric: CloudMetric, *terms: str) -> str:
@@ -261,19 +261,27 @@ def dashboard(env: Environment) -> dict[str, Any]:
 
 
 def _threshold(
-    name: str, filter_: str, aggregation: dict[str, Any], comparison: str, value: float, minutes: int
+    name: str,
+    series: dict[str, Any],
+    comparison: str,
+    value: float,
+    minutes: int,
+    denominator: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
-        "displayName": name,
-        "conditionThreshold": {
-            "filter": filter_,
-            "aggregations": [aggregation],
-            "comparison": comparison,
-            "thresholdValue": value,
-            "duration": f"{minutes * 60}s",
-            "trigger": {"count": 1},
-        },
+    """A condition on `series` (a filter and its aggregation; over `denominator`'s, for a ratio) held for `minutes`."""
+    condition: dict[str, Any] = {"filter": series["filter"], "aggregations": [series["aggregation"]]}
+    if denominator is not None:
+        condition |= {
+            "denominatorFilter": denominator["filter"],
+            "denominatorAggregations": [denominator["aggregation"]],
+        }
+    condition |= {
+        "comparison": comparison,
+        "thresholdValue": value,
+        "duration": f"{minutes * 60}s",
+        "trigger": {"count": 1},
     }
+    return {"displayName": name, "conditionThreshold": condition}
 
 
 def _policy(env: Environment, name: str, what: str, conditions: list[dict[str, Any]], combiner: str = "OR") -> dict:
@@ -298,8 +306,7 @@ def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
         conditions = [
             _threshold(
                 "A node is not Ready",
-                _not_ready(env),
-                _aggregation("ALIGN_NEXT_OLDER", "REDUCE_COUNT_TRUE"),
+                _series(_not_ready(env), _aggregation("ALIGN_NEXT_OLDER", "REDUCE_COUNT_TRUE")),
                 "COMPARISON_GT",
                 0,
                 watch.not_ready_minutes,
@@ -309,8 +316,10 @@ def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
             conditions.append(
                 _threshold(
                     "A multi-host TPU slice is not whole",
-                    _filter(env, _MULTI_HOST),
-                    _aggregation("ALIGN_FRACTION_TRUE", "REDUCE_MEAN", ("resource.labels.node_pool_name",)),
+                    _series(
+                        _filter(env, _MULTI_HOST),
+                        _aggregation("ALIGN_FRACTION_TRUE", "REDUCE_MEAN", ("resource.labels.node_pool_name",)),
+                    ),
                     "COMPARISON_LT",
                     1,
                     watch.not_ready_minutes,
@@ -329,14 +338,12 @@ def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
         ratio = _error_ratio(env, key, server)
         errors = _threshold(
             f"More than {watch.error_rate:.0%} of answers are server errors",
-            ratio["numerator"]["filter"],
-            ratio["numerator"]["aggregation"],
+            ratio["numerator"],
             "COMPARISON_GT",
             watch.error_rate,
             5,
+            denominator=ratio["denominator"],
         )
-        errors["conditionThreshold"]["denominatorFilter"] = ratio["denominator"]["filter"]
-        errors["conditionThreshold"]["denominatorAggregations"] = [ratio["denominator"]["aggregation"]]
         policies[f"{key}-errors"] = _policy(
             env,
             f"{key} server errors",
@@ -345,7 +352,6 @@ def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
             [errors],
         )
         minutes = watch.queue_stuck_minutes
-        per_server = _aggregation("ALIGN_MEAN")
         policies[f"{key}-queue-stuck"] = _policy(
             env,
             f"{key} queue stuck",
@@ -353,12 +359,15 @@ def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
             "token: its engine is hung or its batch is full of requests that never finish.",
             [
                 _threshold(
-                    "Requests waiting", _filter(env, server.queue, *job), per_server, "COMPARISON_GT", 0, minutes
+                    "Requests waiting",
+                    _series(_filter(env, server.queue, *job), _aggregation("ALIGN_MEAN")),
+                    "COMPARISON_GT",
+                    0,
+                    minutes,
                 ),
                 _threshold(
                     "No token generated",
-                    _filter(env, server.tokens, *job),
-                    _aggregation("ALIGN_RATE"),
+                    _series(_filter(env, server.tokens, *job), _aggregation("ALIGN_RATE")),
                     "COMPARISON_LT",
                     0.001,
                     minutes,

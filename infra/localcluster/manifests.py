@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from infra.catalogue import terraform_google
+
 KUBERNETES_TYPES = ("kubernetes_namespace_v1", "kubernetes_service_account_v1", "kubernetes_network_policy_v1")
 _REFERENCE = re.compile(r"\$\{([a-z0-9_]+)\.([A-Za-z0-9_-]+)\.([a-z0-9_]+)\}")
 
@@ -183,7 +185,7 @@ _TRANSLATE: dict[str, tuple[Callable[[str, dict[str, Any]], dict[str, Any]], set
     "kubernetes_network_policy_v1": (_network_policy, {"metadata", "spec"}),
 }
 # Terraform's own arguments of every resource, which are not sent to the API server.
-META_ARGUMENTS = {"//", "depends_on", "lifecycle", "provider", "count", "for_each", "timeouts"}
+META_ARGUMENTS = terraform_google.META_ARGUMENTS | {"timeouts"}
 
 
 def manifest(address: str, body: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.catalogue import prices
+from infra.catalogue import prices, terraform_google
 
 # Stateful resources whose loss loses data or the platform itself: never confirmable here (make destroy and the
 # resources' own prevent_destroy guard them).
@@ -16,7 +16,7 @@ PROTECTED_TYPES = ("google_storage_bucket", "google_container_cluster", "google_
 
 
 # Meta-arguments: Terraform plans no change to a resource when only these differ.
-META_ARGUMENTS = frozenset({"depends_on", "lifecycle", "provider", "count", "for_each", "//"})
+META_ARGUMENTS = terraform_google.META_ARGUMENTS
 
 
 # Where a changed value is shown as *** instead of its text (a Helm value or attribute of that name).

@@ -8,9 +8,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from infra.catalogue.cloud_metrics import dashboard_link
 from infra.review.model import Watching
-
-CONSOLE = "https://console.cloud.google.com/monitoring/dashboards/builder"
 
 
 def watching(stack_json: Mapping[str, Any]) -> Watching:
@@ -20,7 +19,7 @@ def watching(stack_json: Mapping[str, Any]) -> Watching:
         dashboard = json.loads(body.get("dashboard_json") or "{}")
         # projects/<project>/dashboards/<id>: the id the dashboard is created with, so the link holds before apply
         name = re.fullmatch(r"projects/([^/]+)/dashboards/([^/]+)", str(dashboard.get("name", "")))
-        url = f"{CONSOLE}/{name[2]}?project={name[1]}" if name else ""
+        url = dashboard_link(name[1], name[2]) if name else ""
         dashboards.append((str(dashboard.get("displayName", "")), url))
     alerts = sorted(
         str(b.get("display_name", "")) for b in (resource.get("google_monitoring_alert_policy") or {}).values()

@@ -190,6 +190,11 @@ def probe_budget(probe: dict[str, Any]) -> int:
     )
 
 
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """Whether a matchLabels selector selects an object with `labels`: every key with its value."""
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
 def where(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
 

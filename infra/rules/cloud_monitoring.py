@@ -24,6 +24,7 @@ from infra.catalogue.cloud_metrics import (
     aligned,
 )
 from infra.catalogue.serving_metrics import SERVER_METRICS
+from infra.catalogue.terraform_google import META_ARGUMENTS
 from infra.config.api_types import refusals
 from infra.rules import Finding, rule
 from infra.rules.terraform_subject import resources
@@ -34,7 +35,7 @@ API_TYPES = (
 )
 FILTER_DOC = "https://cloud.google.com/monitoring/api/v3/filters (metric.type, resource.type, labels)"
 # What Terraform adds around the API's body of an alert policy.
-_TERRAFORM_ONLY = frozenset({"//", "depends_on", "project", "lifecycle", "provider", "count", "for_each", "timeouts"})
+_TERRAFORM_ONLY = META_ARGUMENTS | {"project", "timeouts"}
 # One term of a filter: a selector, = or !=, and a quoted string, a function of one (starts_with("5")) or a number.
 _TERM = re.compile(
     r'(?P<key>[a-z_]+(?:\.[A-Za-z0-9_]+)*)\s*(?P<op>!=|=)\s*(?P<value>"[^"]*"|[a-z_.]+\("[^"]*"\)|-?[0-9.]+)'

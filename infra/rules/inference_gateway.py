@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.catalogue.gcp_apis import INFERENCE_GATEWAY_API
-from infra.rules import Finding, containers, pod_templates, rule, where
+from infra.rules import Finding, containers, pod_templates, rule, selects, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import resources
 
@@ -22,10 +22,6 @@ GKE_POLICIES = (
 def _server_templates(objects: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(where, pod template, object) of every pod template of the release."""
     return [(f"{where(obj)}: {path}", template, obj) for obj in objects for path, template in pod_templates(obj)]
-
-
-def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.items())
 
 
 @rule(
@@ -49,7 +45,7 @@ def _pool_selects(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
         selector = (spec.get("selector") or {}).get("matchLabels") or {}
         ports = {p.get("number") for p in spec.get("targetPorts") or []}
         selected = [
-            (at, t) for at, t, _ in templates if _matches(selector, (t.get("metadata") or {}).get("labels") or {})
+            (at, t) for at, t, _ in templates if selects(selector, (t.get("metadata") or {}).get("labels") or {})
         ]
         if not selected:
             yield Finding(f"{where(pool)}: spec.selector.matchLabels", selector, "selects no pod of the release")

@@ -14,7 +14,7 @@ from typing import Any
 
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.serving_metrics import ADAPTER_SOURCE, signals_of
-from infra.rules import Finding, containers, pod_templates, rule, where
+from infra.rules import Finding, containers, pod_templates, rule, selects, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import resources
 
@@ -36,17 +36,13 @@ def _labels(template: dict[str, Any]) -> dict[str, str]:
     return (template.get("metadata") or {}).get("labels") or {}
 
 
-def _matches(labels: dict[str, str], match: dict[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in match.items())
-
-
 def _selected(objects: list[dict[str, Any]], match: dict[str, str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(object, pod template) of every pod template of the release whose labels carry all of `match`."""
     return [
         (obj, template)
         for obj in objects
         for _, template in pod_templates(obj)
-        if match and _matches(_labels(template), match)
+        if match and selects(match, _labels(template))
     ]
 
 
@@ -168,7 +164,7 @@ def _hpa(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding
             yield Finding(f"{where(hpa)}: spec.minReplicas", spec.get("minReplicas"), "above maxReplicas")
         labels = [_labels(t) for _, t in pod_templates(target)]
         collected = any(
-            _matches(lab, (pm["spec"].get("selector") or {}).get("matchLabels") or {})
+            selects((pm["spec"].get("selector") or {}).get("matchLabels") or {}, lab)
             for pm in monitored
             for lab in labels
         )
