@@ -76,7 +76,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: local-cluster-build cluster-local cluster-local-down deploy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -143,6 +143,9 @@ cluster-local: $(VENV_STAMP) ## A local Kubernetes control plane (etcd, apiserve
 
 deploy-local: $(VENV_STAMP) ## The deploy's path for ENV= on the local cluster: synth once, the gate, then every release and Kubernetes resource applied by the real Helm, API server, scheduler and controllers (a rerun upgrades)
 	$(PLATFORM) deploy-local $(ENV)
+
+destroy-local: $(VENV_STAMP) ## Destroy what deploy-local applied for ENV=, each resource before what it depends on (controllers as early as the graph allows), then list what the cluster still holds that it did not before: left by design, or left behind (exit 1)
+	$(PLATFORM) destroy-local $(ENV)
 
 local-cluster-build: $(VENV_STAMP) ## Build the local cluster's Go programs from their pinned modules (infra/localcluster/go), or find them cached; says which and how long each build took
 	$(PLATFORM) cluster-local build >/dev/null

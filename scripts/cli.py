@@ -53,6 +53,9 @@ COMMANDS: dict[str, Command] = {
     "deploy-local": Command(
         "scripts.deploy_local", "the deploy's path applied to the local cluster (real Helm, controllers)"
     ),
+    "destroy-local": Command(
+        "scripts.deploy_local", "destroy what deploy-local applied; list what is left behind", ["--destroy"]
+    ),
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
 }
 

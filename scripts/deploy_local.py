@@ -7,11 +7,19 @@ local control plane with the stack's nodes and applies the stack's Kubernetes ha
 real controllers and the real API server, in the stack's order (infra/localcluster/apply.py). A second run upgrades
 in place. The Google half is not applied: nothing here can stand for the Google APIs.
 
-  python -m scripts.deploy_local <env> [--dir .cache/cluster-local] [--keep]
+  python -m scripts.deploy_local <env> [--dir .cache/cluster-local]
+  python -m scripts.deploy_local --destroy <env> [--dir ...]     (make destroy-local)
 
-The synthesized folder is kept at cdktf.out.local-<env>/ (what was applied). Exit codes: 0 applied, 1 a real
-component refused a resource (the release or resource, the object and the component's words), 2 bad input or a
-refused gate.
+The synthesized folder is kept at cdktf.out.local-<env>/ (what was applied: a destroy's state).
+
+--destroy takes that stack down again as `make destroy` does on GKE (infra/localcluster/destroy.py): each release
+uninstalled and each Kubernetes resource deleted, each before what it depends on, then every object the cluster
+holds that it did not before the stack's first apply listed: left by design (a CRD Helm keeps, a namespace Helm
+made) or left behind.
+
+Exit codes: 0 applied (destroyed, nothing left behind), 1 a real component refused a resource (the release or
+resource, the object and the component's words), a destroy that did not finish or left something behind, 2 bad
+input, a refused gate, or nothing deployed to destroy.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from infra.delivery.apply_paths import unresolved
 from infra.localcluster.apply import ApplyError, LocalApply, run_helm
 from infra.localcluster.build import BuildError
 from infra.localcluster.cluster import Cluster, ClusterError
+from infra.localcluster.destroy import LocalDestroy
 from infra.localcluster.manifests import UnsupportedResource
 from infra.localcluster.verdicts import Verdicts, collect, undecided
 from infra.synth.load import load_named
@@ -48,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.deploy_local", description=__doc__.split("\n\n")[0])
     parser.add_argument("env")
     parser.add_argument("--dir", type=Path, default=Path(".cache/cluster-local"), help="the local cluster's folder")
+    parser.add_argument("--destroy", action="store_true", help="destroy what deploy-local applied (make destroy-local)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
@@ -57,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # A direct child of the repository root, as make deploy's folder: the stack's ../../../ paths resolve.
     folder = REPO / f"cdktf.out.local-{env.name}"
+    if args.destroy:
+        return destroy(env.name, folder, Cluster(args.dir.resolve()))
     shutil.rmtree(folder, ignore_errors=True)
     synth({env.name: env}, folder)
     stack_dir = folder / "stacks" / f"platform-{env.name}"
@@ -88,6 +100,44 @@ def main(argv: list[str] | None = None) -> int:
     found = settle(cluster, stack)
     report(found, folder / "verdicts.json")
     return 1 if found.unexpected() else 0
+
+
+def destroy(name: str, folder: Path, cluster: Cluster) -> int:
+    """`--destroy`: the stack deploy-local applied from `folder`, destroyed on `cluster`; what is left, listed."""
+    started = time.monotonic()
+    stack_dir = folder / "stacks" / f"platform-{name}"
+    if not (stack_dir / "cdk.tf.json").is_file():
+        print(
+            f"error: platform-{name}: nothing to destroy: deploy-local applied nothing kept in {stack_dir} "
+            f"(make deploy-local ENV={name} applies it)",
+            file=sys.stderr,
+        )
+        return 2
+    if not cluster.ready():
+        print(f"error: destroy-local: the local cluster in {cluster.folder} is not running", file=sys.stderr)
+        return 1
+    try:
+        destroyed = LocalDestroy(cluster, stack_dir).run()
+    except (ApplyError, ClusterError) as err:
+        print(
+            f"error: platform-{name}: the destroy stopped; what is not destroyed is still applied: {err}",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        f"destroy-local: platform-{name}: {len(destroyed.steps)} resources destroyed in "
+        f"{time.monotonic() - started:.0f} s",
+        file=sys.stderr,
+    )
+    for line in destroyed.kept:
+        print(f"left by design: {line}")
+    for line in destroyed.left:
+        print(f"left behind: {line}")
+    if destroyed.left:
+        print(f"error: platform-{name}: the destroy left {len(destroyed.left)} object(s) behind", file=sys.stderr)
+        return 1
+    shutil.rmtree(folder)
+    return 0
 
 
 def settle(cluster: Cluster, stack: dict[str, object], timeout: float = 60) -> Verdicts:

@@ -29,6 +29,25 @@ def ray_cluster(stacks: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return objects[0]
 
 
+def test_the_training_cluster_is_named_after_its_spec_and_its_head_keeps_one_address(
+    stacks: dict[str, dict[str, Any]], ray_cluster: dict[str, Any]
+) -> None:
+    """KubeRay rolls no pod of a running cluster when the template changes, and orphans the pods of a renamed worker
+    group (ray-project/kuberay#1739): a new image or slice shape must be a new RayCluster (make deploy-local found
+    every pod on the old trainer digest after a promotion). The head's Service keeps its name across the swap."""
+    release, values = release_values(stacks["dev"], "ray-training")
+    again = render("ray-training", values, name=release["name"], namespace=release["namespace"])[0]
+    assert again["metadata"]["name"] == ray_cluster["metadata"]["name"], "the same values: the same cluster"
+    assert re.fullmatch(r"ray-training-[0-9a-f]{8}", ray_cluster["metadata"]["name"])
+    promoted = render(
+        "ray-training", {**values, "image": values["image"].split("@")[0] + "@sha256:" + "cd" * 32},
+        name=release["name"], namespace=release["namespace"],
+    )[0]  # fmt: skip
+    assert promoted["metadata"]["name"] != ray_cluster["metadata"]["name"]
+    for cluster in (ray_cluster, promoted):
+        assert cluster["spec"]["headGroupSpec"]["headService"]["metadata"]["name"] == "ray-training-head-svc"
+
+
 @pytest.mark.parametrize("chart", CHART_DIRS, ids=lambda p: p.name)
 def test_every_chart_has_a_schema_and_ci_values_that_lint_clean(chart: Path) -> None:
     assert (chart / "values.schema.json").exists()

@@ -188,6 +188,38 @@ def test_the_post_renderer_keeps_templated_crds_and_passes_the_rest_byte_for_byt
     assert _kept(crd)
 
 
+AGGREGATE = """# Source: kueue/templates/rbac/batch_user_role.yaml
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: kueue-batch-user-role
+aggregationRule:
+  clusterRoleSelectors:
+  - matchLabels:
+      rbac.kueue.x-k8s.io/batch-user: "true"
+"""
+MEMBER = """# Source: kueue/templates/rbac/job_editor_role.yaml
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: kueue-job-editor-role
+  labels:
+    rbac.kueue.x-k8s.io/batch-user: "true"
+rules: []
+"""
+
+
+def test_the_post_renderer_keeps_an_aggregated_cluster_role_which_an_uninstall_cannot_delete() -> None:
+    """kube-controller-manager's aggregation controller applies an aggregate's rules when a member goes, and an
+    apply creates: deleted with its members by `helm uninstall --wait`, Kueue's batch-user role came back and the
+    uninstall waited 15 minutes for it (make destroy-local). Kept, Helm leaves it; its members still go."""
+    crd = "---\n" + CRD.format(name="leaderworkersets.leaderworkerset.x-k8s.io")
+    out = render(f"---\n{AGGREGATE}---\n{MEMBER}{crd}", "lws", "0.7.0")
+    aggregate = _objects(out)[("ClusterRole", "kueue-batch-user-role")]
+    assert _kept(aggregate) and aggregate["aggregationRule"]["clusterRoleSelectors"]
+    assert MEMBER in out, "a member role passes byte for byte (Helm deletes it)"
+
+
 def test_the_post_renderer_refuses_what_is_not_pinned(tmp_path: Path) -> None:
     unpinned = "---\n" + CRD.format(name="widgets.leaderworkerset.x-k8s.io")
     with pytest.raises(PostRenderError, match=r"the CRD widgets\.leaderworkerset\.x-k8s\.io, which is not pinned"):

@@ -49,6 +49,35 @@ def test_the_kubernetes_half_comes_in_an_order_terraform_could_apply_it(stacks: 
     assert sum(a.startswith("helm_release.") for a in order) == 15
 
 
+def test_a_destroy_takes_each_resource_before_what_it_needs_and_the_controllers_as_early_as_it_can(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    order = [address for address, _ in manifests.destroy_order(stacks["dev"])]
+    assert sorted(order) == sorted(address for address, _ in manifests.kubernetes_half(stacks["dev"]))
+    position = {address: i for i, address in enumerate(order)}
+    for address, body in manifests.kubernetes_half(stacks["dev"]):
+        for needed in body.get("depends_on") or []:
+            if needed in position:
+                assert position[address] < position[needed], f"{needed} destroyed before {address}"
+    # Kueue goes as soon as its queues and every GPU job are gone, before any namespace: a Workload its finalizer
+    # holds would strand its namespace (the harshest order Terraform's parallel destroy could take).
+    kueue = position[next(a for a in order if a.startswith("helm_release.kueue_release"))]
+    assert kueue < min(i for a, i in position.items() if a.startswith("kubernetes_namespace_v1."))
+    assert order[-1].startswith("kubernetes_namespace_v1.")
+
+
+def test_a_pool_whose_nodes_gke_would_recreate_gets_new_node_names(stacks: dict[str, dict[str, Any]]) -> None:
+    """GKE names nodes after the pool's instance group, which a recreation renews: so do the local nodes, and the
+    old ones are drained and deleted (Cluster.up). A label or taint is updated on the running nodes."""
+    pools = stacks["dev"]["resource"]["google_container_node_pool"]
+    train = next(p for p in pools.values() if p["name"] == "train")
+    reshaped = {**train, "placement_policy": {**train["placement_policy"], "tpu_topology": "4x8"}}
+    relabelled = {**train, "node_config": {**train["node_config"], "labels": {"team": "x"}}}
+    assert nodes.generation(reshaped) != nodes.generation(train) == nodes.generation(relabelled)
+    names = {n["metadata"]["name"] for n in nodes.nodes(stacks["dev"], "us-east5")}
+    assert f"train-{nodes.generation(train)}-0" in names
+
+
 def test_a_network_policy_is_sent_as_the_provider_sends_it(stacks: dict[str, dict[str, Any]]) -> None:
     stack = stacks["dev"]
     ((address, body),) = [
@@ -156,15 +185,27 @@ def _verdicts() -> dict[str, Any]:
     return loaded
 
 
-def _envs(tmp_path: Path, name: str, digest: str | None = None) -> Path:
+def _envs(tmp_path: Path, name: str, digest: str | None = None, edits: dict[str, str] | None = None) -> Path:
+    """The environments with dev's trainer at `digest` and each of `edits` (text: replacement) made in dev.yaml."""
     folder = tmp_path / name
     folder.mkdir()
     for path in ENVIRONMENTS_DIR.glob("*.yaml"):
         text = path.read_text()
-        if digest is not None and path.stem == "dev":
-            text = re.sub(r"(/trainer@)" + re.escape(PLACEHOLDER_DIGEST), r"\g<1>" + digest, text)
+        if path.stem == "dev":
+            if digest is not None:
+                text = re.sub(r"(/trainer@)" + re.escape(PLACEHOLDER_DIGEST), r"\g<1>" + digest, text)
+            for old, new in (edits or {}).items():
+                assert old in text, old
+                text = text.replace(old, new, 1)
         (folder / path.name).write_text(text)
     return folder
+
+
+def _ray(cluster: Cluster) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The training release's one RayCluster (named after its spec) and every pod of the release's clusters."""
+    selector = "app.kubernetes.io/instance=ray-training"
+    (ray,) = cluster.get("rayclusters", "-n", "ml-training", "-l", selector)["items"]
+    return ray, cluster.get("pods", "-n", "ml-training", "-l", selector)["items"]
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +243,8 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
     }
     # The controllers' work: KubeRay's head and four workers, LWS's groups, JobSet's jobs for Saxml.
     objects = found["objects"]
-    assert objects["RayCluster/ml-training/ray-training"] == 5
+    (ray,) = [key for key in objects if key.startswith("RayCluster/ml-training/ray-training-")]
+    assert objects[ray] == 5
     assert objects["LeaderWorkerSet/ml-serving/serve-llama405b"] == 5
     assert sum(n for key, n in objects.items() if key.startswith("JobSet/ml-serving/serve-saxml")) == 16
     # Kueue: the two GPU JobSets want the a3mega flavor's 16 GPUs each; one holds the quota, the other waits.
@@ -235,9 +277,15 @@ def test_deploy_local_again_with_a_new_trainer_digest_upgrades_in_place(cluster_
     code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "second", "sha256:" + "ab" * 32))
     assert code == 0, (out + err)[-4000:]
     cluster = Cluster((cluster_dir / "cluster").resolve())
-    ray = cluster.get("raycluster", "-n", "ml-training", "ray-training")
-    images = {c["image"] for g in ray["spec"]["workerGroupSpecs"] for c in g["template"]["spec"]["containers"]}
-    assert images == {f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@sha256:{'ab' * 32}"}
+    # Every pod runs the new image, not only the spec: KubeRay does not roll a cluster's pods when their template
+    # changes (main's fixed RayCluster name kept all five on the old digest), so the chart names the cluster after
+    # its spec and the upgrade replaces it.
+    ray, pods = _wait_for_pods(cluster, 5)
+    wanted = f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@sha256:{'ab' * 32}"
+    assert {c["image"] for pod in pods for c in pod["spec"]["containers"]} == {wanted}
+    assert all(p["metadata"]["labels"]["ray.io/cluster"] == ray["metadata"]["name"] for p in pods)
+    service = cluster.get("service", "-n", "ml-training", "ray-training-head-svc")
+    assert service["spec"]["selector"]["ray.io/cluster"] == ray["metadata"]["name"], "the head's one address"
     history = json.loads(
         apply.run_helm(cluster, ["history", "ray-training", "-n", "ml-training", "-o", "json"], cluster.folder).stdout
     )
@@ -258,6 +306,63 @@ def test_a_saxml_model_image_bump_replaces_its_jobset_instead_of_an_upgrade_jobs
     assert code == 0, (out + err)[-4000:]
     after = {k for k, n in _verdicts()["objects"].items() if k.startswith("JobSet/ml-serving/serve-saxml") and n}
     assert len(after) == 1 and after.isdisjoint(before)
+
+
+@pytest.mark.slow
+def test_a_reshaped_slice_gets_new_nodes_and_the_training_cluster_moves_onto_them(cluster_dir: Path) -> None:
+    """The training slice from v6e 4x4 to 4x8 (a recipe that runs there): GKE replaces the pool, so its four nodes
+    are drained and go and eight new ones come; KubeRay's cluster is replaced (a worker group renamed after the
+    shape left its old pods pending forever: ray-project/kuberay#1739), and every pod binds where the report says."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    before = {n["metadata"]["name"] for n in cluster.get("nodes", "-l", "cloud.google.com/gke-nodepool=train")["items"]}
+    edits = {"    accelerator: v6e\n    topology: 4x4": "    accelerator: v6e\n    topology: 4x8"}
+    edits["  recipe: llama3-8b"] = "  recipe: maxtext-tiny"
+    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "reshaped", "sha256:" + "ab" * 32, edits))
+    assert code == 0, (out + err)[-4000:]
+    after = cluster.get("nodes", "-l", "cloud.google.com/gke-nodepool=train")["items"]
+    assert len(after) == 8 and before.isdisjoint(n["metadata"]["name"] for n in after)
+    assert {n["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] for n in after} == {"4x8"}
+    found = _verdicts()
+    assert [p for p in found["pods"] if p["pool"] is None] == []
+    assert sum(p["pool"] == "train" for p in found["pods"]) == 8
+    ray, pods = _wait_for_pods(cluster, 9)
+    assert ray["spec"]["workerGroupSpecs"][0]["numOfHosts"] == 8 and len(pods) == 9
+
+
+@pytest.mark.slow
+def test_destroy_local_takes_the_stack_down_and_leaves_only_what_helm_keeps(cluster_dir: Path) -> None:
+    """make destroy-local: every resource in a destroy order (controllers as early as the graph allows), the
+    namespaces gone, nothing of the stack left but what is kept by design. Kueue's aggregated ClusterRoles, deleted
+    with their members, came back through kube-controller-manager's aggregation controller and the uninstall
+    waited its 15 minutes for them: the post-renderer keeps them now."""
+    done = run_main(
+        deploy_local.main, ["--destroy", "dev", "--dir", str(cluster_dir / "cluster")], env=dict(os.environ), cwd=REPO
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert "left behind" not in done.stdout
+    kept = [line for line in done.stdout.splitlines() if line.startswith("left by design: ")]
+    assert any("ClusterRole.rbac.authorization.k8s.io /kueue-batch-user-role" in line for line in kept)
+    assert any("CustomResourceDefinition.apiextensions.k8s.io /jobsets.jobset.x-k8s.io" in line for line in kept)
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    namespaces = {n["metadata"]["name"] for n in cluster.get("namespaces")["items"]}
+    assert not namespaces & {"ml-training", "ml-serving", "ml-gpu"}
+    assert cluster.get("pods", "--all-namespaces")["items"] == []
+    assert not (REPO / "cdktf.out.local-dev").exists(), "nothing applied is left to destroy"
+    again = run_main(
+        deploy_local.main, ["--destroy", "dev", "--dir", str(cluster_dir / "cluster")], env=dict(os.environ), cwd=REPO
+    )
+    assert again.returncode == 2 and "nothing to destroy" in again.stderr
+
+
+def _wait_for_pods(cluster: Cluster, count: int, timeout: float = 60) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The release's RayCluster once its controller has made `count` pods and the replaced cluster's are gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ray, pods = _ray(cluster)
+        mine = [p for p in pods if p["metadata"]["labels"].get("ray.io/cluster") == ray["metadata"]["name"]]
+        if (len(mine) == count == len(pods)) or time.monotonic() > deadline:
+            return ray, pods
+        time.sleep(2)
 
 
 def test_deploy_local_waits_while_a_pod_or_template_has_no_verdict_yet() -> None:

@@ -1,4 +1,5 @@
-"""The controllers' Helm post-renderer: their CRDs installed and upgraded from the pinned files, kept on uninstall.
+"""The controllers' Helm post-renderer: their CRDs installed and upgraded from the pinned files, kept on uninstall
+(and their aggregated ClusterRoles kept, which an uninstall cannot reliably delete).
 
   python -m infra.delivery.crd_postrender render <controller> <version>   < rendered manifests  > manifests
   python -m infra.delivery.crd_postrender fetch <controller> <version> ...
@@ -13,6 +14,14 @@ does not install them on its own either. `render`:
 - adds the version's pinned crds/ files (infra/catalogue/controller_crds.py), each checked against its sha256,
   marked keep too: they become part of the release, so Helm creates them on install and updates them on every
   upgrade (crds/ alone is applied on the first install only);
+- marks an aggregated ClusterRole (one with an `aggregationRule`) keep as well: kube-controller-manager's
+  clusterrole-aggregation-controller force-applies the aggregate's rules whenever one of its member roles changes
+  (server-side apply, since Kubernetes 1.21: kubernetes/kubernetes#99462; pkg/controller/clusterroleaggregation
+  @ v1.35.4 syncClusterRole), and an apply creates what is not there: when an uninstall deletes the aggregate
+  with its members, the controller's apply for a member's deletion can land after the aggregate's and make it
+  again, unlabelled, and `helm uninstall --wait` then waits for it until its timeout (Kueue's batch user and
+  admin roles; found by make destroy-local, infra/localcluster/destroy.py). Kept, it stays with no rules once
+  its members are gone, and the next install adopts it;
 - passes every other object through byte for byte.
 It refuses (exit 1, Helm stops the install or upgrade before it changes anything) a CRD that is not pinned for
 the version, a pinned template CRD the chart did not render, and a missing or altered file.
@@ -43,6 +52,8 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
 _CRD = re.compile(r"^kind:[ \t]*CustomResourceDefinition[ \t]*$", re.MULTILINE)
+_CLUSTER_ROLE = re.compile(r"^kind:[ \t]*ClusterRole[ \t]*$", re.MULTILINE)
+_AGGREGATION = re.compile(r"^aggregationRule:", re.MULTILINE)
 
 
 class PostRenderError(Exception):
@@ -63,6 +74,11 @@ def _keep(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _dump(doc: dict[str, Any], source: str) -> str:
     return f"# Source: {source}\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1 << 16)
+
+
+def _source(chunk: str, default: str) -> str:
+    """The template a rendered object came from (Helm's `# Source:` line)."""
+    return next((line[len("# Source: ") :] for line in chunk.splitlines() if line.startswith("# Source: ")), default)
 
 
 def pinned_file(crds: CrdSet, name: str, root: Path | None = None, *, fetch_missing: bool = True) -> bytes:
@@ -101,6 +117,9 @@ def render(
     for chunk in _SEPARATOR.split(manifests):
         if not chunk.strip():
             continue
+        if _CLUSTER_ROLE.search(chunk) and _AGGREGATION.search(chunk):
+            out.append(_dump(_keep(yaml.load(chunk, Loader=_Loader)), _source(chunk, "an aggregated ClusterRole")))
+            continue
         if not _CRD.search(chunk):
             out.append(chunk.strip("\n") + "\n")
             continue
@@ -116,8 +135,7 @@ def render(
                 f"({PIN_FILE})"
             )
         rendered.add(name)
-        source = next((line[len("# Source: ") :] for line in chunk.splitlines() if line.startswith("# Source: ")), name)
-        out.append(_dump(_keep(doc), source))
+        out.append(_dump(_keep(doc), _source(chunk, name)))
     missing = sorted(pinned_templates - rendered)
     if missing:
         raise PostRenderError(

@@ -171,6 +171,8 @@ class LocalApply:
         # A cluster applied to before: its controllers run again before anything (their webhooks answer for
         # every later object, an upgrade's included).
         installed = {r["name"] for r in json.loads(self.helm_run("list", "-A", "-o", "json").stdout or "[]")}
+        if not installed:
+            self.cluster.record_baseline()  # what a destroy compares with (infra/localcluster/destroy.py)
         for name in sorted(installed & set(LOCAL_CONTROLLERS)):
             self.controllers.start(name, self.cluster.logs)
         values = self.cluster.folder / "values"

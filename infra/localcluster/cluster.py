@@ -31,6 +31,8 @@ KUBERNETES_VERSION = "v1.35.4"  # infra/localcluster/go/kube/go.mod
 SERVICE_RANGE = "10.96.0.0/16"
 POD_RANGE = "10.244.0.1/16"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# The cluster's own objects, which come and go without any stack: not in an inventory.
+NOT_COUNTED = {"events", "events.events.k8s.io", "leases.coordination.k8s.io", "nodes"}
 
 
 class ClusterError(RuntimeError):
@@ -115,6 +117,28 @@ class Cluster:
         loaded: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
         return loaded
 
+    def inventory(self) -> dict[str, dict[str, Any]]:
+        """Every object of the cluster but the cluster's own comings and goings (NOT_COUNTED):
+        "<kind>[.<group>] <namespace>/<name>" -> its metadata."""
+        listable = self.kubectl("api-resources", "--verbs=list,delete", "-o", "name").stdout.split()
+        items = self.get(",".join(t for t in listable if t not in NOT_COUNTED), "--all-namespaces")["items"]
+        out = {}
+        for item in items:
+            group, metadata = item["apiVersion"].rpartition("/")[0], item["metadata"]
+            kind = item["kind"] + (f".{group}" if group else "")
+            out[f"{kind} {metadata.get('namespace', '')}/{metadata['name']}"] = metadata
+        return out
+
+    @property
+    def baseline(self) -> Path:
+        """The inventory before a stack's first apply on this cluster (its run folder: `down` removes it)."""
+        return self.folder / "run" / "baseline.json"
+
+    def record_baseline(self) -> None:
+        """Take the baseline once per cluster: what was there before anything of a stack."""
+        if not self.baseline.is_file():
+            self.baseline.write_text(json.dumps(sorted(self.inventory()), indent=0) + "\n")
+
     def ready(self) -> bool:
         """Whether the API server answers /readyz with the admin's certificate."""
         if not self.kubeconfig.is_file():
@@ -158,6 +182,7 @@ class Cluster:
         wanted = nodes(stack, region)
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=_list(wanted))
         names = {n["metadata"]["name"] for n in wanted}
+        self._retire(names)
 
         def all_ready() -> bool:
             # Ready, and the node lifecycle controller has taken its not-ready taint off (what the scheduler reads).
@@ -176,6 +201,24 @@ class Cluster:
             f"in {time.monotonic() - started:.1f} s; kubeconfig {self.kubeconfig}; logs {self.logs}",
             file=sys.stderr,
         )
+
+    def _retire(self, keep: set[str]) -> None:
+        """Drain and delete every fake node not in `keep` (its pool gone, resized down or recreated), as GKE drains
+        a node before it deletes it: its pods evicted (a PodDisruptionBudget honoured for up to 2 minutes here, an
+        hour on GKE), their controllers make them again on the nodes left."""
+        from infra.localcluster.nodes import KWOK_ANNOTATION
+
+        for node in self.get("nodes")["items"]:
+            name, annotations = node["metadata"]["name"], node["metadata"].get("annotations") or {}
+            if name in keep or annotations.get(KWOK_ANNOTATION[0]) != KWOK_ANNOTATION[1]:
+                continue
+            drained = self.kubectl(
+                "drain", name, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=120s", check=False
+            )
+            if drained.returncode:
+                print(f"cluster-local: node {name} deleted undrained: {drained.stderr.strip()[-500:]}", file=sys.stderr)
+            self.kubectl("delete", "node", name, "--wait")
+            print(f"cluster-local: node {name} drained and deleted: the stack makes no such node now", file=sys.stderr)
 
     def _start_control_plane(self, programs: dict[str, Path]) -> None:
         pki = self.pki
