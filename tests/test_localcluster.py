@@ -3,6 +3,7 @@ Go builds, and `make deploy-local` against the real control plane, Helm and cont
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -306,6 +307,47 @@ def test_a_saxml_model_image_bump_replaces_its_jobset_instead_of_an_upgrade_jobs
     assert code == 0, (out + err)[-4000:]
     after = {k for k, n in _verdicts()["objects"].items() if k.startswith("JobSet/ml-serving/serve-saxml") and n}
     assert len(after) == 1 and after.isdisjoint(before)
+
+
+@pytest.mark.slow
+def test_a_controller_bump_keeps_its_crd_and_its_objects_and_the_new_controller_reconciles_them(
+    cluster_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LeaderWorkerSet 0.7.0 to 0.8.0 (the version after the pin, allowed in this test only: the rules are sourced
+    at 0.7.0), whose CRD moves from the chart's templates/ to crds/ (Helm alone would delete it with every
+    LeaderWorkerSet: helm/helm#8163). The CRD is the same object, updated; every LeaderWorkerSet survives with
+    its pods, and the 0.8.0 controller built from its module reconciles them."""
+    from infra.catalogue import controllers
+
+    lws = controllers.CONTROLLERS["lws"]
+    monkeypatch.setitem(controllers.CONTROLLERS, "lws", dataclasses.replace(lws, versions=("0.7.0", "0.8.0")))
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    crd = "leaderworkersets.leaderworkerset.x-k8s.io"
+    crd_before = cluster.get("crd", crd)["metadata"]
+    before = {o["metadata"]["name"]: o["metadata"]["uid"] for o in cluster.get("lws", "-n", "ml-serving")["items"]}
+    bumped = {"    lws: 0.7.0": "    lws: 0.8.0"}
+    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "lws-bump", "sha256:" + "ab" * 32, bumped))
+    assert code == 0, (out + err)[-4000:]
+    crd_after = cluster.get("crd", crd)["metadata"]
+    assert crd_after["uid"] == crd_before["uid"] and crd_after["generation"] > crd_before["generation"]
+    after = {o["metadata"]["name"]: o["metadata"]["uid"] for o in cluster.get("lws", "-n", "ml-serving")["items"]}
+    assert after == before, "every LeaderWorkerSet survived the bump"
+    objects = _verdicts()["objects"]
+    assert all(objects[f"LeaderWorkerSet/ml-serving/{name}"] for name in after), objects
+    (release,) = [r for r in json.loads(
+        apply.run_helm(cluster, ["list", "-n", "lws-system", "-o", "json"], cluster.folder).stdout
+    ) if r["name"] == "lws"]  # fmt: skip
+    assert release["app_version"] == "v0.8.0" and release["status"] == "deployed"
+    pid = int((cluster.folder / "controllers" / "lws.pid").read_text())
+    assert "/lws-0.8.0-" in Path(f"/proc/{pid}/cmdline").read_text(), "the controller running is the bumped one"
+    # And it reconciles what the old one made: a second group of the 405B server (a leader and four workers).
+    cluster.kubectl("scale", "lws", "serve-llama405b", "-n", "ml-serving", "--replicas=2")
+    selector = "leaderworkerset.sigs.k8s.io/name=serve-llama405b"
+    deadline = time.monotonic() + 60
+    while len(cluster.get("pods", "-n", "ml-serving", "-l", selector)["items"]) < 10 and time.monotonic() < deadline:
+        time.sleep(2)
+    assert len(cluster.get("pods", "-n", "ml-serving", "-l", selector)["items"]) == 10
+    cluster.kubectl("scale", "lws", "serve-llama405b", "-n", "ml-serving", "--replicas=1")
 
 
 @pytest.mark.slow

@@ -94,7 +94,7 @@ def helm_command(body: dict[str, Any], stack: dict[str, Any], values_dir: Path) 
         controller = LOCAL_CONTROLLERS.get(chart)
         if controller is None:
             raise ApplyError(f"helm_release {body['name']}: chart {chart} from {body['repository']}: no local copy")
-        chart = str(chart_dir(controller))
+        chart = str(chart_dir(controller, str(body.get("version") or "")))
     command = ["upgrade", "--install", str(body["name"]), chart, "--namespace", str(body["namespace"])]
     for i, text in enumerate(body.get("values") or []):
         path = values_dir / f"{body['name']}-{i}.yaml"
@@ -170,11 +170,12 @@ class LocalApply:
         self.controllers.start_kuberay(self.cluster.logs)
         # A cluster applied to before: its controllers run again before anything (their webhooks answer for
         # every later object, an upgrade's included).
-        installed = {r["name"] for r in json.loads(self.helm_run("list", "-A", "-o", "json").stdout or "[]")}
+        listed = json.loads(self.helm_run("list", "-A", "-o", "json").stdout or "[]")
+        installed = {r["name"]: r.get("app_version") for r in listed}  # a controller's chart: its version
         if not installed:
             self.cluster.record_baseline()  # what a destroy compares with (infra/localcluster/destroy.py)
-        for name in sorted(installed & set(LOCAL_CONTROLLERS)):
-            self.controllers.start(name, self.cluster.logs)
+        for name in sorted(set(installed) & set(LOCAL_CONTROLLERS)):
+            self.controllers.start(name, self.cluster.logs, installed[name])
         values = self.cluster.folder / "values"
         shutil.rmtree(values, ignore_errors=True)
         values.mkdir(parents=True)
@@ -208,7 +209,7 @@ class LocalApply:
                     raise ApplyError(f"{address} (release {name}): helm: {done.stderr.strip()[-3000:]}")
                 applied.releases.append(name)
                 if name in LOCAL_CONTROLLERS and body.get("repository"):
-                    self.controllers.start(name, self.cluster.logs)
+                    self.controllers.start(name, self.cluster.logs, str(body.get("version") or ""))
             seconds = time.monotonic() - started
             applied.steps.append((address, seconds))
             print(f"deploy-local: {address}: applied ({seconds:.1f} s)", file=log, flush=True)
@@ -226,7 +227,7 @@ def _stage_crds(controller: LocalController, name: str, version: str, folder: Pa
         return
     target = folder / crds.directory
     target.mkdir(parents=True, exist_ok=True)
-    source = module_dir(controller)
+    source = module_dir(controller, version)
     for crd in crds.injected:
         if (source / crd.path).is_file():
             shutil.copyfile(source / crd.path, target / crd.file_name)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -63,11 +64,27 @@ LOCAL_CONTROLLERS = {
 KUBERAY = LocalController("kuberay", "ray-operator", "github.com/ray-project/kuberay/ray-operator", "", "")
 
 
-def module_dir(controller: LocalController) -> Path:
-    """Where the Go module cache holds the controller's module at the version its go.mod pins."""
+def component_of(controller: LocalController, version: str | None = None) -> str:
+    """The folder of infra/localcluster/go that builds `controller` at chart `version`: the one whose go.mod
+    requires the controller's module at v<version> (`<component>-<version>` beside the pinned one, for a bump),
+    else the pinned one, which stands in for a version the module proxy does not serve (Kueue's 0.17.3)."""
     from infra.localcluster.build import components
 
-    folder = components()[controller.component].folder
+    if version:
+        wanted = re.compile(rf"^\s*{re.escape(controller.module)} v{re.escape(version.lstrip('v'))}\b", re.M)
+        for name, component in components().items():
+            if name.split("-", 1)[0] == controller.component and wanted.search(
+                (component.folder / "go.mod").read_text()
+            ):
+                return name
+    return controller.component
+
+
+def module_dir(controller: LocalController, version: str | None = None) -> Path:
+    """Where the Go module cache holds the controller's module at `version` (component_of), else at its pin."""
+    from infra.localcluster.build import components
+
+    folder = components()[component_of(controller, version)].folder
     done = subprocess.run(
         ["go", "mod", "download", "-json", controller.module],
         cwd=folder,
@@ -79,8 +96,8 @@ def module_dir(controller: LocalController) -> Path:
     return Path(json.loads(done.stdout)["Dir"])
 
 
-def chart_dir(controller: LocalController) -> Path:
-    return module_dir(controller) / controller.chart
+def chart_dir(controller: LocalController, version: str | None = None) -> Path:
+    return module_dir(controller, version) / controller.chart
 
 
 class Controllers:
@@ -110,12 +127,13 @@ class Controllers:
                     return loaded
         raise RuntimeError(f"no ConfigMap in {namespace} holds the controller's Configuration")
 
-    def start(self, name: str, logs: Path) -> None:
-        """Start the controller of release `name` (its chart installed), point the chart's webhooks at it and wait
-        until its webhook server answers. A running one is stopped first (an upgrade may change its config)."""
+    def start(self, name: str, logs: Path, version: str | None = None) -> None:
+        """Start the controller of release `name` (its chart installed) at `version` (component_of), point the
+        chart's webhooks at it and wait until its webhook server answers. A running one is stopped first (an
+        upgrade may change its config or its version)."""
         controller = LOCAL_CONTROLLERS[name]
         self.stop(name)
-        program = build_all([controller.component])[controller.program]
+        program = build_all([component_of(controller, version)])[controller.program]
         port, health = free_port(), free_port()
         cert_dir = self.folder / f"{name}-certs"
         cert_dir.mkdir(exist_ok=True)
