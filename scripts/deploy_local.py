@@ -10,12 +10,14 @@ in place. The Google half is not applied: nothing here can stand for the Google 
   python -m scripts.deploy_local <env> [--dir .cache/cluster-local]
   python -m scripts.deploy_local --destroy <env> [--dir ...]     (make destroy-local)
 
-The synthesized folder is kept at cdktf.out.local-<env>/ (what was applied: a destroy's state).
+The synthesized folder is kept at cdktf.out.local-<env>/; the cluster records the stack applied (its state). A
+resource the stack no longer has is destroyed after the apply, as Terraform destroys what its state has and the
+configuration does not.
 
---destroy takes that stack down again as `make destroy` does on GKE (infra/localcluster/destroy.py): each release
-uninstalled and each Kubernetes resource deleted, each before what it depends on, then every object the cluster
-holds that it did not before the stack's first apply listed: left by design (a CRD Helm keeps, a namespace Helm
-made) or left behind.
+--destroy takes the recorded stack down again as `make destroy` does on GKE (infra/localcluster/destroy.py): each
+release uninstalled and each Kubernetes resource deleted, each before what it depends on, then every object the
+cluster holds that it did not before the stack's first apply listed: left by design (a CRD Helm keeps, a namespace
+Helm made) or left behind.
 
 Exit codes: 0 applied (destroyed, nothing left behind), 1 a real component refused a resource (the release or
 resource, the object and the component's words), a destroy that did not finish or left something behind, 2 bad
@@ -36,7 +38,7 @@ from infra.delivery.apply_paths import unresolved
 from infra.localcluster.apply import ApplyError, LocalApply, run_helm
 from infra.localcluster.build import BuildError
 from infra.localcluster.cluster import Cluster, ClusterError
-from infra.localcluster.destroy import LocalDestroy
+from infra.localcluster.destroy import LocalDestroy, gone
 from infra.localcluster.manifests import UnsupportedResource
 from infra.localcluster.verdicts import Verdicts, collect, undecided
 from infra.synth.load import load_named
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     # A direct child of the repository root, as make deploy's folder: the stack's ../../../ paths resolve.
     folder = REPO / f"cdktf.out.local-{env.name}"
     if args.destroy:
-        return destroy(env.name, folder, Cluster(args.dir.resolve()))
+        return destroy(f"platform-{env.name}", folder, Cluster(args.dir.resolve()))
     shutil.rmtree(folder, ignore_errors=True)
     synth({env.name: env}, folder)
     stack_dir = folder / "stacks" / f"platform-{env.name}"
@@ -85,7 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster(args.dir.resolve())
     try:
         cluster.up(stack, env.region)
+        record = cluster.applied(f"platform-{env.name}")
+        before = json.loads(record.read_text()) if record.is_file() else None
         applied = LocalApply(cluster, stack_dir).run()
+        if before is not None and gone(before, stack):
+            # What the stack no longer has, destroyed as Terraform's apply destroys what its state has and the
+            # configuration does not.
+            LocalDestroy(cluster, before).run(only=gone(before, stack))
+        record.write_text(json.dumps(stack))
     except (ApplyError, UnsupportedResource) as err:
         print(f"error: platform-{env.name}: {err}", file=sys.stderr)
         return 1
@@ -102,14 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if found.unexpected() else 0
 
 
-def destroy(name: str, folder: Path, cluster: Cluster) -> int:
-    """`--destroy`: the stack deploy-local applied from `folder`, destroyed on `cluster`; what is left, listed."""
+def destroy(stack_name: str, folder: Path, cluster: Cluster) -> int:
+    """`--destroy`: the stack deploy-local last applied to `cluster`, destroyed; what is left, listed. `folder`,
+    the synthesized stack deploy-local keeps, goes with it."""
     started = time.monotonic()
-    stack_dir = folder / "stacks" / f"platform-{name}"
-    if not (stack_dir / "cdk.tf.json").is_file():
+    record = cluster.applied(stack_name)
+    if not record.is_file():
+        env = stack_name.removeprefix("platform-")
         print(
-            f"error: platform-{name}: nothing to destroy: deploy-local applied nothing kept in {stack_dir} "
-            f"(make deploy-local ENV={name} applies it)",
+            f"error: {stack_name}: nothing to destroy: deploy-local has applied nothing of it to the cluster in "
+            f"{cluster.folder} (make deploy-local ENV={env} applies it)",
             file=sys.stderr,
         )
         return 2
@@ -117,26 +128,25 @@ def destroy(name: str, folder: Path, cluster: Cluster) -> int:
         print(f"error: destroy-local: the local cluster in {cluster.folder} is not running", file=sys.stderr)
         return 1
     try:
-        destroyed = LocalDestroy(cluster, stack_dir).run()
-    except (ApplyError, ClusterError) as err:
+        destroyed = LocalDestroy(cluster, json.loads(record.read_text())).run()
+    except (ApplyError, ClusterError, UnsupportedResource) as err:
         print(
-            f"error: platform-{name}: the destroy stopped; what is not destroyed is still applied: {err}",
-            file=sys.stderr,
+            f"error: {stack_name}: the destroy stopped; what is not destroyed is still applied: {err}", file=sys.stderr
         )
         return 1
+    seconds = time.monotonic() - started
     print(
-        f"destroy-local: platform-{name}: {len(destroyed.steps)} resources destroyed in "
-        f"{time.monotonic() - started:.0f} s",
-        file=sys.stderr,
+        f"destroy-local: {stack_name}: {len(destroyed.steps)} resources destroyed in {seconds:.0f} s", file=sys.stderr
     )
     for line in destroyed.kept:
         print(f"left by design: {line}")
     for line in destroyed.left:
         print(f"left behind: {line}")
+    record.unlink()
+    shutil.rmtree(folder, ignore_errors=True)
     if destroyed.left:
-        print(f"error: platform-{name}: the destroy left {len(destroyed.left)} object(s) behind", file=sys.stderr)
+        print(f"error: {stack_name}: the destroy left {len(destroyed.left)} object(s) behind", file=sys.stderr)
         return 1
-    shutil.rmtree(folder)
     return 0
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from infra.catalogue import upstream
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
-from infra.localcluster import apply, build, manifests, nodes
+from infra.localcluster import apply, build, destroy, manifests, nodes
 from infra.localcluster.cluster import Cluster
 from scripts import deploy_local
 from tests.helpers import REPO
@@ -65,6 +65,20 @@ def test_a_destroy_takes_each_resource_before_what_it_needs_and_the_controllers_
     kueue = position[next(a for a in order if a.startswith("helm_release.kueue_release"))]
     assert kueue < min(i for a, i in position.items() if a.startswith("kubernetes_namespace_v1."))
     assert order[-1].startswith("kubernetes_namespace_v1.")
+
+
+def test_what_the_stack_no_longer_has_is_what_the_next_apply_destroys(stacks: dict[str, dict[str, Any]]) -> None:
+    """A release or object is known by what it is in the cluster, not by its address: one moved to another address
+    is kept; one taken out goes."""
+    applied = stacks["dev"]
+    releases = applied["resource"]["helm_release"]
+    canary = next(a for a, b in releases.items() if b["name"] == "serve-canary")
+    moved = next(a for a, b in releases.items() if b["name"] == "serve-saxml")
+    stack = json.loads(json.dumps(applied))
+    del stack["resource"]["helm_release"][canary]
+    stack["resource"]["helm_release"]["moved_release"] = stack["resource"]["helm_release"].pop(moved)
+    assert destroy.gone(applied, stack) == {f"helm_release.{canary}"}
+    assert destroy.gone(applied, applied) == set()
 
 
 def test_a_pool_whose_nodes_gke_would_recreate_gets_new_node_names(stacks: dict[str, dict[str, Any]]) -> None:
@@ -359,8 +373,17 @@ def test_a_reshaped_slice_gets_new_nodes_and_the_training_cluster_moves_onto_the
     before = {n["metadata"]["name"] for n in cluster.get("nodes", "-l", "cloud.google.com/gke-nodepool=train")["items"]}
     edits = {"    accelerator: v6e\n    topology: 4x4": "    accelerator: v6e\n    topology: 4x8"}
     edits["  recipe: llama3-8b"] = "  recipe: maxtext-tiny"
+    # And the canary server taken out of the environment: its release goes, as Terraform destroys what its state
+    # has and the configuration does not (deploy-local left it running before).
+    edits["  canary:\n    engine: canary\n    identity: serving\n    bucket: checkpoints\n    path: canary\n"] = ""
+    edits["    image: server\n\n# What the environment watches"] = "\n# What the environment watches"
     code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "reshaped", "sha256:" + "ab" * 32, edits))
     assert code == 0, (out + err)[-4000:]
+    releases = json.loads(apply.run_helm(cluster, ["list", "-A", "-o", "json"], cluster.folder).stdout)
+    assert "serve-canary" not in {r["name"] for r in releases}
+    assert (
+        cluster.get("deployments", "-n", "ml-serving", "-l", "app.kubernetes.io/instance=serve-canary")["items"] == []
+    )
     after = cluster.get("nodes", "-l", "cloud.google.com/gke-nodepool=train")["items"]
     assert len(after) == 8 and before.isdisjoint(n["metadata"]["name"] for n in after)
     assert {n["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] for n in after} == {"4x8"}

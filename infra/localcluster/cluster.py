@@ -134,6 +134,11 @@ class Cluster:
         """The inventory before a stack's first apply on this cluster (its run folder: `down` removes it)."""
         return self.folder / "run" / "baseline.json"
 
+    def applied(self, stack_name: str) -> Path:
+        """The stack deploy-local last applied to this cluster in whole (its run folder): what a destroy destroys,
+        and what the next apply compares with to destroy what the stack no longer has, as Terraform's state."""
+        return self.folder / "run" / f"{stack_name}.applied.json"
+
     def record_baseline(self) -> None:
         """Take the baseline once per cluster: what was there before anything of a stack."""
         if not self.baseline.is_file():

@@ -1,7 +1,8 @@
 """The Kubernetes half of an applied stack destroyed on the local cluster, as `make destroy` destroys it on GKE, and
 what the destroy left behind.
 
-Each resource of the stack deploy-local applied (its kept folder is the state: what was applied), in the order
+Each resource of the stack deploy-local applied last (the cluster's record of it, Cluster.applied: the state), in
+the order
 manifests.destroy_order gives (each before what it depends on; among the orders Terraform could take, the one
 that takes the controllers first), as the providers delete:
 - a helm_release: `helm uninstall` with the release's `wait` (the provider's default: true) and `timeout`, as
@@ -28,7 +29,6 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from infra.catalogue.controller_crds import KEEP_ANNOTATION
@@ -62,20 +62,39 @@ def _seconds(duration: str | None, default: int) -> int:
     return sum(int(n) * {"h": 3600, "m": 60, "s": 1}[unit] for n, unit in parts) if parts else default
 
 
-class LocalDestroy:
-    """Destroys the Kubernetes half of the stack in `stack_dir` (what deploy-local applied) on `cluster`."""
+def identity(address: str, body: dict[str, Any], stack: dict[str, Any]) -> str:
+    """What a resource is in the cluster, whatever its address in the stack: a release's namespace and name, an
+    object's kind, namespace and name."""
+    if address.startswith("helm_release."):
+        return f"release {body['namespace']}/{body['name']}"
+    obj = manifest(address, body, stack)
+    return f"{obj['kind']} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
 
-    def __init__(self, cluster: Cluster, stack_dir: Path) -> None:
+
+def gone(applied: dict[str, Any], stack: dict[str, Any]) -> set[str]:
+    """The addresses of `applied` (the stack applied last) whose release or object `stack` no longer has: what
+    Terraform destroys at the next apply."""
+    wanted = {identity(a, b, stack) for a, b in destroy_order(stack)}
+    return {a for a, b in destroy_order(applied) if identity(a, b, applied) not in wanted}
+
+
+class LocalDestroy:
+    """Destroys the Kubernetes half of `stack` (what deploy-local applied: the cluster's record of it) on
+    `cluster`, or only some of its resources."""
+
+    def __init__(self, cluster: Cluster, stack: dict[str, Any]) -> None:
         self.cluster = cluster
-        self.stack_dir = stack_dir
-        self.stack: dict[str, Any] = json.loads((stack_dir / "cdk.tf.json").read_text())
+        self.stack = stack
         self.controllers = Controllers(cluster)
 
-    def run(self, log: Any = sys.stderr) -> Destroyed:
+    def run(self, log: Any = sys.stderr, only: set[str] | None = None) -> Destroyed:
+        """Destroy every resource (or those of `only`, with nothing compared after) and list what is left."""
         destroyed = Destroyed()
-        listed = run_helm(self.cluster, ["list", "-A", "-o", "json"], self.stack_dir).stdout or "[]"
+        listed = run_helm(self.cluster, ["list", "-A", "-o", "json"], self.cluster.folder).stdout or "[]"
         installed = {(r["name"], r["namespace"]) for r in json.loads(listed)}
         for address, body in destroy_order(self.stack):
+            if only is not None and address not in only:
+                continue
             started = time.monotonic()
             if address.startswith("helm_release."):
                 if (body["name"], body["namespace"]) not in installed:
@@ -87,7 +106,8 @@ class LocalDestroy:
             seconds = time.monotonic() - started
             destroyed.steps.append((address, seconds))
             print(f"destroy-local: {address}: destroyed ({seconds:.1f} s)", file=log, flush=True)
-        destroyed.kept, destroyed.left = self.left_behind()
+        if only is None:
+            destroyed.kept, destroyed.left = self.left_behind()
         return destroyed
 
     def _uninstall(self, address: str, body: dict[str, Any]) -> None:
@@ -96,7 +116,7 @@ class LocalDestroy:
         command += ["--timeout", f"{int(body.get('timeout') or 300)}s"]
         if body.get("wait", True):
             command.append("--wait")
-        done = run_helm(self.cluster, command, self.stack_dir)
+        done = run_helm(self.cluster, command, self.cluster.folder)
         if done.returncode:
             raise ApplyError(f"{address} (release {name}): helm uninstall: {done.stderr.strip()[-3000:]}")
         if name in LOCAL_CONTROLLERS and body.get("repository"):
