@@ -90,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         record = cluster.applied(f"platform-{env.name}")
         before = json.loads(record.read_text()) if record.is_file() else None
         applied = LocalApply(cluster, stack_dir).run()
-        if before is not None and gone(before, stack):
-            # What the stack no longer has, destroyed as Terraform's apply destroys what its state has and the
-            # configuration does not.
-            LocalDestroy(cluster, before).run(only=gone(before, stack))
+        # What the stack no longer has, destroyed as Terraform's apply destroys what its state has and the
+        # configuration does not.
+        removed = gone(before, stack) if before is not None else set()
+        if before is not None and removed:
+            LocalDestroy(cluster, before).run(only=removed)
         record.write_text(json.dumps(stack))
     except (ApplyError, UnsupportedResource) as err:
         print(f"error: platform-{env.name}: {err}", file=sys.stderr)
