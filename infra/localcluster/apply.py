@@ -72,6 +72,17 @@ RELEASE_KEYS = {
 }
 
 
+# What the helm provider takes for a release argument left unset (hashicorp/terraform-provider-helm v3.1.1
+# helm/resource_helm_release.go defaultAttributes): the install, upgrade and uninstall all read them.
+RELEASE_DEFAULTS = {"skip_crds": False, "create_namespace": False, "wait": True, "atomic": False, "timeout": 300}
+
+
+def release_setting(body: dict[str, Any], key: str) -> Any:
+    """A helm_release's argument, or the provider's default for it."""
+    value = body.get(key)
+    return RELEASE_DEFAULTS[key] if value is None else value
+
+
 class ApplyError(RuntimeError):
     """A resource the real components refused: the release or resource, the object, and the component's words."""
 
@@ -107,9 +118,9 @@ def helm_command(body: dict[str, Any], stack: dict[str, Any], values_dir: Path) 
         command += ["--post-renderer", str(postrender["binary_path"])]
         command += [f"--post-renderer-args={arg}" for arg in postrender.get("args") or []]
     for flag in ("skip_crds", "create_namespace", "wait", "atomic"):
-        if body.get(flag):
+        if release_setting(body, flag):
             command.append("--" + flag.replace("_", "-"))
-    command += ["--timeout", f"{int(body.get('timeout') or 300)}s"]
+    command += ["--timeout", f"{int(release_setting(body, 'timeout'))}s"]
     return command
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalogue.controller_crds import KEEP_ANNOTATION
-from infra.localcluster.apply import ApplyError, run_helm
+from infra.localcluster.apply import ApplyError, release_setting, run_helm
 from infra.localcluster.cluster import Cluster
 from infra.localcluster.controllers import LOCAL_CONTROLLERS, Controllers
 from infra.localcluster.manifests import destroy_order, manifest
@@ -113,8 +113,8 @@ class LocalDestroy:
     def _uninstall(self, address: str, body: dict[str, Any]) -> None:
         name = str(body["name"])
         command = ["uninstall", name, "--namespace", str(body["namespace"])]
-        command += ["--timeout", f"{int(body.get('timeout') or 300)}s"]
-        if body.get("wait", True):
+        command += ["--timeout", f"{int(release_setting(body, 'timeout'))}s"]
+        if release_setting(body, "wait"):
             command.append("--wait")
         done = run_helm(self.cluster, command, self.cluster.folder)
         if done.returncode:

@@ -66,8 +66,9 @@ def nodes(stack: dict[str, Any], region: str) -> list[dict[str, Any]]:
         max_pods = int(pool.get("max_pods_per_node") or DEFAULT_MAX_PODS)
         resources = {name: _quantity(name, amount) for name, amount in node.allocatable.items()}
         resources["pods"] = str(max_pods)
+        prefix = f"{node.pool}-{generation(pool)}"
         for index, zone in enumerate(pool_size(pool)):
-            name = f"{node.pool}-{generation(pool)}-{index}"
+            name = f"{prefix}-{index}"
             labels = {**node.labels, "kubernetes.io/hostname": name}
             if zone:
                 labels["topology.kubernetes.io/zone"] = zone
