@@ -551,6 +551,28 @@ SOURCED_EDITS: dict[str, tuple[str, Edit, str, str, str]] = {
         "10.20.0.0/28",
         "holds 16 Service addresses",
     ),
+    "a subnet that holds the nodes but not the internal load balancers": (
+        "arithmetic",
+        # dev's nodes, surge nodes and VMs need 60 of a /26's 60; Saxml's Service and vLLM's Gateway take 2 more.
+        _sub("  subnet_cidr: 10.10.0.0/20\n", "  subnet_cidr: 10.10.0.0/26\n"),
+        "network.subnet_cidr",
+        "10.10.0.0/26",
+        "2 internal load balancer(s): serving.saxml, serving.llama70b-vllm",
+    ),
+    "a weekly window of too few hours in 32 days": (
+        "arithmetic",
+        _sub('recurrence: "FREQ=WEEKLY;BYDAY=SA,SU"', 'recurrence: "FREQ=WEEKLY;BYDAY=SA"'),
+        "cluster.maintenance.window",
+        "FREQ=WEEKLY;BYDAY=SA with 8-hour occurrences opens 4 times in the leanest 32 days: 32 hours",
+        "at least 48 hours of maintenance in any 32 days (longer occurrences, 12 hours each, or more days)",
+    ),
+    "a maintenance window shorter than GKE counts": (
+        "arithmetic",
+        _sub('end: "2026-01-03T10:00:00Z", recurrence: "FREQ=W', 'end: "2026-01-03T05:00:00Z", recurrence: "FREQ=W'),
+        "cluster.maintenance.window",
+        "lasts 3 hours (2026-01-03T02:00:00Z to 2026-01-03T05:00:00Z)",
+        "GKE counts only stretches of at least 4 hours",
+    ),
     "a proxy-only subnet below a /26": (
         "arithmetic",
         _sub("  proxy_only_cidr: 10.10.18.0/23\n", "  proxy_only_cidr: 10.10.18.0/28\n"),

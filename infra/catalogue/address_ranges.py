@@ -16,7 +16,13 @@ Checked 2026-11-26 against:
 - https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size (a /26 at least; /23
   recommended);
 - https://cloud.google.com/kubernetes-engine/docs/concepts/private-cluster-concept (the control plane's range
-  of a private cluster is a /28 of private addresses).
+  of a private cluster is a /28 of private addresses);
+- https://cloud.google.com/load-balancing/docs/forwarding-rule-concepts#internal-forwarding-rules (an internal
+  forwarding rule's address comes from a subnet of the VPC: the passthrough Network Load Balancer of a Service
+  annotated `networking.gke.io/load-balancer-type: Internal` and the regional internal Application Load Balancer
+  of a `gke-l7-rilb` Gateway each take one from the cluster's node subnet unless told another
+  (https://cloud.google.com/kubernetes-engine/docs/concepts/service-load-balancer-parameters#subnet); the
+  Application Load Balancer's proxies take theirs from the proxy-only subnet instead).
 """
 
 from __future__ import annotations
@@ -66,6 +72,11 @@ SURGE_SOURCE = "https://cloud.google.com/kubernetes-engine/docs/concepts/node-po
 PROXY_ONLY_MAX_PREFIX = 26
 PROXY_ONLY_RECOMMENDED_PREFIX = 23
 PROXY_ONLY_SOURCE = "https://cloud.google.com/load-balancing/docs/proxy-only-subnets#proxy_only_subnet_size"
+# Addresses of the node subnet each internal load balancer's forwarding rule takes.
+ADDRESSES_PER_INTERNAL_LOAD_BALANCER = 1
+INTERNAL_LOAD_BALANCER_SOURCE = (
+    "https://cloud.google.com/load-balancing/docs/forwarding-rule-concepts#internal-forwarding-rules"
+)
 CONTROL_PLANE_SOURCE = "https://cloud.google.com/kubernetes-engine/docs/concepts/private-cluster-concept"
 
 

@@ -1,7 +1,8 @@
 """The environment's address arithmetic: each range holds what the platform puts in it.
 
 The subnet's primary range holds every node and VM of the stack's VPC (GKE's pools at their most nodes plus a
-surge node each while they upgrade, the Slurm cluster's hosts and nodes, the VM groups' VMs); the pod range holds
+surge node each while they upgrade, the Slurm cluster's hosts and nodes, the VM groups' VMs) and the address of
+each internal load balancer the releases make (a Saxml HTTP Service, a vLLM Gateway); the pod range holds
 a /24 per GKE node (110 pods each, GKE's default); the Services range holds the Services the stack's releases
 create. Facts and sources: infra/catalogue/address_ranges.py.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from infra.catalogue import address_ranges as ranges
 from infra.config.base import Problem
 from infra.config.findings import Finding
+from infra.config.serving import SaxmlServing, VllmServing
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment
@@ -35,14 +37,33 @@ def gke_nodes(env: Environment) -> list[tuple[str, int]]:
     return pools
 
 
+def internal_load_balancers(env: Environment) -> list[str]:
+    """The serving deployments whose release makes an internal load balancer in the node subnet: Saxml's HTTP
+    Service when `load_balancer: internal`, a vLLM deployment's Gateway (`gke-l7-rilb`)."""
+    return [
+        key
+        for key, d in env.serving.items()
+        if (isinstance(d, SaxmlServing) and d.load_balancer == "internal") or (isinstance(d, VllmServing) and d.gateway)
+    ]
+
+
 def subnet_hosts(env: Environment) -> int:
-    """Addresses the subnet's primary range must hold: GKE nodes with a surge node per pool, Slurm, VM groups."""
+    """Addresses the subnet's primary range must hold: GKE nodes with a surge node per pool, Slurm, VM groups, the
+    internal load balancers."""
+    lbs = ranges.ADDRESSES_PER_INTERNAL_LOAD_BALANCER * len(internal_load_balancers(env))
     gke = sum(n + ranges.DEFAULT_MAX_SURGE for _, n in gke_nodes(env))
     slurm = 0
     if env.slurm is not None:
         slurm = 2 + sum(env.slices[p.slice].slice.hosts for p in env.slurm.partitions.values() if p.slice in env.slices)
     vms = sum(env.slices[g.slice].slice.hosts for g in env.vm_groups.values() if g.slice in env.slices)
-    return gke + slurm + vms
+    return gke + slurm + vms + lbs
+
+
+def _load_balancers(env: Environment) -> str:
+    keys = internal_load_balancers(env)
+    if not keys:
+        return "no internal load balancers"
+    return f"{len(keys)} internal load balancer(s): serving.{', serving.'.join(keys)}"
 
 
 def releases(env: Environment) -> int:
@@ -64,8 +85,9 @@ def capacity_problems(env: Environment) -> list[Problem]:
                 net.subnet_cidr,
                 f"holds {usable} addresses ({2 ** (32 - subnet.prefixlen)} less {ranges.SUBNET_RESERVED} reserved); "
                 f"the stack's nodes and VMs need up to {need} (GKE pools at most: {pools}, each +"
-                f"{ranges.DEFAULT_MAX_SURGE} while it upgrades; the Slurm hosts and nodes; the VM groups) "
-                f"[source: {ranges.SUBNET_RESERVED_SOURCE}; {ranges.SURGE_SOURCE}]",
+                f"{ranges.DEFAULT_MAX_SURGE} while it upgrades; the Slurm hosts and nodes; the VM groups; "
+                f"{_load_balancers(env)}) [source: {ranges.SUBNET_RESERVED_SOURCE}; {ranges.SURGE_SOURCE}; "
+                f"{ranges.INTERNAL_LOAD_BALANCER_SOURCE}]",
             )
         )
     pods = ipaddress.ip_network(net.pods_cidr)

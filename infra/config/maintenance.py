@@ -10,7 +10,9 @@ The checks follow GKE's API as Cluster Toolkit v1.95.0 encodes it (modules/sched
 `maintenance_exclusions`: at most three exclusions; scope NO_UPGRADES, NO_MINOR_UPGRADES or
 NO_MINOR_OR_NODE_UPGRADES) and as the pinned provider takes it: google 6.50.0's maintenance_exclusion requires an
 end_time and has no end-time behaviour (UNTIL_END_OF_SUPPORT is not expressible there). How long each scope may
-last is GKE's to refuse at apply; it is not checked here.
+last is GKE's to refuse at apply; it is not checked here. A window must leave GKE at least 48 hours of maintenance
+in any 32 days, counting only stretches of at least 4 hours (WINDOW_SOURCE): checked here, for the leanest 32 days
+the recurrence can give.
 """
 
 from __future__ import annotations
@@ -28,6 +30,25 @@ Timestamp = Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{
 # RFC 5545 recurrence rules of the two kinds a maintenance window is written with: every day, or on named weekdays
 # (GKE's examples: FREQ=DAILY, FREQ=WEEKLY;BYDAY=SA,SU).
 _RRULE = re.compile(r"^FREQ=(DAILY|WEEKLY;BYDAY=(MO|TU|WE|TH|FR|SA|SU)(,(MO|TU|WE|TH|FR|SA|SU))*)$")
+
+
+WINDOW_SOURCE = (
+    "https://cloud.google.com/kubernetes-engine/docs/how-to/maintenance-windows-and-exclusions "
+    "(Considerations when configuring a maintenance window)"
+)
+# "You must allow at least 48 hours of maintenance availability in a 32-day rolling window. Only contiguous
+# availability windows of at least four hours are considered." (WINDOW_SOURCE)
+MIN_HOURS_PER_32_DAYS = 48
+MIN_CONTIGUOUS_HOURS = 4
+_WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+
+
+def fewest_occurrences_in_32_days(recurrence: str) -> int:
+    """How many times a window recurring as `recurrence` opens in the leanest 32 consecutive days."""
+    if recurrence == "FREQ=DAILY":
+        return 32
+    days = {_WEEKDAYS.index(d) for d in recurrence.split("BYDAY=", 1)[1].split(",")}
+    return min(sum((first + i) % 7 in days for i in range(32)) for first in range(7))
 
 
 def _when(value: str) -> datetime:
@@ -58,6 +79,20 @@ class MaintenanceWindow(Model):
             raise ValueError(f"end {self.end} is not after start {self.start}")
         if hours > 24:
             raise ValueError(f"one occurrence lasts {hours:g} hours; a daily or weekly window lasts at most 24")
+        if hours < MIN_CONTIGUOUS_HOURS:  # shorter than a day, an occurrence never touches the next one
+            raise ValueError(
+                f"one occurrence lasts {hours:g} hours ({self.start} to {self.end}); GKE counts only stretches of at "
+                f"least {MIN_CONTIGUOUS_HOURS} hours toward its {MIN_HOURS_PER_32_DAYS} hours in 32 days "
+                f"[source: {WINDOW_SOURCE}]"
+            )
+        opens = fewest_occurrences_in_32_days(self.recurrence)
+        if opens * hours < MIN_HOURS_PER_32_DAYS:
+            raise ValueError(
+                f"{self.recurrence} with {hours:g}-hour occurrences opens {opens} times in the leanest 32 days: "
+                f"{opens * hours:g} hours; GKE requires at least {MIN_HOURS_PER_32_DAYS} hours of maintenance in any "
+                f"32 days (longer occurrences, {-(-MIN_HOURS_PER_32_DAYS // opens)} hours each, or more days) "
+                f"[source: {WINDOW_SOURCE}]"
+            )
         return self
 
 
