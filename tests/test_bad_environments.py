@@ -551,6 +551,31 @@ SOURCED_EDITS: dict[str, tuple[str, Edit, str, str, str]] = {
         "10.20.0.0/28",
         "holds 16 Service addresses",
     ),
+    "the trainer's image given to the canary server": (
+        "consistency",
+        _sub("    image: server\n", "    image: trainer\n"),
+        "serving.canary.image",
+        "trainer",
+        "runs the Ray Train JaxTrainer launcher on TPU slices (training.image); this field takes an image that "
+        "runs the canary server (serving.<key>.image, engine canary): server",
+    ),
+    "vLLM's image given to the TPU trainer": (
+        "consistency",
+        _sub("  image: trainer\n", "  image: vllm-tpu\n"),
+        "training.image",
+        "vllm-tpu",
+        "is built from workloads/serving/Dockerfile.vllm-tpu and runs vLLM on TPU",
+    ),
+    "a release image no catalogue entry builds": (
+        "consistency",
+        _sub(
+            "  images:\n",
+            "  images:\n    custom: " + IMAGE.replace("/trainer@", "/custom@") + "sha256:" + "0" * 64 + "\n",
+        ),
+        "release.images.custom",
+        "custom",
+        "not an image of images/images.yaml",
+    ),
     "a subnet that holds the nodes but not the internal load balancers": (
         "arithmetic",
         # dev's nodes, surge nodes and VMs need 60 of a /26's 60; Saxml's Service and vLLM's Gateway take 2 more.

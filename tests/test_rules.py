@@ -261,6 +261,12 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "release.images.server",
         "workloads/server/Dockerfile builds from debian:12.12-slim by tag",
     ),
+    # the GPU trainer's image given to the Ray trainer on TPU.
+    "docker.image-runs-the-job": (
+        lambda d, mp: d["training"].update(image="trainer-gpu"),
+        "training.image",
+        "release.images.trainer-gpu is built from workloads/trainer/Dockerfile.gpu",
+    ),
 }
 
 

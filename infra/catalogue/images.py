@@ -1,4 +1,4 @@
-"""The platform's own container images (images/images.yaml): the user each one runs as.
+"""The platform's own container images (images/images.yaml): the user each one runs as, and the job it runs.
 
 Read from the Dockerfiles themselves, not typed again: the last `USER` of the stage an entry builds
 (its `target`, else the file's last stage), following `FROM <earlier stage>` back through the file.
@@ -121,4 +121,36 @@ def base_images() -> dict[str, list[str]]:
         dockerfile = entry["dockerfile"]
         for base in dockerfile_bases((REPO / dockerfile).read_text()):
             out.setdefault(base, []).append(f"{name} ({dockerfile})")
+    return out
+
+
+# The jobs an image of the catalogue runs (its `runs`), and the environment fields that take an image for each.
+JOBS: dict[str, str] = {
+    "ray-trainer": "the Ray Train JaxTrainer launcher on TPU slices (training.image)",
+    "gpu-trainer": "the trainer on a GPU slice, one process per node (batch.training.image, slurm.training.image, "
+    "vertex.training.image)",
+    "checkpoint-converter": "the checkpoint conversion before JetStream serves (serving.<key>.conversion.image)",
+    "canary-server": "the canary server (serving.<key>.image, engine canary)",
+    "vllm-server": "vLLM on TPU (serving.<key>.image, engine vllm)",
+}
+
+
+@dataclass(frozen=True)
+class CatalogueImage:
+    """An entry of images/images.yaml as the rules read it."""
+
+    name: str
+    runs: str  # a key of JOBS
+    built_from: str  # "<dockerfile>[ (stage <target>)]"
+    description: str
+
+
+@cache
+def catalogue_images() -> dict[str, CatalogueImage]:
+    """{image name in images/images.yaml: what it is built from and the job it runs}."""
+    out = {}
+    for name, entry in (yaml.safe_load(CATALOGUE.read_text()) or {}).items():
+        target = entry.get("target")
+        built_from = entry["dockerfile"] + (f" (stage {target})" if target else "")
+        out[name] = CatalogueImage(name, entry["runs"], built_from, entry.get("description", ""))
     return out
