@@ -137,6 +137,18 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "cpu_pools.convert.max_nodes",
         "less than or equal to 1000",
     ),
+    "a Cyrillic e in an accelerator": (
+        "messages",
+        _sub("    accelerator: v6e\n    topology: 4x4\n", "    accelerator: v6\u0435\n    topology: 4x4\n"),
+        "slices.train.accelerator",
+        "'v6e' written with look-alike characters (U+0435 CYRILLIC SMALL LETTER IE)",
+    ),
+    "a Cyrillic a in an image name": (
+        "messages",
+        _sub("  image: trainer\n", "  image: tr\u0430iner\n"),
+        "training.image",
+        "the value holds characters outside ASCII: U+0430 CYRILLIC SMALL LETTER A",
+    ),
     "a 100 TB boot disk": (
         "numbers",
         _sub("    max_nodes: 5\n", "    max_nodes: 5\n    disk_size_gb: 100000\n"),
@@ -947,6 +959,13 @@ SOURCED_EDITS: dict[str, tuple[str, Edit, str, str, str]] = {
         "cluster.min_master_version",
         "1.3",
         "typed 1.30 unquoted, which YAML reads as a float: quote it, '1.30'",
+    ),
+    "a topology typed as a number, which quoting would not mend": (
+        "yaml 1.1",
+        _sub("    topology: 4x4\n", "    topology: 16\n"),
+        "slices.train.topology",
+        "16",
+        "which YAML reads as an int; quoted, '16' is refused too: topology '16' is not a 2-D topology of v6e",
     ),
     "yes for a boolean": (
         "yaml 1.1",

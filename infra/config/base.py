@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Annotated, Literal
 
@@ -90,10 +91,29 @@ ImageDigest = Annotated[str, AfterValidator(_image_digest)]
 ExactVersion = Annotated[str, AfterValidator(_exact_version)]
 
 
+def non_ascii(text: str) -> str:
+    """The characters of `text` outside ASCII, each once, by code point and Unicode name."""
+    return ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in dict.fromkeys(text) if not c.isascii())
+
+
+def lookalike(text: str, allowed: Iterable[str]) -> str | None:
+    """The allowed name `text` spells with look-alike characters (the ASCII ones in place, each other one standing
+    for one character: U+0435, a Cyrillic e, in v6e), said with the odd characters; None when there is none."""
+    if text.isascii():
+        return None
+    for candidate in allowed:
+        if len(candidate) == len(text) and all(k == c or not k.isascii() for k, c in zip(text, candidate, strict=True)):
+            return f"{candidate!r} written with look-alike characters ({non_ascii(text)})"
+    return None
+
+
 def _not_in(loc: tuple[str | int, ...], value: str, known: Iterable[str], label: str) -> list[Problem]:
     """No problem when `value` is one of `known`; otherwise one naming what is allowed."""
     names = list(known)
-    return [] if value in names else [Finding(loc, value, f"not in {label}: {', '.join(names) or '(none)'}")]
+    if value in names:
+        return []
+    like = lookalike(value, names)
+    return [Finding(loc, value, f"not in {label}: {', '.join(names) or '(none)'}" + (f"; {like}" if like else ""))]
 
 
 class _CrossReferenceError(ValueError):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import types
 import typing
-import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from infra.catalogue import labels as label_limits
 from infra.catalogue.errors import ShapeError
 from infra.catalogue.gcp_names import BUCKET_NAMING, PROJECT_ID
-from infra.config.base import _CrossReferenceError
+from infra.config.base import _CrossReferenceError, lookalike, non_ascii
 from infra.config.environment import Environment
 from infra.config.findings import FieldPath, field_path
 from infra.config.together import together_problems
@@ -145,17 +145,6 @@ def _show(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-def _lookalike(key: str, allowed: Iterable[str]) -> str | None:
-    """An allowed key that `key` differs from only in non-ASCII characters (a Cyrillic a for a Latin one)."""
-    if key.isascii():
-        return None
-    for candidate in allowed:
-        if len(candidate) == len(key) and all(k == c or not k.isascii() for k, c in zip(key, candidate, strict=True)):
-            odd = ", ".join(f"U+{ord(k):04X} {unicodedata.name(k, '?')}" for k in key if not k.isascii())
-            return f"{candidate!r} written with look-alike characters ({odd})"
-    return None
-
-
 def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
     raw = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     loc, _ = _walk(raw)
@@ -168,7 +157,7 @@ def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
     if kind == "extra_forbidden":
         _, parent = _walk(raw[:-1])
         allowed = list(parent.model_fields) if parent else []
-        like = _lookalike(str(loc[-1]), allowed)
+        like = lookalike(str(loc[-1]), allowed)
         what = f"unknown key {loc[-1]!r}" + (f": {like}" if like else "")
         return loc, value, f"{what}; allowed keys here: {', '.join(allowed) or '(none)'}"
     if kind == "missing":
@@ -183,26 +172,74 @@ def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
         message = f"must match the pattern {ctx.get('pattern')}"
         if ctx.get("pattern") in PATTERN_SOURCES:
             message += f" [source: {PATTERN_SOURCES[ctx['pattern']]}]"
+    if kind == "literal_error" and isinstance(value, str):
+        like = lookalike(value, re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
+        if like:
+            message += f": {like}"
     return loc, value, message
+
+
+def _odd_characters(value: object, message: str) -> str:
+    """A note on a refused text value that holds characters outside ASCII (a pasted Cyrillic e, U+0435, looks like
+    an e), unless the message already names them."""
+    if not isinstance(value, str) or value.isascii() or "look-alike" in message:
+        return ""
+    like = lookalike(value, re.findall(r"[A-Za-z0-9._/-]+", message))  # the allowed values the message lists
+    return f" ({like})" if like else f" (the value holds characters outside ASCII: {non_ascii(value)})"
 
 
 Typed = dict[tuple[str | int, ...], tuple[str, str]]
 
 
-def _typed_note(typed: Typed, loc: tuple[str | int, ...], kind: str) -> str:
-    """What the file says at `loc` when YAML read an unquoted scalar as a number, a boolean or null there."""
+# Given a field path and the text typed there, why the model refuses that text as a string (None: it takes it).
+AsText = Callable[[tuple[str | int, ...], str], str | None]
+
+
+def _typed_note(
+    typed: Typed, loc: tuple[str | int, ...], kind: str, message: str, as_text: AsText | None = None
+) -> str:
+    """What the file says at `loc` when YAML read an unquoted scalar as a number, a boolean or null there: quote it
+    where the field takes the quoted text, else what the quoted text would be refused for (nothing when that is
+    `message` again: quoting is beside the point)."""
     if loc not in typed or kind not in _TYPE_ERRORS:
         return ""
     text, tag = typed[loc]
     what = tag.rsplit(":", 1)[-1]
-    return (
-        f" (typed {text} unquoted, which YAML reads as a{'n' if what == 'int' else ''} {what}: quote it, '{text}') "
-        "[YAML 1.1 types: https://yaml.org/type/]"
-    )
+    read = f"typed {text} unquoted, which YAML reads as a{'n' if what == 'int' else ''} {what}"
+    refused = as_text(loc, text) if as_text is not None else None
+    if refused == message:
+        return ""
+    if refused is not None:
+        return f" ({read}; quoted, '{text}' is refused too: {refused}) [YAML 1.1 types: https://yaml.org/type/]"
+    return f" ({read}: quote it, '{text}') [YAML 1.1 types: https://yaml.org/type/]"
+
+
+def _as_text(data: dict[str, Any]) -> AsText:
+    """An `AsText` for the file's data: validates a copy with the text, quoted, at the path."""
+
+    def refused(loc: tuple[str | int, ...], text: str) -> str | None:
+        changed = copy.deepcopy(data)
+        parent: Any = changed
+        for part in loc[:-1]:
+            parent = parent[part]
+        parent[loc[-1]] = text
+        try:
+            Environment.model_validate(changed)
+        except ValidationError as err:
+            for e in err.errors():
+                at, _, message = _describe(e)
+                if at == loc:
+                    return message
+        return None
+
+    return refused
 
 
 def _problems_from(
-    err: ValidationError, typed: Typed | None = None, said: set[tuple[str | int, ...]] | None = None
+    err: ValidationError,
+    typed: Typed | None = None,
+    said: set[tuple[str | int, ...]] | None = None,
+    as_text: AsText | None = None,
 ) -> list[str]:
     """One line per problem; a type error at a path `said` already (a YAML 1.1 form) is not said twice."""
     lines: list[str] = []
@@ -210,12 +247,12 @@ def _problems_from(
         cause = (e.get("ctx") or {}).get("error")
         if isinstance(cause, _CrossReferenceError):
             for loc, value, message in cause.problems:
-                lines.append(f"{_format_loc(loc)}: {_show(value)}: {message}")
+                lines.append(f"{_format_loc(loc)}: {_show(value)}: {message}{_odd_characters(value, message)}")
             continue
         loc, value, message = _describe(e)
         if loc in (said or set()) and e["type"] in _TYPE_ERRORS:
             continue
-        message += _typed_note(typed or {}, loc, e["type"])
+        message += _typed_note(typed or {}, loc, e["type"], message, as_text) + _odd_characters(value, message)
         # A whole mapping is noise: model-level messages name the values at fault.
         shown = "" if isinstance(value, dict) or (value is None and e["type"] == "missing") else f"{_show(value)}: "
         lines.append(f"{_format_loc(loc)}: {shown}{message}")
@@ -353,7 +390,8 @@ def parse_environment(path: Path) -> Environment:
     try:
         env = Environment.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(path, [*coerced.values(), *_problems_from(err, typed, set(coerced))]) from None
+        problems = _problems_from(err, typed, set(coerced), _as_text(data))
+        raise ConfigError(path, [*coerced.values(), *problems]) from None
     except RecursionError:
         raise ConfigError(path, [*coerced.values(), "(file): nested too deeply to validate"]) from None
     if coerced:
