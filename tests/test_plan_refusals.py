@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from infra.config import ENVIRONMENTS_DIR
 from tests.helpers import REPO
@@ -31,6 +32,8 @@ def test_make_plan_refuses_a_system_pool_too_small_for_the_pods_that_share_it(tm
     said = done.stdout + done.stderr
     assert done.returncode != 0 and "Traceback" not in said
     refusal = next(line for line in said.splitlines() if "gke.pools-hold-their-pods-together" in line)
+    # The file and the field that made the release, then what the synth made of it.
+    assert refusal.startswith(f"error: {environments / 'dev.yaml'}: serving.llama70b-vllm (synthesized as "), refusal
     assert "Deployment/serve-llama70b-vllm-epp" in refusal
     assert "find no room in system (at most 3 nodes)" in refusal
     assert "cluster-autoscaler" in refusal  # the source
@@ -57,3 +60,26 @@ def test_values_a_chart_refuses_are_a_refusal_of_the_rules_step_not_a_traceback(
     path.write_text(json.dumps(stack))
     report = run(envs, stacks)
     assert any("vllm-tpu" in line and "values.schema.json" in line for line in report.lines), report.lines[-3:]
+
+
+def test_every_pool_and_release_a_stack_makes_is_traced_to_the_field_that_made_it(
+    envs: dict, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """A refusal the rules find only in a synthesized stack or a rendered release names the environment file's field
+    (infra/derive/provenance.py): each node pool and release of what ships is traced to a field the file has."""
+    import yaml
+
+    from infra.derive.provenance import resource_field
+
+    for name, stack in stacks.items():
+        data = yaml.safe_load((ENVIRONMENTS_DIR / f"{name}.yaml").read_text())
+        for rtype in ("google_container_node_pool", "helm_release", "google_storage_bucket", "google_container_cluster"):
+            for body in stack["resource"][rtype].values():
+                field = resource_field(envs[name], f"{rtype}.{body['name']}")
+                assert field is not None, f"{name}: {rtype}.{body['name']} is traced to no field"
+                node = data
+                for part in field.split("."):
+                    if part not in node:  # a field left to its default (buckets.<key> with no name) still names it
+                        assert part == field.split(".")[-1] and field.startswith("buckets."), (name, field)
+                        break
+                    node = node[part]

@@ -1153,7 +1153,8 @@ def test_make_plan_refuses_a_vllm_chart_whose_xla_cache_its_user_cannot_write(
     assert code == 1
     # Both environments, both vLLM releases (the multi-host group's leader and worker pods).
     assert len(errors) == 6, errors
-    [line] = [e for e in errors if "platform-dev/cdk.tf.json helm_release serve-llama70b-vllm:" in e]
+    [line] = [e for e in errors if "platform-dev/cdk.tf.json helm_release serve-llama70b-vllm)" in e]
+    assert "dev.yaml: serving.llama70b-vllm (synthesized as " in line
     assert (
         f"{VLLM_AT}.volumeMounts[1]: 'xla-cache': uid 1000, groups [100] (container securityContext.runAsUser)" in line
     )

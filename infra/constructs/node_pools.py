@@ -12,8 +12,6 @@ from infra.cdk.bindings import google
 
 SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
-# The CPU pool's name: system pods, controllers, Ray heads and the chipless Pathways leaders.
-SYSTEM_POOL = "system"
 
 
 def _node_config(*, machine_type: str, service_account: str, metadata: str = "GKE_METADATA", **extra: object) -> dict:

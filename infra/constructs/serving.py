@@ -21,8 +21,8 @@ from infra.config import (
     Serving,
     VllmServing,
 )
-from infra.constructs.node_pools import SYSTEM_POOL
 from infra.constructs.releases import NODEPOOL_LABEL, pool_selector
+from infra.derive.names import SYSTEM_POOL
 from infra.derive.names import serving_release as release_name
 from workloads.constants import CHECKPOINT_MOUNT
 from workloads.serving import vllm_args as vllm

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.config import Environment, environments_dir
+from infra.derive.provenance import release_field, resource_field
 from infra.rules import Violation, check_environment, check_release, check_stack, rules_for
 from infra.rules.manifest_subject import ReleaseContext
 from workloads.charts.check import ChartCheckError
@@ -72,6 +74,21 @@ def check_synthesized(
     return check_stack(stack), manifest, len(releases)
 
 
+def environment_file(name: str) -> str:
+    """Environment `name`'s file as a refusal names it: relative to the working directory where it lies below it."""
+    path = environments_dir() / f"{name}.yaml"
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def _made_by(envs: dict[str, Environment], stack_dir: Path, field: str | None, what: str) -> str:
+    """Where a refusal found in stack `stack_dir` points: `<environment file>: <field> (synthesized as <what>)`
+    where one field of the stack's environment made it, else `<what>`."""
+    name = stack_dir.name.removeprefix("platform-")
+    if field is None or not stack_dir.name.startswith("platform-") or name not in envs:
+        return what
+    return f"{environment_file(name)}: {field} (synthesized as {what})"
+
+
 def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
     report = Report()
     for subject in ("environment", "terraform", "manifest"):
@@ -79,7 +96,7 @@ def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
         report.subjects[subject] = 0
     for name, env in envs.items():
         report.subjects["environment"] += 1
-        report.lines += [v.line(f"infra/environments/{name}.yaml") for v in check_environment(env)]
+        report.lines += [v.line(environment_file(name)) for v in check_environment(env)]
     for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
         stack = json.loads(path.read_text())
         try:
@@ -94,6 +111,13 @@ def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
         terraform, manifest, count = check_synthesized(stack, releases)
         report.subjects["terraform"] += 1
         report.subjects["manifest"] += count
-        report.lines += [v.line(str(path)) for v in terraform]
-        report.lines += [v.line(f"{path} helm_release {release}") for release, v in manifest]
+        env = envs.get(path.parent.name.removeprefix("platform-"))
+        report.lines += [
+            v.line(_made_by(envs, path.parent, resource_field(env, v.field) if env else None, str(path)))
+            for v in terraform
+        ]
+        report.lines += [
+            v.line(_made_by(envs, path.parent, release_field(env, r) if env else None, f"{path} helm_release {r}"))
+            for r, v in manifest
+        ]
     return report

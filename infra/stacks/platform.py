@@ -38,7 +38,7 @@ from infra.constructs.network import (
     ProxyOnlySubnet,
 )
 from infra.constructs.network_policy import NamespacePolicies
-from infra.constructs.node_pools import SYSTEM_POOL, CpuNodePool, SliceNodePool
+from infra.constructs.node_pools import CpuNodePool, SliceNodePool
 from infra.constructs.providers import Providers
 from infra.constructs.registry import DockerRepository
 from infra.constructs.releases import (
@@ -55,6 +55,7 @@ from infra.constructs.storage import Bucket
 from infra.constructs.vertex import VertexJobs, custom_code_agent
 from infra.constructs.vms import VmGroup
 from infra.derive import observability
+from infra.derive.names import SYSTEM_POOL
 from infra.slurm import jobs as slurm_jobs
 from infra.slurm.blueprint import node_tag as slurm_node_tag
 from infra.vertex import job as vertex_job
