@@ -30,12 +30,14 @@ from infra.delivery.images import (
     ImageBuild,
     ImageError,
     build_all,
+    check_image_name,
     docker_answers,
     git_commit,
     load_catalogue,
     plan_build,
     uncommitted,
 )
+from infra.synth.load import load_named
 
 
 def _run(command: Sequence[str]) -> str:
@@ -66,15 +68,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every image of images/images.yaml, pinned in one write")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
-    words = [w for w in (args.name, args.env) if w]
-    if len(words) != (1 if args.all else 2):
+    if args.all and args.env is not None:
         print(
-            f"{parser.prog}: error: give <name> <env>, or --all <env> (got {' '.join(words) or 'nothing'})",
+            f"{parser.prog}: error: --all builds every image: give the environment alone (IMAGE={args.name!r} "
+            f"ENV={args.env!r})",
             file=sys.stderr,
         )
         return 2
-    env = words[-1]
+    # With --all the one word is the environment; a missing word is an empty value, refused by its name below.
+    image, env = (None, args.name or "") if args.all else (args.name or "", args.env or "")
     try:
+        # The arguments first: a refusal names the one at fault, whatever state the working tree is in.
+        catalogue = load_catalogue()
+        names = sorted(catalogue) if image is None else [image]
+        if not names:
+            raise ImageError(f"{CATALOGUE}: no images")
+        for name in names:
+            check_image_name(name, catalogue)
+        load_named(env, environments_dir())
         dirty = uncommitted()
         if dirty:
             raise ImageError(
@@ -82,9 +93,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', ...' if len(dirty) > 3 else ''}); an image is tagged with its commit: commit first"
                 + (" (a dry run refuses what the build would)" if args.dry_run else "")
             )
-        names = sorted(load_catalogue()) if args.all else [words[0]]
-        if not names:
-            raise ImageError(f"{CATALOGUE}: no images")
         commit, use_docker = git_commit(), docker_answers()
         plans = [
             plan_build(name, env, commit=commit, use_docker=use_docker, environments=environments_dir())

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from infra.config import ConfigError, environments_dir
+from infra.config import ConfigError, environment_file, environments_dir
 from infra.delivery.new_env import NewEnvironmentError, write_new_environment
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     target = directory / f"{args.name}.yaml"
     try:
         placement = write_new_environment(
-            directory / f"{args.source}.yaml",
+            environment_file(args.source, directory, argument="FROM"),
             target,
             name=args.name,
             project=args.project,

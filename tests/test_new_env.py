@@ -98,9 +98,9 @@ def test_the_command_says_what_it_refused_and_exits_2(tmp_path: Path) -> None:
     ("argument", "value", "said"),
     [
         # YAML in the project id broke the parse of the text it was pasted into (a traceback) before the fix.
-        ("project", "x: [1", "PROJECT 'x: [1': a project id is 6-30 lowercase letters"),
-        ("project", "Acme-Prod", "PROJECT 'Acme-Prod'"),
-        ("project_number", "12ab", "PROJECT_NUMBER '12ab': the project's number, digits only"),
+        ("project", "x: [1", "PROJECT='x: [1': a project id is 6-30 lowercase letters"),
+        ("project", "Acme-Prod", "PROJECT='Acme-Prod'"),
+        ("project_number", "12ab", "PROJECT_NUMBER='12ab': the project's number, 6 to 20 digits"),
         ("name", "a" * 22, "1 to 21 lowercase letters"),
     ],
 )

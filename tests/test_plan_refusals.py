@@ -73,7 +73,8 @@ def test_every_pool_and_release_a_stack_makes_is_traced_to_the_field_that_made_i
 
     for name, stack in stacks.items():
         data = yaml.safe_load((ENVIRONMENTS_DIR / f"{name}.yaml").read_text())
-        for rtype in ("google_container_node_pool", "helm_release", "google_storage_bucket", "google_container_cluster"):
+        traced = ("google_container_node_pool", "helm_release", "google_storage_bucket", "google_container_cluster")
+        for rtype in traced:
             for body in stack["resource"][rtype].values():
                 field = resource_field(envs[name], f"{rtype}.{body['name']}")
                 assert field is not None, f"{name}: {rtype}.{body['name']} is traced to no field"

@@ -213,8 +213,8 @@ def test_submit_sends_the_run_command_to_the_ray_job_api(
     ("argv", "env", "said"),
     [
         # STEPS=abc was read with int() while the parser was built: a traceback before the fix.
-        (["local"], {"STEPS": "abc"}, "argument --steps: STEPS/--steps 'abc': a whole number of steps, at least 1"),
-        (["local", "--steps", "0"], {}, "STEPS/--steps '0': a whole number of steps, at least 1"),
+        (["local"], {"STEPS": "abc"}, "argument --steps: STEPS='abc' (--steps): a whole number of steps, at least 1"),
+        (["local", "--steps", "0"], {}, "STEPS='0' (--steps): a whole number of steps, at least 1"),
         # make train-local ENGINE=foo trained the canary; the engine now reaches the command, which refuses it.
         (
             ["local", "--engine", "foo"],

@@ -7,7 +7,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,23 +55,27 @@ def environments_dir() -> Path:
     return Path(os.environ.get("PLATFORM_ENVIRONMENTS_DIR") or ENVIRONMENTS_DIR)
 
 
+def not_one_of(argument: str, value: str, known: Iterable[str], what: str, *, why: str = "not one") -> str:
+    """A command argument's refusal: `<ARGUMENT>='<value>': <why>; <what>: <known, ...>; did you mean '<closest>'?`."""
+    import difflib
+
+    names = sorted(known)
+    close = difflib.get_close_matches(value, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{argument}={value!r}: {why}; {what}: {', '.join(names) or 'none'}{hint}"
+
+
 def environment_file(name: str, directory: Path | None = None, *, argument: str = "ENV") -> Path:
     """The file of the environment called `name` in `directory` (default: environments_dir()): a name of the
     folder's environments, never a path (ENV=../../images/images would read another YAML file as an
     environment, and a miss said only that a file could not be read). A miss names the argument, lists the
     environments and suggests the closest."""
-    import difflib
-
     directory = directory or environments_dir()
     known = sorted(p.stem for p in directory.glob("*.yaml"))
     if name in known and re.fullmatch(r"[a-z][a-z0-9-]*", name):
         return directory / f"{name}.yaml"
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    what = "an environment's name, not a path" if "/" in name or name.endswith((".yaml", ".yml")) else "not one"
-    raise ConfigError(
-        directory, [f"{argument}={name!r}: {what}; the environments here: {', '.join(known) or 'none'}{hint}"]
-    )
+    why = "an environment's name, not a path" if "/" in name or name.endswith((".yaml", ".yml")) else "not one"
+    raise ConfigError(directory, [not_one_of(argument, name, known, "the environments here", why=why)])
 
 
 class ConfigError(Exception):

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from infra.config import ENVIRONMENTS_DIR, Environment
+from infra.config.loading import not_one_of
 from infra.delivery.release_file import diff, updated_text, write_validated
 from infra.synth.load import load_named
 
@@ -49,6 +50,12 @@ def load_catalogue(path: Path = CATALOGUE) -> dict[str, dict[str, Any]]:
     return yaml.safe_load(path.read_text()) or {}
 
 
+def check_image_name(name: str, catalogue: dict[str, dict[str, Any]]) -> None:
+    """ImageError naming IMAGE unless `name` is an entry of the catalogue."""
+    if name not in catalogue:
+        raise ImageError(not_one_of("IMAGE", name, catalogue, f"the images of {CATALOGUE.relative_to(REPO)}"))
+
+
 def docker_answers() -> bool:
     try:
         return subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False).returncode == 0
@@ -74,8 +81,7 @@ def plan_build(
     name: str, env_name: str, *, commit: str, use_docker: bool, environments: Path = ENVIRONMENTS_DIR
 ) -> ImageBuild:
     catalogue = load_catalogue()
-    if name not in catalogue:
-        raise ImageError(f"{CATALOGUE}: no image {name!r}; images: {', '.join(sorted(catalogue))}")
+    check_image_name(name, catalogue)
     entry = catalogue[name]
     env_path = environments / f"{env_name}.yaml"
     env = load_named(env_name, environments)

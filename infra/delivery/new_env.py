@@ -105,7 +105,7 @@ def place(env: Environment, region: str) -> Placement:
     """Zones of `region` for the environment and each slice, with a substitute for each machine the region does
     not offer; NewEnvironmentError listing every machine that has none (and the regions that offer them all)."""
     if region not in REGIONS:
-        raise NewEnvironmentError(f"region {region!r} is not a Compute Engine region; known: {', '.join(REGIONS)}")
+        raise NewEnvironmentError(f"REGION={region!r}: not a Compute Engine region; known: {', '.join(REGIONS)}")
     machines = _machines(env)
     substitutes: dict[str, tuple[str, str]] = {}
     missing: dict[str, str] = {}
@@ -150,27 +150,31 @@ def _renamed(old: str, source: str, name: str) -> str:
     return old[: -len(source)] + name if old.endswith(source) else f"{old}-{name}"
 
 
+def _check_name(name: str) -> None:
+    if not re.fullmatch(r"[a-z][a-z0-9-]{0,20}", name):
+        raise NewEnvironmentError(
+            f"NAME={name!r}: 1 to 21 lowercase letters, digits and hyphens, starting with a letter (it is the file's "
+            "name and a part of the names made from it)"
+        )
+
+
 def new_environment_text(
     source: Path, *, name: str, project: str, project_number: str, region: str
 ) -> tuple[str, Placement]:
     """The text of environment `name` made from the file `source` (see the module's docstring), and where it
     placed things."""
     env = load_environment(source)
-    if not re.fullmatch(r"[a-z][a-z0-9-]{0,20}", name):
-        raise NewEnvironmentError(
-            f"NAME {name!r}: 1 to 21 lowercase letters, digits and hyphens, starting with a letter (it is the file's "
-            "name and a part of the names made from it)"
-        )
+    _check_name(name)
     # Checked before it goes into the file's text (a value with YAML syntax in it would break the parse).
     if not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", project):
         raise NewEnvironmentError(
-            f"PROJECT {project!r}: a project id is 6-30 lowercase letters, digits and hyphens, starting with a letter "
+            f"PROJECT={project!r}: a project id is 6-30 lowercase letters, digits and hyphens, starting with a letter "
             f"and not ending with a hyphen ({PROJECT_ID})"
         )
     if not re.fullmatch(r"[0-9]{6,20}", project_number):
         raise NewEnvironmentError(
-            f"PROJECT_NUMBER {project_number!r}: the project's number, digits only (gcloud projects describe {project} "
-            "--format='value(projectNumber)')"
+            f"PROJECT_NUMBER={project_number!r}: the project's number, 6 to 20 digits (gcloud projects describe "
+            f"{project} --format='value(projectNumber)')"
         )
     placement = place(env, region)
     text = source.read_text().replace(env.project, project)
@@ -220,8 +224,9 @@ def write_new_environment(
 ) -> Placement:
     """Write environment `name` to `target` (refused if it exists); return where it placed things. Validated
     before it is written: a refusal writes nothing."""
+    _check_name(name)
     if target.exists():
-        raise NewEnvironmentError(f"{target} exists already: choose another NAME or remove it first")
+        raise NewEnvironmentError(f"NAME={name!r}: {target} exists already: choose another NAME or remove it first")
     text, placement = new_environment_text(
         source, name=name, project=project, project_number=project_number, region=region
     )

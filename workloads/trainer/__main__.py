@@ -226,7 +226,7 @@ def _steps_arg(value: str) -> int:
     except ValueError:
         steps = 0
     if steps < 1 or str(steps) != value.strip():
-        raise argparse.ArgumentTypeError(f"STEPS/--steps {value!r}: a whole number of steps, at least 1")
+        raise argparse.ArgumentTypeError(f"STEPS={value!r} (--steps): a whole number of steps, at least 1")
     return steps
 
 
