@@ -53,8 +53,8 @@ NEW_ENV = {"NAME": "staging", "FROM": "dev", "PROJECT": "acme-staging", "PROJECT
 def _new_env(argument: str) -> Callable[[str], list[str]]:
     def argv(value: str) -> list[str]:
         given = {**NEW_ENV, argument: value}
-        return ["new-env", f"--from={given['FROM']}", f"--project={given['PROJECT']}",
-                f"--project-number={given['PROJECT_NUMBER']}", f"--region={given['REGION']}", "--", given["NAME"]]  # fmt: skip
+        options = {"from": "FROM", "project": "PROJECT", "project-number": "PROJECT_NUMBER", "region": "REGION"}
+        return ["new-env", *(f"--{flag}={given[key]}" for flag, key in options.items()), "--", given["NAME"]]
 
     return argv
 
@@ -68,7 +68,8 @@ SLOTS: dict[str, Slot] = {
     "recipes ENV": Slot(platform_main, lambda v: ["recipes", f"--env={v}"], ("ENV", "--env"),
                         lambda v: v in ("", *ENVIRONMENTS)),
     "deploy ENV": Slot(platform_main, lambda v: ["deploy", "--dry-run", "--", v], ("ENV",), _an_environment),
-    "promote FROM": Slot(platform_main, lambda v: ["promote", "--dry-run", "--", v, "prod"], ("FROM",), _an_environment),
+    "promote FROM": Slot(platform_main, lambda v: ["promote", "--dry-run", "--", v, "prod"], ("FROM",),
+                         _an_environment),
     "promote TO": Slot(platform_main, lambda v: ["promote", "--dry-run", "--", "dev", v], ("TO",), _an_environment),
     "image IMAGE": Slot(platform_main, lambda v: ["image", "--dry-run", "--", v, "dev"], ("IMAGE",),
                         lambda v: v in load_catalogue()),
