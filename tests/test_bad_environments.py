@@ -137,6 +137,21 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "cpu_pools.convert.max_nodes",
         "less than or equal to 1000",
     ),
+    "a queued TPU slice": (
+        "messages",
+        _sub(
+            "    machine_type: ct6e-standard-4t\n    capacity:\n      type: on-demand\n",
+            "    machine_type: ct6e-standard-4t\n    capacity:\n      type: queued\n",
+        ),
+        "slices.train.capacity.type",
+        "batch.slices takes GPU slices); a TPU slice takes on-demand, spot, reservation or flex-start",
+    ),
+    "a maintenance window on the 30th of February": (
+        "messages",
+        _sub('start: "2026-01-03T02:00:00Z"', 'start: "2026-02-30T02:00:00Z"'),
+        "cluster.maintenance.window.start",
+        "'2026-02-30T02:00:00Z': not a time of the calendar (day is out of range for month)",
+    ),
     "a Cyrillic e in an accelerator": (
         "messages",
         _sub("    accelerator: v6e\n    topology: 4x4\n", "    accelerator: v6\u0435\n    topology: 4x4\n"),

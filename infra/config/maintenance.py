@@ -21,12 +21,10 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from infra.config.base import Model
 
-# RFC 3339 in UTC, as the API takes it (2026-01-03T02:00:00Z).
-Timestamp = Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")]
 # RFC 5545 recurrence rules of the two kinds a maintenance window is written with: every day, or on named weekdays
 # (GKE's examples: FREQ=DAILY, FREQ=WEEKLY;BYDAY=SA,SU).
 _RRULE = re.compile(r"^FREQ=(DAILY|WEEKLY;BYDAY=(MO|TU|WE|TH|FR|SA|SU)(,(MO|TU|WE|TH|FR|SA|SU))*)$")
@@ -53,6 +51,22 @@ def fewest_occurrences_in_32_days(recurrence: str) -> int:
 
 def _when(value: str) -> datetime:
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+
+
+def _a_real_time(value: str) -> str:
+    try:
+        _when(value)
+    except ValueError as err:  # 2026-02-30: the pattern holds, the calendar does not
+        raise ValueError(f"not a time of the calendar ({err})") from None
+    return value
+
+
+# RFC 3339 in UTC, as the API takes it (2026-01-03T02:00:00Z), and a real day and time.
+Timestamp = Annotated[
+    str,
+    StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"),
+    AfterValidator(_a_real_time),
+]
 
 
 class MaintenanceWindow(Model):

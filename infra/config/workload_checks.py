@@ -71,7 +71,18 @@ def gpu_problems(env: Environment) -> list[Problem]:
     # GKE's queued provisioning; another orchestrator's queued slice is refused by its own rule.
     queued = [k for k, s in env.gke_slices.items() if s.capacity.type == "queued"]
     for key in queued:
-        if batch is None or key not in batch.slices:
+        if env.slices[key].slice.kind == "tpu":
+            # Kueue's ProvisioningRequests here are the GPU batch jobs'; nothing queues a TPU slice's workload.
+            problems.append(
+                Finding(
+                    ("slices", key, "capacity", "type"),
+                    "queued",
+                    "queued provisioning is requested through Kueue, which queues the GPU batch jobs here "
+                    "(batch.slices takes GPU slices); a TPU slice takes on-demand, spot, reservation or flex-start "
+                    "(flex-start: the Dynamic Workload Scheduler's TPUs without a queue)",
+                )
+            )
+        elif batch is None or key not in batch.slices:
             problems.append(
                 Finding(
                     ("slices", key, "capacity", "type"),
