@@ -140,11 +140,18 @@ def _snapshot(directory: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(directory.iterdir())}
 
 
+REGISTRY = "us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform"
+
+
 @pytest.mark.parametrize(
     ("image", "message"),
     [
-        ("us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer:v1", "pinned by digest"),
-        ("us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@sha256:abc123", "pinned by digest"),
+        (f"{REGISTRY}/trainer:v1", "pinned by digest"),
+        # A digest cut short is told so, not to pin by digest (it is).
+        (
+            "us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@sha256:abc123",
+            "'sha256:abc123' is not a whole digest",
+        ),
         # Refused at load (release.images.trainer: not this environment's registry), before promote.
         (f"us-east5-docker.pkg.dev/someone-else/images/trainer@{DIGEST}", "not (in dev's|this environment's) registry"),
         (f"us-east5-docker.pkg.dev/acme-ml-platform-dev/ml-platform/trainer@sha256:{'0' * 64}", "placeholder"),

@@ -114,3 +114,23 @@ def test_an_argument_new_env_cannot_write_is_refused_by_name_before_anything_is_
             environments / "dev.yaml", environments / f"{given['name']}.yaml", **{**given, argument: value}
         )
     assert sorted(p.name for p in environments.iterdir()) == ["dev.yaml", "prod.yaml"]
+
+
+def test_a_new_environment_is_held_together_with_the_folder_and_names_its_arguments(tmp_path: Path) -> None:
+    """make new-env validated the new file alone: a second environment in dev's project was written (both stacks
+    make the build account there), and a reserved NAME was refused naming a temporary file's `name` field."""
+    environments = _environments(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.new_env", "stage", "--project", "acme-ml-platform-dev", "--project-number",
+         "123456789", "--region", "us-east5"],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"{environments / 'stage.yaml'}: project: 'image-builder@acme-ml-platform-dev" in done.stderr
+    assert "dev.yaml names its build service account the same in project acme-ml-platform-dev" in done.stderr
+    assert sorted(p.name for p in environments.iterdir()) == ["dev.yaml", "prod.yaml"]
+    with pytest.raises(NewEnvironmentError, match=re.escape("NAME='platform-x': starts with 'platform-'")):
+        write_new_environment(
+            environments / "dev.yaml", environments / "platform-x.yaml",
+            name="platform-x", project="acme-x-12345", project_number="123456789", region="us-east5",
+        )  # fmt: skip

@@ -77,7 +77,15 @@ VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$")
 
 def _image_digest(value: str) -> str:
     if not IMAGE_DIGEST.match(value):
-        raise ValueError("an image must be pinned by digest: <registry>/<path>@sha256:<64 hex digits>")
+        repository, at, digest = value.partition("@")
+        if not at:
+            raise ValueError("not pinned by digest: <registry>/<path>@sha256:<64 hex digits> (`make image` pins it)")
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            raise ValueError(f"{digest!r} is not a whole digest: sha256: and 64 lowercase hex digits")
+        raise ValueError(
+            f"{repository!r} is not a repository path <registry>/<path> (lowercase letters, digits, '.', '_', '-'; "
+            "no tag beside the digest)"
+        )
     return value
 
 

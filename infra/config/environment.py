@@ -48,6 +48,19 @@ from infra.config.vms import VmGroup
 from infra.config.workload_checks import gpu_problems, serving_problems, training_problems
 
 
+def stack_name_clash(name: str) -> str | None:
+    """Why an environment may not be called `name`, or None. The stacks are `platform-<env>` and `bootstrap-<env>`,
+    and every output of an environment is named `<env>` or `platform-<env>` (cdktf.out): an environment called
+    `platform-dev` is dev's stack's name, and `make plan ENV=platform-dev` replaced dev's outputs with its own."""
+    for prefix in ("platform-", "bootstrap-"):
+        if name.startswith(prefix):
+            return (
+                f"starts with {prefix!r}, which the platform's stacks are named with ({prefix}<env>): "
+                f"name the environment {name.removeprefix(prefix)!r} or another name"
+            )
+    return None
+
+
 class Environment(Model):
     """One environment, as `infra/environments/<name>.yaml` describes it."""
 
@@ -82,15 +95,9 @@ class Environment(Model):
     @field_validator("name")
     @classmethod
     def _name_not_a_stacks(cls, name: str) -> str:
-        # The stacks are `platform-<env>` and `bootstrap-<env>`, and every output of an environment is named
-        # `<env>` or `platform-<env>` (cdktf.out): an environment called `platform-dev` is dev's stack's name,
-        # and `make plan ENV=platform-dev` replaced dev's outputs with its own.
-        for prefix in ("platform-", "bootstrap-"):
-            if name.startswith(prefix):
-                raise ValueError(
-                    f"starts with {prefix!r}, which the platform's stacks are named with ({prefix}<env>): "
-                    f"name the environment {name.removeprefix(prefix)!r} or another name"
-                )
+        clash = stack_name_clash(name)
+        if clash:
+            raise ValueError(clash)
         return name
 
     @field_validator("zones")

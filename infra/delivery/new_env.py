@@ -30,6 +30,7 @@ from infra.catalogue.cpu_machines import CPU_MACHINES
 from infra.catalogue.gcp_names import PROJECT_ID
 from infra.catalogue.zones import REGIONS, zones_offering
 from infra.config import ConfigError, Environment
+from infra.config.environment import stack_name_clash
 from infra.config.release import PLACEHOLDER_DIGEST
 from infra.delivery.release_file import write_validated
 from infra.synth.load import load_environment
@@ -156,6 +157,9 @@ def _check_name(name: str) -> None:
             f"NAME={name!r}: 1 to 21 lowercase letters, digits and hyphens, starting with a letter (it is the file's "
             "name and a part of the names made from it)"
         )
+    clash = stack_name_clash(name)
+    if clash:
+        raise NewEnvironmentError(f"NAME={name!r}: {clash}")
 
 
 def new_environment_text(

@@ -5,13 +5,15 @@ from __future__ import annotations
 import difflib
 import io
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from infra.synth.load import load_environment
+from infra.config import ConfigError
+from infra.synth.load import load_all, load_environment
 
 
 def _yaml() -> YAML:
@@ -42,11 +44,21 @@ def diff(path: Path, old: str, new: str) -> str:
 
 
 def validate(path: Path, text: str) -> None:
-    """Raise ConfigError unless `text` loads as a valid environment of `path`'s name (nothing is written)."""
+    """Raise ConfigError unless `text` loads as a valid environment of `path`'s name and holds together with the
+    other environments of its folder, as `make plan` holds them (nothing is written). The refusal names `path`, not
+    the scratch copy it was read from."""
     with tempfile.TemporaryDirectory() as tmp:
-        candidate = Path(tmp) / path.name
-        candidate.write_text(text)
-        load_environment(candidate)
+        folder = Path(tmp)
+        for other in path.parent.glob("*.yaml"):
+            if other.name != path.name:
+                shutil.copy(other, folder / other.name)
+        (folder / path.name).write_text(text)
+        try:
+            load_environment(folder / path.name)
+            load_all(folder)
+        except ConfigError as err:
+            where = path if err.path == folder / path.name else path.parent
+            raise ConfigError(where, [p.replace(str(folder), str(path.parent)) for p in err.problems]) from None
 
 
 def write_validated(path: Path, text: str) -> None:
