@@ -26,8 +26,10 @@ _SECTION_RELEASES = {
 }
 
 
-def release_field(env: Environment, release: str) -> str | None:
-    """The field of `env` whose release is named `release`; None when no one field makes it."""
+def release_field(env: Environment | None, release: str) -> str | None:
+    """The field of `env` whose release is named `release`; None when no one field makes it (or no environment)."""
+    if env is None:
+        return None
     for key in env.serving:
         if serving_release(key) == release:
             return f"serving.{key}"
@@ -36,9 +38,11 @@ def release_field(env: Environment, release: str) -> str | None:
     return _SECTION_RELEASES.get(release)
 
 
-def resource_field(env: Environment, address: str) -> str | None:
+def resource_field(env: Environment | None, address: str) -> str | None:
     """The field of `env` that made the resource at `address` (`<type>.<name>[.<attribute>...]`, as the Terraform
-    rules name what they refuse); None when no one field makes it."""
+    rules name what they refuse); None when no one field makes it (or no environment)."""
+    if env is None:
+        return None
     rtype, _, rest = address.partition(".")
     name = rest.split(".", 1)[0]
     if rtype == "google_container_node_pool":

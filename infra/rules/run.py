@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.config import Environment, environments_dir
+from infra.config import environments_dir
 from infra.derive.provenance import release_field, resource_field
 from infra.rules import Violation, check_environment, check_release, check_stack, rules_for
 from infra.rules.manifest_subject import ReleaseContext
@@ -43,6 +43,14 @@ def _noun(subject: str) -> str:
 Releases = dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
 
 
+class ReleaseRefused(ChartCheckError):
+    """A release whose chart refuses the values the stack passes (Helm's values.schema.json), by release name."""
+
+    def __init__(self, release: str, err: ChartCheckError) -> None:
+        self.release = release
+        super().__init__(" ".join(str(err).split()))  # Helm's lines, on one line
+
+
 def local_releases(stack: dict[str, Any]) -> list[dict[str, Any]]:
     """The helm_release resources of a stack's local charts (an upstream controller's chart, from a repository, is
     not rendered here)."""
@@ -57,7 +65,11 @@ def stack_releases(stack: dict[str, Any]) -> Releases:
     for release in local_releases(stack):
         values = json.loads(release["values"][0])
         chart = release["chart"].rsplit("/", 1)[-1]
-        out[release["name"]] = (release, render(chart, values, name=release["name"], namespace=release["namespace"]))
+        try:
+            objects = render(chart, values, name=release["name"], namespace=release["namespace"])
+        except ChartCheckError as err:
+            raise ReleaseRefused(release["name"], err) from None
+        out[release["name"]] = (release, objects)
     return out
 
 
@@ -80,13 +92,10 @@ def environment_file(name: str) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
-def _made_by(envs: dict[str, Environment], stack_dir: Path, field: str | None, what: str) -> str:
-    """Where a refusal found in stack `stack_dir` points: `<environment file>: <field> (synthesized as <what>)`
-    where one field of the stack's environment made it, else `<what>`."""
-    name = stack_dir.name.removeprefix("platform-")
-    if field is None or not stack_dir.name.startswith("platform-") or name not in envs:
-        return what
-    return f"{environment_file(name)}: {field} (synthesized as {what})"
+def _origin(name: str, field: str | None, what: str) -> str:
+    """Where a refusal found in environment `name`'s stack points: `<environment file>: <field> (synthesized as
+    <what>)` where one field of the environment made it, else `<what>`."""
+    return f"{environment_file(name)}: {field} (synthesized as {what})" if field else what
 
 
 def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
@@ -99,25 +108,21 @@ def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
         report.lines += [v.line(environment_file(name)) for v in check_environment(env)]
     for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
         stack = json.loads(path.read_text())
+        name = path.parent.name.removeprefix("platform-")
+        env = envs.get(name) if path.parent.name.startswith("platform-") else None
         try:
             releases = stack_releases(stack)
-        except ChartCheckError as err:
+        except ReleaseRefused as err:
             # A release Helm would refuse to render (its chart's values.schema.json): a refusal, not a traceback.
+            where = _origin(name, release_field(env, err.release), f"{path} helm_release {err.release}")
             report.lines.append(
-                f"{path}: {err} [Helm: the chart's values.schema.json refuses the values the stack passes]"
+                f"{where}: {err} [Helm: the chart's values.schema.json refuses the values the stack passes]"
             )
             continue
         report.rendered[path.parent.name] = (stack, releases)
         terraform, manifest, count = check_synthesized(stack, releases)
         report.subjects["terraform"] += 1
         report.subjects["manifest"] += count
-        env = envs.get(path.parent.name.removeprefix("platform-"))
-        report.lines += [
-            v.line(_made_by(envs, path.parent, resource_field(env, v.field) if env else None, str(path)))
-            for v in terraform
-        ]
-        report.lines += [
-            v.line(_made_by(envs, path.parent, release_field(env, r) if env else None, f"{path} helm_release {r}"))
-            for r, v in manifest
-        ]
+        report.lines += [v.line(_origin(name, resource_field(env, v.field), str(path))) for v in terraform]
+        report.lines += [v.line(_origin(name, release_field(env, r), f"{path} helm_release {r}")) for r, v in manifest]
     return report
