@@ -152,6 +152,13 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "cluster.maintenance.window.start",
         "'2026-02-30T02:00:00Z': not a time of the calendar (day is out of range for month)",
     ),
+    "a misspelt slice": (
+        "messages",
+        _sub("training:\n  slice: train\n", "training:\n  slice: trian\n"),
+        "training.slice",
+        "not in slices: train, a3mega, a3mega-slurm, a3mega-vertex, a3mega-vms, sax-a, sax-b, serve, prefill, decode, "
+        "vllm, vllm-multihost; did you mean 'train'?",
+    ),
     "a Cyrillic e in an accelerator": (
         "messages",
         _sub("    accelerator: v6e\n    topology: 4x4\n", "    accelerator: v6\u0435\n    topology: 4x4\n"),

@@ -345,7 +345,8 @@ def test_a_model_too_big_for_its_slice_fails_loading_with_the_arithmetic(tmp_pat
     problems = _problems(tmp_path, data)
     assert problems == [
         "serving.saxml.model: '175B bf16': lmcloudspmd175b: 175B parameters in bf16 need 350 GB of weights + "
-        "100 GB of KV cache = 450 GB, more than the 128 GB of HBM of slice 'sax-b' (v5litepod-8: 8 chips x 16 GB)"
+        "100 GB of KV cache = 450 GB, more than the 128 GB of HBM of slice 'sax-b' (v5litepod-8: 8 chips x 16 GB); "
+        "the smallest v5e slice that holds it is 4x8 (32 chips, 512 GB), or lower kv_cache_gb or the precision"
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 import unicodedata
@@ -121,6 +122,9 @@ def _not_in(loc: tuple[str | int, ...], value: str, known: Iterable[str], label:
     if value in names:
         return []
     like = lookalike(value, names)
+    if like is None:
+        close = difflib.get_close_matches(value, names, n=1)
+        like = f"did you mean {close[0]!r}?" if close else None
     return [Finding(loc, value, f"not in {label}: {', '.join(names) or '(none)'}" + (f"; {like}" if like else ""))]
 
 

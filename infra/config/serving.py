@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
@@ -70,8 +71,20 @@ class ServedModel(Model):
             f"{self.name}: {self.parameters_b:g}B parameters in {self.precision} need {self.weights_gb:g} GB of "
             f"weights + {self.kv_cache_gb:g} GB of KV cache = {self.need_gb:g} GB, more than the "
             f"{slice_.hbm_gb} GB of HBM of slice {slice_key!r} ({slice_.name}: {slice_.chips} chips x "
-            f"{slice_.accelerator.hbm_gb} GB)"
+            f"{slice_.accelerator.hbm_gb} GB); {self._smallest_fit(slice_)}"
         )
+
+    def _smallest_fit(self, slice_: Slice) -> str:
+        """The smallest topology of the slice's accelerator whose HBM holds the model, said as a suggestion."""
+        accelerator = slice_.accelerator
+        for topology in accelerator.all_topologies():
+            chips = math.prod(int(d) for d in topology.split("x"))
+            if chips * accelerator.hbm_gb >= self.need_gb:
+                return (
+                    f"the smallest {accelerator.name} slice that holds it is {topology} ({chips} chips, "
+                    f"{chips * accelerator.hbm_gb} GB), or lower kv_cache_gb or the precision"
+                )
+        return f"no {accelerator.name} slice holds it: a larger accelerator, a lower precision or a smaller KV cache"
 
 
 class SaxmlServing(Model):
