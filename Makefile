@@ -78,8 +78,8 @@ ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
 .PHONY: local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
-help: ## List every target
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+help: ## List every target, grouped by task (scripts/make_help.py)
+	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
 
 # --compile-bytecode: the machine sets PYTHONDONTWRITEBYTECODE (so does this Makefile), and without bytecode every
 # process compiles what it imports again: the stock provider import alone compiles ~1,470 modules (docs/performance.md).

@@ -49,6 +49,7 @@ from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
 from infra.synth.load import load_environment
+from scripts.parser import ArgumentParser
 
 NOT_APPROVED = 4
 NOT_CONFIRMED = 5
@@ -214,7 +215,7 @@ def confirmed_from_env() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.apply", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("phase", choices=["plan", "apply"])

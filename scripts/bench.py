@@ -44,6 +44,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from scripts.parser import ArgumentParser
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Peak RSS is the largest single process (Python or the jsii Node runtime),
@@ -385,7 +387,7 @@ def bench_autoscale(*, max_tokens: int = 64) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

@@ -9,7 +9,6 @@ Exit codes: 0 the same; 1 they differ (each difference printed); 2 a synth faile
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -18,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from scripts.parser import ArgumentParser
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,7 +58,7 @@ def _synth(python: Path, outdir: Path, flavour: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.cdk_parity", description=__doc__.splitlines()[0], epilog="Exit codes: see above."
     )
     parser.add_argument("--cdktn-python", type=Path, default=REPO / ".venv-cdktn" / "bin" / "python")

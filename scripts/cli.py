@@ -17,6 +17,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from scripts.parser import ArgumentParser
+
 
 @dataclass(frozen=True)
 class Command:
@@ -57,6 +59,9 @@ COMMANDS: dict[str, Command] = {
         "scripts.deploy_local", "destroy what deploy-local applied; list what is left behind", ["--destroy"]
     ),
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
+    "completion": Command(
+        "scripts.completion", 'print the bash or zsh completion script (eval "$(platform completion bash)")'
+    ),
 }
 
 
@@ -77,7 +82,12 @@ def run(name: str, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(
+    if args[:1] == ["__complete"]:  # the completion script's question at a tab (scripts/completion.py)
+        from scripts.completion import names
+
+        print("\n".join(names(args[1] if len(args) > 1 else "")))
+        return 0
+    parser = ArgumentParser(
         prog=_prog(),
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -12,7 +12,6 @@ Exit codes: 0 done, 1 a component failed to build or start (its log named), 2 ba
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from infra.config import ConfigError
 from infra.localcluster.build import BuildError, build_all
 from infra.localcluster.cluster import Cluster, ClusterError
 from infra.synth.load import load_named
+from scripts.parser import ArgumentParser
 
 DEFAULT_DIR = Path(".cache/cluster-local")
 
@@ -38,7 +38,7 @@ def stack_of(env_name: str) -> tuple[dict[str, object], str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.cluster_local", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m scripts.cluster_local", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["up", "down", "status", "build"])
     parser.add_argument("components", nargs="*", help="build: the components (default: all)")
     parser.add_argument("--env", default="dev", help="up: whose node pools become the nodes (default dev)")

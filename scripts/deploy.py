@@ -35,7 +35,6 @@ CLI's.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -55,6 +54,7 @@ from infra.synth.load import load_named
 from scripts import preflight, teardown
 from scripts.adopt_crds import adopt
 from scripts.apis import enable_and_wait
+from scripts.parser import ArgumentParser
 
 DEFAULT_CDKTF = "npx --no-install cdktf"
 DEFAULT_GCLUSTER = "gcluster"
@@ -358,7 +358,7 @@ def _destroy(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.deploy", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m scripts.deploy", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["deploy", "destroy"])
     parser.add_argument("env")
     parser.add_argument("--infra-only", action="store_true", help="deploy: leave out releases of unbuilt images")

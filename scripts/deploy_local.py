@@ -26,7 +26,6 @@ input, a refused gate, or nothing deployed to destroy.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -42,6 +41,7 @@ from infra.localcluster.destroy import LocalDestroy, gone
 from infra.localcluster.manifests import UnsupportedResource
 from infra.localcluster.verdicts import Verdicts, collect, undecided
 from infra.synth.load import load_named
+from scripts.parser import ArgumentParser
 
 
 def gate(stack: dict[str, object]) -> list[str]:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from infra.constructs.releases import REPO
     from infra.synth.app import synth
 
-    parser = argparse.ArgumentParser(prog="python -m scripts.deploy_local", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m scripts.deploy_local", description=__doc__.split("\n\n")[0])
     parser.add_argument("env")
     parser.add_argument("--dir", type=Path, default=Path(".cache/cluster-local"), help="the local cluster's folder")
     parser.add_argument("--destroy", action="store_true", help="destroy what deploy-local applied (make destroy-local)")

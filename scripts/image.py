@@ -38,6 +38,7 @@ from infra.delivery.images import (
     uncommitted,
 )
 from infra.synth.load import load_named
+from scripts.parser import ArgumentParser
 
 
 def _run(command: Sequence[str]) -> str:
@@ -60,7 +61,7 @@ def _show_dry_run(plan: ImageBuild, pin: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.image", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("name", nargs="?", help="an image of images/images.yaml (not with --all)")

@@ -15,6 +15,8 @@ import sys
 import urllib.error
 import urllib.request
 
+from scripts.parser import ArgumentParser
+
 ACCEPT = ", ".join(
     [
         "application/vnd.oci.image.index.v1+json",
@@ -66,9 +68,8 @@ def resolve(image: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
 
-    argparse.ArgumentParser(
+    ArgumentParser(
         prog="python -m scripts.image_digests",
         description=(
             "Resolve each upstream image pinned by tag alone (AWAITING_DIGEST, BASE_AWAITING_DIGEST) to its digest."

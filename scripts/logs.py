@@ -20,7 +20,6 @@ Exit codes: 0 printed; 2 an environment that does not load, an unknown workload,
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass
@@ -31,6 +30,7 @@ from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE
 from infra.config import ConfigError, Environment, JetStreamServing, Serving, VllmServing, environments_dir
 from infra.synth.load import load_named
+from scripts.parser import ArgumentParser
 
 # The label Helm charts put on a release's pods, as Cloud Logging names it on a k8s_container entry (GKE writes
 # pod labels as `k8s-pod/<key>`, dots in the key as underscores).
@@ -294,7 +294,7 @@ def render(env: Environment, sources: list[LogSource]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.logs",
         description=__doc__.splitlines()[0],
         epilog="exit codes: 0 printed; 2 an environment that does not load, an unknown workload, or usage",

@@ -17,10 +17,11 @@ import sys
 
 from infra.config import ConfigError, environment_file, environments_dir
 from infra.delivery.new_env import NewEnvironmentError, write_new_environment
+from scripts.parser import ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.new_env", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("name")

@@ -22,7 +22,6 @@ usage, 1 a policy or rule violation or a refused blueprint, 3 a review that bloc
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -36,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from scripts.parser import ArgumentParser
 
 Step = tuple[str, list[str], dict[str, str]]
 
@@ -316,7 +317,7 @@ def baseline_of(ref: str, cache: Path = BASELINES) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.plan", description=__doc__.splitlines()[0], epilog="exit codes: see the module doc"
     )
     parser.add_argument("--outdir", type=Path, default=Path("cdktf.out"), help="where the plan goes (cdktf.out)")

@@ -26,7 +26,6 @@ passed; 1 a check failed (nothing was applied); 2 a bad environment file or usag
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -50,6 +49,7 @@ from infra.preflight.result import Result
 from infra.preflight.transport import Answer, CredentialsRefused, RecordedTransport, Transport, default_transport
 from infra.synth.load import load_named
 from scripts import tools
+from scripts.parser import ArgumentParser
 
 __all__ = [
     "Answer",
@@ -168,7 +168,7 @@ def for_deploy(env: Environment, *, skip_image: bool, stack: Callable[[], dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.preflight",
         description=__doc__.split("\n\n")[0],
         epilog="Exit codes: 0 every check passed; 1 a check failed; 2 a bad environment file or usage.",

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from infra.config import ConfigError, environments_dir
 from infra.delivery.promote import PromotionError, promote
+from scripts.parser import ArgumentParser
 
 
 def _run(command: Sequence[str]) -> None:
@@ -25,7 +26,7 @@ def _run(command: Sequence[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.promote", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("source")

@@ -13,7 +13,6 @@ Exit codes: 0 listed; 2 an environment that does not load (its file, field and v
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -21,11 +20,12 @@ from pathlib import Path
 
 from infra.config import ConfigError, environments_dir
 from infra.synth.load import load_all, load_named
+from scripts.parser import ArgumentParser
 from workloads.trainer.compiled import environment_recipes, environment_recipes_json
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.recipes",
         description=__doc__.splitlines()[0],
         epilog="exit codes: 0 listed; 2 an environment that does not load, or usage",

@@ -29,6 +29,7 @@ from typing import Any
 from infra.config import ConfigError, Environment
 from infra.delivery import confirmations
 from infra.review import BLOCKED, PlanFormatError, StackReview, cost_summary, render, review_plan, write_reviews
+from scripts.parser import ArgumentParser
 
 
 def _file_confirmations(outdir: Path) -> tuple[dict[str, list[str]], dict[str, tuple[Environment, dict[str, Any]]]]:
@@ -71,7 +72,7 @@ def _report_blocking(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.review", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--plan", type=Path, default=None, help="a plan as `terraform show -json` prints it")

@@ -20,6 +20,7 @@ from infra.config import ConfigError
 from infra.review import write_reviews
 from infra.synth.app import synth
 from infra.synth.load import load_environment
+from scripts.parser import ArgumentParser
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "infra" / "environments" / "dev.yaml"
@@ -102,7 +103,7 @@ def _shown_sections(markdown: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.review_example",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

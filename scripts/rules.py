@@ -12,6 +12,7 @@ from pathlib import Path
 from infra.config import ConfigError, environments_dir
 from infra.rules.run import Report, run
 from infra.synth.load import load_all
+from scripts.parser import ArgumentParser
 
 
 def table() -> str:
@@ -104,9 +105,8 @@ def cel_summary() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.rules",
         description="Every rule of the real systems on every environment, synthesized stack and rendered release.",
         epilog="Exit codes: 0 no violations, 1 a violation (or a bad environment file), 2 nothing synthesized.",

@@ -15,7 +15,6 @@ failed download or a pinned file with another checksum; 2 a bad environment file
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -27,6 +26,7 @@ from infra.config import ConfigError, environments_dir
 from infra.shell import GeneratedScript, generated_scripts, pinned
 from infra.shell.charts import rendered_scripts
 from infra.synth.load import load_planned
+from scripts.parser import ArgumentParser
 
 
 def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], int]:
@@ -62,7 +62,7 @@ def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.shell",
         description="Every generated shell script: ShellCheck, bash -euo pipefail on its host's facts, host rules.",
         epilog="Exit codes: 0 every script passed, 1 a script failed (or a download), 2 a bad environment file.",

@@ -12,7 +12,6 @@ download or missing interfaces; 2 a bad environment file.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from infra.slurm.blueprint import blueprint, deployment
 from infra.slurm.jobs import jobs
 from infra.slurm.validate import Report, Versions, validate
 from infra.synth.load import load_planned
+from scripts.parser import ArgumentParser
 
 VERSIONS = Versions(
     terraform=TERRAFORM_VERSION,
@@ -79,7 +79,7 @@ def _show(value: object, limit: int = 120) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.slurm",
         description="The Slurm clusters' Cluster Toolkit blueprints, validated offline, and the pinned interfaces.",
         epilog="Exit codes: 0 done; 1 a refused blueprint, a failed download or missing interfaces; 2 a bad "

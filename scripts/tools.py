@@ -19,7 +19,6 @@ here). Pin the zip's own sha256 into PACKER_LINUX_AMD64_SHA256 once it has been 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -33,6 +32,7 @@ import zipfile
 from pathlib import Path
 
 from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT, PACKER_VERSION
+from scripts.parser import ArgumentParser
 
 PACKER_BASE = f"https://releases.hashicorp.com/packer/{PACKER_VERSION}"
 PACKER_ZIP = f"packer_{PACKER_VERSION}_linux_amd64.zip"
@@ -162,7 +162,7 @@ def install(dest: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.tools", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m scripts.tools", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["install", "check"])
     parser.add_argument("--dest", type=Path, default=None)
     args = parser.parse_args(argv)

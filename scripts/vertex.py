@@ -10,7 +10,6 @@ Exit codes: 0 done; 1 a refused request, or the API refused the job; 2 a bad env
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from infra.rules import rules_for
 from infra.rules.request_subject import RequestContext, write_checked
 from infra.synth.load import load_all, load_planned
 from infra.vertex.job import custom_job, endpoint, job_names, parent
+from scripts.parser import ArgumentParser
 
 ORIGIN = {"nccl-test": "vertex.nccl_test", "train": "vertex.training"}
 
@@ -61,7 +61,7 @@ def submit(env: Environment, name: str, *, dry_run: bool, client: Any = None) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.vertex",
         description="The environments' Vertex AI custom jobs: validated, written, submitted.",
         epilog="Exit codes: 0 done; 1 a refused request or a refused job; 2 a bad environment file or usage.",

@@ -15,7 +15,6 @@ Exit codes: 0 done; 1 a refused request, or the API refused a call; 2 a bad envi
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from infra.rules.request_subject import RequestContext, write_checked
 from infra.synth.load import load_all, load_planned
 from infra.vms.bulk import bulk_insert
 from infra.vms.instance import group_name, startup_script, vm_names
+from scripts.parser import ArgumentParser
 
 # A call of the Compute Engine client: (client class, method, keyword arguments with the request as JSON).
 Call = tuple[str, str, dict[str, Any]]
@@ -177,7 +177,7 @@ def pending_resize_requests(env: Environment, key: str, client: Any = None) -> l
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m scripts.vms",
         description="The environments' VM groups: bulkInsert requests and start-ups, VMs up and down.",
         epilog="Exit codes: 0 done; 1 a refused request or a refused call; 2 a bad environment file or usage.",

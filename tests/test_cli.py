@@ -107,3 +107,63 @@ def test_the_pull_request_check_says_which_code_the_plan_gave(offline: str, says
     )  # fmt: skip
     assert done.returncode == 1
     assert says in done.stdout and done.stdout.count("\n") == 2, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["plna"], "invalid choice: 'plna' (choose from "),
+        (
+            ["promote", "dev", "prod", "--dry-rn"],
+            "unrecognized arguments: --dry-rn; did you mean --dry-run for --dry-rn?",
+        ),
+        (["deploy-local", "dev", "--destory"], "did you mean --destroy for --destory?"),
+        (["logs", "--evn", "dev"], "did you mean --env for --evn?"),
+    ],
+)
+def test_a_mistyped_command_or_flag_gets_the_closest_one(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err, err
+    if argv == ["plna"]:
+        assert err.rstrip().endswith("did you mean 'plan'?")
+
+
+def test_bash_completes_commands_flags_and_the_names_each_argument_takes(tmp_path: Path) -> None:
+    """The completion script, sourced in a real bash, answers tabs as a person types them: the commands, a
+    command's flags (read from its --help), and the environments, images or shells its arguments take."""
+    script = subprocess.run(
+        [sys.executable, "-m", "scripts.cli", "completion", "bash"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (tmp_path / "completion.bash").write_text(script)
+    typed = [
+        "platform dep", "platform promote d", "platform promote dev p", "platform image tr",
+        "platform image trainer ''", "platform logs --env ''", "platform logs --j", "platform completion z",
+    ]  # fmt: skip
+    probe = "\n".join(
+        [
+            f'platform() {{ {sys.executable} -m scripts.cli "$@"; }}',
+            f"source {tmp_path / 'completion.bash'}",
+            't() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _platform; '
+            'echo "${COMPREPLY[*]}"; }',
+            *(f"t {line}" for line in typed),
+        ]
+    )
+    done = subprocess.run(["bash", "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "deploy deploy-infra deploy-local",
+        "dev",
+        "prod",
+        "trainer trainer-gpu",
+        "dev prod",
+        "dev prod",
+        "--json",
+        "zsh",
+    ]

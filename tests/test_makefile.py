@@ -9,12 +9,18 @@ from pathlib import Path
 from tests.helpers import REPO
 
 
-def test_make_help_lists_every_target() -> None:
+def test_make_help_lists_every_target_under_its_task() -> None:
     makefile = (REPO / "Makefile").read_text()
     phony = set(re.search(r"^\.PHONY: (.+)$", makefile, re.M).group(1).split())  # type: ignore[union-attr]
-    listed = subprocess.run(["make", "-s", "help"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    shown = set(re.findall(r"make (\S+)", listed))
-    assert phony == shown
+    done = subprocess.run(["make", "-s", "help"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # a target no group names fails the listing
+    listed = done.stdout
+    shown = re.findall(r"^  make (\S+)", listed, re.M)
+    assert set(shown) == phony and len(shown) == len(phony)
+    assert "\nStart here:\n  make help " in listed and "\nOther:" not in listed
+    # Descriptions are wrapped, never cut: every word of each `## ` line is shown.
+    for target, text in re.findall(r"^([a-zA-Z_-]+):.*?## (.+)$", makefile, re.M):
+        assert " ".join(text.split()) in " ".join(listed.split()), target
 
 
 def test_make_destroy_without_confirm_refuses_before_installing_or_synthesizing(tmp_path: Path) -> None:
@@ -46,3 +52,13 @@ def test_make_plan_passes_env_only_when_given_on_the_command_line() -> None:
 
     assert "--env" not in planned()
     assert planned("ENV=prod").endswith("--env prod")
+
+
+def test_a_target_no_group_names_fails_the_listing(tmp_path: Path) -> None:
+    makefile = tmp_path / "Makefile"
+    makefile.write_text("plan: ## Plan\n\t@true\n\nbrand-new: ## A target nobody filed\n\t@true\n")
+    done = subprocess.run(
+        ["python3", str(REPO / "scripts" / "make_help.py"), str(makefile)], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "file brand-new under a group of GROUPS" in done.stderr
+    assert "\nOther:\n  make brand-new" in done.stdout
