@@ -145,8 +145,9 @@ class _Step:
     code: int | None = None  # its exit code once it ended by itself
     stopped: bool = False  # stopped because another step failed
 
-    def show(self) -> None:
-        """Print its output whole: its heading, then what it wrote to stdout and to stderr."""
+    def show(self, moved: tuple[Path, Path] | None = None) -> None:
+        """Print its output whole: its heading, then what it wrote to stdout and to stderr; `moved` (staging, where
+        it goes): the paths it printed, named where they will be once the plan ends."""
         if self.stopped:
             print(f"plan: {self.name} stopped (a step beside it failed)", file=sys.stderr, flush=True)
             return
@@ -154,7 +155,10 @@ class _Step:
         for mine, stream in ((self.out, sys.stdout), (self.err, sys.stderr)):
             assert mine is not None
             mine.seek(0)
-            stream.buffer.write(mine.read())
+            text = mine.read()
+            if moved is not None:
+                text = text.replace(str(moved[0]).encode(), str(moved[1]).encode())
+            stream.buffer.write(text)
             stream.flush()
 
 
@@ -191,10 +195,21 @@ def _wait_any(running: list[_Step]) -> _Step:
         time.sleep(0.05)
 
 
-def _run_steps(planned: Sequence[Step], started: float) -> tuple[str, int] | None:
+def _moved(places: tuple[Path, Path, Path] | None, *, failed: bool) -> tuple[Path, Path] | None:
+    if places is None:
+        return None
+    staging, outdir, refused = places
+    return (staging, refused if failed else outdir)
+
+
+def _run_steps(
+    planned: Sequence[Step], started: float, places: tuple[Path, Path, Path] | None = None
+) -> tuple[str, int] | None:
     """Run the steps, side by side where NEEDS allows (as many at a time as there are cores, two at least),
     printing each one's output whole in the steps' order. Once a step fails no step starts, and the ones running
-    are stopped. Returns (name, exit code) of the first step, in the steps' order, that failed; None if all passed."""
+    are stopped. `places` (staging, outdir, failed): a step's paths under the staging copy are printed where they
+    will be, the output folder while every step passes and the refused output's folder once one failed. Returns
+    (name, exit code) of the first step, in the steps' order, that failed; None if all passed."""
     steps = [_Step(name, list(argv), extra, _needs(planned, i)) for i, (name, argv, extra) in enumerate(planned)]
     by_name = {step.name: step for step in steps}
     limit = max(2, os.cpu_count() or 2)
@@ -226,7 +241,7 @@ def _run_steps(planned: Sequence[Step], started: float) -> tuple[str, int] | Non
                     _stop(running)
                     running.clear()
                 while shown < len(steps) and steps[shown].code is not None:
-                    steps[shown].show()
+                    steps[shown].show(_moved(places, failed=any(step.code not in (None, 0) for step in steps)))
                     shown += 1
         finally:
             _stop(running)
@@ -234,7 +249,7 @@ def _run_steps(planned: Sequence[Step], started: float) -> tuple[str, int] | Non
         # after one that was stopped).
         for step in steps[shown:]:
             if step.code is not None or step.stopped:
-                step.show()
+                step.show(_moved(places, failed=True))
     return next(((s.name, s.code) for s in steps if s.code is not None and s.code != 0), None)
 
 
@@ -249,13 +264,16 @@ def run_plan(
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     started = time.monotonic()
-    refused = _run_steps(planned if planned is not None else steps(staging, base, env), started)
+    refused = _run_steps(
+        planned if planned is not None else steps(staging, base, env), started, (staging, outdir, failed)
+    )
     if refused is not None:
         name, code = refused
         _replace(staging, failed)
         kept = f"{outdir} is unchanged" if outdir.exists() else f"{outdir} was not written"
         print(
-            f"error: make plan failed at `{name}` (exit {code}): {kept}; the refused output is in {failed}",
+            f"error: make plan failed at `{name}` (exit {code}): {kept}; the refused output is in {failed} (the "
+            "paths above name it there)",
             file=sys.stderr,
         )
         return code
@@ -265,8 +283,15 @@ def run_plan(
         f"{outdir}'s parts of {env} written (the other environments' as they were)" if env else f"{outdir} written"
     )
     print(f"plan: every step passed in {time.monotonic() - started:.0f} s; {written}", file=sys.stderr)
-    for review in sorted((outdir / "review").glob(f"{env}.md" if env else "*.md")):
+    reviews = sorted((outdir / "review").glob(f"{env}.md" if env else "*.md"))
+    for review in reviews:
         print(f"review: {review}")
+    if reviews:
+        print(
+            f"next: read the review{'s' if len(reviews) > 1 else ''} above (the same facts as JSON beside each, "
+            f"{reviews[0].with_suffix('.json').name}); a pull request shows it as its plan comment",
+            file=sys.stderr,
+        )
     return 0
 
 

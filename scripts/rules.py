@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from infra.config import ConfigError, environments_dir
-from infra.rules.run import Report, run
-from infra.synth.load import load_all
+from infra.rules.run import Report, environment_file, run
+from infra.synth.load import load_planned
 from scripts.parser import ArgumentParser
 
 
@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stacks = args.stacks
     try:
-        envs = load_all(environments_dir())
+        # Every environment loaded and held together; those PLATFORM_ENVS names (make plan ENV=) checked and shown.
+        envs = load_planned(environments_dir())
     except ConfigError as err:  # environment rules run at load: their violations land here
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for name, env in envs.items():
         for warning in support_warnings(env):
-            print(f"warning: infra/environments/{name}.yaml: {warning}", file=sys.stderr)
+            print(f"warning: {environment_file(name)}: {warning}", file=sys.stderr)
     report = run(envs, stacks)
     for line in report.lines:
         print(f"error: {line}", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -246,3 +247,41 @@ def test_a_baseline_is_made_from_a_git_ref_once_per_commit(stacks: dict[str, dic
         for name, body in base.items():
             assert body == stacks[name.removeprefix("platform-")], name
     assert baseline_of("HEAD", tmp_path) == made, "made once per commit"
+
+
+def _prints(path: Path, code: int = 0) -> list[str]:
+    """A step that writes a file into the staging copy and prints its path, as the real steps do."""
+    script = (
+        f"import pathlib, sys; p = pathlib.Path({str(path)!r}); p.parent.mkdir(parents=True, exist_ok=True); "
+        f"p.write_text('x'); print(p); sys.exit({code})"
+    )
+    return [sys.executable, "-c", script]
+
+
+def test_a_steps_paths_are_printed_where_they_end_up(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """make plan printed paths under cdktf.out.next/, gone when it ended: a passing plan names them in the output
+    folder, a refused one in the refused output's folder, and a passing one ends saying where to look next."""
+    outdir, staging = tmp_path / "cdktf.out", tmp_path / "cdktf.out.next"
+    passing = [("synth", _prints(staging / "stack.json"), {}), ("review", _prints(staging / "review" / "dev.md"), {})]
+    assert run_plan(outdir, passing) == 0
+    out, err = capfd.readouterr()
+    assert f"{outdir / 'stack.json'}\n" in out and f"{outdir / 'review' / 'dev.md'}\n" in out
+    assert ".next" not in out + err
+    assert "next: read the review above (the same facts as JSON beside each, dev.json)" in err
+    refused = [("synth", _prints(staging / "stack.json"), {}), ("rules", _prints(staging / "x", code=1), {})]
+    assert run_plan(outdir, refused) == 1
+    out, _ = capfd.readouterr()
+    failed = tmp_path / "cdktf.out.failed"
+    assert f"{failed / 'x'}\n" in out and ".next" not in out
+
+
+def test_one_environments_plan_shows_its_own_recipes_only(tmp_path: Path, synth_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.rules", str(synth_dir / "stacks")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PLATFORM_ENVS": "dev"},
+    )
+    recipes = [line for line in done.stdout.splitlines() if line.startswith("recipes: ") and "training.slice" in line]
+    assert [line.split()[1] for line in recipes] == ["dev:"], done.stdout[-2000:]
