@@ -441,7 +441,17 @@ def test_the_json_review_holds_the_markdowns_facts_and_its_schema(synth_dir: Pat
         hour = f"{after['usd_per_hour']['fewest']:,.2f}-{after['usd_per_hour']['most']:,.2f}"
         old = f"{before['usd_per_hour']['fewest']:,.2f}-{before['usd_per_hour']['most']:,.2f}"
         assert (f"| {hour} |" if hour == old else f"{old} \u2192 {hour}") in markdown
+        for engine in facts["engines"]:  # each argument on its own line under its release
+            block = markdown.split(f"- `{engine['release']}`, {engine['engine']}:", 1)[1].split("```")[1]
+            assert block.split() == engine["args"], engine["release"]
     dev = json.loads((current / "review" / "dev.json").read_text())
+    vllm = next(e for e in dev["engines"] if e["release"] == "serve-llama70b-vllm")
+    # The vLLM deployment's arguments, the platform's and then the file's extra_args, are in the review.
+    assert vllm["args"][0] == "--model=gs://acme-ml-platform-dev-models/hf/Llama-3.3-70B-Instruct"
+    assert "--max-num-batched-tokens=512" in vllm["args"] and {e["engine"] for e in dev["engines"]} == {
+        "vLLM (`vllm serve`)",
+        "JetStream (MaxText)",
+    }
     train = _address(stack, "google_container_node_pool", "train")
     assert dev["blocking"] == [train] and dev["counts"] == {"create": 0, "update": 1, "replace": 1, "delete": 0}
     (replaced,) = [c for c in dev["changes"] if c["action"] == "replace"]

@@ -11,6 +11,7 @@ from typing import Any
 from infra.catalogue.terraform_google import forces_replacement
 from infra.review.autoscaling import autoscalers
 from infra.review.costs import pool_costs, stack_pools
+from infra.review.engines import engine_args
 from infra.review.gate import gate
 from infra.review.holdings import accelerator_inventory, pool_inventory
 from infra.review.model import (
@@ -111,6 +112,7 @@ def review_stack(
         holdings=list(holdings),
         posture=list(posture),
         autoscalers=autoscalers(after),
+        engines=engine_args(after),
         watching=watching(after),
         confirmed=frozenset(confirmed),
         stack=stack,

@@ -122,6 +122,15 @@ class Autoscaler:
 
 
 @dataclass(frozen=True)
+class EngineArgs:
+    """A serving release's engine and the arguments it passes it, in order."""
+
+    release: str
+    engine: str
+    args: list[str]
+
+
+@dataclass(frozen=True)
 class Watching:
     """A stack's dashboards as (title, link), its alert policies' names, and the addresses they notify."""
 
@@ -152,6 +161,8 @@ class StackReview:
     autoscalers: list[Autoscaler] = field(default_factory=list)
     # Its dashboards, alert policies and their channels (infra/review/monitoring.py).
     watching: Watching = field(default_factory=Watching)
+    # What each serving release passes its engine (infra/review/engines.py).
+    engines: list[EngineArgs] = field(default_factory=list)
 
     @property
     def gated(self) -> list[Change]:

@@ -77,6 +77,7 @@ def review_json(review: StackReview) -> dict[str, Any]:
             "notify": list(review.watching.notify),
         },
         "posture": list(review.posture),
+        "engines": [{"release": e.release, "engine": e.engine, "args": list(e.args)} for e in review.engines],
     }
 
 
@@ -128,6 +129,16 @@ def _autoscaling_section(review: StackReview) -> list[str]:
             f"{usd(high)} |"
         )
     return lines
+
+
+def _engines_section(review: StackReview) -> list[str]:
+    """What each serving release passes its engine, one argument per line."""
+    if not review.engines:
+        return []
+    lines = ["", "## Serving engines' arguments", ""]
+    for e in review.engines:
+        lines += [f"- `{e.release}`, {e.engine}:", "", "  ```", *(f"  {a}" for a in e.args), "  ```", ""]
+    return lines[:-1]
 
 
 def _monitoring_section(review: StackReview) -> list[str]:
@@ -194,6 +205,7 @@ def render(review: StackReview) -> str:
             lines.append("No changes.")
     lines += _holdings_section(review)
     lines += _autoscaling_section(review)
+    lines += _engines_section(review)
     lines += _monitoring_section(review)
     if review.posture:
         lines += ["", "## Security posture", "", *review.posture]
