@@ -134,3 +134,23 @@ def test_a_new_environment_is_held_together_with_the_folder_and_names_its_argume
             environments / "dev.yaml", environments / "platform-x.yaml",
             name="platform-x", project="acme-x-12345", project_number="123456789", region="us-east5",
         )  # fmt: skip
+
+
+def test_the_copied_comments_name_the_new_environment_and_mark_the_old_regions_facts(tmp_path: Path) -> None:
+    """The comments copied from dev told the reader to run `make image ENV=dev` and to read
+    cdktf.out/placement/platform-dev.md in staging's own file; a statement of where us-east5 offers what was
+    copied as if it held in the new region."""
+    environments = _environments(tmp_path)
+    write_new_environment(
+        environments / "dev.yaml", environments / "staging.yaml",
+        name="staging", project="acme-staging-123", project_number="123456789", region="us-central1",
+    )  # fmt: skip
+    text = (environments / "staging.yaml").read_text()
+    header, body = text.split("\n# Development platform.", 1)  # the header new-env writes, then dev's own comments
+    comments = [line for line in body.splitlines() if "#" in line]
+    assert "written for dev.yaml and may not hold in us-central1" in header
+    assert "# `make image IMAGE=trainer ENV=staging`; `make deploy` refuses to deploy it." in text
+    assert "cdktf.out/placement/platform-staging.md" in text and "platform-dev" not in text
+    assert not [c for c in comments if re.search(r"(?<![\w.-])dev(?!\w)", c.split("#", 1)[1]) and "dev.yaml" not in c]
+    assert "# [us-east5] us-east5-b holds the TPU slices; A3 Mega is offered in us-east5-a only." in text
+    assert all("[us-east5]" in c for c in comments if "us-east5" in c)

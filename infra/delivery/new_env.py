@@ -216,11 +216,31 @@ def new_environment_text(
     changed = [f"{who}: {old} -> {new} ({old} is not offered in {region})" for who, (old, new) in
                placement.substitutes.items()]  # fmt: skip
     header = [
-        f"# Made by `make new-env` from {source.name}: project, region, zones, names and image paths rewritten; the",
-        f"# comments below were written for {env.name} ({env.region}).",
+        f"# Made by `make new-env` from {source.name}: project, region, zones, names and image paths rewritten, and",
+        f"# the comments' mentions of {env.name}; a comment about {env.region}'s zones is marked [{env.region}]:",
+        f"# it was written for {source.name} and may not hold in {region}.",
         *[f"# {line}" for line in [*changed, *grown]],
     ]
-    return "\n".join(header) + "\n" + out.getvalue(), placement
+    return "\n".join(header) + "\n" + _comments_rewritten(out.getvalue(), env.name, name, env.region), placement
+
+
+def _comments_rewritten(text: str, old: str, new: str, region: str) -> str:
+    """`text` whose comments name environment `new` where they named `old` (make image ENV=dev, platform-dev,
+    cdktf.out/slurm/dev/), and whose comments about zones of `region` are marked [region]: a statement of where
+    things are offered holds for the source's region only."""
+    name = re.compile(rf"(?<![\w.-]){re.escape(old)}(?![\w])")
+    lines = []
+    for line in text.splitlines(keepends=True):
+        at = line.find("#") if line.lstrip().startswith("#") else line.find(" #")
+        if at < 0:
+            lines.append(line)
+            continue
+        code, comment = line[:at], line[at:]
+        comment = name.sub(new, comment.replace(f"platform-{old}", f"platform-{new}"))
+        if region in comment:
+            comment = comment.replace("#", f"# [{region}]", 1)
+        lines.append(code + comment)
+    return "".join(lines)
 
 
 def write_new_environment(
