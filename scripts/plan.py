@@ -145,14 +145,25 @@ class _Step:
     code: int | None = None  # its exit code once it ended by itself
     stopped: bool = False  # stopped because another step failed
 
-    def show(self, moved: tuple[Path, Path] | None = None) -> None:
+    def summary(self) -> dict[str, object]:
+        """The step as --json reports it."""
+        return {
+            "name": self.name,
+            "started_s": round(self.began, 1),
+            "seconds": round(self.took, 1),
+            "exit": self.code,
+            "stopped": self.stopped,
+        }
+
+    def show(self, moved: tuple[Path, Path] | None = None, *, quiet_stdout: bool = False) -> None:
         """Print its output whole: its heading, then what it wrote to stdout and to stderr; `moved` (staging, where
-        it goes): the paths it printed, named where they will be once the plan ends."""
+        it goes): the paths it printed, named where they will be once the plan ends; `quiet_stdout`: its stdout to
+        stderr too (--json keeps stdout for the one JSON document)."""
         if self.stopped:
             print(f"plan: {self.name} stopped (a step beside it failed)", file=sys.stderr, flush=True)
             return
         print(f"plan: {self.name} ({self.began:.0f} s, took {self.took:.0f} s)", file=sys.stderr, flush=True)
-        for mine, stream in ((self.out, sys.stdout), (self.err, sys.stderr)):
+        for mine, stream in ((self.out, sys.stderr if quiet_stdout else sys.stdout), (self.err, sys.stderr)):
             assert mine is not None
             mine.seek(0)
             text = mine.read()
@@ -203,14 +214,22 @@ def _moved(places: tuple[Path, Path, Path] | None, *, failed: bool) -> tuple[Pat
 
 
 def _run_steps(
-    planned: Sequence[Step], started: float, places: tuple[Path, Path, Path] | None = None
+    planned: Sequence[Step],
+    started: float,
+    places: tuple[Path, Path, Path] | None = None,
+    *,
+    quiet_stdout: bool = False,
+    ran: list[_Step] | None = None,
 ) -> tuple[str, int] | None:
     """Run the steps, side by side where NEEDS allows (as many at a time as there are cores, two at least),
     printing each one's output whole in the steps' order. Once a step fails no step starts, and the ones running
     are stopped. `places` (staging, outdir, failed): a step's paths under the staging copy are printed where they
     will be, the output folder while every step passes and the refused output's folder once one failed. Returns
-    (name, exit code) of the first step, in the steps' order, that failed; None if all passed."""
+    (name, exit code) of the first step, in the steps' order, that failed; None if all passed; `ran` gets the steps.
+    """
     steps = [_Step(name, list(argv), extra, _needs(planned, i)) for i, (name, argv, extra) in enumerate(planned)]
+    if ran is not None:
+        ran.extend(steps)
     by_name = {step.name: step for step in steps}
     limit = max(2, os.cpu_count() or 2)
     shown = 0
@@ -241,7 +260,8 @@ def _run_steps(
                     _stop(running)
                     running.clear()
                 while shown < len(steps) and steps[shown].code is not None:
-                    steps[shown].show(_moved(places, failed=any(step.code not in (None, 0) for step in steps)))
+                    moved = _moved(places, failed=any(step.code not in (None, 0) for step in steps))
+                    steps[shown].show(moved, quiet_stdout=quiet_stdout)
                     shown += 1
         finally:
             _stop(running)
@@ -249,24 +269,36 @@ def _run_steps(
         # after one that was stopped).
         for step in steps[shown:]:
             if step.code is not None or step.stopped:
-                step.show(_moved(places, failed=True))
+                step.show(_moved(places, failed=True), quiet_stdout=quiet_stdout)
     return next(((s.name, s.code) for s in steps if s.code is not None and s.code != 0), None)
 
 
 def run_plan(
-    outdir: Path, planned: Sequence[Step] | None = None, *, base: Path | None = None, env: str | None = None
+    outdir: Path,
+    planned: Sequence[Step] | None = None,
+    *,
+    base: Path | None = None,
+    env: str | None = None,
+    as_json: bool = False,
 ) -> int:
     """Run the steps on a staging copy; swap it in only if all pass (with `env`, that environment's parts of it
-    alone). Returns the exit code."""
+    alone). Returns the exit code; `as_json`: the steps' output on stderr and one JSON document on stdout
+    (docs/plan.schema.json)."""
     outdir = outdir.resolve()
     staging = outdir.with_name(f"{outdir.name}.next")
     failed = outdir.with_name(f"{outdir.name}.failed")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     started = time.monotonic()
+    ran: list[_Step] = []
     refused = _run_steps(
-        planned if planned is not None else steps(staging, base, env), started, (staging, outdir, failed)
+        planned if planned is not None else steps(staging, base, env),
+        started,
+        (staging, outdir, failed),
+        quiet_stdout=as_json,
+        ran=ran,
     )
+    reviews: list[Path] = []
     if refused is not None:
         name, code = refused
         _replace(staging, failed)
@@ -276,23 +308,42 @@ def run_plan(
             "paths above name it there)",
             file=sys.stderr,
         )
-        return code
-    _replace(_merged(staging, outdir, env) if env else staging, outdir)
-    shutil.rmtree(failed, ignore_errors=True)
-    written = (
-        f"{outdir}'s parts of {env} written (the other environments' as they were)" if env else f"{outdir} written"
-    )
-    print(f"plan: every step passed in {time.monotonic() - started:.0f} s; {written}", file=sys.stderr)
-    reviews = sorted((outdir / "review").glob(f"{env}.md" if env else "*.md"))
-    for review in reviews:
-        print(f"review: {review}")
-    if reviews:
-        print(
-            f"next: read the review{'s' if len(reviews) > 1 else ''} above (the same facts as JSON beside each, "
-            f"{reviews[0].with_suffix('.json').name}); a pull request shows it as its plan comment",
-            file=sys.stderr,
+    else:
+        code = 0
+        _replace(_merged(staging, outdir, env) if env else staging, outdir)
+        shutil.rmtree(failed, ignore_errors=True)
+        written = (
+            f"{outdir}'s parts of {env} written (the other environments' as they were)" if env else f"{outdir} written"
         )
-    return 0
+        print(f"plan: every step passed in {time.monotonic() - started:.0f} s; {written}", file=sys.stderr)
+        reviews = sorted((outdir / "review").glob(f"{env}.md" if env else "*.md"))
+        for review in reviews:
+            print(f"review: {review}", file=sys.stderr if as_json else sys.stdout)
+        if reviews:
+            print(
+                f"next: read the review{'s' if len(reviews) > 1 else ''} above (the same facts as JSON beside each, "
+                f"{reviews[0].with_suffix('.json').name}); a pull request shows it as its plan comment",
+                file=sys.stderr,
+            )
+    if as_json:
+        document = {
+            "schema": PLAN_SCHEMA,
+            "exit": code,
+            "environment": env,
+            "outdir": str(outdir),
+            "seconds": round(time.monotonic() - started, 1),
+            "steps": [step.summary() for step in ran],
+            "failed_step": refused[0] if refused else None,
+            "refused_output": str(failed) if refused else None,
+            "reviews": [
+                {"environment": r.stem, "markdown": str(r), "json": str(r.with_suffix(".json"))} for r in reviews
+            ],
+        }
+        print(json.dumps(document, indent=2))
+    return code
+
+
+PLAN_SCHEMA = "platform-plan/1"
 
 
 class BaselineError(ValueError):
@@ -353,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a git ref (main, a tag, a commit): the baseline is what it synthesizes (cached per commit)",
     )
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout (docs/plan.schema.json); the steps on stderr"
+    )
     args = parser.parse_args(argv)
     if args.base_ref is not None:
         if args.base is not None:
@@ -364,14 +418,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: BASE_REF={args.base_ref}: {err}", file=sys.stderr)
             return 2
     if args.env is not None:
-        from infra.config import environments_dir
+        from infra.config import ConfigError, environment_file
 
-        known = sorted(p.stem for p in environments_dir().glob("*.yaml"))
-        if args.env not in known:
-            print(
-                f"error: --env {args.env!r}: no {environments_dir()}/{args.env}.yaml; environments: {', '.join(known)}",
-                file=sys.stderr,
-            )
+        try:
+            environment_file(args.env)
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
             return 2
     # Every environment file loaded and checked once, before any step: a bad file is refused here, by name, and
     # not by each of the steps that would start side by side.
@@ -384,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         print(f"error: make plan refused the environment files; {args.outdir} is unchanged", file=sys.stderr)
         return 2
-    return run_plan(args.outdir, base=args.base, env=args.env)
+    return run_plan(args.outdir, base=args.base, env=args.env, as_json=args.json)
 
 
 if __name__ == "__main__":

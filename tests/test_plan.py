@@ -14,6 +14,7 @@ import pytest
 
 from scripts.plan import main, run_plan, steps
 from tests.helpers import ENVIRONMENT_NAMES, REPO
+from tests.in_process import run_main
 
 
 def _write(path: Path, text: str) -> list[str]:
@@ -145,7 +146,8 @@ def test_planning_an_unknown_environment_is_refused_before_any_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--outdir", str(tmp_path / "cdktf.out"), "--env", "no-such-env"]) == 2
-    assert f"no-such-env.yaml; environments: {', '.join(ENVIRONMENT_NAMES)}" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"ENV='no-such-env': not one; the environments here: {', '.join(ENVIRONMENT_NAMES)}" in said
     assert not (tmp_path / "cdktf.out").exists() and not (tmp_path / "cdktf.out.next").exists()
 
 
@@ -285,3 +287,33 @@ def test_one_environments_plan_shows_its_own_recipes_only(tmp_path: Path, synth_
     )
     recipes = [line for line in done.stdout.splitlines() if line.startswith("recipes: ") and "training.slice" in line]
     assert [line.split()[1] for line in recipes] == ["dev:"], done.stdout[-2000:]
+
+
+def test_plan_json_is_one_document_on_stdout_saying_what_the_lines_say(tmp_path: Path) -> None:
+    """`platform plan --json`: stdout holds one JSON document (docs/plan.schema.json) and nothing else; the steps'
+    lines go to stderr; the document names the steps, their codes, and the reviews (or the refused output)."""
+    import jsonschema
+
+    schema = json.loads((REPO / "docs" / "plan.schema.json").read_text())
+    outdir, staging = tmp_path / "cdktf.out", tmp_path / "cdktf.out.next"
+    passing = [("synth", _prints(staging / "stack.json"), {}), ("review", _prints(staging / "review" / "dev.md"), {})]
+    done = run_main(_run_plan_main(outdir, passing), [], env=dict(os.environ), cwd=REPO)
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, schema)
+    assert document["exit"] == 0 == done.returncode and document["failed_step"] is None
+    assert [s["name"] for s in document["steps"]] == ["synth", "review"]
+    review = outdir / "review" / "dev.md"
+    json_review = str(review.with_suffix(".json"))
+    assert document["reviews"] == [{"environment": "dev", "markdown": str(review), "json": json_review}]
+    assert f"review: {outdir / 'review' / 'dev.md'}" in done.stderr and str(outdir / "stack.json") in done.stderr
+    refused = [("synth", _prints(staging / "stack.json"), {}), ("rules", _prints(staging / "x", code=1), {})]
+    done = run_main(_run_plan_main(outdir, refused), [], env=dict(os.environ), cwd=REPO)
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, schema)
+    assert document["exit"] == 1 == done.returncode and document["failed_step"] == "rules"
+    assert document["refused_output"] == str(tmp_path / "cdktf.out.failed") and document["reviews"] == []
+    assert "make plan failed at `rules` (exit 1)" in done.stderr
+
+
+def _run_plan_main(outdir: Path, planned: list[Any]) -> Any:
+    return lambda argv: run_plan(outdir, planned, as_json=True)
