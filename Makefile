@@ -76,7 +76,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -219,6 +219,9 @@ else
 train-local: $(VENV_STAMP)
 	$(PY) -m workloads.trainer local --engine '$(ENGINE)' --steps '$(STEPS)' --checkpoint-dir $(CKPT_DIR)
 endif
+
+plot: $(VENV_STAMP) ## Draw the local run's loss, step time and goodput (CKPT_DIR=: CKPT_DIR/training.png) and each review's node pool cost (cdktf.out/review/<env>.cost.png, linked from the review)
+	$(PLATFORM) plot --checkpoint-dir $(CKPT_DIR) --outdir $(OUT)
 
 train: $(VENV_STAMP) ## Submit ENV='s training.recipe (or RECIPE=) on its Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
 	$(PY) -m workloads.trainer $(if $(DRY_RUN),args,submit) --env $(ENV) $(if $(RECIPE),--recipe $(RECIPE))

@@ -59,6 +59,7 @@ COMMANDS: dict[str, Command] = {
         "scripts.deploy_local", "destroy what deploy-local applied; list what is left behind", ["--destroy"]
     ),
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
+    "plot": Command("scripts.plot", "the local run's loss, step time and goodput, and each review's cost, as PNGs"),
     "completion": Command(
         "scripts.completion", 'print the bash or zsh completion script (eval "$(platform completion bash)")'
     ),

@@ -20,7 +20,7 @@ GROUPS: dict[str, list[str]] = {
         "preflight", "deploy-infra", "deploy", "destroy", "promote", "new-env", "logs",
     ],
     "Images": ["image", "images", "image-digests"],
-    "Train": ["train-local", "train", "compile-recipes", "engine-check"],
+    "Train": ["train-local", "train", "plot", "compile-recipes", "engine-check"],
     "Serve": ["serve-local", "saxml"],
     "Other orchestrators (Vertex AI, Compute Engine VMs)": ["vertex-submit", "vm-up", "vm-down"],
     "The local control plane": [

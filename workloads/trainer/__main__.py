@@ -89,6 +89,11 @@ def run_local(
     with StepProgress(lambda: [ckpt / METRICS_FILE], last_step=config.end_step):
         trainer.fit()
     say(f"done: checkpoints in {ckpt}", started)
+    say(
+        f"next: make plot CKPT_DIR={ckpt} (loss, step time, goodput), make serve-local CKPT_DIR={ckpt}, or "
+        f"make train-local STEPS=<more> CKPT_DIR={ckpt} to resume",
+        started,
+    )
     records = read_metrics(ckpt)
     last = json.loads((ckpt / SUMMARY_FILE).read_text())
     missing = [s for s in range(start + 1, config.end_step + 1) if s not in records]

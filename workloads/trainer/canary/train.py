@@ -142,12 +142,14 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
             manager.save(done, args=ocp.args.StandardSave(state))
         step_times.append(elapsed)
         losses.append(loss)
-        record = {"step": done, "loss": loss, "step_time_s": elapsed}
+        # `time`: when the step ended (seconds since the epoch): `make plot` reads the run's goodput from it.
+        record = {"step": done, "loss": loss, "step_time_s": elapsed, "time": round(time.time(), 3)}
         if is_writer:
             with metrics_path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
             # In a job, one JSON line per step (workloads/logs.py): Cloud Logging's jsonPayload.step, .loss.
-            LOG.info("step", extra={**record, "end_step": config.end_step})
+            # (Not `time`: Cloud Logging takes a payload's `time` as the entry's timestamp, in its own formats.)
+            LOG.info("step", extra={**{k: v for k, v in record.items() if k != "time"}, "end_step": config.end_step})
         if report is not None:
             report(record)
         if config.fail_at_step == done and jax.process_index() == jax.process_count() - 1:

@@ -1,0 +1,164 @@
+"""`make plot`: pictures where people look. The local training run's loss, step time and goodput
+(`<checkpoint dir>/training.png`, from the run's `metrics.jsonl`), and each review's node pool cost over the
+plan's range (`cdktf.out/review/<env>.cost.png`, from `<env>.json`), linked from the review's Markdown.
+
+Goodput, as Google's ML Goodput measures it: the share of the run's elapsed time spent on steps that count. A
+step trained again after a restart (the work since the last checkpoint, lost) counts once, its last time; the
+time between a crash and the resumed run's first step counts as elapsed, not productive.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scripts.parser import ArgumentParser
+
+PICTURES = "## Pictures"
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """A run's goodput after each record: (elapsed seconds, productive seconds), and the steps trained again."""
+
+    points: list[tuple[float, float]]
+    redone: int
+
+    @property
+    def final(self) -> float:
+        elapsed, productive = self.points[-1]
+        return productive / elapsed if elapsed else 0.0
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The metrics file's whole JSON lines with a step (a line still being written, or another record, skipped)."""
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "step" in record:
+            records.append(record)
+    return records
+
+
+def goodput(records: list[dict[str, Any]]) -> Goodput:
+    """The goodput curve of records in the order they were written, each with `step`, `step_time_s` and `time`
+    (when it ended): a step's time counts once, its last run's; the elapsed time runs from the first step's start."""
+    timed = [r for r in records if isinstance(r.get("time"), int | float)]
+    if not timed:
+        raise ValueError("no record has a `time` (written by the canary trainer since `make plot`)")
+    last = {int(r["step"]): i for i, r in enumerate(timed)}  # the run of each step that counts
+    start = timed[0]["time"] - timed[0]["step_time_s"]
+    points, productive = [], 0.0
+    for i, r in enumerate(timed):
+        if last[int(r["step"])] == i:
+            productive += float(r["step_time_s"])
+        points.append((r["time"] - start, productive))
+    return Goodput(points, redone=len(timed) - len(last))
+
+
+def plot_training(records: list[dict[str, Any]], out: Path) -> Goodput | None:
+    """Loss and step time by step, and goodput over the run, into `out` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    steps = [int(r["step"]) for r in records]
+    loss = [r.get("loss", r.get("learning/loss")) for r in records]
+    step_time = [r.get("step_time_s", r.get("perf/step_time_seconds")) for r in records]
+    axes[0].plot(steps, loss, marker=".")
+    axes[0].set(title="loss", xlabel="step")
+    axes[1].plot(steps, step_time, marker=".")
+    axes[1].set(title="step time (s)", xlabel="step", yscale="log")
+    measured: Goodput | None = None
+    try:
+        measured = goodput(records)
+    except ValueError:
+        axes[2].text(0.5, 0.5, "no step times of day in this run", ha="center", va="center")
+    else:
+        elapsed = [e for e, _ in measured.points]
+        axes[2].plot(elapsed, [p / e if e else 0 for e, p in measured.points], marker=".")
+        axes[2].set(ylim=(0, 1.05))
+    axes[2].set(title="goodput (productive / elapsed)", xlabel="elapsed (s)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+    return measured
+
+
+def plot_cost(review: dict[str, Any], out: Path) -> None:
+    """Each node pool's USD/hour at its fewest and its most nodes, after the change (and before, where the review
+    has a baseline), into `out` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pools = review["cost"]["after"]["pools"]
+    names = [p["pool"] for p in pools]
+    price = [p["usd_per_node_hour"] or 0 for p in pools]  # an unpriced pool (its reason in the review) at 0
+    fewest = [n * p["min_nodes"] for n, p in zip(price, pools, strict=True)]
+    most = [n * p["max_nodes"] for n, p in zip(price, pools, strict=True)]
+    fig, ax = plt.subplots(figsize=(10, max(3, 0.35 * len(pools) + 1)))
+    ax.barh(names, most, color="#c6dbef", label="at most nodes")
+    ax.barh(names, fewest, color="#2171b5", label="at fewest nodes")
+    total = review["cost"]["after"]["usd_per_hour"]
+    ax.set(
+        title=f"{review['stack']}: node pools {total['fewest']:,.2f}-{total['most']:,.2f} USD/hour",
+        xlabel="USD/hour (list prices)",
+    )
+    ax.invert_yaxis()
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+
+
+def link_from_review(markdown: Path, picture: Path) -> None:
+    """Put (or replace) the review's Pictures section, linking `picture` beside it."""
+    text = markdown.read_text()
+    text = text.split(f"\n{PICTURES}\n", 1)[0].rstrip("\n")
+    markdown.write_text(f"{text}\n\n{PICTURES}\n\n![node pool cost over the plan's range]({picture.name})\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m scripts.plot", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint-dir", type=Path, default=Path(".cache/canary"), help="the run (make: CKPT_DIR=)")
+    parser.add_argument("--outdir", type=Path, default=Path("cdktf.out"), help="the plan's output (its reviews)")
+    args = parser.parse_args(argv)
+    drawn = 0
+    metrics = args.checkpoint_dir / "metrics.jsonl"
+    if metrics.exists() and (records := read_records(metrics)):
+        picture = args.checkpoint_dir / "training.png"
+        measured = plot_training(records, picture)
+        said = f"goodput {measured.final:.0%} ({measured.redone} step(s) trained again)" if measured else "no goodput"
+        print(f"plot: {picture}: loss, step time, {said} over {len(records)} step record(s)")
+        drawn += 1
+    else:
+        print(f"plot: no training run in {args.checkpoint_dir} (make train-local writes {metrics})", file=sys.stderr)
+    for facts in sorted((args.outdir / "review").glob("*.json")):
+        review = json.loads(facts.read_text())
+        if not review.get("cost", {}).get("after", {}).get("pools"):
+            continue
+        picture = facts.with_name(f"{facts.stem}.cost.png")
+        plot_cost(review, picture)
+        markdown = facts.with_suffix(".md")
+        if markdown.exists():
+            link_from_review(markdown, picture)
+        print(f"plot: {picture}: node pool cost over the plan's range (linked from {markdown})")
+        drawn += 1
+    if not drawn:
+        print("error: nothing to plot: run make train-local or make plan first", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
