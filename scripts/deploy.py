@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
-from infra.delivery.apply_paths import output_folder, unresolved
+from infra.delivery.apply_paths import synth_folder, unresolved
 from infra.synth.load import load_named
 from scripts import preflight, teardown
 from scripts.adopt_crds import adopt
@@ -224,12 +224,14 @@ def deploy(
     approved: str | None = None,
 ) -> int:
     stack = f"platform-{env.name}"
+    # What a real deploy would stop at; a dry run says it and goes on, to show every command (offline included).
+    stops: list[str] = []
     placeholders = env.placeholder_images()
     if placeholders and not infra_only:
         names = ", ".join(placeholders)
         print(
-            f"error: {path}: release.images: {names} still at the placeholder digest {PLACEHOLDER_DIGEST[:10]}...; "
-            "build and pin them first.\n"
+            f"{'dry run: a deploy refuses: ' if dry_run else 'error: '}{path}: release.images: {names} still at the "
+            f"placeholder digest {PLACEHOLDER_DIGEST[:10]}...; build and pin them first.\n"
             "A fresh environment is deployed in three steps:\n"
             f"  1. make deploy-infra ENV={env.name}    everything except the releases that run those images "
             "(the registry included)\n"
@@ -238,20 +240,29 @@ def deploy(
             f"  3. make deploy ENV={env.name}",
             file=sys.stderr,
         )
-        return 2
-    with output_folder(stack) as tmp:
+        if not dry_run:
+            return 2
+        stops.append("images at the placeholder digest")
+    with synth_folder(stack, keep=dry_run) as tmp:
         synthesized = Synthesized(env, Path(tmp), omit_unbuilt=infra_only)
         code = synthesized.unresolved()
         if code:
             return code
+        if dry_run:
+            print(
+                f"dry run: {stack} synthesized as the deploy applies it, kept: {synthesized.stack_dir / 'cdk.tf.json'}"
+            )
         # Preflight: the pinned tools, credentials, APIs, roles and quota, before anything is applied.
         code = preflight.for_deploy(env, skip_image=skip_image, stack=synthesized.stack)
-        if code:
+        if code and not dry_run:
             return code
+        if code:
+            print("dry run: the preflight above failed: a deploy would stop there and apply nothing; going on")
+            stops.append("the preflight")
         if infra_only:
             if synthesized.left_out:
                 print(f"{stack}: left out until their images are built: {', '.join(synthesized.left_out)}")
-        else:
+        elif not placeholders:
             print(f"{stack}: every release image is pinned to a built digest")
         # The APIs first, waited for until each answers: the provider does not retry a just-enabled API's refusal.
         code = enable_and_wait(env, dry_run=dry_run)
@@ -273,10 +284,13 @@ def deploy(
             code = apply(
                 synthesized.stack_dir, stack, confirmed_from_env(), approved=approved, env=env, ask=not auto_approve
             )
-    if code or env.slurm is None:
-        return code
-    # The Slurm cluster reuses the stack's network, service accounts and firewall rules: it comes after.
-    return deploy_slurm(env, skip_image=skip_image, auto_approve=auto_approve, dry_run=dry_run)
+    if not code and env.slurm is not None:
+        # The Slurm cluster reuses the stack's network, service accounts and firewall rules: it comes after.
+        code = deploy_slurm(env, skip_image=skip_image, auto_approve=auto_approve, dry_run=dry_run)
+    if dry_run and not code:
+        said = f"a deploy would stop at {' and '.join(stops)}" if stops else "nothing above would stop a deploy"
+        print(f"dry run: done, nothing changed; {said}")
+    return code
 
 
 # What each guard is called in the environment file.
@@ -309,7 +323,7 @@ def destroy_report(stack: dict[str, Any]) -> tuple[list[str], list[str], list[st
 
 def destroy(env: Environment, *, confirm: str | None, auto_approve: bool, dry_run: bool) -> int:
     stack_name = f"platform-{env.name}"
-    with output_folder(stack_name) as tmp:
+    with synth_folder(stack_name, keep=dry_run) as tmp:
         return _destroy(env, Synthesized(env, Path(tmp)), confirm=confirm, auto_approve=auto_approve, dry_run=dry_run)
 
 

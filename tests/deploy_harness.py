@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -274,7 +275,14 @@ def run_deploy(
     }
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return run_main(deploy.main, args, env={**env, "PYTHONPATH": str(REPO)}, cwd=work)
+    # A dry run keeps its folder at the repository root: one per test, read and removed here (tests run side by side).
+    kept = f".cdktf.out-dry-run-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        return run_main(deploy.main, args, env={**env, "PYTHONPATH": str(REPO), "PLATFORM_DRY_RUN_DIR": kept}, cwd=work)
+    finally:
+        if (REPO / kept).exists():
+            shutil.copytree(REPO / kept, tmp_path / "dry-run", dirs_exist_ok=True)
+            shutil.rmtree(REPO / kept)
 
 
 def recorded_calls(tmp_path: Path, tool: str = "calls") -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -117,13 +118,17 @@ def test_destroy_refuses_prod_and_every_protected_resource(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_make_destroy_prod_is_refused(tmp_path: Path) -> None:
-    done = subprocess.run(
-        ["make", "-s", "destroy", "ENV=prod", "DRY_RUN=1", "CONFIRM=platform-prod"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PLATFORM_CDKTF": "false"},
-    )
+    kept = f".cdktf.out-dry-run-test-{tmp_path.name}"  # the dry run's folder, this test's own
+    try:
+        done = subprocess.run(
+            ["make", "-s", "destroy", "ENV=prod", "DRY_RUN=1", "CONFIRM=platform-prod"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PLATFORM_CDKTF": "false", "PLATFORM_DRY_RUN_DIR": kept},
+        )
+    finally:
+        shutil.rmtree(REPO / kept, ignore_errors=True)
     assert done.returncode != 0
     assert "platform-prod: destroy refused; nothing was changed" in done.stderr
 
@@ -391,3 +396,28 @@ def test_a_deploy_whose_chart_is_missing_stops_before_anything_is_applied(tmp_pa
     refused = r"error: platform-dev: helm_release\.\S+ \(jobset\): postrender\.binary_path '\.\./\.\./\.\./scripts/"
     assert re.search(refused + r"crd-postrender' resolves to .*, which is not an executable file", done.stderr)
     assert recorded_calls(tmp_path) == [], "nothing applied"
+
+
+def test_a_dry_run_offline_goes_to_the_end_keeps_its_stack_and_says_what_would_stop_a_deploy(tmp_path: Path) -> None:
+    """The dry runs stopped at the first thing a deploy would stop at (unbuilt images; a preflight with no
+    credentials) and synthesized into a temporary folder nobody could read. Offline, with unbuilt images, the
+    dry run now prints every command to the end, keeps the stack it would apply, and names what would stop."""
+    done = run_deploy(
+        ["deploy", "dev", "--dry-run"], tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "no-such-adc.json")
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "dry run: a deploy refuses: " in done.stderr and "still at the placeholder digest" in done.stderr
+    assert "dry run: the preflight above failed: a deploy would stop there and apply nothing; going on" in out
+    would = re.findall(r"^dry run, would run \(in \S+/stacks/platform-dev\): .*?_stand_in\.py (\w+)", out, re.M)
+    assert would == ["init", "plan", "show", "apply"], out
+    assert "dry run, would run: " in out and "gcluster_stand_in.py deploy" in out  # the Slurm cluster after
+    assert out.rstrip().endswith(
+        "dry run: done, nothing changed; a deploy would stop at images at the placeholder digest and the preflight"
+    )
+    kept = re.search(r"dry run: platform-dev synthesized as the deploy applies it, kept: (\S+)", out)
+    assert kept and kept[1].endswith("/stacks/platform-dev/cdk.tf.json")
+    # The harness moves the kept folder into the test's own (tests run side by side); it held the stack.
+    stack = json.loads((tmp_path / "dry-run" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    assert "ray-training" in {r["name"] for r in stack["resource"]["helm_release"].values()}
+    assert recorded_calls(tmp_path) == [] and recorded_calls(tmp_path, "gcluster") == []

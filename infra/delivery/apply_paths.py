@@ -10,8 +10,11 @@ its first release. `output_folder` makes a folder where they resolve; `unresolve
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +55,20 @@ def output_folder(prefix: str) -> tempfile.TemporaryDirectory[str]:
     """A temporary synth output folder where the stacks' relative paths resolve: a direct child of the repository
     root (ignored by git: `.cdktf.out-*/`)."""
     return tempfile.TemporaryDirectory(prefix=f".cdktf.out-{prefix}-", dir=REPO)
+
+
+@contextlib.contextmanager
+def synth_folder(prefix: str, *, keep: bool) -> Iterator[str]:
+    """`output_folder`, or with `keep` (a dry run) `.cdktf.out-dry-run-<prefix>/` at the repository root (or the
+    `.cdktf.out-*` folder PLATFORM_DRY_RUN_DIR names there), emptied first and left for the person to read: the
+    stack exactly as the deploy would apply it."""
+    if not keep:
+        with output_folder(prefix) as tmp:
+            yield tmp
+        return
+    kept = REPO / (os.environ.get("PLATFORM_DRY_RUN_DIR") or f".cdktf.out-dry-run-{prefix}")
+    if kept.parent != REPO or not kept.name.startswith(".cdktf.out-"):
+        raise ValueError(f"PLATFORM_DRY_RUN_DIR={kept.name!r}: a .cdktf.out-* folder at the repository root")
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir()
+    yield str(kept)
