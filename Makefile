@@ -76,7 +76,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -240,6 +240,14 @@ new-env: $(VENV_STAMP) ## Write infra/environments/NAME.yaml from FROM= (dev) fo
 
 image-digests: $(VENV_STAMP) ## Resolve each upstream image still pinned by tag (infra/catalogue/upstream.py AWAITING_DIGEST) to its digest, where its registry is reachable
 	$(PLATFORM) image-digests
+
+pin: $(VENV_STAMP) ## Set one release pin of ENV=: FIELD=release.controllers.<name>|charts.<name>|images.<name> VALUE= (validated with every environment, comments kept; DRY_RUN=1: the diff only)
+	@test -n "$(FIELD)" && test -n "$(VALUE)" || { echo "usage: make pin ENV=<env> FIELD=release.<section>.<name> VALUE=<value> [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) pin $(if $(DRY_RUN),--dry-run) -- $(ENV) '$(FIELD)' '$(VALUE)'
+
+rollback: $(VENV_STAMP) ## Put FIELD= of ENV= back to its previous value in the file's git history (DRY_RUN=1: the diff only)
+	@test -n "$(FIELD)" || { echo "usage: make rollback ENV=<env> FIELD=release.<section>.<name> [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) rollback $(if $(DRY_RUN),--dry-run) -- $(ENV) '$(FIELD)'
 
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PLATFORM) promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)

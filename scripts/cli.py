@@ -41,6 +41,8 @@ COMMANDS: dict[str, Command] = {
     "apply": Command("scripts.apply", "plan a stack to a file, gate it, apply that file (the deploy workflows)"),
     "image": Command("scripts.image", "build, push and pin one image, or every image with --all"),
     "promote": Command("scripts.promote", "copy the release pins from one environment to another"),
+    "pin": Command("scripts.pin", "set one release pin (a controller version, a chart, an image digest)"),
+    "rollback": Command("scripts.pin", "put one release pin back to its previous value (git history)", ["--rollback"]),
     "new-env": Command("scripts.new_env", "write a new environment file from another one"),
     "image-digests": Command("scripts.image_digests", "resolve the upstream images still pinned by tag"),
     "vertex-submit": Command("scripts.vertex", "create an environment's Vertex AI job", ["submit"]),

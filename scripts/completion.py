@@ -29,6 +29,8 @@ POSITIONALS: dict[str, tuple[str, ...]] = {
     "promote": ("envs", "envs"),
     "image": ("images", "envs"),
     "new-env": ("",),
+    "pin": ("envs", "", ""),
+    "rollback": ("envs", ""),
     "completion": ("shells",),
 }
 # Flags whose value names one of these.

@@ -1,0 +1,123 @@
+"""Day-two pins of an environment's release: set one (`make pin`), or put one back to its previous value
+(`make rollback`), with a dry run that shows the change and writes nothing.
+
+A pin is one field of `release`: a controller's chart version (`release.controllers.<name>`), a local chart's
+version (`release.charts.<name>`) or an image digest (`release.images.<name>`). The file is rewritten with its
+comments and order kept and validated with the whole folder before it is written (infra/delivery/release_file.py),
+so a version the platform does not know (no CRDs recorded in workloads/charts/crds.yaml, no webhook rules) is
+refused with the versions it knows. The previous value is the file's own history: the last commit in which the
+field held another value (`git log` of the file), so a rollback needs no record of its own and undoes the last
+change of that field, whoever made it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from infra.catalogue.controllers import CONTROLLERS
+from infra.delivery.release_file import diff, updated_text, validate, write_validated
+
+SECTIONS = ("controllers", "charts", "images")
+
+
+class PinError(ValueError):
+    """A pin that cannot be set or rolled back; nothing was written."""
+
+
+@dataclass(frozen=True)
+class PinChange:
+    path: Path
+    field: str  # release.<section>.<name>
+    old: str | None
+    new: str
+    old_text: str
+    new_text: str
+
+    @property
+    def diff(self) -> str:
+        return diff(self.path, self.old_text, self.new_text)
+
+
+def parse_field(text: str) -> tuple[str, str]:
+    """(section, name) of `release.<section>.<name>` (or `<section>.<name>`)."""
+    parts = text.removeprefix("release.").split(".")
+    if len(parts) != 2 or parts[0] not in SECTIONS or not parts[1]:
+        raise PinError(
+            f"FIELD={text!r}: a release pin, release.<section>.<name> with section one of {', '.join(SECTIONS)} "
+            "(release.controllers.lws, release.images.trainer)"
+        )
+    return parts[0], parts[1]
+
+
+def _current(path: Path, section: str, name: str) -> str | None:
+    data = yaml.safe_load(path.read_text()) or {}
+    value = ((data.get("release") or {}).get(section) or {}).get(name)
+    return None if value is None else str(value)
+
+
+def _known(section: str, name: str, value: str) -> None:
+    """Refuse, before any file is touched, a controller version the platform does not know, saying how one is
+    added (the YAML would be refused too, naming only the file)."""
+    if section != "controllers":
+        return
+    if name not in CONTROLLERS:
+        raise PinError(f"release.controllers.{name}: not a controller the platform knows: {', '.join(CONTROLLERS)}")
+    known = CONTROLLERS[name].versions
+    if value not in known:
+        raise PinError(
+            f"VERSION={value!r}: release.controllers.{name} takes a version the platform knows: {', '.join(known)}. "
+            f"A new one is added to infra/catalogue/controllers.py with its CRDs recorded in "
+            f"workloads/charts/crds.yaml (`make crds` fetches and checks them) and its webhooks' rules in "
+            f"infra/rules/; then `make pin ENV=<env> FIELD=release.controllers.{name} VALUE={value}`"
+        )
+
+
+def plan_pin(path: Path, field: str, value: str) -> PinChange:
+    """The change that sets `field` to `value` in environment file `path`, validated with its folder."""
+    section, name = parse_field(field)
+    _known(section, name, value)
+    old = _current(path, section, name)
+    old_text = path.read_text()
+    new_text = updated_text(path, {section: {name: value}})
+    validate(path, new_text)  # ConfigError: the file, the field, the value, what is allowed
+    return PinChange(path, f"release.{section}.{name}", old, value, old_text, new_text)
+
+
+def previous_value(path: Path, section: str, name: str) -> tuple[str, str]:
+    """(value, commit) of the field before its current value: the newest commit of the file's history whose
+    field differs from what the file holds now."""
+    now = _current(path, section, name)
+    folder = path.resolve().parent
+    log = subprocess.run(
+        ["git", "log", "--format=%H", "--", path.name], cwd=folder, capture_output=True, text=True, check=False
+    )
+    if log.returncode:
+        raise PinError(f"{path}: no git history to roll back from ({log.stderr.strip() or 'git log failed'})")
+    for commit in log.stdout.split():
+        shown = subprocess.run(
+            ["git", "show", f"{commit}:./{path.name}"], cwd=folder, capture_output=True, text=True, check=False
+        )
+        if shown.returncode:
+            continue
+        data = yaml.safe_load(shown.stdout) or {}
+        value = ((data.get("release") or {}).get(section) or {}).get(name)
+        if value is not None and str(value) != now:
+            return str(value), commit
+    raise PinError(
+        f"release.{section}.{name}: {now!r} is the only value {path.name}'s history has; nothing to roll back to"
+    )
+
+
+def plan_rollback(path: Path, field: str) -> tuple[PinChange, str]:
+    """The change that puts `field` back to its previous value, and the commit that value comes from."""
+    section, name = parse_field(field)
+    value, commit = previous_value(path, section, name)
+    return plan_pin(path, f"release.{section}.{name}", value), commit
+
+
+def apply(change: PinChange) -> None:
+    write_validated(change.path, change.new_text)
