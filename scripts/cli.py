@@ -61,6 +61,11 @@ COMMANDS: dict[str, Command] = {
         "scripts.deploy_local", "destroy what deploy-local applied; list what is left behind", ["--destroy"]
     ),
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
+    "train": Command(
+        "workloads.trainer.__main__", "train: local (JaxTrainer on CPU workers), submit or args (an environment's recipe)"
+    ),
+    "serve-local": Command("workloads.server.__main__", "serve the canary checkpoint of a local run over HTTP"),
+    "saxml": Command("workloads.serving.saxml", "the Saxml client: publish, list, generate, unpublish"),
     "plot": Command("scripts.plot", "the local run's loss, step time and goodput, and each review's cost, as PNGs"),
     "completion": Command(
         "scripts.completion", 'print the bash or zsh completion script (eval "$(platform completion bash)")'
