@@ -198,10 +198,10 @@ bench: $(VENV_STAMP) $(VLLM_STAMP) ## Synth wall time and peak memory, against t
 	$(PY) -m scripts.bench
 
 serve-local: $(VENV_STAMP) ## Serve the canary checkpoint of train-local over HTTP (PORT=, CKPT_DIR=)
-	JAX_PLATFORMS=cpu $(PY) -m workloads.server --port $(PORT) --checkpoint-dir $(CKPT_DIR)
+	JAX_PLATFORMS=cpu $(PLATFORM) serve-local --port $(PORT) --checkpoint-dir $(CKPT_DIR)
 
 saxml: $(VENV_STAMP) ## Saxml client: ACTION=publish|list|generate|unpublish ENV= (SAXML_URL=, PROMPT=)
-	$(PY) -m workloads.serving.saxml $(ACTION) --env $(ENV)
+	$(PLATFORM) saxml $(ACTION) --env $(ENV)
 
 engine: ## Build the MaxText engine environment from workloads/trainer/requirements-maxtext.lock (once; again when the lock changes)
 	UV_VERSION=$(UV_VERSION) scripts/engine.sh build
@@ -217,14 +217,14 @@ train-local: engine ## Train through JaxTrainer on local CPU workers: the canary
 	$(ENGINE_RUN) python -m workloads.trainer local --engine maxtext --steps '$(STEPS)' --checkpoint-dir $(CKPT_DIR)
 else
 train-local: $(VENV_STAMP)
-	$(PY) -m workloads.trainer local --engine '$(ENGINE)' --steps '$(STEPS)' --checkpoint-dir $(CKPT_DIR)
+	$(PLATFORM) train local --engine '$(ENGINE)' --steps '$(STEPS)' --checkpoint-dir $(CKPT_DIR)
 endif
 
 plot: $(VENV_STAMP) ## Draw the local run's loss, step time and goodput (CKPT_DIR=: CKPT_DIR/training.png) and each review's node pool cost (cdktf.out/review/<env>.cost.png, linked from the review)
 	$(PLATFORM) plot --checkpoint-dir $(CKPT_DIR) --outdir $(OUT)
 
 train: $(VENV_STAMP) ## Submit ENV='s training.recipe (or RECIPE=) on its Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
-	$(PY) -m workloads.trainer $(if $(DRY_RUN),args,submit) --env $(ENV) $(if $(RECIPE),--recipe $(RECIPE))
+	$(PLATFORM) train $(if $(DRY_RUN),args,submit) --env $(ENV) $(if $(RECIPE),--recipe $(RECIPE))
 
 image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s registry, pin its digest (DRY_RUN=1: print only)
 	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<name> ENV=<env> [DRY_RUN=1]"; exit 2; }

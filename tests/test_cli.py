@@ -64,8 +64,13 @@ def test_the_make_targets_run_the_commands_through_the_console_entry_point() -> 
     """No recipe runs one of platform's modules with `python -m`: every make target reaches the same code, and a
     caller that needs the exit code runs the same command line without make."""
     makefile = (REPO / "Makefile").read_text()
-    modules = {c.module for c in cli.COMMANDS.values()}
-    direct = [line for line in makefile.splitlines() if any(re.search(rf"-m {m}\b", line) for m in modules)]
+    modules = {c.module.removesuffix(".__main__") for c in cli.COMMANDS.values()}
+    # (The engine's recipes run the trainer with the Debian 13 root's own Python, where no console script is.)
+    direct = [
+        line
+        for line in makefile.splitlines()
+        if any(re.search(rf"-m {m}\b", line) for m in modules) and not line.startswith("\t$(ENGINE_RUN) ")
+    ]
     assert direct == []
     dry = subprocess.run(
         ["make", "-n", "-s", "review", "PLAN=plan.json"], cwd=REPO, capture_output=True, text=True, check=True
