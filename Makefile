@@ -76,7 +76,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -240,6 +240,10 @@ new-env: $(VENV_STAMP) ## Write infra/environments/NAME.yaml from FROM= (dev) fo
 
 image-digests: $(VENV_STAMP) ## Resolve each upstream image still pinned by tag (infra/catalogue/upstream.py AWAITING_DIGEST) to its digest, where its registry is reachable
 	$(PLATFORM) image-digests
+
+blue-green: $(VENV_STAMP) ## Replace GKE slice SLICE= of ENV= beside the old one: TOPOLOGY=, CAPACITY=, RESERVATION= copy it as <slice>-green; FINISH=1 moves the workloads and removes the old (DRY_RUN=1: the diff only)
+	@test -n "$(SLICE)" || { echo "usage: make blue-green ENV=<env> SLICE=<slice> [TOPOLOGY=] [CAPACITY=] [RESERVATION=] [FINISH=1] [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) blue-green $(if $(DRY_RUN),--dry-run) $(if $(FINISH),--finish) $(if $(TOPOLOGY),--topology '$(TOPOLOGY)') $(if $(CAPACITY),--capacity '$(CAPACITY)') $(if $(RESERVATION),--reservation '$(RESERVATION)') -- $(ENV) '$(SLICE)'
 
 pin: $(VENV_STAMP) ## Set one release pin of ENV=: FIELD=release.controllers.<name>|charts.<name>|images.<name> VALUE= (validated with every environment, comments kept; DRY_RUN=1: the diff only)
 	@test -n "$(FIELD)" && test -n "$(VALUE)" || { echo "usage: make pin ENV=<env> FIELD=release.<section>.<name> VALUE=<value> [DRY_RUN=1]"; exit 2; }

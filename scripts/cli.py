@@ -43,6 +43,7 @@ COMMANDS: dict[str, Command] = {
     "promote": Command("scripts.promote", "copy the release pins from one environment to another"),
     "pin": Command("scripts.pin", "set one release pin (a controller version, a chart, an image digest)"),
     "rollback": Command("scripts.pin", "put one release pin back to its previous value (git history)", ["--rollback"]),
+    "blue-green": Command("scripts.blue_green", "replace a GKE slice beside the old one: start, then --finish"),
     "new-env": Command("scripts.new_env", "write a new environment file from another one"),
     "image-digests": Command("scripts.image_digests", "resolve the upstream images still pinned by tag"),
     "vertex-submit": Command("scripts.vertex", "create an environment's Vertex AI job", ["submit"]),
@@ -62,7 +63,8 @@ COMMANDS: dict[str, Command] = {
     ),
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
     "train": Command(
-        "workloads.trainer.__main__", "train: local (JaxTrainer on CPU workers), submit or args (an environment's recipe)"
+        "workloads.trainer.__main__",
+        "train: local (JaxTrainer on CPU workers), submit or args (an environment's recipe)",
     ),
     "serve-local": Command("workloads.server.__main__", "serve the canary checkpoint of a local run over HTTP"),
     "saxml": Command("workloads.serving.saxml", "the Saxml client: publish, list, generate, unpublish"),

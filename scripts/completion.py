@@ -31,6 +31,7 @@ POSITIONALS: dict[str, tuple[str, ...]] = {
     "new-env": ("",),
     "pin": ("envs", "", ""),
     "rollback": ("envs", ""),
+    "blue-green": ("envs", ""),
     "completion": ("shells",),
 }
 # Flags whose value names one of these.

@@ -17,7 +17,8 @@ GROUPS: dict[str, list[str]] = {
     "Start here": ["help", "plan", "test"],
     "Plan and review a change": ["synth", "rules", "policy", "review", "diff", "hcl", "cdktn-parity", "snapshots"],
     "Deploy and run an environment": [
-        "preflight", "deploy-infra", "deploy", "destroy", "promote", "pin", "rollback", "new-env", "logs",
+        "preflight", "deploy-infra", "deploy", "destroy", "promote", "pin", "rollback", "blue-green", "new-env",
+        "logs",
     ],
     "Images": ["image", "images", "image-digests"],
     "Train": ["train-local", "train", "plot", "compile-recipes", "engine-check"],
