@@ -444,3 +444,44 @@ def test_a_real_plans_controller_bump_is_gated_too() -> None:
     review = review_plan("platform-dev", {"format_version": "1.2", "resource_changes": [entry]})
     (blocked,) = review.blocking
     assert blocked.address == "helm_release.lws_release_1" and "moves from templates/ to crds/" in blocked.blocked
+
+
+def test_a_new_versions_crds_are_read_from_its_chart_hashed_and_printed_to_pin() -> None:
+    """`crd_postrender record`: the chart of a controller version, from its Go module through the module proxy
+    (the local cluster's LWS 0.8.0 build has it in the module cache), read, hashed and printed as the CrdSet to
+    commit: for LWS 0.8.0 exactly the set pinned by hand from the tag (git show v0.8.0:<path> | sha256sum)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.delivery.crd_postrender", "record", "lws", "0.8.0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    pinned = crd_set("lws", "0.8.0")
+    assert pinned is not None
+    for f in pinned.files:
+        assert f'"{f.name}",\n' in done.stdout and f'"{f.path}",\n' in done.stdout and f'"{f.sha256}",\n' in done.stdout
+    assert "add to _SETS in infra/catalogue/controller_crds.py" in done.stdout
+
+
+def test_recording_reads_crds_and_templated_crds_from_a_checkout(tmp_path: Path) -> None:
+    from infra.delivery.crd_postrender import as_python, record
+
+    chart = tmp_path / "charts" / "kueue"
+    (chart / "crds").mkdir(parents=True)
+    (chart / "templates" / "crd").mkdir(parents=True)
+    plain = b"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: a.x.io\n"
+    templated = b'kind: CustomResourceDefinition\nmetadata:\n  name: b.x.io\n  labels: {{ include "x" . }}\n'
+    (chart / "crds" / "x.io_a.yaml").write_bytes(plain)
+    (chart / "templates" / "crd" / "x.io_bs.yaml").write_bytes(templated)
+    (chart / "templates" / "deployment.yaml").write_text("kind: Deployment\n")
+    crds = record("kueue", "9.9.9", tmp_path)
+    assert [(f.name, f.path, f.sha256) for f in crds.files] == [
+        ("a.x.io", "charts/kueue/crds/x.io_a.yaml", hashlib.sha256(plain).hexdigest()),
+        ("bs.x.io", "charts/kueue/templates/crd/x.io_bs.yaml", hashlib.sha256(templated).hexdigest()),
+    ]
+    literal = as_python(crds)
+    namespace: dict[str, Any] = {}
+    exec("from infra.catalogue.controller_crds import CrdSet, CrdFile\nS = (\n" + literal + ")", namespace)
+    assert namespace["S"][0] == crds, "the printed literal is the set"

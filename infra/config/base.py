@@ -116,15 +116,18 @@ def lookalike(text: str, allowed: Iterable[str]) -> str | None:
     return None
 
 
+def did_you_mean(value: str, names: Iterable[str]) -> str | None:
+    """`did you mean '<the closest of names>'?`, or None when none is close."""
+    close = difflib.get_close_matches(value, list(names), n=1)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
 def _not_in(loc: tuple[str | int, ...], value: str, known: Iterable[str], label: str) -> list[Problem]:
     """No problem when `value` is one of `known`; otherwise one naming what is allowed."""
     names = list(known)
     if value in names:
         return []
-    like = lookalike(value, names)
-    if like is None:
-        close = difflib.get_close_matches(value, names, n=1)
-        like = f"did you mean {close[0]!r}?" if close else None
+    like = lookalike(value, names) or did_you_mean(value, names)
     return [Finding(loc, value, f"not in {label}: {', '.join(names) or '(none)'}" + (f"; {like}" if like else ""))]
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from infra.catalogue import labels as label_limits
 from infra.catalogue.errors import ShapeError
 from infra.catalogue.gcp_names import BUCKET_NAMING, PROJECT_ID
-from infra.config.base import _CrossReferenceError, lookalike, non_ascii
+from infra.config.base import _CrossReferenceError, did_you_mean, lookalike, non_ascii
 from infra.config.environment import Environment
 from infra.config.findings import FieldPath, field_path
 from infra.config.together import together_problems
@@ -57,12 +57,9 @@ def environments_dir() -> Path:
 
 def not_one_of(argument: str, value: str, known: Iterable[str], what: str, *, why: str = "not one") -> str:
     """A command argument's refusal: `<ARGUMENT>='<value>': <why>; <what>: <known, ...>; did you mean '<closest>'?`."""
-    import difflib
-
     names = sorted(known)
-    close = difflib.get_close_matches(value, names, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{argument}={value!r}: {why}; {what}: {', '.join(names) or 'none'}{hint}"
+    hint = did_you_mean(value, names)
+    return f"{argument}={value!r}: {why}; {what}: {', '.join(names) or 'none'}" + (f"; {hint}" if hint else "")
 
 
 def environment_file(name: str, directory: Path | None = None, *, argument: str = "ENV") -> Path:

@@ -4,6 +4,10 @@
   python -m infra.delivery.crd_postrender render <controller> <version>   < rendered manifests  > manifests
   python -m infra.delivery.crd_postrender fetch <controller> <version> ...
       fetch the pinned crds/ files (all or nothing)
+  python -m infra.delivery.crd_postrender record <controller> <version> [--from <source tree>]
+      a new version's CRD files read from its chart, hashed, printed as the CrdSet to commit in
+      infra/catalogue/controller_crds.py (the chart from the controller's Go module, through the Go module proxy
+      and its checksum database, unless --from names a checkout)
 
 Helm (helm_release's `postrender`, scripts/crd-postrender) pipes every rendered template of the release through
 `render`; CRDs under a chart's crds/ are never in that stream, and the release sets `skip_crds` so that Helm
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import sys
@@ -43,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from infra.catalogue.controller_crds import KEEP_ANNOTATION, CrdSet, crd_set
+from infra.catalogue.controller_crds import KEEP_ANNOTATION, CrdFile, CrdSet, crd_set
 
 REPO = Path(__file__).resolve().parents[2]
 PIN_FILE = REPO / "infra" / "catalogue" / "controller_crds.py"
@@ -161,18 +166,83 @@ def fetch(controller: str, version: str, root: Path | None = None) -> Path:
     return target
 
 
+# Each controller's Go module: its source at the tag holds the chart (charts/<controller>/).
+GO_MODULES = {"jobset": "sigs.k8s.io/jobset", "kueue": "sigs.k8s.io/kueue", "lws": "sigs.k8s.io/lws"}
+
+
+def module_source(controller: str, version: str) -> Path:
+    """The controller's source tree at v<version>, from the Go module proxy (`go mod download`, checked against the
+    checksum database; cached in the module cache)."""
+    import subprocess
+
+    module = f"{GO_MODULES[controller]}@v{version}"
+    done = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, text=True, check=False)
+    info = json.loads(done.stdout or "{}")
+    if done.returncode or "Dir" not in info:
+        raise ValueError(f"go mod download {module}: {info.get('Error') or done.stderr.strip() or 'failed'}")
+    return Path(info["Dir"])
+
+
+def record(controller: str, version: str, source: Path | None = None) -> CrdSet:
+    """The CRD files the chart of `controller` ships at `version` (crds/, and templates that render a
+    CustomResourceDefinition), each with its path at the tag and its sha256: the CrdSet to pin."""
+    import yaml
+
+    if controller not in GO_MODULES:
+        raise ValueError(f"unknown controller {controller!r}; known: {', '.join(GO_MODULES)}")
+    root = source if source is not None else module_source(controller, version)
+    chart = root / "charts" / controller
+    if not chart.is_dir():
+        raise ValueError(f"{chart}: no chart there")
+    files = []
+    for path in sorted([*chart.glob("crds/**/*.yaml"), *chart.glob("templates/**/*.yaml")]):
+        data = path.read_bytes()
+        if b"kind: CustomResourceDefinition" not in data:
+            continue
+        try:
+            name = str((yaml.safe_load(data) or {})["metadata"]["name"])
+        except Exception:  # a Helm template (Kueue's): its name from the file's, <group>_<plural>.yaml
+            group, _, plural = path.stem.partition("_")
+            name = f"{plural}.{group}"
+        files.append(CrdFile(name, str(path.relative_to(root)), hashlib.sha256(data).hexdigest()))
+    if not files:
+        raise ValueError(f"{chart}: no CustomResourceDefinition in crds/ or templates/")
+    return CrdSet(controller, version, tuple(files))
+
+
+def as_python(crds: CrdSet) -> str:
+    """`crds` as the literal infra/catalogue/controller_crds.py holds (its quotes)."""
+    q = json.dumps
+    lines = ["    CrdSet(", f"        {q(crds.controller)},", f"        {q(crds.version)},", "        ("]
+    for f in crds.files:
+        values = (f"                {q(v)}," for v in (f.name, f.path, f.sha256))
+        lines += ["            CrdFile(", *values, "            ),"]
+    return "\n".join([*lines, "        ),", "    ),"]) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m infra.delivery.crd_postrender", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("action", choices=["render", "fetch"])
+    parser.add_argument("action", choices=["render", "fetch", "record"])
     parser.add_argument("pairs", nargs="+", metavar="CONTROLLER VERSION")
+    parser.add_argument("--from", dest="source", type=Path, help="record: a source tree at the tag (a checkout)")
     args = parser.parse_args(argv)
     if len(args.pairs) % 2:
         parser.error("give a version after each controller")
     pairs = list(zip(args.pairs[::2], args.pairs[1::2], strict=True))
     try:
-        if args.action == "render":
+        if args.action == "record":
+            for controller, version in pairs:
+                crds = record(controller, version, args.source)
+                print(f"# {controller} {version}: add to _SETS in infra/catalogue/controller_crds.py")
+                print(as_python(crds), end="")
+            print(
+                "# then: the version in infra/catalogue/controllers.py `versions` (with its schemas in "
+                "workloads/charts/crds.yaml and its webhooks' rules), make pin, make plan (the review shows what "
+                "the bump does to each CRD)"
+            )
+        elif args.action == "render":
             if len(pairs) != 1:
                 parser.error("render takes one controller and its version")
             sys.stdout.write(render(sys.stdin.read(), *pairs[0]))
