@@ -77,8 +77,9 @@ def test_make_plan_warns_within_60_days_of_the_end_of_support(environments: Path
     end = gv.MINORS["1.35"].end_of_standard
     done = _rules(environments, synth_dir, end - timedelta(days=60))
     assert done.returncode == 0, done.stderr
+    # The file read (PLATFORM_ENVIRONMENTS_DIR's), not infra/environments/ whatever was read.
     assert (
-        "warning: infra/environments/dev.yaml: cluster.min_master_version: '1.35': GKE 1.35 leaves standard "
+        f"warning: {environments / 'dev.yaml'}: cluster.min_master_version: '1.35': GKE 1.35 leaves standard "
         f"support on {end}, in 60 days"
     ) in done.stderr
     quiet = _rules(environments, synth_dir, end - timedelta(days=61))
