@@ -87,7 +87,9 @@ def test_the_maintenance_policy_reaches_the_cluster_and_slices_upgrade_without_s
             "recurrence": window.recurrence,
         }
         for pool in stack["resource"]["google_container_node_pool"].values():
-            if pool["node_config"]["machine_type"].startswith(("ct", "tpu")):
+            reserved = (pool["node_config"].get("reservation_affinity") or {}).get("consume_reservation_type")
+            # A TPU slice, and any pool on a specific reservation (prod's A3 Mega: no reserved node to surge into).
+            if pool["node_config"]["machine_type"].startswith(("ct", "tpu")) or reserved == "SPECIFIC_RESERVATION":
                 assert pool["upgrade_settings"] == {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
 
 

@@ -183,13 +183,15 @@ class SliceNodePool(Construct):
             }
         placement: dict[str, object] | None = None
         self.workload_policy = None
-        if slice_.kind == "tpu":
-            # A slice is a fixed set of hosts: a surge upgrade would need a second slice's worth of capacity
-            # (GKE: "ensure ... enough quota, resource availability, or reservation capacity to upgrade your nodes
-            # using that strategy", https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-
-            # strategies), and a multi-host slice is interrupted whole anyway. No surge, one node at a time: Cluster
-            # Toolkit's gke-node-pool default (v1.95.0 modules/compute/gke-node-pool/variables.tf upgrade_settings),
-            # whose preconditions also refuse BLUE_GREEN with COMPACT placement. When it happens is the cluster's
+        if slice_.kind == "tpu" or capacity_type == "reservation":
+            # A slice is a fixed set of hosts, and a pool on a reservation has no reserved node to surge into (prod's
+            # A3 Mega pool is its reservation's two nodes: a surge node would wait for capacity nobody reserved): a
+            # surge upgrade would need a second slice's worth of capacity (GKE: "ensure ... enough quota, resource
+            # availability, or reservation capacity to upgrade your nodes using that strategy",
+            # https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies), and a
+            # multi-host slice is interrupted whole anyway. No surge, one node at a time: Cluster Toolkit's
+            # gke-node-pool default (v1.95.0 modules/compute/gke-node-pool/variables.tf upgrade_settings), whose
+            # preconditions also refuse BLUE_GREEN with COMPACT placement. When it happens is the cluster's
             # maintenance window and exclusions (cluster.maintenance).
             pool["upgrade_settings"] = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
         if slice_.kind == "tpu" and slice_.multi_host:
