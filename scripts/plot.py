@@ -62,13 +62,19 @@ def goodput(records: list[dict[str, Any]]) -> Goodput:
     return Goodput(points, redone=len(timed) - len(last))
 
 
-def plot_training(records: list[dict[str, Any]], out: Path) -> Goodput | None:
-    """Loss and step time by step, and goodput over the run, into `out` (PNG)."""
+def _pyplot() -> Any:
+    """matplotlib's pyplot drawing to files (no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_training(records: list[dict[str, Any]], out: Path) -> Goodput | None:
+    """Loss and step time by step, and goodput over the run, into `out` (PNG)."""
+    plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     steps = [int(r["step"]) for r in records]
     loss = [r.get("loss", r.get("learning/loss")) for r in records]
@@ -96,11 +102,7 @@ def plot_training(records: list[dict[str, Any]], out: Path) -> Goodput | None:
 def plot_cost(review: dict[str, Any], out: Path) -> None:
     """Each node pool's USD/hour at its fewest and its most nodes, after the change (and before, where the review
     has a baseline), into `out` (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     pools = review["cost"]["after"]["pools"]
     names = [p["pool"] for p in pools]
     price = [p["usd_per_node_hour"] or 0 for p in pools]  # an unpriced pool (its reason in the review) at 0

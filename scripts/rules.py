@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from infra.config import ConfigError, environments_dir
-from infra.rules.run import Report, environment_file, run
+from infra.rules.run import Report, run, shown_file
 from infra.synth.load import load_planned
 from scripts.parser import ArgumentParser
 
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for name, env in envs.items():
         for warning in support_warnings(env):
-            print(f"warning: {environment_file(name)}: {warning}", file=sys.stderr)
+            print(f"warning: {shown_file(name)}: {warning}", file=sys.stderr)
     report = run(envs, stacks)
     for line in report.lines:
         print(f"error: {line}", file=sys.stderr)

@@ -186,8 +186,6 @@ def module_source(controller: str, version: str) -> Path:
 def record(controller: str, version: str, source: Path | None = None) -> CrdSet:
     """The CRD files the chart of `controller` ships at `version` (crds/, and templates that render a
     CustomResourceDefinition), each with its path at the tag and its sha256: the CrdSet to pin."""
-    import yaml
-
     if controller not in GO_MODULES:
         raise ValueError(f"unknown controller {controller!r}; known: {', '.join(GO_MODULES)}")
     root = source if source is not None else module_source(controller, version)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.config import environments_dir
+from infra.config import environment_file
 from infra.derive.provenance import release_field, resource_field
 from infra.rules import Violation, check_environment, check_release, check_stack, rules_for
 from infra.rules.manifest_subject import ReleaseContext
@@ -86,16 +86,17 @@ def check_synthesized(
     return check_stack(stack), manifest, len(releases)
 
 
-def environment_file(name: str) -> str:
-    """Environment `name`'s file as a refusal names it: relative to the working directory where it lies below it."""
-    path = environments_dir() / f"{name}.yaml"
+def shown_file(name: str) -> str:
+    """Environment `name`'s file (the one the loader read) as a refusal names it: relative to the working
+    directory where it lies below it."""
+    path = environment_file(name)
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
 def _origin(name: str, field: str | None, what: str) -> str:
     """Where a refusal found in environment `name`'s stack points: `<environment file>: <field> (synthesized as
     <what>)` where one field of the environment made it, else `<what>`."""
-    return f"{environment_file(name)}: {field} (synthesized as {what})" if field else what
+    return f"{shown_file(name)}: {field} (synthesized as {what})" if field else what
 
 
 def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
@@ -105,7 +106,7 @@ def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
         report.subjects[subject] = 0
     for name, env in envs.items():
         report.subjects["environment"] += 1
-        report.lines += [v.line(environment_file(name)) for v in check_environment(env)]
+        report.lines += [v.line(shown_file(name)) for v in check_environment(env)]
     for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
         stack = json.loads(path.read_text())
         name = path.parent.name.removeprefix("platform-")
