@@ -491,6 +491,28 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "serving.llama70b-vllm-mh.replicas",
         "is one node pool of one slice: one replica",
     ),
+    "a counted GPU slice": (
+        "places",
+        _sub("  a3mega:\n    accelerator: a3-mega\n", "  a3mega:\n    accelerator: a3-mega\n    count: 2\n"),
+        "slices.a3mega",
+        "only TPU slices are counted",
+    ),
+    "a counted serving slice": (
+        "places",
+        _sub("  sax-a:\n    accelerator: v5e\n", "  sax-a:\n    accelerator: v5e\n    count: 2\n"),
+        "slices.sax-a.count",
+        "only the Ray training slice (training.slice: train) runs across slices",
+    ),
+    "a second training slice whose pool another slice takes": (
+        "names",
+        _sub(
+            "  train:\n    accelerator: v6e\n",
+            "  train-1:\n    accelerator: v6e\n    topology: 2x2\n    capacity: {type: spot}\n"
+            "  train:\n    count: 2\n    accelerator: v6e\n",
+        ),
+        "slices.train.count",
+        "its pool 'train-1' is the name of another pool",
+    ),
 }
 
 

@@ -33,7 +33,9 @@ def gke_nodes(env: Environment) -> list[tuple[str, int]]:
     pools += [(f"cpu pool {k}", p.max_nodes) for k, p in env.cpu_pools.items()]
     for key, spec in env.slices.items():
         if env.slice_holder(key) == "gke":
-            pools.append((f"slice {key}", spec.slice.hosts * env.slice_copies(key)))
+            for pool in spec.pools(key):
+                name = f"slice {key}" if spec.count == 1 else f"slice {key} pool {pool}"
+                pools.append((name, spec.slice.hosts * env.slice_copies(key)))
     return pools
 
 

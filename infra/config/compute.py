@@ -17,6 +17,9 @@ from infra.config.maintenance import Maintenance
 # a boot disk of 10 GB to 64 TB (https://cloud.google.com/compute/docs/disks#disk-types), 20 GB the
 # least GKE's node images leave room in.
 MAX_POOL_NODES = 1000
+# Slices of one multislice job: MaxText's multislice runs go to hundreds of slices; 64 bounds a typo here (the
+# quota and capacity checks hold the real limit).
+MAX_SLICES = 64
 
 
 def _cpu_machine(value: str) -> str:
@@ -133,6 +136,9 @@ class SliceSpec(Model):
     # GPU slices only: autoscale between min_nodes and `nodes` (default: a fixed `nodes`).
     min_nodes: int | None = Field(default=None, ge=0, le=MAX_POOL_NODES)
     auto_upgrade: bool = True
+    # TPU slices only: how many slices of this shape, one node pool each (`<key>`, `<key>-1`, ...: raising the
+    # count adds pools and replaces none), trained on together as one multislice job (the training slice).
+    count: int = Field(default=1, ge=1, le=MAX_SLICES)
     # Default: on, except for flex-start and queued provisioning, whose nodes GKE must not repair.
     auto_repair: bool | None = None
 
@@ -145,6 +151,11 @@ class SliceSpec(Model):
                 f"capacity type {kind!r} needs auto_repair off (remove `auto_repair: true`): the Dynamic Workload "
                 "Scheduler's nodes are not repaired (GKE docs: provisioningrequest, dws-flex-start-training: "
                 "--no-enable-autorepair)"
+            )
+        if self.count > 1 and slice_.kind != "tpu":
+            raise ValueError(
+                f"count {self.count}: only TPU slices are counted (a multislice job's slices talk over the "
+                "data-center network); a GPU slice grows with `nodes`"
             )
         if self.min_nodes is not None:
             if slice_.kind == "tpu":
@@ -174,6 +185,10 @@ class SliceSpec(Model):
         if self.min_nodes is not None:
             return (self.min_nodes, self.slice.hosts)
         return None
+
+    def pools(self, key: str) -> list[str]:
+        """The node pools of slice `key`, one per slice: `key`, then `key-1` ... `key-<count-1>`."""
+        return [key, *(f"{key}-{i}" for i in range(1, self.count))]
 
     @property
     def repairs(self) -> bool:

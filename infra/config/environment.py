@@ -130,6 +130,7 @@ class Environment(Model):
         # take its name.
         if "system" in self.slices:
             problems.append(Finding(("slices", "system"), "system", "the name of the cluster's system pool: rename it"))
+        problems += self._pool_name_problems()
         for key in self.buckets:
             if self.bucket_name(key) == self.build_staging_bucket:
                 where = ("buckets", key, "name") if self.buckets[key].name else ("buckets", key)
@@ -201,6 +202,35 @@ class Environment(Model):
         if self.slices[key].slice.multi_host:
             return None
         return next((d for d in self.serving.values() if isinstance(d, VllmServing) and d.slice == key), None)
+
+    def _pool_name_problems(self) -> list[Problem]:
+        """A counted slice's pools (`<key>-<i>`) must be node pool names no other slice or CPU pool takes, and only
+        the Ray training slice is counted (a multislice job is a training job here)."""
+        problems: list[Problem] = []
+        training = self.training.slice if self.training else None
+        for key, spec in self.slices.items():
+            if spec.count == 1:
+                continue
+            where = ("slices", key, "count")
+            if key != training:
+                problems.append(
+                    Finding(
+                        where,
+                        spec.count,
+                        f"only the Ray training slice (training.slice: {training or 'none'}) runs across slices; "
+                        "a serving slice is one slice per key (Saxml's two slices are two keys)",
+                    )
+                )
+            for pool in spec.pools(key)[1:]:
+                if pool in self.slices or pool in self.cpu_pools:
+                    problems.append(Finding(where, spec.count, f"its pool {pool!r} is the name of another pool"))
+                elif len(pool) > 40:
+                    problems.append(Finding(where, spec.count, f"its pool {pool!r} is longer than GKE's 40 characters"))
+        return problems
+
+    def slice_pools(self, key: str) -> list[str]:
+        """The node pools of slice `key` (one per slice of its `count`)."""
+        return self.slices[key].pools(key)
 
     def slice_copies(self, key: str) -> int:
         """How many copies of slice `key` its node pool holds: the replicas of the vLLM deployment on a single-host

@@ -35,26 +35,33 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
     training = env.training
     if training is None:
         raise ValueError(f"environment {env.name!r} has no `training` section")
-    slice_ = env.slices[training.slice].slice
+    spec = env.slices[training.slice]
+    slice_ = spec.slice
+    pools = spec.pools(training.slice)
     return {
         "image": env.release.images[training.image],
         "rayVersion": RAY_VERSION,
         "serviceAccountName": env.identities[training.identity].service_account,
         "head": {"resources": {"cpu": training.head.cpu, "memory": training.head.memory}, "nodeSelector": {}},
         "worker": {
-            "groupName": slice_.name,
-            "replicas": 1,
+            # One group per slice, on its own pool (another slice of the same shape, a serving slice, matches the
+            # accelerator labels too).
+            "groups": [{"name": _group_name(slice_, i), "pool": pool} for i, pool in enumerate(pools)],
             "numOfHosts": slice_.hosts,
             "acceleratorResource": slice_.resource_name,
             "acceleratorsPerHost": slice_.chips_per_host,
             "resources": {"cpu": training.worker.cpu, "memory": training.worker.memory},
-            # Pinned to its own pool: another slice of the same shape (a serving slice) matches the labels too.
-            "nodeSelector": pool_selector(slice_, training.slice),
+            "nodeSelector": dict(slice_.node_selector),
             "sharedMemory": training.shared_memory,
             "env": dict(TPU_WORKER_ENV) if slice_.kind == "tpu" else {},
         },
         "checkpoints": {"bucket": env.bucket_name(training.bucket), "mountPath": CHECKPOINT_MOUNT},
     }
+
+
+def _group_name(slice_: Slice, index: int) -> str:
+    """The Ray worker group of the `index`-th slice: the slice's name (v6e-16), then v6e-16-1, v6e-16-2 ..."""
+    return slice_.name if index == 0 else f"{slice_.name}-{index}"
 
 
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"

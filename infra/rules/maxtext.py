@@ -143,13 +143,15 @@ def _parameters_match(env: Environment) -> Iterator[Finding]:
     system="MaxText",
     layer="engine-start",
     summary=(
-        "The recipe an environment trains (training.recipe) runs on its training slice: tuned for its shape, ici "
-        "parallelism equal to its devices, and the compiler's per-chip memory of the step within the HBM "
-        "(workloads/trainer/compiled.yaml, current for the recipe's arguments)."
+        "The recipe an environment trains (training.recipe) runs on its training slice: tuned for its shape and "
+        "slice count (slices.<key>.count), ici parallelism equal to its devices, and the compiler's per-chip memory "
+        "of the step within the HBM (workloads/trainer/compiled.yaml, current for the recipe's arguments; a "
+        "multislice recipe compiled with compile_topology_num_slices)."
     ),
     source=(
-        f"{MAXTEXT} src/maxtext/trainers/pre_train/train_compile.py (compile_topology: the step's per-chip memory, "
-        "CompileTimeHbmOom); max_utils.py create_device_mesh; workloads/trainer/recipes.yaml and compiled.yaml"
+        f"{MAXTEXT} src/maxtext/trainers/pre_train/train_compile.py (compile_topology, compile_topology_num_slices: "
+        "the step's per-chip memory, CompileTimeHbmOom); max_utils.py create_device_mesh (dcn_*_parallelism); "
+        "workloads/trainer/recipes.yaml and compiled.yaml"
     ),
     subject="environment",
 )
@@ -160,12 +162,13 @@ def _recipe_runs(env: Environment) -> Iterator[Finding]:
     training = env.training
     if training is None or training.recipe is None or training.slice not in env.slices:
         return
-    slice_ = env.slices[training.slice].slice
+    slice_, count = env.slices[training.slice].slice, env.slices[training.slice].count
     if slice_.kind != "tpu":
         return  # a Ray training slice is a TPU slice: its own check says so
-    fits = recipes_on(slice_)
+    fits = recipes_on(slice_, count=count)
     runnable = [f.recipe if f.compiled else f"{f.recipe} (any slice, a small model)" for f in fits if f.runs]
-    where = f"training.slice {training.slice!r} ({slice_.name}, topology {slice_.topology})"
+    slices = f"{count} slices " if count > 1 else ""
+    where = f"training.slice {training.slice!r} ({slices}{slice_.name}, topology {slice_.topology})"
     this = next((f for f in fits if f.recipe == training.recipe), None)
     if this is None:
         known = ", ".join(sorted(load_recipes()))
@@ -179,5 +182,5 @@ def _recipe_runs(env: Environment) -> Iterator[Finding]:
             "training.recipe",
             training.recipe,
             f"does not run on {where}: {this.why}; recipes that run there: {', '.join(runnable) or 'none'}; "
-            f"to make one, {how_to_add(slice_)}",
+            f"to make one, {how_to_add(slice_, count)}",
         )

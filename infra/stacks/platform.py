@@ -197,27 +197,31 @@ class PlatformStack(TerraformStack):
             service_account=nodes.email,
             dedicated=False,
         )
+        # Each slice's node pools (one per slice of its count), by slice key.
         self.slice_pools = {
-            key: SliceNodePool(
-                self,
-                f"slice-{key}",
-                project=env.project,
-                cluster=cluster.id,
-                location=env.region,
-                zone=env.zone_of(key),
-                name=key,
-                slice_=spec.slice,
-                capacity_type=spec.capacity.type,
-                reservation=spec.capacity.reservation,
-                max_run_hours=spec.capacity.max_run_hours,
-                node_range=env.slice_node_range(key),
-                auto_repair=spec.repairs,
-                auto_upgrade=spec.auto_upgrade,
-                service_account=(pathways_nodes or nodes).email if key in env.pathways_slices else nodes.email,
-                metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
-                extra_networks=gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
-                copies=env.slice_copies(key),
-            )
+            key: [
+                SliceNodePool(
+                    self,
+                    f"slice-{pool}",
+                    project=env.project,
+                    cluster=cluster.id,
+                    location=env.region,
+                    zone=env.zone_of(key),
+                    name=pool,
+                    slice_=spec.slice,
+                    capacity_type=spec.capacity.type,
+                    reservation=spec.capacity.reservation,
+                    max_run_hours=spec.capacity.max_run_hours,
+                    node_range=env.slice_node_range(key),
+                    auto_repair=spec.repairs,
+                    auto_upgrade=spec.auto_upgrade,
+                    service_account=(pathways_nodes or nodes).email if key in env.pathways_slices else nodes.email,
+                    metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
+                    extra_networks=gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
+                    copies=env.slice_copies(key),
+                )
+                for pool in spec.pools(key)
+            ]
             for key, spec in env.gke_slices.items()
         }
         for key, cpu in env.cpu_pools.items():
@@ -360,7 +364,7 @@ class PlatformStack(TerraformStack):
                 chart="ray-training",
                 namespace=env.identities[env.training.identity].namespace,
                 values=ray_training_values(env),
-                depends_on=[identity.service_account, self.slice_pools[env.training.slice].pool],
+                depends_on=[identity.service_account, *(p.pool for p in self.slice_pools[env.training.slice])],
             )
 
         # The controllers run on the system pool and answer the API server through the webhook firewall rule: they
@@ -383,7 +387,7 @@ class PlatformStack(TerraformStack):
             name: ControllerRelease(self, name, version=version, depends_on=controller_needs)
             for name, version in sorted(env.release.controllers.items())
         }
-        gpu_pools = [p.pool for key, p in self.slice_pools.items() if env.slices[key].slice.kind == "gpu"]
+        gpu_pools = [p.pool for key, ps in self.slice_pools.items() if env.slices[key].slice.kind == "gpu" for p in ps]
         self._gpu_releases(env, identities, gpu_pools)
         self._serving_releases(env, identities, cluster, system_pool.pool)
         self._network_policies(env, namespaces)
@@ -531,7 +535,7 @@ class PlatformStack(TerraformStack):
             conversion = getattr(deployment, "conversion", None)
             accounts = [deployment.identity, *([conversion.identity] if conversion else [])]
             depends = [identities[a].service_account for a in accounts]
-            depends += [self.slice_pools[k].pool for _, k in deployment.slice_fields()]
+            depends += [p.pool for _, k in deployment.slice_fields() for p in self.slice_pools[k]]
             self._chart_release(
                 release_name(key),
                 chart=chart,

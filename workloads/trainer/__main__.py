@@ -52,8 +52,10 @@ def run_local(
     max_failures: int = 1,
     fail_at_step: int | None = None,
     checkpoint_every: int = 1,
+    slices: int = 1,
 ) -> dict[str, Any]:
-    """Train the canary `steps` more steps on local CPU workers; return the run's summary."""
+    """Train the canary `steps` more steps on local CPU workers; return the run's summary. `slices`: the workers
+    split into that many slices of `mesh` each, data parallel across them (a multislice job)."""
     from workloads.trainer.canary.train import METRICS_FILE, SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
     from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray
     from workloads.trainer.mesh import mesh_shape
@@ -65,17 +67,19 @@ def run_local(
         checkpoint_dir=str(ckpt),
         end_step=start + steps,
         mesh=mesh,
+        slices=slices,
         fail_at_step=fail_at_step,
         checkpoint_every=checkpoint_every,
     )
-    placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker)
-    mesh_shape(placement.devices, **mesh)  # a mesh that does not fit fails here, not in a worker
+    placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker, slices=slices)
+    mesh_shape(placement.devices // slices, **mesh)  # a mesh that does not fit fails here, not in a worker
     started = time.monotonic()
     # JAX's persistent compilation cache beside the checkpoints (the workers inherit the variable through Ray): a
     # rerun, and a worker group Ray restarts after a failure, load the compiled step instead of compiling it again.
     # JAX_COMPILATION_CACHE_DIR, when set, wins.
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(ckpt / "jax-compilation-cache"))
-    say(f"starting a local Ray instance for {workers} CPU workers x {devices_per_worker} devices", started)
+    across = f" in {slices} slices" if slices > 1 else ""
+    say(f"starting a local Ray instance for {workers} CPU workers x {devices_per_worker} devices{across}", started)
     local_ray(num_cpus=workers)
     trainer = build_trainer(
         canary_loop,
@@ -245,11 +249,11 @@ def _mesh_arg(text: str) -> dict[str, int]:
     return sizes
 
 
-def _fitting_mesh(recipe: Recipe, slice_: Slice) -> dict[str, int]:
-    """The recipe's mesh on the slice, once the compiler's table (compiled.yaml) says it fits there."""
+def _fitting_mesh(recipe: Recipe, slice_: Slice, count: int = 1) -> dict[str, int]:
+    """The recipe's mesh on one of `count` slices, once the compiler's table (compiled.yaml) says it fits there."""
     from workloads.trainer.compiled import fit_problem
 
-    mesh = recipe.mesh_for(slice_)
+    mesh = recipe.mesh_for(slice_, count)
     problem = fit_problem(recipe, slice_)
     if problem:
         raise RecipeError(f"recipe {recipe.name!r} on slice {slice_.name}: {problem}")
@@ -258,6 +262,7 @@ def _fitting_mesh(recipe: Recipe, slice_: Slice) -> dict[str, int]:
 
 def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
     """What `run` does for a recipe on an environment's slice (no Ray, no MaxText needed)."""
+    from workloads.trainer.launcher import Placement
     from workloads.trainer.maxtext import maxtext_args
 
     env = _env(args.env)
@@ -267,7 +272,7 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
         args.recipe = env.training.recipe
     if args.slice not in env.slices:
         raise RecipeError(f"environment {env.name!r} has no slice {args.slice!r}; slices: {', '.join(env.slices)}")
-    slice_ = env.slices[args.slice].slice
+    slice_, count = env.slices[args.slice].slice, env.slices[args.slice].count
     recipe = get_recipe(args.recipe)
     run_name = args.run_name or f"{recipe.name}-{env.name}"
     plan: dict[str, Any] = {
@@ -275,15 +280,18 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
         "engine": recipe.engine,
         "environment": env.name,
         "slice": slice_.name,
+        "slices": count,
         "run_name": run_name,
-        "scaling_config": slice_.ray_scaling_config,
-        "mesh": _fitting_mesh(recipe, slice_),
+        "scaling_config": Placement(slice=slice_, slices=count).scaling_config_kwargs(),
+        "mesh": _fitting_mesh(recipe, slice_, count),
         "storage_path": f"{CHECKPOINT_MOUNT}/ray",
         "max_failures": args.max_failures if args.max_failures is not None else _max_failures(env),
     }
     if recipe.engine == "maxtext":
         output = f"gs://{env.bucket_name(args.bucket)}/maxtext"
-        plan["maxtext_args"] = maxtext_args(recipe, slice_, run_name=run_name, base_output_directory=output)
+        plan["maxtext_args"] = maxtext_args(
+            recipe, slice_, run_name=run_name, base_output_directory=output, slices=count
+        )
     return plan
 
 
@@ -300,7 +308,7 @@ def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
 
     plan = _cluster_plan(args)
     env = _env(args.env)
-    slice_ = env.slices[args.slice].slice
+    slice_, count = env.slices[args.slice].slice, plan["slices"]
     recipe = get_recipe(args.recipe)
     ray.init()
     if recipe.engine == "maxtext":
@@ -310,9 +318,10 @@ def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
         config = CanaryConfig(
             checkpoint_dir=ckpt,
             end_step=latest_step(ckpt) + recipe.steps,
-            global_batch=recipe.per_device_batch_size * slice_.devices,
+            global_batch=recipe.per_device_batch_size * slice_.devices * count,
             seq_len=recipe.max_target_length,
             mesh=plan["mesh"],
+            slices=count,
             checkpoint_every=recipe.checkpoint_period,
             peak_tflops_per_device=slice_.accelerator.peak_bf16_tflops / slice_.accelerator.devices_per_chip,
         )
@@ -320,7 +329,7 @@ def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
     trainer = build_trainer(
         loop,
         loop_config,
-        placement=Placement(slice=slice_),
+        placement=Placement(slice=slice_, slices=count),
         run_name=plan["run_name"],
         storage_path=plan["storage_path"],
         max_failures=plan["max_failures"],
@@ -359,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     local.add_argument("--checkpoint-dir", default=os.environ.get("CKPT_DIR") or DEFAULT_LOCAL_CKPT)
     local.add_argument("--workers", type=int, default=2)
     local.add_argument("--devices-per-worker", type=int, default=2)
+    local.add_argument(
+        "--slices",
+        type=int,
+        default=int(os.environ.get("SLICES") or 1),
+        help="split the workers into this many slices, data parallel across them (make: SLICES=)",
+    )
     local.add_argument(
         "--mesh",
         type=_mesh_arg,
@@ -438,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                     max_failures=args.max_failures,
                     fail_at_step=args.fail_at_step,
                     checkpoint_every=args.checkpoint_every,
+                    slices=args.slices,
                 )
         elif args.command == "args":
             out = _cluster_plan(args)

@@ -67,6 +67,11 @@ def hbm_gib_per_chip(slice_: Slice) -> float:
     return COMPILER_HBM_GIB.get(slice_.accelerator.name, slice_.accelerator.hbm_gb * 1e9 / GIB)
 
 
+def slices_label(slice_: Slice, count: int) -> str:
+    """`v6e-16 (4x4)`, or `2 x v6e-16 (4x4)` for a multislice recipe (the table's `slice`)."""
+    return f"{slice_.name} ({slice_.topology})" if count == 1 else f"{count} x {slice_.name} ({slice_.topology})"
+
+
 def recipe_slice(recipe: Recipe) -> Slice | None:
     """The slice a recipe is tuned for, or None (a recipe for any slice is not compiled)."""
     if recipe.engine != "maxtext" or not (recipe.accelerator and recipe.topology):
@@ -81,7 +86,7 @@ def compile_argv(recipe: Recipe, slice_: Slice) -> list[str]:
     args = build_args(
         recipe, recipe.mesh_for_devices(slice_.devices), run_name=recipe.name, base_output_directory=COMPILE_OUTPUT
     )
-    return [*args, f"compile_topology={compile_topology(slice_)}", "compile_topology_num_slices=1"]
+    return [*args, f"compile_topology={compile_topology(slice_)}", f"compile_topology_num_slices={recipe.slices}"]
 
 
 def args_key(recipe: Recipe, slice_: Slice, version: str | None = None) -> str:
@@ -161,6 +166,8 @@ class SliceFit:
     runs: bool
     why: str = ""
     compiled: Compiled | None = None
+    # GB each slice sends over the data-center network per step (Recipe.cross_slice_gb_per_step); 0 on one slice.
+    cross_slice_gb: float = 0.0
 
     def line(self) -> str:
         """`llama3-8b: runs: 28.21 GiB per chip of 31.25 GiB HBM, headroom 3.04 GiB (compiled.yaml)`, or why not."""
@@ -169,17 +176,26 @@ class SliceFit:
         if self.compiled is None:
             return f"{self.recipe}: runs ({self.engine}, for any slice: a small model, not compiled)"
         c = self.compiled
+        across = (
+            f"; across slices about {self.cross_slice_gb:.1f} GB per slice per step (the gradients' all-reduce)"
+            if self.cross_slice_gb
+            else ""
+        )
         return (
             f"{self.recipe}: runs: {c.per_chip_gib:.2f} GiB per chip of {c.hbm_per_chip_gib:.2f} GiB HBM, "
-            f"headroom {c.headroom_gib:.2f} GiB (compiled.yaml)"
+            f"headroom {c.headroom_gib:.2f} GiB (compiled.yaml){across}"
         )
 
 
 def recipes_on(
-    slice_: Slice, recipes: dict[str, Recipe] | None = None, table: dict[str, Compiled] | None = None
+    slice_: Slice,
+    recipes: dict[str, Recipe] | None = None,
+    table: dict[str, Compiled] | None = None,
+    count: int = 1,
 ) -> list[SliceFit]:
-    """Every recipe of `recipes` (recipes.yaml) on `slice_`: whether it runs there, by the same checks as a run
-    (`Recipe.check_fits`: its shape, its parallelism, the weights' first filter; then the compiler's table)."""
+    """Every recipe of `recipes` (recipes.yaml) on `count` slices of `slice_`'s shape: whether it runs there, by
+    the same checks as a run (`Recipe.check_fits`: its shape and slice count, its parallelism, the weights' first
+    filter; then the compiler's table)."""
     recipes = load_recipes() if recipes is None else recipes
     table = load_table() if table is None else table
     fits = []
@@ -187,28 +203,32 @@ def recipes_on(
         target = recipe_slice(recipe)
         entry = table.get(name) if target is not None else None
         try:
-            recipe.check_fits(slice_)
+            recipe.check_fits(slice_, count)
         except RecipeError as err:
             if recipe.accelerator and (recipe.accelerator, recipe.topology) != (
                 slice_.accelerator.name,
                 slice_.topology,
             ):
                 why = f"tuned for {recipe.accelerator} {recipe.topology} only"
+            elif recipe.accelerator and recipe.slices != count:
+                why = f"tuned for {recipe.slices} slice{'s' * (recipe.slices > 1)}"
             else:
                 why = str(err).split(": ", 1)[-1]
             fits.append(SliceFit(name, recipe.engine, False, why))
             continue
         problem = fit_problem(recipe, slice_, table)
-        fits.append(SliceFit(name, recipe.engine, problem is None, problem or "", entry))
+        across = recipe.cross_slice_gb_per_step
+        fits.append(SliceFit(name, recipe.engine, problem is None, problem or "", entry, across))
     return fits
 
 
-def how_to_add(slice_: Slice) -> str:
-    """What to do when no recipe runs on `slice_` (docs/training.md, "A recipe for a new shape")."""
+def how_to_add(slice_: Slice, count: int = 1) -> str:
+    """What to do when no recipe runs on `count` slices of `slice_` (docs/training.md, "A recipe for a new shape")."""
+    slices = f", slices: {count}" if count > 1 else ""
     return (
         f"add a recipe for {slice_.accelerator.name} {slice_.topology} to workloads/trainer/recipes.yaml "
-        f"(accelerator: {slice_.accelerator.name}, topology: {slice_.topology}, ici parallelism whose product is "
-        f"the slice's {slice_.devices} devices), run `make compile-recipes` and commit "
+        f"(accelerator: {slice_.accelerator.name}, topology: {slice_.topology}{slices}, ici parallelism whose "
+        f"product is the slice's {slice_.devices} devices), run `make compile-recipes` and commit "
         "workloads/trainer/compiled.yaml (docs/training.md: a recipe for a new shape)"
     )
 
@@ -219,18 +239,19 @@ def environment_recipes(env: Environment) -> list[str]:
     training = env.training
     if training is None or training.slice not in env.slices:
         return []
-    slice_ = env.slices[training.slice].slice
+    slice_, count = env.slices[training.slice].slice, env.slices[training.slice].count
     if slice_.kind != "tpu":
         return []
     named = training.recipe
+    slices = f"{count} slices " if count > 1 else ""
     head = (
-        f"{env.name}: training.slice {training.slice} ({slice_.name}, topology {slice_.topology}), "
+        f"{env.name}: training.slice {training.slice} ({slices}{slice_.name}, topology {slice_.topology}), "
         f"training.recipe {named or '(none: make train needs RECIPE=)'}"
     )
-    fits = recipes_on(slice_)
+    fits = recipes_on(slice_, count=count)
     out = [head, *(f"  {'*' if f.recipe == named else ' '} {f.line()}" for f in fits)]
     if not any(f.runs and f.compiled is not None for f in fits):
-        out.append(f"  no compiled recipe for this shape: to make one, {how_to_add(slice_)}")
+        out.append(f"  no compiled recipe for this shape: to make one, {how_to_add(slice_, count)}")
     return out
 
 
@@ -240,10 +261,10 @@ def environment_recipes_json(env: Environment) -> dict[str, Any] | None:
     training = env.training
     if training is None or training.slice not in env.slices or env.slices[training.slice].slice.kind != "tpu":
         return None
-    slice_ = env.slices[training.slice].slice
+    slice_, count = env.slices[training.slice].slice, env.slices[training.slice].count
     return {
         "environment": env.name,
-        "slice": {"key": training.slice, "name": slice_.name, "topology": slice_.topology},
+        "slice": {"key": training.slice, "name": slice_.name, "topology": slice_.topology, "count": count},
         "recipe": training.recipe,
         "recipes": [
             {
@@ -254,8 +275,9 @@ def environment_recipes_json(env: Environment) -> dict[str, Any] | None:
                 "per_chip_gib": f.compiled.per_chip_gib if f.compiled else None,
                 "hbm_per_chip_gib": f.compiled.hbm_per_chip_gib if f.compiled else None,
                 "headroom_gib": f.compiled.headroom_gib if f.compiled else None,
+                "cross_slice_gb_per_step": f.cross_slice_gb if f.runs else None,
             }
-            for f in recipes_on(slice_)
+            for f in recipes_on(slice_, count=count)
         ],
     }
 
@@ -326,7 +348,7 @@ def compile_recipe(recipe: Recipe, *, python: str = sys.executable) -> Compiled:
     return Compiled(
         key=args_key(recipe, slice_),
         maxtext=maxtext_version(),
-        slice=f"{slice_.name} ({slice_.topology})",
+        slice=slices_label(slice_, recipe.slices),
         compile_topology=compile_topology(slice_),
         fits=error is None and per_chip <= hbm,
         per_chip_gib=round(per_chip, 2),

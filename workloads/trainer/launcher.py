@@ -2,9 +2,13 @@
 
 On a slice, the scaling config is the slice's own (`Slice.ray_scaling_config`):
 one worker per host, the slice's topology and accelerator type, all chips of
-a host per worker, SPREAD placement. Locally, N CPU workers each see several
+a host per worker, SPREAD placement; on N slices, N times the workers, and
+Ray Train reserves N whole slices and gives each worker its MEGASCALE_*
+settings (ray/train/v2/jax/config.py). Locally, N CPU workers each see several
 XLA host devices and join one JAX process group (gloo collectives), as the
-hosts of a TPU slice do, so the mesh is really sharded across processes.
+hosts of a TPU slice do, so the mesh is really sharded across processes; with
+`slices`, the workers are split into that many groups, each told its slice as
+Ray tells a TPU worker (MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID).
 """
 
 from __future__ import annotations
@@ -24,14 +28,20 @@ def _init_cpu_process_group(coordinator: str, num_processes: int, process_id: in
     jax.distributed.initialize(coordinator, num_processes, process_id)
 
 
+def _set_slice(num_slices: int, slice_id: int) -> None:
+    """What Ray Train's JAX backend sets on each worker of a multislice TPU job (its slice and the count)."""
+    os.environ["MEGASCALE_NUM_SLICES"] = str(num_slices)
+    os.environ["MEGASCALE_SLICE_ID"] = str(slice_id)
+
+
 def _shutdown_process_group() -> None:
     import jax
 
     jax.distributed.shutdown()
 
 
-def _cpu_jax_config() -> Any:
-    """A JaxConfig whose backend forms one JAX process group over CPU workers.
+def _cpu_jax_config(slices: int = 1) -> Any:
+    """A JaxConfig whose backend forms one JAX process group over CPU workers, `slices` groups of them.
 
     Ray's own JAX backend does this only for TPU and GPU workers; off an
     accelerator it would leave every worker an independent replica.
@@ -43,6 +53,14 @@ def _cpu_jax_config() -> Any:
 
     class _CpuBackend(Backend):
         def on_start(self, worker_group: Any, backend_config: Any) -> None:
+            if slices > 1:
+                per_slice = len(worker_group) // slices
+                ray.get(
+                    [
+                        worker_group.execute_single_async(i, _set_slice, slices, i // per_slice)
+                        for i in range(len(worker_group))
+                    ]
+                )
             if len(worker_group) == 1:
                 # One process owns every device already; a process group would
                 # route its collectives through gloo (about 3x slower here).
@@ -77,18 +95,24 @@ class Placement:
     slice: Slice | None = None
     cpu_workers: int = 2
     devices_per_cpu_worker: int = 2
+    # Slices of one multislice job: of `slice`'s shape, or groups of the CPU workers.
+    slices: int = 1
+
+    def __post_init__(self) -> None:
+        if self.slices < 1 or (self.slice is None and self.cpu_workers % self.slices):
+            raise ValueError(f"{self.cpu_workers} CPU workers do not split into {self.slices} slices")
 
     @property
     def num_workers(self) -> int:
-        return self.slice.hosts if self.slice else self.cpu_workers
+        return self.slice.hosts * self.slices if self.slice else self.cpu_workers
 
     @property
     def devices(self) -> int:
-        return self.slice.devices if self.slice else self.cpu_workers * self.devices_per_cpu_worker
+        return self.slice.devices * self.slices if self.slice else self.cpu_workers * self.devices_per_cpu_worker
 
     def scaling_config_kwargs(self) -> dict[str, Any]:
         if self.slice is not None:
-            return dict(self.slice.ray_scaling_config)
+            return {**self.slice.ray_scaling_config, "num_workers": self.num_workers}
         return {
             "num_workers": self.cpu_workers,
             "use_tpu": False,
@@ -139,7 +163,7 @@ def build_trainer(
         train_loop_config=train_loop_config,
         scaling_config=ScalingConfig(**placement.scaling_config_kwargs()),
         run_config=run_config,
-        jax_config=_cpu_jax_config() if placement.slice is None else None,
+        jax_config=_cpu_jax_config(placement.slices) if placement.slice is None else None,
     )
 
 

@@ -42,8 +42,9 @@ def maxtext_args(
     base_output_directory: str,
     steps: int | None = None,
     config_path: str = MAXTEXT_BASE_CONFIG,
+    slices: int = 1,
 ) -> list[str]:
-    """MaxText's argv (after the program name) for `recipe` on `slice_`.
+    """MaxText's argv (after the program name) for `recipe` on `slice_` (`slices` of them: the recipe's own count).
 
     `slice_` is a platform slice, or the number of local CPU devices (the
     offline runs: the same arguments, with the mesh sized to those devices and
@@ -56,7 +57,7 @@ def maxtext_args(
         raise RecipeError(f"base_output_directory {base_output_directory!r} must be a gs:// URL or an absolute path")
     if recipe.dataset_type != "synthetic" and not recipe.dataset_path:
         raise RecipeError(f"recipe {recipe.name!r}: dataset_type {recipe.dataset_type!r} needs a dataset_path")
-    mesh = recipe.mesh_for_devices(slice_) if isinstance(slice_, int) else recipe.mesh_for(slice_)
+    mesh = recipe.mesh_for_devices(slice_) if isinstance(slice_, int) else recipe.mesh_for(slice_, slices)
     return build_args(
         recipe,
         mesh,
@@ -94,6 +95,10 @@ def build_args(
         "ici_fsdp_parallelism": mesh["fsdp"],
         "ici_tensor_parallelism": mesh["tensor"],
     }
+    if recipe.slices > 1:
+        # Across slices: pure data parallelism, the gradients' one all-reduce per step over the data-center
+        # network (MaxText's multislice setting; each slice keeps its ici mesh).
+        args["dcn_data_parallelism"] = recipe.slices
     if recipe.dataset_path:
         args["dataset_path"] = recipe.dataset_path
     if recipe.remat_policy:

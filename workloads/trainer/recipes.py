@@ -48,6 +48,9 @@ class Recipe(BaseModel):
     max_target_length: int = Field(ge=16)
     steps: int = Field(ge=1)
     ici: Ici = Ici()
+    # Slices of the shape above the recipe runs on: data parallel across them over the data-center network
+    # (MaxText's dcn_data_parallelism), each slice's devices split by `ici` as on one slice.
+    slices: int = Field(default=1, ge=1, le=64)
     remat_policy: str | None = None
     attention: str | None = None
     dataset_type: Literal["synthetic", "hf", "tfds", "grain"] = "synthetic"
@@ -55,9 +58,18 @@ class Recipe(BaseModel):
     checkpoint_period: int = Field(default=100, ge=1)
     flags: dict[str, str | int | float | bool] = {}
 
-    def mesh_for(self, slice_: Slice) -> dict[str, int]:
-        """The resolved (data, fsdp, tensor) sizes on `slice_`, or RecipeError saying why not."""
-        self.check_fits(slice_)
+    @property
+    def cross_slice_gb_per_step(self) -> float:
+        """Bytes (GB) each slice sends over the data-center network per step: the gradients' ring all-reduce
+        across the slices, 2 (N-1)/N of the gradients (in the weights' dtype); 0 on one slice. An estimate from
+        the parameter count, not the compiler's."""
+        dtype_bytes = 2 if self.flags.get("weight_dtype") == "bfloat16" else 4  # MaxText's weight_dtype: float32
+        return 2 * (self.slices - 1) / self.slices * self.params_billion * dtype_bytes
+
+    def mesh_for(self, slice_: Slice, count: int = 1) -> dict[str, int]:
+        """The resolved (data, fsdp, tensor) sizes on each of `count` slices of `slice_`'s shape, or RecipeError
+        saying why not."""
+        self.check_fits(slice_, count)
         return self.mesh_for_devices(slice_.devices)
 
     def mesh_for_devices(self, devices: int) -> dict[str, int]:
@@ -71,12 +83,19 @@ class Recipe(BaseModel):
             sizes[fills[0]] = devices // known
         return sizes
 
-    def check_fits(self, slice_: Slice) -> None:
-        where = f"recipe {self.name!r} on slice {slice_.name} ({slice_.topology or slice_.hosts})"
+    def check_fits(self, slice_: Slice, count: int = 1) -> None:
+        """RecipeError unless the recipe runs on `count` slices of `slice_`'s shape."""
+        shape = f"{slice_.name} ({slice_.topology or slice_.hosts})"
+        where = f"recipe {self.name!r} on {'slice ' + shape if count == 1 else f'{count} slices {shape}'}"
         if self.accelerator and (self.accelerator, self.topology) != (slice_.accelerator.name, slice_.topology):
             raise RecipeError(
                 f"{where}: the recipe is tuned for {self.accelerator} {self.topology}; "
                 f"use a slice of that shape or a recipe for {slice_.accelerator.name} {slice_.topology}"
+            )
+        if self.accelerator and self.slices != count:
+            raise RecipeError(
+                f"{where}: the recipe is tuned (and compiled) for {self.slices} slice{'s' * (self.slices > 1)}; "
+                f"use a recipe with `slices: {count}`"
             )
         sizes = self.ici.model_dump()
         fills = [k for k, v in sizes.items() if v == -1]

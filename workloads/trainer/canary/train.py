@@ -34,11 +34,13 @@ class CanaryConfig:
     learning_rate: float = 3e-3
     warmup_steps: int = 2
     checkpoint_every: int = 1
+    # One slice's mesh; `slices` of them split the data axis (workloads/trainer/mesh.py).
     mesh: dict[str, int] = field(default_factory=lambda: {"data": 1, "fsdp": -1, "tensor": 1})
+    slices: int = 1
     seed: int = 0
     peak_tflops_per_device: float | None = None
-    # Fault injection for tests: the last process exits hard once, right after
-    # the checkpoint of this step is written (a marker file makes it once).
+    # Fault injection for tests: the last process (on several slices: every process of the last slice, a lost
+    # slice) exits hard once, right after the checkpoint of this step is written (a marker file makes it once).
     fail_at_step: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -47,6 +49,11 @@ class CanaryConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> CanaryConfig:
         return cls(**{**raw, "model": ModelConfig(**raw["model"])})
+
+
+def _lost(process: int, processes: int, slices: int) -> bool:
+    """Whether fault injection stops `process`: the last process, or on several slices the last slice's."""
+    return process >= processes - (processes // slices if slices > 1 else 1)
 
 
 def _path_of(keys: tuple[Any, ...]) -> str:
@@ -64,17 +71,21 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     """
     import jax
     import jax.numpy as jnp
-    import numpy as np
     import optax
     import orbax.checkpoint as ocp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     from workloads.trainer.canary.model import Decoder
-    from workloads.trainer.mesh import AXES, BATCH_SPEC, mesh_shape, param_spec
+    from workloads.trainer.mesh import AXES, BATCH_SPEC, multislice_devices, param_spec
 
     devices = jax.devices()
-    shape = mesh_shape(len(devices), **config.mesh)
-    mesh = Mesh(np.array(devices).reshape(shape), AXES)
+    # In a multislice job each worker learns the slice count as JAX does on TPU (MEGASCALE_NUM_SLICES).
+    announced = int(os.environ.get("MEGASCALE_NUM_SLICES", config.slices))
+    if announced != config.slices:
+        raise ValueError(f"the job runs {announced} slices (MEGASCALE_NUM_SLICES), the config {config.slices}")
+    grid = multislice_devices(devices, config.slices, **config.mesh)
+    shape = grid.shape
+    mesh = Mesh(grid, AXES)
     model = Decoder(config.model)
     schedule = optax.linear_schedule(0.0, config.learning_rate, max(config.warmup_steps, 1))
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.01))
@@ -152,8 +163,8 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
             LOG.info("step", extra={**{k: v for k, v in record.items() if k != "time"}, "end_step": config.end_step})
         if report is not None:
             report(record)
-        if config.fail_at_step == done and jax.process_index() == jax.process_count() - 1:
-            marker = checkpoint_dir / f".failed-at-{done}"
+        if config.fail_at_step == done and _lost(jax.process_index(), jax.process_count(), config.slices):
+            marker = checkpoint_dir / f".failed-at-{done}{f'-process-{jax.process_index()}' * (config.slices > 1)}"
             if not marker.exists():
                 marker.touch()
                 os._exit(17)
@@ -177,6 +188,7 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         "devices": len(devices),
         "processes": jax.process_count(),
         "mesh": dict(zip(AXES, shape, strict=True)),
+        "slices": config.slices,
         "params": config.model.param_count(),
     }
     if is_writer:

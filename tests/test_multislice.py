@@ -1,0 +1,184 @@
+"""Training across slices: `slices.<key>.count` derives a node pool and a Ray worker group per slice, the trainer
+runs one job over them (N times the workers, the slices on the data axis), a recipe is compiled for its slice count,
+and a lost slice costs no completed step."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import ENVIRONMENTS_DIR, ConfigError, parse_environment
+from infra.synth.app import synth
+from infra.synth.load import load_environment
+from tests.helpers import REPO, by_name, release_values, rendered
+from workloads.trainer.compiled import environment_recipes
+from workloads.trainer.launcher import Placement
+from workloads.trainer.maxtext import maxtext_args
+from workloads.trainer.mesh import multislice_devices
+from workloads.trainer.recipes import RecipeError, get_recipe
+
+EXAMPLE = REPO / "docs/examples/multislice/dev.yaml"
+
+
+@pytest.fixture(scope="module")
+def variant_stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """docs/examples/multislice/dev.yaml (dev on two v6e 4x4 slices), loaded with every rule and synthesized."""
+    env = load_environment(EXAMPLE)
+    out = tmp_path_factory.mktemp("multislice")
+    synth({"dev": env}, out)
+    return json.loads((out / "stacks/platform-dev/cdk.tf.json").read_text())
+
+
+def test_the_example_is_dev_with_two_slices_and_the_recipe_compiled_for_them() -> None:
+    dev = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
+    dev["slices"]["train"]["count"] = 2
+    dev["training"]["recipe"] = "llama3-8b-2-slices"
+    assert yaml.safe_load(EXAMPLE.read_text()) == dev
+
+
+def test_each_slice_is_a_node_pool_of_the_same_shape(variant_stack: dict[str, Any]) -> None:
+    pools = by_name(variant_stack, "google_container_node_pool")
+    first, second = pools["train"], pools["train-1"]
+
+    def shape(pool: dict[str, Any]) -> dict[str, Any]:
+        """The pool without what names it (its name, its node label `platform-slice`, cdktf's metadata)."""
+        config = {k: v for k, v in pool["node_config"].items() if k != "labels"}
+        return {**{k: v for k, v in pool.items() if k not in ("//", "name")}, "node_config": config}
+
+    assert shape(first) == shape(second)
+    assert second["node_config"]["labels"] == {"platform-slice": "train-1"}
+    assert first["node_count"] == second["node_count"] == 4
+    assert first["placement_policy"]["tpu_topology"] == "4x4"
+
+
+def test_the_ray_cluster_has_one_worker_group_per_slice_each_on_its_own_pool(variant_stack: dict[str, Any]) -> None:
+    release, values = release_values(variant_stack, "ray-training")
+    assert values["worker"]["groups"] == [{"name": "v6e-16", "pool": "train"}, {"name": "v6e-16-1", "pool": "train-1"}]
+    pool_ids = {v["name"]: k for k, v in variant_stack["resource"]["google_container_node_pool"].items()}
+    assert {f"google_container_node_pool.{pool_ids[p]}" for p in ("train", "train-1")} <= set(release["depends_on"])
+    (cluster,) = [o for o in rendered(variant_stack, "ray-training") if o["kind"] == "RayCluster"]
+    groups = cluster["spec"]["workerGroupSpecs"]
+    assert [(g["groupName"], g["replicas"], g["numOfHosts"]) for g in groups] == [("v6e-16", 1, 4), ("v6e-16-1", 1, 4)]
+    selectors = [g["template"]["spec"]["nodeSelector"] for g in groups]
+    assert [s["cloud.google.com/gke-nodepool"] for s in selectors] == ["train", "train-1"]
+    assert all(s["cloud.google.com/gke-tpu-topology"] == "4x4" for s in selectors)
+
+
+def test_one_slice_renders_the_ray_cluster_it_always_did(stacks: dict[str, dict[str, Any]]) -> None:
+    """Counting slices did not change a one-slice cluster: its name (a hash of its spec) is what it was."""
+    (cluster,) = [o for o in rendered(stacks["dev"], "ray-training") if o["kind"] == "RayCluster"]
+    assert cluster["metadata"]["name"] == "ray-training-ddca747a"  # as rendered before slices were counted
+    (group,) = cluster["spec"]["workerGroupSpecs"]
+    assert group["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == "train"
+
+
+def test_the_plan_reports_the_multislice_fit_and_the_cross_slice_traffic() -> None:
+    lines = environment_recipes(parse_environment(EXAMPLE))
+    assert lines[0] == ("dev: training.slice train (2 slices v6e-16, topology 4x4), training.recipe llama3-8b-2-slices")
+    chosen = next(line for line in lines if line.startswith("  * "))
+    assert "llama3-8b-2-slices: runs: 24.07 GiB per chip of 31.25 GiB HBM" in chosen
+    # 2 (N-1)/N of 8.03B bfloat16 gradients per slice per step.
+    assert "across slices about 16.1 GB per slice per step" in chosen
+    one_slice = next(line for line in lines if "  llama3-8b:" in line)
+    assert "does not run: tuned for 1 slice" in one_slice
+
+
+def test_the_trainer_runs_n_times_the_workers_with_dcn_data_parallelism(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workloads.trainer.__main__ import _cluster_plan
+
+    monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(EXAMPLE.parent))
+    monkeypatch.setattr("workloads.trainer.__main__.ENVIRONMENTS_DIR", EXAMPLE.parent)
+    args = SimpleNamespace(
+        env="dev", recipe=None, slice="train", run_name=None, bucket="checkpoints", max_failures=None
+    )
+    plan = _cluster_plan(args)  # type: ignore[arg-type]
+    assert plan["slices"] == 2
+    assert plan["scaling_config"]["num_workers"] == 8  # 4 hosts a slice: Ray Train reserves two whole slices
+    assert plan["scaling_config"]["topology"] == "4x4"
+    assert "dcn_data_parallelism=2" in plan["maxtext_args"]
+    assert "ici_fsdp_parallelism=16" in plan["maxtext_args"]
+
+
+def test_a_recipe_runs_only_on_the_slice_count_it_was_compiled_for() -> None:
+    v6e = load_environment(ENVIRONMENTS_DIR / "dev.yaml").slices["train"].slice
+    with pytest.raises(RecipeError, match="tuned \\(and compiled\\) for 2 slices; use a recipe with `slices: 1`"):
+        maxtext_args(get_recipe("llama3-8b-2-slices"), v6e, run_name="r", base_output_directory="/c")
+    with pytest.raises(RecipeError, match="tuned \\(and compiled\\) for 1 slice; use a recipe with `slices: 2`"):
+        maxtext_args(get_recipe("llama3-8b"), v6e, run_name="r", base_output_directory="/c", slices=2)
+    assert "dcn_data_parallelism=2" not in maxtext_args(
+        get_recipe("llama3-8b"), v6e, run_name="r", base_output_directory="/c"
+    )
+
+
+def test_an_environment_on_more_slices_than_its_recipe_is_refused_naming_the_recipes_that_run(tmp_path: Path) -> None:
+    path = tmp_path / "dev.yaml"
+    path.write_text(EXAMPLE.read_text().replace("    count: 2\n", "    count: 3\n"))
+    with pytest.raises(ConfigError) as refused:
+        load_environment(path)
+    said = str(refused.value)
+    assert f"{path}: training.recipe: 'llama3-8b-2-slices': does not run on training.slice 'train' (3 slices" in said
+    assert "tuned for 2 slices" in said and "slices: 3" in said and "rule maxtext.recipe-runs-on-training-slice" in said
+
+
+def test_a_placement_splits_cpu_workers_into_equal_slices_or_refuses() -> None:
+    assert Placement(cpu_workers=4, slices=2).num_workers == 4
+    with pytest.raises(ValueError, match="3 CPU workers do not split into 2 slices"):
+        Placement(cpu_workers=3, slices=2)
+
+
+def test_the_mesh_puts_the_slices_on_the_data_axis_slice_major() -> None:
+    devices = [SimpleNamespace(process_index=p, id=p * 2 + i, slice_index=0) for p in range(4) for i in range(2)]
+    grid = multislice_devices(devices, 2, data=1, fsdp=-1, tensor=1)
+    assert grid.shape == (2, 4, 1)
+    assert [d.process_index for d in grid[0].ravel()] == [0, 0, 1, 1]  # slice 0: processes 0 and 1
+    assert [d.process_index for d in grid[1].ravel()] == [2, 2, 3, 3]
+    # A TPU device of a multislice job names its slice itself.
+    tpu = [SimpleNamespace(process_index=p, id=p, slice_index=p % 2) for p in range(4)]
+    assert [d.slice_index for d in multislice_devices(tpu, 2, 1, -1, 1).ravel()] == [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="3 processes do not split into 2 slices"):
+        multislice_devices(devices[:6], 2, 1, -1, 1)
+
+
+@pytest.mark.slow
+def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(tmp_path: Path) -> None:
+    """The canary through JaxTrainer on one slice (2 workers x 2 devices) and on two slices of two workers each;
+    in the second, after step 2 a save of step 3 is left unfinished, then both processes of slice 1 die right
+    after step 4's checkpoint: Ray restarts the job, it resumes from step 4, and every loss equals the
+    one-slice run's (the same math: no step lost, none redone, the unfinished save not taken)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+
+    def run(ckpt: Path, *extra: str) -> dict[str, Any]:
+        command = [sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(ckpt), *extra]
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stderr[-4000:]
+        # The summary line (Ray's raylet may print its notice of the killed workers after it).
+        return json.loads(next(line for line in reversed(done.stdout.splitlines()) if line.startswith("{")))
+
+    def losses(ckpt: Path) -> list[tuple[int, float]]:
+        return [(r["step"], r["loss"]) for r in map(json.loads, (ckpt / "metrics.jsonl").read_text().splitlines())]
+
+    one = tmp_path / "one-slice"
+    run(one, "--steps", "5", "--workers", "2", "--devices-per-worker", "2", "--mesh", "data=1,fsdp=4,tensor=1")
+
+    two = tmp_path / "two-slices"
+    slices = ("--workers", "4", "--devices-per-worker", "1", "--slices", "2", "--mesh", "data=1,fsdp=2,tensor=1")
+    first = run(two, "--steps", "2", *slices)
+    assert (first["slices"], first["processes"], first["mesh"]) == (2, 4, {"data": 2, "fsdp": 2, "tensor": 1})
+    unfinished = two / "state" / "3.orbax-checkpoint-tmp-1795876000000"  # Orbax's name while a save is written
+    unfinished.mkdir()
+    (unfinished / "partial").write_text("not a checkpoint")
+    second = run(two, "--steps", "3", "--fail-at-step", "4", *slices)
+    assert sorted(p.name for p in two.glob(".failed-at-*")) == [".failed-at-4-process-2", ".failed-at-4-process-3"]
+    assert (second["start_step"], second["end_step"]) == (2, 5)
+
+    assert [s for s, _ in losses(two)] == [1, 2, 3, 4, 5], "a completed step was lost or redone"
+    for (step, lost), (_, whole) in zip(losses(two), losses(one), strict=True):
+        assert lost == pytest.approx(whole, abs=1e-5), f"step {step}"
