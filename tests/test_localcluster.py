@@ -365,6 +365,45 @@ def test_a_controller_bump_keeps_its_crd_and_its_objects_and_the_new_controller_
 
 
 @pytest.mark.slow
+def test_a_second_training_slice_adds_a_pool_and_a_worker_group_and_replaces_no_node(cluster_dir: Path) -> None:
+    """dev's training slice counted twice (docs/examples/multislice): the pool `train` keeps its four nodes, four
+    new ones come in `train-1`, and KubeRay's cluster (replaced: a new spec) has a worker group on each pool."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    before = {n["metadata"]["name"] for n in cluster.get("nodes", "-l", "cloud.google.com/gke-nodepool=train")["items"]}
+    edits = {"  train:\n    accelerator: v6e\n": "  train:\n    count: 2\n    accelerator: v6e\n"}
+    edits["  recipe: llama3-8b\n"] = "  recipe: llama3-8b-2-slices\n"
+    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "two-slices", "sha256:" + "cd" * 32, edits))
+    assert code == 0, (out + err)[-4000:]
+    assert "disagrees with the placement report" not in out
+    train = {n["metadata"]["name"] for n in cluster.get("nodes", "-l", "cloud.google.com/gke-nodepool=train")["items"]}
+    assert train == before and len(train) == 4
+    added = cluster.get("nodes", "-l", "cloud.google.com/gke-nodepool=train-1")["items"]
+    assert len(added) == 4 and {n["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] for n in added} == {"4x4"}
+    found = _verdicts()
+    assert [p for p in found["pods"] if p["pool"] is None] == []
+    assert {pool: sum(p["pool"] == pool for p in found["pods"]) for pool in ("train", "train-1")} == {
+        "train": 4,
+        "train-1": 4,
+    }
+    ray, pods = _wait_for_pods(cluster, 9)
+    assert [(g["groupName"], g["numOfHosts"]) for g in ray["spec"]["workerGroupSpecs"]] == [
+        ("v6e-16", 4),
+        ("v6e-16-1", 4),
+    ]
+    pool_of = {
+        n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
+        for n in cluster.get("nodes")["items"]
+    }
+    workers = [
+        (p["metadata"]["labels"]["ray.io/group"], pool_of[p["spec"]["nodeName"]])
+        for p in pods
+        if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
+    ]
+    groups = {"v6e-16": "train", "v6e-16-1": "train-1"}
+    assert sorted(workers) == sorted([(g, pool) for g, pool in groups.items() for _ in range(4)])
+
+
+@pytest.mark.slow
 def test_a_reshaped_slice_gets_new_nodes_and_the_training_cluster_moves_onto_them(cluster_dir: Path) -> None:
     """The training slice from v6e 4x4 to 4x8 (a recipe that runs there): GKE replaces the pool, so its four nodes
     are drained and go and eight new ones come; KubeRay's cluster is replaced (a worker group renamed after the

@@ -332,6 +332,30 @@ def test_a_short_tpu_quota_of_cloud_quotas_is_refused(
     ) in err
 
 
+def test_a_multislice_job_asks_the_quota_for_every_slice(
+    cloud: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dev on two v6e 4x4 slices (docs/examples/multislice): its two pools ask for 32 chips; a limit of 16 (one
+    slice's) refuses the deploy naming both pools."""
+    from infra.synth.app import synth
+    from infra.synth.load import load_environment
+
+    example = REPO / "docs/examples/multislice"
+    monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(example))
+    synth({"dev": load_environment(example / "dev.yaml")}, tmp_path / "out")
+
+    def lower(body: dict[str, Any]) -> None:
+        body["dimensionsInfos"][0]["details"]["value"] = "16"
+
+    _edit(cloud, "quotainfo-dev-TPUS-PER-TPU-FAMILY-per-project-region.json", lower)
+    code, _, err = _preflight(tmp_path / "out", capsys)
+    assert code == 1
+    assert (
+        "short: us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: pools train, train-1 ask for up "
+        "to 32 TPU chips, the limit is 16 (Cloud Quotas"
+    ) in err
+
+
 def test_a_quota_id_cloud_quotas_does_not_know_names_the_table(
     cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
