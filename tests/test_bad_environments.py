@@ -503,6 +503,24 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "slices.sax-a.count",
         "only the Ray training slice (training.slice: train) runs across slices",
     ),
+    "a team on a slice the batch jobs do not share": (
+        "places",
+        _sub("    quota: {a3mega: 8}\n", "    quota: {a3mega: 8, train: 4}\n"),
+        "teams.research.quota.train",
+        "not in batch.slices: a3mega",
+    ),
+    "a team in a namespace the platform does not make": (
+        "names",
+        _sub("    namespace: ml-gpu\n    quota:", "    namespace: research\n    quota:"),
+        "teams.research.namespace",
+        "not in the identities' namespaces",
+    ),
+    "a team named like the platform's own queue": (
+        "names",
+        _sub("teams:\n  research:\n", "teams:\n  gpu:\n"),
+        "teams.gpu",
+        "the name of the platform's own queue (batch.queue)",
+    ),
     "a second training slice whose pool another slice takes": (
         "names",
         _sub(
@@ -606,6 +624,27 @@ SOURCED_EDITS: dict[str, tuple[str, Edit, str, str, str]] = {
         "network.services_cidr",
         "10.20.0.0/28",
         "holds 16 Service addresses",
+    ),
+    "teams guaranteed more GPUs than the slice holds": (
+        "arithmetic",
+        _sub(
+            "    quota: {a3mega: 8}\n",
+            "    quota: {a3mega: 12}\n  eval:\n    namespace: ml-gpu\n    quota: {a3mega: 8}\n",
+        ),
+        "teams.*.quota.a3mega",
+        "20",
+        "the teams' quotas (eval 8, research 12) add up to more than slice a3mega's 16 nvidia.com/gpu (2 nodes)",
+    ),
+    "a team preempting while borrowing that never reclaims": (
+        "consistency",
+        _sub(
+            "    quota: {a3mega: 8}\n",
+            "    quota: {a3mega: 8}\n"
+            "    preemption: {reclaim_within_cohort: Never, borrow_within_cohort: LowerPriority}\n",
+        ),
+        "teams.research.preemption.borrow_within_cohort",
+        "LowerPriority",
+        "needs reclaim_within_cohort LowerPriority or Any (it is Never)",
     ),
     "the trainer's image given to the canary server": (
         "consistency",

@@ -94,6 +94,18 @@ def _flex_and_reservation(mp: pytest.MonkeyPatch) -> None:
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    "kueue.team-quotas-within-the-slices": (
+        lambda d, mp: d["teams"]["research"].update(quota={"a3mega": 24}),
+        "teams.*.quota.a3mega",
+        "add up to more than slice a3mega's 16 nvidia.com/gpu",
+    ),
+    "kueue.borrow-within-cohort-needs-reclaim": (
+        lambda d, mp: d["teams"]["research"].update(
+            preemption={"reclaim_within_cohort": "Never", "borrow_within_cohort": "LowerPriority"}
+        ),
+        "teams.research.preemption.borrow_within_cohort",
+        "needs reclaim_within_cohort LowerPriority or Any",
+    ),
     "vllm.served-where-probes-reach": (
         lambda d, mp: d["serving"]["llama70b-vllm"].update(extra_args=["--uds=/tmp/vllm.sock"]),
         "serving.llama70b-vllm.extra_args[0]",
@@ -679,7 +691,9 @@ def _duplicate_group(objs: list[dict[str, Any]]) -> None:
 
 
 def _flavor_mismatch(objs: list[dict[str, Any]]) -> None:
-    group = one_of_kind(objs, "ClusterQueue")["spec"]["resourceGroups"][0]
+    """The platform's ClusterQueue (`gpu`; dev's teams have theirs) with a flavor short of a resource."""
+    queue = next(o for o in objs if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "gpu")
+    group = queue["spec"]["resourceGroups"][0]
     group["flavors"][0]["resources"] = group["flavors"][0]["resources"][:-1]
 
 

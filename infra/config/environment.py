@@ -42,10 +42,10 @@ from infra.config.release import PLACEHOLDER_DIGEST, Release
 from infra.config.serving import JetStreamServing, Serving, VllmServing
 from infra.config.slurm import SlurmCluster
 from infra.config.storage import BucketSpec, Registry, StateBackend
-from infra.config.training import Batch, Training
+from infra.config.training import Batch, Team, Training
 from infra.config.vertex import Vertex
 from infra.config.vms import VmGroup
-from infra.config.workload_checks import gpu_problems, serving_problems, training_problems
+from infra.config.workload_checks import gpu_problems, serving_problems, team_problems, training_problems
 
 
 def stack_name_clash(name: str) -> str | None:
@@ -82,6 +82,8 @@ class Environment(Model):
     release: Release = Release()
     training: Training | None = None
     batch: Batch | None = None
+    # Teams sharing the batch slices through Kueue (infra/config/training.py Team).
+    teams: dict[Name, Team] = {}  # noqa: RUF012
     serving: dict[Name, Serving] = {}  # noqa: RUF012
     slurm: SlurmCluster | None = None
     vertex: Vertex | None = None
@@ -177,6 +179,7 @@ class Environment(Model):
             seen[ksa] = key
         problems += training_problems(self)
         problems += gpu_problems(self)
+        problems += team_problems(self)
         problems += serving_problems(self)
         problems += holder_problems(self)
         problems += slurm_problems(self)

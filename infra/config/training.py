@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
@@ -80,3 +80,28 @@ class Batch(Model):
     slices: list[Name] = Field(min_length=1)
     nccl_test: NcclTest | None = None
     training: GpuTraining | None = None
+
+
+class Preemption(Model):
+    """When a team's pending job may stop running ones (Kueue's ClusterQueue `preemption`, its values)."""
+
+    # Take back the team's nominal share from teams that borrowed it (`Any`, whatever their priority).
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
+    # While borrowing, preempt lower-priority jobs of other teams (`LowerPriority`); Kueue refuses it beside
+    # reclaim_within_cohort Never (rule kueue.borrow-within-cohort-needs-reclaim).
+    borrow_within_cohort: Literal["Never", "LowerPriority"] = "Never"
+    # Within the team's own queue: a higher-priority job preempts a lower-priority one.
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
+
+
+class Team(Model):
+    """A team sharing the batch slices through Kueue: a ClusterQueue of its own in the platform's cohort, with a
+    guaranteed (nominal) share of each slice's accelerators, and a LocalQueue named after the team in its
+    namespace, where its jobs (JobSets) name it (`kueue.x-k8s.io/queue-name`)."""
+
+    namespace: KubernetesName
+    # Accelerators (GPUs) of each batch slice the team is guaranteed: slice key -> count.
+    quota: dict[Name, Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    # At most this many more of each slice it may borrow from what the other queues leave unused (default: all).
+    borrowing_limit: dict[Name, Annotated[int, Field(ge=0)]] = {}  # noqa: RUF012
+    preemption: Preemption = Preemption()

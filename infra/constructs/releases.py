@@ -15,6 +15,7 @@ from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
+from infra.derive.queues import COHORT, PRIORITIES, queue_shares
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,10 +105,17 @@ def gpu_networking_values(env: Environment) -> dict[str, Any]:
     }
 
 
+def _quantities(share: dict[str, int]) -> dict[str, str]:
+    """Kueue quantities of a share (memory in GB)."""
+    return {r: f"{n}G" if r == "memory" else str(n) for r, n in share.items()}
+
+
 def kueue_values(env: Environment) -> dict[str, Any]:
-    """Values of the kueue-queues chart: a flavor per batch slice, quota summed from the slices."""
+    """Values of the kueue-queues chart: a flavor per batch slice; the platform's queue with each slice's quota (less
+    the teams' shares), and with teams, a queue of each team's in one cohort and Kueue's priority classes."""
     batch = env.batch
     assert batch is not None
+    platform, *teams = queue_shares(env)
     flavors: list[dict[str, Any]] = []
     for key in batch.slices:
         spec = env.slices[key]
@@ -120,16 +128,12 @@ def kueue_values(env: Environment) -> dict[str, Any]:
                 "name": key,
                 "nodeLabels": {NODEPOOL_LABEL: key},
                 "tolerations": tolerations,
-                "quota": {
-                    "cpu": str(slice_.hosts * slice_.shape.vcpus),
-                    "memory": f"{slice_.hosts * slice_.shape.memory_gb}G",
-                    slice_.resource_name: str(slice_.chips),
-                },
+                "quota": _quantities(platform.nominal[key]),
                 "provisioningRequest": spec.capacity.type == "queued",
             }
         )
     resources = sorted({r for f in flavors for r in f["quota"]})
-    return {
+    values: dict[str, Any] = {
         "clusterQueue": batch.queue,
         "localQueue": {"name": batch.queue, "namespace": env.identities[batch.identity].namespace},
         "coveredResources": resources,
@@ -140,6 +144,28 @@ def kueue_values(env: Environment) -> dict[str, Any]:
             "managedResources": sorted({env.slices[key].slice.resource_name for key in batch.slices}),
         },
     }
+    if teams:
+        values["cohort"] = COHORT
+        values["priorityClasses"] = [{"name": n, "value": v} for n, v in PRIORITIES.items()]
+        values["teams"] = [
+            {
+                "name": t.name,
+                "namespace": t.namespace,
+                "quota": {key: _quantities(share) for key, share in t.nominal.items()},
+                "borrowingLimit": {
+                    k: _quantities(limit) for k, limit in t.borrowing_limit.items() if limit is not None
+                },
+                "preemption": {
+                    "reclaimWithinCohort": t.preemption.reclaim_within_cohort,
+                    "borrowWithinCohort": {"policy": t.preemption.borrow_within_cohort},
+                    "withinClusterQueue": t.preemption.within_cluster_queue,
+                }
+                if t.preemption
+                else {},
+            }
+            for t in teams
+        ]
+    return values
 
 
 def _gpu_pod_values(env: Environment, key: str, nodes: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from infra.review.model import (
     StackReview,
 )
 from infra.review.monitoring import watching
+from infra.review.queues import team_queues
 
 
 def resources(stack_json: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -113,6 +114,7 @@ def review_stack(
         posture=list(posture),
         autoscalers=autoscalers(after),
         engines=engine_args(after),
+        queues=team_queues(after),
         watching=watching(after),
         confirmed=frozenset(confirmed),
         stack=stack,

@@ -122,6 +122,20 @@ class Autoscaler:
 
 
 @dataclass(frozen=True)
+class TeamQueue:
+    """A Kueue queue's share of one flavor (a batch slice): its guaranteed accelerators, at most how many more it may
+    borrow from the cohort (None: whatever the others leave unused), and when it preempts."""
+
+    queue: str
+    namespace: str
+    flavor: str
+    resource: str
+    guaranteed: int
+    borrow_limit: int | None
+    preemption: str
+
+
+@dataclass(frozen=True)
 class EngineArgs:
     """A serving release's engine and the arguments it passes it, in order."""
 
@@ -163,6 +177,8 @@ class StackReview:
     watching: Watching = field(default_factory=Watching)
     # What each serving release passes its engine (infra/review/engines.py).
     engines: list[EngineArgs] = field(default_factory=list)
+    # Who can use and borrow what of the batch slices (infra/review/queues.py).
+    queues: list[TeamQueue] = field(default_factory=list)
 
     @property
     def gated(self) -> list[Change]:

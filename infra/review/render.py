@@ -78,6 +78,7 @@ def review_json(review: StackReview) -> dict[str, Any]:
         },
         "posture": list(review.posture),
         "engines": [{"release": e.release, "engine": e.engine, "args": list(e.args)} for e in review.engines],
+        "queues": [dataclasses.asdict(q) for q in review.queues],
     }
 
 
@@ -127,6 +128,28 @@ def _autoscaling_section(review: StackReview) -> list[str]:
         lines.append(
             f"| {scaler.release} | {servers} | `{scaler.metric}` | {scaler.target} | {pool} | {usd(low)} | "
             f"{usd(high)} |"
+        )
+    return lines
+
+
+def _queues_section(review: StackReview) -> list[str]:
+    """Who can use and borrow what of the batch slices (Kueue, one cohort)."""
+    if not review.queues:
+        return []
+    lines = [
+        "",
+        "## Batch queues",
+        "",
+        "Each team's Kueue queue and the platform's own, in one cohort: guaranteed accelerators of each batch slice,",
+        "and at most how many more each may borrow while the others leave them unused (the queues lend all of theirs).",
+        "",
+        "| queue | namespace | slice | guaranteed | may borrow | preemption |",
+        "|---|---|---|---|---|---|",
+    ]
+    for q in review.queues:
+        borrow = "all unused" if q.borrow_limit is None else str(q.borrow_limit)
+        lines.append(
+            f"| {q.queue} | {q.namespace} | {q.flavor} | {q.guaranteed} {q.resource} | {borrow} | {q.preemption} |"
         )
     return lines
 
@@ -205,6 +228,7 @@ def render(review: StackReview) -> str:
             lines.append("No changes.")
     lines += _holdings_section(review)
     lines += _autoscaling_section(review)
+    lines += _queues_section(review)
     lines += _engines_section(review)
     lines += _monitoring_section(review)
     if review.posture:

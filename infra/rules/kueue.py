@@ -1,12 +1,16 @@
-"""Kueue: queues that exist and cover what a workload asks for, flavors that list the covered resources."""
+"""Kueue: queues that exist and cover what a workload asks for, flavors that list the covered resources, the teams'
+quotas within what the slices hold, preemption the webhook accepts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.rules import Finding, containers, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext, _queues
+
+if TYPE_CHECKING:
+    from infra.config import Environment
 
 
 @rule(
@@ -73,3 +77,65 @@ def _kueue_flavors(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
                         names,
                         f"must list {covered}",
                     )
+
+
+KUEUE_CLUSTER_QUEUE_DOC = (
+    "https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/ (a ClusterQueue admits a workload when its requests fit "
+    "the quota; the nodes are not consulted: quota the nodes cannot hold admits jobs whose pods then wait)"
+)
+
+
+@rule(
+    id="kueue.team-quotas-within-the-slices",
+    system="Kueue",
+    layer="admission",
+    summary=(
+        "The teams' guaranteed quotas of a batch slice add up to no more than the slice's accelerators (the "
+        "platform's own queue keeps the rest): Kueue admits by quota alone."
+    ),
+    source=KUEUE_CLUSTER_QUEUE_DOC,
+    subject="environment",
+)
+def _team_quotas(env: Environment) -> Iterator[Finding]:
+    from infra.derive.queues import capacity
+
+    if env.batch is None:
+        return
+    for key in env.batch.slices:
+        if key not in env.slices:
+            continue
+        asked = {name: team.quota.get(key, 0) for name, team in sorted(env.teams.items())}
+        held = capacity(env, key).accelerators
+        if sum(asked.values()) > held:
+            shares = ", ".join(f"{name} {n}" for name, n in asked.items() if n)
+            yield Finding(
+                f"teams.*.quota.{key}",
+                sum(asked.values()),
+                f"the teams' quotas ({shares}) add up to more than slice {key}'s {held} "
+                f"{env.slices[key].slice.resource_name} ({env.slices[key].slice.hosts} nodes)",
+            )
+
+
+@rule(
+    id="kueue.borrow-within-cohort-needs-reclaim",
+    system="Kueue webhook",
+    layer="admission",
+    summary=(
+        "A queue that preempts while borrowing (borrow_within_cohort LowerPriority) also reclaims its own share "
+        "(reclaim_within_cohort not Never): Kueue's webhook refuses the ClusterQueue otherwise."
+    ),
+    source=(
+        "kubernetes-sigs/kueue pkg/webhooks/clusterqueue_webhook.go validatePreemption @ v0.17.0 "
+        "('reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never')"
+    ),
+    subject="environment",
+)
+def _borrow_within(env: Environment) -> Iterator[Finding]:
+    for name, team in sorted(env.teams.items()):
+        p = team.preemption
+        if p.reclaim_within_cohort == "Never" and p.borrow_within_cohort != "Never":
+            yield Finding(
+                f"teams.{name}.preemption.borrow_within_cohort",
+                p.borrow_within_cohort,
+                "needs reclaim_within_cohort LowerPriority or Any (it is Never)",
+            )

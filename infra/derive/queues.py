@@ -1,0 +1,87 @@
+"""The batch slices' Kueue quota, shared: what each slice holds, each team's guaranteed share of it, and the
+platform's own queue (`batch.queue`) with the rest; all in one cohort, so what one queue leaves unused another
+may borrow (https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#cohort)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infra.config import Environment
+    from infra.config.training import Preemption
+
+# Every ClusterQueue of the environment is in this cohort when it has teams.
+COHORT = "platform"
+
+# Kueue WorkloadPriorityClasses a job names (label kueue.x-k8s.io/priority-class): xpk's five classes and values
+# (AI-Hypercomputer/xpk src/xpk/core/kueue_manager.py: very-low 100 ... very-high 1000).
+PRIORITIES = {"very-low": 100, "low": 250, "medium": 500, "high": 750, "very-high": 1000}
+
+
+@dataclass(frozen=True)
+class SliceCapacity:
+    """What a batch slice's nodes hold: its accelerators, vCPUs and memory (GB), all hosts together."""
+
+    resource: str  # nvidia.com/gpu, google.com/tpu
+    accelerators: int
+    cpu: int
+    memory_gb: int
+
+    def share(self, accelerators: int) -> dict[str, int]:
+        """The part of every resource that goes with `accelerators` of them (rounded down)."""
+        return {
+            self.resource: accelerators,
+            "cpu": self.cpu * accelerators // self.accelerators,
+            "memory": self.memory_gb * accelerators // self.accelerators,
+        }
+
+
+@dataclass(frozen=True)
+class QueueShare:
+    """One ClusterQueue: its guaranteed quota of each slice (resource -> amount, memory in GB), how much more it
+    may borrow (None: no limit), its preemption (None: Kueue's defaults) and the namespace of its LocalQueue."""
+
+    name: str
+    namespace: str
+    team: bool
+    nominal: dict[str, dict[str, int]]
+    borrowing_limit: dict[str, dict[str, int] | None] = field(default_factory=dict)
+    preemption: Preemption | None = None
+
+
+def capacity(env: Environment, key: str) -> SliceCapacity:
+    slice_ = env.slices[key].slice
+    return SliceCapacity(
+        slice_.resource_name, slice_.chips, slice_.hosts * slice_.shape.vcpus, slice_.hosts * slice_.shape.memory_gb
+    )
+
+
+def queue_shares(env: Environment) -> list[QueueShare]:
+    """The platform's queue (the remainder of each slice once the teams have their shares), then each team's."""
+    batch = env.batch
+    if batch is None:
+        return []
+    teams = []
+    taken: dict[str, dict[str, int]] = {key: {} for key in batch.slices}
+    for name, team in sorted(env.teams.items()):
+        nominal = {}
+        for key in batch.slices:
+            share = capacity(env, key).share(team.quota.get(key, 0))
+            nominal[key] = share
+            for resource, amount in share.items():
+                taken[key][resource] = taken[key].get(resource, 0) + amount
+        limits: dict[str, dict[str, int] | None] = {
+            key: (capacity(env, key).share(team.borrowing_limit[key]) if key in team.borrowing_limit else None)
+            for key in batch.slices
+        }
+        teams.append(QueueShare(name, team.namespace, True, nominal, limits, team.preemption))
+    platform = {
+        key: {
+            r: amount - taken[key].get(r, 0)
+            for r, amount in capacity(env, key).share(capacity(env, key).accelerators).items()
+        }
+        for key in batch.slices
+    }
+    namespace = env.identities[batch.identity].namespace if batch.identity in env.identities else ""
+    return [QueueShare(batch.queue, namespace, False, platform), *teams]

@@ -1,0 +1,58 @@
+"""The batch queues of a stack, as the review shows them: who can use and borrow what. Read from the kueue-queues
+release's values: the platform's own queue and each team's, the accelerators each is guaranteed on each flavor
+(a batch slice), what it may borrow from the cohort, and when it preempts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from infra.review.model import TeamQueue
+
+ACCELERATORS = ("nvidia.com/gpu", "google.com/tpu")
+
+
+def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
+    """One row per queue and flavor; none without teams (one queue alone borrows from no one)."""
+    for release in ((stack_json.get("resource") or {}).get("helm_release") or {}).values():
+        if release.get("chart", "").rsplit("/", 1)[-1] != "kueue-queues":
+            continue
+        values = json.loads(release["values"][0]) if isinstance(release["values"][0], str) else release["values"][0]
+        if not values.get("teams"):
+            return []
+        rows = []
+        for f in values["flavors"]:
+            resource = next((r for r in ACCELERATORS if r in f["quota"]), "")
+            platform = "reclaims its share (Any); LowerPriority within"
+            rows.append(
+                TeamQueue(
+                    values["clusterQueue"],
+                    values["localQueue"]["namespace"],
+                    f["name"],
+                    resource,
+                    int(f["quota"].get(resource, 0)),
+                    None,
+                    platform,
+                )
+            )
+            for team in values["teams"]:
+                limit = (team["borrowingLimit"].get(f["name"]) or {}).get(resource)
+                p = team["preemption"]
+                preempts = (
+                    f"reclaims its share ({p['reclaimWithinCohort']}); {p['withinClusterQueue']} within; "
+                    f"while borrowing: {p['borrowWithinCohort']['policy']}"
+                )
+                rows.append(
+                    TeamQueue(
+                        team["name"],
+                        team["namespace"],
+                        f["name"],
+                        resource,
+                        int(team["quota"][f["name"]].get(resource, 0)),
+                        None if limit is None else int(limit),
+                        preempts,
+                    )
+                )
+        return rows
+    return []
