@@ -2,64 +2,22 @@
 (`<checkpoint dir>/training.png`, from the run's `metrics.jsonl`), and each review's node pool cost over the
 plan's range (`cdktf.out/review/<env>.cost.png`, from `<env>.json`), linked from the review's Markdown.
 
-Goodput, as Google's ML Goodput measures it: the share of the run's elapsed time spent on steps that count. A
-step trained again after a restart (the work since the last checkpoint, lost) counts once, its last time; the
-time between a crash and the resumed run's first step counts as elapsed, not productive.
+Goodput, as Google's ML Goodput measures it (workloads/trainer/goodput.py): the share of the run's elapsed time spent
+on steps that count. A step trained again after a restart (the work since the last checkpoint, lost) counts once,
+its last time; the time between a crash and the resumed run's first step counts as elapsed, not productive.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scripts.parser import ArgumentParser
+from workloads.trainer.goodput import Goodput, goodput, read_records, steps_of
 
 PICTURES = "## Pictures"
-
-
-@dataclass(frozen=True)
-class Goodput:
-    """A run's goodput after each record: (elapsed seconds, productive seconds), and the steps trained again."""
-
-    points: list[tuple[float, float]]
-    redone: int
-
-    @property
-    def final(self) -> float:
-        elapsed, productive = self.points[-1]
-        return productive / elapsed if elapsed else 0.0
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The metrics file's whole JSON lines with a step (a line still being written, or another record, skipped)."""
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "step" in record:
-            records.append(record)
-    return records
-
-
-def goodput(records: list[dict[str, Any]]) -> Goodput:
-    """The goodput curve of records in the order they were written, each with `step`, `step_time_s` and `time`
-    (when it ended): a step's time counts once, its last run's; the elapsed time runs from the first step's start."""
-    timed = [r for r in records if isinstance(r.get("time"), int | float)]
-    if not timed:
-        raise ValueError("no record has a `time` (written by the canary trainer since `make plot`)")
-    last = {int(r["step"]): i for i, r in enumerate(timed)}  # the run of each step that counts
-    start = timed[0]["time"] - timed[0]["step_time_s"]
-    points, productive = [], 0.0
-    for i, r in enumerate(timed):
-        if last[int(r["step"])] == i:
-            productive += float(r["step_time_s"])
-        points.append((r["time"] - start, productive))
-    return Goodput(points, redone=len(timed) - len(last))
 
 
 def _pyplot() -> Any:
@@ -76,9 +34,10 @@ def plot_training(records: list[dict[str, Any]], out: Path) -> Goodput | None:
     """Loss and step time by step, and goodput over the run, into `out` (PNG)."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    steps = [int(r["step"]) for r in records]
-    loss = [r.get("loss", r.get("learning/loss")) for r in records]
-    step_time = [r.get("step_time_s", r.get("perf/step_time_seconds")) for r in records]
+    stepped = steps_of(records)
+    steps = [int(r["step"]) for r in stepped]
+    loss = [r.get("loss", r.get("learning/loss")) for r in stepped]
+    step_time = [r.get("step_time_s", r.get("perf/step_time_seconds")) for r in stepped]
     axes[0].plot(steps, loss, marker=".")
     axes[0].set(title="loss", xlabel="step")
     axes[1].plot(steps, step_time, marker=".")
@@ -141,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         picture = args.checkpoint_dir / "training.png"
         measured = plot_training(records, picture)
         said = f"goodput {measured.final:.0%} ({measured.redone} step(s) trained again)" if measured else "no goodput"
-        print(f"plot: {picture}: loss, step time, {said} over {len(records)} step record(s)")
+        print(f"plot: {picture}: loss, step time, {said} over {len(steps_of(records))} step record(s)")
         drawn += 1
     else:
         print(f"plot: no training run in {args.checkpoint_dir} (make train-local writes {metrics})", file=sys.stderr)

@@ -82,8 +82,12 @@ def test_every_series_of_the_dashboard_and_policies_is_scoped_to_the_environment
     env = envs["prod"]
     filters = _filters([observability.dashboard(env), observability.alert_policies(env)])
     assert len(filters) > 20
+    # The training run's goodput is its workload's (no cluster label): scoped by the run's name, `<recipe>-<env>`.
+    scoped = (f'cluster_name="{env.cluster.name}"', f'resource.labels.cluster="{env.cluster.name}"')
+    scoped += (f'resource.labels.workload_id="{observability.goodput_job(env)}"',)
+    assert observability.goodput_job(env) == f"llama3-8b-{env.name}"
     for f in filters:
-        assert f'cluster_name="{env.cluster.name}"' in f or f'resource.labels.cluster="{env.cluster.name}"' in f, f
+        assert any(term in f for term in scoped), f
 
 
 def test_the_alert_policies_page_on_nodes_errors_and_stuck_queues(envs: dict[str, Environment]) -> None:

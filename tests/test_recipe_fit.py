@@ -102,7 +102,8 @@ def test_the_json_list_gives_each_recipes_verdict_and_the_compilers_figures(
     listed = json.loads(capsys.readouterr().out)
     assert set(listed) == set(envs)
     dev = listed["dev"]
-    assert (dev["slice"], dev["recipe"]) == ({"key": "train", "name": "v6e-16", "topology": "4x4"}, "llama3-8b")
+    slice_ = {"key": "train", "name": "v6e-16", "topology": "4x4", "count": 1}
+    assert (dev["slice"], dev["recipe"]) == (slice_, "llama3-8b")
     verdicts = {r["recipe"]: r for r in dev["recipes"]}
     entry = load_table()["llama3-8b"]
     assert (verdicts["llama3-8b"]["runs"], verdicts["llama3-8b"]["per_chip_gib"]) == (True, entry.per_chip_gib)
@@ -114,7 +115,9 @@ def test_the_json_list_gives_each_recipes_verdict_and_the_compilers_figures(
         "per_chip_gib": None,
         "hbm_per_chip_gib": None,
         "headroom_gib": None,
+        "cross_slice_gb_per_step": None,
     }
+    assert verdicts["llama3-8b"]["cross_slice_gb_per_step"] == 0  # one slice: nothing crosses the network
     # The same verdicts as the lines a person reads.
     for fit in recipes_on(envs["dev"].slices["train"].slice):
         assert verdicts[fit.recipe]["runs"] is fit.runs

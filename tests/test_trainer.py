@@ -178,6 +178,13 @@ def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(tmp_path: Path) -
     assert second["loss_last"] < second["loss_first"]
     steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5], "a completed step was lost or redone"
+    # Goodput over both runs (three attempts: the first run, the second, Ray's restart of it), and where the rest
+    # went: each attempt's startup and compilation, the checkpoints, the time down between runs.
+    assert re.search(r"^train-local: goodput \d+% of [0-9.]+ s; badput: startup [0-9.]+ s, ", progress[-1], re.M)
+    assert len((tmp_path / "attempts.jsonl").read_text().splitlines()) == 3
+    lost = second["badput_s"]
+    assert lost["startup"] > 0 and lost["compilation"] > 0 and lost["checkpoint"] > 0 and lost["other"] > 0
+    assert 0 < second["goodput"] < 1
 
 
 def test_submit_sends_the_run_command_to_the_ray_job_api(

@@ -41,6 +41,8 @@ RESOURCES: dict[str, frozenset[str]] = {
     "k8s_node": frozenset({"project_id", "location", "cluster_name", "node_name"}),
     "k8s_node_pool": frozenset({"project_id", "location", "cluster_name", "node_pool_name"}),
     "prometheus_target": frozenset({"project_id", "location", "cluster", "namespace", "job", "instance"}),
+    # A training job's goodput (ml-goodput-measurement src/monitoring.py: resource_labels).
+    "compute.googleapis.com/Workload": frozenset({"project_id", "location", "workload_id", "replica_id"}),
 }
 
 
@@ -81,6 +83,34 @@ GKE_METRICS: dict[str, CloudMetric] = {
         _gke("node/status_condition", "k8s_node", "GAUGE", "BOOL", "condition", "status"),
         # A multi-host TPU node pool: true while every node of the slice is available.
         _gke("node_pool/multi_host/available", "k8s_node_pool", "GAUGE", "BOOL", "unavailability_reason"),
+    )
+}
+
+GOODPUT_SOURCE = (
+    "AI-Hypercomputer/ml-goodput-measurement 0.2.3 (MaxText's pin) src/monitoring.py (metric types, labels, "
+    "resource compute.googleapis.com/Workload), src/gcp_metrics.py create_time_series (a point with an end time: "
+    "GAUGE, DOUBLE seconds)"
+)
+# What MaxText's goodput monitor uploads for a training job (`workload_id`: the run's goodput job name, its run name).
+GOODPUT_METRICS: dict[str, CloudMetric] = {
+    m.type: m
+    for m in (
+        CloudMetric(
+            "compute.googleapis.com/workload/goodput_time",
+            "compute.googleapis.com/Workload",
+            "GAUGE",
+            "DOUBLE",
+            frozenset({"goodput_source", "accelerator_type"}),
+            GOODPUT_SOURCE,
+        ),
+        CloudMetric(
+            "compute.googleapis.com/workload/badput_time",
+            "compute.googleapis.com/Workload",
+            "GAUGE",
+            "DOUBLE",
+            frozenset({"badput_source", "accelerator_type"}),
+            GOODPUT_SOURCE,
+        ),
     )
 }
 

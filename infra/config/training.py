@@ -8,6 +8,11 @@ from pydantic import Field, StringConstraints
 
 from infra.config.base import KubernetesName, Model, Name
 
+# What MaxText's goodput recording and monitoring take (ml-goodput-measurement 0.2.3 src/goodput.py _CloudLogger
+# writes and lists Cloud Logging entries; src/gcp_metrics.py writes time series):
+# https://cloud.google.com/logging/docs/access-control, https://cloud.google.com/monitoring/access-control.
+GOODPUT_ROLES = ("roles/logging.logWriter", "roles/logging.viewer", "roles/monitoring.metricWriter")
+
 
 class PodSize(Model):
     cpu: Annotated[str, StringConstraints(pattern=r"^[0-9]+m?$")]
@@ -29,6 +34,10 @@ class Training(Model):
     shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"
     # Ray Train restarts the worker group this many times; each restart resumes from the last checkpoint.
     max_failures: int = Field(default=3, ge=0)
+    # MaxText records the run's goodput and badput with ML Goodput Measurement (Cloud Logging, `goodput_<run>`) and
+    # uploads them to Cloud Monitoring (compute.googleapis.com/workload/goodput_time, badput_time): the identity
+    # gets the project roles that takes (GOODPUT_ROLES) and the dashboard charts them.
+    goodput: bool = True
 
 
 class NcclCheck(Model):

@@ -166,6 +166,7 @@ class WorkloadIdentity(Construct):
             member = f"serviceAccount:{gsa.email}"
             annotations["iam.gke.io/gcp-service-account"] = gsa.email
         self.member = member
+        self._project, self._after = project, after_cluster if mode == "direct" else None
         self.service_account = kubernetes("service_account_v1").ServiceAccountV1(
             self,
             "ksa",
@@ -198,6 +199,18 @@ class WorkloadIdentity(Construct):
                     condition=condition,
                     depends_on=after_cluster if mode == "direct" else None,
                 )
+
+    def grant_project_roles(self, roles: tuple[str, ...]) -> None:
+        """Project roles of this identity (what MaxText's goodput recording writes and reads)."""
+        for role in roles:
+            google("project_iam_member").ProjectIamMember(
+                self,
+                f"project-{role.rsplit('/', 1)[-1].replace('.', '-')}",
+                project=self._project,
+                role=role,
+                member=self.member,
+                depends_on=self._after,
+            )
 
 
 # What each Slurm-GCP account needs (SchedMD/slurm-gcp terraform/modules/slurm_sa_iam/main.tf, the v5

@@ -5,6 +5,8 @@ Cloud Monitoring API takes them (v1 Dashboard, v3 AlertPolicy; JSON field names)
   the TPUs; nodes not Ready; multi-host TPU slices not whole.
 - Serving (each vLLM and canary deployment, whose PodMonitoring Managed Prometheus scrapes): queue, KV cache, latency,
   server errors, tokens generated.
+- Training (a Ray training cluster with a recipe): the run's goodput and badput by cause, as MaxText's goodput
+  monitor uploads them (compute.googleapis.com/workload/goodput_time, badput_time).
 - Capacity: every node pool the stack declares, its accelerator and its fewest and most nodes.
 
 Alert policies page on what a platform team acts on: a node not Ready or a multi-host slice not whole for
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.catalogue.cloud_metrics import GKE_METRICS, CloudMetric, dashboard_link
+from infra.catalogue.cloud_metrics import GKE_METRICS, GOODPUT_METRICS, CloudMetric, dashboard_link
 from infra.catalogue.serving_metrics import SERVER_METRICS, ServerMetrics
 from infra.config import Environment
 from infra.derive.names import serving_release
@@ -146,6 +148,36 @@ def _accelerator_widgets(env: Environment) -> list[dict[str, Any]]:
     return widgets
 
 
+def goodput_job(env: Environment) -> str | None:
+    """The goodput job the training cluster's runs record under: `make train`'s run name, `<recipe>-<env>`
+    (workloads/trainer/__main__.py); None without a recipe or with goodput off."""
+    training = env.training
+    if training is None or not training.goodput or training.recipe is None:
+        return None
+    return f"{training.recipe}-{env.name}"
+
+
+def _training_widgets(env: Environment) -> list[dict[str, Any]]:
+    """Where the training run's time goes: productive (goodput) and lost (badput, by cause), as MaxText's goodput
+    monitor uploads them."""
+    job = goodput_job(env)
+    if job is None:
+        return []
+    charts = []
+    for name, title, by in (
+        ("goodput_time", "Training goodput: productive time", "metric.labels.goodput_source"),
+        ("badput_time", "Training badput: time lost, by cause", "metric.labels.badput_source"),
+    ):
+        metric = GOODPUT_METRICS[f"compute.googleapis.com/workload/{name}"]
+        filter_ = f'metric.type="{metric.type}" resource.type="{metric.resource}" resource.labels.workload_id="{job}"'
+        charts.append(
+            _chart(
+                title, "seconds", {"timeSeriesFilter": _series(filter_, _aggregation("ALIGN_MAX", "REDUCE_SUM", (by,)))}
+            )
+        )
+    return [_header("Training", f"goodput of the run {job} (MaxText, ML Goodput Measurement)"), *charts]
+
+
 def _not_ready(env: Environment) -> str:
     return _filter(env, _CONDITION, 'metric.labels.condition="Ready"', 'metric.labels.status!="True"')
 
@@ -249,7 +281,7 @@ def _tiles(widgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def dashboard(env: Environment) -> dict[str, Any]:
     """The environment's dashboard, as the Dashboards API takes it."""
-    widgets = _accelerator_widgets(env)
+    widgets = _accelerator_widgets(env) + _training_widgets(env)
     for key, server in watched_servers(env).items():
         widgets += _serving_widgets(env, key, server)
     widgets += [_header("Capacity", "Node pools of the cluster"), _capacity_text(env)]

@@ -17,6 +17,7 @@ from infra.catalogue.cloud_metrics import (
     AGGREGATION_SOURCE,
     ALIGNERS,
     GKE_METRICS,
+    GOODPUT_METRICS,
     REDUCERS,
     REDUCIBLE_KINDS,
     RESOURCES,
@@ -44,8 +45,8 @@ _TERM = re.compile(
 
 
 def known_metrics() -> dict[str, CloudMetric]:
-    """Every metric type the platform may read: GKE's system metrics and what its servers export."""
-    out = dict(GKE_METRICS)
+    """Every metric type the platform may read: GKE's system metrics, what its servers export, the trainer's goodput."""
+    out = {**GKE_METRICS, **GOODPUT_METRICS}
     for server in SERVER_METRICS.values():
         out.update({m.type: m for m in server.metrics})
     return out

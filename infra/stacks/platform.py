@@ -15,6 +15,7 @@ from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE, ADAPTER_ROLE, ADA
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment, SaxmlServing
 from infra.config.environment import BUILD_ACCOUNT_ID
+from infra.config.training import GOODPUT_ROLES
 from infra.constructs.apis import ProjectApis
 from infra.constructs.binary_authorization import BinaryAuthorizationPolicy
 from infra.constructs.builds import ImageBuilds
@@ -359,6 +360,8 @@ class PlatformStack(TerraformStack):
 
         if env.training is not None:
             identity = identities[env.training.identity]
+            if env.training.goodput:
+                identity.grant_project_roles(GOODPUT_ROLES)
             self._chart_release(
                 "ray-training",
                 chart="ray-training",

@@ -57,6 +57,7 @@ def run_local(
     """Train the canary `steps` more steps on local CPU workers; return the run's summary. `slices`: the workers
     split into that many slices of `mesh` each, data parallel across them (a multislice job)."""
     from workloads.trainer.canary.train import METRICS_FILE, SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
+    from workloads.trainer.goodput import goodput, read_records
     from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray
     from workloads.trainer.mesh import mesh_shape
 
@@ -93,6 +94,8 @@ def run_local(
     with StepProgress(lambda: [ckpt / METRICS_FILE], last_step=config.end_step):
         trainer.fit()
     say(f"done: checkpoints in {ckpt}", started)
+    measured = goodput(read_records(ckpt / METRICS_FILE))
+    say(f"{measured.line()} (every run in {ckpt / METRICS_FILE})", started)
     say(
         f"next: make plot CKPT_DIR={ckpt} (loss, step time, goodput), make serve-local CKPT_DIR={ckpt}, or "
         f"make train-local STEPS=<more> CKPT_DIR={ckpt} to resume",
@@ -110,6 +113,8 @@ def run_local(
         "loss_first": records[start + 1]["loss"],
         "loss_last": records[config.end_step]["loss"],
         "workers": workers,
+        "goodput": round(measured.final, 3),
+        "badput_s": {cause: round(seconds, 2) for cause, seconds in measured.badput.items()},
     }
 
 
@@ -289,8 +294,9 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
     }
     if recipe.engine == "maxtext":
         output = f"gs://{env.bucket_name(args.bucket)}/maxtext"
+        goodput = env.training is not None and env.training.goodput
         plan["maxtext_args"] = maxtext_args(
-            recipe, slice_, run_name=run_name, base_output_directory=output, slices=count
+            recipe, slice_, run_name=run_name, base_output_directory=output, slices=count, goodput=goodput
         )
     return plan
 

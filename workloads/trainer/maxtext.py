@@ -26,6 +26,9 @@ from workloads.trainer.recipes import Recipe, RecipeError
 MAXTEXT_BASE_CONFIG = "src/maxtext/configs/base.yml"
 _CONFIG_PREFIX = "src/maxtext/configs/"
 
+# MaxText's goodput settings (configs/base.yml "Goodput parameters"; maxtext/common/goodput.py).
+GOODPUT_ARGS = ("enable_goodput_recording=true", "monitor_goodput=true", "goodput_upload_interval_seconds=30")
+
 # The training entry point (maxtext/trainers/pre_train/train.py in the pinned release).
 TRAIN_MODULE = "maxtext.trainers.pre_train.train"
 
@@ -43,6 +46,7 @@ def maxtext_args(
     steps: int | None = None,
     config_path: str = MAXTEXT_BASE_CONFIG,
     slices: int = 1,
+    goodput: bool = False,
 ) -> list[str]:
     """MaxText's argv (after the program name) for `recipe` on `slice_` (`slices` of them: the recipe's own count).
 
@@ -58,7 +62,7 @@ def maxtext_args(
     if recipe.dataset_type != "synthetic" and not recipe.dataset_path:
         raise RecipeError(f"recipe {recipe.name!r}: dataset_type {recipe.dataset_type!r} needs a dataset_path")
     mesh = recipe.mesh_for_devices(slice_) if isinstance(slice_, int) else recipe.mesh_for(slice_, slices)
-    return build_args(
+    args = build_args(
         recipe,
         mesh,
         run_name=run_name,
@@ -66,6 +70,9 @@ def maxtext_args(
         steps=steps,
         config_path=config_path,
     )
+    # Goodput: recorded (Cloud Logging, goodput_<run_name>) and uploaded to Cloud Monitoring by worker 0, with
+    # the badput breakdown; not part of the compiled step (the compile table's arguments leave it out).
+    return [*args, *GOODPUT_ARGS] if goodput else args
 
 
 def build_args(

@@ -17,6 +17,8 @@ from workloads.trainer.canary.model import ModelConfig
 
 LOG = logging.getLogger("workloads.trainer.canary")
 METRICS_FILE = "metrics.jsonl"
+# One line per attempt (a run, or Ray's restart of it): when it started.
+ATTEMPTS_FILE = "attempts.jsonl"
 SUMMARY_FILE = "last_run.json"
 # The model's shape, next to its checkpoints, so a server builds the same model.
 MODEL_FILE = "model.json"
@@ -69,6 +71,7 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     Returns the run's summary (identical on every process). Process 0 appends
     one JSON line per step to `<checkpoint_dir>/metrics.jsonl`.
     """
+    began_at = time.time()  # this attempt's startup begins (imports, the mesh, the restore)
     import jax
     import jax.numpy as jnp
     import optax
@@ -141,6 +144,9 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         (checkpoint_dir / MODEL_FILE).write_text(json.dumps(asdict(config.model), sort_keys=True) + "\n")
     step_times: list[float] = []
     losses: list[float] = []
+    if is_writer:  # when this attempt started, for its startup time (workloads/trainer/goodput.py)
+        with (checkpoint_dir / ATTEMPTS_FILE).open("a") as f:
+            f.write(json.dumps({"event": "start", "time": round(began_at, 3), "start_step": start}) + "\n")
     for step in range(start, config.end_step):
         host = data.batch(step, seed=config.seed, global_batch=config.global_batch, seq_len=config.seq_len, text=text)
         tokens = jax.make_array_from_callback(host.shape, batch_sharding, host.__getitem__)
@@ -149,12 +155,17 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         loss = float(loss_value)  # waits for the step
         elapsed = time.perf_counter() - began
         done = step + 1
+        saving = time.perf_counter()
         if done % config.checkpoint_every == 0 or done == config.end_step:
             manager.save(done, args=ocp.args.StandardSave(state))
+        saved = time.perf_counter() - saving
         step_times.append(elapsed)
         losses.append(loss)
-        # `time`: when the step ended (seconds since the epoch): `make plot` reads the run's goodput from it.
+        # `time`: when the step (and its checkpoint) ended, seconds since the epoch; the run's goodput is read from
+        # these (workloads/trainer/goodput.py).
         record = {"step": done, "loss": loss, "step_time_s": elapsed, "time": round(time.time(), 3)}
+        if saved > 0.001:
+            record["checkpoint_s"] = round(saved, 3)
         if is_writer:
             with metrics_path.open("a") as f:
                 f.write(json.dumps(record) + "\n")

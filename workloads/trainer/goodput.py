@@ -1,0 +1,115 @@
+"""Goodput of a local run, from its `metrics.jsonl`, in ML Goodput Measurement's terms (the library MaxText records
+with on a cluster): the share of the elapsed time spent on training steps that count, and where the rest went.
+
+The canary writes one record per step to `metrics.jsonl` (`step`, `step_time_s`, `time` when it ended,
+`checkpoint_s` when it saved) and one `{"event": "start", "time": ...}` to `attempts.jsonl` beside it when a process
+starts training (a run, or Ray's restart of it). From them:
+
+- startup: from a start to that attempt's first step (JAX, the mesh, restoring the checkpoint);
+- compilation: an attempt's first step beyond the run's usual step time (the step is compiled then);
+- checkpoint: saving checkpoints;
+- redone: steps trained again after a restart (the work since the last checkpoint, lost);
+- other: the rest of the elapsed time (the gap while a failed attempt is noticed and restarted, a rerun's wait).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BADPUT = ("startup", "compilation", "checkpoint", "redone", "other")
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """A JSON-lines file's whole records (a line still being written skipped); none when it does not exist."""
+    records = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The step records of a metrics file and the start events of the `attempts.jsonl` beside it, in time order
+    (a start before its attempt's first step ends)."""
+    steps = [r for r in _lines(path) if "step" in r]
+    starts = [r for r in _lines(path.with_name("attempts.jsonl")) if r.get("event") == "start"]
+    if not starts:
+        return steps
+    return sorted([*steps, *starts], key=lambda r: float(r.get("time") or 0.0))
+
+
+def steps_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if "step" in r]
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """A run's goodput after each step record: (elapsed seconds, productive seconds), the steps trained again, and
+    the badput by cause (seconds)."""
+
+    points: list[tuple[float, float]]
+    redone: int
+    badput: dict[str, float]
+
+    @property
+    def final(self) -> float:
+        elapsed, productive = self.points[-1]
+        return productive / elapsed if elapsed else 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return self.points[-1][0]
+
+    def line(self) -> str:
+        """`goodput 82% of 28.8 s; badput: startup 3.1 s, compilation 1.9 s, ...`."""
+        lost = ", ".join(f"{cause} {self.badput[cause]:.1f} s" for cause in BADPUT)
+        return f"goodput {self.final:.0%} of {self.elapsed:.1f} s; badput: {lost}"
+
+
+def goodput(records: list[dict[str, Any]]) -> Goodput:
+    """The goodput of `records` in the order they were written (see the module's docstring)."""
+    steps = [r for r in steps_of(records) if isinstance(r.get("time"), int | float)]
+    if not steps:
+        raise ValueError("no step record has a `time` (written by the canary trainer since `make plot`)")
+    usual = statistics.median(float(r["step_time_s"]) for r in steps)
+    last = {int(r["step"]): i for i, r in enumerate(steps)}  # the run of each step that counts
+    first_start = next((r["time"] for r in records if r.get("event") == "start"), None)
+    start = first_start if first_start is not None else steps[0]["time"] - steps[0]["step_time_s"]
+    badput = dict.fromkeys(BADPUT, 0.0)
+    points, productive = [], 0.0
+    attempt_started: float | None = None
+    first_of_attempt = True
+    index = 0
+    for record in records:
+        if record.get("event") == "start":
+            attempt_started, first_of_attempt = float(record["time"]), True
+            continue
+        if "step" not in record or not isinstance(record.get("time"), int | float):
+            continue
+        took = float(record["step_time_s"])
+        began = float(record["time"]) - took - float(record.get("checkpoint_s") or 0.0)
+        if first_of_attempt:
+            if attempt_started is not None:
+                badput["startup"] += max(0.0, began - attempt_started)
+            compile_s = max(0.0, took - usual)
+            badput["compilation"] += compile_s
+            took -= compile_s
+            first_of_attempt = False
+        badput["checkpoint"] += float(record.get("checkpoint_s") or 0.0)
+        if last[int(record["step"])] == index:
+            productive += took
+        else:
+            badput["redone"] += took
+        index += 1
+        points.append((float(record["time"]) - start, productive))
+    counted = productive + sum(badput.values())
+    badput["other"] = max(0.0, points[-1][0] - counted)
+    return Goodput(points, redone=len(steps) - len(last), badput=badput)
