@@ -1,0 +1,105 @@
+"""The stack's compute: the GKE cluster, its system pool, a node pool per slice it holds (per slice of a counted
+one) and the CPU pools (`cluster`, `slices`, `cpu_pools`)."""
+
+from __future__ import annotations
+
+from infra.cdk import TerraformStack
+from infra.config import Environment
+from infra.constructs.cluster import GkeCluster
+from infra.constructs.network import PODS_RANGE, SERVICES_RANGE
+from infra.constructs.node_pools import CpuNodePool, SliceNodePool
+from infra.derive.names import SYSTEM_POOL
+from infra.stacks.identity import NodeIdentities
+from infra.stacks.network import Networking
+
+
+class Compute:
+    """The cluster and every node pool of it."""
+
+    def __init__(self, stack: TerraformStack, env: Environment, net: Networking, nodes: NodeIdentities) -> None:
+        gke = GkeCluster(
+            stack,
+            "gke",
+            project=env.project,
+            region=env.region,
+            name=env.cluster.name,
+            network=net.network.vpc.id,
+            subnetwork=net.network.subnet.id,
+            pods_range=PODS_RANGE,
+            services_range=SERVICES_RANGE,
+            master_cidr=env.network.master_cidr,
+            authorized_networks={n.name: n.cidr for n in env.network.authorized_networks},
+            release_channel=env.cluster.release_channel,
+            min_master_version=env.cluster.min_master_version,
+            deletion_protection=env.cluster.deletion_protection,
+            workload_pool=env.workload_pool,
+            labels=env.labels,
+            multi_networking=bool(env.gke_gpudirect_networks),
+            gateway_api=env.inference_gateway,
+            maintenance=env.cluster.maintenance,
+        )
+        self.cluster = gke.cluster
+        system = env.cluster.system_pool
+        self.system_pool = CpuNodePool(
+            stack,
+            "system-pool",
+            project=env.project,
+            cluster=self.cluster.id,
+            location=env.region,
+            name=SYSTEM_POOL,
+            machine_type=system.machine_type,
+            min_nodes=system.min_nodes,
+            max_nodes=system.max_nodes,
+            disk_size_gb=system.disk_size_gb,
+            disk_type=system.disk_type,
+            service_account=nodes.nodes.email,
+            dedicated=False,
+        )
+        # Each slice's node pools (one per slice of its count), by slice key.
+        self.slice_pools = {
+            key: [
+                SliceNodePool(
+                    stack,
+                    f"slice-{pool}",
+                    project=env.project,
+                    cluster=self.cluster.id,
+                    location=env.region,
+                    zone=env.zone_of(key),
+                    name=pool,
+                    slice_=spec.slice,
+                    capacity_type=spec.capacity.type,
+                    reservation=spec.capacity.reservation,
+                    max_run_hours=spec.capacity.max_run_hours,
+                    node_range=env.slice_node_range(key),
+                    auto_repair=spec.repairs,
+                    auto_upgrade=spec.auto_upgrade,
+                    service_account=nodes.of_slice(key),
+                    metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
+                    extra_networks=net.gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
+                    copies=env.slice_copies(key),
+                )
+                for pool in spec.pools(key)
+            ]
+            for key, spec in env.gke_slices.items()
+        }
+        for key, cpu in env.cpu_pools.items():
+            CpuNodePool(
+                stack,
+                f"cpu-{key}",
+                project=env.project,
+                cluster=self.cluster.id,
+                location=env.region,
+                name=key,
+                machine_type=cpu.machine_type,
+                min_nodes=0,
+                max_nodes=cpu.max_nodes,
+                disk_size_gb=200,
+                disk_type=cpu.shape.disk_type,
+                service_account=nodes.nodes.email,
+                dedicated=True,
+                zones=env.zones,
+            )
+
+    def pools_of(self, *keys: str) -> list[object]:
+        """The node pool resources of these slices (what a release on them waits for)."""
+        return [p.pool for key in keys for p in self.slice_pools[key]]
