@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from infra.catalogue.deployer_roles import GRANTABLE_PROJECT_ROLES
 from infra.config import environments_dir
 from infra.constructs.bootstrap import DEPLOYER_ROLES, attribute_condition, deployer_role
 from infra.synth.app import shared_state_buckets, synth_bootstrap
@@ -144,6 +145,36 @@ def test_the_planner_reads_and_the_deployer_covers_every_resource_type_of_its_st
             assert role in deployer, (name, rtype, role)
     assert deployer_role("google_project_iam_member") == "roles/resourcemanager.projectIamAdmin"
     assert set(DEPLOYER_ROLES.values()) <= deployer
+
+
+def _granted_roles(condition: str) -> set[str]:
+    """The roles a modifiedGrantsByRole condition lets its holder grant (its hasOnly list)."""
+    found = re.fullmatch(
+        r"api\.getAttribute\('iam\.googleapis\.com/modifiedGrantsByRole', \[\]\)\.hasOnly\(\[(.*)\]\)", condition
+    )
+    assert found, condition
+    return {r.strip().strip("'") for r in found.group(1).split(",")}
+
+
+def test_the_deployer_may_grant_exactly_the_project_roles_its_platform_stack_grants(
+    bootstrap: dict[str, dict[str, Any]],
+) -> None:
+    """Its projectIamAdmin is held by a condition to the roles the platform stacks grant: never roles/owner, never a
+    role to widen its own rights (before, it was unconditioned)."""
+    for name, stack in bootstrap.items():
+        env = name.removeprefix("bootstrap-")
+        admin = [m for m in _resources(stack, "google_project_iam_member") if m["role"].endswith("projectIamAdmin")]
+        (binding,) = admin
+        may_grant = _granted_roles(binding["condition"]["expression"])
+        assert may_grant == set(GRANTABLE_PROJECT_ROLES)
+        assert not may_grant & {"roles/owner", "roles/editor", "roles/resourcemanager.projectIamAdmin"}
+        assert not any(r.startswith("roles/iam.") for r in may_grant)
+        # Every other deployer role is unconditioned: the condition is on granting alone.
+        others = [m for m in _resources(stack, "google_project_iam_member") if "deployer" in m["member"]]
+        assert [m["role"] for m in others if m.get("condition")] == [binding["role"]]
+        platform = json.loads((REPO / "tests" / "snapshots" / f"platform-{env}.json").read_text())
+        granted = {g["role"] for g in platform["resource"]["google_project_iam_member"].values()}
+        assert granted <= may_grant, granted - may_grant
 
 
 # --- the federation -------------------------------------------------------------------------------------------

@@ -476,6 +476,11 @@ def _dashboard_percentile_90(stack: dict[str, Any]) -> None:
 
 
 TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    # A stack granting roles/owner: the deployer's conditioned projectIamAdmin could not (and must not).
+    "iam.project-grants-the-deployer-may-make": (
+        lambda s: next(iter(of_type(s, "google_project_iam_member").values())).update(role="roles/owner"),
+        "the deployer may not grant it",
+    ),
     # Before the fix: the Slurm controller's instanceAdmin on the whole project.
     "gce.instance-admin-held-to-its-instances": (
         lambda s: next(

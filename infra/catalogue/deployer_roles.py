@@ -261,3 +261,24 @@ def roles_for(resource_types: set[str]) -> dict[str, tuple[str, ...]]:
     for need in PREFLIGHT_ROLES:
         needs.setdefault(need.role, set()).update(need.permissions)
     return {role: tuple(sorted(perms)) for role, perms in sorted(needs.items())}
+
+
+# The project roles a platform stack grants (google_project_iam_member): the deployer's projectIamAdmin is held to
+# them by an IAM condition (infra/constructs/bootstrap.py), so it can grant these and nothing else, itself included
+# (https://cloud.google.com/iam/docs/setting-limits-on-granting-roles: iam.googleapis.com/modifiedGrantsByRole).
+# Rule iam.project-grants-the-deployer-may-make holds every synthesized stack to the list; a role added here reaches
+# a real project when a person applies the bootstrap again.
+GRANTABLE_PROJECT_ROLES = (
+    "roles/compute.instanceAdmin.v1",  # the Slurm controller, held to its instances by its own condition
+    "roles/container.defaultNodeServiceAccount",  # the GKE nodes' accounts
+    "roles/logging.logWriter",  # image builds, Slurm and VM hosts, Vertex AI jobs, the trainer's goodput
+    "roles/logging.viewer",  # the trainer's goodput monitor reads its own entries
+    "roles/monitoring.metricWriter",  # Slurm and VM hosts, the trainer's goodput
+    "roles/monitoring.viewer",  # the metrics adapter the serving autoscalers read through
+)
+
+
+def grant_limit_condition(roles: tuple[str, ...] = GRANTABLE_PROJECT_ROLES) -> str:
+    """The CEL condition that lets a projectIamAdmin grant or revoke `roles` only."""
+    listed = ", ".join(f"'{r}'" for r in roles)
+    return f"api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([{listed}])"

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
+from infra.catalogue.deployer_roles import grant_limit_condition
 from infra.cdk import TerraformResourceLifecycle
 from infra.cdk.bindings import google
 
@@ -68,7 +69,7 @@ DEPLOYER_ROLES: dict[str, str] = {
     "helm_release": "roles/container.admin",
     "kubernetes_": "roles/container.admin",
     "google_monitoring_": "roles/monitoring.editor",
-    "google_project_iam_": "roles/resourcemanager.projectIamAdmin",
+    "google_project_iam_": "roles/resourcemanager.projectIamAdmin",  # held to GRANTABLE_PROJECT_ROLES
     "google_project_service": "roles/serviceusage.serviceUsageAdmin",
     "google_service_account": "roles/iam.serviceAccountAdmin",
     "google_storage_bucket": "roles/storage.admin",
@@ -76,6 +77,9 @@ DEPLOYER_ROLES: dict[str, str] = {
 # make deploy's preflight reads the TPU quotas through Cloud Quotas (scripts/preflight.py; the rest of what it reads
 # the roles above give).
 DEPLOYER_EXTRA_ROLES = ("roles/iam.serviceAccountUser", "roles/cloudquotas.viewer")
+
+
+PROJECT_IAM_ADMIN = "roles/resourcemanager.projectIamAdmin"
 
 
 def deployer_role(resource_type: str) -> str | None:
@@ -205,6 +209,16 @@ class Bootstrap(Construct):
                 project=project,
                 role=role,
                 member=f"serviceAccount:{self.deployer.email}",
+                # Granting project roles: only those the platform stacks grant, never one to widen its own rights.
+                condition=(
+                    {
+                        "title": "platform-grants-only",
+                        "description": "Grants and revokes only the project roles the platform stack grants",
+                        "expression": grant_limit_condition(),
+                    }
+                    if role == PROJECT_IAM_ADMIN
+                    else None
+                ),
             )
 
         self.pool = google("iam_workload_identity_pool").IamWorkloadIdentityPool(

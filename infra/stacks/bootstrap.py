@@ -2,8 +2,9 @@
 platform stack keeps its state in, the planner and deployer identities and the GitHub federation
 (infra/constructs/bootstrap.py).
 
-Applied by a person with the project's owner rights, once and when it changes, never by the workflows (the
-deployer cannot widen its own rights). Its state lives in the bucket it creates, under `bootstrap/<env>`; the first
+Applied by a person with the project's owner rights, once and when it changes, never by the workflows; the
+deployer's projectIamAdmin is held to the project roles the platform stacks grant (infra/constructs/bootstrap.py).
+Its state lives in the bucket it creates, under `bootstrap/<env>`; the first
 apply runs on local state and then moves it there, as Google's example foundation does for its 0-bootstrap stage
 (docs/delivery.md, "Deploying for real").
 """
