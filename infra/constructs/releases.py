@@ -15,7 +15,7 @@ from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
-from infra.derive.queues import COHORT, PRIORITIES, queue_shares
+from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +110,16 @@ def _quantities(share: dict[str, int]) -> dict[str, str]:
     return {r: f"{n}G" if r == "memory" else str(n) for r, n in share.items()}
 
 
+def _preemption(queue: QueueShare) -> dict[str, Any]:
+    """A ClusterQueue's `preemption`, as Kueue names its fields."""
+    p = queue.preemption
+    return {
+        "reclaimWithinCohort": p.reclaim_within_cohort,
+        "borrowWithinCohort": {"policy": p.borrow_within_cohort},
+        "withinClusterQueue": p.within_cluster_queue,
+    }
+
+
 def kueue_values(env: Environment) -> dict[str, Any]:
     """Values of the kueue-queues chart: a flavor per batch slice; the platform's queue with each slice's quota (less
     the teams' shares), and with teams, a queue of each team's in one cohort and Kueue's priority classes."""
@@ -146,6 +156,7 @@ def kueue_values(env: Environment) -> dict[str, Any]:
     }
     if teams:
         values["cohort"] = COHORT
+        values["preemption"] = _preemption(platform)
         values["priorityClasses"] = [{"name": n, "value": v} for n, v in PRIORITIES.items()]
         values["teams"] = [
             {
@@ -155,13 +166,7 @@ def kueue_values(env: Environment) -> dict[str, Any]:
                 "borrowingLimit": {
                     k: _quantities(limit) for k, limit in t.borrowing_limit.items() if limit is not None
                 },
-                "preemption": {
-                    "reclaimWithinCohort": t.preemption.reclaim_within_cohort,
-                    "borrowWithinCohort": {"policy": t.preemption.borrow_within_cohort},
-                    "withinClusterQueue": t.preemption.within_cluster_queue,
-                }
-                if t.preemption
-                else {},
+                "preemption": _preemption(t),
             }
             for t in teams
         ]

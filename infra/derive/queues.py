@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from infra.config.training import Preemption
+
 if TYPE_CHECKING:
     from infra.config import Environment
-    from infra.config.training import Preemption
 
 # Every ClusterQueue of the environment is in this cohort when it has teams.
 COHORT = "platform"
@@ -28,6 +29,10 @@ class SliceCapacity:
     cpu: int
     memory_gb: int
 
+    @property
+    def whole(self) -> dict[str, int]:
+        return self.share(self.accelerators)
+
     def share(self, accelerators: int) -> dict[str, int]:
         """The part of every resource that goes with `accelerators` of them (rounded down)."""
         return {
@@ -40,14 +45,13 @@ class SliceCapacity:
 @dataclass(frozen=True)
 class QueueShare:
     """One ClusterQueue: its guaranteed quota of each slice (resource -> amount, memory in GB), how much more it
-    may borrow (None: no limit), its preemption (None: Kueue's defaults) and the namespace of its LocalQueue."""
+    may borrow (None: no limit), its preemption and the namespace of its LocalQueue."""
 
     name: str
     namespace: str
-    team: bool
     nominal: dict[str, dict[str, int]]
+    preemption: Preemption
     borrowing_limit: dict[str, dict[str, int] | None] = field(default_factory=dict)
-    preemption: Preemption | None = None
 
 
 def capacity(env: Environment, key: str) -> SliceCapacity:
@@ -75,13 +79,11 @@ def queue_shares(env: Environment) -> list[QueueShare]:
             key: (capacity(env, key).share(team.borrowing_limit[key]) if key in team.borrowing_limit else None)
             for key in batch.slices
         }
-        teams.append(QueueShare(name, team.namespace, True, nominal, limits, team.preemption))
+        teams.append(QueueShare(name, team.namespace, nominal, team.preemption, limits))
     platform = {
-        key: {
-            r: amount - taken[key].get(r, 0)
-            for r, amount in capacity(env, key).share(capacity(env, key).accelerators).items()
-        }
+        key: {r: amount - taken[key].get(r, 0) for r, amount in capacity(env, key).whole.items()}
         for key in batch.slices
     }
     namespace = env.identities[batch.identity].namespace if batch.identity in env.identities else ""
-    return [QueueShare(batch.queue, namespace, False, platform), *teams]
+    # The platform's queue takes its own share back from a borrower, as a team's does by default.
+    return [QueueShare(batch.queue, namespace, platform, Preemption()), *teams]

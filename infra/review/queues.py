@@ -22,34 +22,28 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
         if not values.get("teams"):
             return []
         rows = []
+        # (queue, its LocalQueue's namespace, its borrowing limits, the values that hold its quota and preemption)
+        queues: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
+            (values["clusterQueue"], values["localQueue"]["namespace"], {}, values)
+        ]
+        queues += [(t["name"], t["namespace"], t["borrowingLimit"], t) for t in values["teams"]]
         for f in values["flavors"]:
             resource = next((r for r in ACCELERATORS if r in f["quota"]), "")
-            platform = "reclaims its share (Any); LowerPriority within"
-            rows.append(
-                TeamQueue(
-                    values["clusterQueue"],
-                    values["localQueue"]["namespace"],
-                    f["name"],
-                    resource,
-                    int(f["quota"].get(resource, 0)),
-                    None,
-                    platform,
-                )
-            )
-            for team in values["teams"]:
-                limit = (team["borrowingLimit"].get(f["name"]) or {}).get(resource)
-                p = team["preemption"]
+            for name, namespace, limits, holder in queues:
+                quota = f["quota"] if holder is values else holder["quota"][f["name"]]
+                limit = (limits.get(f["name"]) or {}).get(resource)
+                p = holder["preemption"]
                 preempts = (
                     f"reclaims its share ({p['reclaimWithinCohort']}); {p['withinClusterQueue']} within; "
                     f"while borrowing: {p['borrowWithinCohort']['policy']}"
                 )
                 rows.append(
                     TeamQueue(
-                        team["name"],
-                        team["namespace"],
+                        name,
+                        namespace,
                         f["name"],
                         resource,
-                        int(team["quota"][f["name"]].get(resource, 0)),
+                        int(quota.get(resource, 0)),
                         None if limit is None else int(limit),
                         preempts,
                     )
