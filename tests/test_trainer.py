@@ -222,6 +222,12 @@ def test_submit_sends_the_run_command_to_the_ray_job_api(
         # STEPS=abc was read with int() while the parser was built: a traceback before the fix.
         (["local"], {"STEPS": "abc"}, "argument --steps: STEPS='abc' (--steps): a whole number of steps, at least 1"),
         (["local", "--steps", "0"], {}, "STEPS='0' (--steps): a whole number of steps, at least 1"),
+        (
+            ["local"],
+            {"SLICES": "two"},
+            "argument --slices: SLICES='two' (--slices): a whole number of slices, at least 1",
+        ),
+        (["local", "--slices", "3"], {}, "error: 2 CPU workers do not split into 3 slices"),
         # make train-local ENGINE=foo trained the canary; the engine now reaches the command, which refuses it.
         (
             ["local", "--engine", "foo"],

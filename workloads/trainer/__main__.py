@@ -244,6 +244,14 @@ def _steps_arg(value: str) -> int:
     return steps
 
 
+def _slices_arg(value: str) -> int:
+    """--slices (make's SLICES=): a whole number of slices, at least 1."""
+    slices = int(value) if value.strip().isdigit() else 0
+    if slices < 1:
+        raise argparse.ArgumentTypeError(f"SLICES={value!r} (--slices): a whole number of slices, at least 1")
+    return slices
+
+
 def _mesh_arg(text: str) -> dict[str, int]:
     sizes = dict(data=1, fsdp=-1, tensor=1)
     for part in filter(None, text.split(",")):
@@ -376,8 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     local.add_argument("--devices-per-worker", type=int, default=2)
     local.add_argument(
         "--slices",
-        type=int,
-        default=int(os.environ.get("SLICES") or 1),
+        type=_slices_arg,
+        default=os.environ.get("SLICES") or "1",
         help="split the workers into this many slices, data parallel across them (make: SLICES=)",
     )
     local.add_argument(

@@ -47,7 +47,7 @@ def multislice_devices(devices: Sequence[Any], slices: int, data: int, fsdp: int
     if not own and (slices < 1 or processes % slices):
         raise ValueError(f"{processes} processes do not split into {slices} slices of equal size")
     by_slice: dict[int, list[Any]] = {}
-    for device in sorted(devices, key=lambda d: (d.process_index, d.id)):
+    for device in devices:  # in JAX's order (jax.devices()), which a one-slice mesh keeps
         index = int(device.slice_index) if own else device.process_index // (processes // slices)
         by_slice.setdefault(index, []).append(device)
     sizes = {len(group) for group in by_slice.values()}
