@@ -56,32 +56,7 @@ class Compute:
             dedicated=False,
         )
         # Each slice's node pools (one per slice of its count), by slice key.
-        self.slice_pools = {
-            key: [
-                SliceNodePool(
-                    stack,
-                    f"slice-{pool}",
-                    project=env.project,
-                    cluster=self.cluster.id,
-                    location=env.region,
-                    zone=env.zone_of(key),
-                    name=pool,
-                    slice_=spec.slice,
-                    capacity_type=spec.capacity.type,
-                    reservation=spec.capacity.reservation,
-                    max_run_hours=spec.capacity.max_run_hours,
-                    node_range=env.slice_node_range(key),
-                    auto_repair=spec.repairs,
-                    auto_upgrade=spec.auto_upgrade,
-                    service_account=nodes.of_slice(key),
-                    metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
-                    extra_networks=net.gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
-                    copies=env.slice_copies(key),
-                )
-                for pool in spec.pools(key)
-            ]
-            for key, spec in env.gke_slices.items()
-        }
+        self.slice_pools = {key: self._slice_pools(stack, env, key, net, nodes) for key in env.gke_slices}
         for key, cpu in env.cpu_pools.items():
             CpuNodePool(
                 stack,
@@ -99,6 +74,35 @@ class Compute:
                 dedicated=True,
                 zones=env.zones,
             )
+
+    def _slice_pools(
+        self, stack: TerraformStack, env: Environment, key: str, net: Networking, nodes: NodeIdentities
+    ) -> list[SliceNodePool]:
+        """Slice `key`'s node pools, one per slice of its count."""
+        spec = env.slices[key]
+        return [
+            SliceNodePool(
+                stack,
+                f"slice-{pool}",
+                project=env.project,
+                cluster=self.cluster.id,
+                location=env.region,
+                zone=env.zone_of(key),
+                name=pool,
+                slice_=spec.slice,
+                capacity_type=spec.capacity.type,
+                reservation=spec.capacity.reservation,
+                max_run_hours=spec.capacity.max_run_hours,
+                node_range=env.slice_node_range(key),
+                auto_repair=spec.repairs,
+                auto_upgrade=spec.auto_upgrade,
+                service_account=nodes.of_slice(key),
+                metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
+                extra_networks=net.gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
+                copies=env.slice_copies(key),
+            )
+            for pool in spec.pools(key)
+        ]
 
     def pools_of(self, *keys: str) -> list[object]:
         """The node pool resources of these slices (what a release on them waits for)."""
