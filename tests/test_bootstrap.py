@@ -201,11 +201,19 @@ def _token(**claims: str) -> dict[str, str]:
     return {"repository": REPOSITORY, "repository_owner_id": OWNER_ID, **claims}
 
 
+def test_devs_pull_requests_plan_with_devs_planner(bootstrap: dict[str, dict[str, Any]]) -> None:
+    (provider,) = _resources(bootstrap["bootstrap-dev"], "google_iam_workload_identity_pool_provider")
+    assert _evaluate(provider["attribute_condition"], _token(ref="refs/pull/7/merge", environment="dev-plan"))
+    assert not _evaluate(provider["attribute_condition"], _token(ref="refs/pull/7/merge", environment="dev"))
+
+
 @pytest.mark.parametrize(
     ("claims", "admitted", "as_"),
     [
         (_token(ref="refs/heads/main", environment="prod"), True, "deployer"),
-        (_token(ref="refs/pull/7/merge", environment="prod-plan"), True, "planner"),
+        # prod's pull requests plan offline: its planner is the deploy's plan job's, on main (before: any branch).
+        (_token(ref="refs/pull/7/merge", environment="prod-plan"), False, None),
+        (_token(ref="refs/heads/feature", environment="prod-plan"), False, None),
         (_token(ref="refs/heads/main", environment="prod-plan"), True, "planner"),
         # A branch pushed to the prod environment, a pull request naming it, no environment, a fork's name.
         (_token(ref="refs/heads/feature", environment="prod"), False, None),
@@ -223,7 +231,9 @@ def test_only_an_approved_prod_job_on_main_becomes_prods_deployer(
     stack = bootstrap["bootstrap-prod"]
     (provider,) = _resources(stack, "google_iam_workload_identity_pool_provider")
     assert provider["oidc"] == {"issuer_uri": "https://token.actions.githubusercontent.com"}
-    assert provider["attribute_condition"] == attribute_condition(REPOSITORY, OWNER_ID, "prod")
+    assert provider["attribute_condition"] == attribute_condition(
+        REPOSITORY, OWNER_ID, "prod", plans_from_main_only=True
+    )
     assert provider["attribute_mapping"]["attribute.environment"] == "assertion.environment"
     assert _evaluate(provider["attribute_condition"], claims) is admitted
     bindings = {

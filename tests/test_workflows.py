@@ -91,6 +91,19 @@ def test_pull_requests_never_reach_a_deployer() -> None:
         assert job["permissions"].get("contents") == "read", name
 
 
+def test_a_pull_request_plans_for_real_only_the_environments_whose_planner_admits_it(
+    envs: dict[str, Any],
+) -> None:
+    """prod's planner is admitted from main only (delivery.pull_request_plans: offline): its pull-request job takes
+    no credentials and posts the offline review; dev's plans for real."""
+    job = _load("pull-request.yml")["jobs"]["plan-review"]
+    matrix = {entry["env"]: entry["real"] for entry in job["strategy"]["matrix"]["include"]}
+    assert matrix == {name: env.delivery.pull_request_plans == "real" for name, env in envs.items()}
+    assert job["env"]["WIF_PROVIDER"] == "${{ matrix.real && vars.GCP_WORKLOAD_IDENTITY_PROVIDER || '' }}"
+    for step in _auth_steps(job):
+        assert "env.WIF_PROVIDER != ''" in step["if"]
+
+
 def test_only_an_approved_prod_job_on_main_impersonates_prods_deployer() -> None:
     """Every job that names a deployer runs in the `dev` or `prod` GitHub environment, on main only, in a
     workflow that no pull request starts; the bootstrap stack's binding checks the same claims on Google's side

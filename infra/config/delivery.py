@@ -4,7 +4,7 @@ stack (infra/stacks/bootstrap.py) binds the environment's planner and deployer t
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import StringConstraints, field_validator
 
@@ -39,6 +39,11 @@ class Delivery(Model):
     # promote.yml): this environment's bootstrap stack grants its deployer read on that environment's registry,
     # which the copy needs (gcloud container images add-tag reads the source image).
     promotes_from: Name | None = None
+    # What a pull request's plan of this environment is: `real` (its read-only planner plans it: the `<env>-plan`
+    # GitHub environment admitted from any branch) or `offline` (the synthesized review alone; the planner is
+    # admitted from main only, for the deploy's own plan job). `offline` keeps pull-request code from reading the
+    # environment with the planner's roles (viewer, securityReviewer, container.viewer).
+    pull_request_plans: Literal["real", "offline"] = "real"
 
 
 class Confirmation(Model):

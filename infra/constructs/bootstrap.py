@@ -88,12 +88,16 @@ def deployer_role(resource_type: str) -> str | None:
     return DEPLOYER_ROLES[max(matches, key=len)] if matches else None
 
 
-def attribute_condition(repository: str, owner_id: str, env: str) -> str:
-    """The provider's CEL condition: this repository, and the `<env>-plan` environment or `<env>` on main."""
+def attribute_condition(repository: str, owner_id: str, env: str, plans_from_main_only: bool = False) -> str:
+    """The provider's CEL condition: this repository, and the `<env>-plan` environment (from main only where pull
+    requests plan offline) or `<env>` on main."""
+    on_main = "assertion.ref == 'refs/heads/main'"
+    planner = f"assertion.environment == '{env}-plan'"
+    if plans_from_main_only:
+        planner = f"({planner} && {on_main})"
     return (
         f"assertion.repository == '{repository}' && assertion.repository_owner_id == '{owner_id}' && "
-        f"(assertion.environment == '{env}-plan' || "
-        f"(assertion.environment == '{env}' && assertion.ref == 'refs/heads/main'))"
+        f"({planner} || (assertion.environment == '{env}' && {on_main}))"
     )
 
 
@@ -128,6 +132,7 @@ class Bootstrap(Construct):
         state_bucket: str,
         repository: str,
         repository_owner_id: str,
+        plans_from_main_only: bool = False,
     ) -> None:
         super().__init__(scope, id_)
         apis = [
@@ -237,7 +242,7 @@ class Bootstrap(Construct):
             workload_identity_pool_provider_id=PROVIDER_ID,
             display_name=f"{repository} ({env_name})",
             attribute_mapping=ATTRIBUTE_MAPPING,
-            attribute_condition=attribute_condition(repository, repository_owner_id, env_name),
+            attribute_condition=attribute_condition(repository, repository_owner_id, env_name, plans_from_main_only),
             oidc={"issuer_uri": GITHUB_ISSUER},
         )
         sa_member = google("service_account_iam_member").ServiceAccountIamMember

@@ -41,6 +41,7 @@ class BootstrapStack(TerraformStack):
             state_bucket=env.state.bucket,
             repository=env.delivery.github.repository,
             repository_owner_id=env.delivery.github.repository_owner_id,
+            plans_from_main_only=env.delivery.pull_request_plans == "offline",
         )
         if source is not None:
             # A promotion copies the source's images into this environment's registry as this deployer
