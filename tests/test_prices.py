@@ -46,9 +46,20 @@ def test_a_tpu_node_is_its_chips_times_the_per_chip_price_of_its_generation() ->
 
 
 def test_a_gpu_node_is_its_machine_row_plus_its_gpu_row() -> None:
-    one = prices.node_price("a3-megagpu-8g", "us-east5-a", "on-demand")
-    assert one.usd_per_hour == pytest.approx(10.65487 + 35.39149)
+    one = prices.node_price("a3-megagpu-8g", "us-central1-a", "on-demand")
+    assert one.usd_per_hour == pytest.approx(9.46006 + 82.75421) and one.note == ""
     assert prices.node_price("a3-megagpu-8g", "us-east5-a", "spot").usd_per_hour == pytest.approx(2.32627 + 18.064)
+
+
+def test_a_gpu_row_far_below_its_other_regions_is_priced_at_the_highest_and_said() -> None:
+    """The pinned file's A3 Mega GPUs in us-east5 cost 35.39 on demand against 82.75 in us-central1 (before: the
+    review priced dev's and prod's A3 Mega nodes at 46.05 USD/hour and called it an upper bound)."""
+    mega = prices.node_price("a3-megagpu-8g", "us-east5-a", "on-demand")
+    assert mega.usd_per_hour == pytest.approx(10.65487 + 82.75421)
+    assert mega.note.startswith("H100-MEGA x8 in us-east5 at 82.7542 (us-central1): the source's us-east5 row, 35.3915")
+    assert prices.node_price("a3-megagpu-8g", "us-east5-a", "flex-start").usd_per_hour == mega.usd_per_hour
+    # A CPU or TPU row is never compared: its regions' prices are the file's own.
+    assert prices.node_price("ct6e-standard-4t", "us-east5-b", "on-demand").note == ""
 
 
 def test_each_capacity_type_is_priced_from_its_column() -> None:

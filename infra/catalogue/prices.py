@@ -78,6 +78,13 @@ e2-standard-8,8.0,32.0,,,,us-east5,us-east5-a,0.26805,0.06054
 # What SkyPilot writes where it has no price (tpu-v6e-1 in asia-east1: 700.0; a4-highgpu-8g: 0.0).
 PLACEHOLDER_PRICES = frozenset({700.0, 0.0})
 
+# A GPU row whose on-demand price is below this share of the same GPUs' highest row among the copied regions is
+# taken for a catalogue anomaly, not a list price: the pinned file's H100-MEGA x8 in us-east5 is 35.39149 against
+# 82.75421 in us-central1 (and 82.75424 in us-east4), the value the file repeats for several other regions, while
+# A3 High costs more than A3 Mega there. Such a row is priced at the highest, and the review says so (an upper
+# bound, rather than a price about 45 USD/node-hour low).
+SUSPECT_BELOW = 0.5
+
 # The GPUs' row of each GPU machine type: (AcceleratorName, AcceleratorCount).
 GPU_ROWS: dict[str, tuple[str, int]] = {
     "a3-highgpu-8g": ("H100", 8),
@@ -168,6 +175,8 @@ class NodePrice:
     usd_per_hour: float | None
     basis: str
     missing: str = ""
+    # Where the price is not the row's own (a catalogue anomaly priced at the highest region's row), why.
+    note: str = ""
 
 
 def node_price(machine_type: str, location: str, capacity: str) -> NodePrice:
@@ -196,6 +205,7 @@ def node_price(machine_type: str, location: str, capacity: str) -> NodePrice:
         elif found is not None:
             return NodePrice(None, basis, f"{machine_type}: no GPU row is named for it (prices.GPU_ROWS)")
     total = 0.0
+    notes: list[str] = []
     for row, what in parts:
         if row is None:
             return NodePrice(
@@ -207,8 +217,25 @@ def node_price(machine_type: str, location: str, capacity: str) -> NodePrice:
         if value is None:
             column = "SpotPrice" if capacity == "spot" else "Price"
             return NodePrice(None, basis, f"the pinned file gives {what} in {region} no {column}")
+        highest = (
+            _highest_price(what)
+            if capacity != "spot" and what.endswith(tuple(f" x{n}" for n in (1, 2, 4, 8)))
+            else None
+        )
+        if highest is not None and value < SUSPECT_BELOW * highest[0]:
+            notes.append(
+                f"{what} in {region} at {highest[0]:g} ({highest[1]}): the source's {region} row, {value:g}, is below "
+                f"half of it, a catalogue anomaly"
+            )
+            value = highest[0]
         total += value
-    return NodePrice(round(total, 5), basis)
+    return NodePrice(round(total, 5), basis, note="; ".join(notes))
+
+
+def _highest_price(key: str) -> tuple[float, str] | None:
+    """The highest on-demand price of a row among the copied regions, and its region."""
+    found = [(row.price, region) for (k, region), row in ROWS.items() if k == key and row.price is not None]
+    return max(found) if found else None
 
 
 def _times(value: float | None, n: float) -> float | None:

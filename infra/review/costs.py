@@ -77,6 +77,7 @@ def cost_json(costs: Mapping[str, PoolCost] | None) -> dict[str, Any] | None:
                 "max_nodes": c.max_nodes,
                 "usd_per_node_hour": c.price.usd_per_hour,
                 "unpriced_because": c.price.missing or None,
+                "priced_because": c.price.note or None,
             }
             for address, c in sorted(costs.items())
         ],
@@ -123,6 +124,7 @@ def render_costs(review: StackReview) -> list[str]:
     ]
     before_all = review.costs_before if review.costs_before is not None else {}
     missing: list[str] = []
+    noted: list[str] = []
     for address in sorted(review.costs_after.keys() | before_all.keys(), key=lambda a: _pool_order(a, review)):
         after, before = review.costs_after.get(address), before_all.get(address)
         if after is None:  # deleted by the change
@@ -139,6 +141,8 @@ def render_costs(review: StackReview) -> list[str]:
         for c in (before, after):
             if c is not None and c.price.missing and f"{c.pool}: {c.price.missing}" not in missing:
                 missing.append(f"{c.pool}: {c.price.missing}")
+            if c is not None and c.price.note and f"{c.pool}: {c.price.note}" not in noted:
+                noted.append(f"{c.pool}: {c.price.note}")
     fewest, most = _totals(review.costs_after.values())
     if review.costs_before is None:
         total_hour, total_month = f"{fewest:,.2f}-{most:,.2f}", f"{fewest * month:,.2f}-{most * month:,.2f}"
@@ -151,6 +155,8 @@ def render_costs(review: StackReview) -> list[str]:
     lines.append(f"| **total** (priced pools) | | | | | {total_hour} | {total_month} |")
     if missing:
         lines += ["", "No price (not counted in the total):", ""] + [f"- {m}" for m in missing]
+    if noted:
+        lines += ["", "Not the source's own row (priced higher, an upper bound):", ""] + [f"- {n}" for n in noted]
     if review.costs_before is not None:
         b_fewest, b_most = _totals(before_all.values())
         lines += [
