@@ -22,8 +22,9 @@ def _in_order_with_depends_on(objs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _borrowing_without_cohort(objs: list[dict[str, Any]]) -> dict[str, Any]:
-    queue = one_of_kind(objs, "ClusterQueue")
-    queue["spec"].pop("cohort", None)
+    """The platform's queue (dev's team has one too) out of its cohort, with a borrowing limit."""
+    queue = next(o for o in objs if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "gpu")
+    queue["spec"].pop("cohortName", None)
     queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = 1
     return queue
 
