@@ -217,11 +217,8 @@ def node_price(machine_type: str, location: str, capacity: str) -> NodePrice:
         if value is None:
             column = "SpotPrice" if capacity == "spot" else "Price"
             return NodePrice(None, basis, f"the pinned file gives {what} in {region} no {column}")
-        highest = (
-            _highest_price(what)
-            if capacity != "spot" and what.endswith(tuple(f" x{n}" for n in (1, 2, 4, 8)))
-            else None
-        )
+        gpus = machine_type in GPU_ROWS and what != machine_type  # the GPUs' row, not the machine's
+        highest = _highest_price(what) if gpus and capacity != "spot" else None
         if highest is not None and value < SUSPECT_BELOW * highest[0]:
             notes.append(
                 f"{what} in {region} at {highest[0]:g} ({highest[1]}): the source's {region} row, {value:g}, is below "

@@ -231,10 +231,6 @@ class Environment(Model):
                     problems.append(Finding(where, spec.count, f"its pool {pool!r} is longer than GKE's 40 characters"))
         return problems
 
-    def slice_pools(self, key: str) -> list[str]:
-        """The node pools of slice `key` (one per slice of its `count`)."""
-        return self.slices[key].pools(key)
-
     def slice_copies(self, key: str) -> int:
         """How many copies of slice `key` its node pool holds: the replicas of the vLLM deployment on a single-host
         slice (its autoscaler's max where it autoscales), else 1."""
@@ -266,6 +262,11 @@ class Environment(Model):
     def gke_slices(self) -> dict[str, SliceSpec]:
         """The slices GKE holds: one node pool each."""
         return self.held_by("gke")
+
+    @property
+    def namespaces(self) -> list[str]:
+        """The workload namespaces the stack makes: every identity's."""
+        return sorted({ident.namespace for ident in self.identities.values()})
 
     @property
     def pathways_slices(self) -> list[str]:

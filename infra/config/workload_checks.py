@@ -403,13 +403,12 @@ def team_problems(env: Environment) -> list[Problem]:
     if env.batch is None:
         return [Finding(("teams",), sorted(env.teams), "teams share the batch slices through Kueue: add `batch`")]
     problems: list[Problem] = []
-    namespaces = sorted({ident.namespace for ident in env.identities.values()})
     for name, team in env.teams.items():
         if name == env.batch.queue:
             problems.append(
                 Finding(("teams", name), name, "the name of the platform's own queue (batch.queue): rename the team")
             )
-        problems += _not_in(("teams", name, "namespace"), team.namespace, namespaces, "the identities' namespaces")
+        problems += _not_in(("teams", name, "namespace"), team.namespace, env.namespaces, "the identities' namespaces")
         for field in ("quota", "borrowing_limit"):
             for key in getattr(team, field):
                 problems += _not_in(("teams", name, field, key), key, env.batch.slices, "batch.slices")

@@ -4,11 +4,11 @@ either end (read from the releases' values and the node pools the stack declares
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from infra.review.model import Autoscaler
+from infra.review.releases import release_values
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 
@@ -16,22 +16,20 @@ POOL_LABEL = "cloud.google.com/gke-nodepool"
 def autoscalers(stack_json: Mapping[str, Any]) -> list[Autoscaler]:
     """Every release of the stack whose chart values turn its autoscaler on."""
     out = []
-    for release in ((stack_json.get("resource") or {}).get("helm_release") or {}).values():
-        for document in release.get("values") or []:
-            values = json.loads(document) if isinstance(document, str) else document
-            scaling = values.get("autoscaling") or {}
-            if not scaling.get("enabled"):
-                continue
-            metric = str(scaling["metric"]).split("|")
-            out.append(
-                Autoscaler(
-                    release=str(release.get("name")),
-                    fewest=int(scaling["minReplicas"]),
-                    most=int(scaling["maxReplicas"]),
-                    metric=metric[1] if len(metric) == 3 else str(scaling["metric"]),
-                    target=str(scaling["averageValue"]),
-                    pool=str((values.get("nodeSelector") or {}).get(POOL_LABEL, "")),
-                    hosts=int(values.get("hosts", 0)) if values.get("nodeSelector") else 0,
-                )
+    for release, _, values in release_values(stack_json):
+        scaling = values.get("autoscaling") or {}
+        if not scaling.get("enabled"):
+            continue
+        metric = str(scaling["metric"]).split("|")
+        out.append(
+            Autoscaler(
+                release=str(release.get("name")),
+                fewest=int(scaling["minReplicas"]),
+                most=int(scaling["maxReplicas"]),
+                metric=metric[1] if len(metric) == 3 else str(scaling["metric"]),
+                target=str(scaling["averageValue"]),
+                pool=str((values.get("nodeSelector") or {}).get(POOL_LABEL, "")),
+                hosts=int(values.get("hosts", 0)) if values.get("nodeSelector") else 0,
             )
+        )
     return sorted(out, key=lambda a: a.release)

@@ -4,11 +4,11 @@ reviewer sees a flag change beside the resources it changes."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from infra.review.model import EngineArgs
+from infra.review.releases import release_values
 
 # The chart values that hold an engine's arguments, by chart: (the engine, the values key).
 ENGINE_VALUES = {
@@ -20,12 +20,8 @@ ENGINE_VALUES = {
 def engine_args(stack_json: Mapping[str, Any]) -> list[EngineArgs]:
     """Every release of the stack whose chart runs a serving engine, with the arguments it passes it."""
     out = []
-    for release in ((stack_json.get("resource") or {}).get("helm_release") or {}).values():
-        engine = ENGINE_VALUES.get(str(release.get("chart", "")).rsplit("/", 1)[-1])
-        if engine is None:
-            continue
-        for document in release.get("values") or []:
-            values = json.loads(document) if isinstance(document, str) else document
-            if isinstance(values.get(engine[1]), list):
-                out.append(EngineArgs(str(release.get("name")), engine[0], [str(a) for a in values[engine[1]]]))
+    for release, chart, values in release_values(stack_json):
+        engine = ENGINE_VALUES.get(chart)
+        if engine is not None and isinstance(values.get(engine[1]), list):
+            out.append(EngineArgs(str(release.get("name")), engine[0], [str(a) for a in values[engine[1]]]))
     return sorted(out, key=lambda e: e.release)

@@ -4,21 +4,20 @@ release's values: the platform's own queue and each team's, the accelerators eac
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from infra.review.model import TeamQueue
+from infra.review.releases import release_values
 
 ACCELERATORS = ("nvidia.com/gpu", "google.com/tpu")
 
 
 def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
     """One row per queue and flavor; none without teams (one queue alone borrows from no one)."""
-    for release in ((stack_json.get("resource") or {}).get("helm_release") or {}).values():
-        if release.get("chart", "").rsplit("/", 1)[-1] != "kueue-queues":
+    for _, chart, values in release_values(stack_json):
+        if chart != "kueue-queues":
             continue
-        values = json.loads(release["values"][0]) if isinstance(release["values"][0], str) else release["values"][0]
         if not values.get("teams"):
             return []
         rows = []

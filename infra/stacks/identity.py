@@ -85,7 +85,7 @@ class WorkloadIdentities:
         self.namespaces = Namespaces(
             stack,
             "namespaces",
-            names=sorted({ident.namespace for ident in env.identities.values()}),
+            names=env.namespaces,
             labels={"app.kubernetes.io/managed-by": "cdktf"},
             pod_security=True,
         )
