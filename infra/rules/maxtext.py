@@ -156,7 +156,7 @@ def _parameters_match(env: Environment) -> Iterator[Finding]:
     subject="environment",
 )
 def _recipe_runs(env: Environment) -> Iterator[Finding]:
-    from workloads.trainer.compiled import how_to_add, recipes_on
+    from workloads.trainer.compiled import how_to_add, recipes_on, slices_phrase
     from workloads.trainer.recipes import RECIPES_FILE, load_recipes
 
     training = env.training
@@ -167,8 +167,7 @@ def _recipe_runs(env: Environment) -> Iterator[Finding]:
         return  # a Ray training slice is a TPU slice: its own check says so
     fits = recipes_on(slice_, count=count)
     runnable = [f.recipe if f.compiled else f"{f.recipe} (any slice, a small model)" for f in fits if f.runs]
-    slices = f"{count} slices " if count > 1 else ""
-    where = f"training.slice {training.slice!r} ({slices}{slice_.name}, topology {slice_.topology})"
+    where = f"training.slice {training.slice!r} ({slices_phrase(slice_, count)})"
     this = next((f for f in fits if f.recipe == training.recipe), None)
     if this is None:
         known = ", ".join(sorted(load_recipes()))

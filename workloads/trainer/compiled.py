@@ -72,6 +72,11 @@ def slices_label(slice_: Slice, count: int) -> str:
     return f"{slice_.name} ({slice_.topology})" if count == 1 else f"{count} x {slice_.name} ({slice_.topology})"
 
 
+def slices_phrase(slice_: Slice, count: int) -> str:
+    """`v6e-16, topology 4x4`, or `2 slices v6e-16, topology 4x4`: the training slice as the recipe lines name it."""
+    return f"{f'{count} slices ' if count > 1 else ''}{slice_.name}, topology {slice_.topology}"
+
+
 def recipe_slice(recipe: Recipe) -> Slice | None:
     """The slice a recipe is tuned for, or None (a recipe for any slice is not compiled)."""
     if recipe.engine != "maxtext" or not (recipe.accelerator and recipe.topology):
@@ -243,9 +248,8 @@ def environment_recipes(env: Environment) -> list[str]:
     if slice_.kind != "tpu":
         return []
     named = training.recipe
-    slices = f"{count} slices " if count > 1 else ""
     head = (
-        f"{env.name}: training.slice {training.slice} ({slices}{slice_.name}, topology {slice_.topology}), "
+        f"{env.name}: training.slice {training.slice} ({slices_phrase(slice_, count)}), "
         f"training.recipe {named or '(none: make train needs RECIPE=)'}"
     )
     fits = recipes_on(slice_, count=count)
