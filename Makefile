@@ -66,8 +66,6 @@ NODE_STAMP := node_modules/.installed
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 # Who submits the local Slurm jobs (tests/slurm_local.py JOB_USER): a person, not root, as on the cluster.
 SLURM_JOB_USER := platform-user
-CDKTN_VENV := .venv-cdktn
-CDKTN_STAMP := $(CDKTN_VENV)/.installed
 # The real vLLM (its CPU build, the TPU image's vLLM version) the tests parse every deployment's arguments with
 # and serve a tiny model through, on the registry's torch 2.13.0 (workloads/serving/requirements-vllm.overrides says
 # why); the lock carries every file's hash and uv checks them.
@@ -78,7 +76,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cdktn-parity cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -95,11 +93,6 @@ $(VENV_STAMP): requirements.lock pyproject.toml
 $(POLICY_STAMP): requirements-policy.lock $(VENV_STAMP)
 	$(PYTHON) -m venv $(POLICY_VENV)
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(POLICY_VENV)/bin/python requirements-policy.lock
-	touch $@
-
-$(CDKTN_STAMP): requirements-cdktn.lock $(VENV_STAMP)
-	$(PYTHON) -m venv $(CDKTN_VENV)
-	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(CDKTN_VENV)/bin/python requirements-cdktn.lock
 	touch $@
 
 $(VLLM_STAMP): $(VLLM_LOCK) $(VENV_STAMP)
@@ -169,9 +162,6 @@ policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks and t
 
 review: $(VENV_STAMP) ## Plan review as Markdown: PLAN=<terraform show -json file>, or offline BASE=<baseline cdktf.out>; exit 3 = blocked
 	@$(PLATFORM) review $(if $(PLAN),--plan $(PLAN),--print --outdir $(OUT) $(if $(BASE),--base $(BASE)))
-
-cdktn-parity: $(VENV_STAMP) $(CDKTN_STAMP) ## Synthesize every stack with cdktf and with CDK Terrain (cdktn) and compare them (the exit stays proven)
-	$(PY) -m scripts.cdk_parity --cdktn-python $(CDKTN_VENV)/bin/python
 
 hcl: $(VENV_STAMP) $(NODE_STAMP) ## Write every stack as HCL (cdktf.out/stacks/*/cdk.tf) with the pinned cdktf CLI
 	npx --no-install cdktf synth --hcl
@@ -295,7 +285,6 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --extra workloads --no-header pyproject.toml -o requirements.lock
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-policy.in -o requirements-policy.lock
-	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-cdktn.in -c requirements.lock -o requirements-cdktn.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/serving/requirements-vllm-tpu.in -o workloads/serving/requirements-vllm-tpu.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --override workloads/serving/requirements-vllm.overrides --generate-hashes --no-header --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec workloads/serving/requirements-vllm.in -o $(VLLM_LOCK)

@@ -2,7 +2,7 @@
 
 synth:  synth wall time and peak memory against the stock provider import
         (target: every environment synthesized in at most a quarter of the
-        time of `import cdktf_cdktf_provider_google` alone), cold (compiled
+        time of `import cdktn_provider_google` alone), cold (compiled
         from source) and warm (bytecode); median of --repeat runs; then
         where one synth's time goes.
 canary: the canary's steady-state step time through JaxTrainer against a plain
@@ -471,7 +471,7 @@ def lap(name): t.append(time.perf_counter()); phases.append((name, t[-1] - t[-2]
 phases = []
 from infra.synth.load import load_all
 envs = load_all(); lap("Python start, import and load the environment files")
-import cdktf; lap("jsii runtime start and the cdktf assembly")
+import cdktn; lap("jsii runtime start and the cdktn assembly")
 from infra.cdk.bindings import _bare_package
 from infra.cdk import provider_package
 for name in ("google", "kubernetes", "helm"):
@@ -493,7 +493,7 @@ def bench_synth(repeat: int) -> None:
     rows: list[tuple[str, str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         cases = {
-            "stock import of the google bindings alone": ([python, "-c", "import cdktf_cdktf_provider_google"], {}),
+            "stock import of the google bindings alone": ([python, "-c", "import cdktn_provider_google"], {}),
             "synth, all environments (fast import)": ([python, "-m", "infra"], {"CDKTF_OUTDIR": f"{tmp}/fast"}),
             "synth, all environments (stock import)": (
                 [python, "-m", "infra"],

@@ -15,7 +15,7 @@ from pathlib import Path
 
 GROUPS: dict[str, list[str]] = {
     "Start here": ["help", "plan", "test"],
-    "Plan and review a change": ["synth", "rules", "policy", "review", "diff", "hcl", "cdktn-parity", "snapshots"],
+    "Plan and review a change": ["synth", "rules", "policy", "review", "diff", "hcl", "snapshots"],
     "Deploy and run an environment": [
         "preflight", "deploy-infra", "deploy", "destroy", "promote", "pin", "rollback", "blue-green", "new-env",
         "logs",

@@ -307,13 +307,13 @@ def test_models_are_frozen(envs: dict[str, Environment]) -> None:
         envs["dev"].cluster.deletion_protection = True  # type: ignore[misc]
 
 
-def test_loading_an_environment_imports_no_cdktf() -> None:
-    """The trainer image loads environments (with their rules) but installs no cdktf: loading must not import it."""
+def test_loading_an_environment_imports_no_cdk() -> None:
+    """The trainer image loads environments (with their rules) but installs no CDK: loading must not import it."""
     code = """
 import sys
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("cdktf", "constructs", "jsii", "cdktf_cdktf_provider_google"):
+        if name.split(".")[0] in ("cdktn", "constructs", "jsii", "cdktn_provider_google"):
             raise ImportError("not in the trainer image: " + name)
 sys.meta_path.insert(0, Block())
 from infra.config import ENVIRONMENTS_DIR

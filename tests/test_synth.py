@@ -34,8 +34,8 @@ def _run_app_here(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str
 
 
 def test_fast_provider_import_loads_only_the_submodules_used(synth_dir: Path) -> None:
-    package = sys.modules["cdktf_cdktf_provider_google"]
-    loaded = [m for m in sys.modules if m.startswith("cdktf_cdktf_provider_google.")]
+    package = sys.modules["cdktn_provider_google"]
+    loaded = [m for m in sys.modules if m.startswith("cdktn_provider_google.")]
     assert not hasattr(package, "__all__"), "the package __init__ ran"
     assert 5 < len(loaded) < 60
 

@@ -34,10 +34,12 @@ CLUSTER_TOOLKIT = ToolkitRelease(
 # for itself (pkg/dependencies/checksums_generated.go). tests/test_slurm.py holds the workflows to it.
 TERRAFORM_VERSION = "1.12.2"
 
-# The hashicorp/google provider of the platform's bindings (cdktf-cdktf-provider-google 16.12.1). The
-# blueprint pins google and google-beta to it (`terraform_providers`), so both deployments run one
-# provider; a test holds it equal to the synthesized stack's required_providers.
+# The hashicorp/google provider the Slurm blueprint pins (`terraform_providers`, google and google-beta): one inside
+# the range gcluster v1.95.0 writes for a blueprint that pins none, the versions the toolkit is tested with
+# (pkg/config/expand.go GoogleProviderVersion). The platform stack's own provider (google 7.45.0, its bindings')
+# is newer than that range; the two are separate Terraform configurations, each with its own state.
 GOOGLE_PROVIDER_VERSION = "6.50.0"
+GCLUSTER_GOOGLE_PROVIDER_RANGE = ">= 6.9.0, <= 7.36.0"
 
 # Slurm-GCP, installed into the node image by the blueprint's image build (ansible-pull of this tag,
 # as the toolkit's A3 Mega example does at v1.95.0): Slurm 25.11 with Slurm's own authentication.

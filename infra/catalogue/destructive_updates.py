@@ -5,7 +5,8 @@ the resource stays, what it holds goes. The plan gate (infra/review/gate.py) sto
 Each row: the resource type, the attribute path (a changed value at or under it matches; list indices dropped as
 in the plan review's paths), whether it applies only to an accelerator slice's pool, a test of the values before
 and after (None: any change), what the update does, and its source. Read on 2026-11-27 from
-hashicorp/terraform-provider-google at v6.50.0 and GKE's and Cloud Storage's documentation.
+hashicorp/terraform-provider-google at v6.50.0 and GKE's and Cloud Storage's documentation; the provider's lines
+read again at v7.45.0 (the pinned provider) on 2026-11-28, unchanged.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 NODE_CONFIG_UPDATE = (
-    "hashicorp/terraform-provider-google v6.50.0 google/services/container/node_config.go nodePoolNodeConfigUpdate "
+    "hashicorp/terraform-provider-google v7.45.0 google/services/container/node_config.go nodePoolNodeConfigUpdate "
     "(machine_type, image_type, workload_metadata_config, kubelet_config, linux_node_config, gvnic, gcfs_config "
-    "updated in place); schema description of node_config.image_type: 'Note that changing the image type will "
-    "delete and recreate all nodes in the node pool'"
+    "updated in place); website/docs/r/container_cluster.html.markdown, node_config.image_type: "
+    "'Note that changing the image type will delete and recreate all nodes in the node pool'"
 )
 NODE_POOL_SIZE = (
-    "hashicorp/terraform-provider-google v6.50.0 google/services/container/resource_container_node_pool.go "
+    "hashicorp/terraform-provider-google v7.45.0 google/services/container/resource_container_node_pool.go "
     "(node_count: SetSize; version and upgrade_settings: UpdateNodePool in place); "
     "https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (a multi-host TPU slice node pool is atomic and "
     "immutable: no node can be added after it is created, and scaling takes the whole group to 0 and creates new "
@@ -30,7 +31,7 @@ NODE_POOL_SIZE = (
     "every node)"
 )
 DNS_CACHE = (
-    "hashicorp/terraform-provider-google v6.50.0 website/docs/r/container_cluster.html.markdown, "
+    "hashicorp/terraform-provider-google v7.45.0 website/docs/r/container_cluster.html.markdown, "
     "dns_cache_config: 'All cluster nodes running GKE 1.15 and higher are recreated'"
 )
 CLUSTER_UPGRADE = (
@@ -41,7 +42,7 @@ SOFT_DELETE = (
     "https://cloud.google.com/storage/docs/soft-delete (a deleted object is kept for the retention duration, 0 "
     "turns it off); https://cloud.google.com/storage/docs/object-versioning (noncurrent versions kept only while "
     "versioning is on); https://cloud.google.com/storage/docs/lifecycle (a Delete action deletes matching objects "
-    "without a request); hashicorp/terraform-provider-google v6.50.0 website/docs/r/storage_bucket.html.markdown "
+    "without a request); hashicorp/terraform-provider-google v7.45.0 website/docs/r/storage_bucket.html.markdown "
     "(force_destroy: deleting the bucket deletes every object)"
 )
 REGISTRY_CLEANUP = (

@@ -1,6 +1,7 @@
 """Which attributes of the Google provider's resources force Terraform to replace the resource.
 
-Read on 2026-11-26 from hashicorp/terraform-provider-google at tag v6.50.0 (the provider the stacks pin): every
+Read from hashicorp/terraform-provider-google at tag v7.45.0 (the provider the stacks pin; first read at v6.50.0 on
+2026-11-26, then the ForceNew changes between the two tags applied on 2026-11-28): every
 schema field marked `ForceNew: true`, as a dotted path of nested blocks (list indices dropped), keeping only the
 outermost such field of a block. Files: google/services/container/resource_container_node_pool.go and
 node_config.go (schemaNodeConfig), google/services/container/resource_container_cluster.go,
@@ -15,7 +16,7 @@ keep fixed names, so Terraform cannot create the new one first).
 
 from __future__ import annotations
 
-PROVIDER = "hashicorp/terraform-provider-google v6.50.0"
+PROVIDER = "hashicorp/terraform-provider-google v7.45.0"
 
 # Terraform's meta-arguments (and cdktf's "//" metadata): arguments of the language, never sent to an API; Terraform
 # plans no change to a resource when only these differ (https://developer.hashicorp.com/terraform/language/meta-arguments).
@@ -30,11 +31,13 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
         "name",
         "name_prefix",
         "network_config.additional_node_network_configs",
+        "network_config.accelerator_network_profile",
         "network_config.additional_pod_network_configs",
         "network_config.create_pod_range",
         "network_config.pod_cidr_overprovision_config",
         "network_config.pod_ipv4_cidr_block",
         "network_config.pod_range",
+        "network_config.subnetwork",
         "placement_policy",
         "project",
         "queued_provisioning",
@@ -56,6 +59,7 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
         "node_config.oauth_scopes",
         "node_config.preemptible",
         "node_config.reservation_affinity",
+        "node_config.sandbox_config",
         "node_config.secondary_boot_disks",
         "node_config.service_account",
         "node_config.shielded_instance_config",
@@ -67,6 +71,7 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
         "cluster_ipv4_cidr",
         "confidential_nodes",
         "datapath_provider",
+        "dataplane_optimization_mode",
         "default_max_pods_per_node",
         "description",
         "enable_autopilot",
@@ -80,7 +85,6 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
         "network",
         "networking_mode",
         "node_pool",
-        "private_cluster_config.enable_private_nodes",
         "private_cluster_config.master_ipv4_cidr_block",
         "private_cluster_config.private_endpoint_subnetwork",
         "project",

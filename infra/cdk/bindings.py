@@ -1,6 +1,6 @@
 """Fast access to the prebuilt provider bindings.
 
-`import cdktf_cdktf_provider_google` runs a package `__init__` that imports
+`import cdktn_provider_google` runs a package `__init__` that imports
 all ~1,470 resource submodules, which dominates synth time. Each submodule
 only needs the package's `_jsii` module (it loads the provider's jsii
 assembly), so we register a bare package object with the right `__path__` and
