@@ -175,6 +175,14 @@ def test_gpu_training_jobset_runs_one_jax_process_per_node(stacks: dict[str, dic
     job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert job["parallelism"] == job["completions"] == 2 and "successPolicy" not in job
     assert jobset["spec"]["failurePolicy"]["maxRestarts"] == 3
+    # dev's resilience: a restart only on 42 and a kill by a signal; any other exit code fails the job set at once.
+    (policy,) = job["podFailurePolicy"]["rules"]
+    codes = policy["onExitCodes"]
+    assert (policy["action"], codes["containerName"], codes["operator"]) == ("FailJob", "train", "NotIn")
+    assert codes["values"] == [42, *range(128, 256)]
+    assert jobset["spec"]["failurePolicy"]["rules"] == [
+        {"name": "exitCodeNotRetried", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
+    ]
     pod = job["template"]
     assert pod["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
     bucket = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")

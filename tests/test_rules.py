@@ -94,6 +94,11 @@ def _flex_and_reservation(mp: pytest.MonkeyPatch) -> None:
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    "ray-train.restarts-on-any-worker-error": (
+        lambda d, mp: d["training"].update(resilience={"retry_exit_codes": [42]}),
+        "training.resilience.retry_exit_codes",
+        "cannot tell exit codes apart",
+    ),
     "kueue.team-quotas-within-the-slices": (
         lambda d, mp: d["teams"]["research"].update(quota={"a3mega": 24}),
         "teams.*.quota.a3mega",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from infra.config.base import KubernetesName, Model, Name
 
@@ -17,6 +17,63 @@ GOODPUT_ROLES = ("roles/logging.logWriter", "roles/logging.viewer", "roles/monit
 class PodSize(Model):
     cpu: Annotated[str, StringConstraints(pattern=r"^[0-9]+m?$")]
     memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")]
+
+
+def _exit_codes(value: int | str) -> list[int]:
+    if isinstance(value, int):
+        return [value]
+    low, high = (int(part) for part in value.split("-"))
+    return list(range(low, high + 1))
+
+
+# An exit code (1-255; 0 is success), or a range of them: "128-255".
+ExitCodes = Annotated[int, Field(ge=1, le=255)] | Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}-[0-9]{1,3}$")]
+
+
+class LocalCheckpoints(Model):
+    """The in-cluster tiers of GKE's Multi-Tier Checkpointing (the cluster's HighScaleCheckpointing add-on): every
+    TPU host of the training slices saves its part of the training state to a RAM disk every `every_steps` steps;
+    GKE's replicator copies it to a peer and backs it up to the training bucket every `backup_every_minutes`. A
+    restart restores from the nearest copy: the host's own, a peer's, then the bucket's."""
+
+    # MaxText's local_checkpoint_period.
+    every_steps: int = Field(ge=1)
+    # MaxText's multi_tier_checkpointing_backup_interval_minutes: how often the replicator writes to the bucket.
+    backup_every_minutes: int = Field(ge=1)
+    # Each host's RAM disk (the CheckpointConfiguration's inMemoryVolumeSize), in Gi: it holds the host's own part
+    # and its peer's copy (rule gke.mtc-in-memory-volume-holds-the-checkpoints), out of the node's memory.
+    in_memory: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]*Gi$")]
+
+    @property
+    def in_memory_gib(self) -> int:
+        return int(self.in_memory.removesuffix("Gi"))
+
+
+class Resilience(Model):
+    """How a training job survives a failure: how many times it restarts, on which exit codes, and what it keeps
+    closer than the bucket. Every restart resumes from the newest complete checkpoint."""
+
+    # Restarts of the whole job before it fails for good (Ray Train's FailureConfig max_failures; a JobSet's
+    # failurePolicy.maxRestarts).
+    max_restarts: int = Field(default=3, ge=0)
+    # The exit codes that mean "retry" (JobSet training): a process that exits with any other code fails the job
+    # at once, counting no restart (a Job podFailurePolicy). xpk's default is 42 and 127-255 (killed by a signal,
+    # 128+N). Empty: every failure restarts.
+    retry_exit_codes: list[ExitCodes] = []  # noqa: RUF012
+    # The local and peer tiers (GKE Multi-Tier Checkpointing, TPU training).
+    local_checkpoints: LocalCheckpoints | None = None
+
+    @property
+    def exit_codes(self) -> list[int]:
+        return sorted({code for value in self.retry_exit_codes for code in _exit_codes(value)})
+
+    @model_validator(mode="after")
+    def _ranges(self) -> Resilience:
+        for value in self.retry_exit_codes:
+            codes = _exit_codes(value)
+            if not codes or codes[0] < 1 or codes[-1] > 255:
+                raise ValueError(f"retry_exit_codes: {value!r} is not a range of exit codes within 1-255, low-high")
+        return self
 
 
 class Training(Model):
@@ -32,12 +89,23 @@ class Training(Model):
     head: PodSize = PodSize(cpu="4", memory="16Gi")
     worker: PodSize
     shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"
-    # Ray Train restarts the worker group this many times; each restart resumes from the last checkpoint.
-    max_failures: int = Field(default=3, ge=0)
+    # Ray Train restarts the worker group up to resilience.max_restarts times, each resuming from the newest
+    # complete checkpoint.
+    resilience: Resilience = Resilience()
     # MaxText records the run's goodput and badput with ML Goodput Measurement (Cloud Logging, `goodput_<run>`) and
     # uploads them to Cloud Monitoring (compute.googleapis.com/workload/goodput_time, badput_time): the identity
     # gets the project roles that takes (GOODPUT_ROLES) and the dashboard charts them.
     goodput: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: object) -> object:
+        if isinstance(data, dict) and "max_failures" in data:
+            raise ValueError(
+                f"max_failures ({data['max_failures']!r}) is now resilience.max_restarts: write "
+                f"`resilience: {{max_restarts: {data['max_failures']}}}`"
+            )
+        return data
 
 
 class NcclCheck(Model):
@@ -72,6 +140,8 @@ class GpuTraining(TrainerRun):
     """A JobSet that trains the canary with JAX on a GPU slice, one process per node."""
 
     slice: Name
+    # A JobSet's failurePolicy (maxRestarts, and a Job podFailurePolicy for retry_exit_codes).
+    resilience: Resilience = Resilience()
 
 
 class Batch(Model):

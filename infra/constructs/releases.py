@@ -230,6 +230,8 @@ def gpu_training_values(env: Environment) -> dict[str, Any]:
             "steps": training.steps,
             "bucket": env.bucket_name(training.bucket),
             "mountPath": CHECKPOINT_MOUNT,
+            "maxRestarts": training.resilience.max_restarts,
+            "retryExitCodes": training.resilience.exit_codes or None,
         },
     }
 

@@ -104,6 +104,17 @@ def _recipes_section(env: str) -> str:
     return "\n## Training recipes on its slice\n\n```\n" + "\n".join(lines) + "\n```\n" if lines else ""
 
 
+def _recovery_section(env: str) -> str:
+    """What a failure costs each training job of the environment (workloads/trainer/recovery.py), if its file is
+    among the environments."""
+    from infra.config import environments_dir, parse_environment
+    from workloads.trainer.recovery import recovery_lines
+
+    path = environments_dir() / f"{env}.yaml"
+    lines = recovery_lines(parse_environment(path)) if path.exists() else []
+    return "\n## Surviving a failure\n\n```\n" + "\n".join(lines) + "\n```\n" if lines else ""
+
+
 def _holdings(outdir: Path, env: str, body: Mapping[str, Any]) -> list[Holding]:
     """What every orchestrator of the environment would hold: its GKE pools and VM groups (the stack), its Slurm
     partitions (`slurm/<env>/blueprint.yaml`) and its Vertex AI jobs (`vertex/<env>/*.json`)."""
@@ -145,7 +156,7 @@ def write_reviews(
             holdings=_holdings(outdir, env, body),
             posture=security_posture(body),
         )
-        (review_dir / f"{env}.md").write_text(render(review) + _recipes_section(env))
+        (review_dir / f"{env}.md").write_text(render(review) + _recipes_section(env) + _recovery_section(env))
         (review_dir / f"{env}.json").write_text(json.dumps(review_json(review), indent=1, sort_keys=True) + "\n")
         reviews.append(review)
     return reviews

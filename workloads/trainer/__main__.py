@@ -310,7 +310,7 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _max_failures(env: Environment) -> int:
-    return env.training.max_failures if env.training else 3
+    return env.training.resilience.max_restarts if env.training else 3
 
 
 def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:

@@ -56,6 +56,9 @@ class Recipe(BaseModel):
     dataset_type: Literal["synthetic", "hf", "tfds", "grain"] = "synthetic"
     dataset_path: str | None = None
     checkpoint_period: int = Field(default=100, ge=1)
+    # The throughput the recipe's source publishes for it on one slice (tokens per second per chip): the step time
+    # the review's lost-work figures use; none where nothing is published.
+    tokens_per_second_per_chip: float | None = Field(default=None, gt=0)
     flags: dict[str, str | int | float | bool] = {}
 
     @property
@@ -63,8 +66,32 @@ class Recipe(BaseModel):
         """Bytes (GB) each slice sends over the data-center network per step: the gradients' ring all-reduce
         across the slices, 2 (N-1)/N of the gradients (in the weights' dtype); 0 on one slice. An estimate from
         the parameter count, not the compiler's."""
-        dtype_bytes = 2 if self.flags.get("weight_dtype") == "bfloat16" else 4  # MaxText's weight_dtype: float32
-        return 2 * (self.slices - 1) / self.slices * self.params_billion * dtype_bytes
+        return 2 * (self.slices - 1) / self.slices * self.params_billion * self.weight_bytes
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes per weight: MaxText's weight_dtype (configs/base.yml: float32 unless the recipe says bfloat16)."""
+        return 2 if self.flags.get("weight_dtype") == "bfloat16" else 4
+
+    @property
+    def checkpoint_gb(self) -> float:
+        """The training state one checkpoint holds, in GB: the weights and AdamW's two moments, each in the
+        weights' dtype (MaxText's mu_dtype defaults to weight_dtype, configs/types.py; optax's second moment is
+        made like the parameters, optax/_src/transform.py scale_by_adam). An estimate from the parameter count."""
+        return self.params_billion * 3 * self.weight_bytes
+
+    def checkpoint_gb_per_host(self, slice_: Slice) -> float:
+        """What one host of `slice_` saves of a checkpoint: the state is sharded over the chips of a slice's fsdp and
+        tensor axes (a data-parallel replica holds it all), and a host saves its chips' shards."""
+        mesh = self.mesh_for_devices(slice_.devices)
+        return self.checkpoint_gb / (mesh["fsdp"] * mesh["tensor"]) * slice_.chips_per_host
+
+    @property
+    def step_seconds(self) -> float | None:
+        """One step's time at the published throughput (a slice's chips each take a batch of tokens)."""
+        if self.tokens_per_second_per_chip is None:
+            return None
+        return self.per_device_batch_size * self.max_target_length / self.tokens_per_second_per_chip
 
     def mesh_for(self, slice_: Slice, count: int = 1) -> dict[str, int]:
         """The resolved (data, fsdp, tensor) sizes on each of `count` slices of `slice_`'s shape, or RecipeError

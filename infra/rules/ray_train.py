@@ -1,0 +1,39 @@
+"""Ray Train: what its failure handling takes (the TPU training's restarts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from infra.rules import Finding, rule
+
+if TYPE_CHECKING:
+    from infra.config import Environment
+
+RAY_FAILURE_CONFIG = (
+    "ray-project/ray python/ray/train/v2/api/config.py FailureConfig @ ray-2.60.0 ('max_failures: Tries to "
+    "recover a run from training worker errors at least this many times'; node preemptions are counted apart, "
+    "max_preemption_failures, unbounded by default); "
+    "https://docs.ray.io/en/latest/train/user-guides/fault-tolerance.html"
+)
+
+
+@rule(
+    id="ray-train.restarts-on-any-worker-error",
+    system="Ray Train",
+    layer="engine-start",
+    summary=(
+        "The Ray training's resilience names no exit codes: Ray Train restarts the worker group on any worker "
+        "error, up to FailureConfig max_failures (resilience.max_restarts), and takes no list of codes."
+    ),
+    source=RAY_FAILURE_CONFIG,
+    subject="environment",
+)
+def _no_exit_codes(env: Environment) -> Iterator[Finding]:
+    if env.training is not None and env.training.resilience.retry_exit_codes:
+        yield Finding(
+            "training.resilience.retry_exit_codes",
+            list(env.training.resilience.retry_exit_codes),
+            "Ray Train restarts the worker group on any worker error (up to resilience.max_restarts) and cannot "
+            "tell exit codes apart: leave retry_exit_codes out here (JobSet training, batch.training, takes them)",
+        )

@@ -1,0 +1,135 @@
+"""What a failure costs a training job: how many restarts it gets, where each restart restores from, and the most
+work it can lose (`make plan`'s review, "Surviving a failure").
+
+The figures come from the environment's `resilience` blocks and the recipe: its checkpoint period, the state a
+checkpoint holds (`Recipe.checkpoint_gb`, per host of the slice) and the step time at the recipe's published
+throughput (`Recipe.step_seconds`); where a recipe publishes none, the loss is given in steps only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from workloads.trainer.recipes import Recipe, RecipeError, get_recipe
+
+if TYPE_CHECKING:
+    from infra.config import Environment
+    from infra.config.training import Resilience
+
+
+# MaxText saves asynchronously (async_checkpointing): a save still being written when the job fails is not complete,
+# and the restart takes the one before it.
+_ASYNC = ", more if a save was still being written"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _steps(steps: int, recipe: Recipe | None) -> str:
+    """`steps` steps, with their time where the recipe publishes a step time."""
+    step = recipe.step_seconds if recipe else None
+    if step is None:
+        return f"{steps} steps"
+    return f"{steps} steps ({_duration(steps * step)} at {recipe.tokens_per_second_per_chip:,.0f} tokens/s/chip)"  # type: ignore[union-attr]
+
+
+def _restarts(resilience: Resilience, by: str) -> str:
+    codes = resilience.exit_codes
+    on = f" on exit codes {_code_ranges(codes)} (any other fails it at once)" if codes else ""
+    return f"up to {resilience.max_restarts} restarts{on}, {by}"
+
+
+def _code_ranges(codes: list[int]) -> str:
+    runs: list[list[int]] = []
+    for code in codes:
+        if runs and code == runs[-1][-1] + 1:
+            runs[-1].append(code)
+        else:
+            runs.append([code])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def _expected(period: int, recipe: Recipe) -> str:
+    """The expected time one failure costs: half a checkpoint period redone on average, and the restart."""
+    redo = _steps(period // 2, recipe) if period >= 2 else "no step"
+    return (
+        f"  expected cost of one failure: {redo} redone on average, plus the restart: start-up, the restore and "
+        "the step's compilation, which goodput measures on every run (badput startup, checkpoint, compilation)"
+    )
+
+
+def ray_training_lines(env: Environment) -> list[str]:
+    """The Ray training cluster's recovery: restarts, checkpoint tiers, the most work lost, what a restart reads."""
+    training = env.training
+    if training is None or training.slice not in env.slices:
+        return []
+    spec = env.slices[training.slice]
+    slice_ = spec.slice
+    resilience = training.resilience
+    recipe: Recipe | None = None
+    if training.recipe:
+        try:
+            recipe = get_recipe(training.recipe)
+        except RecipeError:
+            recipe = None
+    head = (
+        f"training (Ray, slice {training.slice}: {spec.count} x {slice_.name}), recipe "
+        f"{training.recipe or '(none)'}: "
+        + _restarts(
+            resilience,
+            "each of the worker group from the newest complete checkpoint (Ray Train "
+            "FailureConfig; a node's preemption counts apart, unbounded)",
+        )
+    )
+    lines = [head]
+    if recipe is None or recipe.engine != "maxtext":
+        lines.append("  the checkpoint period and size are the recipe's: `make train RECIPE=` names one")
+        return lines
+    per_host = recipe.checkpoint_gb_per_host(slice_)
+    lines.append(
+        f"  state: {recipe.checkpoint_gb:.1f} GB a checkpoint ({recipe.params_billion} B parameters, weights and "
+        f"AdamW's two moments), {per_host:.1f} GB per host ({slice_.hosts} hosts a slice)"
+    )
+    bucket = f"gs://{env.bucket_name(training.bucket)}"
+    local = resilience.local_checkpoints
+    if local is None:
+        lines.append(f"  checkpoints: {bucket} every {recipe.checkpoint_period} steps (MaxText checkpoint_period)")
+        lines.append(f"  most work a failure can lose: {_steps(recipe.checkpoint_period, recipe)}{_ASYNC}")
+        lines.append(f"  a restart reads {per_host:.1f} GB per host from the bucket")
+        lines.append(_expected(recipe.checkpoint_period, recipe))
+        return lines
+    lines.append(
+        f"  checkpoints: each host's RAM disk ({local.in_memory}) every {local.every_steps} steps, a copy on a "
+        f"peer, {bucket} every {local.backup_every_minutes} min (GKE Multi-Tier Checkpointing)"
+    )
+    lines.append(
+        f"  most work a failure can lose: {_steps(local.every_steps, recipe)}{_ASYNC} while a host's or its peer's "
+        f"copy survives; {local.backup_every_minutes} min of steps when no copy in the cluster does (the bucket's)"
+    )
+    lines.append(f"  a restart reads {per_host:.1f} GB per host from RAM, a peer or the bucket, the nearest first")
+    lines.append(_expected(local.every_steps, recipe))
+    return lines
+
+
+def gpu_training_lines(env: Environment) -> list[str]:
+    """The GPU JobSet training's recovery: restarts, exit codes, checkpoints every step."""
+    batch = env.batch
+    if batch is None or batch.training is None:
+        return []
+    training = batch.training
+    return [
+        f"batch.training (JobSet, slice {training.slice}): "
+        + _restarts(training.resilience, "each of every Job from the newest checkpoint (JobSet failurePolicy)"),
+        f"  checkpoints: gs://{env.bucket_name(training.bucket)} every step (the canary trainer); most work a "
+        "failure can lose: 1 step",
+    ]
+
+
+def recovery_lines(env: Environment) -> list[str]:
+    """Every training job's recovery, for the review."""
+    return [*ray_training_lines(env), *gpu_training_lines(env)]
