@@ -273,6 +273,11 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
     usage = cluster.get("clusterqueues", "gpu")["status"]["flavorsReservation"]
     gpus = next(r for f in usage if f["name"] == "a3mega" for r in f["resources"] if r["name"] == "nvidia.com/gpu")
     assert (gpus["total"], gpus["borrowed"]) == ("16", "8")
+    # The training JobSet's Jobs, made by the real JobSet controller (suspended while Kueue holds them) and accepted
+    # by the API server with their pod failure policy: exit codes other than dev's retry codes fail the Job.
+    jobs = cluster.get("jobs", "-n", "ml-gpu")["items"]
+    policies = [j["spec"]["podFailurePolicy"]["rules"] for j in jobs if j["spec"].get("podFailurePolicy")]
+    assert policies and all(r[0]["onExitCodes"]["values"] == [42, *range(128, 256)] for r in policies), jobs
 
 
 @pytest.mark.slow

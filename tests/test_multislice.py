@@ -182,3 +182,32 @@ def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(tmp_path: Path) 
     assert [s for s, _ in losses(two)] == [1, 2, 3, 4, 5], "a completed step was lost or redone"
     for (step, lost), (_, whole) in zip(losses(two), losses(one), strict=True):
         assert lost == pytest.approx(whole, abs=1e-5), f"step {step}"
+
+
+@pytest.mark.slow
+def test_a_local_checkpoint_tier_loses_no_step_to_a_crash_and_the_bucket_bounds_a_lost_host(tmp_path: Path) -> None:
+    """Orbax's emergency checkpointing in the trainer, two slices of two processes: the first slice writes the
+    bucket every 3 steps, the second its local folder (a host's RAM disk) every step. Slice 1 dies after step 7:
+    with its local checkpoints intact (a crash) the job resumes from step 7, a step the bucket does not have, and
+    no step is redone; when they go with it (a lost host) it resumes from the bucket's step 6 and redoes step 7."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    slices = ("--workers", "4", "--devices-per-worker", "1", "--slices", "2", "--mesh", "data=1,fsdp=2,tensor=1")
+
+    def run(case: str, *extra: str) -> tuple[list[int], list[int]]:
+        ckpt, local = tmp_path / case / "ckpt", tmp_path / case / "local"
+        command = [
+            sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(ckpt),
+            "--local-checkpoint-dir", str(local), "--local-every", "1", "--checkpoint-every", "3",
+            "--steps", "8", "--fail-at-step", "7", *slices, *extra,
+        ]  # fmt: skip
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stderr[-4000:]
+        assert sorted(p.name for p in (ckpt / "state").iterdir()) == ["6", "8"], "the bucket: every 3rd and the last"
+        starts = [json.loads(line)["start_step"] for line in (ckpt / "attempts.jsonl").read_text().splitlines()]
+        steps = [json.loads(line)["step"] for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
+        return starts, steps
+
+    starts, steps = run("crash")
+    assert starts == [0, 7] and steps == [1, 2, 3, 4, 5, 6, 7, 8], "resumed from slice 1's local step 7"
+    starts, steps = run("lost-host", "--fail-loses-local")
+    assert starts == [0, 6] and steps == [1, 2, 3, 4, 5, 6, 7, 7, 8], "resumed from the bucket's step 6"

@@ -30,28 +30,10 @@ def _exit_codes(value: int | str) -> list[int]:
 ExitCodes = Annotated[int, Field(ge=1, le=255)] | Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}-[0-9]{1,3}$")]
 
 
-class LocalCheckpoints(Model):
-    """The in-cluster tiers of GKE's Multi-Tier Checkpointing (the cluster's HighScaleCheckpointing add-on): every
-    TPU host of the training slices saves its part of the training state to a RAM disk every `every_steps` steps;
-    GKE's replicator copies it to a peer and backs it up to the training bucket every `backup_every_minutes`. A
-    restart restores from the nearest copy: the host's own, a peer's, then the bucket's."""
-
-    # MaxText's local_checkpoint_period.
-    every_steps: int = Field(ge=1)
-    # MaxText's multi_tier_checkpointing_backup_interval_minutes: how often the replicator writes to the bucket.
-    backup_every_minutes: int = Field(ge=1)
-    # Each host's RAM disk (the CheckpointConfiguration's inMemoryVolumeSize), in Gi: it holds the host's own part
-    # and its peer's copy (rule gke.mtc-in-memory-volume-holds-the-checkpoints), out of the node's memory.
-    in_memory: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]*Gi$")]
-
-    @property
-    def in_memory_gib(self) -> int:
-        return int(self.in_memory.removesuffix("Gi"))
-
-
 class Resilience(Model):
-    """How a training job survives a failure: how many times it restarts, on which exit codes, and what it keeps
-    closer than the bucket. Every restart resumes from the newest complete checkpoint."""
+    """How a training job survives a failure: how many times it restarts and on which exit codes. Every restart
+    resumes from the newest complete checkpoint in the bucket (docs/training.md, "Surviving a failure", says why the
+    in-cluster tiers are not offered for MaxText on Ray)."""
 
     # Restarts of the whole job before it fails for good (Ray Train's FailureConfig max_failures; a JobSet's
     # failurePolicy.maxRestarts).
@@ -60,8 +42,6 @@ class Resilience(Model):
     # at once, counting no restart (a Job podFailurePolicy). xpk's default is 42 and 127-255 (killed by a signal,
     # 128+N). Empty: every failure restarts.
     retry_exit_codes: list[ExitCodes] = []  # noqa: RUF012
-    # The local and peer tiers (GKE Multi-Tier Checkpointing, TPU training).
-    local_checkpoints: LocalCheckpoints | None = None
 
     @property
     def exit_codes(self) -> list[int]:

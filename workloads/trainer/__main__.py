@@ -53,9 +53,13 @@ def run_local(
     fail_at_step: int | None = None,
     checkpoint_every: int = 1,
     slices: int = 1,
+    local_checkpoint_dir: str | None = None,
+    local_every: int = 1,
+    fail_loses_local: bool = False,
 ) -> dict[str, Any]:
     """Train the canary `steps` more steps on local CPU workers; return the run's summary. `slices`: the workers
-    split into that many slices of `mesh` each, data parallel across them (a multislice job)."""
+    split into that many slices of `mesh` each, data parallel across them (a multislice job); with
+    `local_checkpoint_dir`, Orbax's emergency checkpointing keeps a local tier there every `local_every` steps."""
     from workloads.trainer.canary.train import METRICS_FILE, SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
     from workloads.trainer.goodput import goodput, read_records
     from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray
@@ -63,7 +67,8 @@ def run_local(
 
     ckpt = Path(checkpoint_dir).absolute()
     ckpt.mkdir(parents=True, exist_ok=True)
-    start = latest_step(ckpt)
+    local = str(Path(local_checkpoint_dir).absolute()) if local_checkpoint_dir else None
+    start = latest_step(ckpt, local)
     config = CanaryConfig(
         checkpoint_dir=str(ckpt),
         end_step=start + steps,
@@ -71,6 +76,9 @@ def run_local(
         slices=slices,
         fail_at_step=fail_at_step,
         checkpoint_every=checkpoint_every,
+        local_checkpoint_dir=local,
+        local_every=local_every,
+        fail_loses_local=fail_loses_local,
     )
     placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker, slices=slices)
     mesh_shape(placement.devices // slices, **mesh)  # a mesh that does not fit fails here, not in a worker
@@ -397,6 +405,13 @@ def main(argv: list[str] | None = None) -> int:
     local.add_argument("--max-failures", type=int, default=1)
     local.add_argument("--checkpoint-every", type=int, default=1, help="steps between checkpoints (and the last)")
     local.add_argument("--fail-at-step", type=int, default=None, help=argparse.SUPPRESS)
+    local.add_argument(
+        "--local-checkpoint-dir",
+        default=None,
+        help="on several slices, Orbax's emergency checkpointing: a local tier here (a RAM disk on a cluster)",
+    )
+    local.add_argument("--local-every", type=int, default=1, help="steps between local checkpoints")
+    local.add_argument("--fail-loses-local", action="store_true", help=argparse.SUPPRESS)
     for name, helptext in (
         ("run", "train a recipe on a slice (inside the cluster)"),
         ("args", "print what `run` would do, MaxText arguments included"),
@@ -468,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
                     fail_at_step=args.fail_at_step,
                     checkpoint_every=args.checkpoint_every,
                     slices=args.slices,
+                    local_checkpoint_dir=args.local_checkpoint_dir,
+                    local_every=args.local_every,
+                    fail_loses_local=args.fail_loses_local,
                 )
         elif args.command == "args":
             out = _cluster_plan(args)

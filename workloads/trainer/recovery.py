@@ -96,23 +96,10 @@ def ray_training_lines(env: Environment) -> list[str]:
         f"AdamW's two moments), {per_host:.1f} GB per host ({slice_.hosts} hosts a slice)"
     )
     bucket = f"gs://{env.bucket_name(training.bucket)}"
-    local = resilience.local_checkpoints
-    if local is None:
-        lines.append(f"  checkpoints: {bucket} every {recipe.checkpoint_period} steps (MaxText checkpoint_period)")
-        lines.append(f"  most work a failure can lose: {_steps(recipe.checkpoint_period, recipe)}{_ASYNC}")
-        lines.append(f"  a restart reads {per_host:.1f} GB per host from the bucket")
-        lines.append(_expected(recipe.checkpoint_period, recipe))
-        return lines
-    lines.append(
-        f"  checkpoints: each host's RAM disk ({local.in_memory}) every {local.every_steps} steps, a copy on a "
-        f"peer, {bucket} every {local.backup_every_minutes} min (GKE Multi-Tier Checkpointing)"
-    )
-    lines.append(
-        f"  most work a failure can lose: {_steps(local.every_steps, recipe)}{_ASYNC} while a host's or its peer's "
-        f"copy survives; {local.backup_every_minutes} min of steps when no copy in the cluster does (the bucket's)"
-    )
-    lines.append(f"  a restart reads {per_host:.1f} GB per host from RAM, a peer or the bucket, the nearest first")
-    lines.append(_expected(local.every_steps, recipe))
+    lines.append(f"  checkpoints: {bucket} every {recipe.checkpoint_period} steps (MaxText checkpoint_period)")
+    lines.append(f"  most work a failure can lose: {_steps(recipe.checkpoint_period, recipe)}{_ASYNC}")
+    lines.append(f"  a restart reads {per_host:.1f} GB per host from the bucket")
+    lines.append(_expected(recipe.checkpoint_period, recipe))
     return lines
 
 

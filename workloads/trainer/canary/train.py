@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -36,14 +37,21 @@ class CanaryConfig:
     learning_rate: float = 3e-3
     warmup_steps: int = 2
     checkpoint_every: int = 1
+    # Orbax's emergency checkpointing (on several slices): every process also saves its part of the state every
+    # `local_every` steps under `<local_checkpoint_dir>/process-<index>` (a host's RAM disk on a cluster); a restart
+    # restores from the newest complete checkpoint of either tier, a local one broadcast from a slice that has it.
+    local_checkpoint_dir: str | None = None
+    local_every: int = 1
     # One slice's mesh; `slices` of them split the data axis (workloads/trainer/mesh.py).
     mesh: dict[str, int] = field(default_factory=lambda: {"data": 1, "fsdp": -1, "tensor": 1})
     slices: int = 1
     seed: int = 0
     peak_tflops_per_device: float | None = None
     # Fault injection for tests: the last process (on several slices: every process of the last slice, a lost
-    # slice) exits hard once, right after the checkpoint of this step is written (a marker file makes it once).
+    # slice) exits hard once, right after the checkpoint of this step is written (a marker file makes it once);
+    # with `fail_loses_local`, its local checkpoints go with it (a lost host's RAM disk).
     fail_at_step: int | None = None
+    fail_loses_local: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +71,39 @@ def _path_of(keys: tuple[Any, ...]) -> str:
     for k in keys:
         parts.append(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))))
     return "/".join(parts)
+
+
+def _emergency_manager(config: CanaryConfig, mesh: Any, target: Any, persistent: Path) -> Any:
+    """Orbax's emergency CheckpointManager: the persistent tier (the bucket) every `checkpoint_every` steps, written by
+    the first slice; the local tier every `local_every` steps, written by the others, each process to its own
+    folder. The mesh's first axis (data, the slices stacked on it) tells replicas apart."""
+    import jax
+    from absl import flags
+    from orbax.checkpoint import multihost
+    from orbax.checkpoint.experimental.emergency import checkpoint_manager as emergency
+
+    # Orbax's emergency restore reads absl flags of its own (as MaxText's runs, which parse theirs); their
+    # defaults are what this trainer wants.
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+    multihost.initialize_runtime_to_distributed_ids()
+    multihost.initialize_distributed_to_device_ids()
+    assert config.local_checkpoint_dir is not None
+    local = Path(config.local_checkpoint_dir).absolute() / f"process-{jax.process_index()}"
+    local.mkdir(parents=True, exist_ok=True)
+    return emergency.CheckpointManager(
+        local,
+        persistent,
+        global_mesh=mesh,
+        abstract_state=target,
+        options=emergency.CheckpointManagerOptions(
+            local=emergency.LocalCheckpointOptions(save_interval_steps=config.local_every, max_to_keep=2),
+            persistent=emergency.PersistentCheckpointOptions(
+                save_interval_steps=config.checkpoint_every, max_to_keep=2
+            ),
+            enable_async_checkpointing=False,
+        ),
+    )
 
 
 def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -108,13 +149,18 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     replicated = NamedSharding(mesh, PartitionSpec())
 
     checkpoint_dir = Path(config.checkpoint_dir).absolute()
-    manager = ocp.CheckpointManager(
-        checkpoint_dir / "state",
-        options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False),
-    )
-    start = manager.latest_step() or 0
-    if start:
-        target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
+    target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
+    if config.local_checkpoint_dir:
+        manager = _emergency_manager(config, mesh, target, checkpoint_dir / "state")
+    else:
+        manager = ocp.CheckpointManager(
+            checkpoint_dir / "state",
+            options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False),
+        )
+    start = int(manager.latest_step() or 0)
+    if start and config.local_checkpoint_dir:
+        state = manager.restore(start).state
+    elif start:
         state = manager.restore(start, args=ocp.args.StandardRestore(target))
     else:
         state = jax.jit(init, out_shardings=shardings)(jax.random.key(config.seed))
@@ -156,7 +202,11 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         elapsed = time.perf_counter() - began
         done = step + 1
         saving = time.perf_counter()
-        if done % config.checkpoint_every == 0 or done == config.end_step:
+        if config.local_checkpoint_dir:  # the manager saves each tier on its own interval
+            # The run's last step goes to both tiers, as the plain manager keeps its last step.
+            manager.save(done, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state)), force=done == config.end_step)
+            manager.wait_until_finished()
+        elif done % config.checkpoint_every == 0 or done == config.end_step:
             manager.save(done, args=ocp.args.StandardSave(state))
         saved = time.perf_counter() - saving
         step_times.append(elapsed)
@@ -178,6 +228,8 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
             marker = checkpoint_dir / f".failed-at-{done}{f'-process-{jax.process_index()}' * (config.slices > 1)}"
             if not marker.exists():
                 marker.touch()
+                if config.fail_loses_local and config.local_checkpoint_dir:
+                    shutil.rmtree(Path(config.local_checkpoint_dir) / f"process-{jax.process_index()}")
                 os._exit(17)
     manager.wait_until_finished()
     manager.close()
@@ -219,8 +271,11 @@ def read_metrics(checkpoint_dir: str | Path) -> dict[int, dict[str, Any]]:
     return records
 
 
-def latest_step(checkpoint_dir: str | Path) -> int:
-    """The step of the newest complete checkpoint, 0 if none (no JAX needed)."""
-    state = Path(checkpoint_dir) / "state"
-    steps = [int(p.name) for p in state.glob("[0-9]*") if p.is_dir() and p.name.isdigit()] if state.exists() else []
+def latest_step(checkpoint_dir: str | Path, local_checkpoint_dir: str | Path | None = None) -> int:
+    """The step of the newest complete checkpoint, 0 if none (no JAX needed): in the bucket's folder, or in any
+    process's local folder (emergency checkpointing)."""
+    folders = [Path(checkpoint_dir) / "state"]
+    if local_checkpoint_dir is not None:
+        folders += sorted(Path(local_checkpoint_dir).glob("process-*"))
+    steps = [int(p.name) for f in folders if f.exists() for p in f.iterdir() if p.is_dir() and p.name.isdigit()]
     return max(steps, default=0)
