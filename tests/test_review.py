@@ -99,6 +99,19 @@ def test_a_replacement_inside_a_nested_block_is_seen(stacks: dict[str, dict[str,
     assert change.blocked.startswith("an accelerator slice pool (a3-mega")
 
 
+def test_the_replacements_are_the_pinned_providers_own() -> None:
+    """google 7.x made a cluster's private nodes switchable in place and a node pool's sandbox and subnetwork
+    ForceNew (hashicorp/terraform-provider-google v6.50.0 -> v7.45.0): the review follows the provider the stacks
+    pin."""
+    from infra.catalogue.terraform_google import PROVIDER, forces_replacement
+
+    assert PROVIDER.endswith("v7.45.0")
+    assert not forces_replacement("google_container_cluster", "private_cluster_config.enable_private_nodes")
+    assert forces_replacement("google_container_cluster", "dataplane_optimization_mode")
+    assert forces_replacement("google_container_node_pool", "node_config.sandbox_config.sandbox_type")
+    assert forces_replacement("google_container_node_pool", "network_config.subnetwork")
+
+
 def test_a_machine_type_change_is_an_update_in_place(stacks: dict[str, dict[str, Any]]) -> None:
     after = copy.deepcopy(stacks["dev"])
     _pool(after, "system")["node_config"]["machine_type"] = "n2-standard-8"
