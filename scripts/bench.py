@@ -1,11 +1,11 @@
 """Benchmarks, each in fresh processes on this machine.
 
-synth:  synth wall time and peak memory against the stock provider import
-        (`import cdktn_provider_google` alone), cold (compiled from source)
-        and warm (bytecode); median of --repeat runs; then where one synth's
-        time goes. No target: the one it had (a quarter of the stock import)
-        measured cdktf's package, which imported every resource module;
-        cdktn's imports them lazily (docs/performance.md).
+synth:  synth wall time and peak memory, beside the google bindings' package
+        import alone, cold (compiled from source) and warm (bytecode); median
+        of --repeat runs; then where one synth's time goes. No target: the one
+        it had (a quarter of that import) measured cdktf's package, which
+        imported every resource module; cdktn's imports them lazily
+        (docs/performance.md).
 canary: the canary's steady-state step time through JaxTrainer against a plain
         JAX loop on the same machine and mesh (1 process x 4 CPU devices;
         target ratio of the medians plain / JaxTrainer >= 0.95), each side
@@ -463,7 +463,8 @@ def bench_plan(sizes: list[int]) -> None:
 
 # Where one synth's time goes, timed inside one process: the loader, the jsii runtime loading each provider's
 # assembly (Node requires every one of the provider's ~1,470 resource modules: the package's index requires them
-# all), then the stacks (importing the binding modules they use, the constructs' jsii calls) and writing them.
+# all; Python's package imports them lazily), then the stacks (importing the binding modules they use, the
+# constructs' jsii calls) and writing them.
 _SYNTH_PHASES = """
 import importlib, json, sys, tempfile, time
 from pathlib import Path
@@ -473,10 +474,9 @@ phases = []
 from infra.synth.load import load_all
 envs = load_all(); lap("Python start, import and load the environment files")
 import cdktn; lap("jsii runtime start and the cdktn assembly")
-from infra.cdk.bindings import _bare_package
 from infra.cdk import provider_package
 for name in ("google", "kubernetes", "helm"):
-    _bare_package(provider_package(name)); importlib.import_module(provider_package(name) + "._jsii")
+    importlib.import_module(provider_package(name) + "._jsii")
     lap(f"the {name} provider's assembly (Node requires all its modules)")
 from infra.synth.app import synth
 with tempfile.TemporaryDirectory() as tmp:
@@ -486,20 +486,16 @@ print(json.dumps(phases))
 
 
 def bench_synth(repeat: int) -> None:
-    """Synth against the stock import, cold (every module compiled from source, as a machine with
-    PYTHONDONTWRITEBYTECODE and no compiled files has it: the figure its target is set on) and warm (the
-    bytecode `make venv` now compiles at install); then where one warm synth's time goes."""
+    """Synth of every environment, and the google bindings' package import alone, cold (every module compiled from
+    source, as a machine with PYTHONDONTWRITEBYTECODE and no compiled files has it) and warm (the bytecode `make
+    venv` compiles at install); then where one warm synth's time goes."""
     base_env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     python = sys.executable
     rows: list[tuple[str, str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         cases = {
             "stock import of the google bindings alone": ([python, "-c", "import cdktn_provider_google"], {}),
-            "synth, all environments (fast import)": ([python, "-m", "infra"], {"CDKTF_OUTDIR": f"{tmp}/fast"}),
-            "synth, all environments (stock import)": (
-                [python, "-m", "infra"],
-                {"CDKTF_OUTDIR": f"{tmp}/stock", "PLATFORM_STOCK_PROVIDER_IMPORT": "1"},
-            ),
+            "synth, all environments": ([python, "-m", "infra"], {"CDKTF_OUTDIR": f"{tmp}/synth"}),
         }
         for mode in ("cold", "warm"):
             for name, (command, extra) in cases.items():
@@ -517,11 +513,7 @@ def bench_synth(repeat: int) -> None:
     print(f"{'benchmark':<52} {'wall s (median)':>16} {'peak RSS MiB':>13}")
     for mode, name, wall, rss in rows:
         print(f"{f'{name}, {mode}':<52} {wall:>16.2f} {rss:>13.0f}")
-    when = time.strftime("%Y-%m-%d")
-    for mode in ("cold", "warm"):
-        walls = {name: wall for m, name, wall, _ in rows if m == mode}
-        ratio = walls["synth, all environments (fast import)"] / walls["stock import of the google bindings alone"]
-        print(f"synth / stock import, {mode} = {ratio:.2f} (no target); {when}, {os.cpu_count()} cores")
+    print(f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores")
     total = sum(seconds for _, seconds in phases)
     print(f"one warm synth, {total:.2f} s in one process:")
     for name, seconds in phases:

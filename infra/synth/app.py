@@ -122,17 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m infra`: the cdktf app (cdktf.json). Exit codes: 0 synthesized, 2 a bad environment file."""
     import argparse
 
-    from infra.cdk import bindings
-
     argparse.ArgumentParser(
         prog="python -m infra",
         description="Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json (the cdktf app).",
-        epilog="Environment: PLATFORM_ENVIRONMENTS_DIR, PLATFORM_ENVS, PLATFORM_OMIT_UNBUILT, CDKTF_OUTDIR, "
-        "PLATFORM_STOCK_PROVIDER_IMPORT (docs/reference.md). "
+        epilog="Environment: PLATFORM_ENVIRONMENTS_DIR, PLATFORM_ENVS, PLATFORM_OMIT_UNBUILT, CDKTF_OUTDIR "
+        "(docs/reference.md). "
         "Exit codes: 0 synthesized, 2 a bad environment file.",
     ).parse_args(argv)
 
-    bindings.use_stock_import(os.environ.get("PLATFORM_STOCK_PROVIDER_IMPORT") == "1")
     try:
         envs = load_all(environments_dir())
         promotion_sources(envs)
