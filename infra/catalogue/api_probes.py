@@ -3,7 +3,7 @@
 Service Usage is eventually consistent: an API it lists as enabled can still refuse calls for minutes ("...API
 has not been used in project ... before or it is disabled. If you enabled this API recently, wait a few minutes
 for the action to propagate to our systems and retry", reason SERVICE_DISABLED). The Google provider
-(hashicorp/terraform-provider-google v6.50.0) waits only where it enables: google_project_service polls Service
+(hashicorp/terraform-provider-google v7.45.0) waits only where it enables: google_project_service polls Service
 Usage until the API is listed (resource_google_project.go waitForServiceUsageEnabledServices) and retries
 "Another activation or deactivation is in progress" (transport/error_retry_predicates.go
 ServiceUsageServiceBeingActivated); the Service Usage operation waiter retries "has not been used in project"

@@ -8,8 +8,10 @@ window per cluster, several exclusions). Neither governs Compute Engine's own ho
 
 The checks follow GKE's API as Cluster Toolkit v1.95.0 encodes it (modules/scheduler/gke-cluster/variables.tf
 `maintenance_exclusions`: at most three exclusions; scope NO_UPGRADES, NO_MINOR_UPGRADES or
-NO_MINOR_OR_NODE_UPGRADES) and as the pinned provider takes it: google 6.50.0's maintenance_exclusion requires an
-end_time and has no end-time behaviour (UNTIL_END_OF_SUPPORT is not expressible there). How long each scope may
+NO_MINOR_OR_NODE_UPGRADES) and as the pinned provider takes it: google 6.50.0's maintenance_exclusion required an
+end_time; 7.45.0 (the pinned provider) also takes one without it, ending at the version's end of support
+(`exclusion_options.end_time_behavior` UNTIL_END_OF_SUPPORT, added in hashicorp/terraform-provider-google #25120),
+which the environment file does not offer yet: every exclusion here has an end time. How long each scope may
 last is GKE's to refuse at apply; it is not checked here. A window must leave GKE at least 48 hours of maintenance
 in any 32 days, counting only stretches of at least 4 hours (WINDOW_SOURCE): checked here, for the leanest 32 days
 the recurrence can give.

@@ -219,8 +219,9 @@ class ProxyOnlySubnet(Construct):
     Gateway's `gke-l7-rilb`) send from, and the firewall rule that lets them and Google's health checkers reach the
     servers' port: the VPC denies every other ingress, and Envoy-based load balancers need this allow
     (https://cloud.google.com/load-balancing/docs/firewall-rules). No flow logs: the provider refuses them on a
-    REGIONAL_MANAGED_PROXY subnet (its compute_subnetwork docs, 6.50.0). The allow targets the GKE nodes' service
-    accounts (`targets`), where the servers and the endpoint picker run, not every instance of the VPC."""
+    REGIONAL_MANAGED_PROXY subnet (its compute_subnetwork docs, log_config, 7.45.0). The allow targets the GKE
+    nodes' service accounts (`targets`), where the servers and the endpoint picker run, not every instance of the
+    VPC."""
 
     def __init__(
         self,

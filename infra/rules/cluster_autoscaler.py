@@ -64,7 +64,7 @@ def copies(obj: dict[str, Any], path: str) -> int:
 
 def max_nodes(pool: dict[str, Any], cluster_zones: int) -> int:
     """A pool's largest size: the autoscaler's total maximum, its per-zone maximum times the pool's zones, or the
-    fixed per-zone node count times the zones (hashicorp/google 6.50.0 google_container_node_pool: node_count
+    fixed per-zone node count times the zones (hashicorp/google 7.45.0 google_container_node_pool: node_count
     and max_node_count are per zone, total_max_node_count is for the whole pool)."""
     zones = len(pool.get("node_locations") or ()) or cluster_zones
     scaling = pool.get("autoscaling") or {}

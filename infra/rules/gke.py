@@ -298,7 +298,7 @@ def _dws_reservation(stack: dict[str, Any]) -> Iterator[Finding]:
     summary="A flex-start max_run_duration is whole seconds ('<n>s'), at most 7 days (the default when unset).",
     source=(
         f"{FLEX_DOC} (--max-run-duration, up to 7 days); {DOCS}/concepts/dws ('If you don't specify a value for "
-        "the maxRunDurationSeconds parameter, the default is seven days'); provider v6.50.0 node_config.go"
+        "the maxRunDurationSeconds parameter, the default is seven days'); provider v7.45.0 node_config.go"
     ),
     subject="terraform",
 )
@@ -401,8 +401,8 @@ def _multinetwork(stack: dict[str, Any]) -> Iterator[Finding]:
     layer="apply",
     summary="A node pool sets node_count or initial_node_count, not both.",
     source=(
-        "hashicorp/terraform-provider-google v6.50.0 google/services/container/resource_container_node_pool.go "
-        "L958: 'Cannot set both initial_node_count and node_count on node pool'"
+        "hashicorp/terraform-provider-google v7.45.0 google/services/container/resource_container_node_pool.go "
+        "L1224: 'Cannot set both initial_node_count and node_count on node pool'"
     ),
     subject="terraform",
 )

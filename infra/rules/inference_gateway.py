@@ -135,9 +135,9 @@ def _gke_policies(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
         "https://cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources (proxy-only subnet); "
         "https://cloud.google.com/load-balancing/docs/firewall-rules; "
         "https://cloud.google.com/service-extensions/docs/configure-callout (Network Services API); "
-        "hashicorp/google 6.50.0 "
-        "google_compute_subnetwork ('This field isn't supported if the subnet purpose field is set to "
-        "REGIONAL_MANAGED_PROXY')"
+        "hashicorp/google 7.45.0 "
+        "google_compute_subnetwork log_config ('Flow logging isn't supported if the subnet `purpose` field is set "
+        "to subnetwork is `REGIONAL_MANAGED_PROXY` or `GLOBAL_MANAGED_PROXY`')"
     ),
     subject="terraform",
 )

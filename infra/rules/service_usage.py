@@ -23,7 +23,7 @@ SERVICE = "google_project_service"
     ),
     source=(
         "https://cloud.google.com/service-usage/docs/enable-disable ('API has not been used in project ... "
-        "before or it is disabled'); https://registry.terraform.io/providers/hashicorp/google/6.50.0/docs/"
+        "before or it is disabled'); https://registry.terraform.io/providers/hashicorp/google/7.45.0/docs/"
         "resources/google_project_service; https://cloud.google.com/binary-authorization/docs/setting-up"
     ),
     subject="terraform",
