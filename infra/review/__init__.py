@@ -93,26 +93,22 @@ def _load_stacks(outdir: Path) -> dict[str, dict[str, Any]]:
     return stacks
 
 
-def _recipes_section(env: str) -> str:
-    """Which training recipes run on the environment's training slice (`python -m scripts.recipes`), if its file
-    is among the environments."""
+def _training_sections(env: str) -> str:
+    """Which training recipes run on the environment's training slice (`python -m scripts.recipes`) and what a
+    failure costs each training job (workloads/trainer/recovery.py), if its file is among the environments."""
     from infra.config import environments_dir, parse_environment
     from workloads.trainer.compiled import environment_recipes
-
-    path = environments_dir() / f"{env}.yaml"
-    lines = environment_recipes(parse_environment(path)) if path.exists() else []
-    return "\n## Training recipes on its slice\n\n```\n" + "\n".join(lines) + "\n```\n" if lines else ""
-
-
-def _recovery_section(env: str) -> str:
-    """What a failure costs each training job of the environment (workloads/trainer/recovery.py), if its file is
-    among the environments."""
-    from infra.config import environments_dir, parse_environment
     from workloads.trainer.recovery import recovery_lines
 
     path = environments_dir() / f"{env}.yaml"
-    lines = recovery_lines(parse_environment(path)) if path.exists() else []
-    return "\n## Surviving a failure\n\n```\n" + "\n".join(lines) + "\n```\n" if lines else ""
+    if not path.exists():
+        return ""
+    parsed = parse_environment(path)
+    sections = (
+        ("Training recipes on its slice", environment_recipes(parsed)),
+        ("Surviving a failure", recovery_lines(parsed)),
+    )
+    return "".join(f"\n## {title}\n\n```\n" + "\n".join(lines) + "\n```\n" for title, lines in sections if lines)
 
 
 def _holdings(outdir: Path, env: str, body: Mapping[str, Any]) -> list[Holding]:
@@ -156,7 +152,7 @@ def write_reviews(
             holdings=_holdings(outdir, env, body),
             posture=security_posture(body),
         )
-        (review_dir / f"{env}.md").write_text(render(review) + _recipes_section(env) + _recovery_section(env))
+        (review_dir / f"{env}.md").write_text(render(review) + _training_sections(env))
         (review_dir / f"{env}.json").write_text(json.dumps(review_json(review), indent=1, sort_keys=True) + "\n")
         reviews.append(review)
     return reviews

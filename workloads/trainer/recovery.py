@@ -64,7 +64,8 @@ def _expected(period: int, recipe: Recipe) -> str:
 
 
 def ray_training_lines(env: Environment) -> list[str]:
-    """The Ray training cluster's recovery: restarts, checkpoint tiers, the most work lost, what a restart reads."""
+    """The Ray training cluster's recovery: restarts, the checkpoint a host saves, the most work lost, what a restart
+    reads."""
     training = env.training
     if training is None or training.slice not in env.slices:
         return []
