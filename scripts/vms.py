@@ -62,7 +62,7 @@ def up_calls(env: Environment, key: str, *, bulk: bool = False, now: float | Non
             )
         ]
     names = vm_names(env, key)
-    capacity = env.slices[env.vm_groups[key].slice].capacity
+    capacity = env.slices[env.vm_groups[key].slice].primary
     group = {**where, "instance_group_manager": group_name(env, key)}
     if capacity.type == "flex-start":
         assert capacity.max_run_hours is not None

@@ -45,10 +45,10 @@ def test_the_vllm_servers_scale_on_their_queue_between_one_and_three_groups(stac
     assert "replicas" not in one_of_kind(objects, "LeaderWorkerSet")["spec"]
     monitoring = one_of_kind(objects, "PodMonitoring")["spec"]
     assert monitoring["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
-    # The pool grows and shrinks with the servers: a v6e host per server, one to three.
+    # The pools grow and shrink with the servers: a v6e host per server, up to three on each capacity tier.
     pool = by_name(stacks["dev"], "google_container_node_pool")["vllm"]
     assert "node_count" not in pool
-    assert (pool["autoscaling"]["min_node_count"], pool["autoscaling"]["max_node_count"]) == (1, 3)
+    assert (pool["autoscaling"]["min_node_count"], pool["autoscaling"]["max_node_count"]) == (0, 3)
 
 
 def test_the_metrics_adapter_reads_cloud_monitoring_as_its_own_kubernetes_account(
@@ -122,7 +122,8 @@ def test_the_pool_at_the_autoscalers_most_must_hold_every_server(stacks: dict[st
     mine = copy.deepcopy(objects["serve-llama70b-vllm"])
     ctx = ReleaseContext("serve-llama70b-vllm", "ml-serving", stacks["dev"], objects)
     assert RULES["gke.pools-hold-their-pods-together"].run(mine, ctx) == []
-    one_of_kind(mine, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] = 4
+    # The servers' ComputeClass has three tiers of three hosts: a tenth server has nowhere to go.
+    one_of_kind(mine, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] = 10
     (refusal,) = RULES["gke.pools-hold-their-pods-together"].run(mine, ctx)
     assert "vllm" in refusal.message
 
@@ -173,9 +174,11 @@ def test_the_review_prices_the_autoscaled_servers_at_their_fewest_and_most(synth
     shutil.copytree(synth_dir / "stacks", out / "stacks")
     write_reviews(out)
     text = (out / "review" / "dev.md").read_text()
-    # One v6e-8 host (ct6e-standard-8t, spot) a server: 9.72 USD/hour each.
-    assert "| serve-llama70b-vllm | 1-3 | `vllm:num_requests_waiting` | 10 | vllm | 9.72 | 29.16 |" in text
-    assert "| vllm | ct6e-standard-8t | spot | 1-3 |" in text
+    # One v6e-8 host (ct6e-standard-8t) a server: 9.72 USD/hour on spot, the first tier, at the fewest; 21.60 on
+    # demand, the priciest tier, at the most.
+    row = "| serve-llama70b-vllm | 1-3 | `vllm:num_requests_waiting` | 10 | ComputeClass slice-vllm | 9.72 | 64.80 |"
+    assert row in text
+    assert "| vllm | ct6e-standard-8t | spot, a tier of slice-vllm | 0-3 |" in text
     (scaler,) = json.loads((out / "review" / "dev.json").read_text())["autoscaling"]
-    assert scaler["usd_per_hour"] == {"fewest": 9.72, "most": 29.16}
+    assert scaler["usd_per_hour"] == {"fewest": 9.72, "most": 64.8}
     assert "## Serving autoscaling" not in (out / "review" / "prod.md").read_text()

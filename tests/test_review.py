@@ -36,7 +36,8 @@ def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dic
     text = render(review_stack("platform-dev", stacks["dev"], None))
     assert "| v6e | us-east5-b | 0 | 88 | +88 |" in text
     assert "| a3-mega | us-east5-a | 0 | 16 | +16 |" in text
-    assert "| `google_container_node_pool` | 11 |" in text  # 9 slices, system, the conversion pool
+    # 9 slices (the vllm slice's three capacity tiers: three pools), system, the conversion pool
+    assert "| `google_container_node_pool` | 13 |" in text
     assert "## Blocking" not in text
 
 
@@ -262,9 +263,10 @@ def test_a_change_of_node_count_and_price_shows_each_cost_before_and_after(stack
         "| 14,191.20 \u2192 31,536.00 |"
     )
     assert "| 1-5 \u2192 1-6 |" in _cost_row(text, "system")
-    # 4 x (10.80 - 4.86) + 0.26805 for the sixth system node, at the most nodes.
-    assert "- at the most nodes: 376.01 \u2192 400.04 USD/hour (+24.03)" in text
-    assert "- at the fewest nodes: 149.91 \u2192 173.67 USD/hour (+23.76)" in text
+    # 4 x (10.80 - 4.86) + 0.26805 for the sixth system node, at the most nodes (the vllm slice's three capacity
+    # tiers count once: 0 nodes at the fewest, 3 on-demand at the most).
+    assert "- at the most nodes: 411.65 \u2192 435.68 USD/hour (+24.03)" in text
+    assert "- at the fewest nodes: 140.19 \u2192 163.95 USD/hour (+23.76)" in text
 
 
 def test_a_pool_created_or_deleted_costs_from_or_to_none(stacks: dict[str, dict[str, Any]]) -> None:
@@ -286,7 +288,7 @@ def test_an_unpriced_pool_is_listed_with_its_reason_and_left_out_of_the_total(
     text = render(review_stack("platform-dev", after, stacks["dev"]))
     assert "| 10.80 \u2192 \u2014 |" in _cost_row(text, "train")
     assert "- train: TPU7x (Ironwood) has no row in the pinned SkyPilot catalogue" in text
-    assert "- at the most nodes: 376.01 \u2192 332.81 USD/hour (-43.20)" in text
+    assert "- at the most nodes: 411.65 \u2192 368.45 USD/hour (-43.20)" in text
 
 
 def test_a_real_plan_shows_the_cost_change(stacks: dict[str, dict[str, Any]]) -> None:

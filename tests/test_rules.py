@@ -755,6 +755,20 @@ def _pool_selects_workers(objs: list[dict[str, Any]]) -> None:
 
 
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    # A nodepools priority that also says `spot`: GKE's CRD refuses the class at apply.
+    "gke.compute-class-tiers": (
+        "compute-classes",
+        lambda o: one_of_kind(o, "ComputeClass")["spec"]["priorities"][0].update(spot=True),
+        "Nodepool field cannot be set along with other fields",
+    ),
+    # A server that selects its slice's class and the spot label (as xpk's selectors do): GKE refuses the Pod.
+    "gke.compute-class-pod-selector": (
+        "serve-llama70b-vllm",
+        lambda o: one_of_kind(o, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"][
+            "nodeSelector"
+        ].update({"cloud.google.com/gke-spot": "true"}),
+        "GKE refuses a Pod that selects a ComputeClass and these labels",
+    ),
     # A PodMonitoring on a port the servers do not have is accepted and collects nothing.
     "monitoring.pod-monitoring-reaches-its-pods": (
         "serve-llama70b-vllm",

@@ -273,9 +273,11 @@ def test_the_gateways_prerequisites_are_in_the_stack(stacks: dict[str, dict[str,
     rule = by_name(stack, "google_compute_firewall")["ml-platform-proxy-only-to-servers"]
     assert rule["source_ranges"] == ["10.10.18.0/23", "35.191.0.0/16", "130.211.0.0/22"]
     assert rule["allow"] == [{"protocol": "tcp", "ports": ["8000", "9002"]}]  # the servers and the endpoint picker
-    # The node pool of the single-host slice holds one host per server, from its autoscaler's fewest to its most.
-    scaling = by_name(stack, "google_container_node_pool")["vllm"]["autoscaling"]
-    assert (scaling["min_node_count"], scaling["max_node_count"]) == (1, 3)
+    # Each capacity tier's pool of the single-host slice holds one host per server, from none (the ComputeClass
+    # chooses the tier) to the autoscaler's most.
+    for tier in ("vllm", "vllm-flex-start", "vllm-on-demand"):
+        scaling = by_name(stack, "google_container_node_pool")[tier]["autoscaling"]
+        assert (scaling["min_node_count"], scaling["max_node_count"]) == (0, 3)
 
 
 def test_gkes_health_check_rules_refuse_the_extension_charts_shape(stacks: dict[str, dict[str, Any]]) -> None:

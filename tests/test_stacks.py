@@ -42,12 +42,26 @@ def test_dev_has_the_v6e_4x4_pool_of_the_tutorial(stacks: dict[str, dict[str, An
 def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]) -> None:
     for name, env in envs.items():
         pools = by_name(stacks[name], "google_container_node_pool")
-        assert set(pools) == {*env.gke_slices, "system", *env.cpu_pools}, "no pool for another orchestrator's slice"
+        slice_pools = {p for key, spec in env.gke_slices.items() for p in spec.pools(key)}
+        assert set(pools) == {*slice_pools, "system", *env.cpu_pools}, "no pool for another orchestrator's slice"
         for key, spec in env.gke_slices.items():
             s, pool = spec.slice, pools[key]
             assert pool["node_config"]["machine_type"] == s.machine_type
             scaling = env.slice_node_range(key)
-            if scaling is None:
+            if spec.falls_back:
+                # Each capacity tier's pool, from zero to a host per server, joins the slice's ComputeClass.
+                for name_, tier in spec.tier_pools(key):
+                    body = pools[name_]
+                    assert (body["autoscaling"]["min_node_count"], body["autoscaling"]["max_node_count"]) == (
+                        0,
+                        s.hosts * env.slice_copies(key),
+                    )
+                    assert body["node_config"]["labels"]["cloud.google.com/compute-class"] == f"slice-{key}"
+                    assert body["node_config"]["taint"] == [
+                        {"key": "cloud.google.com/compute-class", "value": f"slice-{key}", "effect": "NO_SCHEDULE"}
+                    ]
+                    assert body["management"]["auto_repair"] is spec.repairs_tier(tier)
+            elif scaling is None:
                 # A single-host slice holds one host per replica of the vLLM server on it.
                 assert pool["node_count"] == s.hosts * env.slice_copies(key)
             elif spec.node_range is None:
@@ -74,7 +88,7 @@ def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], e
             assert pool["node_locations"] == [env.zone_of(key)], "a slice lives in one zone"
             if s.kind == "tpu" and s.multi_host:
                 assert pool["placement_policy"] == {"type": "COMPACT", "tpu_topology": s.topology}
-            assert pool["management"]["auto_repair"] is spec.repairs
+            assert pool["management"]["auto_repair"] is spec.repairs_tier(spec.primary)
             assert "auto_upgrade" in pool["management"]
 
 

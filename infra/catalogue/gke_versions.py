@@ -82,6 +82,11 @@ FEATURES: dict[str, Feature] = {
         "https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training ('running version "
         "1.33.0-gke.1712000 or later')",
     ),
+    "compute-class": Feature(
+        "1.30.3-gke.1451000",
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes (custom "
+        "ComputeClasses 'in GKE version 1.30.3-gke.1451000 and later')",
+    ),
     "queued-provisioning": Feature(
         "1.28.3-gke.1098000",
         "https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler (ProvisioningRequest "

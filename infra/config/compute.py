@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
 from infra.catalogue.accelerators import Slice, gpu_slice, lookup, tpu_slice
 from infra.catalogue.cpu_machines import CPU_MACHINES, CpuMachine
@@ -20,6 +20,9 @@ MAX_POOL_NODES = 1000
 # Slices of one multislice job: MaxText's multislice runs go to hundreds of slices; 64 bounds a typo here (the
 # quota and capacity checks hold the real limit).
 MAX_SLICES = 64
+# Capacity tiers of one slice (reservation, flex-start, spot, on-demand, and a second reservation at most): more is a
+# typo here.
+MAX_TIERS = 6
 
 
 def _cpu_machine(value: str) -> str:
@@ -123,6 +126,24 @@ class Capacity(Model):
         """Nodes come and go with demand (Dynamic Workload Scheduler): no fixed node count."""
         return self.type in ("flex-start", "queued")
 
+    @property
+    def label(self) -> str:
+        """The tier as the review and the pool names say it: its type, with the reservation's name."""
+        return f"reservation {self.reservation}" if self.reservation else self.type
+
+
+def _capacity_shape(value: object) -> str:
+    return "tiers" if isinstance(value, list) else "one"
+
+
+# One capacity type, or an ordered list of them: the tiers GKE falls back through (a custom ComputeClass over a node
+# pool per tier, infra/constructs/compute_class.py), first the one it prefers. The tags are pydantic's, not keys
+# of the file (infra/config/loading.py drops them from error paths).
+CapacitySetting = Annotated[
+    Union[Annotated[Capacity, Tag("one")], Annotated[list[Capacity], Tag("tiers")]],  # noqa: UP007 (Tag needs it)
+    Discriminator(_capacity_shape),
+]
+
 
 class SliceSpec(Model):
     """One accelerator slice as written in the environment file."""
@@ -132,7 +153,7 @@ class SliceSpec(Model):
     nodes: int | None = Field(default=None, ge=1, le=MAX_POOL_NODES)
     machine_type: str | None = None
     zone: str | None = None
-    capacity: Capacity
+    capacity: CapacitySetting
     # GPU slices only: autoscale between min_nodes and `nodes` (default: a fixed `nodes`).
     min_nodes: int | None = Field(default=None, ge=0, le=MAX_POOL_NODES)
     auto_upgrade: bool = True
@@ -142,13 +163,80 @@ class SliceSpec(Model):
     # Default: on, except for flex-start and queued provisioning, whose nodes GKE must not repair.
     auto_repair: bool | None = None
 
+    @property
+    def tiers(self) -> list[Capacity]:
+        """The capacity tiers in the order GKE tries them (one, unless `capacity` is a list)."""
+        return list(self.capacity) if isinstance(self.capacity, list) else [self.capacity]
+
+    @property
+    def primary(self) -> Capacity:
+        """The capacity the slice prefers (its only one, unless `capacity` is a list)."""
+        return self.tiers[0]
+
+    @property
+    def falls_back(self) -> bool:
+        """Whether the slice has more than one capacity tier (a ComputeClass chooses among their pools)."""
+        return len(self.tiers) > 1
+
+    def tier_pools(self, key: str) -> list[tuple[str, Capacity]]:
+        """(node pool, its capacity) of each tier: the first keeps the slice's own name (adding tiers to a slice
+        replaces none of its pools), the others `<key>-<type>`, a repeated type numbered (`<key>-reservation-2`)."""
+        out: list[tuple[str, Capacity]] = []
+        seen: dict[str, int] = {}
+        for i, tier in enumerate(self.tiers):
+            seen[tier.type] = seen.get(tier.type, 0) + 1
+            n = seen[tier.type]
+            out.append((key if i == 0 else f"{key}-{tier.type}" + (f"-{n}" if n > 1 else ""), tier))
+        return out
+
+    @field_validator("capacity")
+    @classmethod
+    def _tiers_fit_a_class(cls, capacity: Capacity | list[Capacity]) -> Capacity | list[Capacity]:
+        """A list of capacity tiers must be a ComputeClass's priorities: each tier once, none queued."""
+        if not isinstance(capacity, list):
+            return capacity
+        if not 1 <= len(capacity) <= MAX_TIERS:
+            raise ValueError(f"{len(capacity)} capacity tiers: a list holds 1 to {MAX_TIERS}")
+        labels = [t.label for t in capacity]
+        repeated = sorted({x for x in labels if labels.count(x) > 1})
+        if repeated:
+            raise ValueError(f"tier {repeated[0]!r} is listed twice: each tier is tried once, in order")
+        if len(capacity) > 1 and any(t.type == "queued" for t in capacity):
+            raise ValueError(
+                "'queued' cannot be a tier of a list: queued provisioning's nodes come through a ProvisioningRequest "
+                "that Kueue makes, not from a ComputeClass priority (GKE docs: about-custom-compute-classes lists "
+                "reservations, flex-start, spot and on-demand) [use 'flex-start' as the tier]"
+            )
+        return capacity
+
+    def _tier_problem(self, slice_: Slice) -> str | None:
+        """Why this slice's capacity tiers cannot each be a pool its pods take whole; None when they can."""
+        if not self.falls_back:
+            return None
+        if slice_.multi_host or self.count > 1:
+            return (
+                f"a capacity list on a {'multi-host slice' if slice_.multi_host else 'counted slice'}: every host "
+                "of a slice must come from one tier's pool, and the platform places pods per tier only where each "
+                "pod takes a whole single-host slice (a vLLM server); give this slice one capacity type"
+            )
+        if self.min_nodes is not None:
+            return (
+                f"min_nodes {self.min_nodes} with a capacity list: each tier's pool scales from zero and the "
+                "ComputeClass chooses which one grows (remove `min_nodes`)"
+            )
+        return None
+
     @model_validator(mode="after")
     def _shape_is_in_catalogue(self) -> SliceSpec:
         slice_ = self.slice  # derive once so a bad shape fails at load
-        kind = self.capacity.type
-        if self.capacity.dynamic and self.auto_repair:
+        why = self._tier_problem(slice_)
+        if why:
+            raise ShapeError("capacity", [t.label for t in self.tiers], why, [])
+        kind = self.primary.type
+        dynamic = next((t.type for t in self.tiers if t.dynamic), None)
+        if dynamic and self.auto_repair:
             raise ValueError(
-                f"capacity type {kind!r} needs auto_repair off (remove `auto_repair: true`): the Dynamic Workload "
+                f"capacity type {dynamic!r} needs auto_repair off (remove `auto_repair: true`): the Dynamic Workload "
                 "Scheduler's nodes are not repaired (GKE docs: provisioningrequest, dws-flex-start-training: "
                 "--no-enable-autorepair)"
             )
@@ -179,20 +267,29 @@ class SliceSpec(Model):
 
     @property
     def node_range(self) -> tuple[int, int] | None:
-        """(min, max) nodes of an autoscaled pool, or None for a fixed node count."""
-        if self.capacity.dynamic:
+        """(min, max) nodes of an autoscaled pool, or None for a fixed node count: a tier of a list scales from
+        zero."""
+        if self.primary.dynamic or self.falls_back:
             return (0, self.slice.hosts)
         if self.min_nodes is not None:
             return (self.min_nodes, self.slice.hosts)
         return None
 
     def pools(self, key: str) -> list[str]:
-        """The node pools of slice `key`, one per slice: `key`, then `key-1` ... `key-<count-1>`."""
+        """The node pools of slice `key`: one per slice of its count (`key`, then `key-1` ... `key-<count-1>`), or
+        one per capacity tier (`tier_pools`)."""
+        if self.falls_back:
+            return [pool for pool, _ in self.tier_pools(key)]
         return [key, *(f"{key}-{i}" for i in range(1, self.count))]
+
+    def repairs_tier(self, tier: Capacity) -> bool:
+        """Whether GKE repairs the nodes of this tier's pool: `auto_repair`, else on but for the Dynamic Workload
+        Scheduler's nodes."""
+        return self.auto_repair if self.auto_repair is not None else not tier.dynamic
 
     @property
     def repairs(self) -> bool:
-        return self.auto_repair if self.auto_repair is not None else not self.capacity.dynamic
+        return self.repairs_tier(self.primary)
 
     @cached_property
     def slice(self) -> Slice:

@@ -133,6 +133,7 @@ class Environment(Model):
         if "system" in self.slices:
             problems.append(Finding(("slices", "system"), "system", "the name of the cluster's system pool: rename it"))
         problems += self._pool_name_problems()
+        problems += self._tier_use_problems()
         for key in self.buckets:
             if self.bucket_name(key) == self.build_staging_bucket:
                 where = ("buckets", key, "name") if self.buckets[key].name else ("buckets", key)
@@ -207,15 +208,20 @@ class Environment(Model):
         return next((d for d in self.serving.values() if isinstance(d, VllmServing) and d.slice == key), None)
 
     def _pool_name_problems(self) -> list[Problem]:
-        """A counted slice's pools (`<key>-<i>`) must be node pool names no other slice or CPU pool takes, and only
-        the Ray training slice is counted (a multislice job is a training job here)."""
+        """A counted slice's pools (`<key>-<i>`) and a slice's capacity tiers' (`<key>-<type>`) must be node pool
+        names no other slice or CPU pool takes, and only the Ray training slice is counted (a multislice job is a
+        training job here)."""
         problems: list[Problem] = []
         training = self.training.slice if self.training else None
+        taken = {pool: key for key, spec in self.slices.items() for pool in spec.pools(key)[1:]}
         for key, spec in self.slices.items():
-            if spec.count == 1:
+            if spec.count == 1 and not spec.falls_back:
                 continue
-            where = ("slices", key, "count")
-            if key != training:
+            where: tuple[str | int, ...] = ("slices", key, "count")
+            value: object = spec.count
+            if spec.falls_back:
+                where, value = ("slices", key, "capacity"), [t.label for t in spec.tiers]
+            elif key != training:
                 problems.append(
                     Finding(
                         where,
@@ -225,10 +231,29 @@ class Environment(Model):
                     )
                 )
             for pool in spec.pools(key)[1:]:
-                if pool in self.slices or pool in self.cpu_pools:
-                    problems.append(Finding(where, spec.count, f"its pool {pool!r} is the name of another pool"))
+                if pool in self.slices or pool in self.cpu_pools or taken[pool] != key:
+                    problems.append(Finding(where, value, f"its pool {pool!r} is the name of another pool"))
                 elif len(pool) > 40:
-                    problems.append(Finding(where, spec.count, f"its pool {pool!r} is longer than GKE's 40 characters"))
+                    problems.append(Finding(where, value, f"its pool {pool!r} is longer than GKE's 40 characters"))
+        return problems
+
+    def _tier_use_problems(self) -> list[Problem]:
+        """A slice falls back through capacity tiers only where each pod takes one whole single-host slice: a vLLM
+        deployment's servers (any tier's host serves alike, and the autoscaler's servers spread over the tiers)."""
+        problems: list[Problem] = []
+        for key, spec in self.slices.items():
+            if not spec.falls_back or self.slice_holder(key) != "gke" or spec.slice.multi_host:
+                continue  # another holder, or a multi-host slice: refused where those are checked
+            if self._server_of_single_host(key) is None:
+                problems.append(
+                    Finding(
+                        ("slices", key, "capacity"),
+                        [t.label for t in spec.tiers],
+                        "a capacity list needs a vLLM deployment on the slice (serving.<key>.slice): its servers "
+                        "each take one host, so GKE may place each on any tier; training and batch jobs are placed "
+                        "per node pool (Ray worker groups, Kueue flavors): give this slice one capacity type",
+                    )
+                )
         return problems
 
     def slice_copies(self, key: str) -> int:
@@ -240,13 +265,17 @@ class Environment(Model):
         return d.autoscaling.max if d.autoscaling is not None else d.replicas
 
     def slice_node_range(self, key: str) -> tuple[int, int] | None:
-        """(min, max) nodes of slice `key`'s pool where it autoscales: its own capacity's range, or the hosts of its
-        vLLM autoscaler's fewest and most servers; None for a fixed node count."""
+        """(min, max) nodes of slice `key`'s pool (of each of its tiers' pools) where it autoscales: its own
+        capacity's range, or the hosts of its vLLM autoscaler's fewest and most servers; None for a fixed node
+        count."""
         spec = self.slices[key]
         d = self._server_of_single_host(key)
+        if spec.falls_back:
+            # Each tier's pool from zero to every server: the ComputeClass decides which pools grow.
+            return (0, spec.slice.hosts * self.slice_copies(key))
         if d is None or d.autoscaling is None:
             return spec.node_range
-        low = 0 if spec.capacity.dynamic else d.autoscaling.min * spec.slice.hosts
+        low = 0 if spec.primary.dynamic else d.autoscaling.min * spec.slice.hosts
         return (low, d.autoscaling.max * spec.slice.hosts)
 
     def slice_holder(self, key: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Tag, ValidationError
 
 from infra.catalogue import labels as label_limits
 from infra.catalogue.errors import ShapeError
@@ -105,8 +105,14 @@ def _strip(annotation: Any) -> Any:
 
 
 def _union_member(union: Any, tag: str | int) -> Any:
-    """The member of a discriminated union of models whose discriminator value is `tag`, or None."""
+    """The member of a discriminated union whose discriminator value is `tag` (a model's Literal field, or a
+    member annotated with pydantic's `Tag`), or None."""
     for member in typing.get_args(union):
+        if typing.get_origin(member) is Annotated:
+            inner, *meta = typing.get_args(member)
+            if any(isinstance(m, Tag) and m.tag == tag for m in meta):
+                return inner
+            member = inner
         if isinstance(member, type) and issubclass(member, BaseModel):
             for info in member.model_fields.values():
                 if typing.get_origin(info.annotation) is typing.Literal and tag in typing.get_args(info.annotation):

@@ -54,6 +54,15 @@ def holder_problems(env: Environment) -> list[Problem]:
             continue
         if env.slices[key].slice.kind != "gpu":
             problems.append(Finding(where, key, f"{holder} runs on GPU slices here; this is a TPU slice"))
+        if env.slices[key].falls_back:
+            problems.append(
+                Finding(
+                    ("slices", key, "capacity"),
+                    [t.label for t in env.slices[key].tiers],
+                    f"a capacity list is GKE's fallback (a ComputeClass over a node pool per tier); {holder} "
+                    f"({path_text(where)}) takes one capacity type: give the slice one",
+                )
+            )
         if key in gke:
             problems.append(
                 Finding(
@@ -90,12 +99,12 @@ def slurm_problems(env: Environment) -> list[Problem]:
                     f"slice {partition.slice!r} has {spec.slice.hosts} nodes",
                 )
             )
-        if spec.capacity.dynamic and partition.static_nodes:
+        if spec.primary.dynamic and partition.static_nodes:
             problems.append(
                 Finding(
                     (*where, "static_nodes"),
                     partition.static_nodes,
-                    f"the slice's {spec.capacity.type} nodes come and go with the jobs: static_nodes must be 0",
+                    f"the slice's {spec.primary.type} nodes come and go with the jobs: static_nodes must be 0",
                 )
             )
     jobs: list[tuple[str, str, int | None]] = []

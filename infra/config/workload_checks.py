@@ -69,7 +69,7 @@ def gpu_problems(env: Environment) -> list[Problem]:
         )
     batch = env.batch
     # GKE's queued provisioning; another orchestrator's queued slice is refused by its own rule.
-    queued = [k for k, s in env.gke_slices.items() if s.capacity.type == "queued"]
+    queued = [k for k, s in env.gke_slices.items() if s.primary.type == "queued"]
     for key in queued:
         if env.slices[key].slice.kind == "tpu":
             # Kueue's ProvisioningRequests here are the GPU batch jobs'; nothing queues a TPU slice's workload.

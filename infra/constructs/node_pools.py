@@ -9,6 +9,7 @@ from constructs import Construct
 
 from infra.catalogue.accelerators import Slice
 from infra.cdk.bindings import google
+from infra.derive.names import COMPUTE_CLASS_LABEL
 
 SHIELDED = {"enable_secure_boot": True, "enable_integrity_monitoring": True}
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -99,7 +100,9 @@ class SliceNodePool(Construct):
     topology, so GKE provisions (and repairs) the hosts together; a single-host
     slice's pool may hold `copies` of it, one per server replica. A GPU slice
     whose machines have GPUDirect NICs gets one additional node network per
-    NIC (`extra_networks`: (network, subnetwork) pairs, in NIC order).
+    NIC (`extra_networks`: (network, subnetwork) pairs, in NIC order). A pool of one
+    capacity tier of a slice that falls back carries its `compute_class`'s label and
+    taint.
     """
 
     def __init__(
@@ -123,10 +126,17 @@ class SliceNodePool(Construct):
         extra_networks: Sequence[tuple[str, str]] = (),
         metadata: str = "GKE_METADATA",
         copies: int = 1,
+        compute_class: str | None = None,
     ) -> None:
         super().__init__(scope, id_)
         pool_module = google("container_node_pool")
         extra: dict[str, object] = {}
+        labels = {"platform-slice": name}
+        if compute_class is not None:
+            # A tier of a custom ComputeClass: GKE's label and taint for a manually created pool of the class (only
+            # Pods that select the class land here; GKE adds the toleration to them).
+            labels[COMPUTE_CLASS_LABEL] = compute_class
+            extra["taint"] = [{"key": COMPUTE_CLASS_LABEL, "value": compute_class, "effect": "NO_SCHEDULE"}]
         # `copies` of a single-host slice (one per replica of its server) are that many independent hosts.
         pool: dict[str, object] = {"node_count": slice_.hosts * copies}
         if node_range is not None:
@@ -231,7 +241,7 @@ class SliceNodePool(Construct):
                 machine_type=slice_.machine_type,
                 service_account=service_account,
                 metadata=metadata,
-                labels={"platform-slice": name},
+                labels=labels,
                 **extra,
             ),
         )

@@ -15,6 +15,7 @@ from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
+from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
 from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
@@ -76,6 +77,22 @@ def pool_selector(slice_: Slice, pool: str) -> dict[str, str]:
     return {**slice_.node_selector, NODEPOOL_LABEL: pool}
 
 
+def slice_selector(env: Environment, key: str) -> dict[str, str]:
+    """Node selector of slice `key`: its own pool, or, where it falls back through capacity tiers, its
+    ComputeClass (whose pools are the tiers')."""
+    spec = env.slices[key]
+    if spec.falls_back:
+        return {**spec.slice.node_selector, COMPUTE_CLASS_LABEL: compute_class(key)}
+    return pool_selector(spec.slice, key)
+
+
+def slice_tolerations(env: Environment, key: str) -> list[dict[str, str]]:
+    """Tolerations a pod on slice `key` needs beyond its accelerator's: its ComputeClass's taint, if it has one."""
+    if not env.slices[key].falls_back:
+        return []
+    return [{"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": compute_class(key), "effect": "NoSchedule"}]
+
+
 def gpudirect_network_names(count: int) -> list[str]:
     return [GPUDIRECT_NETWORK.format(n=n) for n in range(1, count + 1)]
 
@@ -131,7 +148,7 @@ def kueue_values(env: Environment) -> dict[str, Any]:
         spec = env.slices[key]
         slice_ = spec.slice
         tolerations = [{"key": slice_.resource_name, "operator": "Exists", "effect": "NoSchedule"}]
-        if spec.capacity.type == "queued":
+        if spec.primary.type == "queued":
             tolerations.append({"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"})
         flavors.append(
             {
@@ -139,7 +156,7 @@ def kueue_values(env: Environment) -> dict[str, Any]:
                 "nodeLabels": {NODEPOOL_LABEL: key},
                 "tolerations": tolerations,
                 "quota": _quantities(platform.nominal[key]),
-                "provisioningRequest": spec.capacity.type == "queued",
+                "provisioningRequest": spec.primary.type == "queued",
             }
         )
     resources = sorted({r for f in flavors for r in f["quota"]})

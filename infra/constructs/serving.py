@@ -21,7 +21,7 @@ from infra.config import (
     Serving,
     VllmServing,
 )
-from infra.constructs.releases import NODEPOOL_LABEL, pool_selector
+from infra.constructs.releases import NODEPOOL_LABEL, pool_selector, slice_selector, slice_tolerations
 from infra.derive.names import SYSTEM_POOL
 from infra.derive.names import serving_release as release_name
 from workloads.constants import CHECKPOINT_MOUNT
@@ -160,7 +160,9 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "monitoring": {"interval": SCRAPE_INTERVAL},
         "hosts": s.hosts,
         "chipsPerHost": s.chips_per_host,
-        "nodeSelector": pool_selector(s, d.slice),
+        "nodeSelector": slice_selector(env, d.slice),
+        # Only where the slice has a ComputeClass: a release on one pool keeps the values it had.
+        **({"tolerations": slice_tolerations(env, d.slice)} if env.slices[d.slice].falls_back else {}),
         "args": vllm.serve_args(env, key),
         "multiHostEnv": dict(vllm.MULTIHOST_ENV) if s.multi_host else {},
         "port": vllm.PORT,

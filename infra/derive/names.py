@@ -9,3 +9,14 @@ SYSTEM_POOL = "system"
 def serving_release(key: str) -> str:
     """The Helm release (and the PodMonitoring, and Managed Prometheus's `job`) of serving deployment `key`."""
     return f"serve-{key}"
+
+
+# GKE's label and taint of a compute class's nodes, and the Pods' selector of one
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes).
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+
+
+def compute_class(key: str) -> str:
+    """The custom ComputeClass that falls back through slice `key`'s capacity tiers (a cluster-wide name: GKE's own
+    classes are capitalised words or `autopilot*`, which a `slice-` prefix cannot be)."""
+    return f"slice-{key}"

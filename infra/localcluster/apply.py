@@ -51,7 +51,10 @@ GKE_STAND_IN_KINDS = {
     # Managed Prometheus's PodMonitoring (GKE installs it with managed collection; the rule
     # monitoring.pod-monitoring-reaches-its-pods holds the objects).
     "PodMonitoring": ("monitoring.googleapis.com", "v1", "podmonitorings"),
+    # GKE's custom ComputeClass, cluster-scoped (the rule gke.compute-class-tiers holds the objects).
+    "ComputeClass": ("cloud.google.com", "v1", "computeclasses"),
 }
+CLUSTER_SCOPED_STAND_INS = {"ComputeClass"}
 RELEASE_KEYS = {
     "//",
     "name",
@@ -153,7 +156,7 @@ class LocalApply:
         have = {d["spec"]["names"]["kind"] for d in documents}
         for kind, (group, version, plural) in GKE_STAND_IN_KINDS.items():
             if kind not in have:
-                documents.append(_open_crd(group, version, kind, plural))
+                documents.append(_open_crd(group, version, kind, plural, cluster=kind in CLUSTER_SCOPED_STAND_INS))
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": documents})
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=text)
         self.wait_established({d["metadata"]["name"] for d in documents})
@@ -261,7 +264,7 @@ def run_helm(cluster: Cluster, args: Any, cwd: Path) -> subprocess.CompletedProc
     return subprocess.run([str(helm), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 
-def _open_crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
+def _open_crd(group: str, version: str, kind: str, plural: str, *, cluster: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -269,7 +272,7 @@ def _open_crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any
         "spec": {
             "group": group,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-            "scope": "Namespaced",
+            "scope": "Cluster" if cluster else "Namespaced",
             "versions": [
                 {
                     "name": version,

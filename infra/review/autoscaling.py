@@ -1,13 +1,15 @@
 """The serving autoscalers of a stack, as the review shows them: each release whose servers a Horizontal Pod
 Autoscaler adds and removes, its fewest and most servers, what it scales on, and what its accelerator pool costs at
-either end (read from the releases' values and the node pools the stack declares)."""
+either end (read from the releases' values and the node pools the stack declares); and the ComputeClasses over
+the capacity tiers of the slices that fall back."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from infra.review.model import Autoscaler
+from infra.derive.names import COMPUTE_CLASS_LABEL
+from infra.review.model import Autoscaler, Fallback
 from infra.review.releases import release_values
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -21,6 +23,7 @@ def autoscalers(stack_json: Mapping[str, Any]) -> list[Autoscaler]:
         if not scaling.get("enabled"):
             continue
         metric = str(scaling["metric"]).split("|")
+        selector = values.get("nodeSelector") or {}
         out.append(
             Autoscaler(
                 release=str(release.get("name")),
@@ -28,8 +31,19 @@ def autoscalers(stack_json: Mapping[str, Any]) -> list[Autoscaler]:
                 most=int(scaling["maxReplicas"]),
                 metric=metric[1] if len(metric) == 3 else str(scaling["metric"]),
                 target=str(scaling["averageValue"]),
-                pool=str((values.get("nodeSelector") or {}).get(POOL_LABEL, "")),
-                hosts=int(values.get("hosts", 0)) if values.get("nodeSelector") else 0,
+                pool=str(selector.get(COMPUTE_CLASS_LABEL) or selector.get(POOL_LABEL, "")),
+                hosts=int(values.get("hosts", 0)) if selector else 0,
+                compute_class=COMPUTE_CLASS_LABEL in selector,
             )
         )
     return sorted(out, key=lambda a: a.release)
+
+
+def fallbacks(stack_json: Mapping[str, Any]) -> list[Fallback]:
+    """The ComputeClasses the stack declares over its capacity tiers' pools (the compute-classes release)."""
+    return [
+        Fallback(str(c["name"]), tuple(c["pools"]))
+        for _, chart, values in release_values(stack_json)
+        if chart == "compute-classes"
+        for c in values.get("classes") or []
+    ]

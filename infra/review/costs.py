@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.catalogue import prices
+from infra.derive.names import COMPUTE_CLASS_LABEL
 from infra.review.model import PoolCost, StackReview, block
 
 
@@ -31,7 +32,8 @@ def pool_cost(body: Mapping[str, Any]) -> PoolCost:
     capacity, _ = capacity_of(config, body)
     fewest, most = _node_range(body)
     price = prices.node_price(machine, location, capacity)
-    return PoolCost(str(body.get("name", "?")), machine, location, capacity, fewest, most, price)
+    compute_class = str(block(config.get("labels")).get(COMPUTE_CLASS_LABEL, ""))
+    return PoolCost(str(body.get("name", "?")), machine, location, capacity, fewest, most, price, compute_class)
 
 
 def pool_costs(pools: Mapping[str, Mapping[str, Any]]) -> dict[str, PoolCost]:
@@ -94,9 +96,17 @@ def _change(before: str, after: str) -> str:
 
 
 def _totals(costs: Iterable[PoolCost]) -> tuple[float, float]:
-    """(USD per hour at the fewest nodes, at the most) of the priced pools."""
+    """(USD per hour at the fewest nodes, at the most) of the priced pools. The tiers of one ComputeClass count
+    once: its nodes are the servers' whichever tiers hold them, so at the fewest on its cheapest tier, at the most
+    on its priciest."""
     priced = [c for c in costs if c.price.usd_per_hour is not None]
-    return sum(c.hourly(c.min_nodes) or 0.0 for c in priced), sum(c.hourly(c.max_nodes) or 0.0 for c in priced)
+    fewest = sum(c.hourly(c.min_nodes) or 0.0 for c in priced if not c.compute_class)
+    most = sum(c.hourly(c.max_nodes) or 0.0 for c in priced if not c.compute_class)
+    for name in sorted({c.compute_class for c in priced if c.compute_class}):
+        tiers = [c for c in priced if c.compute_class == name]
+        fewest += min(c.hourly(c.min_nodes) or 0.0 for c in tiers)
+        most += max(c.hourly(c.max_nodes) or 0.0 for c in tiers)
+    return fewest, most
 
 
 def _delta(before: float, after: float, unit: str) -> str:
@@ -118,6 +128,14 @@ def render_costs(review: StackReview) -> list[str]:
         "flex-start and queued (DWS) pools at the on-demand price, an upper bound; a reservation at the on-demand",
         "rate, billed whether or not nodes use it. Not counted: disks, network, the GKE cluster fee, Vertex AI, and",
         "the Slurm and VM groups (see GPUs by orchestrator).",
+        *(
+            [
+                "The capacity tiers of one ComputeClass count once in the totals: at the fewest nodes on the cheapest",
+                "tier, at the most on the priciest (Capacity that falls back, below).",
+            ]
+            if any(c.compute_class for c in review.costs_after.values())
+            else []
+        ),
         "",
         "| pool | machine | capacity | nodes | USD/node-hour | USD/hour (fewest-most) | USD/month (fewest-most) |",
         "|---|---|---|---|---|---|---|",
@@ -198,4 +216,5 @@ def _cost_cells(c: PoolCost) -> list[str]:
         return usd(b) if a == b else f"{usd(a)}-{usd(b)}"
 
     monthly = [None if v is None else v * month for v in (fewest, most)]
-    return [c.machine_type, c.price.basis, c.nodes, usd(c.price.usd_per_hour), span(fewest, most), span(*monthly)]
+    basis = f"{c.price.basis}, a tier of {c.compute_class}" if c.compute_class else c.price.basis
+    return [c.machine_type, basis, c.nodes, usd(c.price.usd_per_hour), span(fewest, most), span(*monthly)]

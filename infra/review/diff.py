@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.catalogue.terraform_google import forces_replacement
-from infra.review.autoscaling import autoscalers
+from infra.review.autoscaling import autoscalers, fallbacks
 from infra.review.costs import pool_costs, stack_pools
 from infra.review.engines import engine_args
 from infra.review.gate import gate
@@ -113,6 +113,7 @@ def review_stack(
         holdings=list(holdings),
         posture=list(posture),
         autoscalers=autoscalers(after),
+        fallbacks=fallbacks(after),
         engines=engine_args(after),
         queues=team_queues(after),
         watching=watching(after),

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.catalogue.accelerators import accelerator_for_machine
+from infra.derive.names import COMPUTE_CLASS_LABEL
 from infra.review.costs import capacity_of
-from infra.review.model import Holding
+from infra.review.model import Holding, block
 
 
 def accelerator_inventory(stack_json: Mapping[str, Any]) -> Counter[tuple[str, str]]:
@@ -18,12 +19,16 @@ def accelerator_inventory(stack_json: Mapping[str, Any]) -> Counter[tuple[str, s
 
 
 def pool_inventory(pools: Iterable[Mapping[str, Any]]) -> Counter[tuple[str, str]]:
-    """Chips per (accelerator generation, zone) of node pool bodies (config or plan values)."""
+    """Chips per (accelerator generation, zone) of node pool bodies (config or plan values). The capacity tiers of
+    one ComputeClass count once, at the largest: together they hold no more than one tier's most nodes."""
     inventory: Counter[tuple[str, str]] = Counter()
+    classes: dict[str, Counter[tuple[str, str]]] = {}
     for body in pools:
-        node_config = body.get("node_config") or {}
-        if isinstance(node_config, list):  # plan values hold blocks as lists
-            node_config = node_config[0] if node_config else {}
+        node_config = block(body.get("node_config"))  # plan values hold blocks as lists
+        compute_class = block(node_config.get("labels")).get(COMPUTE_CLASS_LABEL)
+        tier = inventory
+        if compute_class:
+            tier = Counter()
         found = accelerator_for_machine(str(node_config.get("machine_type", "")))
         if found is None:
             continue
@@ -37,7 +42,13 @@ def pool_inventory(pools: Iterable[Mapping[str, Any]]) -> Counter[tuple[str, str
             nodes = autoscaling.get("max_node_count") or autoscaling.get("total_max_node_count") or 0
         zones = body.get("node_locations") or [body.get("location", "?")]
         for zone in zones:
-            inventory[(acc.name, zone)] += int(nodes) * shape.chips
+            tier[(acc.name, zone)] += int(nodes) * shape.chips
+        if compute_class:
+            held = classes.setdefault(str(compute_class), Counter())
+            for key, chips in tier.items():
+                held[key] = max(held[key], chips)
+    for held in classes.values():
+        inventory.update(held)
     return inventory
 
 

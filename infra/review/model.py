@@ -94,6 +94,8 @@ class PoolCost:
     min_nodes: int
     max_nodes: int
     price: prices.NodePrice
+    # The custom ComputeClass the pool is a capacity tier of ("" for none): its tiers' nodes count once.
+    compute_class: str = ""
 
     def hourly(self, nodes: int) -> float | None:
         return None if self.price.usd_per_hour is None else self.price.usd_per_hour * nodes
@@ -110,15 +112,35 @@ class Autoscaler:
     most: int
     metric: str
     target: str
-    pool: str = ""  # the accelerator pool its servers run on ("" on CPU nodes)
+    pool: str = ""  # the accelerator pool its servers run on, or the ComputeClass over its tiers' pools
     hosts: int = 0  # the pool's nodes one server takes
+    compute_class: bool = False  # `pool` names a ComputeClass
 
-    def usd_per_hour(self, servers: int, costs: Mapping[str, PoolCost]) -> float | None:
-        """What the pool's nodes of `servers` servers cost per hour, where the pool is priced."""
-        cost = next((c for c in costs.values() if c.pool == self.pool), None)
-        if cost is None or cost.price.usd_per_hour is None or not self.hosts:
+    def usd_per_hour(self, servers: int, costs: Mapping[str, PoolCost], *, priciest: bool = False) -> float | None:
+        """What the nodes of `servers` servers cost per hour, where the pool is priced; over a ComputeClass's
+        tiers, on the cheapest tier (or the priciest)."""
+        if not self.hosts:
             return None
-        return cost.price.usd_per_hour * self.hosts * servers
+        found = [
+            c.price.usd_per_hour
+            for c in costs.values()
+            if (c.compute_class if self.compute_class else c.pool) == self.pool and c.price.usd_per_hour is not None
+        ]
+        if not found:
+            return None
+        return (max(found) if priciest else min(found)) * self.hosts * servers
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A slice whose capacity falls back: its ComputeClass, its tiers' pools in order, and each tier's cost."""
+
+    compute_class: str
+    pools: tuple[str, ...]
+
+    def tiers(self, costs: Mapping[str, PoolCost]) -> list[PoolCost]:
+        by_pool = {c.pool: c for c in costs.values()}
+        return [by_pool[p] for p in self.pools if p in by_pool]
 
 
 @dataclass(frozen=True)
@@ -173,6 +195,7 @@ class StackReview:
     costs_before: dict[str, PoolCost] | None = None
     # The serving releases a Horizontal Pod Autoscaler scales (infra/review/autoscaling.py).
     autoscalers: list[Autoscaler] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
     # Its dashboards, alert policies and their channels (infra/review/monitoring.py).
     watching: Watching = field(default_factory=Watching)
     # What each serving release passes its engine (infra/review/engines.py).

@@ -9,7 +9,7 @@ from typing import Any
 
 from infra.catalogue import prices
 from infra.review.costs import cost_json, render_costs, usd
-from infra.review.model import Change, StackReview
+from infra.review.model import Autoscaler, Change, PoolCost, StackReview
 
 REVIEW_SCHEMA = "platform-review/1"  # docs/review.schema.json
 
@@ -64,12 +64,26 @@ def review_json(review: StackReview) -> dict[str, Any]:
                 "metric": a.metric,
                 "target": a.target,
                 "pool": a.pool or None,
-                "usd_per_hour": {
-                    "fewest": _rounded(a.usd_per_hour(a.fewest, review.costs_after)),
-                    "most": _rounded(a.usd_per_hour(a.most, review.costs_after)),
-                },
+                "usd_per_hour": dict(zip(("fewest", "most"), map(_rounded, _scaler_usd(a, review)), strict=True)),
             }
             for a in review.autoscalers
+        ],
+        "fallback": [
+            {
+                "compute_class": f.compute_class,
+                "tiers": [
+                    {"pool": c.pool, "capacity": c.capacity, "usd_per_node_hour": c.price.usd_per_hour}
+                    for c in f.tiers(review.costs_after)
+                ],
+                "usd_per_hour_at_most": dict(
+                    zip(
+                        ("first_tier", "priciest_tier"),
+                        map(_rounded, _fallback_usd(f.tiers(review.costs_after))),
+                        strict=True,
+                    )
+                ),
+            }
+            for f in review.fallbacks
         ],
         "monitoring": {
             "dashboards": [{"title": title, "url": url} for title, url in review.watching.dashboards],
@@ -122,14 +136,68 @@ def _autoscaling_section(review: StackReview) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for scaler in review.autoscalers:
-        low, high = (scaler.usd_per_hour(n, review.costs_after) for n in (scaler.fewest, scaler.most))
+        low, high = _scaler_usd(scaler, review)
         servers = f"{scaler.fewest}-{scaler.most}"
-        pool = scaler.pool or "(CPU nodes)"
+        pool = (f"ComputeClass {scaler.pool}" if scaler.compute_class else scaler.pool) or "(CPU nodes)"
         lines.append(
             f"| {scaler.release} | {servers} | `{scaler.metric}` | {scaler.target} | {pool} | {usd(low)} | "
             f"{usd(high)} |"
         )
+    if any(s.compute_class for s in review.autoscalers):
+        lines += ["", "Over a ComputeClass: at the fewest servers on its cheapest tier, at the most on its priciest."]
     return lines
+
+
+def _scaler_usd(scaler: Autoscaler, review: StackReview) -> tuple[float | None, float | None]:
+    """What the autoscaler's nodes cost per hour at its fewest servers and at its most (over a ComputeClass's
+    tiers: the cheapest at the fewest, the priciest at the most)."""
+    return (
+        scaler.usd_per_hour(scaler.fewest, review.costs_after),
+        scaler.usd_per_hour(scaler.most, review.costs_after, priciest=True),
+    )
+
+
+def _fallback_section(review: StackReview) -> list[str]:
+    """The slices whose capacity falls back: each tier in the order GKE tries it, what it costs, and the range."""
+    if not review.fallbacks:
+        return []
+    lines = [
+        "",
+        "## Capacity that falls back",
+        "",
+        "A custom ComputeClass per slice: GKE grows the first tier's pool it can, falls back down the list when",
+        "a tier has no capacity, and moves servers back up when it returns (active migration). Each tier's pool",
+        "scales from zero to every server's nodes; together they hold no more than that.",
+    ]
+    for fallback in review.fallbacks:
+        tiers = fallback.tiers(review.costs_after)
+        lines += [
+            "",
+            f"`{fallback.compute_class}`:",
+            "",
+            "| tier | pool | capacity | USD/node-hour | USD/hour at the most nodes |",
+            "|---|---|---|---|---|",
+        ]
+        for i, c in enumerate(tiers, 1):
+            lines.append(
+                f"| {i} | {c.pool} | {c.price.basis} | {usd(c.price.usd_per_hour)} | {usd(c.hourly(c.max_nodes))} |"
+            )
+        first, priciest = _fallback_usd(tiers)
+        if first is not None and priciest is not None:
+            lines += [
+                "",
+                f"At the most nodes: {usd(first)} USD/hour on the first tier, up to {usd(priciest)} USD/hour if GKE "
+                "falls back to the priciest.",
+            ]
+    return lines
+
+
+def _fallback_usd(tiers: list[PoolCost]) -> tuple[float | None, float | None]:
+    """(USD/hour at the most nodes on the first tier, on the priciest tier)."""
+    priced = [c.hourly(c.max_nodes) for c in tiers if c.price.usd_per_hour is not None]
+    if not priced or tiers[0].price.usd_per_hour is None:
+        return None, None
+    return tiers[0].hourly(tiers[0].max_nodes), max(p or 0.0 for p in priced)
 
 
 def _queues_section(review: StackReview) -> list[str]:
@@ -228,6 +296,7 @@ def render(review: StackReview) -> str:
             lines.append("No changes.")
     lines += _holdings_section(review)
     lines += _autoscaling_section(review)
+    lines += _fallback_section(review)
     lines += _queues_section(review)
     lines += _engines_section(review)
     lines += _monitoring_section(review)

@@ -39,7 +39,7 @@ def _nodesets(env: Environment) -> Iterator[tuple[str, dict[str, Any], dict[str,
 
     assert env.slurm is not None
     for name, partition in env.slurm.partitions.items():
-        if partition.slice not in env.slices or env.slices[partition.slice].capacity.type == "queued":
+        if partition.slice not in env.slices or env.slices[partition.slice].primary.type == "queued":
             continue  # named by the config, and by ctk.slurm-capacity
         nodeset, part = partition_modules(env, name, partition)
         yield name, nodeset["settings"], part["settings"]
@@ -106,7 +106,7 @@ def _capacity(env: Environment) -> Iterator[Finding]:
         if spec is None:
             continue
         where = f"slices.{partition.slice}.capacity.type"
-        if spec.capacity.type == "queued":
+        if spec.primary.type == "queued":
             yield Finding(
                 where,
                 "queued",

@@ -158,7 +158,7 @@ MAX_RUN_S = 7 * 24 * 3600
 def _vm_capacity(env: Environment) -> Iterator[Finding]:
     for name, group in env.vm_groups.items():
         spec = env.slices.get(group.slice)
-        if spec is not None and spec.capacity.type == "queued":
+        if spec is not None and spec.primary.type == "queued":
             yield Finding(
                 f"slices.{group.slice}.capacity.type",
                 "queued",

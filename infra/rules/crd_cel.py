@@ -37,7 +37,7 @@ def _cel(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     for obj in custom:
         key = (obj["apiVersion"], obj["kind"])
         if key not in known and key in OPTIONAL_KINDS:
-            continue  # an optional CRD not available here: rule gke.inference-gateway-policies holds its rules
+            continue  # an optional CRD not available here: its own rule holds the object (see OPTIONAL_KINDS)
         if key not in known:
             yield Finding(where(obj), obj["apiVersion"], "no pinned CRD for this kind: its rules cannot be evaluated")
             continue

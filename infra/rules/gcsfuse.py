@@ -99,7 +99,7 @@ def _fuse_limits(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator
 def _fuse_node(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     gce = ctx.gce_metadata_pools()
     for at, _meta, spec in _pods(objects):
-        pools = _selected_pools(spec)
+        pools = _selected_pools(spec, ctx.pools())
         if any(True for _ in _fuse_volumes(spec)) and pools and pools & gce:
             yield Finding(
                 f"{at}.spec.nodeSelector", sorted(pools), f"pools {', '.join(sorted(pools & gce))} use GCE_METADATA"

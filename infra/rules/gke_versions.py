@@ -76,9 +76,12 @@ def features_used(env: Environment) -> dict[str, str]:
         accelerator = {"v6e": "tpu-v6e", "tpu7x": "tpu7x", "a3-mega": "a3-mega-tcpxo"}.get(spec.accelerator)
         if accelerator:
             used.setdefault(accelerator, f"slices.{key}.accelerator")
-        capacity = {"flex-start": "flex-start", "queued": "queued-provisioning"}.get(spec.capacity.type)
-        if capacity:
-            used.setdefault(capacity, f"slices.{key}.capacity.type")
+        for i, tier in enumerate(spec.tiers):
+            capacity = {"flex-start": "flex-start", "queued": "queued-provisioning"}.get(tier.type)
+            if capacity:
+                used.setdefault(capacity, f"slices.{key}.capacity" + (f"[{i}]" if spec.falls_back else "") + ".type")
+        if spec.falls_back:
+            used.setdefault("compute-class", f"slices.{key}.capacity")
     if env.training is not None:
         used["ray-operator"] = "training"
     for key, d in env.serving.items():

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalogue.accelerators import TPU_RESOURCE
+from infra.derive.names import COMPUTE_CLASS_LABEL
 from infra.rules import containers, pod_templates, where
 
 FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
@@ -100,11 +101,24 @@ def _accelerators(spec: dict[str, Any]) -> bool:
 FUSE_SIDECAR_LIMITS = ("gke-gcsfuse/cpu-limit", "gke-gcsfuse/memory-limit", "gke-gcsfuse/ephemeral-storage-limit")
 
 
-def _selected_pools(spec: dict[str, Any]) -> set[str] | None:
-    """The node pools a pod may land on, if its placement names them (nodeSelector or required affinity)."""
-    pool = (spec.get("nodeSelector") or {}).get(NODEPOOL_LABEL)
+def class_pools(pools: dict[str, dict[str, Any]], name: str) -> set[str]:
+    """The node pools of the stack that join ComputeClass `name` (its label on their nodes)."""
+    return {
+        p
+        for p, body in pools.items()
+        if ((body.get("node_config") or {}).get("labels") or {}).get(COMPUTE_CLASS_LABEL) == name
+    }
+
+
+def _selected_pools(spec: dict[str, Any], pools: dict[str, dict[str, Any]] | None = None) -> set[str] | None:
+    """The node pools a pod may land on, if its placement names them (nodeSelector or required affinity, or the
+    ComputeClass it selects: the pools of the stack that join it, when `pools` are given)."""
+    selector = spec.get("nodeSelector") or {}
+    pool = selector.get(NODEPOOL_LABEL)
     if pool:
         return {pool}
+    if pools is not None and selector.get(COMPUTE_CLASS_LABEL):
+        return class_pools(pools, selector[COMPUTE_CLASS_LABEL]) or None
     terms = (
         ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
         or {}

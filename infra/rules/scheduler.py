@@ -409,7 +409,8 @@ def _requests_fit(env: Environment) -> Iterator[Finding]:
     layer="pod-start",
     summary=(
         "When two slice pools carry the same TPU labels, a TPU pod names its pool "
-        "(cloud.google.com/gke-nodepool); otherwise it can take another workload's slice."
+        "(cloud.google.com/gke-nodepool) or the ComputeClass over its tiers' pools; otherwise it can take another "
+        "workload's slice."
     ),
     source=(
         "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodeselector (any node with "
@@ -429,7 +430,7 @@ def _pinned(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Find
         selector = spec.get("nodeSelector") or {}
         key = (selector.get(TPU_ACCELERATOR_LABEL, ""), selector.get(TPU_TOPOLOGY_LABEL, ""))
         twins = by_labels.get(key, [])
-        if len(twins) > 1 and _selected_pools(spec) is None:
+        if len(twins) > 1 and _selected_pools(spec, ctx.pools()) is None:
             yield Finding(
                 f"{at}.spec.nodeSelector",
                 selector,

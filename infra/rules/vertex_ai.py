@@ -51,7 +51,7 @@ def _vertex_slices(env: Environment) -> Iterator[tuple[str, str]]:
 )
 def _capacity(env: Environment) -> Iterator[Finding]:
     for field, key in _vertex_slices(env):
-        capacity = env.slices[key].capacity
+        capacity = env.slices[key].primary
         if capacity.type == "queued":
             yield Finding(
                 f"slices.{key}.capacity.type",

@@ -180,7 +180,7 @@ def _image_script(env: Environment) -> dict[str, Any]:
 
 def _capacity(env: Environment, partition: SlurmPartition) -> dict[str, Any]:
     """The nodeset's provisioning from the slice's capacity (queued provisioning is refused at load)."""
-    capacity = env.slices[partition.slice].capacity
+    capacity = env.slices[partition.slice].primary
     if capacity.type == "reservation":
         return {"reservation_name": capacity.reservation}
     if capacity.type == "spot":

@@ -8,7 +8,7 @@ from infra.config import Environment
 from infra.constructs.cluster import GkeCluster
 from infra.constructs.network import PODS_RANGE, SERVICES_RANGE
 from infra.constructs.node_pools import CpuNodePool, SliceNodePool
-from infra.derive.names import SYSTEM_POOL
+from infra.derive.names import SYSTEM_POOL, compute_class
 from infra.stacks.identity import NodeIdentities
 from infra.stacks.network import Networking
 
@@ -78,8 +78,10 @@ class Compute:
     def _slice_pools(
         self, stack: TerraformStack, env: Environment, key: str, net: Networking, nodes: NodeIdentities
     ) -> list[SliceNodePool]:
-        """Slice `key`'s node pools, one per slice of its count."""
+        """Slice `key`'s node pools: one per slice of its count, or one per capacity tier (each joining the slice's
+        ComputeClass, which the `compute-classes` release declares)."""
         spec = env.slices[key]
+        tiers = spec.tier_pools(key) if spec.falls_back else [(pool, spec.primary) for pool in spec.pools(key)]
         return [
             SliceNodePool(
                 stack,
@@ -90,18 +92,19 @@ class Compute:
                 zone=env.zone_of(key),
                 name=pool,
                 slice_=spec.slice,
-                capacity_type=spec.capacity.type,
-                reservation=spec.capacity.reservation,
-                max_run_hours=spec.capacity.max_run_hours,
+                capacity_type=tier.type,
+                reservation=tier.reservation,
+                max_run_hours=tier.max_run_hours,
                 node_range=env.slice_node_range(key),
-                auto_repair=spec.repairs,
+                auto_repair=spec.repairs_tier(tier),
                 auto_upgrade=spec.auto_upgrade,
                 service_account=nodes.of_slice(key),
                 metadata="GCE_METADATA" if key in env.pathways_slices else "GKE_METADATA",
                 extra_networks=net.gpu_nics[: spec.slice.gpudirect.extra_nics] if spec.slice.gpudirect else [],
                 copies=env.slice_copies(key),
+                compute_class=compute_class(key) if spec.falls_back else None,
             )
-            for pool in spec.pools(key)
+            for pool, tier in tiers
         ]
 
     def pools_of(self, *keys: str) -> list[object]:

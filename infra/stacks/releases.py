@@ -12,6 +12,7 @@ from infra.catalogue.controllers import CONTROLLERS, controllers_of_chart
 from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE, ADAPTER_ROLE, ADAPTER_SERVICE_ACCOUNT
 from infra.cdk import TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment, SaxmlServing
+from infra.constructs.compute_class import compute_class_values, fallback_slices
 from infra.constructs.identity import ProjectRoleOfKubernetesAccount
 from infra.constructs.network import HEALTH_CHECK_RANGES, ControlPlaneWebhooks
 from infra.constructs.network_policy import NamespacePolicies
@@ -81,6 +82,7 @@ class Releases:
         }
         gpu_pools = compute.pools_of(*(k for k in compute.slice_pools if env.slices[k].slice.kind == "gpu"))
         self._gpu_releases(gpu_pools)
+        self.compute_classes = self._compute_classes()
         self._serving_releases()
         self._network_policies()
 
@@ -119,6 +121,20 @@ class Releases:
             vpc_ports=vpc_ports,
         )
 
+    def _compute_classes(self) -> ChartRelease | None:
+        """The ComputeClasses of the slices that fall back through capacity tiers, once their pools exist."""
+        slices = fallback_slices(self.env)
+        if not slices:
+            return None
+        return self._chart_release(
+            "compute-classes",
+            skip_unbuilt=False,
+            chart="compute-classes",
+            namespace="kube-system",
+            values=compute_class_values(self.env),
+            depends_on=self.compute.pools_of(*slices),
+        )
+
     def _serving_releases(self) -> None:
         """One release per serving deployment; model servers load for minutes, so the deploy does not wait. Where one
         autoscales, the metrics adapter its autoscaler reads through, with its Cloud Monitoring role."""
@@ -151,7 +167,10 @@ class Releases:
             conversion = getattr(deployment, "conversion", None)
             accounts = [deployment.identity, *([conversion.identity] if conversion else [])]
             depends = self.identities.accounts(*accounts)
-            depends += self.compute.pools_of(*(k for _, k in deployment.slice_fields()))
+            slices = [k for _, k in deployment.slice_fields()]
+            depends += self.compute.pools_of(*slices)
+            if self.compute_classes is not None and set(slices) & set(fallback_slices(env)):
+                depends.append(self.compute_classes.release)
             self._chart_release(
                 release_name(key),
                 chart=chart,

@@ -79,12 +79,12 @@ def _machine(env: Environment, slice_key: str) -> dict[str, Any]:
         "acceleratorType": slice_.shape.vertex_accelerator,
         "acceleratorCount": slice_.chips_per_host,
     }
-    if spec.capacity.type == "reservation":
+    if spec.primary.type == "reservation":
         # The reservation's full resource name, in the slice's zone (ReservationAffinity.values).
         machine["reservationAffinity"] = {
             "reservationAffinityType": "SPECIFIC_RESERVATION",
             "key": "compute.googleapis.com/reservation-name",
-            "values": [spec.capacity.reservation_path(env.project, env.zone_of(slice_key))],
+            "values": [spec.primary.reservation_path(env.project, env.zone_of(slice_key))],
         }
     return machine
 
@@ -165,7 +165,7 @@ def custom_job(env: Environment, name: str) -> dict[str, Any]:
     pools: list[dict[str, Any]] = [{"machineSpec": machine, "replicaCount": "1", "containerSpec": container}]
     if nodes > 1:
         pools.append({"machineSpec": machine, "replicaCount": str(nodes - 1), "containerSpec": container})
-    capacity = spec.capacity
+    capacity = spec.primary
     scheduling: dict[str, Any] = {"strategy": STRATEGY.get(capacity.type, capacity.type.upper())}
     if isinstance(job, VertexNcclTest):
         # A verdict, not a retry loop (as the GKE and Slurm NCCL tests).

@@ -92,7 +92,7 @@ def placement_policy_name(env: Environment, key: str) -> str:
 
 def compact(env: Environment, key: str) -> bool:
     """Whether the group's VMs are placed by a compact placement policy (not with flex-start)."""
-    return env.slices[env.vm_groups[key].slice].capacity.type != "flex-start"
+    return env.slices[env.vm_groups[key].slice].primary.type != "flex-start"
 
 
 def _nics(env: Environment, direct: GpuDirect | None) -> list[dict[str, Any]]:
@@ -113,7 +113,7 @@ def _nics(env: Environment, direct: GpuDirect | None) -> list[dict[str, Any]]:
 def scheduling(env: Environment, key: str, *, standalone: bool) -> dict[str, Any]:
     """The VMs' scheduling. `standalone`: VMs created on their own (bulkInsert), which carry their flex-start run
     limit themselves; in the managed group the resize request gives it (its requestedRunDuration)."""
-    capacity = env.slices[env.vm_groups[key].slice].capacity
+    capacity = env.slices[env.vm_groups[key].slice].primary
     out: dict[str, Any] = {"onHostMaintenance": "TERMINATE", "automaticRestart": False}
     if capacity.type == "spot":
         out.update(provisioningModel="SPOT", instanceTerminationAction="DELETE")
@@ -128,7 +128,7 @@ def scheduling(env: Environment, key: str, *, standalone: bool) -> dict[str, Any
 
 
 def reservation_affinity(env: Environment, key: str) -> dict[str, Any]:
-    capacity = env.slices[env.vm_groups[key].slice].capacity
+    capacity = env.slices[env.vm_groups[key].slice].primary
     if capacity.type == "reservation":
         return {
             "consumeReservationType": "SPECIFIC_RESERVATION",

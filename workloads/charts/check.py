@@ -89,11 +89,14 @@ BUILTIN_GROUPS = {
 }
 
 # The kinds of the optional pinned CRDs (GKE's Gateway policies): validated against their schema where it is
-# available, else held to their CEL rules by a rule (infra/rules/gke.py: gke.inference-gateway-policies).
+# available, else held to their CEL rules by a rule (infra/rules/gke.py: gke.inference-gateway-policies); and
+# GKE's ComputeClass, whose CRD GKE serves but publishes in no repository to pin: rule gke.compute-class-tiers
+# holds it to the CRD's CEL rules.
 OPTIONAL_KINDS = {
     ("networking.gke.io/v1", "HealthCheckPolicy"),
     ("networking.gke.io/v1", "GCPBackendPolicy"),
     ("monitoring.googleapis.com/v1", "PodMonitoring"),
+    ("cloud.google.com/v1", "ComputeClass"),
 }
 
 

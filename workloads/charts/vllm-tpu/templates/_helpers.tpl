@@ -42,6 +42,12 @@ spec:
     fsGroup: {{ $v.runAs.gid }}
   nodeSelector:
     {{- toYaml $v.nodeSelector | nindent 4 }}
+  {{- with $v.tolerations }}
+  # The slice's ComputeClass taint (GKE's admission adds it to Pods that select the class; written out so the
+  # Pods do not rest on that).
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   containers:
     - name: vllm
       image: {{ $v.image }}
