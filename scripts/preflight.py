@@ -43,7 +43,7 @@ from infra.catalogue.gcp_apis import platform_apis
 from infra.config import ConfigError, Environment
 from infra.constructs.providers import CREDENTIAL_PLUGIN
 from infra.preflight import checks
-from infra.preflight.checks import print_roles, required_roles
+from infra.preflight.checks import print_roles, required_billing_roles, required_roles
 from infra.preflight.quota import asks
 from infra.preflight.result import Result
 from infra.preflight.transport import Answer, CredentialsRefused, RecordedTransport, Transport, default_transport
@@ -198,11 +198,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.print_roles:
         try:
-            roles = required_roles(stack())
+            the_stack = stack()
+            roles = required_roles(the_stack)
         except UnknownResourceType as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
-        print_roles(env, roles)
+        print_roles(env, roles, required_billing_roles(the_stack))
         return 0
     results = run(env, stack=stack, transport=default_transport, skip_image=args.skip_image)
     if args.json:

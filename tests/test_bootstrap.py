@@ -138,11 +138,20 @@ def test_the_planner_reads_and_the_deployer_covers_every_resource_type_of_its_st
         assert planner == {"roles/viewer", "roles/iam.securityReviewer", "roles/container.viewer"}
         assert not any(r.endswith(("admin", "Admin", "owner", "editor")) for r in planner)
         assert "roles/owner" not in deployer and "roles/editor" not in deployer
+        # The budget's roles are the billing account's, granted there.
+        billing = {
+            (m["role"], "deployer" if "deployer" in m["member"] else "planner", m["billing_account_id"])
+            for m in _resources(stack, "google_billing_account_iam_member")
+        }
+        assert billing == {
+            ("roles/billing.costsManager", "deployer", "01A2B3-C4D5E6-F7A8B9"),
+            ("roles/billing.viewer", "planner", "01A2B3-C4D5E6-F7A8B9"),
+        }
         platform = json.loads((REPO / "tests" / "snapshots" / f"platform-{env}.json").read_text())
         for rtype in platform["resource"]:
             role = deployer_role(rtype)
             assert role is not None, f"{rtype}: no deployer role manages it (DEPLOYER_ROLES)"
-            assert role in deployer, (name, rtype, role)
+            assert role in deployer | {r for r, who, _ in billing if who == "deployer"}, (name, rtype, role)
     assert deployer_role("google_project_iam_member") == "roles/resourcemanager.projectIamAdmin"
     assert set(DEPLOYER_ROLES.values()) <= deployer
 

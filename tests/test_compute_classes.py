@@ -136,9 +136,9 @@ def test_the_servers_select_the_class_and_tolerate_its_taint(stacks: dict[str, d
             "slurm (slurm.partitions",
         ),
         (
-            {"spare": {**VLLM, "capacity": [{"type": "spot"}, {"type": "on-demand"}]}},
-            "slices.spare.capacity",
-            "a capacity list needs a vLLM deployment on the slice",
+            {"train": {**VLLM, "capacity": [{"type": "spot"}, {"type": "on-demand"}]}},
+            "slices.train.capacity",
+            "a capacity list on a slice training.slice places per node pool",
         ),
         (
             {
@@ -154,7 +154,7 @@ def test_the_servers_select_the_class_and_tolerate_its_taint(stacks: dict[str, d
             "capacity type 'flex-start' needs `max_run_hours`",
         ),
     ],
-    ids=["queued", "twice", "multi-host", "slurm", "no-server", "pool-name", "tier-field"],
+    ids=["queued", "twice", "multi-host", "slurm", "ray-training", "pool-name", "tier-field"],
 )
 def test_a_list_a_class_cannot_hold_is_refused_naming_the_field(
     slices: dict[str, Any], field: str, fragment: str, tmp_path: Path

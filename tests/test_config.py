@@ -253,6 +253,26 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         ["flex-start", "auto_repair off"],
     ),
     "hyphen in a label key": (_set("labels", {"cost-center": "ml"}), "labels.cost-center", ["cost-center"]),
+    "billing account id in lower case": (
+        _set("monitoring.budget.billing_account", "01a2b3-c4d5e6-f7a8b9"),
+        "monitoring.budget.billing_account",
+        ["01a2b3-c4d5e6-f7a8b9", "^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$"],
+    ),
+    "budget thresholds out of order": (
+        _set("monitoring.budget.thresholds", [0.9, 0.5]),
+        "monitoring.budget.thresholds",
+        ["thresholds go up, each once"],
+    ),
+    "budget threshold of nothing": (
+        _set("monitoring.budget.thresholds", [0, 1.0]),
+        "monitoring.budget.thresholds",
+        ["above 0 and at most 10"],
+    ),
+    "a budget notifying six addresses": (
+        _set("monitoring.notify", [f"oncall{i}@acme.example" for i in range(6)]),
+        "monitoring",
+        ["6 addresses in `notify`: a budget notifies at most 5 channels"],
+    ),
 }
 
 

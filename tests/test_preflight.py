@@ -119,11 +119,17 @@ def test_every_pool_draws_on_a_known_quota_at_its_max_nodes(stacks: dict[str, di
     assert by_pool["train", "TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E"].amount == 16
     assert by_pool["sax-a", "PREEMPTIBLE_TPU_LITE_PODSLICE_V5"].amount == 32
     assert dev_reserved == []
+    # The vLLM slice's three capacity tiers hold its 3 hosts once: spot and flex-start share one ask of the
+    # preemptible quota (no fallback: the spot tier has none), on-demand asks the standard one.
+    spot = by_pool["vllm, vllm-flex-start", "PREEMPTIBLE-TPU-V6E-per-project-region"]
+    assert spot.amount == 24 and spot.fallback is None
+    assert by_pool["vllm-on-demand", "TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E"].amount == 24
     # Every pool of every environment (a new one from `make new-env` included) draws on a quota the table knows.
     for name, stack in stacks.items():
         found, reserved = preflight.asks(stack)
         pools = {p["name"] for p in stack["resource"]["google_container_node_pool"].values()}
-        assert {a.pool for a in found} | {line.split(":")[0] for line in reserved} == pools, name
+        asking = {pool for a in found for pool in a.pool.split(", ")}
+        assert asking | {line.split(":")[0] for line in reserved} == pools, name
     prod, prod_reserved = preflight.asks(stacks["prod"])
     assert {line.split(":")[0] for line in prod_reserved} == {"a3mega", "train"}, "a reservation draws no quota"
     assert not any(a.pool in {"a3mega", "train"} for a in prod)
@@ -181,10 +187,11 @@ def test_every_check_passes_against_the_granted_answers(
 ) -> None:
     code, out, err = _preflight(synth_dir, capsys)
     assert code == 0, err
-    for check in ("tools", "credentials", "apis", "roles", "quota"):
+    for check in ("tools", "credentials", "apis", "roles", "billing", "quota"):
         assert f"preflight dev: ok   {check}" in out
     assert "us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: 16 GPUs at most, limit 16, in use now 0" in out
-    assert "us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: 16 TPU chips at most, limit 64" in out
+    # The training slice's 16 chips and the vLLM servers' 24 should every one land on their on-demand tier.
+    assert "us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: 40 TPU chips at most, limit 64" in out
 
 
 def test_json_says_what_the_lines_say_with_the_same_exit_code(
@@ -193,7 +200,7 @@ def test_json_says_what_the_lines_say_with_the_same_exit_code(
     code, out, _ = _preflight(synth_dir, capsys, "--json")
     report = json.loads(out)
     assert code == 0 and report["passed"] is True and report["failed"] == []
-    assert [c["check"] for c in report["checks"]] == ["tools", "credentials", "apis", "roles", "quota"]
+    assert [c["check"] for c in report["checks"]] == ["tools", "credentials", "apis", "roles", "billing", "quota"]
     quota = next(c for c in report["checks"] if c["check"] == "quota")
     assert "us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: 16 GPUs at most, limit 16, in use now 0" in quota["lines"]
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
@@ -286,6 +293,24 @@ def test_a_missing_role_is_named_with_the_permissions_it_lacks(
     assert "python -m scripts.preflight dev --print-roles" in err
 
 
+def test_a_budget_the_deployer_cannot_manage_is_named_with_the_billing_account_and_the_grant(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The budget lives on the billing account: the project's roles do not reach it, so preflight asks Cloud Billing."""
+
+    def revoke(body: dict[str, Any]) -> None:
+        body["permissions"] = [p for p in body["permissions"] if p != "billing.budgets.create"]
+
+    _edit(cloud, "billing-permissions.json", revoke)
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert (
+        "FAIL billing\n    missing roles/billing.costsManager on billing account 01A2B3-C4D5E6-F7A8B9 (lacks "
+        "billing.budgets.create)\n" in err
+    )
+    assert "gcloud billing accounts add-iam-policy-binding 01A2B3-C4D5E6-F7A8B9 --member=MEMBER" in err
+
+
 def _limit(metric: str, limit: float) -> Any:
     def change(body: dict[str, Any]) -> None:
         for quota in body["quotas"]:
@@ -327,8 +352,8 @@ def test_a_short_tpu_quota_of_cloud_quotas_is_refused(
     code, _, err = _preflight(synth_dir, capsys)
     assert code == 1
     assert (
-        "short: us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: pools train ask for up to 16 TPU "
-        "chips, the limit is 8 (Cloud Quotas"
+        "short: us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: pools train, vllm-on-demand ask for "
+        "up to 40 TPU chips, the limit is 8 (Cloud Quotas"
     ) in err
 
 
@@ -431,7 +456,7 @@ def test_user_credentials_bill_the_calls_to_the_environments_project(
     stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
     results = preflight.run(envs["dev"], stack=lambda: stack, transport=recorded)
     assert seen == ["acme-ml-platform-dev"]
-    assert [r.status for r in results] == ["ok"] * 5
+    assert [r.status for r in results] == ["ok"] * 6  # credentials, apis, roles, billing (dev's budget), quota
 
 
 def test_print_roles_needs_no_credentials_and_gives_the_grant_commands(
@@ -445,6 +470,12 @@ def test_print_roles_needs_no_credentials_and_gives_the_grant_commands(
     assert (
         "gcloud projects add-iam-policy-binding acme-ml-platform-dev --member=MEMBER "
         "--role=roles/resourcemanager.projectIamAdmin --condition=None"
+    ) in out
+    # The budget's role is the billing account's, with Cloud Billing's own command.
+    assert "roles/billing.costsManager\tbilling.budgets.create, billing.budgets.delete" in out
+    assert (
+        "gcloud billing accounts add-iam-policy-binding 01A2B3-C4D5E6-F7A8B9 --member=MEMBER "
+        "--role=roles/billing.costsManager"
     ) in out
 
 

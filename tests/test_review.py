@@ -474,3 +474,21 @@ def test_the_json_review_holds_the_markdowns_facts_and_its_schema(synth_dir: Pat
     (replaced,) = [c for c in dev["changes"] if c["action"] == "replace"]
     assert replaced["gate"]["confirmable"] and not replaced["gate"]["confirmed"]
     assert replaced["replaced_by"] == ["placement_policy.tpu_topology"]
+
+
+def test_the_review_holds_the_budget_against_the_node_pools(stacks: dict[str, dict[str, Any]]) -> None:
+    text = render(review_stack("platform-dev", stacks["dev"], None))
+    assert (
+        "- Budget: 320,000 USD/month on billing account 01A2B3-C4D5E6-F7A8B9, alerting at 50%, 90%, 100%, 100% "
+        "forecast of the month's spend." in text
+    )
+    # 102,337.28 is under half of 320,000; 300,502.48 is past 90% of it.
+    assert (
+        "The node pools alone, at list prices: at their fewest nodes 102,337.28 USD/month, within its first "
+        "threshold; at their most nodes 300,502.48 USD/month, past its 90% threshold." in text
+    )
+    smaller = copy.deepcopy(stacks["dev"])
+    (budget,) = smaller["resource"]["google_billing_budget"].values()
+    budget["amount"]["specified_amount"]["units"] = "100000"
+    text = render(review_stack("platform-dev", smaller, None))
+    assert "at their fewest nodes 102,337.28 USD/month, past its 100% threshold" in text

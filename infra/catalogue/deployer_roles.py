@@ -228,6 +228,22 @@ RESOURCE_ROLES: dict[str, tuple[RoleNeed, ...]] = {
     "kubernetes_service_account_v1": (_KUBERNETES,),
 }
 
+# Resource types managed on the Cloud Billing account rather than the project (a budget): their roles are granted on
+# that account (by the bootstrap, infra/stacks/bootstrap.py) and `make preflight` tests them there (Cloud Billing
+# `billingAccounts.testIamPermissions`). roles/billing.costsManager: "Manage budgets and view and export cost
+# information of billing accounts" (https://cloud.google.com/iam/docs/roles-permissions/billing#billing.costsManager);
+# roles/billing.viewer reads them (the planner's refresh).
+BILLING_DEPLOYER_ROLE = "roles/billing.costsManager"
+BILLING_PLANNER_ROLE = "roles/billing.viewer"
+BILLING_ACCOUNT_ROLES: dict[str, tuple[RoleNeed, ...]] = {
+    "google_billing_budget": (
+        RoleNeed(
+            BILLING_DEPLOYER_ROLE,
+            ("billing.budgets.create", "billing.budgets.get", "billing.budgets.update", "billing.budgets.delete"),
+        ),
+    ),
+}
+
 # What `make preflight` itself reads (and `make deploy` before the apply): the enabled APIs, the regions' quotas,
 # the TPU quotas of Cloud Quotas, and the permissions. roles/serviceusage.serviceUsageViewer,
 # roles/compute.viewer and roles/cloudquotas.viewer grant them; testIamPermissions needs no permission.
@@ -253,13 +269,22 @@ class UnknownResourceType(KeyError):
 def roles_for(resource_types: set[str]) -> dict[str, tuple[str, ...]]:
     """Role -> the permissions tested for it, for a stack of these resource types and the preflight's own reads."""
     needs: dict[str, set[str]] = {}
-    for rtype in sorted(resource_types):
+    for rtype in sorted(resource_types - BILLING_ACCOUNT_ROLES.keys()):
         if rtype not in RESOURCE_ROLES:
             raise UnknownResourceType(rtype)
         for need in RESOURCE_ROLES[rtype]:
             needs.setdefault(need.role, set()).update(need.permissions)
     for need in PREFLIGHT_ROLES:
         needs.setdefault(need.role, set()).update(need.permissions)
+    return {role: tuple(sorted(perms)) for role, perms in sorted(needs.items())}
+
+
+def billing_roles_for(resource_types: set[str]) -> dict[str, tuple[str, ...]]:
+    """Role -> the permissions tested for it on the billing account, for a stack of these resource types."""
+    needs: dict[str, set[str]] = {}
+    for rtype in sorted(resource_types & BILLING_ACCOUNT_ROLES.keys()):
+        for need in BILLING_ACCOUNT_ROLES[rtype]:
+            needs.setdefault(need.role, set()).update(need.permissions)
     return {role: tuple(sorted(perms)) for role, perms in sorted(needs.items())}
 
 

@@ -14,6 +14,11 @@ rest): serviceusage.googleapis.com and cloudresourcemanager.googleapis.com. They
 
 from __future__ import annotations
 
+# The Cloud Billing Budget API: enabled where the environment has a budget (monitoring.budget); the budget's calls
+# are billed to the environment's project (the provider's user_project_override, infra/constructs/providers.py).
+BUDGET_API = "billingbudgets.googleapis.com"
+# The Cloud Billing API: the bootstrap grants the budget's roles on the billing account through it.
+BILLING_API = "cloudbilling.googleapis.com"
 # Resource type prefix -> the API Terraform calls to manage it (each resource's provider docs, "API
 # documentation" link: https://registry.terraform.io/providers/hashicorp/google/6.50.0/docs).
 RESOURCE_APIS: dict[str, str] = {
@@ -25,6 +30,8 @@ RESOURCE_APIS: dict[str, str] = {
     "google_project_iam_": "cloudresourcemanager.googleapis.com",
     "google_binary_authorization_": "binaryauthorization.googleapis.com",
     "google_monitoring_": "monitoring.googleapis.com",
+    "google_billing_budget": BUDGET_API,
+    "google_billing_account_": BILLING_API,
 }
 
 # Fields of google_container_cluster -> the API the feature needs, with its source. GKE calls them
@@ -68,7 +75,7 @@ IMAGE_APIS: dict[str, str] = {
 # projects' resources and the state bucket may still use them).
 PLATFORM_APIS: tuple[str, ...] = tuple(
     sorted(
-        set(RESOURCE_APIS.values())
+        (set(RESOURCE_APIS.values()) - {BUDGET_API, BILLING_API})  # an environment's budget only; the bootstrap's
         | {api for api, _ in FEATURE_APIS.values()}
         | {IMPERSONATION_API[0]}
         | set(IMAGE_APIS)
@@ -92,10 +99,12 @@ INFERENCE_GATEWAY_API = (
 )
 
 
-def platform_apis(*, vertex: bool, inference_gateway: bool) -> tuple[str, ...]:
-    """What one environment's stack enables: every platform API, Vertex AI's where it has jobs, and the Network
-    Services API where a deployment serves through the Inference Gateway."""
+def platform_apis(*, vertex: bool, inference_gateway: bool, budget: bool = False) -> tuple[str, ...]:
+    """What one environment's stack enables: every platform API, Vertex AI's where it has jobs, the Network
+    Services API where a deployment serves through the Inference Gateway, and the Budget API where it has a
+    budget."""
     extra = [*([VERTEX_API] if vertex else []), *([INFERENCE_GATEWAY_API[0]] if inference_gateway else [])]
+    extra += [BUDGET_API] if budget else []
     return tuple(sorted({*PLATFORM_APIS, *extra}))
 
 

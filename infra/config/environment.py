@@ -239,19 +239,32 @@ class Environment(Model):
 
     def _tier_use_problems(self) -> list[Problem]:
         """A slice falls back through capacity tiers only where each pod takes one whole single-host slice: a vLLM
-        deployment's servers (any tier's host serves alike, and the autoscaler's servers spread over the tiers)."""
+        deployment's servers (any tier's host serves alike, and the autoscaler's servers spread over the tiers).
+        Ray's worker groups, Kueue's flavors and the other engines place their pods per node pool."""
         problems: list[Problem] = []
         for key, spec in self.slices.items():
             if not spec.falls_back or self.slice_holder(key) != "gke" or spec.slice.multi_host:
                 continue  # another holder, or a multi-host slice: refused where those are checked
-            if self._server_of_single_host(key) is None:
+            users: list[tuple[str | int, ...]] = []
+            if self.training is not None and self.training.slice == key:
+                users.append(("training", "slice"))
+            if self.batch is not None and key in self.batch.slices:
+                users.append(("batch", "slices"))
+            users += [
+                ("serving", name, *path)
+                for name, d in self.serving.items()
+                if not isinstance(d, VllmServing)
+                for path, k in d.slice_fields()
+                if k == key
+            ]
+            if users:
                 problems.append(
                     Finding(
                         ("slices", key, "capacity"),
                         [t.label for t in spec.tiers],
-                        "a capacity list needs a vLLM deployment on the slice (serving.<key>.slice): its servers "
-                        "each take one host, so GKE may place each on any tier; training and batch jobs are placed "
-                        "per node pool (Ray worker groups, Kueue flavors): give this slice one capacity type",
+                        f"a capacity list on a slice {'.'.join(map(str, users[0]))} places per node pool (Ray worker "
+                        "groups, Kueue flavors and the other engines name their pool): only a vLLM deployment's "
+                        "servers, each a whole host, may land on any tier; give this slice one capacity type",
                     )
                 )
         return problems

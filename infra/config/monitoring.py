@@ -8,12 +8,39 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from infra.config.base import Model
 
 # An address Cloud Monitoring's email channel takes (labels.email_address): one mailbox, no display name.
 Email = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")]
+# A Cloud Billing account id: three groups of six upper-case hexadecimal digits (billingAccounts/<id>).
+BillingAccount = Annotated[str, StringConstraints(pattern=r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$")]
+# A budget's all_updates_rule takes at most 5 monitoring notification channels (google_billing_budget,
+# hashicorp/google v7.45.0 website/docs/r/billing_budget.html.markdown: "A maximum of 5 channels are allowed").
+BUDGET_CHANNELS = 5
+
+
+class Budget(Model):
+    """A monthly budget on the environment's project (Cloud Billing Budgets): an alert to `notify` and the billing
+    account's administrators each time the month's actual spend passes a threshold, and once its forecast passes the
+    whole amount."""
+
+    billing_account: BillingAccount
+    monthly_usd: int = Field(ge=1, le=100_000_000)
+    # Shares of `monthly_usd` of actual spend that alert (1.0 is the whole budget; above it, an overrun).
+    thresholds: list[float] = Field(default=[0.5, 0.9, 1.0], min_length=1, max_length=10)
+    # Also alert when the month's forecast spend passes the whole budget (spend_basis FORECASTED_SPEND).
+    forecast: bool = True
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds(cls, thresholds: list[float]) -> list[float]:
+        if any(not 0 < t <= 10 for t in thresholds):
+            raise ValueError("each threshold is a share of the budget above 0 and at most 10 (1.0 is the budget)")
+        if thresholds != sorted(set(thresholds)):
+            raise ValueError("thresholds go up, each once")
+        return thresholds
 
 
 class Monitoring(Model):
@@ -28,3 +55,15 @@ class Monitoring(Model):
     queue_stuck_minutes: int = Field(15, ge=5, le=1440)
     # Nodes: how long a node may be not Ready, or a multi-host TPU slice not whole, before it pages.
     not_ready_minutes: int = Field(10, ge=5, le=1440)
+    # A monthly budget of the project, alerting the same addresses. None: no budget (spend is seen in Billing only).
+    budget: Budget | None = None
+
+    @model_validator(mode="after")
+    def _budget_channels(self) -> Monitoring:
+        if self.budget is not None and len(self.notify) > BUDGET_CHANNELS:
+            raise ValueError(
+                f"{len(self.notify)} addresses in `notify`: a budget notifies at most {BUDGET_CHANNELS} channels "
+                "(Cloud Billing Budgets, all_updates_rule.monitoring_notification_channels); list at most "
+                f"{BUDGET_CHANNELS}, or a group address"
+            )
+        return self

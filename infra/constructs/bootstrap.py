@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.catalogue.deployer_roles import grant_limit_condition
+from infra.catalogue.deployer_roles import BILLING_ACCOUNT_ROLES, BILLING_DEPLOYER_ROLE, grant_limit_condition
 from infra.cdk import TerraformResourceLifecycle
 from infra.cdk.bindings import google
 
@@ -83,7 +83,10 @@ PROJECT_IAM_ADMIN = "roles/resourcemanager.projectIamAdmin"
 
 
 def deployer_role(resource_type: str) -> str | None:
-    """The deployer's role that manages `resource_type` (longest matching prefix), or None."""
+    """The deployer's role that manages `resource_type` (longest matching prefix; a billing account's own), or
+    None."""
+    if resource_type in BILLING_ACCOUNT_ROLES:
+        return BILLING_DEPLOYER_ROLE
     matches = [prefix for prefix in DEPLOYER_ROLES if resource_type.startswith(prefix)]
     return DEPLOYER_ROLES[max(matches, key=len)] if matches else None
 

@@ -10,6 +10,7 @@ from typing import Any
 from constructs import Construct
 
 from infra.cdk.bindings import google
+from infra.config.monitoring import Budget
 
 
 def _snake(name: str) -> str:
@@ -75,3 +76,38 @@ class Observability(Construct):
                 notification_channels=[c.name for c in self.channels],
                 **fields,
             )
+
+
+class ProjectBudget(Construct):
+    """A monthly Cloud Billing budget on one project: email alerts through the environment's channels (and the
+    billing account's administrators, Cloud Billing's default) when the month's actual spend passes each
+    threshold, and when its forecast passes the whole amount."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        provider: object,
+        project: str,
+        project_number: str,
+        environment: str,
+        budget: Budget,
+        channels: list[str],
+    ) -> None:
+        super().__init__(scope, id_)
+        module = google("billing_budget")
+        # jsii takes a list of blocks as a list of the binding's structs, not of dicts.
+        bases = [(t, "CURRENT_SPEND") for t in budget.thresholds] + ([(1.0, "FORECASTED_SPEND")] * budget.forecast)
+        rules = [module.BillingBudgetThresholdRules(threshold_percent=t, spend_basis=basis) for t, basis in bases]
+        self.budget = module.BillingBudget(
+            self,
+            "budget",
+            provider=provider,
+            billing_account=budget.billing_account,
+            display_name=f"ML platform {environment} ({project})"[:60],
+            budget_filter={"projects": [f"projects/{project_number}"], "calendar_period": "MONTH"},
+            amount={"specified_amount": {"currency_code": "USD", "units": str(budget.monthly_usd)}},
+            threshold_rules=rules,
+            all_updates_rule={"monitoring_notification_channels": channels} if channels else None,
+        )

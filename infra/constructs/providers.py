@@ -45,7 +45,26 @@ class Providers(Construct):
 
     def __init__(self, scope: Construct, id_: str, *, project: str, region: str, labels: dict[str, str]) -> None:
         super().__init__(scope, id_)
+        self.project, self.region = project, region
         google("provider").GoogleProvider(self, "google", project=project, region=region, default_labels=labels)
+        self._billing: object | None = None
+
+    def billing(self) -> object:
+        """The Google provider for Cloud Billing Budgets (alias `billing`): its calls carry the environment's project
+        as their quota project. The Budget API refuses user credentials' calls without one (403; the provider's
+        google_billing_budget page: "you must specify a billing_project and set user_project_override to true"),
+        and `make deploy` by hand runs on a person's application-default credentials."""
+        if self._billing is None:
+            self._billing = google("provider").GoogleProvider(
+                self,
+                "google-billing",
+                alias="billing",
+                project=self.project,
+                region=self.region,
+                billing_project=self.project,
+                user_project_override=True,
+            )
+        return self._billing
 
     def connect(self, cluster: object) -> None:
         """Configure Kubernetes and Helm against `cluster` (a ContainerCluster), through its DNS endpoint.

@@ -254,7 +254,9 @@ def _capacity_text(env: Environment) -> dict[str, Any]:
     rows = ["| node pool | accelerator | hosts per slice | nodes |", "|---|---|---|---|"]
     for key, spec in sorted(env.gke_slices.items()):
         low, high = env.slice_node_range(key) or (spec.slice.hosts * env.slice_copies(key),) * 2
-        rows.append(f"| {key} | {spec.slice.name} ({spec.primary.type}) | {spec.slice.hosts} | {low} to {high} |")
+        tiers = spec.tier_pools(key) if spec.falls_back else [(pool, spec.primary) for pool in spec.pools(key)]
+        for pool, tier in tiers:
+            rows.append(f"| {pool} | {spec.slice.name} ({tier.type}) | {spec.slice.hosts} | {low} to {high} |")
     system = env.cluster.system_pool
     rows.append(f"| system | {system.machine_type} | 1 | {system.min_nodes} to {system.max_nodes} |")
     for key, cpu in sorted(env.cpu_pools.items()):

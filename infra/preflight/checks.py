@@ -1,4 +1,5 @@
-"""The checks that need the user's credentials, in order: credentials, APIs, roles, quota."""
+"""The checks that need the user's credentials, in order: credentials, APIs, roles (on the billing account too,
+where the environment has a budget), quota."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from typing import Any
 
 from infra.catalogue.deployer_roles import CHECKED as ROLES_CHECKED
 from infra.catalogue.deployer_roles import SOURCE as ROLES_SOURCE
-from infra.catalogue.deployer_roles import UnknownResourceType, roles_for
+from infra.catalogue.deployer_roles import UnknownResourceType, billing_roles_for, roles_for
 from infra.catalogue.gcp_apis import BOOTSTRAP_APIS, platform_apis
 from infra.catalogue.quota_metrics import UnknownQuota
 from infra.config import Environment
 from infra.preflight.quota import Ask, asks, check_quota
 from infra.preflight.result import Result
 from infra.preflight.transport import (
+    CLOUD_BILLING,
     CLOUD_PLATFORM_SCOPE,
     CLOUD_QUOTAS_API,
     LOGIN,
@@ -49,7 +51,11 @@ def needed_apis(env: Environment, stack_asks: Iterable[Ask]) -> tuple[str, ...]:
         sorted(
             {
                 *BOOTSTRAP_APIS,
-                *platform_apis(vertex=env.vertex is not None, inference_gateway=env.inference_gateway),
+                *platform_apis(
+                    vertex=env.vertex is not None,
+                    inference_gateway=env.inference_gateway,
+                    budget=env.monitoring.budget is not None,
+                ),
                 *own,
             }
         )
@@ -96,7 +102,13 @@ def required_roles(stack: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     return roles_for(set(stack.get("resource") or {}))
 
 
-def print_roles(env: Environment, roles: dict[str, tuple[str, ...]]) -> None:
+def required_billing_roles(stack: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    return billing_roles_for(set(stack.get("resource") or {}))
+
+
+def print_roles(
+    env: Environment, roles: dict[str, tuple[str, ...]], billing: dict[str, tuple[str, ...]] | None = None
+) -> None:
     print(
         f"# The roles the deployer of {env.name} needs on {env.project} (derived from the resources platform-{env.name}"
     )
@@ -106,6 +118,12 @@ def print_roles(env: Environment, roles: dict[str, tuple[str, ...]]) -> None:
     print("# Grant them (MEMBER: user:<email>, group:<email> or serviceAccount:<email>):")
     for role in roles:
         print(f"gcloud projects add-iam-policy-binding {env.project} --member=MEMBER --role={role} --condition=None")
+    if billing and env.monitoring.budget is not None:
+        account = env.monitoring.budget.billing_account
+        print(f"# On the billing account {account} (the budget; the bootstrap stack grants them to the deployer):")
+        for role, permissions in billing.items():
+            print(f"{role}\t{', '.join(permissions)}")
+            print(f"gcloud billing accounts add-iam-policy-binding {account} --member=MEMBER --role={role}")
 
 
 def check_roles(env: Environment, roles: dict[str, tuple[str, ...]], transport: Transport) -> Result:
@@ -134,6 +152,33 @@ def check_roles(env: Environment, roles: dict[str, tuple[str, ...]], transport: 
     return Result("roles", "fail", lines)
 
 
+def check_billing(env: Environment, roles: dict[str, tuple[str, ...]], transport: Transport) -> Result:
+    """Cloud Billing's testIamPermissions on the budget's billing account, with the caller's credentials."""
+    assert env.monitoring.budget is not None
+    account = env.monitoring.budget.billing_account
+    wanted = sorted({p for perms in roles.values() for p in perms})
+    answer = transport.request(
+        "POST", f"{CLOUD_BILLING}/billingAccounts/{account}:testIamPermissions", {"permissions": wanted}
+    )
+    if answer.status != 200:
+        return Result(
+            "billing", "fail", [f"Cloud Billing did not test the permissions on {account}: {error_line(answer)}"]
+        )
+    granted = set(answer.body.get("permissions") or [])
+    missing = {role: [p for p in perms if p not in granted] for role, perms in roles.items()}
+    missing = {role: perms for role, perms in missing.items() if perms}
+    if not missing:
+        return Result("billing", "ok", [f"every permission of {len(roles)} role(s) on billing account {account}"])
+    lines = [
+        f"missing {role} on billing account {account} (lacks {', '.join(perms)})" for role, perms in missing.items()
+    ]
+    lines.append(
+        f"the bootstrap stack grants it to the deployer (its applier must administer {account}); by hand: gcloud "
+        f"billing accounts add-iam-policy-binding {account} --member=MEMBER --role={next(iter(missing))}"
+    )
+    return Result("billing", "fail", lines)
+
+
 def run(
     env: Environment,
     *,
@@ -145,13 +190,14 @@ def run(
     only when credentials exist); `transport` makes the HTTP layer from the credentials."""
     credentials, found = load_credentials()
     results = [found]
-    remote = ("apis", "roles", "quota")
+    remote = ("apis", "roles", *(["billing"] if env.monitoring.budget is not None else []), "quota")
     if credentials is None:
         return results + [Result(name, "skip", ["not checked: no credentials"]) for name in remote]
     try:
         the_stack = stack()
         stack_asks, reserved = asks(the_stack)
         roles = required_roles(the_stack)
+        billing = required_billing_roles(the_stack)
     except (UnknownQuota, UnknownResourceType) as err:
         return [*results, Result("stack", "fail", [str(err)])]
     # User credentials carry no quota project, and Service Usage and Cloud Quotas refuse such calls ("requires a
@@ -164,6 +210,8 @@ def run(
         apis, pending = check_apis(env, needed_apis(env, stack_asks), http, deploy_enables=deploy_enables)
         results.append(apis)
         results.append(check_roles(env, roles, http))
+        if billing and env.monitoring.budget is not None:
+            results.append(check_billing(env, billing, http))
         results.append(check_quota(env, stack_asks, reserved, http, pending=pending))
     except CredentialsRefused as err:
         done = {r.check for r in results}

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from infra.catalogue.accelerators import accelerator_for_machine
 from infra.catalogue.cpu_machines import CPU_MACHINES
 from infra.catalogue.quota_metrics import QuotaMetric, UnknownQuota, cpu_metric, gpu_metric, tpu_metric
 from infra.config import Environment
+from infra.derive.names import COMPUTE_CLASS_LABEL
 from infra.preflight.result import Result
 from infra.preflight.transport import CLOUD_QUOTAS, CLOUD_QUOTAS_API, COMPUTE, Transport, error_line
 
@@ -51,16 +52,20 @@ def _vcpus(machine_type: str) -> int:
 
 
 def asks(stack: dict[str, Any]) -> tuple[list[Ask], list[str]]:
-    """What every node pool of the stack asks of each quota at its max nodes, and the pools that ask nothing of
-    quota (a specific reservation holds their machines)."""
+    """What every node pool of the stack asks of each quota at its max nodes (the tiers of one ComputeClass once per
+    quota), and the pools that ask nothing of quota (a specific reservation holds their machines)."""
     resources = stack.get("resource") or {}
     clusters = list((resources.get("google_container_cluster") or {}).values())
     cluster_zones = len((clusters[0].get("node_locations") or []) if clusters else []) or 1
     out: list[Ask] = []
     reserved: list[str] = []
+    # The capacity tiers of one ComputeClass hold its nodes once: each quota is asked for them once (all on the tiers
+    # that draw on it), not once per tier.
+    class_asks: dict[tuple[str, str, str], int] = {}
     for pool in (resources.get("google_container_node_pool") or {}).values():
         name = pool.get("name", "?")
         config = pool.get("node_config") or {}
+        compute_class = (config.get("labels") or {}).get(COMPUTE_CLASS_LABEL)
         machine = config["machine_type"]
         zones = len(pool.get("node_locations") or []) or cluster_zones
         nodes = _max_nodes(pool, zones)
@@ -86,11 +91,25 @@ def asks(stack: dict[str, Any]) -> tuple[list[Ask], list[str]]:
             generation, shape = found
             standard = tpu_metric(generation.name, preemptible=False)
             draws.append((tpu_metric(generation.name, preemptible=preemptible), shape.chips * nodes, standard))
-        out += [
-            Ask(region, metric, amount, name, standard if flex else None)
-            for metric, amount, standard in draws
-            if amount
-        ]
+        for metric, amount, fallback in draws:
+            if not amount:
+                continue
+            ask = Ask(region, metric, amount, name, fallback if flex else None)
+            key = (str(compute_class), region, repr(metric))
+            if compute_class and key in class_asks:
+                # Another tier of the class draws on this quota: one ask for both, its pools named, the fallback
+                # quota only where every such tier has one (a spot tier has none).
+                first = out[class_asks[key]]
+                out[class_asks[key]] = replace(
+                    first,
+                    pool=", ".join(sorted([*first.pool.split(", "), name])),
+                    amount=max(first.amount, amount),
+                    fallback=first.fallback if first.fallback == ask.fallback else None,
+                )
+                continue
+            if compute_class:
+                class_asks[key] = len(out)
+            out.append(ask)
     return out, reserved
 
 

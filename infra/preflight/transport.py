@@ -16,6 +16,7 @@ SERVICE_USAGE = "https://serviceusage.googleapis.com/v1"
 
 
 RESOURCE_MANAGER = "https://cloudresourcemanager.googleapis.com/v3"
+CLOUD_BILLING = "https://cloudbilling.googleapis.com/v1"
 
 
 COMPUTE = "https://compute.googleapis.com/compute/v1"

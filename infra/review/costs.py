@@ -63,7 +63,7 @@ def capacity_of(config: Mapping[str, Any], body: Mapping[str, Any]) -> tuple[str
 def cost_json(costs: Mapping[str, PoolCost] | None) -> dict[str, Any] | None:
     if costs is None:
         return None
-    fewest, most = _totals(costs.values())
+    fewest, most = pool_totals(costs.values())
     month = prices.HOURS_PER_MONTH
     return {
         "usd_per_hour": {"fewest": round(fewest, 2), "most": round(most, 2)},
@@ -95,7 +95,7 @@ def _change(before: str, after: str) -> str:
     return after if before == after else f"{before} \u2192 {after}"
 
 
-def _totals(costs: Iterable[PoolCost]) -> tuple[float, float]:
+def pool_totals(costs: Iterable[PoolCost]) -> tuple[float, float]:
     """(USD per hour at the fewest nodes, at the most) of the priced pools. The tiers of one ComputeClass count
     once: its nodes are the servers' whichever tiers hold them, so at the fewest on its cheapest tier, at the most
     on its priciest."""
@@ -161,11 +161,11 @@ def render_costs(review: StackReview) -> list[str]:
                 missing.append(f"{c.pool}: {c.price.missing}")
             if c is not None and c.price.note and f"{c.pool}: {c.price.note}" not in noted:
                 noted.append(f"{c.pool}: {c.price.note}")
-    fewest, most = _totals(review.costs_after.values())
+    fewest, most = pool_totals(review.costs_after.values())
     if review.costs_before is None:
         total_hour, total_month = f"{fewest:,.2f}-{most:,.2f}", f"{fewest * month:,.2f}-{most * month:,.2f}"
     else:
-        b_fewest, b_most = _totals(before_all.values())
+        b_fewest, b_most = pool_totals(before_all.values())
         total_hour = _change(f"{b_fewest:,.2f}-{b_most:,.2f}", f"{fewest:,.2f}-{most:,.2f}")
         total_month = _change(
             f"{b_fewest * month:,.2f}-{b_most * month:,.2f}", f"{fewest * month:,.2f}-{most * month:,.2f}"
@@ -176,7 +176,7 @@ def render_costs(review: StackReview) -> list[str]:
     if noted:
         lines += ["", "Not the source's own row (priced higher, an upper bound):", ""] + [f"- {n}" for n in noted]
     if review.costs_before is not None:
-        b_fewest, b_most = _totals(before_all.values())
+        b_fewest, b_most = pool_totals(before_all.values())
         lines += [
             "",
             "Cost change of this plan:",
@@ -193,10 +193,10 @@ def cost_summary(review: StackReview) -> str:
     """One line: what the stack's node pools cost per hour and per month at their fewest-most nodes, and the
     change from the baseline where there is one."""
     month = prices.HOURS_PER_MONTH
-    fewest, most = _totals(review.costs_after.values())
+    fewest, most = pool_totals(review.costs_after.values())
     line = f"node pools {fewest:,.2f}-{most:,.2f} USD/hour, {fewest * month:,.2f}-{most * month:,.2f} USD/month"
     if review.costs_before is not None:
-        _, b_most = _totals(review.costs_before.values())
+        _, b_most = pool_totals(review.costs_before.values())
         line += f" (at the most nodes {most - b_most:+,.2f} USD/hour, {(most - b_most) * month:+,.2f} USD/month)"
     unpriced = sorted(c.pool for c in review.costs_after.values() if c.price.usd_per_hour is None)
     return line + (f"; no price for {', '.join(unpriced)}" if unpriced else "")

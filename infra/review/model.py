@@ -173,6 +173,22 @@ class Watching:
     dashboards: list[tuple[str, str]] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)
     notify: list[str] = field(default_factory=list)
+    budget: Budget | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The project's monthly budget: its billing account, amount, and each alert threshold (share, spend basis)."""
+
+    billing_account: str
+    usd_per_month: float
+    thresholds: tuple[tuple[float, str], ...]
+
+    def crossed(self, usd_per_month: float) -> float | None:
+        """The highest threshold of actual spend that `usd_per_month` passes, or None."""
+        passed = [share for share, basis in self.thresholds if basis == "CURRENT_SPEND"]
+        passed = [share for share in passed if usd_per_month > share * self.usd_per_month]
+        return max(passed) if passed else None
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """What a stack watches, as the review shows it: its dashboards (with their links), its alert policies and who they
-notify (read from the stack's google_monitoring_* resources)."""
+notify, and its budget (read from the stack's google_monitoring_* and google_billing_budget resources)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infra.catalogue.cloud_metrics import dashboard_link
-from infra.review.model import Watching
+from infra.review.model import Budget, Watching
 
 
 def watching(stack_json: Mapping[str, Any]) -> Watching:
@@ -28,4 +28,15 @@ def watching(stack_json: Mapping[str, Any]) -> Watching:
         str((b.get("labels") or {}).get("email_address", ""))
         for b in (resource.get("google_monitoring_notification_channel") or {}).values()
     )
-    return Watching(sorted(dashboards), alerts, notify)
+    budget = None
+    for body in (resource.get("google_billing_budget") or {}).values():
+        amount = (body.get("amount") or {}).get("specified_amount") or {}
+        budget = Budget(
+            str(body.get("billing_account", "")),
+            float(amount.get("units") or 0),
+            tuple(
+                (float(r["threshold_percent"]), str(r.get("spend_basis") or "CURRENT_SPEND"))
+                for r in body.get("threshold_rules") or []
+            ),
+        )
+    return Watching(sorted(dashboards), alerts, notify, budget)

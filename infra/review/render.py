@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from infra.catalogue import prices
-from infra.review.costs import cost_json, render_costs, usd
+from infra.review.costs import cost_json, pool_totals, render_costs, usd
 from infra.review.model import Autoscaler, Change, PoolCost, StackReview
 
 REVIEW_SCHEMA = "platform-review/1"  # docs/review.schema.json
@@ -89,6 +89,13 @@ def review_json(review: StackReview) -> dict[str, Any]:
             "dashboards": [{"title": title, "url": url} for title, url in review.watching.dashboards],
             "alerts": list(review.watching.alerts),
             "notify": list(review.watching.notify),
+            "budget": None
+            if review.watching.budget is None
+            else {
+                "billing_account": review.watching.budget.billing_account,
+                "usd_per_month": review.watching.budget.usd_per_month,
+                "thresholds": [{"share": s, "basis": b} for s, b in review.watching.budget.thresholds],
+            },
         },
         "posture": list(review.posture),
         "engines": [{"release": e.release, "engine": e.engine, "args": list(e.args)} for e in review.engines],
@@ -242,6 +249,30 @@ def _monitoring_section(review: StackReview) -> list[str]:
     notify = ", ".join(watching.notify) if watching.notify else "no one (set monitoring.notify)"
     lines += [f"- Alert policies ({len(watching.alerts)}), notifying {notify}:"]
     lines += [f"  - {name}" for name in watching.alerts]
+    lines += _budget_lines(review)
+    return lines
+
+
+def _budget_lines(review: StackReview) -> list[str]:
+    """The budget, and which of its thresholds the node pools alone pass at their fewest and most nodes."""
+    budget = review.watching.budget
+    if budget is None:
+        return []
+    shares = ", ".join(
+        f"{share:.0%}" + (" forecast" if basis == "FORECASTED_SPEND" else "") for share, basis in budget.thresholds
+    )
+    lines = [
+        f"- Budget: {budget.usd_per_month:,.0f} USD/month on billing account {budget.billing_account}, alerting at "
+        f"{shares} of the month's spend."
+    ]
+    if review.costs_after:
+        fewest, most = (usd * prices.HOURS_PER_MONTH for usd in pool_totals(review.costs_after.values()))
+        said = []
+        for what, usd_month in (("fewest", fewest), ("most", most)):
+            crossed = budget.crossed(usd_month)
+            past = f"past its {crossed:.0%} threshold" if crossed is not None else "within its first threshold"
+            said.append(f"at their {what} nodes {usd_month:,.2f} USD/month, {past}")
+        lines.append(f"  The node pools alone, at list prices: {'; '.join(said)}.")
     return lines
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from constructs import Construct
 
+from infra.catalogue.deployer_roles import BILLING_DEPLOYER_ROLE, BILLING_PLANNER_ROLE
+from infra.catalogue.gcp_apis import BILLING_API
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.cdk.bindings import google
 from infra.config import Environment
@@ -56,6 +58,27 @@ class BootstrapStack(TerraformStack):
                 role="roles/artifactregistry.reader",
                 member=f"serviceAccount:{boot.deployer.email}",
             )
+        if env.monitoring.budget is not None:
+            # The project's budget lives on the billing account, outside the project: the deployer manages it
+            # (roles/billing.costsManager: billing.budgets.*) and the planner reads it (roles/billing.viewer), each
+            # on that account only. Granted by whoever applies the bootstrap, who must administer the account
+            # (billing.accounts.setIamPolicy: roles/billing.admin).
+            account = env.monitoring.budget.billing_account
+            billing_api = google("project_service").ProjectService(
+                self, "api-cloudbilling", project=env.project, service=BILLING_API, disable_on_destroy=False
+            )
+            for who, role, member in (
+                ("deployer", BILLING_DEPLOYER_ROLE, boot.deployer.email),
+                ("planner", BILLING_PLANNER_ROLE, boot.planner.email),
+            ):
+                google("billing_account_iam_member").BillingAccountIamMember(
+                    self,
+                    f"billing-{who}",
+                    billing_account_id=account,
+                    role=role,
+                    member=f"serviceAccount:{member}",
+                    depends_on=[billing_api],
+                )
         # What the GitHub environments' variables are set to (docs/delivery.md).
         TerraformOutput(self, "workload_identity_provider", value=boot.provider.name)
         TerraformOutput(self, "planner_service_account", value=boot.planner.email)

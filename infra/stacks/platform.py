@@ -13,7 +13,7 @@ from infra.catalogue.gcp_apis import VERTEX_API, platform_apis
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import Environment
 from infra.constructs.apis import ProjectApis
-from infra.constructs.monitoring import Observability
+from infra.constructs.monitoring import Observability, ProjectBudget
 from infra.constructs.providers import Providers
 from infra.constructs.vertex import custom_code_agent
 from infra.derive import observability
@@ -41,7 +41,11 @@ class PlatformStack(TerraformStack):
             self,
             "apis",
             project=env.project,
-            apis=platform_apis(vertex=env.vertex is not None, inference_gateway=env.inference_gateway),
+            apis=platform_apis(
+                vertex=env.vertex is not None,
+                inference_gateway=env.inference_gateway,
+                budget=env.monitoring.budget is not None,
+            ),
         )
         nodes = NodeIdentities(self, env)
         net = Networking(self, env, gke_nodes=nodes.gke_nodes)
@@ -69,7 +73,7 @@ class PlatformStack(TerraformStack):
         # The releases left out until their images are built (`make deploy-infra`'s first deploy).
         self.left_out = releases.left_out
         # What the environment watches: its dashboard and alert policies, derived from what it runs.
-        Observability(
+        watch = Observability(
             self,
             "observability",
             project=env.project,
@@ -77,6 +81,17 @@ class PlatformStack(TerraformStack):
             policies=observability.alert_policies(env),
             emails=env.monitoring.notify,
         )
+        if env.monitoring.budget is not None:
+            ProjectBudget(
+                self,
+                "budget",
+                provider=providers.billing(),
+                project=env.project,
+                project_number=env.project_number,
+                environment=env.name,
+                budget=env.monitoring.budget,
+                channels=[c.name for c in watch.channels],
+            )
 
         # Last: every Google resource above waits for its API to be enabled.
         apis.depend_all(self)
