@@ -134,7 +134,7 @@ class SliceNodePool(Construct):
         labels = {"platform-slice": name}
         if compute_class is not None:
             # A tier of a custom ComputeClass: GKE's label and taint for a manually created pool of the class (only
-            # Pods that select the class land here; GKE adds the toleration to them).
+            # Pods that select the class and tolerate the taint land here: releases.slice_tolerations).
             labels[COMPUTE_CLASS_LABEL] = compute_class
             extra["taint"] = [{"key": COMPUTE_CLASS_LABEL, "value": compute_class, "effect": "NO_SCHEDULE"}]
         # `copies` of a single-host slice (one per replica of its server) are that many independent hosts.

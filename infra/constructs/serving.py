@@ -162,7 +162,7 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "chipsPerHost": s.chips_per_host,
         "nodeSelector": slice_selector(env, d.slice),
         # Only where the slice has a ComputeClass: a release on one pool keeps the values it had.
-        **({"tolerations": slice_tolerations(env, d.slice)} if env.slices[d.slice].falls_back else {}),
+        **({"tolerations": tolerations} if (tolerations := slice_tolerations(env, d.slice)) else {}),
         "args": vllm.serve_args(env, key),
         "multiHostEnv": dict(vllm.MULTIHOST_ENV) if s.multi_host else {},
         "port": vllm.PORT,
