@@ -15,6 +15,8 @@ PY := $(BIN)/python
 # exit 2; CI and scripts that branch on a command's code (1 refused, 2 bad input, 3 blocked) call this directly.
 PLATFORM := $(BIN)/platform
 UV_VERSION := 0.13.9
+# uv at UV_VERSION with its files' hashes (make lock writes it).
+UV_LOCK := scripts/requirements-uv.lock
 OUT := cdktf.out
 ENV ?= dev
 BASE ?=
@@ -83,16 +85,18 @@ help: ## List every target, grouped by task (scripts/make_help.py)
 
 # --compile-bytecode: the machine sets PYTHONDONTWRITEBYTECODE (so does this Makefile), and without bytecode every
 # process compiles what it imports again: the stock provider import alone compiles ~1,470 modules (docs/performance.md).
-$(VENV_STAMP): requirements.lock pyproject.toml
+# Every file installed is checked against its hash in the lock (uv itself too, by pip): the deploy workflows install
+# these with the deployer's credentials live.
+$(VENV_STAMP): requirements.lock pyproject.toml $(UV_LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(PY) requirements.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(UV_LOCK)
+	$(BIN)/uv pip sync --quiet --require-hashes --compile-bytecode --python $(PY) requirements.lock
 	$(BIN)/uv pip install --quiet --python $(PY) --no-deps -e .
 	touch $@
 
 $(POLICY_STAMP): requirements-policy.lock $(VENV_STAMP)
 	$(PYTHON) -m venv $(POLICY_VENV)
-	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(POLICY_VENV)/bin/python requirements-policy.lock
+	$(BIN)/uv pip sync --quiet --require-hashes --compile-bytecode --python $(POLICY_VENV)/bin/python requirements-policy.lock
 	touch $@
 
 $(VLLM_STAMP): $(VLLM_LOCK) $(VENV_STAMP)
@@ -282,9 +286,11 @@ diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terrafor
 
 lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and the MaxText engine lock (needs network to the package index)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --extra workloads --no-header pyproject.toml -o requirements.lock
-	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --no-header requirements-policy.in -o requirements-policy.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(UV_LOCK)
+	{ echo '# uv, which the Makefile installs first, with the hash of each of its files (make lock writes it).'; \
+	  echo 'uv==$(UV_VERSION)' | $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes --no-header - ; } > $(UV_LOCK)
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --extra dev --extra workloads --generate-hashes --no-header pyproject.toml -o requirements.lock
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes --no-header requirements-policy.in -o requirements-policy.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/serving/requirements-vllm-tpu.in -o workloads/serving/requirements-vllm-tpu.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --override workloads/serving/requirements-vllm.overrides --generate-hashes --no-header --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec workloads/serving/requirements-vllm.in -o $(VLLM_LOCK)

@@ -62,3 +62,21 @@ def test_a_target_no_group_names_fails_the_listing(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and "file brand-new under a group of GROUPS" in done.stderr
     assert "\nOther:\n  make brand-new" in done.stdout
+
+
+def test_what_make_installs_is_checked_against_its_hashes() -> None:
+    """The venvs the deploy workflows install (with the deployer's credentials live) take nothing a lock does not
+    name with its hash: uv through pip --require-hashes, then every package through uv --require-hashes."""
+    makefile = (REPO / "Makefile").read_text()
+    installs = re.findall(r"^\t\$\(BIN\)/(?:pip install|uv pip sync) .*$", makefile, re.M)
+    assert installs and all("--require-hashes" in line for line in installs), installs
+    uv_pin = re.search(r"^UV_VERSION := (\S+)$", makefile, re.M)
+    assert uv_pin and f"uv=={uv_pin.group(1)} \\" in (REPO / "scripts/requirements-uv.lock").read_text()
+    for lock in ("requirements.lock", "requirements-policy.lock", "scripts/requirements-uv.lock"):
+        text = (REPO / lock).read_text()
+        # Every pinned requirement is followed by at least one hash of its files.
+        blocks = re.split(r"\n(?=[A-Za-z0-9_.-]+==)", text)
+        pinned = [b for b in blocks if re.match(r"[A-Za-z0-9_.-]+==", b)]
+        assert len(pinned) > 0, lock
+        unhashed = [b.split()[0] for b in pinned if "--hash=sha256:" not in b]
+        assert unhashed == [], f"{lock}: {unhashed[:5]}"
