@@ -93,6 +93,10 @@ def test_the_servers_select_the_class_and_tolerate_its_taint(stacks: dict[str, d
     assert "cloud.google.com/gke-nodepool" not in pod["nodeSelector"]
     assert {"key": "cloud.google.com/compute-class", "operator": "Equal", "value": "slice-vllm",
             "effect": "NoSchedule"} in pod["tolerations"]  # fmt: skip
+    # GKE moves them back up the tiers one at a time: it respects their disruption budget.
+    (budget,) = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
     # The servers are deployed after their class: a Pod that selects a class GKE does not know stays Pending.
     release, _ = release_values(stacks["dev"], "serve-llama70b-vllm")
     assert any(d.startswith("helm_release.compute-classes_") for d in release["depends_on"])

@@ -161,8 +161,13 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "hosts": s.hosts,
         "chipsPerHost": s.chips_per_host,
         "nodeSelector": slice_selector(env, d.slice),
-        # Only where the slice has a ComputeClass: a release on one pool keeps the values it had.
-        **({"tolerations": tolerations} if (tolerations := slice_tolerations(env, d.slice)) else {}),
+        # Only where the slice has a ComputeClass (a release on one pool keeps the values it had): its taint, and
+        # one server at a time moved back up its tiers.
+        **(
+            {"tolerations": tolerations, "disruptionBudget": {"maxUnavailable": 1}}
+            if (tolerations := slice_tolerations(env, d.slice))
+            else {}
+        ),
         "args": vllm.serve_args(env, key),
         "multiHostEnv": dict(vllm.MULTIHOST_ENV) if s.multi_host else {},
         "port": vllm.PORT,
