@@ -47,7 +47,7 @@ def test_the_kubernetes_half_comes_in_an_order_terraform_could_apply_it(stacks: 
         for needed in body.get("depends_on") or []:
             if needed in position:
                 assert position[needed] < position[address], f"{address} before {needed}"
-    assert sum(a.startswith("helm_release.") for a in order) == 15
+    assert sum(a.startswith("helm_release.") for a in order) == 16
 
 
 def test_a_destroy_takes_each_resource_before_what_it_needs_and_the_controllers_as_early_as_it_can(

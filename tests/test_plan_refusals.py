@@ -5,6 +5,7 @@ and cdktf.out left as it was."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -83,7 +84,10 @@ def test_every_pool_and_release_a_stack_makes_is_traced_to_the_field_that_made_i
                 field = resource_field(envs[name], f"{rtype}.{body['name']}")
                 assert field is not None, f"{name}: {rtype}.{body['name']} is traced to no field"
                 node = data
-                for part in field.split("."):
+                for part in re.findall(r"[^.\[\]]+", field):  # slices.vllm.capacity[1]: a list's item by index
+                    if isinstance(node, list):
+                        node = node[int(part)]
+                        continue
                     if part not in node:  # a field left to its default (buckets.<key> with no name) still names it
                         assert part == field.split(".")[-1] and field.startswith("buckets."), (name, field)
                         break

@@ -35,6 +35,9 @@ def release_field(env: Environment | None, release: str) -> str | None:
             return f"serving.{key}"
     if release in env.release.controllers:
         return f"release.controllers.{release}"
+    if release == "compute-classes":  # a ComputeClass per slice whose capacity is a list
+        lists = [key for key, spec in env.slices.items() if spec.falls_back]
+        return f"slices.{lists[0]}.capacity" if len(lists) == 1 else "slices"
     return _SECTION_RELEASES.get(release)
 
 
@@ -52,6 +55,13 @@ def resource_field(env: Environment | None, address: str) -> str | None:
             return f"cpu_pools.{name}"
         if name in env.slices:
             return f"slices.{name}"
+        for key, spec in env.slices.items():
+            if spec.falls_back:
+                tier = next((i for i, (pool, _) in enumerate(spec.tier_pools(key)) if pool == name), None)
+                if tier is not None:
+                    return f"slices.{key}.capacity[{tier}]"
+            elif name in spec.pools(key):
+                return f"slices.{key}.count"
     if rtype == "google_container_cluster":
         return "cluster"
     if rtype == "google_storage_bucket":
