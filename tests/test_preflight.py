@@ -360,8 +360,8 @@ def test_a_short_tpu_quota_of_cloud_quotas_is_refused(
 def test_a_multislice_job_asks_the_quota_for_every_slice(
     cloud: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """dev on two v6e 4x4 slices (docs/examples/multislice): its two pools ask for 32 chips; a limit of 16 (one
-    slice's) refuses the deploy naming both pools."""
+    """dev on two v6e 4x4 slices (docs/examples/multislice): its two pools ask for 32 chips (with the vLLM servers'
+    on-demand tier, 24 more); a limit of 16 (one slice's) refuses the deploy naming every pool."""
     from infra.synth.app import synth
     from infra.synth.load import load_environment
 
@@ -376,8 +376,8 @@ def test_a_multislice_job_asks_the_quota_for_every_slice(
     code, _, err = _preflight(tmp_path / "out", capsys)
     assert code == 1
     assert (
-        "short: us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: pools train, train-1 ask for up "
-        "to 32 TPU chips, the limit is 16 (Cloud Quotas"
+        "short: us-east5 TPUS-PER-TPU-FAMILY-per-project-region,tpu_family=CT6E: pools train, train-1, vllm-on-demand "
+        "ask for up to 56 TPU chips, the limit is 16 (Cloud Quotas"
     ) in err
 
 
