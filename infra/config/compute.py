@@ -179,8 +179,12 @@ class SliceSpec(Model):
         return len(self.tiers) > 1
 
     def tier_pools(self, key: str) -> list[tuple[str, Capacity]]:
-        """(node pool, its capacity) of each tier: the first keeps the slice's own name (adding tiers to a slice
-        replaces none of its pools), the others `<key>-<type>`, a repeated type numbered (`<key>-reservation-2`)."""
+        """(node pool, its capacity) of every pool of slice `key`. Where `capacity` is a list, one per tier: the
+        first keeps the slice's own name (adding tiers to a slice replaces none of its pools), the others
+        `<key>-<type>`, a repeated type numbered (`<key>-reservation-2`). Otherwise one per slice of its count
+        (`key`, then `key-1` ... `key-<count-1>`), each on the slice's one capacity."""
+        if not self.falls_back:
+            return [(pool, self.primary) for pool in [key, *(f"{key}-{i}" for i in range(1, self.count))]]
         out: list[tuple[str, Capacity]] = []
         seen: dict[str, int] = {}
         for i, tier in enumerate(self.tiers):
@@ -267,20 +271,17 @@ class SliceSpec(Model):
 
     @property
     def node_range(self) -> tuple[int, int] | None:
-        """(min, max) nodes of an autoscaled pool, or None for a fixed node count: a tier of a list scales from
-        zero."""
-        if self.primary.dynamic or self.falls_back:
+        """(min, max) nodes of an autoscaled pool, or None for a fixed node count (a list's tiers:
+        Environment.slice_node_range)."""
+        if self.primary.dynamic:
             return (0, self.slice.hosts)
         if self.min_nodes is not None:
             return (self.min_nodes, self.slice.hosts)
         return None
 
     def pools(self, key: str) -> list[str]:
-        """The node pools of slice `key`: one per slice of its count (`key`, then `key-1` ... `key-<count-1>`), or
-        one per capacity tier (`tier_pools`)."""
-        if self.falls_back:
-            return [pool for pool, _ in self.tier_pools(key)]
-        return [key, *(f"{key}-{i}" for i in range(1, self.count))]
+        """The node pools of slice `key` (`tier_pools`)."""
+        return [pool for pool, _ in self.tier_pools(key)]
 
     def repairs_tier(self, tier: Capacity) -> bool:
         """Whether GKE repairs the nodes of this tier's pool: `auto_repair`, else on but for the Dynamic Workload

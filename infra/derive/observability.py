@@ -254,8 +254,7 @@ def _capacity_text(env: Environment) -> dict[str, Any]:
     rows = ["| node pool | accelerator | hosts per slice | nodes |", "|---|---|---|---|"]
     for key, spec in sorted(env.gke_slices.items()):
         low, high = env.slice_node_range(key) or (spec.slice.hosts * env.slice_copies(key),) * 2
-        tiers = spec.tier_pools(key) if spec.falls_back else [(pool, spec.primary) for pool in spec.pools(key)]
-        for pool, tier in tiers:
+        for pool, tier in spec.tier_pools(key):
             rows.append(f"| {pool} | {spec.slice.name} ({tier.type}) | {spec.slice.hosts} | {low} to {high} |")
     system = env.cluster.system_pool
     rows.append(f"| system | {system.machine_type} | 1 | {system.min_nodes} to {system.max_nodes} |")

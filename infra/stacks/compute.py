@@ -81,7 +81,6 @@ class Compute:
         """Slice `key`'s node pools: one per slice of its count, or one per capacity tier (each joining the slice's
         ComputeClass, which the `compute-classes` release declares)."""
         spec = env.slices[key]
-        tiers = spec.tier_pools(key) if spec.falls_back else [(pool, spec.primary) for pool in spec.pools(key)]
         return [
             SliceNodePool(
                 stack,
@@ -104,7 +103,7 @@ class Compute:
                 copies=env.slice_copies(key),
                 compute_class=compute_class(key) if spec.falls_back else None,
             )
-            for pool, tier in tiers
+            for pool, tier in spec.tier_pools(key)
         ]
 
     def pools_of(self, *keys: str) -> list[object]:
