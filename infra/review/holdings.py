@@ -25,28 +25,24 @@ def pool_inventory(pools: Iterable[Mapping[str, Any]]) -> Counter[tuple[str, str
     classes: dict[str, Counter[tuple[str, str]]] = {}
     for body in pools:
         node_config = block(body.get("node_config"))  # plan values hold blocks as lists
-        compute_class = block(node_config.get("labels")).get(COMPUTE_CLASS_LABEL)
-        tier = inventory
-        if compute_class:
-            tier = Counter()
         found = accelerator_for_machine(str(node_config.get("machine_type", "")))
         if found is None:
             continue
         acc, shape = found
         nodes = body.get("node_count")
         if nodes is None:
-            autoscaling = body.get("autoscaling") or {}
-            if isinstance(autoscaling, list):
-                autoscaling = autoscaling[0] if autoscaling else {}
+            autoscaling = block(body.get("autoscaling"))
             # Per-zone limits (TPU slices) or a total over the pool's zones (GPU pools).
             nodes = autoscaling.get("max_node_count") or autoscaling.get("total_max_node_count") or 0
         zones = body.get("node_locations") or [body.get("location", "?")]
-        for zone in zones:
-            tier[(acc.name, zone)] += int(nodes) * shape.chips
+        chips = Counter({(acc.name, zone): int(nodes) * shape.chips for zone in zones})
+        compute_class = block(node_config.get("labels")).get(COMPUTE_CLASS_LABEL)
         if compute_class:
             held = classes.setdefault(str(compute_class), Counter())
-            for key, chips in tier.items():
-                held[key] = max(held[key], chips)
+            for key, n in chips.items():  # the larger of the tiers, per generation and zone
+                held[key] = max(held[key], n)
+        else:
+            inventory.update(chips)
     for held in classes.values():
         inventory.update(held)
     return inventory
