@@ -25,6 +25,7 @@ from infra.config.identity import Identity, gsa_account_id
 from infra.config.monitoring import Monitoring
 from infra.config.network import Network
 from infra.config.orchestrator_checks import (
+    gke_users,
     holder_problems,
     other_holders,
     slurm_problems,
@@ -242,28 +243,17 @@ class Environment(Model):
         deployment's servers (any tier's host serves alike, and the autoscaler's servers spread over the tiers).
         Ray's worker groups, Kueue's flavors and the other engines place their pods per node pool."""
         problems: list[Problem] = []
+        per_pool = gke_users(self, placed_per_pool=True)
         for key, spec in self.slices.items():
             if not spec.falls_back or self.slice_holder(key) != "gke" or spec.slice.multi_host:
                 continue  # another holder, or a multi-host slice: refused where those are checked
-            users: list[tuple[str | int, ...]] = []
-            if self.training is not None and self.training.slice == key:
-                users.append(("training", "slice"))
-            if self.batch is not None and key in self.batch.slices:
-                users.append(("batch", "slices"))
-            users += [
-                ("serving", name, *path)
-                for name, d in self.serving.items()
-                if not isinstance(d, VllmServing)
-                for path, k in d.slice_fields()
-                if k == key
-            ]
-            if users:
+            if key in per_pool:
                 problems.append(
                     Finding(
                         ("slices", key, "capacity"),
                         [t.label for t in spec.tiers],
-                        f"a capacity list on a slice {'.'.join(map(str, users[0]))} places per node pool (Ray worker "
-                        "groups, Kueue flavors and the other engines name their pool): only a vLLM deployment's "
+                        f"a capacity list on a slice {'.'.join(map(str, per_pool[key]))} places per node pool (Ray "
+                        "worker groups, Kueue flavors and the other engines name their pool): only a vLLM deployment's "
                         "servers, each a whole host, may land on any tier; give this slice one capacity type",
                     )
                 )

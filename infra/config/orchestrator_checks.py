@@ -13,8 +13,10 @@ if TYPE_CHECKING:
     from infra.config.environment import Environment
 
 
-def _gke_users(env: Environment) -> dict[str, tuple[str | int, ...]]:
-    """Slice key -> the first field of a GKE workload (training, batch, serving) that names it."""
+def gke_users(env: Environment, *, placed_per_pool: bool = False) -> dict[str, tuple[str | int, ...]]:
+    """Slice key -> the first field of a GKE workload (training, batch, serving) that names it; with
+    `placed_per_pool`, of the workloads whose pods name their node pool (Ray worker groups, Kueue flavors, every
+    engine but vLLM, whose servers may select a ComputeClass instead)."""
     users: dict[str, tuple[str | int, ...]] = {}
     if env.training is not None:
         users.setdefault(env.training.slice, ("training", "slice"))
@@ -22,6 +24,8 @@ def _gke_users(env: Environment) -> dict[str, tuple[str | int, ...]]:
         for i, key in enumerate(env.batch.slices):
             users.setdefault(key, ("batch", "slices", i))
     for name, d in env.serving.items():
+        if placed_per_pool and d.engine == "vllm":
+            continue
         for path, key in d.slice_fields():
             users.setdefault(key, ("serving", name, *path))
     return users
@@ -46,7 +50,7 @@ def holder_problems(env: Environment) -> list[Problem]:
     """A slice's machines are held by one orchestrator: GKE (a node pool), Slurm (a partition), a VM group,
     or Vertex AI (whose jobs hold machines only while they run, so its jobs may share a slice)."""
     problems: list[Problem] = []
-    gke = _gke_users(env)
+    gke = gke_users(env)
     first: dict[str, tuple[str, tuple[str | int, ...]]] = {}
     for key, holder, where in other_holders(env):
         if key not in env.slices:
