@@ -126,6 +126,12 @@ def print_roles(
             print(f"gcloud billing accounts add-iam-policy-binding {account} --member=MEMBER --role={role}")
 
 
+def _missing(roles: dict[str, tuple[str, ...]], granted: set[str]) -> dict[str, list[str]]:
+    """Each role with the permissions of it that testIamPermissions did not grant, where any."""
+    missing = {role: [p for p in perms if p not in granted] for role, perms in roles.items()}
+    return {role: perms for role, perms in missing.items() if perms}
+
+
 def check_roles(env: Environment, roles: dict[str, tuple[str, ...]], transport: Transport) -> Result:
     """testIamPermissions of every permission the roles give, with the caller's credentials."""
     wanted = sorted({p for perms in roles.values() for p in perms})
@@ -140,8 +146,7 @@ def check_roles(env: Environment, roles: dict[str, tuple[str, ...]], transport: 
                 [f"Resource Manager did not test the permissions on {env.project}: {error_line(answer)}"],
             )
         granted |= set(answer.body.get("permissions") or [])
-    missing = {role: [p for p in perms if p not in granted] for role, perms in roles.items()}
-    missing = {role: perms for role, perms in missing.items() if perms}
+    missing = _missing(roles, granted)
     if not missing:
         return Result("roles", "ok", [f"every permission of {len(roles)} roles on {env.project}"])
     lines = [f"missing {role} (lacks {', '.join(perms)})" for role, perms in missing.items()]
@@ -165,8 +170,7 @@ def check_billing(env: Environment, roles: dict[str, tuple[str, ...]], transport
             "billing", "fail", [f"Cloud Billing did not test the permissions on {account}: {error_line(answer)}"]
         )
     granted = set(answer.body.get("permissions") or [])
-    missing = {role: [p for p in perms if p not in granted] for role, perms in roles.items()}
-    missing = {role: perms for role, perms in missing.items() if perms}
+    missing = _missing(roles, granted)
     if not missing:
         return Result("billing", "ok", [f"every permission of {len(roles)} role(s) on billing account {account}"])
     lines = [
