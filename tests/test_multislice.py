@@ -170,7 +170,8 @@ def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(tmp_path: Path) 
 
     two = tmp_path / "two-slices"
     slices = ("--workers", "4", "--devices-per-worker", "1", "--slices", "2", "--mesh", "data=1,fsdp=2,tensor=1")
-    first = run(two, "--steps", "2", *slices)
+    # The last process compiles 40 s after the others, past the 30 s a step's first collective waits on CPU.
+    first = run(two, "--steps", "2", "--compile-delay-s", "40", *slices)
     assert (first["slices"], first["processes"], first["mesh"]) == (2, 4, {"data": 2, "fsdp": 2, "tensor": 1})
     unfinished = two / "state" / "3.orbax-checkpoint-tmp-1795876000000"  # Orbax's name while a save is written
     unfinished.mkdir()

@@ -56,6 +56,7 @@ def run_local(
     local_checkpoint_dir: str | None = None,
     local_every: int = 1,
     fail_loses_local: bool = False,
+    compile_delay_s: float = 0.0,
 ) -> dict[str, Any]:
     """Train the canary `steps` more steps on local CPU workers; return the run's summary. `slices`: the workers
     split into that many slices of `mesh` each, data parallel across them (a multislice job); with
@@ -79,6 +80,7 @@ def run_local(
         local_checkpoint_dir=local,
         local_every=local_every,
         fail_loses_local=fail_loses_local,
+        compile_delay_s=compile_delay_s,
     )
     placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker, slices=slices)
     mesh_shape(placement.devices // slices, **mesh)  # a mesh that does not fit fails here, not in a worker
@@ -412,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     local.add_argument("--local-every", type=int, default=1, help="steps between local checkpoints")
     local.add_argument("--fail-loses-local", action="store_true", help=argparse.SUPPRESS)
+    local.add_argument("--compile-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
     for name, helptext in (
         ("run", "train a recipe on a slice (inside the cluster)"),
         ("args", "print what `run` would do, MaxText arguments included"),
@@ -486,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
                     local_checkpoint_dir=args.local_checkpoint_dir,
                     local_every=args.local_every,
                     fail_loses_local=args.fail_loses_local,
+                    compile_delay_s=args.compile_delay_s,
                 )
         elif args.command == "args":
             out = _cluster_plan(args)

@@ -52,6 +52,8 @@ class CanaryConfig:
     # with `fail_loses_local`, its local checkpoints go with it (a lost host's RAM disk).
     fail_at_step: int | None = None
     fail_loses_local: bool = False
+    # ... and the last process starts compiling its step this many seconds after the others (a slow host).
+    compile_delay_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +66,20 @@ class CanaryConfig:
 def _lost(process: int, processes: int, slices: int) -> bool:
     """Whether fault injection stops `process`: the last process, or on several slices the last slice's."""
     return process >= processes - (processes // slices if slices > 1 else 1)
+
+
+# How long a process waits for the others to compile the step (a slow host, a busy CI machine) before it fails.
+COMPILED_BARRIER_TIMEOUT_S = 600
+
+
+def _all_compiled() -> None:
+    """Wait until every process of the job has compiled the step. The step's first cross-host collective sets up
+    its communicator with a fixed 30 s deadline (XLA's Gloo key-value store on CPU), so a process that loads its
+    step from the compilation cache must not run it while another still compiles; the coordination service's
+    barrier waits with a deadline of its own. One process: nothing to wait for."""
+    import orbax.checkpoint as ocp
+
+    ocp.multihost.get_barrier_sync_fn()(key="canary-step-compiled", timeout_ms=COMPILED_BARRIER_TIMEOUT_S * 1000)
 
 
 def _path_of(keys: tuple[Any, ...]) -> str:
@@ -193,11 +209,17 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     if is_writer:  # when this attempt started, for its startup time (workloads/trainer/goodput.py)
         with (checkpoint_dir / ATTEMPTS_FILE).open("a") as f:
             f.write(json.dumps({"event": "start", "time": round(began_at, 3), "start_step": start}) + "\n")
+    compiled = None
     for step in range(start, config.end_step):
         host = data.batch(step, seed=config.seed, global_batch=config.global_batch, seq_len=config.seq_len, text=text)
         tokens = jax.make_array_from_callback(host.shape, batch_sharding, host.__getitem__)
         began = time.perf_counter()
-        state, loss_value = step_fn(state, tokens)
+        if compiled is None:  # this attempt's first step: compiled (or loaded from the cache) here
+            if config.compile_delay_s and _lost(jax.process_index(), jax.process_count(), 1):
+                time.sleep(config.compile_delay_s)
+            compiled = step_fn.lower(state, tokens).compile()
+            _all_compiled()
+        state, loss_value = compiled(state, tokens)
         loss = float(loss_value)  # waits for the step
         elapsed = time.perf_counter() - began
         done = step + 1
