@@ -12,6 +12,7 @@ different; 2 an edit no longer applies to dev.yaml, or the edited file does not 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -70,7 +71,13 @@ def example_review(base_outdir: Path, workdir: Path) -> str:
     variant.write_text(edited(SOURCE.read_text()))
     outdir = workdir / "cdktf.out"
     synth({"dev": load_environment(variant)}, outdir)
-    write_reviews(outdir, base_outdir)
+    # The baseline as a checkout's output, its charts where its stacks name them (three folders up), as the plan
+    # job's baseline is: the review renders the baseline's releases from them (infra/review/upgrades.py).
+    baseline = workdir / "base" / "cdktf.out"
+    shutil.copytree(base_outdir / "stacks", baseline / "stacks")
+    (workdir / "base" / "workloads").mkdir()
+    (workdir / "base" / "workloads" / "charts").symlink_to(REPO / "workloads" / "charts")
+    write_reviews(outdir, baseline)
     review = (outdir / "review" / "dev.md").read_text()
     changes = "".join(f"- {what}\n" for what, _, _ in EDITS)
     return (

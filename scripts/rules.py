@@ -89,7 +89,8 @@ def cel_summary() -> str:
     uncompiled = [s for s in skipped if s not in transition]
     lines = [
         f"CRD validation rules: {evaluated} evaluated on every custom resource at create; {len(transition)} transition "
-        f"rules (oldSelf) apply to updates only; {len(uncompiled)} cannot be evaluated here"
+        f"rules (oldSelf) on every upgrade, in the review against its baseline; {len(uncompiled)} cannot be evaluated "
+        "here"
     ]
     lines += [f"  not evaluated: {s.kind} {s.path}: {s.rule}: {s.reason}" for s in uncompiled]
     from workloads.charts.crds import missing_optional

@@ -1,6 +1,6 @@
-"""The bad edits the request rules and the script rules refuse, one table per subject: (edit or text, the field or
-host, the rule id, what the violation says). The tests of Vertex AI jobs, VM groups and generated scripts run them;
-the rule registry's test counts them as each rule's failing example."""
+"""The bad edits the request, script and upgrade rules refuse, one table per subject: (edit or text, the field or
+host, the rule id, what the violation says). The tests of Vertex AI jobs, VM groups, generated scripts and upgrades
+run them; the rule registry's test counts them as each rule's failing example."""
 
 from __future__ import annotations
 
@@ -189,5 +189,56 @@ SCRIPT_REFUSED: dict[str, tuple[str, str, str, str]] = {
         "test-read-only",
         "host.read-only-path",
         "/root is read-only there: docker-credential-gcr cannot write /root/.docker/config.json",
+    ),
+}
+
+
+def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def _named(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["metadata"]["name"] == name]
+    return found
+
+
+def _first_job_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return _kind(objects, "JobSet")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+
+
+# Upgrades the API server refuses: (release of dev, the edit of its rendered objects an upgrade would send, the
+# kind and field of the object refused, the rule id, what the violation says). The edit is to the new objects; the
+# old are dev's as rendered.
+UPGRADE_REFUSED: dict[str, tuple[str, Any, tuple[str, str], str, str]] = {
+    "a team's queue moved to another ClusterQueue": (
+        "kueue-queues",
+        lambda o: [q["spec"].update(clusterQueue="research") for q in o if q["kind"] == "LocalQueue"],
+        ("LocalQueue", "spec.clusterQueue"),
+        "k8s.crd-transition-rules",
+        "field is immutable",
+    ),
+    "a GPU JobSet's image bumped under the same name": (
+        "gpu-training",
+        lambda o: _first_job_pod(o)["spec"]["containers"][0].update(
+            image="registry.example/trainer@sha256:" + "1" * 64
+        ),
+        ("JobSet", "spec.replicatedJobs"),
+        "jobset.replicated-jobs-immutable",
+        "field is immutable",
+    ),
+    "a serving slice reshaped (hosts per subgroup 4 -> 8)": (
+        "serve-llama405b",
+        lambda o: _kind(o, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]["subGroupPolicy"].update(subGroupSize=8),
+        ("LeaderWorkerSet", "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"),
+        "lws.subgroup-size-immutable",
+        "field is immutable (was 4)",
+    ),
+    "a Deployment's selector given another label": (
+        "serve-saxml",
+        lambda o: _named(o, "serve-saxml-admin")["spec"]["selector"]["matchLabels"].update(tier="admin"),
+        ("Deployment", "spec.selector"),
+        "k8s.workload-fields-immutable",
+        "field is immutable",
     ),
 }

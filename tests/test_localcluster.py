@@ -3,6 +3,7 @@ Go builds, and `make deploy-local` against the real control plane, Helm and cont
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -17,6 +18,7 @@ from infra.catalogue import upstream
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
 from infra.localcluster import apply, build, destroy, manifests, nodes
 from infra.localcluster.cluster import Cluster
+from infra.rules.run import stack_releases
 from scripts import deploy_local
 from tests.helpers import REPO
 from tests.in_process import run_main
@@ -262,7 +264,9 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
     objects = found["objects"]
     (ray,) = [key for key in objects if key.startswith("RayCluster/ml-training/ray-training-")]
     assert objects[ray] == 5
-    assert objects["LeaderWorkerSet/ml-serving/serve-llama405b"] == 5
+    # The JetStream server's LeaderWorkerSet, named after its hosts per slice (the chart: a reshape makes a new one).
+    (jetstream,) = [key for key in objects if key.startswith("LeaderWorkerSet/ml-serving/serve-llama405b-")]
+    assert objects[jetstream] == 5
     assert sum(n for key, n in objects.items() if key.startswith("JobSet/ml-serving/serve-saxml")) == 16
     # Kueue: the two GPU JobSets want the a3mega flavor's 16 GPUs each; one holds the quota, the other waits.
     states = sorted(found["workloads"].values())
@@ -338,6 +342,47 @@ def test_a_saxml_model_image_bump_replaces_its_jobset_instead_of_an_upgrade_jobs
     assert len(after) == 1 and after.isdisjoint(before)
 
 
+# The resource each upgrade rule's example edits, as kubectl names it.
+RESOURCES = {
+    "LocalQueue": "localqueues.kueue.x-k8s.io",
+    "JobSet": "jobsets.jobset.x-k8s.io",
+    "LeaderWorkerSet": "leaderworkersets.leaderworkerset.x-k8s.io",
+    "Deployment": "deployments.apps",
+}
+
+
+@pytest.mark.slow
+def test_the_real_api_server_and_webhooks_refuse_what_the_upgrade_rules_refuse(cluster_dir: Path) -> None:
+    """Each failing example of the upgrade rules (tests/refused.py), made to the live objects deploy-local applied
+    and sent as an update: the real API server (a CRD's transition rule, a Deployment's selector) and the real JobSet
+    and LWS webhooks refuse it, and the rule refuses the same pair of objects."""
+    from infra.rules import check_upgrade
+    from tests.refused import UPGRADE_REFUSED
+
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    stack = json.loads((REPO / "cdktf.out.local-dev" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    rendered = {name: objects for name, (_, objects) in stack_releases(stack).items()}
+    for case, (release, edit, (kind, field), rule_id, _) in UPGRADE_REFUSED.items():
+        names = [o["metadata"]["name"] for o in rendered[release] if o["kind"] == kind]
+        live = [
+            item
+            for item in cluster.get(RESOURCES[kind], "-A")["items"]
+            if item["metadata"]["name"] in names
+            and (item["metadata"].get("labels") or {}).get("app.kubernetes.io/instance", release) == release
+        ]
+        assert len(live) == len(names), (case, names)
+        sent = copy.deepcopy(live)
+        edit(sent)
+        assert {v.rule.id for v in check_upgrade(live, sent)} == {rule_id}, case
+        for before, after in zip(live, sent, strict=True):
+            if before == after:
+                continue
+            done = cluster.kubectl("replace", "-f", "-", input=json.dumps(after), check=False)
+            assert done.returncode != 0, f"{case}: the update of {kind}/{after['metadata']['name']} was taken"
+            # (LWS's webhook spells the path spec.leaderWorkerTemplate.SubGroupPolicy.subGroupSize.)
+            assert field.lower() in done.stderr.lower() and "field is immutable" in done.stderr, (case, done.stderr)
+
+
 @pytest.mark.slow
 def test_a_controller_bump_keeps_its_crd_and_its_objects_and_the_new_controller_reconciles_them(
     cluster_dir: Path, monkeypatch: pytest.MonkeyPatch
@@ -370,13 +415,14 @@ def test_a_controller_bump_keeps_its_crd_and_its_objects_and_the_new_controller_
     pid = int((cluster.folder / "controllers" / "lws.pid").read_text())
     assert "/lws-0.8.0-" in Path(f"/proc/{pid}/cmdline").read_text(), "the controller running is the bumped one"
     # And it reconciles what the old one made: a second group of the 405B server (a leader and four workers).
-    cluster.kubectl("scale", "lws", "serve-llama405b", "-n", "ml-serving", "--replicas=2")
-    selector = "leaderworkerset.sigs.k8s.io/name=serve-llama405b"
+    (jetstream,) = [name for name in after if name.startswith("serve-llama405b-")]
+    cluster.kubectl("scale", "lws", jetstream, "-n", "ml-serving", "--replicas=2")
+    selector = f"leaderworkerset.sigs.k8s.io/name={jetstream}"
     deadline = time.monotonic() + 60
     while len(cluster.get("pods", "-n", "ml-serving", "-l", selector)["items"]) < 10 and time.monotonic() < deadline:
         time.sleep(2)
     assert len(cluster.get("pods", "-n", "ml-serving", "-l", selector)["items"]) == 10
-    cluster.kubectl("scale", "lws", "serve-llama405b", "-n", "ml-serving", "--replicas=1")
+    cluster.kubectl("scale", "lws", jetstream, "-n", "ml-serving", "--replicas=1")
 
 
 @pytest.mark.slow

@@ -41,17 +41,18 @@ def test_there_are_at_least_40_rules_each_with_a_source_and_a_layer() -> None:
     for r in rules:
         assert r.layer in LAYERS, r.id
         assert len(r.source) > 20 and len(r.summary) > 20, r.id
-        assert r.subject in ("environment", "terraform", "manifest", "request", "script"), r.id
+        assert r.subject in ("environment", "terraform", "manifest", "request", "script", "upgrade"), r.id
 
 
 def test_every_rule_has_a_failing_example_here() -> None:
-    from tests.refused import SCRIPT_REFUSED, VERTEX_REFUSED, VM_REFUSED
+    from tests.refused import SCRIPT_REFUSED, UPGRADE_REFUSED, VERTEX_REFUSED, VM_REFUSED
 
-    # Request rules and the host rules of generated scripts fail on the examples of tests/refused.py (run by
-    # tests/test_vertex.py, tests/test_vms.py and tests/test_shell.py).
+    # Request rules, the host rules of generated scripts and the upgrade rules fail on the examples of
+    # tests/refused.py (run by tests/test_vertex.py, tests/test_vms.py, tests/test_shell.py, tests/test_upgrades.py).
     requests = {case[2] for case in [*VERTEX_REFUSED.values(), *VM_REFUSED.values()]}
     scripts = {case[2] for case in SCRIPT_REFUSED.values()}
-    covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES) | requests | scripts
+    upgrades = {case[3] for case in UPGRADE_REFUSED.values()}
+    covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES) | requests | scripts | upgrades
     assert sorted(set(RULES) - covered) == []
     assert sorted(covered - set(RULES)) == []
 

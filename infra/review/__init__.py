@@ -10,8 +10,8 @@ forcing a replacement), resource drift, the accelerator inventory before and aft
 pool costs at its fewest and most nodes and what the change does to it (`costs`), the GPUs each orchestrator would
 hold, the security posture (`posture`), and a blocking section for any change the gate stops (`gate`).
 
-The modules, lowest first: `model` (the shapes), `costs`, `holdings`, `gate`, `diff`, `posture`, `render`; this
-module writes the files.
+The modules, lowest first: `model` (the shapes), `costs`, `holdings`, `gate`, `upgrades` (the Helm upgrades the
+API server would refuse), `diff`, `posture`, `render`; this module writes the files.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from infra.review.model import (
 )
 from infra.review.posture import security_posture
 from infra.review.render import REVIEW_SCHEMA, render, review_json
+from infra.review.upgrades import refused_upgrades
 
 __all__ = [
     "BLOCKED",
@@ -144,13 +145,15 @@ def write_reviews(
     for stack, body in current.items():
         mine = [*confirmed, *(confirmed_by_stack or {}).get(stack, ())]
         env = stack.removeprefix("platform-")
+        before = base.get(stack, {}) if base is not None else None
         review = review_stack(
             stack,
             body,
-            base.get(stack, {}) if base is not None else None,
+            before,
             mine,
             holdings=_holdings(outdir, env, body),
             posture=security_posture(body),
+            upgrades=refused_upgrades(stack, body, before, baseline) if before and baseline else None,
         )
         (review_dir / f"{env}.md").write_text(render(review) + _training_sections(env))
         (review_dir / f"{env}.json").write_text(json.dumps(review_json(review), indent=1, sort_keys=True) + "\n")

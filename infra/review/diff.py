@@ -71,9 +71,13 @@ def changed_values(before: Any, after: Any, path: str = "") -> list[tuple[str, A
     return [(path, _redact(path, before), _redact(path, after))]
 
 
-def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Change]:
+def diff(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any], upgrades: Mapping[str, tuple[str, bool]] | None = None
+) -> list[Change]:
     """The changes from `before` to `after` (synthesized stacks), as Terraform would plan them: meta-arguments
-    alone change nothing; a change under a ForceNew path of the provider's schema is a replacement."""
+    alone change nothing; a change under a ForceNew path of the provider's schema is a replacement. `upgrades`: by
+    helm_release address, why its Helm upgrade stops the apply and whether it may be confirmed
+    (`infra.review.upgrades`), which a release's update takes over the gate's other reasons."""
     old = resources(before or {})
     new = resources(after)
     changes: list[Change] = []
@@ -94,6 +98,8 @@ def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Cha
         if forcing:
             action = "replace"
         why, confirmable = gate(rtype, action, paths, old.get(address), new.get(address))
+        if action == "update" and address in (upgrades or {}):
+            why, confirmable = (upgrades or {})[address]
         attributes = tuple(sorted({p.split(".", 1)[0] for p in paths}))
         changes.append(Change(action, address, attributes, forcing, tuple(values), why, confirmable))
     return changes
@@ -107,8 +113,10 @@ def review_stack(
     *,
     holdings: Iterable[Holding] = (),
     posture: Iterable[str] = (),
+    upgrades: Mapping[str, tuple[str, bool]] | None = None,
 ) -> StackReview:
-    """The offline review of one synthesized stack against its baseline (None: no baseline, everything is new)."""
+    """The offline review of one synthesized stack against its baseline (None: no baseline, everything is new);
+    `upgrades` as `diff` takes them."""
     return StackReview(
         holdings=list(holdings),
         posture=list(posture),
@@ -119,7 +127,7 @@ def review_stack(
         watching=watching(after),
         confirmed=frozenset(confirmed),
         stack=stack,
-        changes=diff(before, after),
+        changes=diff(before, after, upgrades),
         types_after=Counter(a.split(".")[0] for a in resources(after)),
         inventory_before=accelerator_inventory(before or {}),
         inventory_after=accelerator_inventory(after),

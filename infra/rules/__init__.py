@@ -15,7 +15,9 @@ runs on five kinds of subject:
 - ``request``: an API request `make plan` writes for a later call (a Vertex AI CustomJob, a Compute Engine
   bulkInsert), exactly what the client sends (`request_subject.RequestContext` says which API);
 - ``script``: a generated shell script with the host it runs on (`infra.shell.GeneratedScript`), held to that
-  host's facts (`infra/catalogue/hosts.py`) by `host_scripts.py` (`python -m scripts.shell check`).
+  host's facts (`infra/catalogue/hosts.py`) by `host_scripts.py` (`python -m scripts.shell check`);
+- ``upgrade``: the objects a Helm upgrade replaces, each with the object it replaces (the review's baseline
+  rendered), held to what the API server and the controllers' webhooks refuse to change (`upgrades.py`).
 
 `make plan` runs all of them (`python -m scripts.rules`) and reports how many ran.
 
@@ -36,7 +38,7 @@ from infra.config.findings import FieldPath, Finding, field_path
 
 # host-run: a generated shell script (boot runner, prolog, batch job, VM start-up) fails where its host runs it.
 Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start", "host-run"]
-Subject = Literal["environment", "terraform", "manifest", "request", "script"]
+Subject = Literal["environment", "terraform", "manifest", "request", "script", "upgrade"]
 LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start", "host-run")
 
 
@@ -52,7 +54,8 @@ class Rule:
     subject: Subject
     check: Callable[..., Iterable[Finding]] = field(repr=False, compare=False)
     # What the rule applies to; the framework filters, so the check sees only that: the kinds of a release's
-    # objects (manifest rules), the API of a request (request rules, `request_subject.RequestContext.api`).
+    # objects (manifest rules; upgrade rules: the kind of the new object of each pair), the API of a request
+    # (request rules, `request_subject.RequestContext.api`).
     kinds: tuple[str, ...] = ()
     api: str = ""
 
@@ -61,7 +64,11 @@ class Rule:
             return []
         if self.kinds:
             objects, *rest = args
-            args = ([o for o in objects if o.get("kind") in self.kinds], *rest)
+            if self.subject == "upgrade":
+                objects = [(old, new) for old, new in objects if new.get("kind") in self.kinds]
+            else:
+                objects = [o for o in objects if o.get("kind") in self.kinds]
+            args = (objects, *rest)
         return [Violation(self, path, value, message) for path, value, message in self.check(*args)]
 
 
@@ -107,8 +114,8 @@ def rule(
         raise ValueError(f"rule {id}: layer {layer!r} is not one of {LAYERS}")
     if not source.strip():
         raise ValueError(f"rule {id}: every rule names its source")
-    if kinds and subject != "manifest":
-        raise ValueError(f"rule {id}: kinds= narrows manifest rules; this one's subject is {subject}")
+    if kinds and subject not in ("manifest", "upgrade"):
+        raise ValueError(f"rule {id}: kinds= narrows manifest and upgrade rules; this one's subject is {subject}")
     if api and subject != "request":
         raise ValueError(f"rule {id}: api= narrows request rules; this one's subject is {subject}")
 
@@ -152,6 +159,27 @@ def check_script(script: Any) -> list[Violation]:
 def check_release(objects: list[dict[str, Any]], ctx: Any) -> list[Violation]:
     """Every manifest rule on the rendered objects of one Helm release (`ctx`: a manifests.ReleaseContext)."""
     return [v for r in rules_for("manifest") for v in r.run(objects, ctx)]
+
+
+def upgrade_pairs(
+    before: list[dict[str, Any]], after: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(old, new) of every object of a release that an upgrade from `before` to `after` keeps: the same API group,
+    kind, namespace and name (Helm patches it; an object renamed is created anew, and the old one deleted)."""
+
+    def key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+        meta = obj.get("metadata") or {}
+        group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+        return group, str(obj.get("kind")), str(meta.get("namespace", "")), str(meta.get("name"))
+
+    old = {key(o): o for o in before}
+    return [(old[key(o)], o) for o in after if key(o) in old]
+
+
+def check_upgrade(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[Violation]:
+    """Every upgrade rule on a release's objects before and after a Helm upgrade."""
+    pairs = upgrade_pairs(before, after)
+    return [v for r in rules_for("upgrade") for v in r.run(pairs)]
 
 
 # Helpers the checks share -------------------------------------------------------------------------

@@ -8,7 +8,9 @@ CEL team's Python runtime (`cel-expr-python`, cel-cpp) and its strings extension
 API server also offers (https://kubernetes.io/docs/reference/using-api/cel/).
 
 What cannot be evaluated here is listed, never passed silently:
-- transition rules (those naming `oldSelf`) apply to updates only;
+- transition rules (those naming `oldSelf`) apply to updates only: `evaluate_update` runs them on an object and
+  the one it replaces, on the nodes the API server correlates (object properties and map values by key, the
+  items of a `map` list by their keys; never the items of an atomic or set list);
 - a rule that does not compile (a Kubernetes-only function such as `isURL` or `quantity` that the
   runtime lacks) is "not evaluated" with the compiler's reason.
 """
@@ -152,6 +154,62 @@ def evaluate(obj: dict[str, Any], schema: dict[str, Any]) -> list[CelFailure]:
     return failures
 
 
+def _item_keys(item: Any, schema: dict[str, Any]) -> tuple[Any, ...] | None:
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    return tuple(item.get(k) for k in keys) if isinstance(item, dict) and keys else None
+
+
+def _correlated(
+    old: Any, new: Any, schema: dict[str, Any], path: str
+) -> Iterator[tuple[str, Any, Any, dict[str, Any]]]:
+    """(path, old value, new value, schema) of every node the API server correlates between an object and the one
+    it replaces: where a transition rule runs (k8s.io/apiextensions-apiserver pkg/apiserver/schema/cel: ratcheting
+    and correlation)."""
+    yield path, old, new, schema
+    if isinstance(old, dict) and isinstance(new, dict) and "properties" in schema:
+        for key, sub in schema["properties"].items():
+            if key in old and key in new:
+                yield from _correlated(old[key], new[key], sub, f"{path}.{key}" if path else key)
+    elif isinstance(old, dict) and isinstance(new, dict) and isinstance(schema.get("additionalProperties"), dict):
+        for key in old.keys() & new.keys():
+            yield from _correlated(old[key], new[key], schema["additionalProperties"], f"{path}[{key}]")
+    elif isinstance(old, list) and isinstance(new, list) and schema.get("x-kubernetes-list-type") == "map":
+        items = schema.get("items") or {}
+        before = {_item_keys(item, schema): item for item in old}
+        for i, item in enumerate(new):
+            key = _item_keys(item, schema)
+            if key is not None and key in before:
+                yield from _correlated(before[key], item, items, f"{path}[{i}]")
+
+
+def evaluate_update(old: dict[str, Any], new: dict[str, Any], schema: dict[str, Any]) -> list[CelFailure]:
+    """Every transition rule (naming `oldSelf`) of `schema` that replacing `old` with `new` breaks, both with the
+    schema's defaults applied."""
+    from cel_expr_python import cel
+
+    before, after = copy.deepcopy(old), copy.deepcopy(new)
+    apply_defaults(before, schema)
+    apply_defaults(after, schema)
+    failures = []
+    for path, was, node, sub in _correlated(before, after, schema, ""):
+        for validation in sub.get("x-kubernetes-validations") or []:
+            rule = validation["rule"]
+            if not _transition(rule):
+                continue
+            try:
+                expr = _compiled(rule)
+            except RuntimeError:
+                continue  # listed by rule_counts()
+            result = expr.eval(data={"self": _cel_view(node, sub), "oldSelf": _cel_view(was, sub)})
+            where = path or "(root)"
+            message = validation.get("message") or f"failed rule: {rule}"
+            if result.type() == cel.Type.ERROR:
+                failures.append(CelFailure(where, rule, f"{message} (evaluation error: {result.value()})"))
+            elif result.type() != cel.Type.BOOL or result.value() is not True:
+                failures.append(CelFailure(where, rule, message))
+    return failures
+
+
 def _rules(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, str]]:
     """(schema path, rule) of every rule in a schema."""
     for validation in schema.get("x-kubernetes-validations") or []:
@@ -170,7 +228,7 @@ def rule_counts(schemas: dict[tuple[str, str], dict[str, Any]]) -> tuple[int, li
         for path, rule in _rules(schema):
             where = f"{api_version} {kind}"
             if _transition(rule):
-                skipped.append(NotEvaluated(where, path, rule, "transition rule (oldSelf): updates only"))
+                skipped.append(NotEvaluated(where, path, rule, "transition rule (oldSelf): on updates, in the review"))
                 continue
             try:
                 _compiled(rule)

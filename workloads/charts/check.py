@@ -34,11 +34,14 @@ class ChartCheckError(Exception):
     """A chart that does not render, lint or validate; the message says where."""
 
 
-def render(chart: str, values: dict[str, Any], *, name: str, namespace: str) -> list[dict[str, Any]]:
-    """Render `chart` with `values` (schema-checked by Helm) into its objects, in template order."""
+def render(
+    chart: str, values: dict[str, Any], *, name: str, namespace: str, charts: Path | None = None
+) -> list[dict[str, Any]]:
+    """Render `chart` (a folder of `charts`, this checkout's charts by default) with `values` (schema-checked by
+    Helm) into its objects, in template order."""
     import helm_python as helm
 
-    loaded = helm.Chart.load(CHARTS / chart)
+    loaded = helm.Chart.load((charts or CHARTS) / chart)
     try:
         manifests = loaded.render(values, name=name, namespace=namespace, is_install=True)
     except helm.HelmError as err:

@@ -1,0 +1,200 @@
+"""Upgrades the API server would refuse, found at plan: the upgrade rules (infra/rules/upgrades.py) on their failing
+examples, and the review blocking a release whose Helm upgrade would fail, rendered from its baseline's own chart."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.review import write_reviews
+from infra.rules import check_upgrade
+from infra.rules.run import stack_releases
+from tests.helpers import REPO, of_type, one_of_kind
+from tests.refused import UPGRADE_REFUSED
+from workloads.charts.cel import evaluate_update
+
+DIGEST = "sha256:" + "3" * 64
+
+
+@pytest.fixture(scope="module")
+def releases(stacks: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    return {name: objects for name, (_, objects) in stack_releases(stacks["dev"]).items()}
+
+
+@pytest.mark.parametrize("case", sorted(UPGRADE_REFUSED))
+def test_an_upgrade_rule_refuses_its_example(case: str, releases: dict[str, list[dict[str, Any]]]) -> None:
+    release, edit, (kind, field), rule_id, fragment = UPGRADE_REFUSED[case]
+    old = releases[release]
+    assert check_upgrade(old, copy.deepcopy(old)) == [], "the same objects again: nothing to refuse"
+    new = copy.deepcopy(old)
+    edit(new)
+    found = check_upgrade(old, new)
+    assert any(v.field.startswith(f"{kind}/") and v.field.endswith(f": {field}") for v in found), [
+        v.line() for v in found
+    ]
+    assert all(v.rule.id == rule_id and fragment in v.message for v in found), [v.line() for v in found]
+
+
+def test_an_object_renamed_is_created_anew_not_upgraded(releases: dict[str, list[dict[str, Any]]]) -> None:
+    """What the charts do for their JobSets: a new name for new replicated jobs, which Helm creates (and deletes the
+    old one), so no upgrade of it is refused."""
+    old = releases["gpu-training"]
+    new = copy.deepcopy(old)
+    jobset = one_of_kind(new, "JobSet")
+    jobset["metadata"]["name"] = "gpu-training-0badcafe"
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = "x"
+    assert check_upgrade(old, new) == []
+
+
+def test_a_suspended_jobset_takes_kueues_placement_but_not_a_new_image(
+    releases: dict[str, list[dict[str, Any]]],
+) -> None:
+    """JobSet's webhook lets a suspended JobSet's pod template change where Kueue places it (node selector,
+    tolerations, labels), nothing else."""
+    old = copy.deepcopy(releases["gpu-training"])
+    one_of_kind(old, "JobSet")["spec"]["suspend"] = True
+    placed = copy.deepcopy(old)
+    pod = one_of_kind(placed, "JobSet")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod["spec"]["nodeSelector"] = {**pod["spec"].get("nodeSelector", {}), "cloud.google.com/gke-nodepool": "flavor-a"}
+    pod["spec"]["tolerations"] = [{"key": "flavor", "operator": "Exists", "effect": "NoSchedule"}]
+    pod.setdefault("metadata", {}).setdefault("labels", {})["kueue.x-k8s.io/podset"] = "node"
+    assert check_upgrade(old, placed) == []
+    pod["spec"]["containers"][0]["image"] = "registry.example/trainer@sha256:" + "2" * 64
+    assert [v.rule.id for v in check_upgrade(old, placed)] == ["jobset.replicated-jobs-immutable"]
+
+
+def test_transition_rules_run_on_the_items_a_map_list_correlates_by_key() -> None:
+    """A `map` list's items are matched by their keys (reordering is no change; a new item has no old value); an
+    atomic list's items are never correlated."""
+    item = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "size": {"type": "integer"}},
+        "x-kubernetes-validations": [{"rule": "self.size == oldSelf.size", "message": "size is immutable"}],
+    }
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "byKey": {
+                "type": "array",
+                "items": item,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+            "atomic": {"type": "array", "items": item},
+        },
+    }
+    old = {"byKey": [{"name": "a", "size": 1}, {"name": "b", "size": 2}], "atomic": [{"name": "a", "size": 1}]}
+    reordered = {"byKey": [{"name": "b", "size": 2}, {"name": "a", "size": 1}, {"name": "c", "size": 9}]}
+    assert evaluate_update(old, {**reordered, "atomic": [{"name": "a", "size": 5}]}, schema) == []
+    (failure,) = evaluate_update(old, {"byKey": [{"name": "b", "size": 3}]}, schema)
+    assert (failure.path, failure.message) == ("byKey[0]", "size is immutable")
+
+
+# --- the review -------------------------------------------------------------------------------------------------
+
+
+def _baseline(tmp_path: Path, synth_dir: Path, charts: Path | None) -> Path:
+    """A baseline cdktf.out as the plan job makes one: a checkout's output, `charts` three folders up from each stack
+    (None: copied away from its checkout, no charts beside it)."""
+    out = tmp_path / "base" / "cdktf.out"
+    shutil.copytree(synth_dir / "stacks", out / "stacks")
+    if charts is not None:
+        (tmp_path / "base" / "workloads").mkdir()
+        (tmp_path / "base" / "workloads" / "charts").symlink_to(charts)
+    return out
+
+
+def _edit_values(out: Path, release: str, edit: Callable[[dict[str, Any]], None]) -> str:
+    """Edit the values of dev's `release` in the stack under `out`; its helm_release address."""
+    path = out / "stacks" / "platform-dev" / "cdk.tf.json"
+    stack = json.loads(path.read_text())
+    key, body = next((k, r) for k, r in of_type(stack, "helm_release").items() if r["name"] == release)
+    values = json.loads(body["values"][0])
+    edit(values)
+    body["values"][0] = json.dumps(values)
+    path.write_text(json.dumps(stack))
+    return f"helm_release.{key}"
+
+
+def _review(current: Path, base: Path, confirmed: list[str] | None = None) -> Any:
+    (dev,) = [r for r in write_reviews(current, base, confirmed=confirmed or []) if r.stack == "platform-dev"]
+    return dev
+
+
+@pytest.fixture
+def current(synth_dir: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "current"
+    shutil.copytree(synth_dir / "stacks", out / "stacks")
+    return out
+
+
+@pytest.fixture
+def fixed_name_charts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The charts with the JetStream chart as it was (0.3.0): its LeaderWorkerSet named after the release alone,
+    for the baseline and for this checkout."""
+    from workloads.charts import check
+
+    charts = tmp_path / "charts"
+    shutil.copytree(check.CHARTS, charts, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    template = charts / "jetstream-pathways" / "templates" / "leaderworkerset.yaml"
+    text = template.read_text()
+    hashed = (
+        '  name: {{ .Release.Name }}-{{ dict "subGroupSize" .Values.subGroupSize | toJson | sha256sum | trunc 8 }}\n'
+    )
+    assert hashed in text
+    template.write_text(text.replace(hashed, "  name: {{ .Release.Name }}\n"))
+    monkeypatch.setattr(check, "CHARTS", charts)
+    return charts
+
+
+def test_the_review_blocks_a_release_whose_upgrade_the_api_server_refuses(
+    synth_dir: Path, tmp_path: Path, current: Path, fixed_name_charts: Path
+) -> None:
+    """The baseline's JetStream server had 2 hosts per slice; the change makes it 4 under the same LeaderWorkerSet
+    (the chart as it was), which LWS's webhook refuses: blocked, and no confirmation lets it through. The vLLM
+    server's new image in the same change is an upgrade LWS takes."""
+    base = _baseline(tmp_path, synth_dir, fixed_name_charts)
+    reshaped = _edit_values(base, "serve-llama405b", lambda v: v.update(subGroupSize=2))
+    bumped = _edit_values(base, "serve-llama70b-vllm", lambda v: v.update(image=f"registry.example/vllm@{DIGEST}"))
+
+    dev = _review(current, base, confirmed=[reshaped, bumped])
+
+    (blocked,) = dev.blocking
+    assert (blocked.address, blocked.action, blocked.confirmable) == (reshaped, "update", False)
+    assert "LeaderWorkerSet/serve-llama405b: spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize" in blocked.blocked
+    assert "field is immutable (was 2)" in blocked.blocked and "lws.subgroup-size-immutable" in blocked.blocked
+    assert "Replace a release on purpose" in blocked.blocked
+    assert [c.action for c in dev.changes if c.address == bumped] == ["update"]
+    assert (current / "review" / "dev.md").read_text().count("subGroupSize: field is immutable (was 2)") == 1
+
+
+def test_a_reshaped_jetstream_slice_gets_a_new_leaderworkerset_not_a_refused_upgrade(
+    synth_dir: Path, tmp_path: Path, current: Path
+) -> None:
+    """The chart names its LeaderWorkerSet after the hosts per slice: the same reshape makes a new one, which Helm
+    creates (and deletes the old), so nothing blocks."""
+    base = _baseline(tmp_path, synth_dir, REPO / "workloads" / "charts")
+    reshaped = _edit_values(base, "serve-llama405b", lambda v: v.update(subGroupSize=2))
+    dev = _review(current, base)
+    assert [c.action for c in dev.changes if c.address == reshaped] == ["update"]
+    assert dev.blocking == []
+
+
+def test_a_baseline_without_its_charts_blocks_a_release_update_until_confirmed(
+    synth_dir: Path, tmp_path: Path, current: Path
+) -> None:
+    """A baseline copied away from its checkout: the old objects cannot be rendered, so the update is held for a
+    person to check and confirm, never passed unchecked."""
+    base = _baseline(tmp_path, synth_dir, None)
+    bumped = _edit_values(base, "serve-llama70b-vllm", lambda v: v.update(image=f"registry.example/vllm@{DIGEST}"))
+
+    (held,) = _review(current, base).blocking
+    assert held.address == bumped and held.confirmable
+    assert "the baseline's chart is not at" in held.blocked and "checked by hand" in held.blocked
+    assert _review(current, base, confirmed=[bumped]).blocking == []
