@@ -52,6 +52,16 @@ def test_an_object_renamed_is_created_anew_not_upgraded(releases: dict[str, list
     assert check_upgrade(old, new) == []
 
 
+def test_a_helm_hook_is_created_when_it_runs_not_upgraded() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate"}, "spec": {"template": {"a": 1}}}
+    changed = copy.deepcopy(job)
+    changed["spec"]["template"] = {"a": 2}
+    assert [v.rule.id for v in check_upgrade([job], [changed])] == ["k8s.workload-fields-immutable"]
+    for obj in (job, changed):
+        obj["metadata"]["annotations"] = {"helm.sh/hook": "pre-upgrade"}
+    assert check_upgrade([job], [changed]) == []
+
+
 def test_a_suspended_jobset_takes_kueues_placement_but_not_a_new_image(
     releases: dict[str, list[dict[str, Any]]],
 ) -> None:

@@ -165,15 +165,19 @@ def upgrade_pairs(
     before: list[dict[str, Any]], after: list[dict[str, Any]]
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(old, new) of every object of a release that an upgrade from `before` to `after` keeps: the same API group,
-    kind, namespace and name (Helm patches it; an object renamed is created anew, and the old one deleted)."""
+    kind, namespace and name (Helm patches it; an object renamed is created anew, and the old one deleted). A hook
+    (`helm.sh/hook`) is not patched: Helm creates it when its hook runs."""
 
     def key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
         meta = obj.get("metadata") or {}
         group = str(obj.get("apiVersion", "")).rpartition("/")[0]
         return group, str(obj.get("kind")), str(meta.get("namespace", "")), str(meta.get("name"))
 
-    old = {key(o): o for o in before}
-    return [(old[key(o)], o) for o in after if key(o) in old]
+    def hook(obj: dict[str, Any]) -> bool:
+        return "helm.sh/hook" in ((obj.get("metadata") or {}).get("annotations") or {})
+
+    old = {key(o): o for o in before if not hook(o)}
+    return [(old[key(o)], o) for o in after if key(o) in old and not hook(o)]
 
 
 def check_upgrade(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[Violation]:
