@@ -19,17 +19,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from infra import settings
 from infra.catalogue.controller_crds import crd_set
 from infra.catalogue.controllers import CONTROLLERS
 from infra.config import Environment
 
 
 def _kubectl() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_KUBECTL") or "kubectl")
+    return settings.KUBECTL.command()
 
 
 def _gcloud() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_GCLOUD") or "gcloud")
+    return settings.GCLOUD.command()
 
 
 def to_adopt(env: Environment) -> list[tuple[str, str, str]]:

@@ -8,19 +8,19 @@ retry that answer on the resources that call the API (infra/catalogue/api_probes
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
 import time
 
+from infra import settings
 from infra.catalogue.api_probes import NOT_YET, probe
 from infra.catalogue.gcp_apis import platform_apis
 from infra.config import Environment
 
 
 def _gcloud() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_GCLOUD") or "gcloud")
+    return settings.GCLOUD.command()
 
 
 def apis(env: Environment) -> tuple[str, ...]:
@@ -40,8 +40,7 @@ def enable_and_wait(env: Environment, *, dry_run: bool) -> int:
     if code:
         print(f"error: enabling the APIs of {env.project} failed", file=sys.stderr)
         return code
-    timeout = float(os.environ.get("PLATFORM_API_WAIT", "600"))
-    poll = float(os.environ.get("PLATFORM_API_POLL", "15"))
+    timeout, poll = settings.API_WAIT.seconds(), settings.API_POLL.seconds()
     deadline = time.monotonic() + timeout
     waiting = list(wanted)
     while True:

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from infra import settings
 from infra.config import ConfigError, Environment, environments_dir
 from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
@@ -57,7 +58,7 @@ PLAN_FILE = "plan.tfplan"
 
 
 def _terraform() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_TERRAFORM") or "terraform")
+    return settings.TERRAFORM.command()
 
 
 def plan_digest(plan: Mapping[str, Any]) -> str:

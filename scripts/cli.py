@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from infra import settings
 from scripts.parser import ArgumentParser
 
 
@@ -87,6 +88,9 @@ def run(name: str, argv: list[str]) -> int:
         code = main([*command.prefix, *argv])
     except SystemExit as exit_:  # argparse: --help (0) and usage errors (2)
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except settings.SettingError as err:  # a PLATFORM_* variable that does not parse, wherever it is read
+        print(f"error: {err}", file=sys.stderr)
+        code = 2
     return int(code or 0)
 
 

@@ -15,6 +15,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from infra import settings
 from scripts.parser import ArgumentParser
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,10 +46,9 @@ def _top_level_keys(path: Path) -> list[str]:
 
 def names(kind: str) -> list[str]:
     """The names a completion of `kind` offers, read from the repository's files (standard library only)."""
-    import os
 
     if kind == "envs":
-        folder = Path(os.environ.get("PLATFORM_ENVIRONMENTS_DIR") or REPO / "infra" / "environments")
+        folder = settings.ENVIRONMENTS_DIR.path() or REPO / "infra" / "environments"
         return sorted(p.stem for p in folder.glob("*.yaml"))
     if kind == "images":
         return _top_level_keys(REPO / "images" / "images.yaml")

@@ -48,6 +48,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from infra import settings
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
 from infra.delivery.apply_paths import synth_folder, unresolved
 from infra.synth.load import load_named
@@ -62,15 +63,15 @@ OUT = Path("cdktf.out")
 
 
 def _cdktf() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_CDKTF") or DEFAULT_CDKTF)
+    return settings.CDKTF.command()
 
 
 def _gcluster() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_GCLUSTER") or DEFAULT_GCLUSTER)
+    return settings.GCLUSTER.command()
 
 
 def _vms() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_VMS") or f"{sys.executable} -m scripts.vms")
+    return settings.VMS.command([sys.executable, "-m", "scripts.vms"])
 
 
 def _tool_version(tool: str) -> str | None:

@@ -27,8 +27,6 @@ passed; 1 a check failed (nothing was applied); 2 a bad environment file or usag
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -37,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infra import settings
 from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT, PACKER_VERSION, TERRAFORM_VERSION
 from infra.catalogue.deployer_roles import UnknownResourceType
 from infra.catalogue.gcp_apis import platform_apis
@@ -66,7 +65,7 @@ __all__ = [
 
 
 def gcluster_command() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_GCLUSTER") or "gcluster")
+    return settings.GCLUSTER.command()
 
 
 def check_tools(env: Environment, *, skip_image: bool) -> Result:

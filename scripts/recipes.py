@@ -14,10 +14,10 @@ Exit codes: 0 listed; 2 an environment that does not load (its file, field and v
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
+from infra import settings
 from infra.config import ConfigError, environments_dir
 from infra.synth.load import load_all, load_named
 from scripts.parser import ArgumentParser
@@ -30,9 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.splitlines()[0],
         epilog="exit codes: 0 listed; 2 an environment that does not load, or usage",
     )
-    parser.add_argument(
-        "--env", default=os.environ.get("PLATFORM_ENVS") or None, help="environments, comma-separated (PLATFORM_ENVS)"
-    )
+    parser.add_argument("--env", default=settings.ENVS.raw(), help="environments, comma-separated (PLATFORM_ENVS)")
     parser.add_argument("--environments", type=Path, default=None, help="the environments dir (infra/environments)")
     parser.add_argument("--json", action="store_true", help="one JSON document: each environment's verdicts")
     args = parser.parse_args(argv)

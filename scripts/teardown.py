@@ -48,6 +48,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra import settings
 from infra.config import Environment
 from infra.config.serving import SaxmlServing, VllmServing
 
@@ -73,11 +74,11 @@ DELETE_KINDS = "httproute,gateway,inferencepool"
 
 
 def _kubectl() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_KUBECTL") or "kubectl")
+    return settings.KUBECTL.command()
 
 
 def _gcloud() -> list[str]:
-    return shlex.split(os.environ.get("PLATFORM_GCLOUD") or "gcloud")
+    return settings.GCLOUD.command()
 
 
 @dataclass(frozen=True)
@@ -237,8 +238,7 @@ class Teardown:
         return left
 
     def wait_gone(self, gw: Gateway, known: Found, cluster_uid: str | None) -> Found:
-        timeout = float(os.environ.get("PLATFORM_TEARDOWN_TIMEOUT", "900"))
-        poll = float(os.environ.get("PLATFORM_TEARDOWN_POLL", "20"))
+        timeout, poll = settings.TEARDOWN_TIMEOUT.seconds(), settings.TEARDOWN_POLL.seconds()
         deadline = time.monotonic() + timeout
         while True:
             left = self.listed(gw, known, cluster_uid)
@@ -319,8 +319,8 @@ class Teardown:
 
     def service_parts(self, svc: Gateway, *, wait: bool) -> list[str]:
         """What gcloud lists of a Service's load balancer (by description), polled until none while `wait`."""
-        timeout = float(os.environ.get("PLATFORM_TEARDOWN_TIMEOUT", "900")) if wait else 0.0
-        poll = float(os.environ.get("PLATFORM_TEARDOWN_POLL", "20"))
+        timeout = settings.TEARDOWN_TIMEOUT.seconds() if wait else 0.0
+        poll = settings.TEARDOWN_POLL.seconds()
         deadline = time.monotonic() + timeout
         while True:
             left = []

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from infra.settings import SETTINGS
 from tests.helpers import REPO
 
 DOCS = REPO / "docs"
@@ -53,6 +54,7 @@ def test_every_environment_variable_the_code_reads_is_documented_once() -> None:
     for part in ("infra", "workloads", "scripts"):
         for path in (REPO / part).rglob("*.py"):
             read |= set(re.findall(r"os\.environ(?:\.get\(|\[)\"([A-Z_]+)\"", path.read_text()))
+    read |= {s.name for s in SETTINGS}  # the PLATFORM_* ones, read through infra/settings (tests/test_settings.py)
     assert {"PLATFORM_TODAY", "PLATFORM_ENVIRONMENTS_DIR", "CDKTF_OUTDIR"} <= read
     for name in sorted(read):
         assert _rows(f"`{name}`") == {"reference.md": 1}, name

@@ -21,10 +21,11 @@ GKE installs itself from 1.34.0-gke.1626000 are listed for when the stack uses t
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from datetime import date
+
+from infra import settings
 
 TABLE_CHECKED = date(2026, 11, 23)
 SCHEDULE = "https://cloud.google.com/kubernetes-engine/docs/release-schedule"
@@ -138,5 +139,5 @@ def meets(pinned: str, minimum: str) -> bool:
 
 def today() -> date:
     """Today, or `PLATFORM_TODAY` (YYYY-MM-DD, read at call time) to ask the calendar about another day."""
-    forced = os.environ.get("PLATFORM_TODAY")
+    forced = settings.TODAY.raw()
     return date.fromisoformat(forced) if forced else date.today()

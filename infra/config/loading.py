@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import re
 import types
 import typing
@@ -14,6 +13,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, Tag, ValidationError
 
+from infra import settings
 from infra.catalogue import labels as label_limits
 from infra.catalogue.errors import ShapeError
 from infra.catalogue.gcp_names import BUCKET_NAMING, PROJECT_ID
@@ -52,7 +52,7 @@ _TYPE_ERRORS = {"string_type", "int_type", "float_type", "bool_type", "literal_e
 
 def environments_dir() -> Path:
     """The environments directory; `PLATFORM_ENVIRONMENTS_DIR` overrides it (read at call time)."""
-    return Path(os.environ.get("PLATFORM_ENVIRONMENTS_DIR") or ENVIRONMENTS_DIR)
+    return settings.ENVIRONMENTS_DIR.path() or ENVIRONMENTS_DIR
 
 
 def not_one_of(argument: str, value: str, known: Iterable[str], what: str, *, why: str = "not one") -> str:

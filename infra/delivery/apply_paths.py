@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from infra import settings
 from infra.constructs.releases import REPO
 
 
@@ -66,9 +67,9 @@ def synth_folder(prefix: str, *, keep: bool) -> Iterator[str]:
         with output_folder(prefix) as tmp:
             yield tmp
         return
-    kept = REPO / (os.environ.get("PLATFORM_DRY_RUN_DIR") or f".cdktf.out-dry-run-{prefix}")
+    kept = REPO / (settings.DRY_RUN_DIR.raw() or f".cdktf.out-dry-run-{prefix}")
     if kept.parent != REPO or not kept.name.startswith(".cdktf.out-"):
-        raise ValueError(f"PLATFORM_DRY_RUN_DIR={kept.name!r}: a .cdktf.out-* folder at the repository root")
+        raise ValueError(f"{settings.DRY_RUN_DIR.name}={kept.name!r}: a .cdktf.out-* folder at the repository root")
     shutil.rmtree(kept, ignore_errors=True)
     kept.mkdir()
     yield str(kept)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -48,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from infra import settings
 from infra.catalogue.controller_crds import KEEP_ANNOTATION, CrdFile, CrdSet, crd_set
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ class PostRenderError(Exception):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("PLATFORM_CONTROLLER_CRDS") or REPO / ".cache" / "controller-crds")
+    return settings.CONTROLLER_CRDS.path() or REPO / ".cache" / "controller-crds"
 
 
 def _keep(doc: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +161,7 @@ def fetch(controller: str, version: str, root: Path | None = None) -> Path:
         raise PostRenderError(f"{controller} {version}: no pinned CRD set ({PIN_FILE})")
     target = (root or cache_root()) / crds.directory
     if crds.injected and pinned_files.problems(target, crds.pins()):
-        offline = pinned_files.local_copy("PLATFORM_CONTROLLER_CRDS", [root or cache_root()], PIN_FILE)
+        offline = pinned_files.local_copy(settings.CONTROLLER_CRDS.name, [root or cache_root()], PIN_FILE)
         pinned_files.fetch(target, crds.sources(), PIN_FILE, offline=f"{offline} (under {crds.directory}/)")
     return target
 

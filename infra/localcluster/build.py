@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from infra import settings
+
 MODULES = Path(__file__).resolve().parent / "go"
 
 
@@ -96,9 +98,9 @@ def go_version() -> str:
 
 
 def cache_dir() -> Path:
-    configured = os.environ.get("PLATFORM_GO_BIN_CACHE")
+    configured = settings.GO_BIN_CACHE.path()
     if configured:
-        return Path(configured)
+        return configured
     return Path.home() / ".cache" / "platform" / "go-bin"
 
 

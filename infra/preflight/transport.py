@@ -4,10 +4,11 @@ Default Credentials, or by recorded answers (PLATFORM_PREFLIGHT_ANSWERS, the tes
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from infra import settings
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
@@ -104,5 +105,5 @@ def error_line(answer: Answer) -> str:
 
 
 def default_transport(credentials: Any) -> Transport:
-    recorded = os.environ.get("PLATFORM_PREFLIGHT_ANSWERS")
-    return RecordedTransport(Path(recorded)) if recorded else GoogleTransport(credentials)
+    recorded = settings.PREFLIGHT_ANSWERS.path()
+    return RecordedTransport(recorded) if recorded else GoogleTransport(credentials)

@@ -11,7 +11,6 @@ to the real file wherever `make pinned-scripts` could fetch it.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -20,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from infra import settings
 from workloads import pinned_files
 
 HERE = Path(__file__).resolve().parent
@@ -59,8 +59,7 @@ def pinned() -> dict[str, PinnedFile]:
 
 
 def directory() -> Path:
-    env = os.environ.get("PLATFORM_PINNED_SCRIPTS_DIR")
-    return Path(env) if env else FETCHED
+    return settings.PINNED_SCRIPTS_DIR.path() or FETCHED
 
 
 class PinnedFileMismatch(ValueError):
@@ -145,6 +144,6 @@ def fetch(target: Path | None = None) -> int:
     """Download every pinned file into `target` (.cache/pinned-scripts), all verified, or nothing changed. Returns
     how many."""
     files = pinned()
-    offline = pinned_files.local_copy("PLATFORM_PINNED_SCRIPTS_DIR", [FETCHED], PINS)
+    offline = pinned_files.local_copy(settings.PINNED_SCRIPTS_DIR.name, [FETCHED], PINS)
     pinned_files.fetch(target or FETCHED, {f.name: (f.url, f.sha256) for f in files.values()}, PINS, offline=offline)
     return len(files)

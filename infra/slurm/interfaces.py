@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from infra import settings
 from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT
 from infra.slurm.types import TfType, TypeSyntaxError, parse_type
 from workloads import pinned_files as pinned
@@ -54,8 +55,8 @@ def problems(directory: Path) -> list[str]:
 
 
 def candidates() -> list[Path]:
-    env = os.environ.get("PLATFORM_CTK_DIR")
-    return [Path(env)] if env else [FETCHED, SHARED]
+    env = settings.CTK_DIR.path()
+    return [env] if env else [FETCHED, SHARED]
 
 
 @cache
@@ -65,7 +66,7 @@ def _locate(key: tuple[Path, ...]) -> Path:
         raise InterfacesMissing(
             f"the module interfaces of Cluster Toolkit {CLUSTER_TOOLKIT.tag} are not available (`make "
             "cluster-toolkit` fetches them; "
-            + pinned.local_copy("PLATFORM_CTK_DIR", [FETCHED, SHARED], PINS)
+            + pinned.local_copy(settings.CTK_DIR.name, [FETCHED, SHARED], PINS)
             + "): "
             + "; ".join(report)
         )
@@ -80,7 +81,7 @@ def locate() -> Path:
 def fetch(target: Path | None = None) -> int:
     """Download every pinned file into `target` (.cache/cluster-toolkit): all verified, or nothing changed.
     Returns how many."""
-    offline = pinned.local_copy("PLATFORM_CTK_DIR", [FETCHED, SHARED], PINS)
+    offline = pinned.local_copy(settings.CTK_DIR.name, [FETCHED, SHARED], PINS)
     pinned.fetch(target or FETCHED, {name: (url(name), sha) for name, sha in pins().items()}, PINS, offline=offline)
     _locate.cache_clear()
     return len(pins())

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from infra import settings
 from infra.config import ConfigError, Environment, environments_dir
 from infra.synth.load import load_all
 
@@ -137,9 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     known = envs
-    only = os.environ.get("PLATFORM_ENVS")
-    if only:
-        wanted = only.split(",")
+    wanted = settings.ENVS.names()
+    if wanted:
         unknown = sorted(set(wanted) - set(envs))
         if unknown:
             print(f"error: PLATFORM_ENVS names unknown environments {unknown}; known: {sorted(envs)}", file=sys.stderr)
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     # loaded it elsewhere, as the tests do).
     cli_outdir = os.environ.get("CDKTF_OUTDIR")
     outdir = Path(cli_outdir or DEFAULT_OUTDIR).absolute()
-    omit = os.environ.get("PLATFORM_OMIT_UNBUILT") == "1"
+    omit = settings.OMIT_UNBUILT.on()
     if cli_outdir:
         left_out = synth(envs, outdir, omit_unbuilt=omit)
     else:

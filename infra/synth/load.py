@@ -5,9 +5,9 @@ rules itself."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from infra import settings
 from infra.config import ConfigError, Environment
 from infra.config.loading import ENVIRONMENTS_DIR, environment_file, environments_dir, load_each, parse_environment
 from infra.rules import check_environment
@@ -40,7 +40,7 @@ def load_planned(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
     """Every environment of `directory` (all loaded and checked), narrowed to those PLATFORM_ENVS names
     (comma-separated; `make plan ENV=` sets it for each of its steps)."""
     envs = load_all(directory)
-    only = [name for name in (os.environ.get("PLATFORM_ENVS") or "").split(",") if name]
+    only = settings.ENVS.names()
     unknown = sorted(set(only) - set(envs))
     if unknown:
         raise ConfigError(

@@ -11,13 +11,13 @@ optional file (`optional: true`) is taken from any of those directories that hol
 
 from __future__ import annotations
 
-import os
 import sys
 from functools import cache
 from pathlib import Path
 
 import yaml
 
+from infra import settings
 from workloads import pinned_files
 
 CHARTS = Path(__file__).resolve().parent
@@ -72,8 +72,8 @@ def problems(directory: Path) -> list[str]:
 
 
 def candidates() -> list[Path]:
-    env = os.environ.get("PLATFORM_CRDS_DIR")
-    return [Path(env)] if env else [FETCHED, SHARED]
+    env = settings.CRDS_DIR.path()
+    return [env] if env else [FETCHED, SHARED]
 
 
 def locate() -> Path:
