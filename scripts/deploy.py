@@ -57,8 +57,6 @@ from scripts.adopt_crds import adopt
 from scripts.apis import enable_and_wait
 from scripts.parser import ArgumentParser
 
-DEFAULT_CDKTF = "npx --no-install cdktf"
-DEFAULT_GCLUSTER = "gcluster"
 OUT = Path("cdktf.out")
 
 
