@@ -91,7 +91,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
     "broken YAML": (
         "yaml",
         _sub("  name: ml-platform-dev\n", "  name: [ml-platform-dev\n"),
-        "line 42, column 18",
+        "line 43, column 18",
         "not valid YAML: expected ',' or ']', but got ':' (while parsing a flow sequence)",
     ),
     # 2. Numbers GCP cannot hold

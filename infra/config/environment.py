@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
@@ -382,3 +382,24 @@ BUILD_ACCOUNT_ID = "image-builder"
 
 def _networks_for(specs: Iterable[SliceSpec]) -> int:
     return max((s.slice.gpudirect.extra_nics for s in specs if s.slice.gpudirect), default=0)
+
+
+# Where docs/environment.schema.json says editors find the rest (the checks across fields, the real systems' rules).
+SCHEMA_ID = "docs/environment.schema.json"
+
+
+def json_schema() -> dict[str, Any]:
+    """The environment file's JSON Schema, for editors (a YAML language server completes and checks fields as they
+    are typed): the model's fields, types, bounds and the unknown keys it refuses. What it cannot say (the checks
+    across sections, the real systems' rules) `make plan` says at load."""
+    schema = Environment.model_json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "ML platform environment file (infra/environments/<name>.yaml)",
+        **{k: v for k, v in schema.items() if k != "title"},
+        "description": (
+            "One environment of the platform (docs/environments.md). This schema holds each field's type, bounds and "
+            "names; the checks across sections and the rules of the real systems run at load (`make plan`)."
+        ),
+    }
