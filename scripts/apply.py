@@ -50,7 +50,7 @@ from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
 from infra.synth.load import load_environment
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 NOT_APPROVED = 4
 NOT_CONFIRMED = 5
@@ -232,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = environment_of(stack)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     if args.phase == "plan":
         return plan_and_gate(args.stack_dir, stack, confirmed_from_env(), lock=args.lock == "true", env=env)[0]
     return apply(args.stack_dir, stack, confirmed_from_env(), approved=args.approved or None, env=env)

@@ -15,7 +15,7 @@ import sys
 from infra.config import ConfigError, environment_file
 from infra.delivery.blue_green import BlueGreenError, finish, green_key, start
 from infra.delivery.release_file import write_validated
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,9 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             raise BlueGreenError("--finish moves the workloads; the new shape was given at the start")
         step = finish(path, args.slice) if args.finish else start(path, args.slice, changes=changes)
     except (ConfigError, BlueGreenError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 2
+        return refuse(err, then="nothing was written")
     print(step.diff, end="")
     for line in step.said:
         print(f"blue-green: {line}")

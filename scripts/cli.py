@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 
 from infra import settings
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,7 @@ def run(name: str, argv: list[str]) -> int:
     except SystemExit as exit_:  # argparse: --help (0) and usage errors (2)
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except settings.SettingError as err:  # a PLATFORM_* variable that does not parse, wherever it is read
-        print(f"error: {err}", file=sys.stderr)
-        code = 2
+        code = refuse(err)
     return int(code or 0)
 
 

@@ -21,7 +21,7 @@ from infra.config import ConfigError
 from infra.localcluster.build import BuildError, build_all
 from infra.localcluster.cluster import Cluster, ClusterError
 from infra.synth.load import load_named
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 DEFAULT_DIR = Path(".cache/cluster-local")
 
@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             if running and cluster.ready():
                 print(cluster.kubectl("get", "nodes", "-L", "cloud.google.com/gke-nodepool").stdout, end="")
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     except (BuildError, ClusterError) as err:
         print(f"error: cluster-local: {err}", file=sys.stderr)
         return 1

@@ -55,7 +55,7 @@ from infra.synth.load import load_named
 from scripts import preflight, teardown
 from scripts.adopt_crds import adopt
 from scripts.apis import enable_and_wait
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 OUT = Path("cdktf.out")
 
@@ -110,8 +110,7 @@ def _write_slurm(env: Environment, *, dry_run: bool) -> int:
         try:
             report = write(env, Path(tmp) if dry_run else OUT, interfaces.locate())
         except interfaces.InterfacesMissing as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            return refuse(err)
     for finding in report.findings:
         print(f"error: {_slurm_dir(env)}/blueprint.yaml: {finding.path}: {finding.message}", file=sys.stderr)
     if not report.ok:
@@ -385,8 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = load_named(args.env)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     if args.action == "deploy":
         return deploy(
             env,

@@ -41,7 +41,7 @@ from infra.localcluster.destroy import LocalDestroy, gone
 from infra.localcluster.manifests import UnsupportedResource
 from infra.localcluster.verdicts import Verdicts, collect, undecided
 from infra.synth.load import load_named
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def gate(stack: dict[str, object]) -> list[str]:
@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = load_named(args.env)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     # A direct child of the repository root, as make deploy's folder: the stack's ../../../ paths resolve.
     folder = REPO / f"cdktf.out.local-{env.name}"
     if args.destroy:

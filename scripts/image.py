@@ -38,7 +38,7 @@ from infra.delivery.images import (
     uncommitted,
 )
 from infra.synth.load import load_named
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def _run(command: Sequence[str]) -> str:
@@ -101,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         pins, change = build_all(plans, run=_run, dry_run=args.dry_run)
     except (ConfigError, ImageError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     except subprocess.CalledProcessError as err:
         print(
             f"error: {shlex.join(err.cmd)} failed (exit {err.returncode}); nothing was pinned"

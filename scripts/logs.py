@@ -30,7 +30,7 @@ from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE
 from infra.config import ConfigError, Environment, JetStreamServing, Serving, VllmServing, environments_dir
 from infra.synth.load import load_named
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 # The label Helm charts put on a release's pods, as Cloud Logging names it on a k8s_container entry (GKE writes
 # pod labels as `k8s-pod/<key>`, dots in the key as underscores).
@@ -308,8 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = load_named(args.env, directory)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     sources = log_sources(env)
     if args.workload is not None:
         chosen = [s for s in sources if s.workload == args.workload]

@@ -17,7 +17,7 @@ import sys
 
 from infra.config import ConfigError, environment_file, environments_dir
 from infra.delivery.new_env import NewEnvironmentError, write_new_environment
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,9 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             region=args.region,
         )
     except (ConfigError, NewEnvironmentError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 2
+        return refuse(err, then="nothing was written")
     print(f"wrote {target}: zones {', '.join(placement.zones)}")
     for who, (old, new) in placement.substitutes.items():
         print(f"  {who}: {new} instead of {old}, which {args.region} does not offer")

@@ -18,7 +18,7 @@ import sys
 
 from infra.config import ConfigError, environment_file
 from infra.delivery.pins import PinError, apply, plan_pin, plan_rollback
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,9 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             change = plan_pin(path, args.field, args.value)
     except (ConfigError, PinError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 2
+        return refuse(err, then="nothing was written")
     if change.old == change.new:
         print(f"{change.field}: already {change.new!r}; nothing to change")
         return 0

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 Step = tuple[str, list[str], dict[str, str]]
 
@@ -423,8 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             environment_file(args.env)
         except ConfigError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            return refuse(err)
     # Every environment file loaded and checked once, before any step: a bad file is refused here, by name, and
     # not by each of the steps that would start side by side.
     from infra.config import ConfigError, environments_dir
@@ -433,9 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_planned(environments_dir())
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        print(f"error: make plan refused the environment files; {args.outdir} is unchanged", file=sys.stderr)
-        return 2
+        return refuse(err, then=f"error: make plan refused the environment files; {args.outdir} is unchanged")
     return run_plan(args.outdir, base=args.base, env=args.env, as_json=args.json)
 
 

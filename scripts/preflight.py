@@ -48,7 +48,7 @@ from infra.preflight.result import Result
 from infra.preflight.transport import Answer, CredentialsRefused, RecordedTransport, Transport, default_transport
 from infra.synth.load import load_named
 from scripts import tools
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 __all__ = [
     "Answer",
@@ -186,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = load_named(args.env)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
 
     def stack() -> dict[str, Any]:
         if args.stack is not None:
@@ -200,8 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             the_stack = stack()
             roles = required_roles(the_stack)
         except UnknownResourceType as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+            return refuse(err, 1)
         print_roles(env, roles, required_billing_roles(the_stack))
         return 0
     results = run(env, stack=stack, transport=default_transport, skip_image=args.skip_image)

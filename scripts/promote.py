@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from infra.config import ConfigError, environments_dir
 from infra.delivery.promote import PromotionError, promote
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def _run(command: Sequence[str]) -> None:
@@ -36,9 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         promotion = promote(args.source, args.target, dry_run=args.dry_run, run=_run, environments=environments_dir())
     except (ConfigError, PromotionError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        print("nothing was changed", file=sys.stderr)
-        return 2
+        return refuse(err, then="nothing was changed")
     except subprocess.CalledProcessError as err:
         print(f"error: {shlex.join(err.cmd)} failed (exit {err.returncode}); nothing was changed", file=sys.stderr)
         return 1

@@ -20,7 +20,7 @@ from pathlib import Path
 from infra import settings
 from infra.config import ConfigError, environments_dir
 from infra.synth.load import load_all, load_named
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 from workloads.trainer.compiled import environment_recipes, environment_recipes_json
 
 
@@ -39,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         envs = {n: load_named(n, directory) for n in only} if only else load_all(directory)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     if args.json:
         print(json.dumps({name: environment_recipes_json(env) for name, env in envs.items()}, indent=1))
         return 0

@@ -29,7 +29,7 @@ from typing import Any
 from infra.config import ConfigError, Environment
 from infra.delivery import confirmations
 from infra.review import BLOCKED, PlanFormatError, StackReview, cost_summary, render, review_plan, write_reviews
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def _file_confirmations(outdir: Path) -> tuple[dict[str, list[str]], dict[str, tuple[Environment, dict[str, Any]]]]:
@@ -102,11 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         in_files, known = _file_confirmations(args.outdir)
         reviews = write_reviews(args.outdir, args.base, confirmed, in_files)
     except (ConfigError, PlanFormatError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     for review in reviews:
         env = review.stack.removeprefix("platform-")
         path = args.outdir / "review" / f"{env}.md"

@@ -21,7 +21,7 @@ from infra.config import ConfigError
 from infra.review import write_reviews
 from infra.synth.app import synth
 from infra.synth.load import load_environment
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "infra" / "environments" / "dev.yaml"
@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             synth({"dev": load_environment(SOURCE)}, base)
             text = example_review(base, Path(tmp) / "variant")
         except (EditError, ConfigError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            return refuse(err)
     if args.check:
         if DOC.exists() and DOC.read_text() == text:
             return 0

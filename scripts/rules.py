@@ -12,7 +12,7 @@ from pathlib import Path
 from infra.config import ConfigError, environments_dir
 from infra.rules.run import Report, run, shown_file
 from infra.synth.load import load_planned
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def table() -> str:
@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         # Every environment loaded and held together; those PLATFORM_ENVS names (make plan ENV=) checked and shown.
         envs = load_planned(environments_dir())
     except ConfigError as err:  # environment rules run at load: their violations land here
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return refuse(err, 1)
     if not any(stacks.glob("*/cdk.tf.json")):
         print(f"error: no synthesized stacks under {stacks}; run `make synth` first", file=sys.stderr)
         return 2

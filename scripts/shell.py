@@ -26,7 +26,7 @@ from infra.config import ConfigError, environments_dir
 from infra.shell import GeneratedScript, generated_scripts, pinned
 from infra.shell.charts import rendered_scripts
 from infra.synth.load import load_planned
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 
 def check(scripts: list[GeneratedScript]) -> tuple[list[str], dict[str, str], int]:
@@ -84,15 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             count = pinned.fetch()
         except (OSError, ValueError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+            return refuse(err, 1)
         print(f"pinned-scripts: {count} file(s) in {pinned.FETCHED}")
         return 0
     try:
         envs = load_planned(environments_dir())
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     part = getattr(args, "part", "all")
     scripts = [s for env in envs.values() for s in generated_scripts(env)] if part != "charts" else []
     if args.command == "check" and args.outdir is not None and part != "generated":
@@ -110,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         failures, used, rules = check(scripts)
     except pinned.PinnedFileMismatch as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return refuse(err, 1)
     for key, which in sorted(used.items()):
         print(f"scripts: pinned file {key} ({pinned.pinned()[key].cites}): {which}")
     for line in failures:

@@ -26,7 +26,7 @@ from infra.slurm.blueprint import blueprint, deployment
 from infra.slurm.jobs import jobs
 from infra.slurm.validate import Report, Versions, validate
 from infra.synth.load import load_planned
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 VERSIONS = Versions(
     terraform=TERRAFORM_VERSION,
@@ -107,16 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         root = interfaces.locate()
     except interfaces.InterfacesMissing as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return refuse(err, 1)
     if args.command == "where":
         print(root)
         return 0
     try:
         envs = load_planned(environments_dir())
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     refused = False
     for name, env in envs.items():
         if env.slurm is None:

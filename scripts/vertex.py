@@ -21,7 +21,7 @@ from infra.rules import rules_for
 from infra.rules.request_subject import RequestContext, write_checked
 from infra.synth.load import load_all, load_planned
 from infra.vertex.job import custom_job, endpoint, job_names, parent
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 ORIGIN = {"nccl-test": "vertex.nccl_test", "train": "vertex.training"}
 
@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         envs = (load_planned if args.command == "write" else load_all)(environments_dir())
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     if args.command == "write":
         refused = False
         for env in envs.values():
@@ -105,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         out = submit(env, args.job, dry_run=args.dry_run)
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     except Exception as err:  # the API's refusal (google.api_core.exceptions.*) or no credentials
         print(f"error: Vertex AI refused the job: {err}", file=sys.stderr)
         return 1

@@ -28,7 +28,7 @@ from infra.rules.request_subject import RequestContext, write_checked
 from infra.synth.load import load_all, load_planned
 from infra.vms.bulk import bulk_insert
 from infra.vms.instance import group_name, startup_script, vm_names
-from scripts.parser import ArgumentParser
+from scripts.parser import ArgumentParser, refuse
 
 # A call of the Compute Engine client: (client class, method, keyword arguments with the request as JSON).
 Call = tuple[str, str, dict[str, Any]]
@@ -196,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         envs = (load_planned if args.command == "write" else load_all)(environments_dir())
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     if args.command == "write":
         refused = False
         for each in envs.values():
@@ -236,8 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in run(calls):
             print(line)
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return refuse(err, 1)
     except Exception as err:  # the API's refusal (google.api_core.exceptions.*) or no credentials
         print(f"error: Compute Engine refused: {err}", file=sys.stderr)
         return 1
