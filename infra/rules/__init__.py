@@ -5,7 +5,7 @@ Workload Identity, KubeRay, JobSet, LeaderWorkerSet, Kueue, Pathways and
 MaxText each refuse things of their own, at apply, admission, mount, pod
 start or engine start. Every such rule that can be known ahead lives in this
 package, once, with the source it was taken from and the layer it guards, and
-runs on five kinds of subject:
+runs on six kinds of subject:
 
 - ``environment``: the loaded `Environment` (run by `infra.synth.load.load_environment`,
   so a bad file fails at load with the file, field, value, rule and source);
@@ -19,7 +19,8 @@ runs on five kinds of subject:
 - ``upgrade``: the objects a Helm upgrade replaces, each with the object it replaces (the review's baseline
   rendered), held to what the API server and the controllers' webhooks refuse to change (`upgrades.py`).
 
-`make plan` runs all of them (`python -m scripts.rules`) and reports how many ran.
+`make plan` runs all of them and reports how many ran (`python -m scripts.rules`; the upgrade rules in its review,
+which has the baseline).
 
 One module per real system holds that system's rules for every subject (`gke.py`, `gcsfuse.py`,
 `kuberay.py`, `jobset.py`, `lws.py`, `kueue.py`, `pathways.py`, `maxtext.py`, `vllm.py`, ...); what the
