@@ -25,8 +25,15 @@ CHART_DIRS = sorted(p.parent for p in (REPO / "workloads" / "charts").glob("*/Ch
 def ray_cluster(stacks: dict[str, dict[str, Any]]) -> dict[str, Any]:
     release, values = release_values(stacks["dev"], "ray-training")
     objects = render("ray-training", values, name=release["name"], namespace=release["namespace"])
-    assert [o["kind"] for o in objects] == ["RayCluster"]
-    return objects[0]
+    # dev's cluster is queued: its Kueue queue (two flavors: the head's, the slice's) beside it.
+    kinds = ["ResourceFlavor", "ResourceFlavor", "ClusterQueue", "LocalQueue", "RayCluster"]
+    assert [o["kind"] for o in objects] == kinds
+    return _cluster(objects)
+
+
+def _cluster(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (cluster,) = [o for o in objects if o["kind"] == "RayCluster"]
+    return cluster
 
 
 def test_the_training_cluster_is_named_after_its_spec_and_its_head_keeps_one_address(
@@ -36,13 +43,13 @@ def test_the_training_cluster_is_named_after_its_spec_and_its_head_keeps_one_add
     group (ray-project/kuberay#1739): a new image or slice shape must be a new RayCluster (make deploy-local found
     every pod on the old trainer digest after a promotion). The head's Service keeps its name across the swap."""
     release, values = release_values(stacks["dev"], "ray-training")
-    again = render("ray-training", values, name=release["name"], namespace=release["namespace"])[0]
+    again = _cluster(render("ray-training", values, name=release["name"], namespace=release["namespace"]))
     assert again["metadata"]["name"] == ray_cluster["metadata"]["name"], "the same values: the same cluster"
     assert re.fullmatch(r"ray-training-[0-9a-f]{8}", ray_cluster["metadata"]["name"])
-    promoted = render(
+    promoted = _cluster(render(
         "ray-training", {**values, "image": values["image"].split("@")[0] + "@sha256:" + "cd" * 32},
         name=release["name"], namespace=release["namespace"],
-    )[0]  # fmt: skip
+    ))  # fmt: skip
     assert promoted["metadata"]["name"] != ray_cluster["metadata"]["name"]
     for cluster in (ray_cluster, promoted):
         assert cluster["spec"]["headGroupSpec"]["headService"]["metadata"]["name"] == "ray-training-head-svc"

@@ -268,6 +268,16 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         "monitoring.budget.thresholds",
         ["above 0 and at most 10"],
     ),
+    "a queued training cluster without Kueue": (
+        _delete("release.controllers.kueue"),
+        "training.queue",
+        ["'training'", "pin it in release.controllers.kueue"],
+    ),
+    "a training queue named as the batch queue": (
+        _set("training.queue", "gpu"),
+        "training.queue",
+        ["'gpu'", "batch.queue names a ClusterQueue 'gpu' already"],
+    ),
     "a budget notifying six addresses": (
         _set("monitoring.notify", [f"oncall{i}@acme.example" for i in range(6)]),
         "monitoring",

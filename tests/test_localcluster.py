@@ -268,8 +268,13 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
     (jetstream,) = [key for key in objects if key.startswith("LeaderWorkerSet/ml-serving/serve-llama405b-")]
     assert objects[jetstream] == 5
     assert sum(n for key, n in objects.items() if key.startswith("JobSet/ml-serving/serve-saxml")) == 16
+    # Kueue admitted the training RayCluster through dev's queue `training`: its head on the head's flavor, its
+    # worker group on the slice's (the pods above run only once it is admitted).
+    workloads = dict(found["workloads"])
+    (training,) = [key for key in workloads if key.startswith("ml-training/")]
+    assert workloads.pop(training) == "admitted"
     # Kueue: the two GPU JobSets want the a3mega flavor's 16 GPUs each; one holds the quota, the other waits.
-    states = sorted(found["workloads"].values())
+    states = sorted(workloads.values())
     assert len(states) == 2 and "insufficient unused quota for nvidia.com/gpu in flavor a3mega" in states[0]
     # The platform's queue is guaranteed 8 of the 16 GPUs (team research holds the other 8, unused): the JobSet that
     # asks for 16 gets its quota by borrowing 8 from the cohort, as Kueue's own status of the queue says (reserved:
@@ -284,6 +289,39 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
     jobs = cluster.get("jobs", "-n", "ml-gpu")["items"]
     policies = [j["spec"]["podFailurePolicy"]["rules"] for j in jobs if j["spec"].get("podFailurePolicy")]
     assert policies and all(r[0]["onExitCodes"]["values"] == [42, *range(128, 256)] for r in policies), jobs
+
+
+@pytest.mark.slow
+def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_holds_the_slice(cluster_dir: Path) -> None:
+    """Kueue admits a queued RayCluster all or none: a second cluster of the same shape in dev's queue `training`
+    (the real Kueue's webhook suspends it at create) gets no pod, neither its head nor any worker, while the first
+    holds the slice's quota, and Kueue says why; gone, it leaves the first as it was."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    (first,) = cluster.get("rayclusters", "-n", "ml-training")["items"]
+    assert first["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training" and not first["spec"].get("suspend")
+    second = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "second", "namespace": "ml-training", "labels": first["metadata"]["labels"]},
+        "spec": {**first["spec"], "headGroupSpec": {**first["spec"]["headGroupSpec"], "headService": None}},
+    }
+    second["spec"]["headGroupSpec"].pop("headService")
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(second))
+    try:
+        deadline, reason = time.monotonic() + 60, ""
+        while time.monotonic() < deadline and "insufficient unused quota" not in reason:
+            time.sleep(2)
+            workloads = cluster.get("workloads.kueue.x-k8s.io", "-n", "ml-training")["items"]
+            mine = [w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == "second"]
+            conditions = {c["type"]: c for c in (mine[0].get("status") or {}).get("conditions", [])} if mine else {}
+            reason = conditions.get("QuotaReserved", {}).get("message", "")
+        assert "insufficient unused quota" in reason and "flavor training-" in reason, reason
+        assert cluster.get("rayclusters", "second", "-n", "ml-training")["spec"]["suspend"] is True
+        assert cluster.get("pods", "-n", "ml-training", "-l", "ray.io/cluster=second")["items"] == []
+    finally:
+        cluster.kubectl("delete", "raycluster", "second", "-n", "ml-training", "--wait=true")
+    pods = cluster.get("pods", "-n", "ml-training", "-l", f"ray.io/cluster={first['metadata']['name']}")["items"]
+    assert len(pods) == 5 and all(p["spec"].get("nodeName") for p in pods)
 
 
 @pytest.mark.slow

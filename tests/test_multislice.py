@@ -18,7 +18,7 @@ import yaml
 from infra.config import ENVIRONMENTS_DIR, ConfigError, parse_environment
 from infra.synth.app import synth
 from infra.synth.load import load_environment
-from tests.helpers import REPO, by_name, release_values, rendered
+from tests.helpers import REPO, by_name, of_type, release_values, rendered
 from workloads.trainer.compiled import environment_recipes
 from workloads.trainer.launcher import Placement
 from workloads.trainer.maxtext import maxtext_args
@@ -73,11 +73,24 @@ def test_the_ray_cluster_has_one_worker_group_per_slice_each_on_its_own_pool(var
 
 
 def test_one_slice_renders_the_ray_cluster_it_always_did(stacks: dict[str, dict[str, Any]]) -> None:
-    """Counting slices did not change a one-slice cluster: its name (a hash of its spec) is what it was."""
-    (cluster,) = [o for o in rendered(stacks["dev"], "ray-training") if o["kind"] == "RayCluster"]
-    assert cluster["metadata"]["name"] == "ray-training-ddca747a"  # as rendered before slices were counted
-    (group,) = cluster["spec"]["workerGroupSpecs"]
-    assert group["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == "train"
+    """Counting slices did not change a one-slice cluster: unqueued, its name (a hash of its spec) is what it was;
+    queued (dev's `training.queue`), the queue is in the hash."""
+    from workloads.charts.check import render
+
+    release = next(r for r in of_type(stacks["dev"], "helm_release").values() if r["name"] == "ray-training")
+    values = json.loads(release["values"][0])
+    names = {}
+    for queued in (True, False):
+        shown = values if queued else {k: v for k, v in values.items() if k != "queue"}
+        objects = render("ray-training", shown, name="ray-training", namespace=release["namespace"])
+        (cluster,) = [o for o in objects if o["kind"] == "RayCluster"]
+        names[queued] = cluster["metadata"]["name"]
+        (group,) = cluster["spec"]["workerGroupSpecs"]
+        assert group["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == "train"
+    # As rendered before slices were counted (ddca747a at chart 0.4.0; the pods' labels carry the chart's version,
+    # so a chart bump is a new cluster).
+    assert names[False] == "ray-training-47b35887"
+    assert names[True] != names[False]
 
 
 def test_the_plan_reports_the_multislice_fit_and_the_cross_slice_traffic() -> None:

@@ -756,6 +756,14 @@ def _pool_selects_workers(objs: list[dict[str, Any]]) -> None:
 
 
 MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]] = {
+    # A training cluster of eight slices in dev's queue: one worker group more than a Kueue Workload holds.
+    "kueue.raycluster-queued-whole": (
+        "ray-training",
+        lambda o: one_of_kind(o, "RayCluster")["spec"]["workerGroupSpecs"].extend(
+            copy.deepcopy(one_of_kind(o, "RayCluster")["spec"]["workerGroupSpecs"][0]) for _ in range(7)
+        ),
+        "at most 7 worker groups in a queued RayCluster",
+    ),
     # A nodepools priority that also says `spot`: GKE's CRD refuses the class at apply.
     "gke.compute-class-tiers": (
         "compute-classes",

@@ -76,6 +76,11 @@ class Training(Model):
     # uploads them to Cloud Monitoring (compute.googleapis.com/workload/goodput_time, badput_time): the identity
     # gets the project roles that takes (GOODPUT_ROLES) and the dashboard charts them.
     goodput: bool = True
+    # Kueue admits the Ray cluster through a queue of this name (a ClusterQueue holding the slice's pools, one
+    # flavor each, and the head's share; a LocalQueue in the identity's namespace): all its slices at once or none,
+    # and a second cluster waits instead of taking part of them. Needs Kueue pinned (release.controllers.kueue).
+    # None: a standing cluster no queue admits.
+    queue: KubernetesName | None = None
 
     @model_validator(mode="before")
     @classmethod

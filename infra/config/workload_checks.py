@@ -26,6 +26,22 @@ def training_problems(env: Environment) -> list[Problem]:
     problems += _not_in(("training", "bucket"), t.bucket, env.buckets, "buckets")
     problems += _not_in(("training", "image"), t.image, env.release.images, "release.images")
     problems += _writer_problems(env, ("training", "identity"), t.identity, t.bucket)
+    if t.queue is not None:
+        if "kueue" not in env.release.controllers:
+            problems.append(
+                Finding(
+                    ("training", "queue"),
+                    t.queue,
+                    "Kueue admits a queued Ray cluster: pin it in release.controllers.kueue",
+                )
+            )
+        # ClusterQueue names are cluster-wide: the batch queue and each team's are ClusterQueues too.
+        taken = {env.batch.queue: "batch.queue"} if env.batch is not None else {}
+        taken |= {team: f"teams.{team}" for team in env.teams}
+        if t.queue in taken:
+            problems.append(
+                Finding(("training", "queue"), t.queue, f"{taken[t.queue]} names a ClusterQueue {t.queue!r} already")
+            )
     return problems
 
 

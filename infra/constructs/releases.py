@@ -58,7 +58,46 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
             "env": dict(TPU_WORKER_ENV) if slice_.kind == "tpu" else {},
         },
         "checkpoints": {"bucket": env.bucket_name(training.bucket), "mountPath": CHECKPOINT_MOUNT},
+        **({"queue": training_queue_values(env)} if training.queue else {}),
     }
+
+
+def _times(quantity: str, n: int) -> str:
+    """A Kubernetes quantity of the forms the config allows (`24`, `500m`, `200Gi`) times n."""
+    number = quantity.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    return f"{int(number) * n}{quantity[len(number) :]}"
+
+
+def training_queue_values(env: Environment) -> dict[str, Any]:
+    """The training cluster's Kueue queue: a flavor for the head (no node labels: it runs where its node selector
+    says) and one per slice's pool, each with exactly what that part of the cluster asks for, so Kueue admits the
+    whole cluster or none of it, and a second cluster in the queue waits."""
+    training = env.training
+    assert training is not None and training.queue is not None
+    spec = env.slices[training.slice]
+    slice_ = spec.slice
+    resource = slice_.resource_name
+    hosts = slice_.hosts
+    flavors = [
+        {
+            "name": f"{training.queue}-head",
+            "nodeLabels": {},
+            "quota": {"cpu": training.head.cpu, "memory": training.head.memory, resource: "0"},
+        }
+    ]
+    for pool in spec.pools(training.slice):
+        flavors.append(
+            {
+                "name": f"{training.queue}-{pool}",
+                "nodeLabels": {NODEPOOL_LABEL: pool},
+                "quota": {
+                    "cpu": _times(training.worker.cpu, hosts),
+                    "memory": _times(training.worker.memory, hosts),
+                    resource: str(slice_.chips_per_host * hosts),
+                },
+            }
+        )
+    return {"name": training.queue, "coveredResources": ["cpu", "memory", resource], "flavors": flavors}
 
 
 def _group_name(slice_: Slice, index: int) -> str:

@@ -19,6 +19,7 @@ start (every pod is counted as running together), and surge pods of a rolling up
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,12 +199,19 @@ def _place(
 
 
 def _queued_templates(releases: dict[str, list[dict[str, Any]]]) -> dict[tuple[str, str], str]:
-    """{(release, `Kind/name: path`): the workload} of every pod template of a workload queued to Kueue."""
+    """{(release, `Kind/name: path`): the workload} of every pod template of a workload queued to Kueue with
+    others: a workload alone in its queue (the training cluster in its own) waits for no one, and runs beside the
+    steady pods."""
+
+    def queue(obj: dict[str, Any]) -> str | None:
+        return ((obj.get("metadata") or {}).get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+
+    queued = [(release, obj) for release, objects in releases.items() for obj in objects if queue(obj)]
+    sharing = Counter(queue(obj) for _, obj in queued)
     return {
         (release, f"{where(obj)}: {path}"): f"{release}/{where(obj)}"
-        for release, objects in releases.items()
-        for obj in objects
-        if ((obj.get("metadata") or {}).get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+        for release, obj in queued
+        if sharing[queue(obj)] > 1
         for path, _ in pod_templates(obj)
     }
 

@@ -139,3 +139,45 @@ def _borrow_within(env: Environment) -> Iterator[Finding]:
                 p.borrow_within_cohort,
                 "needs reclaim_within_cohort LowerPriority or Any (it is Never)",
             )
+
+
+KUEUE_RAYCLUSTER_WEBHOOK = "kubernetes-sigs/kueue @ v0.17.3 pkg/controller/jobs/raycluster/raycluster_webhook.go"
+# A Workload holds at most 8 pod sets (kueue apis: MaxPodSets): the head's and one per worker group.
+RAYCLUSTER_MAX_WORKER_GROUPS = 7
+
+
+@rule(
+    id="kueue.raycluster-queued-whole",
+    system="Kueue",
+    layer="admission",
+    summary=(
+        f"A RayCluster Kueue admits (kueue.x-k8s.io/queue-name) has at most {RAYCLUSTER_MAX_WORKER_GROUPS} worker "
+        "groups (a Workload's 8 pod sets, the head's one of them), none named `head`, and no in-tree autoscaling "
+        "(what Kueue reserved, the cluster keeps): Kueue's webhook refuses it otherwise."
+    ),
+    source=f"{KUEUE_RAYCLUSTER_WEBHOOK} (validateCreate)",
+    subject="manifest",
+    kinds=("RayCluster",),
+)
+def _raycluster_queued(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    for obj in objects:
+        if not ((obj.get("metadata") or {}).get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
+            continue
+        spec = obj.get("spec") or {}
+        groups = spec.get("workerGroupSpecs") or []
+        if len(groups) > RAYCLUSTER_MAX_WORKER_GROUPS:
+            yield Finding(
+                f"{where(obj)}: spec.workerGroupSpecs",
+                len(groups),
+                f"at most {RAYCLUSTER_MAX_WORKER_GROUPS} worker groups in a queued RayCluster (one per slice: "
+                f"slices.<training slice>.count at most {RAYCLUSTER_MAX_WORKER_GROUPS})",
+            )
+        for i, group in enumerate(groups):
+            if group.get("groupName") == "head":
+                yield Finding(f"{where(obj)}: spec.workerGroupSpecs[{i}].groupName", "head", "reserved for the head")
+        if spec.get("enableInTreeAutoscaling"):
+            yield Finding(
+                f"{where(obj)}: spec.enableInTreeAutoscaling",
+                True,
+                "a Kueue-managed RayCluster may autoscale only as an elastic job (ElasticJobsViaWorkloadSlices)",
+            )

@@ -52,14 +52,6 @@ class Releases:
         # Every chart release's namespace, by release name (the network policies open each release to itself).
         self.release_namespaces: dict[str, str] = {}
         self.controllers: dict[str, ControllerRelease] = {}
-        if env.training is not None:
-            self._chart_release(
-                "ray-training",
-                chart="ray-training",
-                namespace=env.identities[env.training.identity].namespace,
-                values=ray_training_values(env),
-                depends_on=[*identities.accounts(env.training.identity), *compute.pools_of(env.training.slice)],
-            )
         # The controllers run on the system pool and answer the API server through the webhook firewall rule: they
         # wait for those, not for the accelerator pools (one slice short of capacity would otherwise hold every
         # controller, and every release after them, out of the apply).
@@ -80,6 +72,14 @@ class Releases:
             name: ControllerRelease(stack, name, version=version, depends_on=controller_needs)
             for name, version in sorted(env.release.controllers.items())
         }
+        if env.training is not None:  # after the controllers: a queued cluster's queue is Kueue's objects
+            self._chart_release(
+                "ray-training",
+                chart="ray-training",
+                namespace=env.identities[env.training.identity].namespace,
+                values=ray_training_values(env),
+                depends_on=[*identities.accounts(env.training.identity), *compute.pools_of(env.training.slice)],
+            )
         gpu_pools = compute.pools_of(*(k for k in compute.slice_pools if env.slices[k].slice.kind == "gpu"))
         self._gpu_releases(gpu_pools)
         self.compute_classes = self._compute_classes()
@@ -94,7 +94,9 @@ class Releases:
             self.left_out.append(id_)
             return None
         self.release_namespaces[id_] = kwargs["namespace"]  # network_policy: each release's own allows
-        owners = [self.controllers[name].release for name in controllers_of_chart(kwargs["chart"])]
+        # (A chart that writes a controller's kinds only where its values ask, as ray-training's queue: the controller
+        # is then pinned, a load check says so, or the chart renders none of its kinds.)
+        owners = [self.controllers[n].release for n in controllers_of_chart(kwargs["chart"]) if n in self.controllers]
         kwargs["depends_on"] = [*kwargs["depends_on"], *(o for o in owners if o not in kwargs["depends_on"])]
         return ChartRelease(self.stack, id_, **kwargs)
 
