@@ -18,7 +18,7 @@ What cannot be evaluated here is listed, never passed silently:
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -128,23 +128,25 @@ def _nodes(value: Any, schema: dict[str, Any], path: str) -> Iterator[tuple[str,
             yield from _nodes(item, schema["items"], f"{path}[{i}]")
 
 
-def evaluate(obj: dict[str, Any], schema: dict[str, Any]) -> list[CelFailure]:
-    """Every CEL rule of `schema` that `obj` breaks on create (defaults applied first)."""
+def _failures(nodes: Iterable[tuple[str, Any, Any, dict[str, Any]]], *, transition: bool) -> list[CelFailure]:
+    """The rules each node's schema carries that its value breaks: the transition rules (with `oldSelf`, the value it
+    replaces) or the others. `nodes`: (path, old value or None, value, schema)."""
     from cel_expr_python import cel
 
-    value = copy.deepcopy(obj)
-    apply_defaults(value, schema)
     failures = []
-    for path, node, sub in _nodes(value, schema, ""):
+    for path, was, node, sub in nodes:
         for validation in sub.get("x-kubernetes-validations") or []:
             rule = validation["rule"]
-            if _transition(rule):
+            if _transition(rule) != transition:
                 continue
             try:
                 expr = _compiled(rule)
             except RuntimeError:
-                continue  # listed by not_evaluated()
-            result = expr.eval(data={"self": _cel_view(node, sub)})
+                continue  # listed by rule_counts()
+            data = {"self": _cel_view(node, sub)}
+            if transition:
+                data["oldSelf"] = _cel_view(was, sub)
+            result = expr.eval(data=data)
             where = path or "(root)"
             message = validation.get("message") or f"failed rule: {rule}"
             if result.type() == cel.Type.ERROR:  # the API server refuses on an evaluation error too
@@ -152,6 +154,13 @@ def evaluate(obj: dict[str, Any], schema: dict[str, Any]) -> list[CelFailure]:
             elif result.type() != cel.Type.BOOL or result.value() is not True:
                 failures.append(CelFailure(where, rule, message))
     return failures
+
+
+def evaluate(obj: dict[str, Any], schema: dict[str, Any]) -> list[CelFailure]:
+    """Every CEL rule of `schema` that `obj` breaks on create (defaults applied first)."""
+    value = copy.deepcopy(obj)
+    apply_defaults(value, schema)
+    return _failures(((path, None, node, sub) for path, node, sub in _nodes(value, schema, "")), transition=False)
 
 
 def _item_keys(item: Any, schema: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -185,29 +194,10 @@ def _correlated(
 def evaluate_update(old: dict[str, Any], new: dict[str, Any], schema: dict[str, Any]) -> list[CelFailure]:
     """Every transition rule (naming `oldSelf`) of `schema` that replacing `old` with `new` breaks, both with the
     schema's defaults applied."""
-    from cel_expr_python import cel
-
     before, after = copy.deepcopy(old), copy.deepcopy(new)
     apply_defaults(before, schema)
     apply_defaults(after, schema)
-    failures = []
-    for path, was, node, sub in _correlated(before, after, schema, ""):
-        for validation in sub.get("x-kubernetes-validations") or []:
-            rule = validation["rule"]
-            if not _transition(rule):
-                continue
-            try:
-                expr = _compiled(rule)
-            except RuntimeError:
-                continue  # listed by rule_counts()
-            result = expr.eval(data={"self": _cel_view(node, sub), "oldSelf": _cel_view(was, sub)})
-            where = path or "(root)"
-            message = validation.get("message") or f"failed rule: {rule}"
-            if result.type() == cel.Type.ERROR:
-                failures.append(CelFailure(where, rule, f"{message} (evaluation error: {result.value()})"))
-            elif result.type() != cel.Type.BOOL or result.value() is not True:
-                failures.append(CelFailure(where, rule, message))
-    return failures
+    return _failures(_correlated(before, after, schema, ""), transition=True)
 
 
 def _rules(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, str]]:
