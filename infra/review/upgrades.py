@@ -5,26 +5,19 @@ immutable fields)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from infra.rules import check_upgrade
-from workloads.charts.check import ChartCheckError, render
+from infra.rules.run import render_release
+from workloads.charts.check import ChartCheckError
 
 # How the review says a refused upgrade can go through (docs/operations.md, "Replace a release on purpose").
 WAY_THROUGH = (
     "name the object after what cannot change, as the charts' JobSets and RayCluster are, or replace the release on "
     'purpose (docs/operations.md, "Replace a release on purpose")'
 )
-
-
-def _render(release: Mapping[str, Any], charts: Path | None = None) -> list[dict[str, Any]]:
-    values = release["values"][0]
-    values = json.loads(values) if isinstance(values, str) else values
-    chart = str(release["chart"]).rsplit("/", 1)[-1]
-    return render(chart, values, name=release["name"], namespace=release["namespace"], charts=charts)
 
 
 def refused_upgrades(
@@ -49,7 +42,7 @@ def refused_upgrades(
         try:
             if not (base_chart / "Chart.yaml").is_file():
                 raise FileNotFoundError(f"the baseline's chart is not at {base_chart}")
-            violations = check_upgrade(_render(was, base_chart.parent), _render(now))
+            violations = check_upgrade(render_release(was, base_chart.parent), render_release(now))
         except (OSError, ValueError, ChartCheckError) as err:  # a baseline without its charts; values Helm refuses
             out[address] = (
                 f"its upgrade could not be held to what the API server refuses ({' '.join(str(err).split())}): "

@@ -57,16 +57,23 @@ def local_releases(stack: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in (stack.get("resource", {}).get("helm_release") or {}).values() if "repository" not in r]
 
 
-def stack_releases(stack: dict[str, Any]) -> Releases:
-    """(helm_release resource, rendered objects) of every local chart release of a stack, by release name."""
+def render_release(release: dict[str, Any], charts: Path | None = None) -> list[dict[str, Any]]:
+    """The objects a local chart's helm_release (a synthesized stack's) renders: its chart from `charts` (this
+    checkout's by default) with its values; ChartCheckError where Helm refuses them."""
     from workloads.charts.check import render
 
+    values = release["values"][0]
+    values = json.loads(values) if isinstance(values, str) else values
+    chart = str(release["chart"]).rsplit("/", 1)[-1]
+    return render(chart, values, name=release["name"], namespace=release["namespace"], charts=charts)
+
+
+def stack_releases(stack: dict[str, Any]) -> Releases:
+    """(helm_release resource, rendered objects) of every local chart release of a stack, by release name."""
     out = {}
     for release in local_releases(stack):
-        values = json.loads(release["values"][0])
-        chart = release["chart"].rsplit("/", 1)[-1]
         try:
-            objects = render(chart, values, name=release["name"], namespace=release["namespace"])
+            objects = render_release(release)
         except ChartCheckError as err:
             raise ReleaseRefused(release["name"], err) from None
         out[release["name"]] = (release, objects)
