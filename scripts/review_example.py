@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from infra.config import ConfigError
+from infra.delivery.apply_paths import output_folder
 from infra.review import write_reviews
 from infra.synth.app import synth
 from infra.synth.load import load_environment
@@ -71,13 +72,11 @@ def example_review(base_outdir: Path, workdir: Path) -> str:
     variant.write_text(edited(SOURCE.read_text()))
     outdir = workdir / "cdktf.out"
     synth({"dev": load_environment(variant)}, outdir)
-    # The baseline as a checkout's output, its charts where its stacks name them (three folders up), as the plan
-    # job's baseline is: the review renders the baseline's releases from them (infra/review/upgrades.py).
-    baseline = workdir / "base" / "cdktf.out"
-    shutil.copytree(base_outdir / "stacks", baseline / "stacks")
-    (workdir / "base" / "workloads").mkdir()
-    (workdir / "base" / "workloads" / "charts").symlink_to(REPO / "workloads" / "charts")
-    write_reviews(outdir, baseline)
+    # The baseline where its stacks' chart paths resolve, as the plan job's baseline (a checkout's output) does: the
+    # review renders the baseline's releases from those charts (infra/review/upgrades.py).
+    with output_folder("review-example") as baseline:
+        shutil.copytree(base_outdir / "stacks", Path(baseline) / "stacks")
+        write_reviews(outdir, Path(baseline))
     review = (outdir / "review" / "dev.md").read_text()
     changes = "".join(f"- {what}\n" for what, _, _ in EDITS)
     return (
