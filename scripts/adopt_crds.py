@@ -11,26 +11,14 @@ another release owns stops the deploy. On a new project (no cluster yet) there i
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-from infra import settings
 from infra.catalogue.controller_crds import crd_set
 from infra.catalogue.controllers import CONTROLLERS
 from infra.config import Environment
-
-
-def _kubectl() -> list[str]:
-    return settings.KUBECTL.command()
-
-
-def _gcloud() -> list[str]:
-    return settings.GCLOUD.command()
+from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl
 
 
 def to_adopt(env: Environment) -> list[tuple[str, str, str]]:
@@ -51,45 +39,45 @@ def adopt(env: Environment, *, dry_run: bool) -> int:
         names = ", ".join(n for n, _, _ in wanted)
         print(f"dry run, would mark as their releases' own, where the cluster has them without: {names}")
         return 0
-    missing = [tool[0] for tool in (_gcloud(), _kubectl()) if shutil.which(tool[0]) is None]
-    if missing:
-        print(f"warning: {', '.join(missing)} not found: the controllers' crds/ CRDs are not checked for adoption "
+    try:
+        with cluster_env(env) as run_env:
+            return _adopt(wanted, run_env)
+    except ToolsMissing as err:
+        print(f"warning: {err}: the controllers' crds/ CRDs are not checked for adoption "
               "(docs/operations.md, \"Upgrade a controller\")", file=sys.stderr)  # fmt: skip
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        run_env = {**os.environ, "KUBECONFIG": str(Path(tmp) / "kubeconfig")}
-        creds = [*_gcloud(), "container", "clusters", "get-credentials", env.cluster.name, "--location", env.region,
-                 "--project", env.project, "--dns-endpoint"]  # fmt: skip
-        if subprocess.run(creds, env=run_env, capture_output=True, text=True, check=False).returncode != 0:
-            print(f"{env.cluster.name}: no cluster to reach yet: no CRD to adopt")
-            return 0
-        for crd, release, namespace in wanted:
-            got = subprocess.run([*_kubectl(), "get", "crd", crd, "-o", "json", "--ignore-not-found"], env=run_env,
-                                 capture_output=True, text=True, check=False)  # fmt: skip
-            if got.returncode != 0 or not got.stdout.strip():
-                continue
-            annotations = (json.loads(got.stdout).get("metadata") or {}).get("annotations") or {}
-            owner = annotations.get("meta.helm.sh/release-name")
-            if owner == release:
-                continue
-            if owner:
-                print(f"error: CRD {crd} belongs to the Helm release {owner!r}, not {release!r}", file=sys.stderr)
-                return 1
-            print(f"running: mark CRD {crd} as release {namespace}/{release}'s (installed from crds/, owned by none)")
-            for command in (
-                [*_kubectl(), "label", "crd", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite"],
-                [
-                    *_kubectl(),
-                    "annotate",
-                    "crd",
-                    crd,
-                    f"meta.helm.sh/release-name={release}",
-                    f"meta.helm.sh/release-namespace={namespace}",
-                    "--overwrite",
-                ],
-            ):
-                done = subprocess.run(command, env=run_env, capture_output=True, text=True, check=False)
-                if done.returncode != 0:
-                    print(f"error: {shlex.join(command)}: {done.stderr.strip()}", file=sys.stderr)
-                    return done.returncode
+    except Unreachable:
+        print(f"{env.cluster.name}: no cluster to reach yet: no CRD to adopt")
+    return 0
+
+
+def _adopt(wanted: list[tuple[str, str, str]], run_env: dict[str, str]) -> int:
+    for crd, release, namespace in wanted:
+        got = subprocess.run([*kubectl(), "get", "crd", crd, "-o", "json", "--ignore-not-found"], env=run_env,
+                             capture_output=True, text=True, check=False)  # fmt: skip
+        if got.returncode != 0 or not got.stdout.strip():
+            continue
+        annotations = (json.loads(got.stdout).get("metadata") or {}).get("annotations") or {}
+        owner = annotations.get("meta.helm.sh/release-name")
+        if owner == release:
+            continue
+        if owner:
+            print(f"error: CRD {crd} belongs to the Helm release {owner!r}, not {release!r}", file=sys.stderr)
+            return 1
+        print(f"running: mark CRD {crd} as release {namespace}/{release}'s (installed from crds/, owned by none)")
+        for command in (
+            [*kubectl(), "label", "crd", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite"],
+            [
+                *kubectl(),
+                "annotate",
+                "crd",
+                crd,
+                f"meta.helm.sh/release-name={release}",
+                f"meta.helm.sh/release-namespace={namespace}",
+                "--overwrite",
+            ],
+        ):
+            done = subprocess.run(command, env=run_env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(f"error: {shlex.join(command)}: {done.stderr.strip()}", file=sys.stderr)
+                return done.returncode
     return 0

@@ -40,7 +40,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,10 @@ from infra.config import ConfigError, Environment, environments_dir
 from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
+from infra.review.diff import planned_updates
+from infra.review.upgrades import refused_against_deployed
 from infra.synth.load import load_environment
+from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, deployed_objects
 from scripts.parser import ArgumentParser, refuse
 
 NOT_APPROVED = 4
@@ -125,7 +128,7 @@ def plan_and_gate(
         return code, ""
     try:
         plan = json.loads(plan_json.read_text())
-        review = review_plan(stack, plan, list(confirmed))
+        review = review_plan(stack, plan, list(confirmed), deployed_upgrades(stack_dir, body, plan, env))
     except (json.JSONDecodeError, PlanFormatError) as err:
         print(f"error: {plan_json}: {err}", file=sys.stderr)
         return 2, ""
@@ -152,6 +155,33 @@ def plan_and_gate(
         how = confirmations.how_to_confirm(change.address, change.confirmable, env, body)
         print(f"BLOCKING: {change.action} {change.address} ({stack}): {change.blocked}; {how}", file=sys.stderr)
     return (BLOCKED if review.blocking else 0), digest
+
+
+def deployed_upgrades(
+    stack_dir: Path, body: Mapping[str, Any], plan: Mapping[str, Any], env: Environment | None
+) -> dict[str, tuple[str, bool]]:
+    """The gate's upgrade check at the apply: each local chart release the plan updates, held from the revision
+    the cluster runs (Helm's record, read with the environment's cluster credentials) to the one the apply
+    installs. A record that cannot be read blocks that release until a person confirms it."""
+    addresses = planned_updates(plan, "helm_release")
+    if not addresses:
+        return {}
+
+    def cannot(why: str) -> Callable[[str, str], list[dict[str, Any]]]:
+        def read(name: str, namespace: str) -> list[dict[str, Any]]:
+            raise ValueError(f"the deployed revision of {namespace}/{name} cannot be read: {why}")
+
+        return read
+
+    if env is None:
+        return refused_against_deployed(stack_dir, body, addresses, cannot("no environment file names its cluster"))
+    try:
+        with cluster_env(env) as run_env:
+            return refused_against_deployed(
+                stack_dir, body, addresses, lambda name, namespace: deployed_objects(run_env, name, namespace)
+            )
+    except (ToolsMissing, Unreachable) as err:
+        return refused_against_deployed(stack_dir, body, addresses, cannot(str(err)))
 
 
 def slurm_blueprint(env: Environment) -> str | None:

@@ -20,7 +20,7 @@ from infra.localcluster import apply, build, destroy, manifests, nodes
 from infra.localcluster.cluster import Cluster
 from infra.rules.run import stack_releases
 from scripts import deploy_local
-from tests.helpers import REPO
+from tests.helpers import REPO, charts_with_fixed_jetstream_name
 from tests.in_process import run_main
 
 
@@ -419,6 +419,50 @@ def test_the_real_api_server_and_webhooks_refuse_what_the_upgrade_rules_refuse(c
             assert done.returncode != 0, f"{case}: the update of {kind}/{after['metadata']['name']} was taken"
             # (LWS's webhook spells the path spec.leaderWorkerTemplate.SubGroupPolicy.subGroupSize.)
             assert field.lower() in done.stderr.lower() and "field is immutable" in done.stderr, (case, done.stderr)
+
+
+@pytest.mark.slow
+def test_the_apply_gate_reads_the_running_revision_from_helms_record_and_refuses_what_the_real_upgrade_would(
+    cluster_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate at the apply holds each release the plan updates from the revision the cluster runs: read from Helm's
+    record with kubectl (scripts/cluster_access.py), decoded as Helm wrote it. A JetStream release of the chart as it
+    was (its LeaderWorkerSet named after the release), installed by the real Helm, then reshaped: the gate refuses
+    the upgrade, and the real `helm upgrade` of the same values fails at LWS's webhook."""
+    from infra.review.upgrades import refused_against_deployed
+    from scripts.cluster_access import deployed_objects
+
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    monkeypatch.setenv("PLATFORM_KUBECTL", str(build.build_all(["kube"])["kubectl"]))
+    run_env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    stack_dir = REPO / "cdktf.out.local-dev" / "stacks" / "platform-dev"
+    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+    (served,) = [r for r in stack["resource"]["helm_release"].values() if r["name"] == "serve-llama405b"]
+    rendered = {name: objects for name, (_, objects) in stack_releases(stack).items()}["serve-llama405b"]
+    running = deployed_objects(run_env, "serve-llama405b", served["namespace"])
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in running) == sorted(
+        (o["kind"], o["metadata"]["name"]) for o in rendered
+    ), "the record holds what deploy-local's Helm applied"
+
+    charts = charts_with_fixed_jetstream_name(tmp_path / "charts")
+    values = json.loads(served["values"][0])
+    probe = {**served, "name": "gate-probe", "chart": str(charts / "jetstream-pathways"), "wait": False}
+    first = {**probe, "values": [json.dumps({**values, "subGroupSize": 2})]}
+    reshaped = {**probe, "values": [json.dumps(values)]}
+    assert values["subGroupSize"] != 2
+    try:
+        done = apply.run_helm(cluster, apply.helm_command(first, stack, tmp_path), stack_dir)
+        assert done.returncode == 0, done.stderr
+        found = refused_against_deployed(
+            stack_dir, {"resource": {"helm_release": {"probe": reshaped}}}, ["helm_release.probe"],
+            lambda name, namespace: deployed_objects(run_env, name, namespace),
+        )  # fmt: skip
+        why, confirmable = found["helm_release.probe"]
+        assert not confirmable and "lws.subgroup-size-immutable" in why, why
+        done = apply.run_helm(cluster, apply.helm_command(reshaped, stack, tmp_path), stack_dir)
+        assert done.returncode != 0 and "field is immutable" in done.stderr, done.stderr
+    finally:
+        apply.run_helm(cluster, ["uninstall", "gate-probe", "-n", served["namespace"]], stack_dir)
 
 
 @pytest.mark.slow

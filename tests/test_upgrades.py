@@ -3,7 +3,9 @@ examples, and the review blocking a release whose Helm upgrade would fail, rende
 
 from __future__ import annotations
 
+import base64
 import copy
+import gzip
 import json
 import shutil
 from collections.abc import Callable
@@ -11,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.review import write_reviews
+from infra.review.upgrades import helm_record_objects
 from infra.rules import check_upgrade
-from infra.rules.run import stack_releases
-from tests.helpers import REPO, of_type, one_of_kind
+from infra.rules.run import render_release, stack_releases
+from tests.helpers import REPO, charts_with_fixed_jetstream_name, of_type, one_of_kind
 from tests.refused import UPGRADE_REFUSED
 from workloads.charts.cel import evaluate_update
 
@@ -146,19 +150,10 @@ def current(synth_dir: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fixed_name_charts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The charts with the JetStream chart as it was (0.3.0): its LeaderWorkerSet named after the release alone,
-    for the baseline and for this checkout."""
+    """The charts with the JetStream chart as it was (0.3.0), for the baseline and for this checkout."""
     from workloads.charts import check
 
-    charts = tmp_path / "charts"
-    shutil.copytree(check.CHARTS, charts, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-    template = charts / "jetstream-pathways" / "templates" / "leaderworkerset.yaml"
-    text = template.read_text()
-    hashed = (
-        '  name: {{ .Release.Name }}-{{ dict "subGroupSize" .Values.subGroupSize | toJson | sha256sum | trunc 8 }}\n'
-    )
-    assert hashed in text
-    template.write_text(text.replace(hashed, "  name: {{ .Release.Name }}\n"))
+    charts = charts_with_fixed_jetstream_name(tmp_path / "charts")
     monkeypatch.setattr(check, "CHARTS", charts)
     return charts
 
@@ -208,3 +203,95 @@ def test_a_baseline_without_its_charts_blocks_a_release_update_until_confirmed(
     assert held.address == bumped and held.confirmable
     assert "the baseline's chart is not at" in held.blocked and "checked by hand" in held.blocked
     assert _review(current, base, confirmed=[bumped]).blocking == []
+
+
+# --- at the apply: from the revision the cluster runs ------------------------------------------------------------
+
+
+def helm_record(name: str, objects: list[dict[str, Any]], version: int = 1) -> dict[str, Any]:
+    """A ConfigMap as Helm's configmap driver writes a deployed revision: the release as base64 of its gzipped JSON,
+    labelled owner, name, status and version (helm v3.18.4 pkg/storage/driver/cfgmaps.go, util.go)."""
+    release = {"name": name, "version": version, "manifest": "".join(f"---\n{yaml.safe_dump(o)}" for o in objects)}
+    data = base64.b64encode(gzip.compress(json.dumps(release).encode())).decode()
+    labels = {"owner": "helm", "name": name, "status": "deployed", "version": str(version)}
+    return {"kind": "ConfigMap", "metadata": {"name": f"sh.helm.release.v1.{name}.v{version}", "labels": labels},
+            "data": {"release": data}}  # fmt: skip
+
+
+def test_helms_record_gives_the_objects_of_the_newest_deployed_revision() -> None:
+    old, new = [{"kind": "ConfigMap", "metadata": {"name": "a"}}], [{"kind": "ConfigMap", "metadata": {"name": "b"}}]
+    records = {"items": [helm_record("r", new, version=3), helm_record("r", old, version=2)]}
+    assert helm_record_objects(records, "ns/r") == new
+    with pytest.raises(ValueError, match="no deployed revision of release ns/r"):
+        helm_record_objects({"items": []}, "ns/r")
+
+
+def _apply_folder(tmp_path: Path, synth_dir: Path, charts: Path) -> Path:
+    """Dev's stack in a folder as the apply opens it: its charts three folders up (infra/delivery/apply_paths)."""
+    shutil.copytree(synth_dir / "stacks" / "platform-dev", tmp_path / "out" / "stacks" / "platform-dev")
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "charts").symlink_to(charts)
+    return tmp_path / "out" / "stacks" / "platform-dev"
+
+
+def _plan_updating(address: str) -> dict[str, Any]:
+    """A real plan's JSON (terraform show -json) whose one change is an in-place update of `address`."""
+    change = {"actions": ["update"], "before": {"version": "0.3.0"}, "after": {"version": "0.3.0"}}
+    return {"format_version": "1.2", "resource_changes": [{"address": address, "type": "helm_release",
+                                                           "change": change}]}  # fmt: skip
+
+
+def _stand_in(folder: Path, name: str, script: str) -> str:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_apply_holds_an_upgrade_from_the_revision_the_cluster_runs(
+    synth_dir: Path,
+    tmp_path: Path,
+    fixed_name_charts: Path,
+    envs: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The apply's real plan updates the JetStream release; Helm's record in the cluster (read with kubectl, through
+    the environment's credentials) says the deployed LeaderWorkerSet has 2 hosts per group, the chart the apply
+    opens makes 4 under the same name: the gate blocks it, not confirmable, naming the field and the rule."""
+    from infra.review import review_plan
+    from scripts.apply import deployed_upgrades
+
+    stack_dir = _apply_folder(tmp_path, synth_dir, fixed_name_charts)
+    body = json.loads((stack_dir / "cdk.tf.json").read_text())
+    key, release = next((k, r) for k, r in of_type(body, "helm_release").items() if r["name"] == "serve-llama405b")
+    values = json.loads(release["values"][0])
+    deployed = render_release({**release, "values": [json.dumps({**values, "subGroupSize": 2})]}, fixed_name_charts)
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps({"items": [helm_record("serve-llama405b", deployed)]}))
+    calls = tmp_path / "kubectl.calls"
+    monkeypatch.setenv("PLATFORM_GCLOUD", _stand_in(tmp_path, "gcloud", "exit 0"))
+    monkeypatch.setenv("PLATFORM_KUBECTL", _stand_in(tmp_path, "kubectl", f'echo "$*" > {calls}\ncat {record}'))
+    env = envs["dev"]
+    plan = _plan_updating(f"helm_release.{key}")
+
+    (blocked,) = review_plan(
+        "platform-dev", plan, [f"helm_release.{key}"], deployed_upgrades(stack_dir, body, plan, env)
+    ).blocking
+    assert not blocked.confirmable
+    assert "LeaderWorkerSet/serve-llama405b: spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize" in blocked.blocked
+    assert "lws.subgroup-size-immutable" in blocked.blocked
+    assert calls.read_text().split() == [
+        "get", "configmaps", "-n", release["namespace"], "-l", "owner=helm,name=serve-llama405b,status=deployed",
+        "-o", "json",
+    ]  # fmt: skip
+
+    # The same record, now at 4 hosts: the upgrade the chart makes is one LWS takes.
+    record.write_text(
+        json.dumps({"items": [helm_record("serve-llama405b", render_release(release, fixed_name_charts))]})
+    )
+    assert review_plan("platform-dev", plan, [], deployed_upgrades(stack_dir, body, plan, env)).blocking == []
+
+    # A cluster it cannot reach: held for a person, never passed unchecked.
+    monkeypatch.setenv("PLATFORM_GCLOUD", _stand_in(tmp_path, "gcloud", "echo 'permission denied' >&2; exit 1"))
+    (held,) = review_plan("platform-dev", plan, [], deployed_upgrades(stack_dir, body, plan, env)).blocking
+    assert held.confirmable and "cannot be read" in held.blocked and "permission denied" in held.blocked

@@ -97,8 +97,9 @@ def provider_commands(stack: dict[str, Any]) -> frozenset[str]:
 
 def missing(job: dict[str, Any], stack: dict[str, Any]) -> list[tuple[int, str, list[str]]]:
     """(index, step name, commands not on PATH) of each step that plans or applies the stack without what Terraform
-    and the stack's providers run."""
-    needed = frozenset({"terraform"}) | provider_commands(stack)
+    and the stack's providers run, and what the gate reads the deployed releases with (gcloud's credentials and
+    kubectl: scripts/cluster_access.py)."""
+    needed = frozenset({"terraform", "gcloud", "kubectl"}) | provider_commands(stack)
     out = []
     for index, step, have in commands_at(job):
         if APPLIES.search(str(step.get("run", ""))) and not needed <= have:

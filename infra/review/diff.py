@@ -151,7 +151,7 @@ def _changed(before: Any, after: Any) -> tuple[str, ...]:
     return tuple(sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
 
 
-def _plan_change(entry: Mapping[str, Any]) -> Change | None:
+def _plan_change(entry: Mapping[str, Any], upgrades: Mapping[str, tuple[str, bool]] | None = None) -> Change | None:
     change = entry.get("change") or {}
     action = _PLAN_ACTIONS.get(tuple(change.get("actions") or ()))
     if action is None:  # no-op, read
@@ -166,11 +166,28 @@ def _plan_change(entry: Mapping[str, Any]) -> Change | None:
         change.get("before"),
         change.get("after"),
     )
+    if action == "update" and entry["address"] in (upgrades or {}):
+        why, confirmable = (upgrades or {})[entry["address"]]
     return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable)
 
 
-def review_plan(stack: str, plan: Mapping[str, Any], confirmed: Iterable[str] = ()) -> StackReview:
-    """Review a real plan (`terraform show -json`); refuse a format this renderer does not know."""
+def planned_updates(plan: Mapping[str, Any], rtype: str) -> list[str]:
+    """The addresses of a real plan's in-place updates of resources of type `rtype`."""
+    return [
+        e["address"]
+        for e in plan.get("resource_changes") or []
+        if e.get("type") == rtype and tuple((e.get("change") or {}).get("actions") or ()) == ("update",)
+    ]
+
+
+def review_plan(
+    stack: str,
+    plan: Mapping[str, Any],
+    confirmed: Iterable[str] = (),
+    upgrades: Mapping[str, tuple[str, bool]] | None = None,
+) -> StackReview:
+    """Review a real plan (`terraform show -json`); refuse a format this renderer does not know. `upgrades` as
+    `diff` takes them (at the apply: held from the revisions the cluster runs, `infra.review.upgrades`)."""
     if not isinstance(plan, Mapping):
         raise PlanFormatError(f"a JSON {type(plan).__name__}, not a plan (terraform show -json <plan file>)")
     if "values" in plan and "resource_changes" not in plan and "planned_values" not in plan:
@@ -186,7 +203,7 @@ def review_plan(stack: str, plan: Mapping[str, Any], confirmed: Iterable[str] = 
             f"this review reads format {SUPPORTED_PLAN_FORMAT_MAJOR}.x (terraform show -json)"
         )
     entries = plan.get("resource_changes") or []
-    changes = [c for c in map(_plan_change, entries) if c is not None]
+    changes = [c for c in (_plan_change(e, upgrades) for e in entries) if c is not None]
     drift = [c for c in map(_plan_change, plan.get("resource_drift") or []) if c is not None]
     pools = [e for e in entries if e.get("type") == "google_container_node_pool"]
     after_types: Counter[str] = Counter(e["type"] for e in entries if (e.get("change") or {}).get("after") is not None)

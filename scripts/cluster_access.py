@@ -1,0 +1,61 @@
+"""kubectl on an environment's cluster, as the deploy reaches it: `gcloud container clusters get-credentials
+--dns-endpoint` into a kubeconfig of its own (a temporary file), so nothing is written to the caller's
+~/.kube/config. Used before the apply: to adopt the controllers' CRDs (scripts/adopt_crds.py) and to read each
+release's deployed revision from Helm's record (the gate's upgrade check, scripts/apply.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from infra import settings
+from infra.config import Environment
+from infra.review.upgrades import helm_record_objects
+
+
+class ToolsMissing(RuntimeError):
+    """gcloud or kubectl is not on this machine."""
+
+
+class Unreachable(RuntimeError):
+    """The cluster cannot be reached (there is none yet, or the credentials are refused)."""
+
+
+def kubectl() -> list[str]:
+    return settings.KUBECTL.command()
+
+
+@contextmanager
+def cluster_env(env: Environment) -> Iterator[dict[str, str]]:
+    """The process environment whose KUBECONFIG reaches `env`'s cluster through its DNS endpoint."""
+    gcloud = settings.GCLOUD.command()
+    missing = [tool[0] for tool in (gcloud, kubectl()) if shutil.which(tool[0]) is None]
+    if missing:
+        raise ToolsMissing(f"{', '.join(missing)} not found")
+    with tempfile.TemporaryDirectory() as tmp:
+        run_env = {**os.environ, "KUBECONFIG": str(Path(tmp) / "kubeconfig")}
+        creds = [*gcloud, "container", "clusters", "get-credentials", env.cluster.name, "--location", env.region,
+                 "--project", env.project, "--dns-endpoint"]  # fmt: skip
+        done = subprocess.run(creds, env=run_env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise Unreachable(f"{env.cluster.name}: {' '.join(done.stderr.split()) or 'get-credentials failed'}")
+        yield run_env
+
+
+def deployed_objects(run_env: dict[str, str], name: str, namespace: str) -> list[dict[str, Any]]:
+    """The objects of release `namespace/name`'s deployed revision, from Helm's record in the cluster (the
+    provider's helm_driver, infra/constructs/providers.py HELM_DRIVER: ConfigMaps, which the read-only planner
+    reads too); ValueError when there is none or it cannot be read."""
+    command = [*kubectl(), "get", "configmaps", "-n", namespace, "-l", f"owner=helm,name={name},status=deployed",
+               "-o", "json"]  # fmt: skip
+    done = subprocess.run(command, env=run_env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ValueError(f"kubectl could not read its Helm record: {' '.join(done.stderr.split())}")
+    return helm_record_objects(json.loads(done.stdout), f"{namespace}/{name}")
