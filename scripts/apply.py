@@ -49,10 +49,11 @@ from infra.config import ConfigError, Environment, environments_dir
 from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
 from infra.review import BLOCKED, PlanFormatError, render, review_plan
-from infra.review.diff import planned_updates
+from infra.review.diff import planned
+from infra.review.served import dropped_fields
 from infra.review.upgrades import refused_against_deployed
 from infra.synth.load import load_environment
-from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, deployed_objects
+from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, deployed_objects, served_crds
 from scripts.parser import ArgumentParser, refuse
 
 NOT_APPROVED = 4
@@ -128,7 +129,7 @@ def plan_and_gate(
         return code, ""
     try:
         plan = json.loads(plan_json.read_text())
-        review = review_plan(stack, plan, list(confirmed), deployed_upgrades(stack_dir, body, plan, env))
+        review = review_plan(stack, plan, list(confirmed), cluster_holds(stack_dir, body, plan, env))
     except (json.JSONDecodeError, PlanFormatError) as err:
         print(f"error: {plan_json}: {err}", file=sys.stderr)
         return 2, ""
@@ -157,14 +158,16 @@ def plan_and_gate(
     return (BLOCKED if review.blocking else 0), digest
 
 
-def deployed_upgrades(
+def cluster_holds(
     stack_dir: Path, body: Mapping[str, Any], plan: Mapping[str, Any], env: Environment | None
 ) -> dict[str, tuple[str, bool]]:
-    """The gate's upgrade check at the apply: each local chart release the plan updates, held from the revision
-    the cluster runs (Helm's record, read with the environment's cluster credentials) to the one the apply
-    installs. A record that cannot be read blocks that release until a person confirms it."""
-    addresses = planned_updates(plan, "helm_release")
-    if not addresses:
+    """What the cluster the plan applies to refuses, read from it through the environment's cluster credentials:
+    each local chart release the plan updates, held from the revision the cluster runs (Helm's record) to the one
+    the apply installs; and each release it creates or updates, held to the CRDs the cluster serves (a field the
+    API server would drop). A cluster that cannot be read holds each update until a person confirms it."""
+    updates = planned(plan, "helm_release", "update")
+    changed = planned(plan, "helm_release", "create", "update")
+    if not changed:
         return {}
 
     def cannot(why: str) -> Callable[[str, str], list[dict[str, Any]]]:
@@ -174,14 +177,23 @@ def deployed_upgrades(
         return read
 
     if env is None:
-        return refused_against_deployed(stack_dir, body, addresses, cannot("no environment file names its cluster"))
+        return refused_against_deployed(stack_dir, body, updates, cannot("no environment file names its cluster"))
     try:
         with cluster_env(env) as run_env:
-            return refused_against_deployed(
-                stack_dir, body, addresses, lambda name, namespace: deployed_objects(run_env, name, namespace)
+            held = refused_against_deployed(
+                stack_dir, body, updates, lambda name, namespace: deployed_objects(run_env, name, namespace)
             )
+            try:
+                served = served_crds(run_env)
+            except ValueError as err:
+                served = {}
+                print(f"warning: {err}: the releases are not held to the CRDs the cluster serves", file=sys.stderr)
     except (ToolsMissing, Unreachable) as err:
-        return refused_against_deployed(stack_dir, body, addresses, cannot(str(err)))
+        return refused_against_deployed(stack_dir, body, updates, cannot(str(err)))
+    for address, (why, confirmable) in dropped_fields(stack_dir, body, changed, served).items():
+        was = held.get(address)
+        held[address] = (f"{was[0]}; {why}", False) if was else (why, confirmable)
+    return held
 
 
 def slurm_blueprint(env: Environment) -> str | None:

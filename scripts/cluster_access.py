@@ -59,3 +59,20 @@ def deployed_objects(run_env: dict[str, str], name: str, namespace: str) -> list
     if done.returncode != 0:
         raise ValueError(f"kubectl could not read its Helm record: {' '.join(done.stderr.split())}")
     return helm_record_objects(json.loads(done.stdout), f"{namespace}/{name}")
+
+
+def served_crds(run_env: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The openAPIV3Schema of every CRD version the cluster serves, by (apiVersion, kind); ValueError when kubectl
+    cannot list them."""
+    done = subprocess.run([*kubectl(), "get", "crds", "-o", "json"], env=run_env, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise ValueError(f"kubectl could not list the cluster's CRDs: {' '.join(done.stderr.split())}")
+    out = {}
+    for crd in json.loads(done.stdout).get("items") or []:
+        spec = crd.get("spec") or {}
+        for version in spec.get("versions") or []:
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            if version.get("served") and schema:
+                out[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = schema
+    return out

@@ -466,6 +466,56 @@ def test_the_apply_gate_reads_the_running_revision_from_helms_record_and_refuses
 
 
 @pytest.mark.slow
+def test_a_field_the_served_crd_does_not_name_is_dropped_by_the_real_api_server_as_the_gate_says(
+    cluster_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate reads the CRDs the cluster serves (`kubectl get crds`): every release of dev sends only fields they
+    name. A CRD without a field (a probe kind, as an older KubeRay lacks spec.authOptions): the real Helm installs
+    the object, the real API server stores it without the field, and pruned_fields names that field alone."""
+    from infra.review.served import dropped_fields
+    from scripts.cluster_access import served_crds
+    from workloads.charts.check import pruned_fields
+
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    monkeypatch.setenv("PLATFORM_KUBECTL", str(build.build_all(["kube"])["kubectl"]))
+    run_env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    stack_dir = REPO / "cdktf.out.local-dev" / "stacks" / "platform-dev"
+    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+    local = [f"helm_release.{k}" for k, r in stack["resource"]["helm_release"].items() if "repository" not in r]
+    served = served_crds(run_env)
+    assert ("ray.io/v1", "RayCluster") in served and dropped_fields(stack_dir, stack, local, served) == {}
+
+    spec = {"type": "object", "properties": {"mode": {"type": "string"}}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "probes.probe.platform.local"},
+        "spec": {"group": "probe.platform.local", "scope": "Namespaced",
+                 "names": {"kind": "Probe", "plural": "probes", "singular": "probe", "listKind": "ProbeList"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": spec}}}}]},
+    }  # fmt: skip
+    probe = {"apiVersion": "probe.platform.local/v1", "kind": "Probe",
+             "metadata": {"name": "p", "namespace": "default"},
+             "spec": {"mode": "token", "authOptions": {"mode": "token"}}}  # fmt: skip
+    chart = tmp_path / "probe"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: probe\nversion: 0.1.0\n")
+    (chart / "templates" / "probe.yaml").write_text(json.dumps(probe))
+    try:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
+        cluster.kubectl("wait", "--for=condition=Established", "crd/probes.probe.platform.local", "--timeout=60s")
+        done = apply.run_helm(cluster, ["upgrade", "--install", "probe", str(chart), "-n", "default"], tmp_path)
+        assert done.returncode == 0, done.stderr
+        stored = cluster.get("probes.probe.platform.local", "p", "-n", "default")
+        assert stored["spec"] == {"mode": "token"}, "Helm's install went through; the API server dropped the field"
+        schema = served_crds(run_env)[("probe.platform.local/v1", "Probe")]
+        assert pruned_fields(probe, schema) == ["spec.authOptions"]
+    finally:
+        apply.run_helm(cluster, ["uninstall", "probe", "-n", "default"], tmp_path)
+        cluster.kubectl("delete", "crd", "probes.probe.platform.local", "--ignore-not-found", check=False)
+
+
+@pytest.mark.slow
 def test_a_controller_bump_keeps_its_crd_and_its_objects_and_the_new_controller_reconciles_them(
     cluster_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -259,7 +259,7 @@ def test_the_apply_holds_an_upgrade_from_the_revision_the_cluster_runs(
     the environment's credentials) says the deployed LeaderWorkerSet has 2 hosts per group, the chart the apply
     opens makes 4 under the same name: the gate blocks it, not confirmable, naming the field and the rule."""
     from infra.review import review_plan
-    from scripts.apply import deployed_upgrades
+    from scripts.apply import cluster_holds
 
     stack_dir = _apply_folder(tmp_path, synth_dir, fixed_name_charts)
     body = json.loads((stack_dir / "cdk.tf.json").read_text())
@@ -270,17 +270,17 @@ def test_the_apply_holds_an_upgrade_from_the_revision_the_cluster_runs(
     record.write_text(json.dumps({"items": [helm_record("serve-llama405b", deployed)]}))
     calls = tmp_path / "kubectl.calls"
     monkeypatch.setenv("PLATFORM_GCLOUD", _stand_in(tmp_path, "gcloud", "exit 0"))
-    monkeypatch.setenv("PLATFORM_KUBECTL", _stand_in(tmp_path, "kubectl", f'echo "$*" > {calls}\ncat {record}'))
+    monkeypatch.setenv("PLATFORM_KUBECTL", _stand_in(tmp_path, "kubectl", f'echo "$*" >> {calls}\ncat {record}'))
     env = envs["dev"]
     plan = _plan_updating(f"helm_release.{key}")
 
     (blocked,) = review_plan(
-        "platform-dev", plan, [f"helm_release.{key}"], deployed_upgrades(stack_dir, body, plan, env)
+        "platform-dev", plan, [f"helm_release.{key}"], cluster_holds(stack_dir, body, plan, env)
     ).blocking
     assert not blocked.confirmable
     assert "LeaderWorkerSet/serve-llama405b: spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize" in blocked.blocked
     assert "lws.subgroup-size-immutable" in blocked.blocked
-    assert calls.read_text().split() == [
+    assert calls.read_text().splitlines()[0].split() == [
         "get", "configmaps", "-n", release["namespace"], "-l", "owner=helm,name=serve-llama405b,status=deployed",
         "-o", "json",
     ]  # fmt: skip
@@ -289,9 +289,44 @@ def test_the_apply_holds_an_upgrade_from_the_revision_the_cluster_runs(
     record.write_text(
         json.dumps({"items": [helm_record("serve-llama405b", render_release(release, fixed_name_charts))]})
     )
-    assert review_plan("platform-dev", plan, [], deployed_upgrades(stack_dir, body, plan, env)).blocking == []
+    assert review_plan("platform-dev", plan, [], cluster_holds(stack_dir, body, plan, env)).blocking == []
 
     # A cluster it cannot reach: held for a person, never passed unchecked.
     monkeypatch.setenv("PLATFORM_GCLOUD", _stand_in(tmp_path, "gcloud", "echo 'permission denied' >&2; exit 1"))
-    (held,) = review_plan("platform-dev", plan, [], deployed_upgrades(stack_dir, body, plan, env)).blocking
+    (held,) = review_plan("platform-dev", plan, [], cluster_holds(stack_dir, body, plan, env)).blocking
     assert held.confirmable and "cannot be read" in held.blocked and "permission denied" in held.blocked
+
+
+def test_the_apply_holds_a_release_whose_fields_the_clusters_own_crd_would_drop(
+    synth_dir: Path, tmp_path: Path, envs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GKE's Ray operator add-on serves the RayCluster CRD at a KubeRay no file pins: one older than 1.5.1 has no
+    spec.authOptions, and the API server would drop it without a word (the cluster running without token
+    authentication). The gate reads the CRDs the cluster serves and refuses the training release; the CRD as
+    pinned passes."""
+    from infra.review import review_plan
+    from scripts.apply import cluster_holds
+    from workloads.charts.crds import locate
+
+    stack_dir = _apply_folder(tmp_path, synth_dir, REPO / "workloads" / "charts")
+    body = json.loads((stack_dir / "cdk.tf.json").read_text())
+    key, release = next((k, r) for k, r in of_type(body, "helm_release").items() if r["name"] == "ray-training")
+    crd = yaml.safe_load((locate() / "ray.io_rayclusters.yaml").read_text())
+    served = tmp_path / "crds.json"
+    served.write_text(json.dumps({"items": [crd]}))
+    record = tmp_path / "record.json"
+    record.write_text(
+        json.dumps({"items": [helm_record("ray-training", render_release(release, REPO / "workloads" / "charts"))]})
+    )
+    answer = f'case "$2" in crds) cat {served};; *) cat {record};; esac'
+    monkeypatch.setenv("PLATFORM_GCLOUD", _stand_in(tmp_path, "gcloud", "exit 0"))
+    monkeypatch.setenv("PLATFORM_KUBECTL", _stand_in(tmp_path, "kubectl", answer))
+    plan = _plan_updating(f"helm_release.{key}")
+    assert review_plan("platform-dev", plan, [], cluster_holds(stack_dir, body, plan, envs["dev"])).blocking == []
+
+    (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    del v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["authOptions"]
+    served.write_text(json.dumps({"items": [crd]}))
+    (held,) = review_plan("platform-dev", plan, [], cluster_holds(stack_dir, body, plan, envs["dev"])).blocking
+    assert held.address == f"helm_release.{key}" and not held.confirmable
+    assert "spec.authOptions" in held.blocked and "field-pruning" in held.blocked

@@ -151,7 +151,7 @@ def _changed(before: Any, after: Any) -> tuple[str, ...]:
     return tuple(sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
 
 
-def _plan_change(entry: Mapping[str, Any], upgrades: Mapping[str, tuple[str, bool]] | None = None) -> Change | None:
+def _plan_change(entry: Mapping[str, Any], held: Mapping[str, tuple[str, bool]] | None = None) -> Change | None:
     change = entry.get("change") or {}
     action = _PLAN_ACTIONS.get(tuple(change.get("actions") or ()))
     if action is None:  # no-op, read
@@ -166,17 +166,18 @@ def _plan_change(entry: Mapping[str, Any], upgrades: Mapping[str, tuple[str, boo
         change.get("before"),
         change.get("after"),
     )
-    if action == "update" and entry["address"] in (upgrades or {}):
-        why, confirmable = (upgrades or {})[entry["address"]]
+    if action in ("create", "update") and entry["address"] in (held or {}):
+        why, confirmable = (held or {})[entry["address"]]
     return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable)
 
 
-def planned_updates(plan: Mapping[str, Any], rtype: str) -> list[str]:
-    """The addresses of a real plan's in-place updates of resources of type `rtype`."""
+def planned(plan: Mapping[str, Any], rtype: str, *actions: str) -> list[str]:
+    """The addresses of a real plan's changes of resources of type `rtype` whose action is one of `actions`
+    (create, update, delete, replace)."""
     return [
         e["address"]
         for e in plan.get("resource_changes") or []
-        if e.get("type") == rtype and tuple((e.get("change") or {}).get("actions") or ()) == ("update",)
+        if e.get("type") == rtype and _PLAN_ACTIONS.get(tuple((e.get("change") or {}).get("actions") or ())) in actions
     ]
 
 
@@ -184,10 +185,11 @@ def review_plan(
     stack: str,
     plan: Mapping[str, Any],
     confirmed: Iterable[str] = (),
-    upgrades: Mapping[str, tuple[str, bool]] | None = None,
+    held: Mapping[str, tuple[str, bool]] | None = None,
 ) -> StackReview:
-    """Review a real plan (`terraform show -json`); refuse a format this renderer does not know. `upgrades` as
-    `diff` takes them (at the apply: held from the revisions the cluster runs, `infra.review.upgrades`)."""
+    """Review a real plan (`terraform show -json`); refuse a format this renderer does not know. `held`: by address
+    of a create or update, why what the cluster runs refuses it and whether a person may confirm it (the gate at
+    the apply: scripts/apply.py `cluster_holds`), which takes over the gate's other reasons."""
     if not isinstance(plan, Mapping):
         raise PlanFormatError(f"a JSON {type(plan).__name__}, not a plan (terraform show -json <plan file>)")
     if "values" in plan and "resource_changes" not in plan and "planned_values" not in plan:
@@ -203,7 +205,7 @@ def review_plan(
             f"this review reads format {SUPPORTED_PLAN_FORMAT_MAJOR}.x (terraform show -json)"
         )
     entries = plan.get("resource_changes") or []
-    changes = [c for c in (_plan_change(e, upgrades) for e in entries) if c is not None]
+    changes = [c for c in (_plan_change(e, held) for e in entries) if c is not None]
     drift = [c for c in map(_plan_change, plan.get("resource_drift") or []) if c is not None]
     pools = [e for e in entries if e.get("type") == "google_container_node_pool"]
     after_types: Counter[str] = Counter(e["type"] for e in entries if (e.get("change") or {}).get("after") is not None)

@@ -136,6 +136,32 @@ def cel_failures(obj: dict[str, Any]) -> list[CelFailure]:
     return evaluate(obj, crd_openapi()[(obj["apiVersion"], obj["kind"])])
 
 
+def pruned_fields(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """The fields of a custom resource that an API server serving its CRD's `schema` (openAPIV3Schema) drops
+    without a word: a structural schema prunes every field it does not name, unless it preserves unknown fields
+    (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#field-pruning;
+    apiVersion, kind and metadata are the API server's own)."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    if isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        return [f for i, item in enumerate(obj) for f in pruned_fields(item, schema["items"], f"{path}[{i}]")]
+    if not isinstance(obj, dict):
+        return []
+    properties, extra = schema.get("properties"), schema.get("additionalProperties")
+    out = []
+    for key, value in obj.items():
+        here = f"{path}.{key}" if path else key
+        if not path and key in ("apiVersion", "kind", "metadata"):
+            continue
+        if properties is not None and key in properties:
+            out += pruned_fields(value, properties[key], here)
+        elif isinstance(extra, dict):
+            out += pruned_fields(value, extra, here)
+        elif properties is not None or extra is False:
+            out.append(here)
+    return out
+
+
 def validate(obj: dict[str, Any]) -> None:
     """Validate one rendered object; raise ChartCheckError naming the object and the field."""
     import jsonschema
