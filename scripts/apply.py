@@ -3,7 +3,9 @@
   python -m scripts.apply plan  <stack dir> --stack platform-<env> [--lock=false]
       terraform init; terraform plan -out=plan.tfplan; terraform show -json plan.tfplan > plan.json; the review
       gate (infra/review/diff.py's review_plan; confirmed: CONFIRM_CHANGE, and the `confirm:` entries of the stack's
-      environment file that match its configuration, infra/delivery/confirmations.py) on it; its Markdown into the
+      environment file that match its configuration, infra/delivery/confirmations.py) on it, with what the cluster
+      itself refuses (cluster_holds: each release's upgrade from the revision Helm's record says runs, each custom
+      resource against the CRDs the cluster serves); its Markdown into the
       job summary ($GITHUB_STEP_SUMMARY) and the plan's digest into $GITHUB_OUTPUT (`digest=`). Exit 3 when the
       gate blocks.
   python -m scripts.apply apply <stack dir> --stack platform-<env> [--approved DIGEST]
