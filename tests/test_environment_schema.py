@@ -63,3 +63,14 @@ def test_the_schema_refuses_what_the_model_refuses_field_by_field(edit: Any, whe
     assert errors and any(e.startswith(f"{where}: ") for e in errors), errors
     with pytest.raises(ValueError):
         Environment.model_validate(bad)
+
+
+def test_an_editor_shows_what_each_top_level_section_and_slice_field_is_for() -> None:
+    """A field's docstring in the model is its description in the schema (what a YAML language server shows on
+    hover): every section of the file, and every field of a slice, the file's most edited part."""
+    schema = json_schema()
+    bare = [name for name, field in schema["properties"].items() if not field.get("description")]
+    assert bare == [], f"top-level fields without a description: {bare}"
+    slice_fields = schema["$defs"]["SliceSpec"]["properties"]
+    assert [name for name, field in slice_fields.items() if not field.get("description")] == []
+    assert "ordered list of tiers" in slice_fields["capacity"]["description"]

@@ -20,9 +20,12 @@ Problem = Finding
 
 class Model(BaseModel):
     """Base of every config model: immutable, unknown keys rejected, no infinite or NaN numbers (no GCP field
-    holds one, and JSON, which Terraform and Helm read, cannot write one)."""
+    holds one, and JSON, which Terraform and Helm read, cannot write one). A field's docstring (the string under
+    it) is its description in the JSON schema editors read (docs/environment.schema.json)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, allow_inf_nan=False, use_attribute_docstrings=True
+    )
 
 
 def _cidr(value: str) -> str:

@@ -57,15 +57,18 @@ class SystemPool(Model):
 
 
 class Cluster(Model):
-    # At most 24 characters: the node service account is `<name>-nodes` (30 at most).
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
+    """At most 24 characters: the node service account is `<name>-nodes` (30 at most)."""
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"]
-    # Checked against GKE's calendar (infra/catalogue/gke_versions.py) by rule gke.version-in-support.
+    """GKE's release channel: how soon new versions reach the cluster."""
     min_master_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]+(\.[0-9]+(-gke\.[0-9]+)?)?$")]
+    """Checked against GKE's calendar (infra/catalogue/gke_versions.py) by rule gke.version-in-support."""
     deletion_protection: bool
+    """GKE's deletion protection and Terraform's prevent_destroy on the cluster."""
     system_pool: SystemPool = SystemPool()
-    # When GKE may upgrade the control plane and the nodes (infra/config/maintenance.py); none: at any time.
+    """The CPU node pool for the controllers and the platform's own pods."""
     maintenance: Maintenance | None = None
+    """When GKE may upgrade the control plane and the nodes (infra/config/maintenance.py); none: at any time."""
 
 
 ReservationRef = Annotated[
@@ -86,10 +89,10 @@ class Capacity(Model):
     """
 
     type: Literal["on-demand", "spot", "reservation", "flex-start", "queued"]
-    # A reservation of the environment's project by name (a Compute Engine name: 1-63 characters), or a shared
-    # one by its path, projects/<project>/reservations/<name> (GKE's reservation_affinity values and Cluster
-    # Toolkit's reservation_name take both: a 43-character name and a shared project's path are valid).
     reservation: ReservationRef | None = None
+    """A reservation of the environment's project by name (a Compute Engine name: 1-63 characters), or a shared one
+    by its path, projects/<project>/reservations/<name> (GKE's reservation_affinity values and Cluster Toolkit's
+    reservation_name take both: a 43-character name and a shared project's path are valid)."""
     max_run_hours: int | None = Field(default=None, ge=1, le=168)
 
     def reservation_path(self, project: str, zone: str) -> str:
@@ -149,19 +152,28 @@ class SliceSpec(Model):
     """One accelerator slice as written in the environment file."""
 
     accelerator: str
+    """The accelerator: a TPU generation (v5e, v6e, v5p, tpu7x) or a GPU machine family (a3-high, a3-mega), as
+    infra/catalogue/accelerators.py names them."""
     topology: str | None = None
+    """TPU slices: the chips' topology (2x4, 4x4, ...), from which the hosts and the machine type follow."""
     nodes: int | None = Field(default=None, ge=1, le=MAX_POOL_NODES)
+    """GPU slices: the number of machines (TPU slices derive theirs from `topology`)."""
     machine_type: str | None = None
+    """Default: the accelerator's machine for the topology; given, it must be one of them."""
     zone: str | None = None
+    """The zone of its node pools (one of `zones`); default: the first of `zones`."""
     capacity: CapacitySetting
-    # GPU slices only: autoscale between min_nodes and `nodes` (default: a fixed `nodes`).
+    """How its nodes are obtained (on-demand, spot, a reservation, flex-start, queued), or an ordered list of tiers
+    GKE falls back through."""
     min_nodes: int | None = Field(default=None, ge=0, le=MAX_POOL_NODES)
+    """GPU slices only: autoscale between min_nodes and `nodes` (default: a fixed `nodes`)."""
     auto_upgrade: bool = True
-    # TPU slices only: how many slices of this shape, one node pool each (`<key>`, `<key>-1`, ...: raising the
-    # count adds pools and replaces none), trained on together as one multislice job (the training slice).
+    """Whether GKE upgrades its nodes on its own (in the cluster's maintenance window)."""
     count: int = Field(default=1, ge=1, le=MAX_SLICES)
-    # Default: on, except for flex-start and queued provisioning, whose nodes GKE must not repair.
+    """TPU slices only: how many slices of this shape, one node pool each (`<key>`, `<key>-1`, ...: raising the count
+    adds pools and replaces none), trained on together as one multislice job (the training slice)."""
     auto_repair: bool | None = None
+    """Default: on, except for flex-start and queued provisioning, whose nodes GKE must not repair."""
 
     @property
     def tiers(self) -> list[Capacity]:

@@ -35,15 +35,15 @@ class GitHub(Model):
 
 class Delivery(Model):
     github: GitHub
-    # The environment whose tested images a promotion copies into this one (`make promote FROM=<it> TO=<this>`,
-    # promote.yml): this environment's bootstrap stack grants its deployer read on that environment's registry,
-    # which the copy needs (gcloud container images add-tag reads the source image).
     promotes_from: Name | None = None
-    # What a pull request's plan of this environment is: `real` (its read-only planner plans it: the `<env>-plan`
-    # GitHub environment admitted from any branch) or `offline` (the synthesized review alone; the planner is
-    # admitted from main only, for the deploy's own plan job). `offline` keeps pull-request code from reading the
-    # environment with the planner's roles (viewer, securityReviewer, container.viewer).
+    """The environment whose tested images a promotion copies into this one (`make promote FROM=<it> TO=<this>`,
+    promote.yml): this environment's bootstrap stack grants its deployer read on that environment's registry, which
+    the copy needs (gcloud container images add-tag reads the source image)."""
     pull_request_plans: Literal["real", "offline"] = "real"
+    """What a pull request's plan of this environment is: `real` (its read-only planner plans it: the `<env>-plan`
+    GitHub environment admitted from any branch) or `offline` (the synthesized review alone; the planner is admitted
+    from main only, for the deploy's own plan job). `offline` keeps pull-request code from reading the environment
+    with the planner's roles (viewer, securityReviewer, container.viewer)."""
 
 
 class Confirmation(Model):

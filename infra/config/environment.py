@@ -65,35 +65,59 @@ def stack_name_clash(name: str) -> str | None:
 class Environment(Model):
     """One environment, as `infra/environments/<name>.yaml` describes it."""
 
-    # RUF012: pydantic copies `{}` defaults; ruff cannot see that Model (imported) is a pydantic model.
+    # RUF012 on the dict defaults: pydantic copies `{}` defaults; ruff cannot see that Model (imported) is a
+    # pydantic model.
     name: Name
+    """The environment's name: its file's stem, and its stack `platform-<name>`."""
     project: ProjectId
+    """The Google Cloud project everything of this environment lives in."""
     project_number: ProjectNumber
+    """The project's number (Workload Identity's principals and the service agents are named with it)."""
     region: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z]+[0-9]+$")]
+    """The region of the cluster, its network and its buckets (us-east5)."""
     zones: list[str] = Field(min_length=1)
+    """The zones the node pools may use, in `region` (a slice names one with `zone`, else the first)."""
     labels: dict[LabelKey, Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{0,63}$")]] = {}  # noqa: RUF012
+    """Labels every resource of the stack carries (cost reports group by them)."""
     state: StateBackend
+    """Where Terraform keeps this environment's state (a versioned bucket the bootstrap stack makes)."""
     network: Network
+    """The VPC, its subnet and the cluster's secondary ranges."""
     cluster: Cluster
+    """The GKE cluster: its release channel, minimum version and system node pool."""
     slices: dict[Name, SliceSpec] = {}  # noqa: RUF012
+    """TPU slices and GPU machine groups by key: each becomes node pools (or a Slurm partition, a Vertex AI job, a
+    VM group: whoever names it holds it)."""
     cpu_pools: dict[Name, CpuPool] = {}  # noqa: RUF012
+    """CPU node pools by name, for the Jobs and servers that need no accelerator."""
     buckets: dict[Name, BucketSpec]
+    """Cloud Storage buckets by key (the bucket is `<project>-<key>` unless it has a `name`)."""
     registry: Registry
+    """The Artifact Registry repository the images are built into and pulled from."""
     identities: dict[Name, Identity] = {}  # noqa: RUF012
+    """Kubernetes service accounts and what they may do in Google Cloud (Workload Identity), by key."""
     release: Release = Release()
+    """The pinned images, chart versions and controller versions: what is promoted from dev to prod."""
     training: Training | None = None
+    """Ray Train on a TPU slice: the RayCluster, the trainer image and its checkpoints."""
     batch: Batch | None = None
-    # Teams sharing the batch slices through Kueue (infra/config/training.py Team).
+    """GPU batch jobs (JobSet) admitted by Kueue on the listed slices: the NCCL test and GPU training."""
     teams: dict[Name, Team] = {}  # noqa: RUF012
+    """Teams sharing the batch slices through Kueue (infra/config/training.py Team)."""
     serving: dict[Name, Serving] = {}  # noqa: RUF012
+    """Model servers by key, each on one engine: vLLM, JetStream, Saxml or the canary server."""
     slurm: SlurmCluster | None = None
+    """A Slurm cluster through Cluster Toolkit, on GPU slices named by its partitions."""
     vertex: Vertex | None = None
+    """Vertex AI custom jobs (the NCCL test, GPU training) on a GPU slice."""
     vm_groups: dict[Name, VmGroup] = {}  # noqa: RUF012
+    """Plain Compute Engine VMs by key, one group per GPU slice."""
     monitoring: Monitoring = Monitoring()
-    # The repository whose workflows plan and deploy it (the bootstrap stack binds its identities to it).
+    """The dashboards, alert policies and budget of this environment."""
     delivery: Delivery | None = None
-    # Gated changes of this environment's stack the author confirms (infra/delivery/confirmations.py).
+    """The repository whose workflows plan and deploy it (the bootstrap stack binds its identities to it)."""
     confirm: list[Confirmation] = []  # noqa: RUF012
+    """Gated changes of this environment's stack the author confirms (infra/delivery/confirmations.py)."""
 
     @field_validator("name")
     @classmethod

@@ -118,9 +118,9 @@ class MaintenanceExclusion(Model):
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")]
     start: Timestamp
     end: Timestamp
-    # NO_MINOR_OR_NODE_UPGRADES: control plane patches only, no node upgrades (what keeps slices running);
-    # NO_MINOR_UPGRADES: patches of control plane and nodes; NO_UPGRADES: nothing at all.
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"]
+    """NO_MINOR_OR_NODE_UPGRADES: control plane patches only, no node upgrades (what keeps slices running);
+    NO_MINOR_UPGRADES: patches of control plane and nodes; NO_UPGRADES: nothing at all."""
 
     @model_validator(mode="after")
     def _ends_after_start(self) -> MaintenanceExclusion:

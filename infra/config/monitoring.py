@@ -28,10 +28,10 @@ class Budget(Model):
 
     billing_account: BillingAccount
     monthly_usd: int = Field(ge=1, le=100_000_000)
-    # Shares of `monthly_usd` of actual spend that alert (1.0 is the whole budget; above it, an overrun).
     thresholds: list[float] = Field(default=[0.5, 0.9, 1.0], min_length=1, max_length=10)
-    # Also alert when the month's forecast spend passes the whole budget (spend_basis FORECASTED_SPEND).
+    """Shares of `monthly_usd` of actual spend that alert (1.0 is the whole budget; above it, an overrun)."""
     forecast: bool = True
+    """Also alert when the month's forecast spend passes the whole budget (spend_basis FORECASTED_SPEND)."""
 
     @field_validator("thresholds")
     @classmethod
@@ -46,17 +46,17 @@ class Budget(Model):
 class Monitoring(Model):
     """Where the environment's alerts are sent, and the thresholds they fire at."""
 
-    # Each address becomes an email notification channel of every alert policy. None: incidents open in Cloud
-    # Monitoring and notify no one.
     notify: list[Email] = []  # noqa: RUF012
-    # Serving: the share of a deployment's answers that are server errors (5xx) over 5 minutes.
+    """Each address becomes an email notification channel of every alert policy. None: incidents open in Cloud
+    Monitoring and notify no one."""
     error_rate: float = Field(0.05, gt=0, lt=1)
-    # Serving: how long requests may wait while a server generates nothing before the queue counts as stuck.
+    """Serving: the share of a deployment's answers that are server errors (5xx) over 5 minutes."""
     queue_stuck_minutes: int = Field(15, ge=5, le=1440)
-    # Nodes: how long a node may be not Ready, or a multi-host TPU slice not whole, before it pages.
+    """Serving: how long requests may wait while a server generates nothing before the queue counts as stuck."""
     not_ready_minutes: int = Field(10, ge=5, le=1440)
-    # A monthly budget of the project, alerting the same addresses. None: no budget (spend is seen in Billing only).
+    """Nodes: how long a node may be not Ready, or a multi-host TPU slice not whole, before it pages."""
     budget: Budget | None = None
+    """A monthly budget of the project, alerting the same addresses. None: no budget (spend is seen in Billing only)."""
 
     @model_validator(mode="after")
     def _budget_channels(self) -> Monitoring:

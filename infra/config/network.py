@@ -25,26 +25,30 @@ class Network(Model):
     """The VPC, its one subnet with secondary ranges for pods and services, and the control plane range."""
 
     name: Name
+    """The VPC's name."""
     subnet_cidr: Cidr
+    """The subnet's primary range: the nodes' addresses."""
     pods_cidr: Cidr
+    """The pods' secondary range."""
     services_cidr: Cidr
+    """The Services' secondary range."""
     master_cidr: Cidr
-    # Networks whose clients may reach the control plane's public IP endpoint. None (the default): the IP endpoint is
-    # private (enable_private_endpoint: reached from the VPC alone), and every tool uses the DNS-based endpoint,
-    # authorized by IAM (infra/constructs/cluster.py).
+    """The control plane's private range (a /28)."""
     authorized_networks: list[AuthorizedNetwork] = Field(default_factory=list, max_length=50)
-    # GPUDirect (A3 High / A3 Mega): each extra NIC gets its own VPC network,
-    # with subnet n taking the n-th /24 of this range. Needed once a GPU slice
-    # whose machine has extra NICs exists.
+    """Networks whose clients may reach the control plane's public IP endpoint. None (the default): the IP endpoint
+    is private (enable_private_endpoint: reached from the VPC alone), and every tool uses the DNS-based endpoint,
+    authorized by IAM (infra/constructs/cluster.py)."""
     gpudirect_cidr: Cidr | None = None
-    # A subnet of its own for the network attachment Vertex AI jobs join the VPC through (Private Service
-    # Connect interface), which Google recommends dedicating to it
-    # (https://cloud.google.com/vertex-ai/docs/general/psc-interfaces); unset, the jobs do not reach the VPC.
+    """GPUDirect (A3 High / A3 Mega): each extra NIC gets its own VPC network, with subnet n taking the n-th /24 of
+    this range. Needed once a GPU slice whose machine has extra NICs exists."""
     network_attachment_cidr: Cidr | None = None
-    # The region's proxy-only subnet (purpose REGIONAL_MANAGED_PROXY), which a regional internal Application
-    # Load Balancer's proxies send from: the Inference Gateway needs one
-    # (https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway). A /23 is typical.
+    """A subnet of its own for the network attachment Vertex AI jobs join the VPC through (Private Service Connect
+    interface), which Google recommends dedicating to it
+    (https://cloud.google.com/vertex-ai/docs/general/psc-interfaces); unset, the jobs do not reach the VPC."""
     proxy_only_cidr: Cidr | None = None
+    """The region's proxy-only subnet (purpose REGIONAL_MANAGED_PROXY), which a regional internal Application Load
+    Balancer's proxies send from: the Inference Gateway needs one
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway). A /23 is typical."""
 
     def subnet_name(self, region: str) -> str:
         """The name of the VPC's one subnet (GKE's nodes, the Slurm cluster, the VMs)."""

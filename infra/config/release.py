@@ -17,6 +17,7 @@ class Release(Model):
 
     # RUF012: pydantic copies `{}` defaults; ruff cannot see that Model (imported) is a pydantic model.
     images: dict[str, ImageDigest] = {}  # noqa: RUF012
+    """Images by name, each pinned by digest (`<registry>/<name>@sha256:...`)."""
     charts: dict[str, ExactVersion] = {}  # noqa: RUF012
     controllers: dict[str, ExactVersion] = {}  # noqa: RUF012
 

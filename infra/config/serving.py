@@ -35,12 +35,12 @@ class Autoscaling(Model):
 class ServedModel(Model):
     """What a serving deployment holds in HBM: its weights at a precision, plus a KV cache budget."""
 
-    # The name clients call it by (vLLM's --served-model-name); a supported model's own name, or one of its own.
     name: Annotated[str, StringConstraints(min_length=1)]
-    # Which supported model it is, for a model under a name of its own (fine-tuned, renamed): its MaxText name
-    # (JetStream: `llama3.1-8b`) or its Hugging Face name (vLLM: `meta-llama/Llama-3.1-8B-Instruct`). The engine's
-    # checks and arguments use it (infra/catalogue/models.py, the support matrices); default: `name`.
+    """The name clients call it by (vLLM's --served-model-name); a supported model's own name, or one of its own."""
     architecture: Annotated[str, StringConstraints(min_length=1)] | None = None
+    """Which supported model it is, for a model under a name of its own (fine-tuned, renamed): its MaxText name
+    (JetStream: `llama3.1-8b`) or its Hugging Face name (vLLM: `meta-llama/Llama-3.1-8B-Instruct`). The engine's
+    checks and arguments use it (infra/catalogue/models.py, the support matrices); default: `name`."""
     parameters_b: float = Field(gt=0, description="parameters, in billions")
     precision: Literal["bf16", "int8"]
     kv_cache_gb: float = Field(ge=0)
@@ -93,10 +93,11 @@ class SaxmlServing(Model):
     engine: Literal["saxml"]
     slices: list[Name] = Field(min_length=1)
     identity: Name
-    bucket: Name  # the admin server's state (SAX_ROOT)
+    bucket: Name
+    """The admin server's state (SAX_ROOT)"""
     model: ServedModel
-    # The Saxml model class and checkpoint `make saxml ... publish` uses by default.
     model_class: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*$")]
+    """The Saxml model class and checkpoint `make saxml ... publish` uses by default."""
     checkpoint: str = "None"
     load_balancer: Literal["internal", "external"] = "internal"
 
@@ -116,15 +117,16 @@ class CheckpointConversion(Model):
     identity: Name
     source_bucket: Name
     source_path: BucketPath
-    # The sizes MaxText's inference conversion script knows at the pinned commit.
     model_size: Literal[
         "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
         "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "llama3.3-70b",
     ]  # fmt: skip
-    image: Name  # release.images key of the converter (the trainer image's `converter` stage)
-    # The cpu_pools entry the Job runs on: one of its nodes must hold the Job's memory
-    # (the bf16 weights once and a half; rule gke.pod-fits-a-node-of-its-pool).
+    """The sizes MaxText's inference conversion script knows at the pinned commit."""
+    image: Name
+    """Release.images key of the converter (the trainer image's `converter` stage)"""
     pool: Name
+    """The cpu_pools entry the Job runs on: one of its nodes must hold the Job's memory (the bf16 weights once and a
+    half; rule gke.pod-fits-a-node-of-its-pool)."""
 
 
 class JetStreamServing(Model):
@@ -135,8 +137,10 @@ class JetStreamServing(Model):
     prefill_slice: Name | None = None
     decode_slice: Name | None = None
     identity: Name
-    bucket: Name  # the converted checkpoint
-    scratch_bucket: Name  # Pathways scratch (compilation cache, temporaries)
+    bucket: Name
+    """The converted checkpoint"""
+    scratch_bucket: Name
+    """Pathways scratch (compilation cache, temporaries)"""
     model: ServedModel
     checkpoint_path: BucketPath
     conversion: CheckpointConversion | None = None
@@ -180,41 +184,42 @@ class VllmServing(Model):
     slice: Name
     identity: Name
     bucket: Name
-    model_path: BucketPath  # the weights' folder in the bucket
+    model_path: BucketPath
+    """The weights' folder in the bucket"""
     model: ServedModel
-    # The release image of the server (`vllm-tpu`: vLLM and tpu-inference as locked, the version the tests run).
     image: Name
+    """The release image of the server (`vllm-tpu`: vLLM and tpu-inference as locked, the version the tests run)."""
     max_model_len: int = Field(default=4096, ge=16)
-    # The scheduler's budget per step and its batch; default: the published recipe's for the model
-    # (workloads/serving/vllm_args.py: RECIPES), else vLLM's own defaults for the TPU generation.
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    """The scheduler's budget per step and its batch; default: the published recipe's for the model
+    (workloads/serving/vllm_args.py: RECIPES), else vLLM's own defaults for the TPU generation."""
     max_num_seqs: int | None = Field(default=None, ge=1)
-    # Parallelism; default from the slice: tensor over each host's chips, pipeline over its hosts (the
-    # layout vLLM's TPU support matrix marks tested across hosts). Their product must be the slice's chips.
     tensor_parallel_size: int | None = Field(default=None, ge=1)
+    """Parallelism; default from the slice: tensor over each host's chips, pipeline over its hosts (the layout vLLM's
+    TPU support matrix marks tested across hosts). Their product must be the slice's chips."""
     pipeline_parallel_size: int | None = Field(default=None, ge=1)
-    # Servers of the model. On a single-host slice, its node pool holds one host per replica; a multi-host
-    # slice is one node pool of one slice, so one replica.
     replicas: int = Field(default=1, ge=1, le=16)
-    # Servers added and removed with the traffic (single-host slices); the pool holds `autoscaling.max` hosts.
+    """Servers of the model. On a single-host slice, its node pool holds one host per replica; a multi-host slice is
+    one node pool of one slice, so one replica."""
     autoscaling: Autoscaling | None = None
-    # A Kubernetes Secret (key `token`) whose value clients must send as a bearer token.
+    """Servers added and removed with the traffic (single-host slices); the pool holds `autoscaling.max` hosts."""
     api_key_secret: KubernetesName | None = None
-    # Where each host keeps its XLA compilation cache (`xla-cache/<release>/group-<g>/host-<h>/` in this
-    # bucket, which the identity must be able to write): a restart loads the compiled programs instead of
-    # compiling from nothing (about 30 minutes for a 70B model). One writer per path: hosts sharing a writable
-    # cache fail ("filesystem error: cannot create directories", GKE's vLLM TPU guide).
+    """A Kubernetes Secret (key `token`) whose value clients must send as a bearer token."""
     cache_bucket: Name
-    # Serve through the GKE Inference Gateway: a regional internal Gateway, an HTTPRoute and an InferencePool
-    # whose endpoint picker routes on the servers' queue and KV cache (needs `network.proxy_only_cidr`).
+    """Where each host keeps its XLA compilation cache (`xla-cache/<release>/group-<g>/host-<h>/` in this bucket,
+    which the identity must be able to write): a restart loads the compiled programs instead of compiling from
+    nothing (about 30 minutes for a 70B model). One writer per path: hosts sharing a writable cache fail ("filesystem
+    error: cannot create directories", GKE's vLLM TPU guide)."""
     gateway: bool = False
-    # More `vllm serve` flags, each `--flag` or `--flag=value` with vLLM's full option name (for example
-    # `--enable-prefix-caching`, or `--kv-transfer-config={...}` for tpu-inference's KV offload to host
-    # memory). Held at load to the real parser's option names (vllm.flags-known: not one the platform sets
-    # already, which argparse would silently override) and to the KV connectors TPU accepts.
+    """Serve through the GKE Inference Gateway: a regional internal Gateway, an HTTPRoute and an InferencePool whose
+    endpoint picker routes on the servers' queue and KV cache (needs `network.proxy_only_cidr`)."""
     extra_args: list[Annotated[str, StringConstraints(pattern=r"^--[a-z0-9][a-z0-9-]*(=.+)?$", max_length=2000)]] = (
         Field(default_factory=list, max_length=64)
     )
+    """More `vllm serve` flags, each `--flag` or `--flag=value` with vLLM's full option name (for example
+    `--enable-prefix-caching`, or `--kv-transfer-config={...}` for tpu-inference's KV offload to host memory). Held
+    at load to the real parser's option names (vllm.flags-known: not one the platform sets already, which argparse
+    would silently override) and to the KV connectors TPU accepts."""
 
     def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
         return [(("slice",), self.slice)]
@@ -229,8 +234,8 @@ class CanaryServing(Model):
     path: BucketPath = "canary"
     image: Name
     replicas: int = Field(default=1, ge=1)
-    # Servers added and removed with the queue (`signal: queue`, canary_queue_depth).
     autoscaling: Autoscaling | None = None
+    """Servers added and removed with the queue (`signal: queue`, canary_queue_depth)."""
     max_batch: int = Field(default=8, ge=1)
     queue_size: int = Field(default=64, ge=1)
 

@@ -42,8 +42,8 @@ class SlurmPartition(Model):
     slice: Name
     static_nodes: int = Field(default=0, ge=0, le=MAX_POOL_NODES)
     default: bool = False
-    # Minutes a dynamic node may stay idle before Slurm deletes it (the partition's SuspendTime).
     suspend_after_minutes: int = Field(default=10, ge=1, le=10080)
+    """Minutes a dynamic node may stay idle before Slurm deletes it (the partition's SuspendTime)."""
 
 
 class SlurmNcclTest(NcclCheck):
@@ -67,8 +67,8 @@ class SlurmCluster(Model):
     writes its Cluster Toolkit blueprint, deployment file and batch jobs.
     """
 
-    # slurm_cluster_name of the toolkit's controller module (rule ctk.slurm-names checks its pattern).
     name: Annotated[str, StringConstraints(min_length=1, max_length=63)]
+    """slurm_cluster_name of the toolkit's controller module (rule ctk.slurm-names checks its pattern)."""
     controller: SlurmHost = SlurmHost(machine_type="n2-standard-4")
     login: SlurmHost = SlurmHost(machine_type="n2-standard-2")
     partitions: dict[PartitionName, SlurmPartition] = Field(min_length=1)

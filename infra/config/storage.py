@@ -20,11 +20,17 @@ class BucketSpec(Model):
     """A Cloud Storage bucket. Its name is `<project>-<key>` unless given."""
 
     name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")] | None = None
+    """The bucket's name, where `<project>-<key>` is not wanted (bucket names are global)."""
     location: str | None = None
+    """A Cloud Storage location (infra/catalogue/storage_locations.py); default: the environment's region."""
     protect: bool
+    """Terraform's prevent_destroy and no force_destroy: a plan that would delete or replace it fails."""
     versioning: bool = True
+    """Keep noncurrent versions of overwritten and deleted objects."""
     soft_delete_days: int = Field(ge=7, le=90)
+    """Deleted objects stay restorable this many days (Cloud Storage's soft delete, 7 to 90)."""
     lifecycle: Lifecycle
+    """When objects move to Nearline and noncurrent versions are deleted."""
 
 
 class RegistryCleanup(Model):
@@ -37,8 +43,8 @@ class Registry(Model):
 
     repository: Name
     cleanup: RegistryCleanup
-    # Terraform refuses to destroy or replace a protected repository (and the images in it).
     protect: bool = False
+    """Terraform refuses to destroy or replace a protected repository (and the images in it)."""
 
     def host(self, region: str) -> str:
         return f"{region}-docker.pkg.dev"

@@ -35,13 +35,13 @@ class Resilience(Model):
     resumes from the newest complete checkpoint in the bucket (docs/training.md, "Surviving a failure", says why the
     in-cluster tiers are not offered for MaxText on Ray)."""
 
-    # Restarts of the whole job before it fails for good (Ray Train's FailureConfig max_failures; a JobSet's
-    # failurePolicy.maxRestarts).
     max_restarts: int = Field(default=3, ge=0)
-    # The exit codes that mean "retry" (JobSet training): a process that exits with any other code fails the job
-    # at once, counting no restart (a Job podFailurePolicy). xpk's default is 42 and 127-255 (killed by a signal,
-    # 128+N). Empty: every failure restarts.
+    """Restarts of the whole job before it fails for good (Ray Train's FailureConfig max_failures; a JobSet's
+    failurePolicy.maxRestarts)."""
     retry_exit_codes: list[ExitCodes] = []  # noqa: RUF012
+    """The exit codes that mean "retry" (JobSet training): a process that exits with any other code fails the job at
+    once, counting no restart (a Job podFailurePolicy). xpk's default is 42 and 127-255 (killed by a signal, 128+N).
+    Empty: every failure restarts."""
 
     @property
     def exit_codes(self) -> list[int]:
@@ -60,27 +60,31 @@ class Training(Model):
     """The Ray training cluster: which slice, identity, bucket and image it uses."""
 
     slice: Name
+    """The TPU slice (a `slices` key) the Ray workers run on, one worker per host."""
     identity: Name
+    """The identity (an `identities` key) the head and workers run as; it writes the checkpoints."""
     bucket: Name
+    """The bucket (a `buckets` key) the checkpoints and the run's outputs go to."""
     image: Name
-    # The recipe (workloads/trainer/recipes.yaml) `make train` runs here: it must run on `slice` (rule
-    # maxtext.recipe-runs-on-training-slice; `make plan` lists the recipes that do).
+    """The trainer image (a `release.images` key)."""
     recipe: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = None
+    """The recipe (workloads/trainer/recipes.yaml) `make train` runs here: it must run on `slice` (rule
+    maxtext.recipe-runs-on-training-slice; `make plan` lists the recipes that do)."""
     head: PodSize = PodSize(cpu="4", memory="16Gi")
     worker: PodSize
     shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"
-    # Ray Train restarts the worker group up to resilience.max_restarts times, each resuming from the newest
-    # complete checkpoint.
     resilience: Resilience = Resilience()
-    # MaxText records the run's goodput and badput with ML Goodput Measurement (Cloud Logging, `goodput_<run>`) and
-    # uploads them to Cloud Monitoring (compute.googleapis.com/workload/goodput_time, badput_time): the identity
-    # gets the project roles that takes (GOODPUT_ROLES) and the dashboard charts them.
+    """Ray Train restarts the worker group up to resilience.max_restarts times, each resuming from the newest
+    complete checkpoint."""
     goodput: bool = True
-    # Kueue admits the Ray cluster through a queue of this name (a ClusterQueue holding the slice's pools, one
-    # flavor each, and the head's share; a LocalQueue in the identity's namespace): all its slices at once or none,
-    # and a second cluster waits instead of taking part of them. Needs Kueue pinned (release.controllers.kueue).
-    # None: a standing cluster no queue admits.
+    """MaxText records the run's goodput and badput with ML Goodput Measurement (Cloud Logging, `goodput_<run>`) and
+    uploads them to Cloud Monitoring (compute.googleapis.com/workload/goodput_time, badput_time): the identity gets
+    the project roles that takes (GOODPUT_ROLES) and the dashboard charts them."""
     queue: KubernetesName | None = None
+    """Kueue admits the Ray cluster through a queue of this name (a ClusterQueue holding the slice's pools, one
+    flavor each, and the head's share; a LocalQueue in the identity's namespace): all its slices at once or none, and
+    a second cluster waits instead of taking part of them. Needs Kueue pinned (release.controllers.kueue). None: a
+    standing cluster no queue admits."""
 
     @model_validator(mode="before")
     @classmethod
@@ -96,14 +100,14 @@ class Training(Model):
 class NcclCheck(Model):
     """The NCCL all-gather test: proves a GPU slice's nodes talk at full bandwidth (wherever it runs)."""
 
-    # Bus bandwidth (GB/s per GPU) of the largest message below which the test fails.
-    # About 185-190 is healthy on A3 Mega over two nodes; no A3 node moves more than its NICs' 1,600 Gbps
-    # (200 GB/s: https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth), so a higher gate always fails.
     min_bus_bandwidth_gbps: float = Field(gt=0, le=200)
-    # Nodes to span; default: all of the slice's nodes.
+    """Bus bandwidth (GB/s per GPU) of the largest message below which the test fails. About 185-190 is healthy on A3
+    Mega over two nodes; no A3 node moves more than its NICs' 1,600 Gbps (200 GB/s:
+    https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth), so a higher gate always fails."""
     nodes: int | None = Field(default=None, ge=2)
-    # Bump to run the test again with unchanged settings.
+    """Nodes to span; default: all of the slice's nodes."""
     run: int = Field(default=1, ge=1)
+    """Bump to run the test again with unchanged settings."""
 
 
 class NcclTest(NcclCheck):
@@ -125,8 +129,8 @@ class GpuTraining(TrainerRun):
     """A JobSet that trains the canary with JAX on a GPU slice, one process per node."""
 
     slice: Name
-    # A JobSet's failurePolicy (maxRestarts, and a Job podFailurePolicy for retry_exit_codes).
     resilience: Resilience = Resilience()
+    """A JobSet's failurePolicy (maxRestarts, and a Job podFailurePolicy for retry_exit_codes)."""
 
 
 class Batch(Model):
@@ -149,13 +153,13 @@ class Batch(Model):
 class Preemption(Model):
     """When a team's pending job may stop running ones (Kueue's ClusterQueue `preemption`, its values)."""
 
-    # Take back the team's nominal share from teams that borrowed it (`Any`, whatever their priority).
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
-    # While borrowing, preempt lower-priority jobs of other teams (`LowerPriority`); Kueue refuses it beside
-    # reclaim_within_cohort Never (rule kueue.borrow-within-cohort-needs-reclaim).
+    """Take back the team's nominal share from teams that borrowed it (`Any`, whatever their priority)."""
     borrow_within_cohort: Literal["Never", "LowerPriority"] = "Never"
-    # Within the team's own queue: a higher-priority job preempts a lower-priority one.
+    """While borrowing, preempt lower-priority jobs of other teams (`LowerPriority`); Kueue refuses it beside
+    reclaim_within_cohort Never (rule kueue.borrow-within-cohort-needs-reclaim)."""
     within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
+    """Within the team's own queue: a higher-priority job preempts a lower-priority one."""
 
 
 class Team(Model):
@@ -164,8 +168,8 @@ class Team(Model):
     namespace, where its jobs (JobSets) name it (`kueue.x-k8s.io/queue-name`)."""
 
     namespace: KubernetesName
-    # Accelerators (GPUs) of each batch slice the team is guaranteed: slice key -> count.
     quota: dict[Name, Annotated[int, Field(ge=0)]] = Field(min_length=1)
-    # At most this many more of each slice it may borrow from what the other queues leave unused (default: all).
+    """Accelerators (GPUs) of each batch slice the team is guaranteed: slice key -> count."""
     borrowing_limit: dict[Name, Annotated[int, Field(ge=0)]] = {}  # noqa: RUF012
+    """At most this many more of each slice it may borrow from what the other queues leave unused (default: all)."""
     preemption: Preemption = Preemption()

@@ -29,8 +29,8 @@ class Vertex(Model):
     `make plan` writes each job's request (cdktf.out/vertex/<env>/); `make vertex-submit` submits one.
     """
 
-    # Flex-start: how long a job may wait for its machines before it fails (0: as long as it takes).
     max_wait_hours: int = Field(default=24, ge=0, le=168)
+    """Flex-start: how long a job may wait for its machines before it fails (0: as long as it takes)."""
     nccl_test: VertexNcclTest | None = None
     training: VertexTraining | None = None
 
