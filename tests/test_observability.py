@@ -112,6 +112,44 @@ def test_the_alert_policies_page_on_nodes_errors_and_stuck_queues(envs: dict[str
     assert "crossSeriesReducer" not in json.dumps(stuck["conditions"])
 
 
+def test_a_cluster_with_gpu_slices_collects_dcgm_and_charts_each_gpu_model(
+    envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
+) -> None:
+    """GKE collects NVIDIA's DCGM exporter only where the cluster's component list names DCGM (the list is the whole
+    set: before, ["SYSTEM_COMPONENTS"] left GPU metrics off); the dashboard's GPU section reads those series."""
+    assert one(stacks["dev"], "google_container_cluster")["monitoring_config"]["enable_components"] == [
+        "SYSTEM_COMPONENTS",
+        "DCGM",
+    ]
+    titles = _titles(observability.dashboard(envs["dev"]))
+    gpus = titles.index("GPUs (DCGM)")
+    assert titles[gpus + 1 : gpus + 4] == ["GPU utilization", "GPU Tensor Core activity", "GPU memory in use"]
+
+    no_gpus = copy.deepcopy(DEV)
+    for key in [k for k, spec in no_gpus["slices"].items() if spec["accelerator"].startswith("a3")]:
+        del no_gpus["slices"][key]
+    for section in ("batch", "teams", "slurm", "vertex", "vm_groups"):
+        no_gpus.pop(section, None)
+    for field in ("network_attachment_cidr", "gpudirect_cidr"):
+        no_gpus["network"].pop(field, None)
+    env = Environment.model_validate(no_gpus)
+    assert "GPUs (DCGM)" not in _titles(observability.dashboard(env))
+
+
+def test_dcgm_needs_gkes_managed_driver_on_every_gpu_pool(stacks: dict[str, dict[str, Any]]) -> None:
+    stack = copy.deepcopy(stacks["dev"])
+    rule = RULES["monitoring.dcgm-series-are-collected"]
+    assert rule.run(stack) == []
+    (pool,) = [
+        p for p in of_type(stack, "google_container_node_pool").values() if "guest_accelerator" in p["node_config"]
+    ]
+    pool["node_config"]["guest_accelerator"][0]["gpu_driver_installation_config"] = {
+        "gpu_driver_version": "INSTALLATION_DISABLED"
+    }
+    (found,) = rule.run(stack)
+    assert "GKE-managed drivers" in found.message and found.value == "INSTALLATION_DISABLED"
+
+
 def test_an_environment_running_no_server_watches_its_nodes_only() -> None:
     data = copy.deepcopy(DEV)
     data["serving"] = {}

@@ -532,6 +532,13 @@ TERRAFORM_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
         _dashboard_percentile_90,
         "not a google.monitoring.dashboard.v1.Aggregation.Reducer",
     ),
+    # The GPU charts of a cluster whose component list leaves DCGM out (it was: ["SYSTEM_COMPONENTS"] alone).
+    "monitoring.dcgm-series-are-collected": (
+        lambda s: one(s, "google_container_cluster")["monitoring_config"].update(
+            enable_components=["SYSTEM_COMPONENTS"]
+        ),
+        "reads DCGM series: list DCGM",
+    ),
     "monitoring.filters-read-real-metrics": (
         lambda s: _alert(s, "llama70b-vllm-queue-stuck")["conditions"][0]["condition_threshold"]["aggregations"][
             0

@@ -114,6 +114,19 @@ GOODPUT_METRICS: dict[str, CloudMetric] = {
     )
 }
 
+DCGM_SOURCE = (
+    "NVIDIA/dcgm-exporter 4.5.3-4.8.2 etc/default-counters.csv (the counters, gauges; GPU_UTIL in %, FB_* in MiB, "
+    "PROF_* ratios 0 to 1) and internal/pkg/rendermetrics/render_metrics.go (labels gpu, UUID, pci_bus_id, device, "
+    "modelName, Hostname); GKE collects them with monitoring_config DCGM "
+    "(https://cloud.google.com/kubernetes-engine/docs/how-to/dcgm-metrics)"
+)
+_DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+
+
+def _dcgm(name: str) -> CloudMetric:
+    return prometheus(name, "gauge", _DCGM_LABELS, DCGM_SOURCE)
+
+
 PROMETHEUS_KINDS = {
     "gauge": ("GAUGE", "DOUBLE"),
     "counter": ("CUMULATIVE", "DOUBLE"),
@@ -179,4 +192,16 @@ REDUCERS: dict[str, tuple[str, ...]] = {
     "REDUCE_PERCENTILE_50": (*_NUMERIC, "DISTRIBUTION"),
     "REDUCE_PERCENTILE_95": (*_NUMERIC, "DISTRIBUTION"),
     "REDUCE_PERCENTILE_99": (*_NUMERIC, "DISTRIBUTION"),
+}
+
+
+# What GKE's DCGM exporter writes for each GPU of a GKE GPU slice (the cluster's monitoring_config DCGM component).
+DCGM_METRICS: dict[str, CloudMetric] = {
+    m.type: m
+    for m in (
+        _dcgm("DCGM_FI_DEV_GPU_UTIL"),
+        _dcgm("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"),
+        _dcgm("DCGM_FI_DEV_FB_USED"),
+        _dcgm("DCGM_FI_DEV_FB_FREE"),
+    )
 }

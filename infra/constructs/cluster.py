@@ -42,6 +42,7 @@ class GkeCluster(Construct):
         multi_networking: bool = False,
         gateway_api: bool = False,
         maintenance: Maintenance | None = None,
+        gpu_metrics: bool = False,
     ) -> None:
         super().__init__(scope, id_)
         cc = google("container_cluster")
@@ -112,7 +113,11 @@ class GkeCluster(Construct):
             },
             logging_config={"enable_components": ["SYSTEM_COMPONENTS", "WORKLOADS"]},
             monitoring_config={
-                "enable_components": ["SYSTEM_COMPONENTS"],
+                # The list is the whole set: a component it leaves out is off. DCGM: GKE runs NVIDIA's DCGM exporter
+                # on the GPU nodes (with GKE's managed drivers, which the GPU pools install) and collects it through
+                # Managed Prometheus (https://cloud.google.com/kubernetes-engine/docs/how-to/dcgm-metrics; Cluster
+                # Toolkit's gke-cluster module adds it by default: enable_dcgm_monitoring @ v1.95.0).
+                "enable_components": ["SYSTEM_COMPONENTS", *(["DCGM"] if gpu_metrics else [])],
                 "managed_prometheus": {"enabled": True},
             },
             binary_authorization={"evaluation_mode": "PROJECT_SINGLETON_POLICY_ENFORCE"},

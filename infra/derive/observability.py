@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.catalogue.cloud_metrics import GKE_METRICS, GOODPUT_METRICS, CloudMetric, dashboard_link
+from infra.catalogue.cloud_metrics import DCGM_METRICS, GKE_METRICS, GOODPUT_METRICS, CloudMetric, dashboard_link
 from infra.catalogue.serving_metrics import SERVER_METRICS, ServerMetrics
 from infra.config import Environment
 from infra.derive.names import serving_release
@@ -146,6 +146,24 @@ def _accelerator_widgets(env: Environment) -> list[dict[str, Any]]:
             )
         )
     return widgets
+
+
+def _gpu_widgets(env: Environment) -> list[dict[str, Any]]:
+    """GKE's DCGM exporter's series (monitoring_config DCGM, on when a GKE slice is of GPUs), per GPU model."""
+    if not any(spec.slice.kind == "gpu" for spec in env.gke_slices.values()):
+        return []
+    by_model = ("metric.labels.modelName",)
+
+    def mean(name: str) -> dict[str, Any]:
+        metric = DCGM_METRICS[f"prometheus.googleapis.com/{name}/gauge"]
+        return {"timeSeriesFilter": _series(_filter(env, metric), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_model))}
+
+    return [
+        _header("GPUs (DCGM)", "Every GPU of the GKE GPU slices, by model: NVIDIA's DCGM exporter, run by GKE"),
+        _chart("GPU utilization", "% of time a kernel ran", mean("DCGM_FI_DEV_GPU_UTIL")),
+        _chart("GPU Tensor Core activity", "fraction of cycles", mean("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")),
+        _chart("GPU memory in use", "MiB per GPU", mean("DCGM_FI_DEV_FB_USED")),
+    ]
 
 
 def goodput_job(env: Environment) -> str | None:
@@ -282,7 +300,7 @@ def _tiles(widgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def dashboard(env: Environment) -> dict[str, Any]:
     """The environment's dashboard, as the Dashboards API takes it."""
-    widgets = _accelerator_widgets(env) + _training_widgets(env)
+    widgets = _accelerator_widgets(env) + _gpu_widgets(env) + _training_widgets(env)
     for key, server in watched_servers(env).items():
         widgets += _serving_widgets(env, key, server)
     widgets += [_header("Capacity", "Node pools of the cluster"), _capacity_text(env)]

@@ -16,6 +16,7 @@ from typing import Any
 from infra.catalogue.cloud_metrics import (
     AGGREGATION_SOURCE,
     ALIGNERS,
+    DCGM_METRICS,
     GKE_METRICS,
     GOODPUT_METRICS,
     REDUCERS,
@@ -46,7 +47,7 @@ _TERM = re.compile(
 
 def known_metrics() -> dict[str, CloudMetric]:
     """Every metric type the platform may read: GKE's system metrics, what its servers export, the trainer's goodput."""
-    out = {**GKE_METRICS, **GOODPUT_METRICS}
+    out = {**GKE_METRICS, **GOODPUT_METRICS, **DCGM_METRICS}
     for server in SERVER_METRICS.values():
         out.update({m.type: m for m in server.metrics})
     return out
@@ -183,3 +184,52 @@ def _filters(stack: dict[str, Any]) -> Iterator[Finding]:
         for path, filter_, aggregations in _reads(body, where):
             for problem in filter_problems(filter_, aggregations, metrics):
                 yield Finding(path, filter_, problem)
+
+
+DCGM_DOC = (
+    "https://cloud.google.com/kubernetes-engine/docs/how-to/dcgm-metrics (monitoring_config DCGM: GKE installs the "
+    "DCGM exporter and Google-managed GPU drivers on the GPU nodes; a cluster's enable_components list is its whole "
+    "set); hashicorp/terraform-provider-google 6.50.0 google_container_cluster monitoring_config.enable_components"
+)
+
+
+@rule(
+    id="monitoring.dcgm-series-are-collected",
+    system="GKE (managed DCGM metrics)",
+    layer="apply",
+    summary=(
+        "A dashboard or alert that reads the DCGM exporter's series (prometheus.googleapis.com/DCGM_FI_*) belongs to "
+        "a stack whose cluster collects them: monitoring_config.enable_components lists DCGM, and every GPU node pool "
+        "installs GKE's managed driver (gpu_driver_installation_config), which the exporter needs. Else the charts "
+        "read series nobody writes."
+    ),
+    source=DCGM_DOC,
+    subject="terraform",
+)
+def _dcgm_collected(stack: dict[str, Any]) -> Iterator[Finding]:
+    reads = [
+        path
+        for where, _, body in _bodies(stack)
+        for path, filter_, _ in _reads(body, where)
+        if any(t in filter_ for t in DCGM_METRICS)
+    ]
+    if not reads:
+        return
+    for where, cluster in resources(stack, "google_container_cluster"):
+        components = (cluster.get("monitoring_config") or {}).get("enable_components") or []
+        if "DCGM" not in components:
+            yield Finding(
+                f"{where}.monitoring_config.enable_components",
+                components,
+                f"{reads[0]} reads DCGM series: list DCGM, else GKE runs no DCGM exporter",
+            )
+    for where, pool in resources(stack, "google_container_node_pool"):
+        config = pool.get("node_config") or {}
+        for i, accelerator in enumerate(config.get("guest_accelerator") or []):
+            driver = (accelerator.get("gpu_driver_installation_config") or {}).get("gpu_driver_version")
+            if driver not in ("DEFAULT", "LATEST"):
+                yield Finding(
+                    f"{where}.node_config.guest_accelerator[{i}].gpu_driver_installation_config.gpu_driver_version",
+                    driver,
+                    "GKE's DCGM exporter runs on GKE-managed drivers: DEFAULT or LATEST",
+                )

@@ -37,6 +37,7 @@ class Compute:
             multi_networking=bool(env.gke_gpudirect_networks),
             gateway_api=env.inference_gateway,
             maintenance=env.cluster.maintenance,
+            gpu_metrics=any(spec.slice.kind == "gpu" for spec in env.gke_slices.values()),
         )
         self.cluster = gke.cluster
         system = env.cluster.system_pool
