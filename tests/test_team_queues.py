@@ -4,11 +4,15 @@ who can use and borrow what."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from infra.config import Environment
+import pytest
+
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.derive.queues import PRIORITIES, queue_shares
 from infra.review import review_stack
+from infra.synth.load import load_environment
 from tests.helpers import rendered
 
 
@@ -36,9 +40,9 @@ def test_each_team_has_a_queue_in_the_cohort_and_the_platform_keeps_the_rest(
     assert set(queues) == {"gpu", "research"}
     assert {q["spec"]["cohortName"] for q in queues.values()} == {"platform"}
     # a3mega: 2 nodes of 8 H100s, 208 vCPUs and 1,872 GB each; research is guaranteed half, the platform the rest.
-    half = {"cpu": "208", "memory": "1872G", "nvidia.com/gpu": "8"}
-    assert _quota(queues["research"]) == {"a3mega": half}
-    assert _quota(queues["gpu"]) == {"a3mega": half}
+    half = {"cpu": "208", "memory": "1872G", "google.com/tpu": "0", "nvidia.com/gpu": "8"}
+    assert _quota(queues["research"])["a3mega"] == half
+    assert _quota(queues["gpu"])["a3mega"] == half
     assert queues["research"]["spec"]["preemption"] == {
         "reclaimWithinCohort": "Any",
         "borrowWithinCohort": {"policy": "Never"},
@@ -69,8 +73,42 @@ def test_a_borrowing_limit_caps_what_a_team_takes_from_the_cohort(envs: dict[str
     assert platform.nominal["a3mega"]["nvidia.com/gpu"] == 8 and platform.borrowing_limit == {}
 
 
+def test_a_team_may_borrow_the_training_slice_which_the_training_queue_takes_back(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """research has borrow_training: its queue names the training slice's flavor with no quota and no limit (it may
+    borrow all of it), the platform's batch queue may borrow none of it; the training queue joins the cohort, lends
+    its whole slice and reclaims it (preempting borrowers), and the flavor stays the training release's."""
+    queues = _kinds(rendered(stacks["dev"], "kueue-queues"), "ClusterQueue")
+    lent = {"cpu": "0", "memory": "0", "google.com/tpu": "0", "nvidia.com/gpu": "0"}
+    assert _quota(queues["research"])["training-train"] == lent
+    assert _quota(queues["gpu"])["training-train"] == {**{r: "0 (borrow 0)" for r in lent}, "nvidia.com/gpu": "0"}
+    assert "training-train" not in _kinds(rendered(stacks["dev"], "kueue-queues"), "ResourceFlavor")
+    training = rendered(stacks["dev"], "ray-training")
+    assert "training-train" in _kinds(training, "ResourceFlavor")
+    (queue,) = _kinds(training, "ClusterQueue").values()
+    assert queue["spec"]["cohortName"] == "platform"
+    assert queue["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+    assert _quota(queue)["training-train"]["google.com/tpu"] == "16"
+
+
+def test_a_team_that_would_borrow_an_unqueued_training_slice_is_refused(tmp_path: Path) -> None:
+    text = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
+    assert "\n  queue: training\n" in text
+    path = tmp_path / "dev.yaml"
+    path.write_text(text.replace("\n  queue: training\n", "\n"))
+    with pytest.raises(ConfigError, match=r"teams\.research\.borrow_training: True: .*set training\.queue"):
+        load_environment(path)
+
+
 def test_the_review_says_who_can_use_and_borrow_what(stacks: dict[str, dict[str, Any]]) -> None:
     review = review_stack("platform-dev", stacks["dev"], None)
     rows = [(q.queue, q.namespace, q.flavor, q.guaranteed, q.borrow_limit) for q in review.queues]
-    assert rows == [("gpu", "ml-gpu", "a3mega", 8, None), ("research", "ml-gpu", "a3mega", 8, None)]
+    assert rows == [
+        ("gpu", "ml-gpu", "a3mega", 8, None),
+        ("research", "ml-gpu", "a3mega", 8, None),
+        ("gpu", "ml-gpu", "training-train", 0, 0),
+        ("research", "ml-gpu", "training-train", 0, None),
+        ("training", "ml-training", "training-train", 16, 0),
+    ]
     assert review_stack("platform-prod", stacks["prod"], None).queues == []

@@ -173,3 +173,7 @@ class Team(Model):
     borrowing_limit: dict[Name, Annotated[int, Field(ge=0)]] = {}  # noqa: RUF012
     """At most this many more of each slice it may borrow from what the other queues leave unused (default: all)."""
     preemption: Preemption = Preemption()
+    borrow_training: bool = False
+    """May borrow the TPU training slice (its chips, and the CPU and memory of its hosts) while the platform's
+    training cluster does not hold it; the training queue takes it back when its cluster returns (Kueue's
+    reclaimWithinCohort: the team's jobs there are preempted). Needs the training cluster queued (training.queue)."""

@@ -428,4 +428,12 @@ def team_problems(env: Environment) -> list[Problem]:
         for field in ("quota", "borrowing_limit"):
             for key in getattr(team, field):
                 problems += _not_in(("teams", name, field, key), key, env.batch.slices, "batch.slices")
+        if team.borrow_training and (env.training is None or env.training.queue is None):
+            problems.append(
+                Finding(
+                    ("teams", name, "borrow_training"),
+                    True,
+                    "the training slice is lent through its cluster's Kueue queue: set training.queue (or remove it)",
+                )
+            )
     return problems

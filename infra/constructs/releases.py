@@ -97,7 +97,43 @@ def training_queue_values(env: Environment) -> dict[str, Any]:
                 },
             }
         )
-    return {"name": training.queue, "coveredResources": ["cpu", "memory", resource], "flavors": flavors}
+    values: dict[str, Any] = {
+        "name": training.queue,
+        "coveredResources": ["cpu", "memory", resource],
+        "flavors": flavors,
+    }
+    if lends_training(env):
+        # In the teams' cohort, lending its slice while its cluster is away, and taking it back (preempting the
+        # borrowers) when the cluster returns; it never borrows (its quota is exactly its cluster).
+        values["cohort"] = COHORT
+        values["preemption"] = {
+            "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "Never"},
+            "withinClusterQueue": "Never",
+        }
+    return values
+
+
+def lends_training(env: Environment) -> bool:
+    """Whether a team may borrow the training slice (through the training cluster's queue, in the teams' cohort)."""
+    return (
+        env.batch is not None
+        and env.training is not None
+        and env.training.queue is not None
+        and any(t.borrow_training for t in env.teams.values())
+    )
+
+
+def _lent_flavors(env: Environment) -> list[dict[str, Any]]:
+    """The training queue's slice flavors as the teams' ClusterQueues name them (the ray-training release makes the
+    ResourceFlavors): no quota of their own; a team that may borrow them has no limit, every other queue 0."""
+    training = env.training
+    assert training is not None and training.queue is not None
+    quota = {"cpu": "0", "memory": "0", env.slices[training.slice].slice.resource_name: "0"}
+    return [
+        {"name": f"{training.queue}-{pool}", "external": True, "quota": quota}
+        for pool in env.slices[training.slice].pools(training.slice)
+    ]
 
 
 def _group_name(slice_: Slice, index: int) -> str:
@@ -198,12 +234,15 @@ def kueue_values(env: Environment) -> dict[str, Any]:
                 "provisioningRequest": spec.primary.type == "queued",
             }
         )
-    resources = sorted({r for f in flavors for r in f["quota"]})
+    lent = _lent_flavors(env) if lends_training(env) else []
+    resources = sorted({r for f in flavors + lent for r in f["quota"]})
+    none = {f["name"]: f["quota"] for f in lent}  # nominal 0; as a borrowing limit: may not borrow
     values: dict[str, Any] = {
         "clusterQueue": batch.queue,
+        "borrowingLimit": none,
         "localQueue": {"name": batch.queue, "namespace": env.identities[batch.identity].namespace},
         "coveredResources": resources,
-        "flavors": flavors,
+        "flavors": flavors + lent,
         "provisioning": {
             "name": PROVISIONING_CHECK,
             "className": "queued-provisioning.gke.io",
@@ -218,9 +257,10 @@ def kueue_values(env: Environment) -> dict[str, Any]:
             {
                 "name": t.name,
                 "namespace": t.namespace,
-                "quota": {key: _quantities(share) for key, share in t.nominal.items()},
+                "quota": {**{key: _quantities(share) for key, share in t.nominal.items()}, **none},
                 "borrowingLimit": {
-                    k: _quantities(limit) for k, limit in t.borrowing_limit.items() if limit is not None
+                    **{k: _quantities(limit) for k, limit in t.borrowing_limit.items() if limit is not None},
+                    **({} if env.teams[t.name].borrow_training else none),
                 },
                 "preemption": _preemption(t),
             }

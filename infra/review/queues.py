@@ -1,6 +1,7 @@
 """The batch queues of a stack, as the review shows them: who can use and borrow what. Read from the kueue-queues
 release's values: the platform's own queue and each team's, the accelerators each is guaranteed on each flavor
-(a batch slice), what it may borrow from the cohort, and when it preempts."""
+(a batch slice, or the training slice's pools they may borrow), what it may borrow from the cohort, and when it
+preempts; and from the ray-training release's, the training queue that lends its slice."""
 
 from __future__ import annotations
 
@@ -14,16 +15,19 @@ ACCELERATORS = ("nvidia.com/gpu", "google.com/tpu")
 
 
 def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
-    """One row per queue and flavor; none without teams (one queue alone borrows from no one)."""
-    for _, chart, values in release_values(stack_json):
-        if chart != "kueue-queues":
+    """One row per queue and flavor; none without teams (one queue alone borrows from no one). Where teams may
+    borrow the training slice, its lender too: the training cluster's queue, in the same cohort."""
+    rows: list[TeamQueue] = []
+    lender: tuple[str, str, dict[str, Any]] | None = None
+    for release, chart, values in release_values(stack_json):
+        queue = values.get("queue") if chart == "ray-training" else None
+        if queue and queue.get("cohort"):
+            lender = (queue["name"], str(release.get("namespace", "")), queue)
+        if chart != "kueue-queues" or not values.get("teams"):
             continue
-        if not values.get("teams"):
-            return []
-        rows = []
         # (queue, its LocalQueue's namespace, its borrowing limits, the values that hold its quota and preemption)
         queues: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
-            (values["clusterQueue"], values["localQueue"]["namespace"], {}, values)
+            (values["clusterQueue"], values["localQueue"]["namespace"], values.get("borrowingLimit") or {}, values)
         ]
         queues += [(t["name"], t["namespace"], t["borrowingLimit"], t) for t in values["teams"]]
         for f in values["flavors"]:
@@ -31,11 +35,6 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
             for name, namespace, limits, holder in queues:
                 quota = f["quota"] if holder is values else holder["quota"][f["name"]]
                 limit = (limits.get(f["name"]) or {}).get(resource)
-                p = holder["preemption"]
-                preempts = (
-                    f"reclaims its share ({p['reclaimWithinCohort']}); {p['withinClusterQueue']} within; "
-                    f"while borrowing: {p['borrowWithinCohort']['policy']}"
-                )
                 rows.append(
                     TeamQueue(
                         name,
@@ -44,8 +43,21 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
                         resource,
                         int(quota.get(resource, 0)),
                         None if limit is None else int(limit),
-                        preempts,
+                        _preempts(holder["preemption"]),
                     )
                 )
-        return rows
-    return []
+    if rows and lender is not None:
+        name, namespace, queue = lender
+        for f in queue["flavors"]:
+            resource = next((r for r in ACCELERATORS if r in f["quota"]), "")
+            if int(f["quota"].get(resource, 0)):  # its slice's pools (the head's flavor holds no accelerator)
+                rows.append(TeamQueue(name, namespace, f["name"], resource, int(f["quota"][resource]), 0,
+                                      _preempts(queue["preemption"])))  # fmt: skip
+    return rows
+
+
+def _preempts(p: Mapping[str, Any]) -> str:
+    return (
+        f"reclaims its share ({p['reclaimWithinCohort']}); {p['withinClusterQueue']} within; "
+        f"while borrowing: {p['borrowWithinCohort']['policy']}"
+    )
