@@ -112,3 +112,17 @@ def test_the_review_says_who_can_use_and_borrow_what(stacks: dict[str, dict[str,
         ("training", "ml-training", "training-train", 16, 0),
     ]
     assert review_stack("platform-prod", stacks["prod"], None).queues == []
+
+
+def test_a_training_queue_whose_flavor_is_named_like_a_batch_slice_is_refused(envs: dict[str, Environment]) -> None:
+    """ResourceFlavors are cluster-wide: the batch queue's are named after its slices, the training queue's
+    `<queue>-head` and `<queue>-<pool>`; two of one name would be one object of two releases."""
+    data = envs["dev"].model_dump(mode="json", exclude_unset=True)
+    data["slices"]["gpus-head"] = data["slices"].pop("a3mega")
+    data["batch"]["slices"] = ["gpus-head"]
+    for section in ("nccl_test", "training"):
+        data["batch"][section]["slice"] = "gpus-head"
+    data["teams"]["research"]["quota"] = {"gpus-head": 8}
+    data["training"]["queue"] = "gpus"
+    with pytest.raises(ValueError, match=r"its ResourceFlavor 'gpus-head' is the name of the batch slice"):
+        Environment.model_validate(data)

@@ -42,6 +42,17 @@ def training_problems(env: Environment) -> list[Problem]:
             problems.append(
                 Finding(("training", "queue"), t.queue, f"{taken[t.queue]} names a ClusterQueue {t.queue!r} already")
             )
+        # ResourceFlavor names are cluster-wide too: the batch queue's flavors are named after its slices.
+        pools = env.slices[t.slice].pools(t.slice) if t.slice in env.slices else []
+        flavors = {f"{t.queue}-head", *(f"{t.queue}-{pool}" for pool in pools)}
+        for key in sorted(flavors & set(env.batch.slices if env.batch is not None else ())):
+            problems.append(
+                Finding(
+                    ("training", "queue"),
+                    t.queue,
+                    f"its ResourceFlavor {key!r} is the name of the batch slice {key!r}'s flavor: rename the queue",
+                )
+            )
     return problems
 
 
