@@ -454,6 +454,46 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
 
 
 @pytest.mark.slow
+def test_kueues_metrics_token_is_one_the_real_api_server_authenticates_and_authorizes_for_metrics_alone(
+    cluster_dir: Path,
+) -> None:
+    """Kueue answers /metrics only to a bearer token the API server authenticates (TokenReview) and authorizes for
+    GET /metrics (SubjectAccessReview), as controller-runtime's filter asks it. The kueue-queues release's token
+    Secret is filled by the real token controller; the API server says who the token is and that it may read
+    /metrics and nothing else; Managed Prometheus's collector may read that Secret and no other."""
+    import base64
+
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    secret = _until(
+        "the token controller fills the Secret",
+        lambda: (s := cluster.get("secret", "kueue-metrics-scraper-token", "-n", "kueue-system")).get("data") and s,
+    )
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+    done = cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(review))
+    status = json.loads(done.stdout)["status"]
+    user = "system:serviceaccount:kueue-system:kueue-metrics-scraper"
+    assert status["authenticated"] is True and status["user"]["username"] == user, status
+
+    def allowed(path: str, verb: str = "get") -> bool:
+        sar = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": status["user"]["groups"],
+                     "nonResourceAttributes": {"path": path, "verb": verb}},
+        }  # fmt: skip
+        answer = cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(sar))
+        return bool(json.loads(answer.stdout)["status"].get("allowed"))
+
+    assert allowed("/metrics") and not allowed("/metrics", "post") and not allowed("/debug/pprof")
+    collector = "--as=system:serviceaccount:gmp-system:collector"
+    can = cluster.kubectl("auth", "can-i", "get", "secret/kueue-metrics-scraper-token", "-n", "kueue-system", collector)
+    assert can.stdout.strip() == "yes"
+    other = cluster.kubectl("auth", "can-i", "get", "secrets", "-n", "kueue-system", collector, check=False)
+    assert other.stdout.strip() == "no"
+
+
+@pytest.mark.slow
 def test_the_real_autoscaler_reaches_the_leaderworkerset_it_scales(cluster_dir: Path) -> None:
     """The HorizontalPodAutoscaler the vLLM release declares, read by the real HPA controller: it gets the
     LeaderWorkerSet's scale subresource (AbleToScale) and counts its groups; the metric itself is the metrics

@@ -22,8 +22,9 @@ from infra.review.diff import review_stack
 from infra.review.render import render, review_json
 from infra.rules import RULES
 from infra.rules.cloud_monitoring import filter_problems, known_metrics
+from infra.rules.manifest_subject import ReleaseContext
 from infra.synth.load import load_environment
-from tests.helpers import REPO, of_type, one
+from tests.helpers import REPO, of_type, one, rendered
 
 DEV = yaml.safe_load((REPO / "infra" / "environments" / "dev.yaml").read_text())
 
@@ -134,6 +135,38 @@ def test_a_cluster_with_gpu_slices_collects_dcgm_and_charts_each_gpu_model(
         no_gpus["network"].pop(field, None)
     env = Environment.model_validate(no_gpus)
     assert "GPUs (DCGM)" not in _titles(observability.dashboard(env))
+
+
+def test_kueues_metrics_are_scraped_with_a_bearer_token_and_charted_per_queue(
+    envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Kueue serves /metrics over HTTPS to a bearer token the API server authorizes: the kueue-queues release scrapes
+    its controller's pods with one (a service account allowed GET /metrics alone, its token Secret readable by
+    Managed Prometheus's collector), and the dashboard charts what waits in each ClusterQueue."""
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in rendered(stacks["dev"], "kueue-queues")}
+    (endpoint,) = objects[("PodMonitoring", "kueue")]["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https" and endpoint["port"] == "metrics"
+    assert endpoint["authorization"]["credentials"]["secret"] == {"name": "kueue-metrics-scraper-token", "key": "token"}
+    secret = objects[("Secret", "kueue-metrics-scraper-token")]
+    assert secret["type"] == "kubernetes.io/service-account-token" and "data" not in secret
+    assert objects[("ClusterRole", "kueue-metrics-scraper")]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
+    (reader,) = objects[("RoleBinding", "kueue-metrics-scraper-token-reader")]["subjects"]
+    assert (reader["namespace"], reader["name"]) == ("gmp-system", "collector")
+    titles = _titles(observability.dashboard(envs["dev"]))
+    at = titles.index("Queues (Kueue)")
+    assert titles[at + 1 : at + 3] == ["Workloads waiting", "Admission wait (p95)"]
+
+    rule = RULES["monitoring.pod-monitoring-reaches-its-pods"]
+    pm = copy.deepcopy(objects[("PodMonitoring", "kueue")])
+    del pm["spec"]["endpoints"][0]["authorization"]
+    pm["spec"]["endpoints"][0]["scheme"] = "http"
+    context = ReleaseContext("kueue-queues", "kueue-system", stacks["dev"])
+    found = {v.field.rsplit(".", 1)[-1] for v in rule.run([pm], context)}
+    assert found == {"scheme", "authorization"}
+    pm["spec"]["selector"]["matchLabels"] = {"app.kubernetes.io/name": "kueue", "control-plane": "webhook"}
+    assert "selects no pod of this release or its controller" in " ".join(f.message for f in rule.run([pm], context))
 
 
 def test_dcgm_needs_gkes_managed_driver_on_every_gpu_pool(stacks: dict[str, dict[str, Any]]) -> None:

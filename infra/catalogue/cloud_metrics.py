@@ -205,3 +205,23 @@ DCGM_METRICS: dict[str, CloudMetric] = {
         _dcgm("DCGM_FI_DEV_FB_FREE"),
     )
 }
+
+
+KUEUE_SOURCE = (
+    "kubernetes-sigs/kueue pkg/metrics/metrics.go @ v0.17.3 (subsystem kueue: pending_workloads gauge {cluster_queue, "
+    "status: active | inadmissible, replica_role}; admission_wait_time_seconds histogram {cluster_queue, "
+    "priority_class, replica_role}), scraped by the kueue-queues release's PodMonitoring"
+)
+# What Kueue's controller exports, as Managed Prometheus writes it (the kueue-queues chart's metrics.yaml scrapes it).
+KUEUE_METRICS: dict[str, CloudMetric] = {
+    m.type: m
+    for m in (
+        prometheus("kueue_pending_workloads", "gauge", ("cluster_queue", "status", "replica_role"), KUEUE_SOURCE),
+        prometheus(
+            "kueue_admission_wait_time_seconds",
+            "histogram",
+            ("cluster_queue", "priority_class", "replica_role"),
+            KUEUE_SOURCE,
+        ),
+    )
+}

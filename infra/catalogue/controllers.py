@@ -36,6 +36,12 @@ class Controller:
     # toleration, so it lands on an untainted pool: the system pool.
     pods: int = 1
     requests: tuple[tuple[str, float], ...] = ()
+    # Where its controller manager serves Prometheus metrics, where the platform scrapes them: the pod's labels (the
+    # chart's selector labels, the release named after the controller) and the container port's name and number.
+    # Served over HTTPS with a self-signed certificate, to a caller whose bearer token the API server authenticates
+    # and authorizes for GET /metrics (controller-runtime's WithAuthenticationAndAuthorization).
+    metrics_pod_labels: tuple[tuple[str, str], ...] = ()
+    metrics_port: tuple[str, int] | None = None
 
 
 CONTROLLERS = {
@@ -58,6 +64,14 @@ CONTROLLERS = {
         api_group="kueue.x-k8s.io",
         # kubernetes-sigs/kueue charts/kueue/values.yaml @ v0.17.3 controllerManager: requests cpu 500m, memory 512Mi.
         requests=(("cpu", 0.5), ("memory", 0.5)),
+        # charts/kueue/templates/_helpers.tpl kueue.selectorLabels and manager/manager.yaml (containerPort 8443,
+        # name metrics) @ v0.17.3; cmd/kueue/main.go: SecureServing, filters.WithAuthenticationAndAuthorization.
+        metrics_pod_labels=(
+            ("app.kubernetes.io/name", "kueue"),
+            ("app.kubernetes.io/instance", "kueue"),
+            ("control-plane", "controller-manager"),
+        ),
+        metrics_port=("metrics", 8443),
     ),
     "lws": Controller(
         repository="oci://registry.k8s.io/lws/charts",

@@ -15,6 +15,7 @@ from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
+from infra.constructs.network_policy import MONITORING_NAMESPACE
 from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
 from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
@@ -144,6 +145,9 @@ def _group_name(slice_: Slice, index: int) -> str:
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 
 PROVISIONING_CHECK = "dws-provisioning"
+# The service account whose token Managed Prometheus sends to Kueue's metrics server (kueue-queues' metrics.yaml;
+# not `kueue-metrics-reader`, the ClusterRole Kueue's own chart makes).
+KUEUE_METRICS_READER = "kueue-metrics-scraper"
 GPUDIRECT_NETWORK = "vpc{n}"  # GKE Network object of the n-th GPUDirect NIC (eth<n> in the pod)
 
 
@@ -249,6 +253,16 @@ def kueue_values(env: Environment) -> dict[str, Any]:
             "managedResources": sorted({env.slices[key].slice.resource_name for key in batch.slices}),
         },
     }
+    kueue = CONTROLLERS["kueue"]
+    if kueue.metrics_port is not None:
+        values["metrics"] = {
+            "serviceAccount": KUEUE_METRICS_READER,
+            "tokenSecret": f"{KUEUE_METRICS_READER}-token",
+            "podLabels": dict(kueue.metrics_pod_labels),
+            "port": kueue.metrics_port[0],
+            "interval": "30s",
+            "collector": {"namespace": MONITORING_NAMESPACE, "serviceAccount": "collector"},
+        }
     if teams:
         values["cohort"] = COHORT
         values["preemption"] = _preemption(platform)

@@ -23,7 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.catalogue.cloud_metrics import DCGM_METRICS, GKE_METRICS, GOODPUT_METRICS, CloudMetric, dashboard_link
+from infra.catalogue.cloud_metrics import (
+    DCGM_METRICS,
+    GKE_METRICS,
+    GOODPUT_METRICS,
+    KUEUE_METRICS,
+    CloudMetric,
+    dashboard_link,
+)
 from infra.catalogue.serving_metrics import SERVER_METRICS, ServerMetrics
 from infra.config import Environment
 from infra.derive.names import serving_release
@@ -166,6 +173,38 @@ def _gpu_widgets(env: Environment) -> list[dict[str, Any]]:
     ]
 
 
+def _queue_widgets(env: Environment) -> list[dict[str, Any]]:
+    """Kueue's own series (the kueue-queues release scrapes them): what waits in each ClusterQueue, and for how long
+    an admitted workload waited."""
+    if env.batch is None or "kueue" not in env.release.controllers:
+        return []
+    pending = KUEUE_METRICS["prometheus.googleapis.com/kueue_pending_workloads/gauge"]
+    wait = KUEUE_METRICS["prometheus.googleapis.com/kueue_admission_wait_time_seconds/histogram"]
+    by_queue = ("metric.labels.cluster_queue",)
+    return [
+        _header("Queues (Kueue)", "Every ClusterQueue: the batch queue, the teams' and the training cluster's"),
+        _chart(
+            "Workloads waiting",
+            "workloads (active: may be admitted; inadmissible: cannot be as things stand)",
+            {
+                "timeSeriesFilter": _series(
+                    _filter(env, pending),
+                    _aggregation("ALIGN_MEAN", "REDUCE_SUM", (*by_queue, "metric.labels.status")),
+                )
+            },
+        ),
+        _chart(
+            "Admission wait (p95)",
+            "seconds from creation to admission",
+            {
+                "timeSeriesFilter": _series(
+                    _filter(env, wait), _aggregation("ALIGN_DELTA", "REDUCE_PERCENTILE_95", by_queue)
+                )
+            },
+        ),
+    ]
+
+
 def goodput_job(env: Environment) -> str | None:
     """The goodput job the training cluster's runs record under: `make train`'s run name, `<recipe>-<env>`
     (workloads/trainer/__main__.py); None without a recipe or with goodput off."""
@@ -300,7 +339,7 @@ def _tiles(widgets: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def dashboard(env: Environment) -> dict[str, Any]:
     """The environment's dashboard, as the Dashboards API takes it."""
-    widgets = _accelerator_widgets(env) + _gpu_widgets(env) + _training_widgets(env)
+    widgets = _accelerator_widgets(env) + _gpu_widgets(env) + _queue_widgets(env) + _training_widgets(env)
     for key, server in watched_servers(env).items():
         widgets += _serving_widgets(env, key, server)
     widgets += [_header("Capacity", "Node pools of the cluster"), _capacity_text(env)]

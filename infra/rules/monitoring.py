@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.catalogue.charts import SERVING_CHART
+from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.serving_metrics import ADAPTER_SOURCE, signals_of
 from infra.rules import Finding, containers, pod_templates, rule, selects, where
 from infra.rules.manifest_subject import ReleaseContext
@@ -44,6 +45,22 @@ def _selected(objects: list[dict[str, Any]], match: dict[str, str]) -> list[tupl
         for _, template in pod_templates(obj)
         if match and selects(match, _labels(template))
     ]
+
+
+def _controller_pods(namespace: str, match: dict[str, str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(its Deployment, pod template) of a pinned controller in `namespace` that `match` selects: its metrics port, as
+    its chart makes it (infra/catalogue/controllers.py)."""
+    out = []
+    for name, c in CONTROLLERS.items():
+        if c.namespace == namespace and c.metrics_port and match and selects(match, dict(c.metrics_pod_labels)):
+            port_name, number = c.metrics_port
+            template = {
+                "metadata": {"labels": dict(c.metrics_pod_labels)},
+                "spec": {"containers": [{"name": "manager", "ports": [{"name": port_name, "containerPort": number}]}]},
+            }
+            deployment = {"kind": "Deployment", "metadata": {"name": f"{name}-controller-manager"}, "controller": name}
+            out.append((deployment, template))
+    return out
 
 
 def _port(template: dict[str, Any], port: Any) -> int | None:
@@ -80,8 +97,10 @@ def _monitoring_reaches(stack: dict[str, Any], namespace: str) -> set[int] | Non
     system="Google Cloud Managed Service for Prometheus",
     layer="admission",
     summary=(
-        "A PodMonitoring selects pods of its release, on a port those pods have and the namespace's NetworkPolicies "
-        "admit from gmp-system, at a Prometheus-duration interval: else it is accepted and collects nothing."
+        "A PodMonitoring selects pods of its release (or of the pinned controller of its namespace, over HTTPS with "
+        "a bearer token, as its metrics server demands), on a port those pods have and the namespace's "
+        "NetworkPolicies admit from gmp-system, at a Prometheus-duration interval: else it is accepted and collects "
+        "nothing."
     ),
     source=f"{PODMONITORING_CRD}; {GMP_DOC}",
     subject="manifest",
@@ -91,9 +110,11 @@ def _pod_monitoring(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Itera
     for pm in (o for o in objects if o.get("kind") == "PodMonitoring"):
         spec = pm.get("spec") or {}
         match = (spec.get("selector") or {}).get("matchLabels") or {}
-        pods = _selected(objects, match)
+        pods = _selected(objects, match) or _controller_pods(ctx.namespace, match)
         if not pods:
-            yield Finding(f"{where(pm)}: spec.selector.matchLabels", match, "selects no pod of this release")
+            yield Finding(
+                f"{where(pm)}: spec.selector.matchLabels", match, "selects no pod of this release or its controller"
+            )
         endpoints = spec.get("endpoints") or []
         if not endpoints:
             yield Finding(f"{where(pm)}: spec.endpoints", endpoints, "no endpoint: nothing is scraped")
@@ -103,6 +124,8 @@ def _pod_monitoring(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Itera
             if not DURATION.match(interval):
                 yield Finding(f"{at}.interval", endpoint.get("interval"), "required, a Prometheus duration (15s, 1m)")
             port = endpoint.get("port")
+            if any("controller" in obj for obj, _ in pods):
+                yield from _controller_endpoint(at, endpoint)
             for obj, template in pods:
                 number = _port(template, port)
                 if number is None:
@@ -114,6 +137,20 @@ def _pod_monitoring(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Itera
                         f"port {number} is not one the NetworkPolicies of {ctx.namespace} admit from "
                         f"{MONITORING_NAMESPACE} ({', '.join(map(str, sorted(admitted))) or 'none'})",
                     )
+
+
+def _controller_endpoint(at: str, endpoint: dict[str, Any]) -> Iterator[Finding]:
+    """A controller's metrics server answers HTTPS only, and only a bearer token it authenticates and authorizes."""
+    if endpoint.get("scheme") != "https":
+        yield Finding(f"{at}.scheme", endpoint.get("scheme"), "the controller serves its metrics over HTTPS: https")
+    secret = (((endpoint.get("authorization") or {}).get("credentials") or {}).get("secret") or {}).get("name")
+    if (endpoint.get("authorization") or {}).get("type") != "Bearer" or not secret:
+        yield Finding(
+            f"{at}.authorization",
+            endpoint.get("authorization"),
+            "the controller answers /metrics only to a bearer token allowed GET /metrics: a Bearer credential from a "
+            "Secret",
+        )
 
 
 def _engine(ctx: ReleaseContext) -> str | None:
