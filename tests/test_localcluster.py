@@ -453,44 +453,61 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
     )
 
 
+# The guarded metrics servers the platform scrapes with a token: (namespace, token Secret, scraper account, the
+# account of the server that asks the API server about the token, if it is the release's).
+GUARDED_METRICS = (
+    ("kueue-system", "kueue-metrics-scraper-token", "kueue-metrics-scraper", None),
+    ("ml-serving", "serve-llama70b-vllm-epp-metrics-reader-token", "serve-llama70b-vllm-epp-metrics-reader",
+     "serve-llama70b-vllm-epp"),
+)  # fmt: skip
+
+
 @pytest.mark.slow
-def test_kueues_metrics_token_is_one_the_real_api_server_authenticates_and_authorizes_for_metrics_alone(
+def test_metrics_tokens_are_ones_the_real_api_server_authenticates_and_authorizes_for_metrics_alone(
     cluster_dir: Path,
 ) -> None:
-    """Kueue answers /metrics only to a bearer token the API server authenticates (TokenReview) and authorizes for
-    GET /metrics (SubjectAccessReview), as controller-runtime's filter asks it. The kueue-queues release's token
-    Secret is filled by the real token controller; the API server says who the token is and that it may read
-    /metrics and nothing else; Managed Prometheus's collector may read that Secret and no other."""
+    """Kueue and the endpoint picker answer /metrics only to a bearer token the API server authenticates
+    (TokenReview) and authorizes for GET /metrics (SubjectAccessReview), as controller-runtime's filter asks it. Each
+    token Secret is filled by the real token controller; the API server says whose the token is and that it may read
+    /metrics and nothing else; Managed Prometheus's collector may read that Secret and no other; the picker may ask
+    the API server those questions."""
     import base64
 
     cluster = Cluster((cluster_dir / "cluster").resolve())
-    secret = _until(
-        "the token controller fills the Secret",
-        lambda: (s := cluster.get("secret", "kueue-metrics-scraper-token", "-n", "kueue-system")).get("data") and s,
-    )
-    token = base64.b64decode(secret["data"]["token"]).decode()
-    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
-    done = cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(review))
-    status = json.loads(done.stdout)["status"]
-    user = "system:serviceaccount:kueue-system:kueue-metrics-scraper"
-    assert status["authenticated"] is True and status["user"]["username"] == user, status
-
-    def allowed(path: str, verb: str = "get") -> bool:
-        sar = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SubjectAccessReview",
-            "spec": {"user": user, "groups": status["user"]["groups"],
-                     "nonResourceAttributes": {"path": path, "verb": verb}},
-        }  # fmt: skip
-        answer = cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(sar))
-        return bool(json.loads(answer.stdout)["status"].get("allowed"))
-
-    assert allowed("/metrics") and not allowed("/metrics", "post") and not allowed("/debug/pprof")
     collector = "--as=system:serviceaccount:gmp-system:collector"
-    can = cluster.kubectl("auth", "can-i", "get", "secret/kueue-metrics-scraper-token", "-n", "kueue-system", collector)
-    assert can.stdout.strip() == "yes"
-    other = cluster.kubectl("auth", "can-i", "get", "secrets", "-n", "kueue-system", collector, check=False)
-    assert other.stdout.strip() == "no"
+    for namespace, name, account, server in GUARDED_METRICS:
+        secret = _until(
+            f"the token controller fills {namespace}/{name}",
+            lambda namespace=namespace, name=name: (
+                (s := cluster.get("secret", name, "-n", namespace)).get("data") and s
+            ),
+        )
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        status = json.loads(cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(review)).stdout)[
+            "status"
+        ]
+        user = f"system:serviceaccount:{namespace}:{account}"
+        assert status["authenticated"] is True and status["user"]["username"] == user, status
+
+        def allowed(
+            path: str, verb: str = "get", user: str = user, groups: list[str] = status["user"]["groups"]
+        ) -> bool:
+            attributes = {"path": path, "verb": verb}
+            sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                   "spec": {"user": user, "groups": groups, "nonResourceAttributes": attributes}}  # fmt: skip
+            answer = cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(sar))
+            return bool(json.loads(answer.stdout)["status"].get("allowed"))
+
+        assert allowed("/metrics") and not allowed("/metrics", "post") and not allowed("/debug/pprof"), name
+        can = cluster.kubectl("auth", "can-i", "get", f"secret/{name}", "-n", namespace, collector)
+        assert can.stdout.strip() == "yes", name
+        other = cluster.kubectl("auth", "can-i", "get", "secrets", "-n", namespace, collector, check=False)
+        assert other.stdout.strip() == "no", name
+        if server is not None:
+            asks = f"--as=system:serviceaccount:{namespace}:{server}"
+            for resource in ("tokenreviews.authentication.k8s.io", "subjectaccessreviews.authorization.k8s.io"):
+                assert cluster.kubectl("auth", "can-i", "create", resource, asks).stdout.strip() == "yes", resource
 
 
 @pytest.mark.slow

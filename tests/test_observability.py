@@ -169,6 +169,35 @@ def test_kueues_metrics_are_scraped_with_a_bearer_token_and_charted_per_queue(
     assert "selects no pod of this release or its controller" in " ".join(f.message for f in rule.run([pm], context))
 
 
+def test_the_endpoint_pickers_metrics_are_scraped_with_a_bearer_token_and_charted_with_its_deployment(
+    envs: dict[str, Environment], stacks: dict[str, dict[str, Any]]
+) -> None:
+    """The picker (--metrics-endpoint-auth on by default) answers /metrics only to an authorized bearer token: the
+    vLLM release behind the Inference Gateway brings the scraper's token and its grants, lets the picker review
+    tokens, and the dashboard shows the picker's view of the pool beside the servers' own charts."""
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in rendered(stacks["dev"], "serve-llama70b-vllm")}
+    (endpoint,) = objects[("PodMonitoring", "serve-llama70b-vllm-epp")]["spec"]["endpoints"]
+    secret = "serve-llama70b-vllm-epp-metrics-reader-token"
+    assert (endpoint["port"], endpoint["scheme"]) == ("metrics", "http")
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"secret": {"name": secret, "key": "token"}}}
+    assert "data" not in objects[("Secret", secret)]
+    (auth,) = [o for (kind, name), o in objects.items() if kind == "ClusterRole" and name.endswith("-metrics-auth")]
+    assert {r["resources"][0] for r in auth["rules"]} == {"tokenreviews", "subjectaccessreviews"}
+    titles = _titles(observability.dashboard(envs["dev"]))
+    at = titles.index("Serving: llama70b-vllm")
+    assert {"Gateway: requests waiting per server (the picker's view)", "Gateway: servers ready in the pool"} <= set(
+        titles[at : at + 9]
+    )
+
+    rule = RULES["monitoring.pod-monitoring-reaches-its-pods"]
+    pods = [o for o in objects.values() if o["kind"] == "Deployment"]
+    pm = copy.deepcopy(objects[("PodMonitoring", "serve-llama70b-vllm-epp")])
+    del pm["spec"]["endpoints"][0]["authorization"]
+    context = ReleaseContext("serve-llama70b-vllm", "ml-serving", stacks["dev"])
+    (found,) = rule.run([pm, *pods], context)
+    assert found.field.endswith("authorization") and "bearer token" in found.message
+
+
 def test_dcgm_needs_gkes_managed_driver_on_every_gpu_pool(stacks: dict[str, dict[str, Any]]) -> None:
     stack = copy.deepcopy(stacks["dev"])
     rule = RULES["monitoring.dcgm-series-are-collected"]

@@ -788,7 +788,9 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     # A PodMonitoring on a port the servers do not have is accepted and collects nothing.
     "monitoring.pod-monitoring-reaches-its-pods": (
         "serve-llama70b-vllm",
-        lambda o: one_of_kind(o, "PodMonitoring")["spec"]["endpoints"][0].update(port="metrics"),
+        lambda o: next(p for p in o if p["kind"] == "PodMonitoring" and p["metadata"]["name"] == "serve-llama70b-vllm")[
+            "spec"
+        ]["endpoints"][0].update(port="metrics"),
         "pods have no such container port",
     ),
     # An autoscaler on a metric the server does not export reads no value and never scales.

@@ -225,3 +225,19 @@ KUEUE_METRICS: dict[str, CloudMetric] = {
         ),
     )
 }
+
+
+EPP_SOURCE = (
+    "kubernetes-sigs/gateway-api-inference-extension pkg/epp/metrics/metrics.go @ v1.5.0 (subsystem inference_pool, "
+    "labels poolLabels = [name]: average_queue_size, average_kv_cache_utilization, ready_pods gauges), scraped by the "
+    "vllm-tpu release's gateway-metrics.yaml PodMonitoring"
+)
+# What the Inference Gateway's endpoint picker exports about its pool (a vLLM deployment with `gateway: true`).
+EPP_METRICS: dict[str, CloudMetric] = {
+    m.type: m
+    for m in (
+        prometheus("inference_pool_average_queue_size", "gauge", ("name",), EPP_SOURCE),
+        prometheus("inference_pool_average_kv_cache_utilization", "gauge", ("name",), EPP_SOURCE),
+        prometheus("inference_pool_ready_pods", "gauge", ("name",), EPP_SOURCE),
+    )
+}

@@ -31,6 +31,7 @@ from __future__ import annotations
 from constructs import Construct
 
 from infra.cdk.bindings import kubernetes
+from infra.derive.names import endpoint_picker
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 DEFAULT_DENY = "default-deny-ingress"
@@ -43,11 +44,6 @@ MONITORING_NAMESPACE = "gmp-system"
 # metrics (ray-training's `tpu-metrics`), vLLM's /metrics on its serving port, the endpoint picker's `metrics`
 # (workloads/charts/vllm-tpu/templates/gateway.yaml).
 MONITORING_PORTS = (8000, 8080, 8081, 9090)
-
-
-def endpoint_picker(release: str) -> str:
-    """The endpoint picker's name in vllm-tpu (`vllm.epp`: the release name cut to 40, then `-epp`)."""
-    return f"{release[:40].rstrip('-')}-epp"
 
 
 class NamespacePolicies(Construct):

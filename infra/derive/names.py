@@ -16,6 +16,12 @@ def serving_release(key: str) -> str:
 COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
 
 
+def endpoint_picker(release: str) -> str:
+    """The endpoint picker's name in vllm-tpu (`vllm.epp`: the release name cut to 40, then `-epp`): its Deployment,
+    Service, pods' `inferencepool` label and PodMonitoring (whose name is its scraped series' `job`)."""
+    return f"{release[:40].rstrip('-')}-epp"
+
+
 def compute_class(key: str) -> str:
     """The custom ComputeClass that falls back through slice `key`'s capacity tiers (a cluster-wide name: GKE's own
     classes are capitalised words or `autopilot*`, which a `slice-` prefix cannot be)."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from infra.catalogue.cloud_metrics import (
     DCGM_METRICS,
+    EPP_METRICS,
     GKE_METRICS,
     GOODPUT_METRICS,
     KUEUE_METRICS,
@@ -33,7 +34,7 @@ from infra.catalogue.cloud_metrics import (
 )
 from infra.catalogue.serving_metrics import SERVER_METRICS, ServerMetrics
 from infra.config import Environment
-from infra.derive.names import serving_release
+from infra.derive.names import endpoint_picker, serving_release
 
 PERIOD = "60s"
 COLUMNS = 48  # a mosaic layout's width
@@ -283,6 +284,21 @@ def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[
             {"timeSeriesFilter": _series(_filter(env, server.tokens, *job), _aggregation("ALIGN_RATE", "REDUCE_SUM"))},
         ),
     ]
+    deployment = env.serving[key]
+    if getattr(deployment, "gateway", False):
+        picker = endpoint_picker(serving_release(key))
+        terms = (_job(env, key)[0], f'resource.labels.job="{picker}"')
+        for name, title, unit in (
+            (
+                "inference_pool_average_queue_size",
+                "Gateway: requests waiting per server (the picker's view)",
+                "requests",
+            ),
+            ("inference_pool_ready_pods", "Gateway: servers ready in the pool", "servers"),
+        ):
+            metric = EPP_METRICS[f"prometheus.googleapis.com/{name}/gauge"]
+            series = _series(_filter(env, metric, *terms), _aggregation("ALIGN_MEAN", "REDUCE_MEAN"))
+            widgets.append(_chart(title, unit, {"timeSeriesFilter": series}))
     if server.cache is not None:
         widgets.append(
             _chart(

@@ -17,6 +17,7 @@ from infra.catalogue.cloud_metrics import (
     AGGREGATION_SOURCE,
     ALIGNERS,
     DCGM_METRICS,
+    EPP_METRICS,
     GKE_METRICS,
     GOODPUT_METRICS,
     KUEUE_METRICS,
@@ -48,7 +49,7 @@ _TERM = re.compile(
 
 def known_metrics() -> dict[str, CloudMetric]:
     """Every metric type the platform may read: GKE's system metrics, what its servers export, the trainer's goodput."""
-    out = {**GKE_METRICS, **GOODPUT_METRICS, **DCGM_METRICS, **KUEUE_METRICS}
+    out = {**GKE_METRICS, **GOODPUT_METRICS, **DCGM_METRICS, **KUEUE_METRICS, **EPP_METRICS}
     for server in SERVER_METRICS.values():
         out.update({m.type: m for m in server.metrics})
     return out

@@ -97,10 +97,10 @@ def _monitoring_reaches(stack: dict[str, Any], namespace: str) -> set[int] | Non
     system="Google Cloud Managed Service for Prometheus",
     layer="admission",
     summary=(
-        "A PodMonitoring selects pods of its release (or of the pinned controller of its namespace, over HTTPS with "
-        "a bearer token, as its metrics server demands), on a port those pods have and the namespace's "
-        "NetworkPolicies admit from gmp-system, at a Prometheus-duration interval: else it is accepted and collects "
-        "nothing."
+        "A PodMonitoring selects pods of its release (or of the pinned controller of its namespace), on a port those "
+        "pods have and the namespace's NetworkPolicies admit from gmp-system, at a Prometheus-duration interval, with "
+        "the scheme and bearer token a guarded metrics server demands (a controller's, the endpoint picker's): else "
+        "it is accepted and collects nothing."
     ),
     source=f"{PODMONITORING_CRD}; {GMP_DOC}",
     subject="manifest",
@@ -124,8 +124,9 @@ def _pod_monitoring(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Itera
             if not DURATION.match(interval):
                 yield Finding(f"{at}.interval", endpoint.get("interval"), "required, a Prometheus duration (15s, 1m)")
             port = endpoint.get("port")
-            if any("controller" in obj for obj, _ in pods):
-                yield from _controller_endpoint(at, endpoint)
+            schemes = {scheme for obj, template in pods if (scheme := _guarded(obj, template))}
+            for scheme in sorted(schemes):
+                yield from _authorized_endpoint(at, endpoint, scheme)
             for obj, template in pods:
                 number = _port(template, port)
                 if number is None:
@@ -139,16 +140,33 @@ def _pod_monitoring(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Itera
                     )
 
 
-def _controller_endpoint(at: str, endpoint: dict[str, Any]) -> Iterator[Finding]:
-    """A controller's metrics server answers HTTPS only, and only a bearer token it authenticates and authorizes."""
-    if endpoint.get("scheme") != "https":
-        yield Finding(f"{at}.scheme", endpoint.get("scheme"), "the controller serves its metrics over HTTPS: https")
+# The endpoint picker's image (gateway-api-inference-extension): its /metrics is guarded unless told otherwise.
+EPP_IMAGE = "gateway-api-inference-extension/epp"
+
+
+def _guarded(obj: dict[str, Any], template: dict[str, Any]) -> str | None:
+    """The scheme of a metrics server that answers only a bearer token the API server authenticates and authorizes
+    for GET /metrics (controller-runtime's WithAuthenticationAndAuthorization): a pinned controller's (HTTPS,
+    infra/catalogue/controllers.py) and the endpoint picker's (HTTP; --metrics-endpoint-auth on by default,
+    gateway-api-inference-extension cmd/epp/runner/runner.go @ v1.5.0); None for an open one."""
+    if "controller" in obj:
+        return "https"
+    for _, c in containers(template.get("spec") or {}):
+        if EPP_IMAGE in str(c.get("image", "")) and "--metrics-endpoint-auth=false" not in (c.get("args") or []):
+            return "http"
+    return None
+
+
+def _authorized_endpoint(at: str, endpoint: dict[str, Any], scheme: str) -> Iterator[Finding]:
+    """An endpoint of a guarded metrics server: its scheme, and a bearer token from a Secret."""
+    if endpoint.get("scheme", "http") != scheme:
+        yield Finding(f"{at}.scheme", endpoint.get("scheme"), f"the server serves its metrics over {scheme.upper()}")
     secret = (((endpoint.get("authorization") or {}).get("credentials") or {}).get("secret") or {}).get("name")
     if (endpoint.get("authorization") or {}).get("type") != "Bearer" or not secret:
         yield Finding(
             f"{at}.authorization",
             endpoint.get("authorization"),
-            "the controller answers /metrics only to a bearer token allowed GET /metrics: a Bearer credential from a "
+            "the server answers /metrics only to a bearer token allowed GET /metrics: a Bearer credential from a "
             "Secret",
         )
 
