@@ -99,8 +99,15 @@ def test_the_alert_policies_page_on_nodes_errors_and_stuck_queues(envs: dict[str
         assert observability.dashboard_url(env) in body["documentation"]["content"]
     servers = sorted(observability.watched_servers(env))
     assert sorted(policies) == sorted(
-        ["slices-not-ready", *(f"{k}-errors" for k in servers), *(f"{k}-queue-stuck" for k in servers)]
+        [
+            "slices-not-ready",
+            "kueue-inadmissible",
+            *(f"{k}-errors" for k in servers),
+            *(f"{k}-queue-stuck" for k in servers),
+        ]
     )
+    (inadmissible,) = policies["kueue-inadmissible"]["conditions"]
+    assert 'metric.labels.status="inadmissible"' in inadmissible["conditionThreshold"]["filter"]
     errors = policies["llama70b-vllm-errors"]["conditions"][0]["conditionThreshold"]
     assert errors["thresholdValue"] == env.monitoring.error_rate
     assert 'metric.labels.status="5xx"' in errors["filter"] and "5xx" not in errors["denominatorFilter"]
@@ -216,7 +223,7 @@ def test_an_environment_running_no_server_watches_its_nodes_only() -> None:
     data = copy.deepcopy(DEV)
     data["serving"] = {}
     env = Environment.model_validate(data)
-    assert list(observability.alert_policies(env)) == ["slices-not-ready"]
+    assert list(observability.alert_policies(env)) == ["slices-not-ready", "kueue-inadmissible"]
     assert not [t for t in _titles(observability.dashboard(env)) if t.startswith("Serving")]
 
 

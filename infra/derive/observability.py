@@ -481,4 +481,27 @@ def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
             ],
             combiner="AND_WITH_MATCHING_RESOURCE",
         )
+    if _queue_widgets(env):
+        pending = KUEUE_METRICS["prometheus.googleapis.com/kueue_pending_workloads/gauge"]
+        minutes = watch.queue_stuck_minutes
+        policies["kueue-inadmissible"] = _policy(
+            env,
+            "Kueue workloads inadmissible",
+            f"A Kueue ClusterQueue has held workloads it cannot admit as things stand (status inadmissible) for "
+            f"{minutes} minutes: a job asks for a flavor or resource its queue does not cover, more than the queue "
+            "and what it may borrow hold, or a queue is inactive (a missing flavor or admission check). "
+            "`kubectl get workloads -A` shows each one's reason.",
+            [
+                _threshold(
+                    "Inadmissible workloads",
+                    _series(
+                        _filter(env, pending, 'metric.labels.status="inadmissible"'),
+                        _aggregation("ALIGN_MEAN", "REDUCE_SUM", ("metric.labels.cluster_queue",)),
+                    ),
+                    "COMPARISON_GT",
+                    0,
+                    minutes,
+                )
+            ],
+        )
     return policies
