@@ -330,3 +330,16 @@ def test_the_apply_holds_a_release_whose_fields_the_clusters_own_crd_would_drop(
     (held,) = review_plan("platform-dev", plan, [], cluster_holds(stack_dir, body, plan, envs["dev"])).blocking
     assert held.address == f"helm_release.{key}" and not held.confirmable
     assert "spec.authOptions" in held.blocked and "field-pruning" in held.blocked
+
+
+def test_a_release_the_gate_cannot_render_is_held_not_passed_unchecked(synth_dir: Path, tmp_path: Path) -> None:
+    """Values Helm refuses (here the chart's schema): the apply would fail at that release, so the gate says so
+    instead of passing it to Terraform."""
+    from infra.review.served import dropped_fields
+
+    stack_dir = _apply_folder(tmp_path, synth_dir, REPO / "workloads" / "charts")
+    body = json.loads((stack_dir / "cdk.tf.json").read_text())
+    key, release = next((k, r) for k, r in of_type(body, "helm_release").items() if r["name"] == "ray-training")
+    release["values"] = [json.dumps({**json.loads(release["values"][0]), "unknownValue": 1})]
+    ((why, confirmable),) = dropped_fields(stack_dir, body, [f"helm_release.{key}"], {}).values()
+    assert not confirmable and why.startswith("it could not be rendered") and "unknownValue" in why

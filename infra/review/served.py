@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.rules.run import render_release
-from workloads.charts.check import is_custom, pruned_fields
+from workloads.charts.check import ChartCheckError, is_custom, pruned_fields
 
 PRUNING = (
     "https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#field-pruning"
@@ -33,8 +33,13 @@ def dropped_fields(
         if now is None or "repository" in now:
             continue  # a controller's own chart: it brings its CRDs
         chart = (stack_dir / now["chart"]).resolve()
+        try:
+            objects = render_release(now, chart.parent)
+        except (OSError, ValueError, ChartCheckError) as err:  # Helm's own refusal: the apply would fail the same
+            out[address] = (f"it could not be rendered ({' '.join(str(err).split())})", False)
+            continue
         found = []
-        for obj in render_release(now, chart.parent):
+        for obj in objects:
             key = (str(obj.get("apiVersion")), str(obj.get("kind")))
             if is_custom(obj) and key in served:
                 dropped = pruned_fields(obj, served[key])
