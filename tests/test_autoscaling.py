@@ -43,7 +43,9 @@ def test_the_vllm_servers_scale_on_their_queue_between_one_and_three_groups(stac
     assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "10"}
     # The autoscaler owns the count: a Helm upgrade must not set it back.
     assert "replicas" not in one_of_kind(objects, "LeaderWorkerSet")["spec"]
-    monitoring = one_of_kind(objects, "PodMonitoring")["spec"]
+    (monitoring,) = [
+        o["spec"] for o in objects if o["kind"] == "PodMonitoring" and o["metadata"]["name"] == "serve-llama70b-vllm"
+    ]
     assert monitoring["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
     # The pools grow and shrink with the servers: a v6e host per server, up to three on each capacity tier.
     pool = by_name(stacks["dev"], "google_container_node_pool")["vllm"]
@@ -71,7 +73,12 @@ def test_the_metrics_adapter_reads_cloud_monitoring_as_its_own_kubernetes_accoun
 @needs_crds
 def test_every_server_declares_what_managed_prometheus_scrapes(stacks: dict[str, dict[str, Any]]) -> None:
     for release in ("serve-llama70b-vllm", "serve-llama70b-vllm-mh", "serve-canary"):
-        (monitoring,) = [o for o in rendered(stacks["dev"], release) if o["kind"] == "PodMonitoring"]
+        # The release's servers' own (the endpoint picker's, behind the gateway, has its own PodMonitoring).
+        (monitoring,) = [
+            o
+            for o in rendered(stacks["dev"], release)
+            if o["kind"] == "PodMonitoring" and o["metadata"]["name"] == release
+        ]
         assert monitoring["spec"]["endpoints"][0]["port"] == "http", release
 
 

@@ -187,6 +187,8 @@ def test_promotion_refuses_when_the_source_pins_nothing(environments: Path) -> N
         data = yaml.safe_load(path.read_text())
         data["release"]["images"] = {}
         del data["training"], data["serving"]
+        for team in (data.get("teams") or {}).values():
+            team.pop("borrow_training", None)  # no training cluster to borrow from
         data["batch"].pop("training", None)
         data["slurm"].pop("training", None)
         data["vertex"].pop("training", None)
