@@ -87,11 +87,48 @@ def test_an_autoscaled_deployment_may_not_also_fix_its_replicas(tmp_path: Path) 
     assert "serving.llama70b-vllm.replicas: 2: the autoscaler sets the number of servers" in message
 
 
-def test_a_multi_host_slice_cannot_autoscale(tmp_path: Path) -> None:
-    message = _refused(tmp_path, lambda d: d["serving"]["llama70b-vllm-mh"].update(autoscaling={"min": 1, "max": 2}))
-    assert "serving.llama70b-vllm-mh.autoscaling: 2: a multi-host slice (v6e-16) is one node pool of one slice" in (
-        message
-    )
+@needs_crds
+def test_multi_host_servers_scale_by_whole_slices_one_group_to_a_pool(stacks: dict[str, dict[str, Any]]) -> None:
+    objects = rendered(stacks["dev"], "serve-llama70b-vllm-mh")
+    hpa = one_of_kind(objects, "HorizontalPodAutoscaler")["spec"]
+    assert (hpa["scaleTargetRef"]["kind"], hpa["minReplicas"], hpa["maxReplicas"]) == ("LeaderWorkerSet", 1, 2)
+    lws = one_of_kind(objects, "LeaderWorkerSet")
+    # LWS's exclusive placement: a group's pods on one pool, no two groups on one pool.
+    assert lws["metadata"]["annotations"] == {
+        "leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"
+    }
+    template = lws["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        spec = template[role]["spec"]
+        assert "cloud.google.com/gke-nodepool" not in spec["nodeSelector"]
+        assert spec["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "4x4"
+        (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert term["matchExpressions"] == [
+            {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": ["vllm-multihost", "vllm-multihost-1"]}
+        ]
+    # The pool of the fewest servers stays whole; the other grows from zero to a whole slice (GKE adds a multi-host
+    # slice's hosts all at once).
+    pools = by_name(stacks["dev"], "google_container_node_pool")
+    assert pools["vllm-multihost"]["node_count"] == 4 and "autoscaling" not in pools["vllm-multihost"]
+    scaling = pools["vllm-multihost-1"]["autoscaling"]
+    assert (scaling["min_node_count"], scaling["max_node_count"]) == (0, 4)
+    assert pools["vllm-multihost-1"]["placement_policy"] == pools["vllm-multihost"]["placement_policy"]
+
+
+def test_a_multi_host_server_count_is_held_to_the_slice_count(tmp_path: Path) -> None:
+    message = _refused(tmp_path, lambda d: d["serving"]["llama70b-vllm-mh"]["autoscaling"].update(max=3))
+    assert (
+        "serving.llama70b-vllm-mh.autoscaling.max: 3: each server takes a whole v6e-16 slice, a node pool of its own, "
+        "and slices.vllm-multihost has count 2 (one pool per slice): set slices.vllm-multihost.count to 3"
+    ) in message
+
+    def fixed(d: dict[str, Any]) -> None:
+        del d["serving"]["llama70b-vllm-mh"]["autoscaling"]
+        d["serving"]["llama70b-vllm-mh"]["replicas"] = 1
+
+    assert "serving.llama70b-vllm-mh.replicas: 1: each server takes a whole v6e-16 slice" in _refused(tmp_path, fixed)
 
 
 def test_a_signal_the_server_does_not_export_is_refused_naming_what_it_exports(tmp_path: Path) -> None:
@@ -186,6 +223,14 @@ def test_the_review_prices_the_autoscaled_servers_at_their_fewest_and_most(synth
     row = "| serve-llama70b-vllm | 1-3 | `vllm:num_requests_waiting` | 10 | ComputeClass slice-vllm | 9.72 | 64.80 |"
     assert row in text
     assert "| vllm | ct6e-standard-8t | spot, a tier of slice-vllm | 0-3 |" in text
-    (scaler,) = json.loads((out / "review" / "dev.json").read_text())["autoscaling"]
-    assert scaler["usd_per_hour"] == {"fewest": 9.72, "most": 64.8}
+    # A multi-host server is a whole v6e-16 slice (4 ct6e-standard-4t hosts at 4.86 on spot), one pool each.
+    row = (
+        "| serve-llama70b-vllm-mh | 1-2 | `vllm:num_requests_waiting` | 10 | vllm-multihost, vllm-multihost-1 | "
+        "19.44 | 38.88 |"
+    )
+    assert row in text
+    assert "| vllm-multihost-1 | ct6e-standard-4t | spot | 0-4 |" in text
+    scalers = {s["release"]: s for s in json.loads((out / "review" / "dev.json").read_text())["autoscaling"]}
+    assert scalers["serve-llama70b-vllm"]["usd_per_hour"] == {"fewest": 9.72, "most": 64.8}
+    assert scalers["serve-llama70b-vllm-mh"]["usd_per_hour"] == {"fewest": 19.44, "most": 38.88}
     assert "## Serving autoscaling" not in (out / "review" / "prod.md").read_text()

@@ -485,11 +485,11 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "cluster.deletion_protection",
         "valid boolean",
     ),
-    "two replicas of a multi-host vLLM server on one slice": (
+    "more multi-host vLLM servers than the slice's pools": (
         "messages",
-        _sub("    max_model_len: 8192\n", "    max_model_len: 8192\n    replicas: 2\n"),
-        "serving.llama70b-vllm-mh.replicas",
-        "is one node pool of one slice: one replica",
+        _sub("    capacity: {type: spot}\n    count: 2\n", "    capacity: {type: spot}\n    count: 3\n"),
+        "serving.llama70b-vllm-mh.autoscaling.max",
+        "has count 3 (one pool per slice): set slices.vllm-multihost.count to 2",
     ),
     "a counted GPU slice": (
         "places",
@@ -501,7 +501,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "places",
         _sub("  sax-a:\n    accelerator: v5e\n", "  sax-a:\n    accelerator: v5e\n    count: 2\n"),
         "slices.sax-a.count",
-        "only the Ray training slice (training.slice: train) runs across slices",
+        "only the Ray training slice (training.slice: train) and a vLLM deployment's multi-host slice",
     ),
     "a team on a slice the batch jobs do not share": (
         "places",

@@ -253,4 +253,4 @@ def test_the_review_prices_each_tier_and_counts_the_class_once(synth_dir: Path, 
     assert fallback["compute_class"] == "slice-vllm"
     assert [t["pool"] for t in fallback["tiers"]] == TIERS
     assert fallback["usd_per_hour_at_most"] == {"first_tier": 29.16, "priciest_tier": 64.8}
-    assert "| v6e | us-east5-b | 0 | 88 | +88 |" in text  # the three tiers' 3 hosts count once: 24 chips
+    assert "| v6e | us-east5-b | 0 | 104 | +104 |" in text  # the three tiers' 3 hosts count once: 24 chips

@@ -246,6 +246,9 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
     # the count from 1 to 3; which tier is GKE's autoscaler's choice, spot first: the local scheduler has every
     # tier's nodes already and takes any).
     assert sum(bound.pop(tier, 0) for tier in ("vllm", "vllm-flex-start", "vllm-on-demand")) == 1
+    # The multi-host vLLM at its fewest servers: one group, a whole slice, on one of its two pools.
+    groups = {pool: n for pool in ("vllm-multihost", "vllm-multihost-1") if (n := bound.pop(pool, 0))}
+    assert list(groups.values()) == [4], groups
     # The placement report's "every pod together" table (cdktf.out/placement/platform-dev.md).
     assert bound == {
         "a3mega": 4,
@@ -258,7 +261,6 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
         # The metrics adapter's pod with the controllers.
         "system": 11,
         "train": 4,
-        "vllm-multihost": 4,
     }
     # The controllers' work: KubeRay's head and four workers, LWS's groups, JobSet's jobs for Saxml.
     objects = found["objects"]
@@ -528,6 +530,47 @@ def test_the_real_autoscaler_reaches_the_leaderworkerset_it_scales(cluster_dir: 
     assert hpa["status"]["currentReplicas"] == 1
     assert conditions["ScalingActive"]["status"] == "False"
     assert "vllm:num_requests_waiting" in conditions["ScalingActive"]["message"], conditions
+
+
+@pytest.mark.slow
+def test_multi_host_servers_added_by_the_scale_subresource_take_a_whole_pool_each(cluster_dir: Path) -> None:
+    """The multi-host vLLM scaled to its most groups through the scale subresource, as its HorizontalPodAutoscaler
+    does: the real LWS controller and scheduler put each group's four pods on one pool (its leader's) and the two
+    groups on different pools, each a whole v6e-16 slice."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    release = "serve-llama70b-vllm-mh"
+    pool_of = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
+               for n in cluster.get("nodes")["items"]}  # fmt: skip
+
+    def pods() -> list[dict[str, Any]]:
+        return cluster.get("pods", "-n", "ml-serving", "-l", f"app.kubernetes.io/instance={release}")["items"]
+
+    def placed() -> dict[str, set[str]]:
+        found, groups = pods(), {}
+        for pod in found:
+            group = pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
+            groups.setdefault(group, set()).add(pool_of.get(pod["spec"].get("nodeName") or "", "pending"))
+        bound = sum(bool(p["spec"].get("nodeName")) for p in found)
+        return groups if len(groups) == 2 and bound == len(found) == 8 else {}
+
+    cluster.kubectl("scale", "leaderworkerset", release, "-n", "ml-serving", "--replicas=2")
+    try:
+        groups = _until("two groups of four bound pods", placed, timeout=120)
+        assert sorted(map(sorted, groups.values())) == [["vllm-multihost"], ["vllm-multihost-1"]], groups
+        # How: LWS's webhook gave each leader an anti-affinity to other groups on the pool label, and its controller
+        # pinned each group's workers to the leader's pool.
+        leaders = {p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]: p for p in pods()
+                   if p["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/worker-index") == "0"}  # fmt: skip
+        for pod in pods():
+            group = pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
+            if pod["metadata"]["name"] == leaders[group]["metadata"]["name"]:
+                (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                assert term["topologyKey"] == "cloud.google.com/gke-nodepool", term
+            else:
+                pool = pool_of[leaders[group]["spec"]["nodeName"]]
+                assert pod["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == pool, pod["spec"]
+    finally:
+        cluster.kubectl("scale", "leaderworkerset", release, "-n", "ml-serving", "--replicas=1")
 
 
 @pytest.mark.slow

@@ -41,8 +41,16 @@ EXPECTED = {
     ("serve-saxml", "replicatedJobs[0]"): ["sax-a"],
     ("serve-saxml", "replicatedJobs[1]"): ["sax-b"],
 }
-# Where an environment differs: dev's vLLM servers select their slice's ComputeClass, over three capacity tiers.
-EXPECTED_IN = {"dev": {("serve-llama70b-vllm", "workerTemplate"): ["vllm", "vllm-flex-start", "vllm-on-demand"]}}
+# Where an environment differs: dev's vLLM servers select their slice's ComputeClass, over three capacity tiers, and
+# its multi-host servers any of their slice's two pools (one group to a pool).
+MULTIHOST = ["vllm-multihost", "vllm-multihost-1"]
+EXPECTED_IN = {
+    "dev": {
+        ("serve-llama70b-vllm", "workerTemplate"): ["vllm", "vllm-flex-start", "vllm-on-demand"],
+        ("serve-llama70b-vllm-mh", "leaderTemplate"): MULTIHOST,
+        ("serve-llama70b-vllm-mh", "workerTemplate"): MULTIHOST,
+    }
+}
 
 
 def _releases(stack: dict[str, Any]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:

@@ -22,11 +22,12 @@ def _bucket_id(stack: dict[str, Any], key: str) -> str:
 
 
 def test_dev_inventory_counts_every_slice_by_generation_and_zone(stacks: dict[str, dict[str, Any]]) -> None:
-    # v6e: train 16 + serve 16 + prefill 8 + decode 8 + vllm 2 x 8 (two replicas) + vllm-multihost 16;
+    # v6e: train 16 + serve 16 + prefill 8 + decode 8 + vllm 3 x 8 (its autoscaler's most servers, the tiers
+    # counted once) + vllm-multihost 2 x 16 (its count: one slice per server);
     # v5e: two Saxml 4x8 slices.
     # An autoscaled (queued) pool counts at its maximum: what the plan can bring up.
     assert accelerator_inventory(stacks["dev"]) == {
-        ("v6e", "us-east5-b"): 88,
+        ("v6e", "us-east5-b"): 104,
         ("v5e", "us-east5-b"): 64,
         ("a3-mega", "us-east5-a"): 16,
     }
@@ -34,10 +35,10 @@ def test_dev_inventory_counts_every_slice_by_generation_and_zone(stacks: dict[st
 
 def test_review_without_baseline_lists_types_and_inventory(stacks: dict[str, dict[str, Any]]) -> None:
     text = render(review_stack("platform-dev", stacks["dev"], None))
-    assert "| v6e | us-east5-b | 0 | 88 | +88 |" in text
+    assert "| v6e | us-east5-b | 0 | 104 | +104 |" in text
     assert "| a3-mega | us-east5-a | 0 | 16 | +16 |" in text
-    # 9 slices (the vllm slice's three capacity tiers: three pools), system, the conversion pool
-    assert "| `google_container_node_pool` | 13 |" in text
+    # 9 slices (the vllm slice's three capacity tiers: three pools; vllm-multihost's two), system, the conversion pool
+    assert "| `google_container_node_pool` | 14 |" in text
     assert "## Blocking" not in text
 
 
@@ -80,7 +81,7 @@ def test_resizing_a_slice_replaces_its_pool_and_blocks_until_confirmed(stacks: d
     _pool(after, "train")["placement_policy"]["tpu_topology"] = "4x8"
     address = _address(after, "google_container_node_pool", "train")
     review = review_stack("platform-dev", after, stacks["dev"])
-    assert "| v6e | us-east5-b | 88 | 104 | +16 |" in render(review)
+    assert "| v6e | us-east5-b | 104 | 120 | +16 |" in render(review)
     assert [(c.action, c.address, c.replaced_by) for c in review.blocking] == [
         ("replace", address, ("placement_policy.tpu_topology",))
     ]
@@ -265,7 +266,7 @@ def test_a_change_of_node_count_and_price_shows_each_cost_before_and_after(stack
     assert "| 1-5 \u2192 1-6 |" in _cost_row(text, "system")
     # 4 x (10.80 - 4.86) + 0.26805 for the sixth system node, at the most nodes (the vllm slice's three capacity
     # tiers count once: 0 nodes at the fewest, 3 on-demand at the most).
-    assert "- at the most nodes: 411.65 \u2192 435.68 USD/hour (+24.03)" in text
+    assert "- at the most nodes: 431.09 \u2192 455.12 USD/hour (+24.03)" in text
     assert "- at the fewest nodes: 140.19 \u2192 163.95 USD/hour (+23.76)" in text
 
 
@@ -288,7 +289,7 @@ def test_an_unpriced_pool_is_listed_with_its_reason_and_left_out_of_the_total(
     text = render(review_stack("platform-dev", after, stacks["dev"]))
     assert "| 10.80 \u2192 \u2014 |" in _cost_row(text, "train")
     assert "- train: TPU7x (Ironwood) has no row in the pinned SkyPilot catalogue" in text
-    assert "- at the most nodes: 411.65 \u2192 368.45 USD/hour (-43.20)" in text
+    assert "- at the most nodes: 431.09 \u2192 387.89 USD/hour (-43.20)" in text
 
 
 def test_a_real_plan_shows_the_cost_change(stacks: dict[str, dict[str, Any]]) -> None:
@@ -482,10 +483,10 @@ def test_the_review_holds_the_budget_against_the_node_pools(stacks: dict[str, di
         "- Budget: 320,000 USD/month on billing account 01A2B3-C4D5E6-F7A8B9, alerting at 50%, 90%, 100%, 100% "
         "forecast of the month's spend." in text
     )
-    # 102,337.28 is under half of 320,000; 300,502.48 is past 90% of it.
+    # 102,337.28 is under half of 320,000; 314,693.68 is past 90% of it.
     assert (
         "The node pools alone, at list prices: at their fewest nodes 102,337.28 USD/month, within its first "
-        "threshold; at their most nodes 300,502.48 USD/month, past its 90% threshold." in text
+        "threshold; at their most nodes 314,693.68 USD/month, past its 90% threshold." in text
     )
     smaller = copy.deepcopy(stacks["dev"])
     (budget,) = smaller["resource"]["google_billing_budget"].values()

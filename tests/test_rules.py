@@ -920,7 +920,7 @@ MANIFEST_CASES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any], str]
     "platform.tpu.pod-pinned-to-its-pool": (
         "ray-training",
         _old_ray_selector,
-        "pools serve, train, vllm-multihost all match",
+        "pools serve, train, vllm-multihost, vllm-multihost-1 all match",
     ),
     "k8s.tpu-taint-needs-request-or-toleration": (
         "serve-llama405b",

@@ -304,8 +304,8 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
     assert "spot" not in queued["node_config"]
     terraform, _, _ = check_synthesized(stack)
     assert [v.line() for v in terraform] == []
-    # The shipped v6e slices (train 16, serve 16, prefill 8, decode 8, vllm 2 x 8, vllm-multihost 16) and this one.
-    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 88 + 8
+    # The shipped v6e slices (train 16, serve 16, prefill 8, decode 8, vllm 3 x 8, vllm-multihost 2 x 16) and this one.
+    assert accelerator_inventory(stack)[("v6e", "us-east5-b")] == 104 + 8
 
 
 def test_an_ironwood_slice_gets_its_workload_policy_as_gke_documents_it(

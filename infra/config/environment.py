@@ -226,9 +226,11 @@ class Environment(Model):
         """Whether a serving deployment has an autoscaler (then the stack adds the metrics adapter it reads)."""
         return any(getattr(d, "autoscaling", None) is not None for d in self.serving.values())
 
-    def _server_of_single_host(self, key: str) -> VllmServing | None:
-        """The vLLM deployment on single-host slice `key`, whose servers are its pool's hosts; None if none."""
-        if self.slices[key].slice.multi_host:
+    def _vllm_on(self, key: str, *, multi_host: bool) -> VllmServing | None:
+        """The vLLM deployment on slice `key` where the slice is (or is not) multi-host; None if none. On a
+        single-host slice its servers are the pool's hosts; on a multi-host slice each server is a whole slice, one
+        of the slice's `count` node pools."""
+        if self.slices[key].slice.multi_host != multi_host:
             return None
         return next((d for d in self.serving.values() if isinstance(d, VllmServing) and d.slice == key), None)
 
@@ -246,13 +248,14 @@ class Environment(Model):
             value: object = spec.count
             if spec.falls_back:
                 where, value = ("slices", key, "capacity"), [t.label for t in spec.tiers]
-            elif key != training:
+            elif key != training and self._vllm_on(key, multi_host=True) is None:
                 problems.append(
                     Finding(
                         where,
                         spec.count,
-                        f"only the Ray training slice (training.slice: {training or 'none'}) runs across slices; "
-                        "a serving slice is one slice per key (Saxml's two slices are two keys)",
+                        f"only the Ray training slice (training.slice: {training or 'none'}) and a vLLM "
+                        "deployment's multi-host slice (one slice per server) are counted; another serving slice is "
+                        "one slice per key (Saxml's two slices are two keys)",
                     )
                 )
             for pool in spec.pools(key)[1:]:
@@ -286,7 +289,7 @@ class Environment(Model):
     def slice_copies(self, key: str) -> int:
         """How many copies of slice `key` its node pool holds: the replicas of the vLLM deployment on a single-host
         slice (its autoscaler's max where it autoscales), else 1."""
-        d = self._server_of_single_host(key)
+        d = self._vllm_on(key, multi_host=False)
         if d is None:
             return 1
         return d.autoscaling.max if d.autoscaling is not None else d.replicas
@@ -296,7 +299,7 @@ class Environment(Model):
         capacity's range, or the hosts of its vLLM autoscaler's fewest and most servers; None for a fixed node
         count."""
         spec = self.slices[key]
-        d = self._server_of_single_host(key)
+        d = self._vllm_on(key, multi_host=False)
         if spec.falls_back:
             # Each tier's pool from zero to every server: the ComputeClass decides which pools grow.
             return (0, spec.slice.hosts * self.slice_copies(key))
@@ -304,6 +307,16 @@ class Environment(Model):
             return spec.node_range
         low = 0 if spec.primary.dynamic else d.autoscaling.min * spec.slice.hosts
         return (low, d.autoscaling.max * spec.slice.hosts)
+
+    def pool_node_ranges(self, key: str) -> list[tuple[int, int] | None]:
+        """(min, max) nodes of each of slice `key`'s pools (in `tier_pools` order), None for a fixed count. A vLLM
+        deployment that autoscales across multi-host slices keeps the pools of its fewest servers whole and lets
+        the others grow from zero to a slice (GKE adds or removes a multi-host slice's hosts all at once)."""
+        spec = self.slices[key]
+        d = self._vllm_on(key, multi_host=True)
+        if d is None or d.autoscaling is None or spec.primary.dynamic:
+            return [self.slice_node_range(key)] * len(spec.tier_pools(key))
+        return [None if i < d.autoscaling.min else (0, spec.slice.hosts) for i in range(spec.count)]
 
     def slice_holder(self, key: str) -> str:
         """Which orchestrator holds slice `key`'s machines: `gke` (a node pool of the stack), `slurm`, `vertex`

@@ -199,10 +199,11 @@ class VllmServing(Model):
     TPU support matrix marks tested across hosts). Their product must be the slice's chips."""
     pipeline_parallel_size: int | None = Field(default=None, ge=1)
     replicas: int = Field(default=1, ge=1, le=16)
-    """Servers of the model. On a single-host slice, its node pool holds one host per replica; a multi-host slice is
-    one node pool of one slice, so one replica."""
+    """Servers of the model. On a single-host slice, its node pool holds one host per replica; on a multi-host slice
+    each server is a whole slice, one of the slice's `count` node pools (so `replicas` is the slice's count)."""
     autoscaling: Autoscaling | None = None
-    """Servers added and removed with the traffic (single-host slices); the pool holds `autoscaling.max` hosts."""
+    """Servers added and removed with the traffic: on a single-host slice the pool holds `autoscaling.max` hosts; on
+    a multi-host slice `autoscaling.max` is the slice's count, the pools beyond `min` growing from zero."""
     api_key_secret: KubernetesName | None = None
     """A Kubernetes Secret (key `token`) whose value clients must send as a bearer token."""
     cache_bucket: Name

@@ -264,24 +264,22 @@ def _vllm_problems(env: Environment, where: tuple[str | int, ...], d: VllmServin
                 f"({slice_.name}: {slice_.hosts} hosts x {slice_.chips_per_host})",
             )
         )
-    if d.replicas > 1 and slice_.multi_host:
-        problems.append(
-            Finding(
-                (*where, "replicas"),
-                d.replicas,
-                f"a multi-host slice ({slice_.name}) is one node pool of one slice: one replica; serve more "
-                "from more slices",
+    if slice_.multi_host:
+        # Each server is a LeaderWorkerSet group on a whole slice, and a multi-host slice is a node pool of its own
+        # (GKE adds no node to it): the slice's `count` is how many groups its pools hold.
+        servers, field = (d.autoscaling.max, ("autoscaling", "max")) if d.autoscaling else (d.replicas, ("replicas",))
+        count = env.slices[d.slice].count
+        if servers != count:
+            problems.append(
+                Finding(
+                    (*where, *field),
+                    servers,
+                    f"each server takes a whole {slice_.name} slice, a node pool of its own, and slices.{d.slice} "
+                    f"has count {count} (one pool per slice): set slices.{d.slice}.count to {servers} "
+                    "[source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (a multi-host TPU "
+                    "slice node pool is atomic: no node is added to it; more slices are more node pools)]",
+                )
             )
-        )
-    if d.autoscaling is not None and slice_.multi_host:
-        problems.append(
-            Finding(
-                (*where, "autoscaling"),
-                d.autoscaling.max,
-                f"a multi-host slice ({slice_.name}) is one node pool of one slice, so one server: autoscaling "
-                "adds whole servers, each a slice; autoscale a single-host slice",
-            )
-        )
     if d.gateway and env.network.proxy_only_cidr is None:
         problems.append(
             Finding(

@@ -148,6 +148,15 @@ def autoscaling_values(engine: str, autoscaling: Autoscaling | None) -> dict[str
     }
 
 
+def _group_placement(env: Environment, key: str) -> dict[str, Any]:
+    """Where the groups of a vLLM deployment on slice `key` land: the slice's pool (or ComputeClass), or, on a
+    counted multi-host slice (one whole slice per server), any of its pools, one group to a pool."""
+    spec = env.slices[key]
+    if spec.slice.multi_host and spec.count > 1:
+        return {"nodeSelector": dict(spec.slice.node_selector), "groupPools": spec.pools(key)}
+    return {"nodeSelector": slice_selector(env, key)}
+
+
 def vllm_values(env: Environment, key: str) -> dict[str, Any]:
     d = env.serving[key]
     assert isinstance(d, VllmServing)
@@ -160,7 +169,7 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "monitoring": {"interval": SCRAPE_INTERVAL},
         "hosts": s.hosts,
         "chipsPerHost": s.chips_per_host,
-        "nodeSelector": slice_selector(env, d.slice),
+        **_group_placement(env, d.slice),
         # Only where the slice has a ComputeClass (a release on one pool keeps the values it had): its taint, and
         # one server at a time moved back up its tiers.
         **(

@@ -31,12 +31,18 @@ def autoscalers(stack_json: Mapping[str, Any]) -> list[Autoscaler]:
                 most=int(scaling["maxReplicas"]),
                 metric=metric[1] if len(metric) == 3 else str(scaling["metric"]),
                 target=str(scaling["averageValue"]),
-                pool=str(selector.get(COMPUTE_CLASS_LABEL) or selector.get(POOL_LABEL, "")),
+                pools=_pools(selector, values),
                 hosts=int(values.get("hosts", 0)) if selector else 0,
                 compute_class=COMPUTE_CLASS_LABEL in selector,
             )
         )
     return sorted(out, key=lambda a: a.release)
+
+
+def _pools(selector: Mapping[str, str], values: Mapping[str, Any]) -> tuple[str, ...]:
+    """The pools (or the ComputeClass) the servers run on: the selected one, or a counted slice's pools."""
+    one = selector.get(COMPUTE_CLASS_LABEL) or selector.get(POOL_LABEL)
+    return (str(one),) if one else tuple(str(p) for p in values.get("groupPools") or ())
 
 
 def fallbacks(stack_json: Mapping[str, Any]) -> list[Fallback]:

@@ -112,9 +112,14 @@ class Autoscaler:
     most: int
     metric: str
     target: str
-    pool: str = ""  # the accelerator pool its servers run on, or the ComputeClass over its tiers' pools
+    pools: tuple[str, ...] = ()  # the accelerator pool(s) its servers run on, or the ComputeClass over its tiers'
     hosts: int = 0  # the pool's nodes one server takes
-    compute_class: bool = False  # `pool` names a ComputeClass
+    compute_class: bool = False  # `pools` names a ComputeClass
+
+    @property
+    def pool(self) -> str:
+        """The pools as the review names them."""
+        return ", ".join(self.pools)
 
     def usd_per_hour(self, servers: int, costs: Mapping[str, PoolCost], *, priciest: bool = False) -> float | None:
         """What the nodes of `servers` servers cost per hour, where the pool is priced; over a ComputeClass's
@@ -124,7 +129,7 @@ class Autoscaler:
         found = [
             c.price.usd_per_hour
             for c in costs.values()
-            if (c.compute_class if self.compute_class else c.pool) == self.pool and c.price.usd_per_hour is not None
+            if (c.compute_class if self.compute_class else c.pool) in self.pools and c.price.usd_per_hour is not None
         ]
         if not found:
             return None

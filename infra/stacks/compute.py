@@ -95,7 +95,7 @@ class Compute:
                 capacity_type=tier.type,
                 reservation=tier.reservation,
                 max_run_hours=tier.max_run_hours,
-                node_range=env.slice_node_range(key),
+                node_range=node_range,
                 auto_repair=spec.repairs_tier(tier),
                 auto_upgrade=spec.auto_upgrade,
                 service_account=nodes.of_slice(key),
@@ -104,7 +104,7 @@ class Compute:
                 copies=env.slice_copies(key),
                 compute_class=compute_class(key) if spec.falls_back else None,
             )
-            for pool, tier in spec.tier_pools(key)
+            for (pool, tier), node_range in zip(spec.tier_pools(key), env.pool_node_ranges(key), strict=True)
         ]
 
     def pools_of(self, *keys: str) -> list[object]:

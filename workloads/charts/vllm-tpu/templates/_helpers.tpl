@@ -42,6 +42,19 @@ spec:
     fsGroup: {{ $v.runAs.gid }}
   nodeSelector:
     {{- toYaml $v.nodeSelector | nindent 4 }}
+  {{- with $v.groupPools }}
+  # Any of the slice's pools, each a whole slice; the LeaderWorkerSet's exclusive placement puts one group on
+  # each (the leader's pool, then its workers on the leader's pool).
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions:
+              - key: cloud.google.com/gke-nodepool
+                operator: In
+                values:
+                  {{- toYaml . | nindent 18 }}
+  {{- end }}
   {{- with $v.tolerations }}
   # The slice's ComputeClass taint (GKE's admission adds it to Pods that select the class; written out so the
   # Pods do not rest on that).
