@@ -1087,8 +1087,8 @@ SOURCED_EDITS: dict[str, tuple[str, Edit, str, str, str]] = {
 
 PROD = (ENVIRONMENTS_DIR / "prod.yaml").read_text()
 
-# Edits of both files that only the environments together refuse (infra/config/together.py): id -> (dev edit, prod
-# edit, the file refused, the field, the value, a fragment).
+# Edits of both files that only the environments together refuse (infra/rules/across_environments.py): id -> (dev
+# edit, prod edit, the file refused, the field, the value, a fragment).
 # prod moved into dev's project, its buckets named apart (bucket names are global).
 PROD_IN_DEVS_PROJECT = _then(
     _sub("project: acme-ml-platform-prod\n", "project: acme-ml-platform-dev\n"),
@@ -1216,7 +1216,6 @@ PLAN_GROUPS: dict[str, list[str]] = {
         "an unquoted project number with a leading zero (octal)",
     ],
     "cross-section": [
-        "a subnet too small for the pools' nodes",
         "65 labels",
         "a bucket named like the state bucket",
         "a bucket location Cloud Storage does not have",
@@ -1227,6 +1226,7 @@ PLAN_GROUPS: dict[str, list[str]] = {
         "a VM group whose account id is too short",
     ],
     "rules": [
+        "a subnet too small for the pools' nodes",
         "a Slurm controller machine its zone does not offer",
         "a vLLM memory fraction above 1",
         "max_num_seqs above max_num_batched_tokens",

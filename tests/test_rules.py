@@ -20,6 +20,7 @@ import yaml
 
 from infra.catalogue.models import MODELS, ModelArch
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
+from infra.config.findings import field_path
 from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.run import check_synthesized, stack_releases
@@ -41,7 +42,9 @@ def test_there_are_at_least_40_rules_each_with_a_source_and_a_layer() -> None:
     for r in rules:
         assert r.layer in LAYERS, r.id
         assert len(r.source) > 20 and len(r.summary) > 20, r.id
-        assert r.subject in ("environment", "terraform", "manifest", "request", "script", "upgrade"), r.id
+        assert r.subject in ("environment", "environments", "terraform", "manifest", "request", "script", "upgrade"), (
+            r.id
+        )
 
 
 def test_every_rule_has_a_failing_example_here() -> None:
@@ -52,7 +55,8 @@ def test_every_rule_has_a_failing_example_here() -> None:
     requests = {case[2] for case in [*VERTEX_REFUSED.values(), *VM_REFUSED.values()]}
     scripts = {case[2] for case in SCRIPT_REFUSED.values()}
     upgrades = {case[3] for case in UPGRADE_REFUSED.values()}
-    covered = set(ENV_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES) | requests | scripts | upgrades
+    covered = set(ENV_CASES) | set(TOGETHER_CASES) | set(TERRAFORM_CASES) | set(MANIFEST_CASES)
+    covered |= requests | scripts | upgrades
     assert sorted(set(RULES) - covered) == []
     assert sorted(covered - set(RULES)) == []
 
@@ -95,6 +99,22 @@ def _flex_and_reservation(mp: pytest.MonkeyPatch) -> None:
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    # dev's pools reach 61 nodes with their surge nodes; its VMs and internal load balancers need more of the subnet.
+    "vpc.subnet-holds-every-node": (
+        lambda d, mp: d["network"].update(subnet_cidr="10.10.0.0/26"),
+        "network.subnet_cidr",
+        "holds 60 addresses (64 less 4 reserved)",
+    ),
+    "gke.pod-range-holds-every-node": (
+        lambda d, mp: d["network"].update(pods_cidr="10.16.0.0/19"),
+        "network.pods_cidr",
+        "holds 32 node(s) of a /24 each",
+    ),
+    "gke.services-range-holds-every-service": (
+        lambda d, mp: d["network"].update(services_cidr="10.20.0.0/27"),
+        "network.services_cidr",
+        "holds 32 Service addresses",
+    ),
     "ray-train.restarts-on-any-worker-error": (
         lambda d, mp: d["training"].update(resilience={"retry_exit_codes": [42]}),
         "training.resilience.retry_exit_codes",
@@ -286,6 +306,45 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "release.images.trainer-gpu is built from workloads/trainer/Dockerfile.gpu",
     ),
 }
+
+
+PROD = yaml.safe_load((ENVIRONMENTS_DIR / "prod.yaml").read_text())
+
+
+def _moved(images: dict[str, str], project: str) -> dict[str, str]:
+    """prod's images as they would be named in `project`'s registry."""
+    return {k: v.replace("/acme-ml-platform-prod/", f"/{project}/") for k, v in images.items()}
+
+
+# Rules of the environments together: an edit of prod that dev and prod refuse together -> the field of prod.yaml
+# refused, a fragment of what the rule says.
+TOGETHER_CASES: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
+    "gcs.bucket-names-are-global": (
+        lambda d: d["buckets"]["models"].update(name="acme-ml-platform-dev-models"),
+        "buckets.models.name",
+        "also the name of dev.yaml's buckets.models: bucket names are global",
+    ),
+    "gcp.names-unique-in-a-project": (
+        lambda d: d.update(
+            project="acme-ml-platform-dev",
+            release={**d["release"], "images": _moved(d["release"]["images"], "acme-ml-platform-dev")},
+        ),
+        "network.name",
+        "dev.yaml names its VPC network the same in project acme-ml-platform-dev",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(TOGETHER_CASES))
+def test_rule_of_the_environments_together_fails_on_its_example(rule_id: str) -> None:
+    mutate, field, fragment = TOGETHER_CASES[rule_id]
+    dev, prod = copy.deepcopy(DEV), copy.deepcopy(PROD)
+    assert RULES[rule_id].run({"dev": _env(dev), "prod": _env(prod)}) == []
+    mutate(prod)
+    found = RULES[rule_id].run({"dev": _env(dev), "prod": _env(prod)})
+    assert any(v.path[0] == "prod" and field_path(v.path[1:]) == field and fragment in v.message for v in found), [
+        v.line() for v in found
+    ]
 
 
 @pytest.mark.parametrize("rule_id", sorted(ENV_CASES))
@@ -1225,7 +1284,7 @@ def test_make_plan_step_reports_how_many_rules_ran(synth_dir: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     # The request rules run where the requests are written (the plan's vertex and vms steps), the script rules in
     # its scripts step.
-    ran = [r for r in RULES.values() if r.subject in ("environment", "terraform", "manifest")]
+    ran = [r for r in RULES.values() if r.subject in ("environment", "environments", "terraform", "manifest")]
     assert f"rules: {len(ran)} rules ran (" in done.stdout
     assert "on 2 environments" in done.stdout and "on 2 stacks" in done.stdout and ": no violations" in done.stdout
     # per environment, the training recipes that run on its training slice, the named one marked.

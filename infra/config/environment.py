@@ -17,7 +17,6 @@ from infra.config.base import (
     ProjectNumber,
     _CrossReferenceError,
 )
-from infra.config.capacity_checks import capacity_problems
 from infra.config.compute import Cluster, CpuPool, SliceSpec
 from infra.config.delivery import Confirmation, Delivery
 from infra.config.findings import Finding
@@ -216,7 +215,6 @@ class Environment(Model):
         problems += image_problems(self)
         problems += conversion_problems(self)
         problems += orchestration_problems(self)
-        problems += capacity_problems(self)
         if problems:
             raise _CrossReferenceError(problems)
         return self

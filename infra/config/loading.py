@@ -20,7 +20,6 @@ from infra.catalogue.gcp_names import BUCKET_NAMING, PROJECT_ID
 from infra.config.base import _CrossReferenceError, did_you_mean, lookalike, non_ascii
 from infra.config.environment import Environment
 from infra.config.findings import FieldPath, field_path
-from infra.config.together import together_problems
 
 ENVIRONMENTS_DIR = Path(__file__).parent.parent / "environments"
 # An environment file is a few hundred lines (dev.yaml: about 13 kB); anything much larger is a mistake (a pasted
@@ -408,9 +407,14 @@ def parse_environment(path: Path) -> Environment:
     return env
 
 
-def load_each(directory: Path, load: Callable[[Path], Environment]) -> dict[str, Environment]:
-    """`load` every environment file of `directory`, then hold them together (global bucket names, names in a
-    shared project: `infra.config.together`); all faults of all files are reported together."""
+def load_each(
+    directory: Path,
+    load: Callable[[Path], Environment],
+    together: Callable[[dict[str, Environment]], dict[str, list[str]]],
+) -> dict[str, Environment]:
+    """`load` every environment file of `directory`, then hold them `together` (problem lines by environment name:
+    the rules of the environments together, given by `infra.synth.load`); all faults of all files are reported
+    together."""
     envs: dict[str, Environment] = {}
     errors: list[ConfigError] = []
     files = sorted(directory.glob("*.yaml"))
@@ -430,7 +434,7 @@ def load_each(directory: Path, load: Callable[[Path], Environment]) -> dict[str,
             errors.append(err)
     if not errors:
         paths = {path.stem: path for path in files}
-        errors = [ConfigError(paths[name], lines) for name, lines in together_problems(envs).items()]
+        errors = [ConfigError(paths[name], lines) for name, lines in together(envs).items() if lines]
     if errors:
         if len(errors) == 1:
             raise errors[0]

@@ -5,10 +5,13 @@ Workload Identity, KubeRay, JobSet, LeaderWorkerSet, Kueue, Pathways and
 MaxText each refuse things of their own, at apply, admission, mount, pod
 start or engine start. Every such rule that can be known ahead lives in this
 package, once, with the source it was taken from and the layer it guards, and
-runs on six kinds of subject:
+runs on seven kinds of subject:
 
 - ``environment``: the loaded `Environment` (run by `infra.synth.load.load_environment`,
   so a bad file fails at load with the file, field, value, rule and source);
+- ``environments``: every environment of the folder together, by name (run by `infra.synth.load.load_all`): what
+  one file cannot see alone, such as a global name another file takes; a finding's path starts with the name of the
+  environment it is reported in;
 - ``terraform``: a synthesized stack (`cdk.tf.json`), exactly what Terraform applies;
 - ``manifest``: the objects of one rendered Helm release, exactly what the
   Helm provider sends to the API server;
@@ -39,7 +42,7 @@ from infra.config.findings import FieldPath, Finding, field_path
 
 # host-run: a generated shell script (boot runner, prolog, batch job, VM start-up) fails where its host runs it.
 Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start", "host-run"]
-Subject = Literal["environment", "terraform", "manifest", "request", "script", "upgrade"]
+Subject = Literal["environment", "environments", "terraform", "manifest", "request", "script", "upgrade"]
 LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start", "host-run")
 
 
@@ -140,6 +143,17 @@ def all_rules() -> list[Rule]:
 def check_environment(env: Any) -> list[Violation]:
     """Every environment rule on one loaded environment."""
     return [v for r in rules_for("environment") for v in r.run(env)]
+
+
+def check_environments(envs: dict[str, Any]) -> dict[str, list[Violation]]:
+    """Every rule of the environments together, on every loaded environment by name: {name: its violations}, each
+    with the path inside that environment's file."""
+    found: dict[str, list[Violation]] = {}
+    for r in rules_for("environments"):
+        for v in r.run(envs):
+            assert isinstance(v.path, tuple), f"rule {r.id}: a path across environments starts with the name"
+            found.setdefault(str(v.path[0]), []).append(Violation(r, v.path[1:], v.value, v.message))
+    return found
 
 
 def check_stack(stack: dict[str, Any]) -> list[Violation]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from infra.config import environment_file
 from infra.derive.provenance import release_field, resource_field
-from infra.rules import Violation, check_environment, check_release, check_stack, rules_for
+from infra.rules import Violation, check_environment, check_environments, check_release, check_stack, rules_for
 from infra.rules.manifest_subject import ReleaseContext
 from workloads.charts.check import ChartCheckError
 
@@ -31,13 +31,19 @@ class Report:
 
     def summary(self) -> str:
         ran = sum(self.rules.values())
-        parts = ", ".join(f"{self.rules[s]} {s} rules on {self.subjects[s]} {_noun(s)}" for s in self.rules)
+        parts = ", ".join(f"{self.rules[s]} {_label(s)} rules on {self.subjects[s]} {_noun(s)}" for s in self.rules)
         verdict = "no violations" if self.ok else f"{len(self.lines)} violation(s)"
         return f"rules: {ran} rules ran ({parts}): {verdict}"
 
 
 def _noun(subject: str) -> str:
-    return {"environment": "environments", "terraform": "stacks", "manifest": "releases"}[subject]
+    return {"environment": "environments", "environments": "folder", "terraform": "stacks", "manifest": "releases"}[
+        subject
+    ]
+
+
+def _label(subject: str) -> str:
+    return "across-environment" if subject == "environments" else subject
 
 
 Releases = dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
@@ -108,12 +114,15 @@ def _origin(name: str, field: str | None, what: str) -> str:
 
 def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
     report = Report()
-    for subject in ("environment", "terraform", "manifest"):
+    for subject in ("environment", "environments", "terraform", "manifest"):
         report.rules[subject] = len(rules_for(subject))
         report.subjects[subject] = 0
     for name, env in envs.items():
         report.subjects["environment"] += 1
         report.lines += [v.line(shown_file(name)) for v in check_environment(env)]
+    report.subjects["environments"] = 1
+    for name, found in check_environments(envs).items():
+        report.lines += [v.line(shown_file(name)) for v in found]
     for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
         stack = json.loads(path.read_text())
         name = path.parent.name.removeprefix("platform-")

@@ -10,7 +10,7 @@ from pathlib import Path
 from infra import settings
 from infra.config import ConfigError, Environment
 from infra.config.loading import ENVIRONMENTS_DIR, environment_file, environments_dir, load_each, parse_environment
-from infra.rules import check_environment
+from infra.rules import check_environment, check_environments
 
 
 def load_environment(path: Path) -> Environment:
@@ -33,7 +33,12 @@ def load_named(name: str, directory: Path | None = None, *, argument: str = "ENV
 
 def load_all(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:
     """Every environment file of `directory`; all faults of all files reported together."""
-    return load_each(directory, load_environment)
+    return load_each(directory, load_environment, _together)
+
+
+def _together(envs: dict[str, Environment]) -> dict[str, list[str]]:
+    """Problem lines by environment name: the rules of every environment together."""
+    return {name: [v.line() for v in found] for name, found in check_environments(envs).items()}
 
 
 def load_planned(directory: Path = ENVIRONMENTS_DIR) -> dict[str, Environment]:

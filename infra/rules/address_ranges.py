@@ -1,21 +1,22 @@
-"""The environment's address arithmetic: each range holds what the platform puts in it.
+"""Address ranges: each range of the environment's network holds what the platform puts in it.
 
 The subnet's primary range holds every node and VM of the stack's VPC (GKE's pools at their most nodes plus a
 surge node each while they upgrade, the Slurm cluster's hosts and nodes, the VM groups' VMs) and the address of
 each internal load balancer the releases make (a Saxml HTTP Service, a vLLM Gateway); the pod range holds
 a /24 per GKE node (110 pods each, GKE's default); the Services range holds the Services the stack's releases
-create. Facts and sources: infra/catalogue/address_ranges.py.
+create. Too small a range is accepted at apply and fails later: a node the autoscaler cannot add, a pool that
+cannot surge, a Service that gets no address. Facts and sources: infra/catalogue/address_ranges.py.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from infra.catalogue import address_ranges as ranges
-from infra.config.base import Problem
-from infra.config.findings import Finding
 from infra.config.serving import SaxmlServing, VllmServing
+from infra.rules import Finding, rule
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment
@@ -73,49 +74,81 @@ def releases(env: Environment) -> int:
     return len(env.release.controllers) + len(env.serving) + (env.training is not None) + (env.batch is not None)
 
 
-def capacity_problems(env: Environment) -> list[Problem]:
-    problems: list[Problem] = []
+@rule(
+    id="vpc.subnet-holds-every-node",
+    system="VPC subnets / GKE",
+    layer="apply",
+    summary=(
+        "The node subnet's primary range holds every GKE node at its pool's most (plus a surge node per pool), the "
+        "Slurm hosts and nodes, the VM groups' VMs and the internal load balancers' addresses, less the four "
+        "addresses every subnet reserves."
+    ),
+    source=f"{ranges.SUBNET_RESERVED_SOURCE}; {ranges.SURGE_SOURCE}; {ranges.INTERNAL_LOAD_BALANCER_SOURCE}",
+    subject="environment",
+)
+def _subnet(env: Environment) -> Iterator[Finding]:
     net = env.network
     subnet = ipaddress.ip_network(net.subnet_cidr)
     need = subnet_hosts(env)
     usable = ranges.usable_subnet_addresses(subnet.prefixlen)
     if need > usable:
         pools = ", ".join(f"{p} {n}" for p, n in gke_nodes(env))
-        problems.append(
-            Finding(
-                ("network", "subnet_cidr"),
-                net.subnet_cidr,
-                f"holds {usable} addresses ({2 ** (32 - subnet.prefixlen)} less {ranges.SUBNET_RESERVED} reserved); "
-                f"the stack's nodes and VMs need up to {need} (GKE pools at most: {pools}, each +"
-                f"{ranges.DEFAULT_MAX_SURGE} while it upgrades; the Slurm hosts and nodes; the VM groups; "
-                f"{_load_balancers(env)}) [source: {ranges.SUBNET_RESERVED_SOURCE}; {ranges.SURGE_SOURCE}; "
-                f"{ranges.INTERNAL_LOAD_BALANCER_SOURCE}]",
-            )
+        yield Finding(
+            ("network", "subnet_cidr"),
+            net.subnet_cidr,
+            f"holds {usable} addresses ({2 ** (32 - subnet.prefixlen)} less {ranges.SUBNET_RESERVED} reserved); "
+            f"the stack's nodes and VMs need up to {need} (GKE pools at most: {pools}, each +"
+            f"{ranges.DEFAULT_MAX_SURGE} while it upgrades; the Slurm hosts and nodes; the VM groups; "
+            f"{_load_balancers(env)})",
         )
+
+
+@rule(
+    id="gke.pod-range-holds-every-node",
+    system="GKE VPC-native clusters",
+    layer="apply",
+    summary=(
+        "The pod range holds a /24 for every GKE node at its pool's most, surge nodes included (110 pods per node, "
+        "GKE's default, take a /24 each)."
+    ),
+    source=ranges.POD_RANGE_SOURCE,
+    subject="environment",
+)
+def _pod_range(env: Environment) -> Iterator[Finding]:
+    net = env.network
     pods = ipaddress.ip_network(net.pods_cidr)
     nodes = sum(n + ranges.DEFAULT_MAX_SURGE for _, n in gke_nodes(env))
     room = ranges.nodes_for_pod_range(pods.prefixlen)
     if nodes > room:
-        problems.append(
-            Finding(
-                ("network", "pods_cidr"),
-                net.pods_cidr,
-                f"holds {room} node(s) of a /{ranges.POD_RANGE_PER_NODE_PREFIX} each (GKE's pod range per node for "
-                f"{ranges.DEFAULT_MAX_PODS_PER_NODE} pods); the GKE pools reach {nodes} nodes with their surge "
-                f"nodes: a /{max(8, ranges.POD_RANGE_PER_NODE_PREFIX - (nodes - 1).bit_length())} or larger "
-                f"[source: {ranges.POD_RANGE_SOURCE}]",
-            )
+        yield Finding(
+            ("network", "pods_cidr"),
+            net.pods_cidr,
+            f"holds {room} node(s) of a /{ranges.POD_RANGE_PER_NODE_PREFIX} each (GKE's pod range per node for "
+            f"{ranges.DEFAULT_MAX_PODS_PER_NODE} pods); the GKE pools reach {nodes} nodes with their surge "
+            f"nodes: a /{max(8, ranges.POD_RANGE_PER_NODE_PREFIX - (nodes - 1).bit_length())} or larger",
         )
+
+
+@rule(
+    id="gke.services-range-holds-every-service",
+    system="GKE VPC-native clusters",
+    layer="apply",
+    summary=(
+        "The Services range gives an address to GKE's own Services and to those of every release of the stack "
+        "(the platform's estimate per release)."
+    ),
+    source=ranges.SERVICES_RANGE_SOURCE,
+    subject="environment",
+)
+def _services_range(env: Environment) -> Iterator[Finding]:
+    net = env.network
     services = ipaddress.ip_network(net.services_cidr)
     want = GKE_SERVICES + SERVICES_PER_RELEASE * releases(env)
     if services.num_addresses < want:
-        problems.append(
-            Finding(
-                ("network", "services_cidr"),
-                net.services_cidr,
-                f"holds {services.num_addresses} Service addresses; the stack's {releases(env)} releases and GKE's "
-                f"own Services need about {want} (the platform's estimate: {GKE_SERVICES} + "
-                f"{SERVICES_PER_RELEASE} per release) [source: {ranges.SERVICES_RANGE_SOURCE}]",
-            )
+        yield Finding(
+            ("network", "services_cidr"),
+            net.services_cidr,
+            f"holds {services.num_addresses} Service addresses; the stack's {releases(env)} releases and GKE's "
+            f"own Services need about {want} (the platform's estimate: {GKE_SERVICES} + "
+            f"{SERVICES_PER_RELEASE} per release)",
         )
-    return problems

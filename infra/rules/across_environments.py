@@ -1,0 +1,97 @@
+"""Every environment together: what one file cannot see alone. `make plan` and every entry point load all
+environments at once (`infra.synth.load.load_all`), and these rules hold them together; each finding is reported
+in the file that comes second (by name) and names the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from infra.config.findings import field_path
+from infra.config.identity import gsa_account_id
+from infra.rules import Finding, rule
+
+if TYPE_CHECKING:
+    from infra.config.environment import Environment
+
+
+@rule(
+    id="gcs.bucket-names-are-global",
+    system="Cloud Storage",
+    layer="apply",
+    summary=(
+        "Bucket names share one global namespace: no bucket of one environment is named like a bucket of another, "
+        "or like any environment's Terraform state bucket (the second create fails, or takes the state's bucket)."
+    ),
+    source="https://cloud.google.com/storage/docs/buckets#naming (one global namespace)",
+    subject="environments",
+)
+def _global_buckets(envs: dict[str, Environment]) -> Iterator[Finding]:
+    states = {env.state.bucket: name for name, env in envs.items()}
+    owners: dict[str, tuple[str, str]] = {}
+    for name, env in sorted(envs.items()):
+        for key, spec in env.buckets.items():
+            bucket = env.bucket_name(key)
+            path = ("buckets", key, "name") if spec.name else ("buckets", key)
+            if bucket in states and bucket != env.state.bucket:
+                yield Finding(
+                    (name, *path), bucket, f"the Terraform state bucket of {states[bucket]}.yaml (state.bucket)"
+                )
+            if bucket in owners and owners[bucket][0] != name:
+                other, other_where = owners[bucket]
+                yield Finding(
+                    (name, *path), bucket, f"also the name of {other}.yaml's {other_where}: bucket names are global"
+                )
+            owners.setdefault(bucket, (name, field_path(path)))
+
+
+def _project_names(env: Environment) -> dict[tuple[str | int, ...], tuple[str, str]]:
+    """(field path) -> (kind, name) of what the environment names inside its project."""
+    names: dict[tuple[str | int, ...], tuple[str, str]] = {
+        ("network", "name"): ("VPC network", env.network.name),
+        ("cluster", "name"): ("GKE cluster", f"{env.region}/{env.cluster.name}"),
+        ("registry", "repository"): ("Artifact Registry repository", f"{env.region}/{env.registry.repository}"),
+    }
+    for key, ident in env.identities.items():
+        if ident.mode == "impersonation":
+            names[("identities", key)] = ("service account", gsa_account_id(key))
+    for key in env.vm_groups:
+        names[("vm_groups", key)] = ("service account", f"vm-{key}")
+    # What every platform stack makes under a fixed name in its project (two environments in one
+    # project both made them): `make image`'s build account and its sources' bucket (infra/stacks/platform.py).
+    names[("project",)] = ("build service account", env.build_service_account)
+    return names
+
+
+@rule(
+    id="gcp.names-unique-in-a-project",
+    system="Compute Engine / GKE / Artifact Registry / IAM",
+    layer="apply",
+    summary=(
+        "Two environments in one project share its namespaces of VPC networks, GKE clusters and Artifact Registry "
+        "repositories (per region) and service accounts: what both name alike, one would take from the other."
+    ),
+    source=(
+        "https://cloud.google.com/compute/docs/naming-resources; "
+        "https://cloud.google.com/iam/docs/service-accounts-create"
+    ),
+    subject="environments",
+)
+def _project_namespaces(envs: dict[str, Environment]) -> Iterator[Finding]:
+    by_project: dict[str, list[str]] = {}
+    for name, env in sorted(envs.items()):
+        by_project.setdefault(env.project, []).append(name)
+    for project, names in by_project.items():
+        for i, name in enumerate(names):
+            mine = _project_names(envs[name])
+            for other in names[:i]:
+                theirs = {v: k for k, v in _project_names(envs[other]).items()}
+                for path, (kind, value) in mine.items():
+                    if (kind, value) in theirs:
+                        yield Finding(
+                            (name, *path),
+                            value,
+                            f"{other}.yaml names its {kind} the same in project {project} "
+                            f"({field_path(theirs[(kind, value)])}): one would take the other's",
+                        )
