@@ -222,6 +222,7 @@ def test_dcgm_needs_gkes_managed_driver_on_every_gpu_pool(stacks: dict[str, dict
 def test_an_environment_running_no_server_watches_its_nodes_only() -> None:
     data = copy.deepcopy(DEV)
     data["serving"] = {}
+    del data["slices"]["vllm-multihost"]["count"]  # a slice per server of a vLLM deployment no longer there
     env = Environment.model_validate(data)
     assert list(observability.alert_policies(env)) == ["slices-not-ready", "kueue-inadmissible"]
     assert not [t for t in _titles(observability.dashboard(env)) if t.startswith("Serving")]

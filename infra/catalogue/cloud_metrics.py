@@ -24,6 +24,10 @@ GMP_SOURCE = (
     "GoogleCloudPlatform/prometheus google/export/series_cache.go @ 0b1ec61a (prometheus.googleapis.com/<name>/"
     "<gauge|counter|histogram>; resource prometheus_target)"
 )
+# Where Managed Service for Prometheus runs its collectors (the pods that scrape every PodMonitoring) on GKE, and
+# their Kubernetes service account (prometheus-engine's operator: the `collector` DaemonSet in `gmp-system`).
+MONITORING_NAMESPACE = "gmp-system"
+COLLECTOR_SERVICE_ACCOUNT = "collector"
 AGGREGATION_SOURCE = "google.monitoring.v3 Aggregation.Aligner / Aggregation.Reducer (google-cloud-monitoring 2.32.0)"
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from constructs import Construct
 
+from infra.catalogue.cloud_metrics import MONITORING_NAMESPACE
 from infra.cdk.bindings import kubernetes
 from infra.derive.names import endpoint_picker
 
@@ -38,7 +39,6 @@ DEFAULT_DENY = "default-deny-ingress"
 # Where Managed Service for Prometheus's managed collectors run: a DaemonSet on the pod network (no hostNetwork) in
 # this namespace (https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed;
 # GoogleCloudPlatform/prometheus-engine manifests/operator.yaml, DaemonSet `collector`).
-MONITORING_NAMESPACE = "gmp-system"
 # The ports the workloads export metrics on: Ray's metrics export port (KubeRay's default `metrics` port, which
 # GKE's Ray cluster monitoring scrapes; docs.ray.io cluster metrics, --metrics-export-port 8080), the TPU runtime's
 # metrics (ray-training's `tpu-metrics`), vLLM's /metrics on its serving port, the endpoint picker's `metrics`

@@ -11,17 +11,20 @@ from constructs import Construct
 from infra.catalogue import upstream
 from infra.catalogue.accelerators import Slice
 from infra.catalogue.charts import local_chart_versions
+from infra.catalogue.cloud_metrics import COLLECTOR_SERVICE_ACCOUNT, MONITORING_NAMESPACE
 from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
-from infra.constructs.network_policy import MONITORING_NAMESPACE
 from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
 from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares
 from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 CHARTS = REPO / "workloads" / "charts"
+
+# Managed Prometheus's collector account, which alone may read a guarded metrics endpoint's token (chart values).
+COLLECTOR = {"namespace": MONITORING_NAMESPACE, "serviceAccount": COLLECTOR_SERVICE_ACCOUNT}
 
 
 def chart_path(name: str) -> str:
@@ -261,7 +264,7 @@ def kueue_values(env: Environment) -> dict[str, Any]:
             "podLabels": dict(kueue.metrics_pod_labels),
             "port": kueue.metrics_port[0],
             "interval": "30s",
-            "collector": {"namespace": MONITORING_NAMESPACE, "serviceAccount": "collector"},
+            "collector": COLLECTOR,
         }
     if teams:
         values["cohort"] = COHORT

@@ -21,7 +21,7 @@ from infra.config import (
     Serving,
     VllmServing,
 )
-from infra.constructs.releases import NODEPOOL_LABEL, pool_selector, slice_selector, slice_tolerations
+from infra.constructs.releases import COLLECTOR, NODEPOOL_LABEL, pool_selector, slice_selector, slice_tolerations
 from infra.derive.names import SYSTEM_POOL
 from infra.derive.names import serving_release as release_name
 from workloads.constants import CHECKPOINT_MOUNT
@@ -166,7 +166,7 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
         "autoscaling": autoscaling_values("vllm", d.autoscaling),
-        "monitoring": {"interval": SCRAPE_INTERVAL},
+        "monitoring": {"interval": SCRAPE_INTERVAL, "collector": COLLECTOR},
         "hosts": s.hosts,
         "chipsPerHost": s.chips_per_host,
         **_group_placement(env, d.slice),

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.catalogue.charts import SERVING_CHART
+from infra.catalogue.cloud_metrics import MONITORING_NAMESPACE
 from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.serving_metrics import ADAPTER_SOURCE, signals_of
 from infra.rules import Finding, containers, pod_templates, rule, selects, where
@@ -28,7 +29,6 @@ GMP_DOC = (
     "https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed (PodMonitoring: the selector's pods, "
     "scraped on the named port by the collectors in gmp-system)"
 )
-MONITORING_NAMESPACE = "gmp-system"
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
 SCALABLE = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}
 
