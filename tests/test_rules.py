@@ -99,6 +99,22 @@ def _flex_and_reservation(mp: pytest.MonkeyPatch) -> None:
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    "kueue.cluster-scoped-names-unique": (
+        lambda d, mp: d["training"].update(queue=d["batch"]["queue"]),
+        "training.queue",
+        "batch.queue names a ClusterQueue",
+    ),
+    "gcs.identity-writes-where-it-writes": (
+        lambda d, mp: d["identities"]["trainer"]["bucket_roles"].update(checkpoints="roles/storage.objectViewer"),
+        "training.identity",
+        "must be able to write checkpoints to bucket 'checkpoints': give it roles/storage.objectUser there (it has "
+        "roles/storage.objectViewer)",
+    ),
+    "gcs.identity-reads-its-buckets": (
+        lambda d, mp: d["identities"]["serving"]["bucket_roles"].pop("models"),
+        "serving.llama70b-vllm.identity",
+        "has no role on bucket 'models' (bucket); add one to identities.serving.bucket_roles",
+    ),
     # dev's pools reach 61 nodes with their surge nodes; its VMs and internal load balancers need more of the subnet.
     "vpc.subnet-holds-every-node": (
         lambda d, mp: d["network"].update(subnet_cidr="10.10.0.0/26"),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.controllers import controllers_of_chart
 from infra.catalogue.serving_metrics import signals_of
+from infra.catalogue.storage_roles import OBJECT_WRITE_ROLES, ROLES_DOC
 from infra.config.base import Problem, _not_in
 from infra.config.findings import Finding
 from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing
@@ -25,60 +26,15 @@ def training_problems(env: Environment) -> list[Problem]:
     problems += _not_in(("training", "identity"), t.identity, env.identities, "identities")
     problems += _not_in(("training", "bucket"), t.bucket, env.buckets, "buckets")
     problems += _not_in(("training", "image"), t.image, env.release.images, "release.images")
-    problems += _writer_problems(env, ("training", "identity"), t.identity, t.bucket)
-    if t.queue is not None:
-        if "kueue" not in env.release.controllers:
-            problems.append(
-                Finding(
-                    ("training", "queue"),
-                    t.queue,
-                    "Kueue admits a queued Ray cluster: pin it in release.controllers.kueue",
-                )
+    if t.queue is not None and "kueue" not in env.release.controllers:
+        problems.append(
+            Finding(
+                ("training", "queue"),
+                t.queue,
+                "Kueue admits a queued Ray cluster: pin it in release.controllers.kueue",
             )
-        # ClusterQueue names are cluster-wide: the batch queue and each team's are ClusterQueues too.
-        taken = {env.batch.queue: "batch.queue"} if env.batch is not None else {}
-        taken |= {team: f"teams.{team}" for team in env.teams}
-        if t.queue in taken:
-            problems.append(
-                Finding(("training", "queue"), t.queue, f"{taken[t.queue]} names a ClusterQueue {t.queue!r} already")
-            )
-        # ResourceFlavor names are cluster-wide too: the batch queue's flavors are named after its slices.
-        pools = env.slices[t.slice].pools(t.slice) if t.slice in env.slices else []
-        flavors = {f"{t.queue}-head", *(f"{t.queue}-{pool}" for pool in pools)}
-        for key in sorted(flavors & set(env.batch.slices if env.batch is not None else ())):
-            problems.append(
-                Finding(
-                    ("training", "queue"),
-                    t.queue,
-                    f"its ResourceFlavor {key!r} is the name of the batch slice {key!r}'s flavor: rename the queue",
-                )
-            )
-    return problems
-
-
-WRITE_ROLES = ("roles/storage.objectUser", "roles/storage.objectAdmin")
-# objectViewer reads objects; objectUser and objectAdmin also create, overwrite and delete them.
-ROLES_DOC = "https://cloud.google.com/storage/docs/access-control/iam-roles"
-
-
-def _writer_problems(
-    env: Environment, where: tuple[str | int, ...], identity_key: str, bucket: str, what: str = "checkpoints"
-) -> list[Problem]:
-    """A job's identity must be able to write `what` (its checkpoints, a cache) to its bucket."""
-    identity = env.identities.get(identity_key)
-    if identity is None or bucket not in env.buckets:
-        return []
-    role = identity.bucket_roles.get(bucket)
-    if role in WRITE_ROLES:
-        return []
-    return [
-        Finding(
-            where,
-            identity_key,
-            f"must be able to write {what} to bucket {bucket!r}: give it "
-            f"roles/storage.objectUser there (it has {role or 'no role'})",
         )
-    ]
+    return problems
 
 
 def gpu_problems(env: Environment) -> list[Problem]:
@@ -152,7 +108,6 @@ def gpu_problems(env: Environment) -> list[Problem]:
     if training is not None:
         problems += _not_in(("batch", "training", "image"), training.image, env.release.images, "release.images")
         problems += _not_in(("batch", "training", "bucket"), training.bucket, env.buckets, "buckets")
-        problems += _writer_problems(env, ("batch", "identity"), batch.identity, training.bucket)
     return problems
 
 
@@ -293,7 +248,7 @@ def _vllm_problems(env: Environment, where: tuple[str | int, ...], d: VllmServin
 
 
 def _known(env: Environment, where: tuple[str | int, ...], d: Any) -> list[Problem]:
-    """The identity, buckets and image a serving deployment names exist, and it can read its bucket."""
+    """The identity, buckets, images and pool a serving deployment names exist; servers only read their model."""
     problems: list[Problem] = []
     problems += _not_in((*where, "identity"), d.identity, env.identities, "identities")
     buckets = [("bucket", d.bucket)]
@@ -305,18 +260,7 @@ def _known(env: Environment, where: tuple[str | int, ...], d: Any) -> list[Probl
     if conversion is not None:
         buckets.append(("conversion.source_bucket", conversion.source_bucket))
     for field_name, bucket in buckets:
-        if bucket not in env.buckets:
-            problems += _not_in((*where, *field_name.split(".")), bucket, env.buckets, "buckets")
-        elif d.identity in env.identities and bucket not in env.identities[d.identity].bucket_roles:
-            problems.append(
-                Finding(
-                    (*where, "identity"),
-                    d.identity,
-                    f"has no role on bucket {bucket!r} ({field_name}); add one to identities.{d.identity}.bucket_roles",
-                )
-            )
-    if isinstance(d, VllmServing):
-        problems += _writer_problems(env, (*where, "identity"), d.identity, d.cache_bucket, "its compilation cache")
+        problems += _not_in((*where, *field_name.split(".")), bucket, env.buckets, "buckets")
     if not isinstance(d, SaxmlServing):  # Saxml's `bucket` is its admin state, which it writes
         problems += _reader_only_problems(env, where, d)
     images = [("image", getattr(d, "image", None))]
@@ -335,7 +279,7 @@ def _reader_only_problems(env: Environment, where: tuple[str | int, ...], d: Any
     overwrite or delete every model there. Writing the models is the conversion's, under its own identity."""
     identity = env.identities.get(d.identity)
     role = identity.bucket_roles.get(d.bucket) if identity is not None else None
-    if role not in WRITE_ROLES:
+    if role not in OBJECT_WRITE_ROLES:
         return []
     return [
         Finding(
@@ -350,7 +294,7 @@ def _reader_only_problems(env: Environment, where: tuple[str | int, ...], d: Any
 
 def _conversion_identity_problems(env: Environment, where: tuple[str | int, ...], d: JetStreamServing) -> list[Problem]:
     """The conversion Job's identity: its own (no workload runs as it), in the deployment's namespace (a pod runs as
-    a Kubernetes service account of its own namespace), reading the source's bucket and writing the model's."""
+    a Kubernetes service account of its own namespace); what it may read and write: infra/rules/cloud_storage_iam.py."""
     conversion = d.conversion
     assert conversion is not None
     at = (*where, "conversion", "identity")
@@ -384,16 +328,6 @@ def _conversion_identity_problems(env: Environment, where: tuple[str | int, ...]
                 "namespaced object; a Pod uses one of its own namespace)]",
             )
         )
-    if conversion.source_bucket in env.buckets and conversion.source_bucket not in identity.bucket_roles:
-        problems.append(
-            Finding(
-                at,
-                conversion.identity,
-                f"has no role on bucket {conversion.source_bucket!r} (conversion.source_bucket); add one to "
-                f"identities.{conversion.identity}.bucket_roles",
-            )
-        )
-    problems += _writer_problems(env, at, conversion.identity, d.bucket, "the converted checkpoint")
     return problems
 
 
@@ -421,18 +355,14 @@ def _saxml_identity_problems(env: Environment, where: tuple[str | int, ...], d: 
 
 
 def team_problems(env: Environment) -> list[Problem]:
-    """Each team's queue refers to what exists: the batch slices it shares, a namespace of the platform, a name no
-    other queue of the cluster takes."""
+    """Each team's queue refers to what exists: the batch slices it shares, a namespace of the platform (the names
+    no other queue of the cluster takes: infra/rules/kueue.py)."""
     if not env.teams:
         return []
     if env.batch is None:
         return [Finding(("teams",), sorted(env.teams), "teams share the batch slices through Kueue: add `batch`")]
     problems: list[Problem] = []
     for name, team in env.teams.items():
-        if name == env.batch.queue:
-            problems.append(
-                Finding(("teams", name), name, "the name of the platform's own queue (batch.queue): rename the team")
-            )
         problems += _not_in(("teams", name, "namespace"), team.namespace, env.namespaces, "the identities' namespaces")
         for field in ("quota", "borrowing_limit"):
             for key in getattr(team, field):

@@ -1,5 +1,6 @@
-"""Cloud Storage IAM: an identity that writes one prefix of a bucket others write too is
-granted that prefix only, by an IAM condition on the object's name.
+"""Cloud Storage IAM: each identity has a role on every bucket it reads and a write role where it writes (an
+environment's identities, checked at load); an identity that writes one prefix of a bucket others write too is
+granted that prefix only, by an IAM condition on the object's name (the synthesized stack).
 
 Without a condition, roles/storage.objectUser on a bucket lets its holder overwrite or delete every object in it
 (the GKE trainer's checkpoints, from a Vertex AI job or any Slurm user; every model, from a conversion Job).
@@ -14,10 +15,16 @@ import json
 import re
 from collections.abc import Iterator
 from fnmatch import fnmatch
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from infra.catalogue.storage_roles import OBJECT_WRITE_ROLES, ROLES_DOC
+from infra.config.serving import JetStreamServing, VllmServing
 from infra.rules import Finding, rule
 from infra.rules.terraform_subject import resources
+
+if TYPE_CHECKING:
+    from infra.config import Environment
+
 
 # Service accounts (account_id, fnmatch patterns) that write one prefix of a shared bucket, and that prefix:
 # Vertex AI jobs write under their base output directory (infra/vertex/job.py output_dir: vertex/<env>-train), the
@@ -101,3 +108,86 @@ def conversion_writers(stack: dict[str, Any], accounts: dict[str, Any]) -> dict[
         if account and output.startswith("gs://") and "/" in output[5:]:
             out.setdefault(account, []).append(output[5:].split("/", 1)[1].strip("/") + "/")
     return out
+
+
+def _writes(env: Environment) -> Iterator[tuple[tuple[str | int, ...], str, str, str]]:
+    """(field path, identity key, bucket, what it writes) of every job that writes to a bucket as an identity."""
+    if env.training is not None:
+        yield ("training", "identity"), env.training.identity, env.training.bucket, "checkpoints"
+    if env.batch is not None and env.batch.training is not None:
+        yield ("batch", "identity"), env.batch.identity, env.batch.training.bucket, "checkpoints"
+    for key, d in env.serving.items():
+        if isinstance(d, VllmServing):
+            yield ("serving", key, "identity"), d.identity, d.cache_bucket, "its compilation cache"
+        conversion = getattr(d, "conversion", None)
+        if conversion is not None:
+            at = ("serving", key, "conversion", "identity")
+            yield at, conversion.identity, d.bucket, "the converted checkpoint"
+
+
+@rule(
+    id="gcs.identity-writes-where-it-writes",
+    system="Cloud Storage IAM",
+    layer="engine-start",
+    summary=(
+        "An identity that writes a bucket (the trainers' checkpoints, vLLM's compilation cache, a conversion's "
+        "model) holds roles/storage.objectUser or objectAdmin there; with objectViewer or no role, the first write "
+        "fails with 403."
+    ),
+    source=ROLES_DOC + " (objectViewer reads; objectUser and objectAdmin create, overwrite and delete objects)",
+    subject="environment",
+)
+def _writers(env: Environment) -> Iterator[Finding]:
+    for where, key, bucket, what in _writes(env):
+        identity = env.identities.get(key)
+        if identity is None or bucket not in env.buckets:
+            continue  # a name that does not exist: refused by the schema
+        role = identity.bucket_roles.get(bucket)
+        if role not in OBJECT_WRITE_ROLES:
+            yield Finding(
+                where,
+                key,
+                f"must be able to write {what} to bucket {bucket!r}: give it roles/storage.objectUser there (it has "
+                f"{role or 'no role'})",
+            )
+
+
+def _reads(env: Environment) -> Iterator[tuple[tuple[str | int, ...], str, str, str]]:
+    """(field path, identity key, bucket, the field naming the bucket) of every bucket a server or conversion
+    reads (or mounts) as an identity."""
+    for key, d in env.serving.items():
+        where = ("serving", key, "identity")
+        buckets = [("bucket", d.bucket)]
+        if isinstance(d, JetStreamServing):
+            buckets.append(("scratch_bucket", d.scratch_bucket))
+        if isinstance(d, VllmServing):
+            buckets.append(("cache_bucket", d.cache_bucket))
+        conversion = getattr(d, "conversion", None)
+        if conversion is not None:
+            buckets.append(("conversion.source_bucket", conversion.source_bucket))
+        for field, bucket in buckets:
+            yield where, d.identity, bucket, field
+        if conversion is not None and conversion.identity != d.identity:
+            at = ("serving", key, "conversion", "identity")
+            yield at, conversion.identity, conversion.source_bucket, "conversion.source_bucket"
+
+
+@rule(
+    id="gcs.identity-reads-its-buckets",
+    system="Cloud Storage IAM",
+    layer="mount",
+    summary=(
+        "A server reads (or mounts) every bucket its deployment names, and a conversion its source, as its identity: "
+        "the identity holds a role on each, or the mount or the first read fails with 403."
+    ),
+    source=ROLES_DOC,
+    subject="environment",
+)
+def _readers(env: Environment) -> Iterator[Finding]:
+    for where, key, bucket, field in _reads(env):
+        identity = env.identities.get(key)
+        if identity is None or bucket not in env.buckets or bucket in identity.bucket_roles:
+            continue
+        yield Finding(
+            where, key, f"has no role on bucket {bucket!r} ({field}); add one to identities.{key}.bucket_roles"
+        )

@@ -181,3 +181,43 @@ def _raycluster_queued(objects: list[dict[str, Any]], ctx: ReleaseContext) -> It
                 True,
                 "a Kueue-managed RayCluster may autoscale only as an elastic job (ElasticJobsViaWorkloadSlices)",
             )
+
+
+@rule(
+    id="kueue.cluster-scoped-names-unique",
+    system="Kueue / Helm",
+    layer="apply",
+    summary=(
+        "ClusterQueues and ResourceFlavors are cluster-scoped: the training queue, the batch queue and each team's "
+        "queue have names of their own, and the training queue's flavors (<queue>-head, <queue>-<pool>) are not a "
+        "batch slice's flavor; two releases (or one) declaring one such object fail their apply."
+    ),
+    source=(
+        "https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/ and /resource_flavor/ (cluster-scoped objects); "
+        "helm v3.18.4 pkg/action/validate.go existingResourceConflict (an object of another release is refused)"
+    ),
+    subject="environment",
+)
+def _cluster_scoped_names(env: Environment) -> Iterator[Finding]:
+    batch = env.batch
+    if batch is not None:
+        for name in env.teams:
+            if name == batch.queue:
+                yield Finding(
+                    ("teams", name), name, "the name of the platform's own queue (batch.queue): rename the team"
+                )
+    t = env.training
+    if t is None or t.queue is None:
+        return
+    taken = {batch.queue: "batch.queue"} if batch is not None else {}
+    taken |= {team: f"teams.{team}" for team in env.teams}
+    if t.queue in taken:
+        yield Finding(("training", "queue"), t.queue, f"{taken[t.queue]} names a ClusterQueue {t.queue!r} already")
+    pools = env.slices[t.slice].pools(t.slice) if t.slice in env.slices else []
+    flavors = {f"{t.queue}-head", *(f"{t.queue}-{pool}" for pool in pools)}
+    for key in sorted(flavors & set(batch.slices if batch is not None else ())):
+        yield Finding(
+            ("training", "queue"),
+            t.queue,
+            f"its ResourceFlavor {key!r} is the name of the batch slice {key!r}'s flavor: rename the queue",
+        )
