@@ -12,6 +12,7 @@ import pytest
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.derive.queues import PRIORITIES, queue_shares
 from infra.review import review_stack
+from infra.rules import check_environment
 from infra.synth.load import load_environment
 from tests.helpers import rendered
 
@@ -124,5 +125,6 @@ def test_a_training_queue_whose_flavor_is_named_like_a_batch_slice_is_refused(en
         data["batch"][section]["slice"] = "gpus-head"
     data["teams"]["research"]["quota"] = {"gpus-head": 8}
     data["training"]["queue"] = "gpus"
-    with pytest.raises(ValueError, match=r"its ResourceFlavor 'gpus-head' is the name of the batch slice"):
-        Environment.model_validate(data)
+    found = [v.line() for v in check_environment(Environment.model_validate(data))]
+    assert any("its ResourceFlavor 'gpus-head' is the name of the batch slice" in line for line in found), found
+    assert any("[rule kueue.cluster-scoped-names-unique (Kueue / Helm, refused at apply)" in line for line in found)
