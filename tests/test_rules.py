@@ -99,6 +99,21 @@ def _flex_and_reservation(mp: pytest.MonkeyPatch) -> None:
 
 
 ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None], str, str]] = {
+    "vllm.parallelism-covers-the-slice": (
+        lambda d, mp: d["serving"]["llama70b-vllm"].update(tensor_parallel_size=4),
+        "serving.llama70b-vllm.tensor_parallel_size",
+        "tensor x pipeline parallelism (4 x 1) must be the slice's 8 chips",
+    ),
+    "gke.tpu.multi-host-server-per-slice": (
+        lambda d, mp: d["slices"]["vllm-multihost"].update(count=3),
+        "serving.llama70b-vllm-mh.autoscaling.max",
+        "slices.vllm-multihost has count 3 (one pool per slice): set slices.vllm-multihost.count to 2",
+    ),
+    "gke.inference-gateway-needs-proxy-only-subnet": (
+        lambda d, mp: d["network"].pop("proxy_only_cidr"),
+        "serving.llama70b-vllm.gateway",
+        "needs a proxy-only subnet: set network.proxy_only_cidr",
+    ),
     "kueue.cluster-scoped-names-unique": (
         lambda d, mp: d["training"].update(queue=d["batch"]["queue"]),
         "training.queue",

@@ -160,8 +160,6 @@ def serving_problems(env: Environment) -> list[Problem]:
                         f"{prefill.machine_type} vs {decode.topology} on {decode.machine_type}",
                     )
                 )
-        if isinstance(d, VllmServing) and d.slice in slices:
-            problems += _vllm_problems(env, where, d, slices[d.slice])
         if isinstance(d, SaxmlServing):
             problems += _saxml_identity_problems(env, where, d)
         if isinstance(d, (VllmServing, CanaryServing)) and d.autoscaling is not None:
@@ -200,48 +198,6 @@ def _autoscaling_problems(where: tuple[str | int, ...], d: VllmServing | CanaryS
                 d.autoscaling.target,
                 "the KV cache's use is a fraction from 0 to 1 (vllm:kv_cache_usage_perc): a target above 1 is never "
                 "reached, so the autoscaler never adds a server",
-            )
-        )
-    return problems
-
-
-def _vllm_problems(env: Environment, where: tuple[str | int, ...], d: VllmServing, slice_: Any) -> list[Problem]:
-    """The parallelism covers the slice's chips; replicas fit the slice; the gateway has its subnet."""
-    problems: list[Problem] = []
-    tp = d.tensor_parallel_size or slice_.chips_per_host
-    pp = d.pipeline_parallel_size or slice_.hosts
-    if tp * pp != slice_.chips:
-        problems.append(
-            Finding(
-                (*where, "tensor_parallel_size"),
-                tp,
-                f"tensor x pipeline parallelism ({tp} x {pp}) must be the slice's {slice_.chips} chips "
-                f"({slice_.name}: {slice_.hosts} hosts x {slice_.chips_per_host})",
-            )
-        )
-    if slice_.multi_host:
-        # Each server is a LeaderWorkerSet group on a whole slice, and a multi-host slice is a node pool of its own
-        # (GKE adds no node to it): the slice's `count` is how many groups its pools hold.
-        servers, field = (d.autoscaling.max, ("autoscaling", "max")) if d.autoscaling else (d.replicas, ("replicas",))
-        count = env.slices[d.slice].count
-        if servers != count:
-            problems.append(
-                Finding(
-                    (*where, *field),
-                    servers,
-                    f"each server takes a whole {slice_.name} slice, a node pool of its own, and slices.{d.slice} "
-                    f"has count {count} (one pool per slice): set slices.{d.slice}.count to {servers} "
-                    "[source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (a multi-host TPU "
-                    "slice node pool is atomic: no node is added to it; more slices are more node pools)]",
-                )
-            )
-    if d.gateway and env.network.proxy_only_cidr is None:
-        problems.append(
-            Finding(
-                (*where, "gateway"),
-                True,
-                "the Inference Gateway's regional load balancer needs a proxy-only subnet: set "
-                "network.proxy_only_cidr (a /23, for example 10.129.0.0/23)",
             )
         )
     return problems

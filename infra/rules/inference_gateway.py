@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.gcp_apis import INFERENCE_GATEWAY_API
 from infra.rules import Finding, containers, pod_templates, rule, selects, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import resources
+
+if TYPE_CHECKING:
+    from infra.config import Environment
 
 GAIE = "kubernetes-sigs/gateway-api-inference-extension @ v1.5.0"
 GKE_POLICIES = (
@@ -233,3 +236,30 @@ def _proxies_reach(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
                             f"the proxy-only subnet {cidr} may not reach this port: no INGRESS firewall rule "
                             f"allows tcp:{port} from it",
                         )
+
+
+@rule(
+    id="gke.inference-gateway-needs-proxy-only-subnet",
+    system="GKE Gateway (gke-l7-rilb)",
+    layer="apply",
+    summary=(
+        "A vLLM deployment behind the Inference Gateway gets a regional internal Application Load Balancer, whose "
+        "proxies need a proxy-only subnet in the region: the environment names its range (network.proxy_only_cidr)."
+    ),
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources (proxy-only subnet); "
+        "https://cloud.google.com/load-balancing/docs/proxy-only-subnets"
+    ),
+    subject="environment",
+)
+def _proxy_only_subnet(env: Environment) -> Iterator[Finding]:
+    if env.network.proxy_only_cidr is not None:
+        return
+    for key, d in env.serving.items():
+        if getattr(d, "gateway", False):
+            yield Finding(
+                ("serving", key, "gateway"),
+                True,
+                "the Inference Gateway's regional load balancer needs a proxy-only subnet: set "
+                "network.proxy_only_cidr (a /23, for example 10.129.0.0/23)",
+            )

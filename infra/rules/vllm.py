@@ -623,3 +623,66 @@ def _args_fit_chart(env: Environment) -> Iterator[Finding]:
         for field, arg in _arg_fields(env, name, d):
             if not re.search(pattern, arg):
                 yield Finding(field, arg, f"the vllm-tpu chart's values schema takes only arguments matching {pattern}")
+
+
+def _vllm_deployments(env: Environment) -> Iterator[tuple[tuple[str, str], VllmServing, Slice]]:
+    """(field path, deployment, its TPU slice) of every vLLM deployment on a TPU slice of the environment."""
+    for key, d in env.serving.items():
+        if isinstance(d, VllmServing) and d.slice in env.slices and env.slices[d.slice].slice.kind == "tpu":
+            yield ("serving", key), d, env.slices[d.slice].slice
+
+
+@rule(
+    id="vllm.parallelism-covers-the-slice",
+    system="vLLM on TPU (tpu-inference)",
+    layer="engine-start",
+    summary=(
+        "tensor_parallel_size x pipeline_parallel_size is the slice's chips: a server uses every chip of its "
+        "group (default: tensor over each host's chips, pipeline over its hosts)."
+    ),
+    source=(
+        "https://docs.vllm.ai/en/latest/serving/parallelism_scaling.html (the world size is tensor x pipeline); "
+        f"{TPU_INFERENCE} support matrix (multi-host: pipeline over hosts)"
+    ),
+    subject="environment",
+)
+def _parallelism(env: Environment) -> Iterator[Finding]:
+    for where, d, slice_ in _vllm_deployments(env):
+        tp = d.tensor_parallel_size or slice_.chips_per_host
+        pp = d.pipeline_parallel_size or slice_.hosts
+        if tp * pp != slice_.chips:
+            yield Finding(
+                (*where, "tensor_parallel_size"),
+                tp,
+                f"tensor x pipeline parallelism ({tp} x {pp}) must be the slice's {slice_.chips} chips "
+                f"({slice_.name}: {slice_.hosts} hosts x {slice_.chips_per_host})",
+            )
+
+
+@rule(
+    id="gke.tpu.multi-host-server-per-slice",
+    system="GKE TPU slices",
+    layer="pod-start",
+    summary=(
+        "A multi-host vLLM server is a LeaderWorkerSet group on a whole slice, and a multi-host slice is a node pool "
+        "of its own that GKE adds no node to: the slice's count is the most servers (replicas, or autoscaling.max)."
+    ),
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (a multi-host TPU slice node pool is atomic: "
+        "no node is added to it; more slices are more node pools)"
+    ),
+    subject="environment",
+)
+def _server_per_slice(env: Environment) -> Iterator[Finding]:
+    for where, d, slice_ in _vllm_deployments(env):
+        if not slice_.multi_host:
+            continue
+        servers, field = (d.autoscaling.max, ("autoscaling", "max")) if d.autoscaling else (d.replicas, ("replicas",))
+        count = env.slices[d.slice].count
+        if servers != count:
+            yield Finding(
+                (*where, *field),
+                servers,
+                f"each server takes a whole {slice_.name} slice, a node pool of its own, and slices.{d.slice} "
+                f"has count {count} (one pool per slice): set slices.{d.slice}.count to {servers}",
+            )
