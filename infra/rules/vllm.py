@@ -647,12 +647,12 @@ def _vllm_deployments(env: Environment) -> Iterator[tuple[tuple[str, str], VllmS
     subject="environment",
 )
 def _parallelism(env: Environment) -> Iterator[Finding]:
-    for where, d, slice_ in _vllm_deployments(env):
+    for at, d, slice_ in _vllm_deployments(env):
         tp = d.tensor_parallel_size or slice_.chips_per_host
         pp = d.pipeline_parallel_size or slice_.hosts
         if tp * pp != slice_.chips:
             yield Finding(
-                (*where, "tensor_parallel_size"),
+                (*at, "tensor_parallel_size"),
                 tp,
                 f"tensor x pipeline parallelism ({tp} x {pp}) must be the slice's {slice_.chips} chips "
                 f"({slice_.name}: {slice_.hosts} hosts x {slice_.chips_per_host})",
@@ -674,14 +674,14 @@ def _parallelism(env: Environment) -> Iterator[Finding]:
     subject="environment",
 )
 def _server_per_slice(env: Environment) -> Iterator[Finding]:
-    for where, d, slice_ in _vllm_deployments(env):
+    for at, d, slice_ in _vllm_deployments(env):
         if not slice_.multi_host:
             continue
         servers, field = (d.autoscaling.max, ("autoscaling", "max")) if d.autoscaling else (d.replicas, ("replicas",))
         count = env.slices[d.slice].count
         if servers != count:
             yield Finding(
-                (*where, *field),
+                (*at, *field),
                 servers,
                 f"each server takes a whole {slice_.name} slice, a node pool of its own, and slices.{d.slice} "
                 f"has count {count} (one pool per slice): set slices.{d.slice}.count to {servers}",
