@@ -114,6 +114,11 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "serving.llama70b-vllm.gateway",
         "needs a proxy-only subnet: set network.proxy_only_cidr",
     ),
+    "hpa.signal-the-server-exports": (
+        lambda d, mp: d["serving"]["llama70b-vllm"]["autoscaling"].update(signal="kv-cache", target=80),
+        "serving.llama70b-vllm.autoscaling.target",
+        "the KV cache's use is a fraction from 0 to 1",
+    ),
     "kueue.cluster-scoped-names-unique": (
         lambda d, mp: d["training"].update(queue=d["batch"]["queue"]),
         "training.queue",

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.controllers import controllers_of_chart
-from infra.catalogue.serving_metrics import signals_of
 from infra.catalogue.storage_roles import OBJECT_WRITE_ROLES, ROLES_DOC
 from infra.config.base import Problem, _not_in
 from infra.config.findings import Finding
@@ -168,7 +167,7 @@ def serving_problems(env: Environment) -> list[Problem]:
 
 
 def _autoscaling_problems(where: tuple[str | int, ...], d: VllmServing | CanaryServing) -> list[Problem]:
-    """The autoscaler owns the replica count, and scales on a signal the engine's server exports."""
+    """The autoscaler owns the replica count (the signal it scales on: infra/rules/monitoring.py)."""
     assert d.autoscaling is not None
     problems: list[Problem] = []
     if d.replicas != 1:
@@ -178,26 +177,6 @@ def _autoscaling_problems(where: tuple[str | int, ...], d: VllmServing | CanaryS
                 d.replicas,
                 "the autoscaler sets the number of servers between autoscaling.min and autoscaling.max: remove "
                 "replicas",
-            )
-        )
-    exported = signals_of(d.engine)
-    if d.autoscaling.signal not in exported:
-        problems.append(
-            Finding(
-                (*where, "autoscaling", "signal"),
-                d.autoscaling.signal,
-                f"the {d.engine} server exports no such signal; it exports: "
-                + ", ".join(f"{name} ({s.metric})" for name, s in exported.items())
-                + " [source: infra/catalogue/serving_metrics.py]",
-            )
-        )
-    if d.autoscaling.signal == "kv-cache" and (d.autoscaling.target or 0) > 1:
-        problems.append(
-            Finding(
-                (*where, "autoscaling", "target"),
-                d.autoscaling.target,
-                "the KV cache's use is a fraction from 0 to 1 (vllm:kv_cache_usage_perc): a target above 1 is never "
-                "reached, so the autoscaler never adds a server",
             )
         )
     return problems

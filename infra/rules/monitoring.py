@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.cloud_metrics import MONITORING_NAMESPACE
@@ -19,6 +19,9 @@ from infra.catalogue.serving_metrics import ADAPTER_SOURCE, signals_of
 from infra.rules import Finding, containers, pod_templates, rule, selects, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import resources
+
+if TYPE_CHECKING:
+    from infra.config import Environment
 
 PODMONITORING_CRD = (
     "GoogleCloudPlatform/prometheus-engine charts/operator/crds/monitoring.googleapis.com_podmonitorings.yaml @ "
@@ -242,3 +245,37 @@ def _hpa(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding
                     name,
                     f"no PodMonitoring of the release collects it from {where(target)}'s pods",
                 )
+
+
+@rule(
+    id="hpa.signal-the-server-exports",
+    system="Horizontal Pod Autoscaler / Managed Service for Prometheus",
+    layer="pod-start",
+    summary=(
+        "A deployment's autoscaler scales on a signal its engine's server exports, at a target the signal can reach "
+        "(the KV cache's use is a fraction from 0 to 1); otherwise the HPA reports the metric missing, or never adds "
+        "a server."
+    ),
+    source=f"infra/catalogue/serving_metrics.py (each server's /metrics, with its sources); {ADAPTER_SOURCE}",
+    subject="environment",
+)
+def _autoscaling_signal(env: Environment) -> Iterator[Finding]:
+    for key, d in env.serving.items():
+        scaling = getattr(d, "autoscaling", None)
+        if scaling is None:
+            continue
+        exported = signals_of(d.engine)
+        if scaling.signal not in exported:
+            yield Finding(
+                ("serving", key, "autoscaling", "signal"),
+                scaling.signal,
+                f"the {d.engine} server exports no such signal; it exports: "
+                + ", ".join(f"{name} ({s.metric})" for name, s in exported.items()),
+            )
+        if scaling.signal == "kv-cache" and (scaling.target or 0) > 1:
+            yield Finding(
+                ("serving", key, "autoscaling", "target"),
+                scaling.target,
+                "the KV cache's use is a fraction from 0 to 1 (vllm:kv_cache_usage_perc): a target above 1 is never "
+                "reached, so the autoscaler never adds a server",
+            )
