@@ -1216,16 +1216,16 @@ PLAN_GROUPS: dict[str, list[str]] = {
         "an unquoted project number with a leading zero (octal)",
     ],
     "cross-section": [
+        "Ray training on a GPU slice",
+    ],
+    "rules": [
         "65 labels",
         "a bucket named like the state bucket",
         "a bucket location Cloud Storage does not have",
         "an image of prod's registry in dev",
         "a 70B conversion for a 405B model",
         "auto-upgrade off on a release channel",
-        "Ray training on a GPU slice",
         "a VM group whose account id is too short",
-    ],
-    "rules": [
         "a subnet too small for the pools' nodes",
         "a Slurm controller machine its zone does not offer",
         "a vLLM memory fraction above 1",

@@ -114,6 +114,38 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "serving.llama70b-vllm.gateway",
         "needs a proxy-only subnet: set network.proxy_only_cidr",
     ),
+    "gcp.labels-per-resource": (
+        lambda d, mp: d["labels"].update({f"l{i}": "x" for i in range(61)}),
+        "labels",
+        "a resource carries at most 64 labels",
+    ),
+    "gcs.bucket-names-unique": (
+        lambda d, mp: d["buckets"]["datasets"].update(name="acme-ml-platform-dev-checkpoints"),
+        "buckets.datasets.name",
+        "the same bucket name as buckets.checkpoints",
+    ),
+    "gcs.bucket-location-exists": (
+        lambda d, mp: d["buckets"]["datasets"].update(location="us-east9"),
+        "buckets.datasets.location",
+        "not a Cloud Storage location",
+    ),
+    "artifact-registry.images-in-own-registry": (
+        lambda d, mp: d["release"]["images"].update(
+            trainer=d["release"]["images"]["trainer"].replace("acme-ml-platform-dev", "acme-ml-platform-prod")
+        ),
+        "release.images.trainer",
+        "not this environment's registry",
+    ),
+    "maxtext.conversion-matches-model": (
+        lambda d, mp: d["serving"]["llama405b"]["conversion"].update(model_size="llama3.1-70b"),
+        "serving.llama405b.conversion.model_size",
+        "converts a 70B model, but serving.llama405b.model has 405B parameters",
+    ),
+    "gke.release-channel-auto-upgrade": (
+        lambda d, mp: d["slices"]["train"].update(auto_upgrade=False),
+        "slices.train.auto_upgrade",
+        "where GKE refuses a node pool without auto-upgrade",
+    ),
     "hpa.signal-the-server-exports": (
         lambda d, mp: d["serving"]["llama70b-vllm"]["autoscaling"].update(signal="kv-cache", target=80),
         "serving.llama70b-vllm.autoscaling.target",

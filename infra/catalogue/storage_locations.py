@@ -22,5 +22,5 @@ def location_problem(location: str) -> str | None:
         return None
     return (
         f"not a Cloud Storage location: a region (like us-east5), a multi-region ({', '.join(MULTI_REGIONS)}) or "
-        f"a predefined dual-region ({', '.join(DUAL_REGIONS)}) [source: {SOURCE}, checked {CHECKED}]"
+        f"a predefined dual-region ({', '.join(DUAL_REGIONS)})"
     )

@@ -31,13 +31,6 @@ from infra.config.orchestrator_checks import (
     vertex_problems,
     vm_problems,
 )
-from infra.config.reference_checks import (
-    bucket_problems,
-    conversion_problems,
-    image_problems,
-    label_problems,
-    orchestration_problems,
-)
 from infra.config.release import PLACEHOLDER_DIGEST, Release
 from infra.config.serving import JetStreamServing, Serving, VllmServing
 from infra.config.slurm import SlurmCluster
@@ -210,11 +203,6 @@ class Environment(Model):
         problems += slurm_problems(self)
         problems += vertex_problems(self)
         problems += vm_problems(self)
-        problems += label_problems(self)
-        problems += bucket_problems(self)
-        problems += image_problems(self)
-        problems += conversion_problems(self)
-        problems += orchestration_problems(self)
         if problems:
             raise _CrossReferenceError(problems)
         return self

@@ -184,16 +184,6 @@ def vm_problems(env: Environment) -> list[Problem]:
                     f"is {spec.slice.machine_type}",
                 )
             )
-        # Instance names `<env>-<group>-<n>` are RFC 1035 labels of at most 63 characters; the group's
-        # service account id `vm-<group>` has at most 30 (https://cloud.google.com/compute/docs/naming-resources,
-        # https://cloud.google.com/iam/docs/service-accounts-create).
-        longest = f"{env.name}-{name}-{spec.slice.hosts - 1}"
-        if len(longest) > 63:
-            problems.append(Finding(where, name, f"too long: its VM name {longest!r} would exceed 63 characters"))
-        if len(f"vm-{name}") > 30:
-            problems.append(
-                Finding(where, name, f"too long: its service account id 'vm-{name}' would exceed 30 characters")
-            )
         test = group.nccl_test
         if test is not None and test.nodes is not None and test.nodes > spec.slice.hosts:
             problems.append(

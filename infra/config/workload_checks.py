@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from infra.config.environment import Environment
 
 
+KUBERAY_TPU = (
+    "https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/tutorials/deploy-ray-serve-stable-diffusion-tpu"
+)
+
+
 def training_problems(env: Environment) -> list[Problem]:
     t = env.training
     if t is None:
@@ -25,6 +30,16 @@ def training_problems(env: Environment) -> list[Problem]:
     problems += _not_in(("training", "identity"), t.identity, env.identities, "identities")
     problems += _not_in(("training", "bucket"), t.bucket, env.buckets, "buckets")
     problems += _not_in(("training", "image"), t.image, env.release.images, "release.images")
+    if t.slice in env.slices and env.slices[t.slice].slice.kind != "tpu":
+        problems.append(
+            Finding(
+                ("training", "slice"),
+                t.slice,
+                f"slice {t.slice!r} is {env.slices[t.slice].slice.name}, not TPU: the Ray training cluster (chart "
+                "ray-training) runs MaxText on a TPU slice; GPU training is `batch` (JobSet), `slurm` or `vertex` "
+                f"[source: workloads/charts/ray-training; {KUBERAY_TPU}]",
+            )
+        )
     if t.queue is not None and "kueue" not in env.release.controllers:
         problems.append(
             Finding(

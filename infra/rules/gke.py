@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.accelerators import (
     TPU_ACCELERATOR_LABEL,
@@ -31,6 +31,9 @@ from infra.rules.sources import (
     TPU_DOC,
 )
 from infra.rules.terraform_subject import _clusters, _flex, _is_tpu, _node_pools, _queued, _ref, resources
+
+if TYPE_CHECKING:
+    from infra.config import Environment
 
 
 @rule(
@@ -514,3 +517,25 @@ def _tpu_no_surge(stack: dict[str, Any]) -> Iterator[Finding]:
             yield Finding(f"{where}.upgrade_settings", settings or None, "use strategy SURGE with max_surge 0")
         elif not settings.get("max_unavailable"):
             yield Finding(f"{where}.upgrade_settings.max_unavailable", settings.get("max_unavailable"), "at least 1")
+
+
+@rule(
+    id="gke.release-channel-auto-upgrade",
+    system="GKE release channels",
+    layer="apply",
+    summary="On a cluster enrolled in a release channel, every node pool auto-upgrades: GKE refuses one that does not.",
+    source=(
+        "https://cloud.google.com/kubernetes-engine/docs/concepts/release-channels (node auto-upgrade is always on "
+        "for clusters enrolled in a release channel)"
+    ),
+    subject="environment",
+)
+def _auto_upgrade(env: Environment) -> Iterator[Finding]:
+    for key, spec in env.slices.items():
+        if not spec.auto_upgrade and env.slice_holder(key) == "gke":
+            yield Finding(
+                ("slices", key, "auto_upgrade"),
+                False,
+                f"the cluster is on the {env.cluster.release_channel} release channel, where GKE refuses a node "
+                "pool without auto-upgrade",
+            )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -183,3 +184,44 @@ def _recipe_runs(env: Environment) -> Iterator[Finding]:
             f"does not run on {where}: {this.why}; recipes that run there: {', '.join(runnable) or 'none'}; "
             f"to make one, {how_to_add(slice_, count)}",
         )
+
+
+_SIZE = re.compile(r"-([0-9.]+)b$")
+
+
+@rule(
+    id="maxtext.conversion-matches-model",
+    system="MaxText checkpoint conversion",
+    layer="engine-start",
+    summary=(
+        "A JetStream deployment's conversion converts the model it serves: model_size has its parameters, and is "
+        "its MaxText name where the deployment serves a Llama MaxText knows (one checkpoint layout per model size)."
+    ),
+    source="MaxText's llama_or_mistral_ckpt.py MODEL_PARAMS_DICT (one layout per model size)",
+    subject="environment",
+)
+def _conversion_size(env: Environment) -> Iterator[Finding]:
+    for key, d in env.serving.items():
+        conversion = getattr(d, "conversion", None)
+        if d.engine != "jetstream" or conversion is None:
+            continue
+        size = conversion.model_size
+        found = _SIZE.search(size)
+        where = ("serving", key, "conversion", "model_size")
+        if found and abs(float(found.group(1)) - d.model.parameters_b) > 0.5:
+            yield Finding(
+                where,
+                size,
+                f"converts a {found.group(1)}B model, but serving.{key}.model has {d.model.parameters_b:g}B "
+                f"parameters ({d.model.name})",
+            )
+        elif (
+            d.model.catalogue_name in MODELS
+            and d.model.catalogue_name.startswith("llama")
+            and d.model.catalogue_name != size
+        ):  # a model MaxText does not know: rule maxtext.tokenizer-matches-model lists those it does
+            yield Finding(
+                where,
+                size,
+                f"converts {size}, but serving.{key} serves {d.model.catalogue_name} ({d.model.catalogue_field})",
+            )
