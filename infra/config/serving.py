@@ -245,3 +245,17 @@ class CanaryServing(Model):
 
 
 Serving = Annotated[SaxmlServing | JetStreamServing | VllmServing | CanaryServing, Field(discriminator="engine")]
+
+
+def bucket_fields(d: SaxmlServing | JetStreamServing | VllmServing | CanaryServing) -> list[tuple[str, str]]:
+    """(field, bucket key) of every bucket a serving deployment names: its own, JetStream's scratch, vLLM's cache, a
+    conversion's source."""
+    found = [("bucket", d.bucket)]
+    if isinstance(d, JetStreamServing):
+        found.append(("scratch_bucket", d.scratch_bucket))
+    if isinstance(d, VllmServing):
+        found.append(("cache_bucket", d.cache_bucket))
+    conversion = getattr(d, "conversion", None)
+    if conversion is not None:
+        found.append(("conversion.source_bucket", conversion.source_bucket))
+    return found

@@ -10,7 +10,7 @@ from infra.catalogue.controllers import controllers_of_chart
 from infra.catalogue.storage_roles import OBJECT_WRITE_ROLES, ROLES_DOC
 from infra.config.base import Problem, _not_in
 from infra.config.findings import Finding
-from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing
+from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing, bucket_fields
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment
@@ -201,16 +201,9 @@ def _known(env: Environment, where: tuple[str | int, ...], d: Any) -> list[Probl
     """The identity, buckets, images and pool a serving deployment names exist; servers only read their model."""
     problems: list[Problem] = []
     problems += _not_in((*where, "identity"), d.identity, env.identities, "identities")
-    buckets = [("bucket", d.bucket)]
-    if isinstance(d, JetStreamServing):
-        buckets.append(("scratch_bucket", d.scratch_bucket))
-    if isinstance(d, VllmServing):
-        buckets.append(("cache_bucket", d.cache_bucket))
-    conversion = getattr(d, "conversion", None)
-    if conversion is not None:
-        buckets.append(("conversion.source_bucket", conversion.source_bucket))
-    for field_name, bucket in buckets:
+    for field_name, bucket in bucket_fields(d):
         problems += _not_in((*where, *field_name.split(".")), bucket, env.buckets, "buckets")
+    conversion = getattr(d, "conversion", None)
     if not isinstance(d, SaxmlServing):  # Saxml's `bucket` is its admin state, which it writes
         problems += _reader_only_problems(env, where, d)
     images = [("image", getattr(d, "image", None))]

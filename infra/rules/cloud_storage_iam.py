@@ -18,7 +18,7 @@ from fnmatch import fnmatch
 from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.storage_roles import OBJECT_WRITE_ROLES, ROLES_DOC
-from infra.config.serving import JetStreamServing, VllmServing
+from infra.config.serving import VllmServing, bucket_fields
 from infra.rules import Finding, rule
 from infra.rules.terraform_subject import resources
 
@@ -156,17 +156,9 @@ def _reads(env: Environment) -> Iterator[tuple[tuple[str | int, ...], str, str, 
     """(field path, identity key, bucket, the field naming the bucket) of every bucket a server or conversion
     reads (or mounts) as an identity."""
     for key, d in env.serving.items():
-        where = ("serving", key, "identity")
-        buckets = [("bucket", d.bucket)]
-        if isinstance(d, JetStreamServing):
-            buckets.append(("scratch_bucket", d.scratch_bucket))
-        if isinstance(d, VllmServing):
-            buckets.append(("cache_bucket", d.cache_bucket))
+        for field, bucket in bucket_fields(d):
+            yield ("serving", key, "identity"), d.identity, bucket, field
         conversion = getattr(d, "conversion", None)
-        if conversion is not None:
-            buckets.append(("conversion.source_bucket", conversion.source_bucket))
-        for field, bucket in buckets:
-            yield where, d.identity, bucket, field
         if conversion is not None and conversion.identity != d.identity:
             at = ("serving", key, "conversion", "identity")
             yield at, conversion.identity, conversion.source_bucket, "conversion.source_bucket"
