@@ -304,6 +304,15 @@ class Environment(Model):
             return [self.slice_node_range(key)] * len(spec.tier_pools(key))
         return [None if i < d.autoscaling.min else (0, spec.slice.hosts) for i in range(spec.count)]
 
+    def pool_sizes(self, key: str) -> list[tuple[str, int, int]]:
+        """(pool, fewest nodes, most nodes) of each of slice `key`'s pools, in `tier_pools` order: its range where it
+        autoscales, else its fixed count (a host per copy of the slice)."""
+        fixed = self.slices[key].slice.hosts * self.slice_copies(key)
+        return [
+            (pool, *(node_range or (fixed, fixed)))
+            for (pool, _), node_range in zip(self.slices[key].tier_pools(key), self.pool_node_ranges(key), strict=True)
+        ]
+
     def slice_holder(self, key: str) -> str:
         """Which orchestrator holds slice `key`'s machines: `gke` (a node pool of the stack), `slurm`, `vertex`
         or `vms`."""

@@ -326,9 +326,7 @@ def _error_ratio(env: Environment, key: str, server: ServerMetrics) -> dict[str,
 def _capacity_text(env: Environment) -> dict[str, Any]:
     rows = ["| node pool | accelerator | hosts per slice | nodes |", "|---|---|---|---|"]
     for key, spec in sorted(env.gke_slices.items()):
-        fixed = (spec.slice.hosts * env.slice_copies(key),) * 2
-        for (pool, tier), node_range in zip(spec.tier_pools(key), env.pool_node_ranges(key), strict=True):
-            low, high = node_range or fixed
+        for (pool, low, high), (_, tier) in zip(env.pool_sizes(key), spec.tier_pools(key), strict=True):
             rows.append(f"| {pool} | {spec.slice.name} ({tier.type}) | {spec.slice.hosts} | {low} to {high} |")
     system = env.cluster.system_pool
     rows.append(f"| system | {system.machine_type} | 1 | {system.min_nodes} to {system.max_nodes} |")

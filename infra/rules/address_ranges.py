@@ -34,9 +34,9 @@ def gke_nodes(env: Environment) -> list[tuple[str, int]]:
     pools += [(f"cpu pool {k}", p.max_nodes) for k, p in env.cpu_pools.items()]
     for key, spec in env.slices.items():
         if env.slice_holder(key) == "gke":
-            for pool in spec.pools(key):
+            for pool, _, most in env.pool_sizes(key):
                 name = f"slice {key}" if spec.count == 1 else f"slice {key} pool {pool}"
-                pools.append((name, spec.slice.hosts * env.slice_copies(key)))
+                pools.append((name, most))
     return pools
 
 
