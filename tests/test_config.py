@@ -200,7 +200,7 @@ BAD_FILES: dict[str, tuple[Callable[[dict[str, Any]], None], str, list[str]]] = 
         ["min_nodes 3 is above nodes 2"],
     ),
     "queued provisioning without Kueue": (
-        _delete("batch"),
+        lambda d: (d.pop("batch"), d.pop("teams")),
         "slices.a3mega.capacity.type",
         ["'queued'", "list this slice in `batch.slices`"],
     ),

@@ -358,6 +358,76 @@ ENV_CASES: dict[str, tuple[Callable[[dict[str, Any], pytest.MonkeyPatch], None],
         "slices.a3mega-vms.capacity.type",
         "a VM has no queued provisioning",
     ),
+    "platform.queued-provisioning-through-kueue": (
+        lambda d, mp: d["slices"]["sax-a"].update(capacity={"type": "queued"}),
+        "slices.sax-a.capacity.type",
+        "a TPU slice takes on-demand, spot, reservation or flex-start",
+    ),
+    "platform.jobs-within-their-slice": (
+        lambda d, mp: d["batch"]["nccl_test"].update(nodes=3),
+        "batch.nccl_test.nodes",
+        "slice 'a3mega' has only 2 nodes",
+    ),
+    "platform.slurm-static-nodes-on-fixed-capacity": (
+        lambda d, mp: d["slurm"]["partitions"]["a3mega"].update(static_nodes=1),
+        "slurm.partitions.a3mega.static_nodes",
+        "the slice's flex-start nodes come and go with the jobs: static_nodes must be 0",
+    ),
+    "platform.slurm-writes-one-bucket": (
+        lambda d, mp: d["slurm"]["training"].update(bucket="datasets"),
+        "slurm.training.bucket",
+        "the cluster mounts and may write one bucket, slurm.bucket ('checkpoints')",
+    ),
+    "platform.network-attachment-for-vertex-only": (
+        lambda d, mp: d.pop("vertex"),
+        "network.network_attachment_cidr",
+        "only Vertex AI jobs use a network attachment",
+    ),
+    "platform.vm-groups-on-tcpxo": (
+        lambda d, mp: d["slices"]["a3mega-vms"].update(accelerator="a3-high"),
+        "vm_groups.a3mega.slice",
+        "sets up GPUDirect-TCPXO machines (A3 Mega) only",
+    ),
+    "platform.capacity-lists-for-whole-host-servers": (
+        lambda d, mp: d["slices"]["a3mega-slurm"].update(nodes=1, capacity=[{"type": "spot"}, {"type": "on-demand"}]),
+        "slices.a3mega-slurm.capacity",
+        "slurm (slurm.partitions.a3mega.slice) takes one capacity type",
+    ),
+    "platform.servers-read-their-models": (
+        lambda d, mp: d["identities"]["serving"]["bucket_roles"].update(models="roles/storage.objectUser"),
+        "identities.serving.bucket_roles.models",
+        "only reads its model from bucket 'models': give it roles/storage.objectViewer there",
+    ),
+    "platform.conversion-runs-as-its-own-identity": (
+        lambda d, mp: d["serving"]["llama405b"]["conversion"].update(identity="serving"),
+        "serving.llama405b.conversion.identity",
+        "run(s) as 'serving' too: the conversion writes the models",
+    ),
+    "platform.saxml-identity-owns-its-bucket-only": (
+        lambda d, mp: d["identities"]["saxml"]["bucket_roles"].update(models="roles/storage.objectViewer"),
+        "identities.saxml.bucket_roles",
+        "roles/storage.objectAdmin on bucket 'saxml' and no other role (remove models)",
+    ),
+    "k8s.service-account-in-the-pods-namespace": (
+        lambda d, mp: d["identities"]["converter"].update(namespace="ml-training"),
+        "serving.llama405b.conversion.identity",
+        "its namespace 'ml-training' is not the deployment's ('ml-serving'",
+    ),
+    "hpa.replicas-left-to-the-autoscaler": (
+        lambda d, mp: d["serving"]["llama70b-vllm"].update(replicas=2),
+        "serving.llama70b-vllm.replicas",
+        "the autoscaler sets the number of servers",
+    ),
+    "models.weights-fit-the-slice": (
+        lambda d, mp: d["serving"]["llama70b-vllm"]["model"].update(kv_cache_gb=200),
+        "serving.llama70b-vllm.model",
+        "more than the 256 GB of HBM of slice 'vllm'",
+    ),
+    "jetstream.prefill-and-decode-one-shape": (
+        lambda d, mp: d["slices"]["decode"].update(topology="4x4"),
+        "serving.llama70b-disagg.decode_slice",
+        "prefill and decode slices must have one shape: 2x4 on ct6e-standard-4t vs 4x4",
+    ),
     # a Dockerfile of a released image building from a base by tag that nothing names.
     "docker.base-images-pinned-by-digest": (
         lambda d, mp: mp.setattr(

@@ -15,6 +15,7 @@ import yaml
 
 from infra.catalogue.accelerators import tpu_slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel
+from infra.rules import RULES
 from infra.synth.load import load_environment
 from tests.helpers import by_name, needs_crds, of_type, one_of_kind, release_values, rendered
 from workloads.charts.check import render
@@ -348,7 +349,9 @@ def test_a_model_too_big_for_its_slice_fails_loading_with_the_arithmetic(tmp_pat
     assert problems == [
         "serving.saxml.model: '175B bf16': lmcloudspmd175b: 175B parameters in bf16 need 350 GB of weights + "
         "100 GB of KV cache = 450 GB, more than the 128 GB of HBM of slice 'sax-b' (v5litepod-8: 8 chips x 16 GB); "
-        "the smallest v5e slice that holds it is 4x8 (32 chips, 512 GB), or lower kv_cache_gb or the precision"
+        "the smallest v5e slice that holds it is 4x8 (32 chips, 512 GB), or lower kv_cache_gb or the precision "
+        f"[rule models.weights-fit-the-slice (MaxText / vLLM / Saxml (TPU HBM), refused at engine-start); source: "
+        f"{RULES['models.weights-fit-the-slice'].source}]"
     ]
 
 

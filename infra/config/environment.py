@@ -24,12 +24,10 @@ from infra.config.identity import Identity, gsa_account_id
 from infra.config.monitoring import Monitoring
 from infra.config.network import Network
 from infra.config.orchestrator_checks import (
-    gke_users,
     holder_problems,
     other_holders,
     slurm_problems,
     vertex_problems,
-    vm_problems,
 )
 from infra.config.release import PLACEHOLDER_DIGEST, Release
 from infra.config.serving import JetStreamServing, Serving, VllmServing
@@ -150,7 +148,6 @@ class Environment(Model):
         if "system" in self.slices:
             problems.append(Finding(("slices", "system"), "system", "the name of the cluster's system pool: rename it"))
         problems += self._pool_name_problems()
-        problems += self._tier_use_problems()
         for key in self.buckets:
             if self.bucket_name(key) == self.build_staging_bucket:
                 where = ("buckets", key, "name") if self.buckets[key].name else ("buckets", key)
@@ -202,7 +199,6 @@ class Environment(Model):
         problems += holder_problems(self)
         problems += slurm_problems(self)
         problems += vertex_problems(self)
-        problems += vm_problems(self)
         if problems:
             raise _CrossReferenceError(problems)
         return self
@@ -249,27 +245,6 @@ class Environment(Model):
                     problems.append(Finding(where, value, f"its pool {pool!r} is the name of another pool"))
                 elif len(pool) > 40:
                     problems.append(Finding(where, value, f"its pool {pool!r} is longer than GKE's 40 characters"))
-        return problems
-
-    def _tier_use_problems(self) -> list[Problem]:
-        """A slice falls back through capacity tiers only where each pod takes one whole single-host slice: a vLLM
-        deployment's servers (any tier's host serves alike, and the autoscaler's servers spread over the tiers).
-        Ray's worker groups, Kueue's flavors and the other engines place their pods per node pool."""
-        problems: list[Problem] = []
-        per_pool = gke_users(self, placed_per_pool=True)
-        for key, spec in self.slices.items():
-            if not spec.falls_back or self.slice_holder(key) != "gke" or spec.slice.multi_host:
-                continue  # another holder, or a multi-host slice: refused where those are checked
-            if key in per_pool:
-                problems.append(
-                    Finding(
-                        ("slices", key, "capacity"),
-                        [t.label for t in spec.tiers],
-                        f"a capacity list on a slice {'.'.join(map(str, per_pool[key]))} places per node pool (Ray "
-                        "worker groups, Kueue flavors and the other engines name their pool): only a vLLM deployment's "
-                        "servers, each a whole host, may land on any tier; give this slice one capacity type",
-                    )
-                )
         return problems
 
     def slice_copies(self, key: str) -> int:

@@ -1,5 +1,6 @@
-"""Checks across an environment's sections about who holds each slice: GKE, Slurm, Vertex AI or a VM
-group (one each), and what each orchestrator needs of the slices, buckets and identities it names."""
+"""The references of the orchestrators' sections: who holds each slice (GKE, Slurm, Vertex AI or a VM group, one
+each, on the kind of slice each takes), and the buckets, images and partitions they name exist. What each
+orchestrator may do with its slice is a rule (infra/rules/orchestrators.py)."""
 
 from __future__ import annotations
 
@@ -58,15 +59,6 @@ def holder_problems(env: Environment) -> list[Problem]:
             continue
         if env.slices[key].slice.kind != "gpu":
             problems.append(Finding(where, key, f"{holder} runs on GPU slices here; this is a TPU slice"))
-        if env.slices[key].falls_back:
-            problems.append(
-                Finding(
-                    ("slices", key, "capacity"),
-                    [t.label for t in env.slices[key].tiers],
-                    f"a capacity list is GKE's fallback (a ComputeClass over a node pool per tier); {holder} "
-                    f"({path_text(where)}) takes one capacity type: give the slice one",
-                )
-            )
         if key in gke:
             problems.append(
                 Finding(
@@ -85,112 +77,30 @@ def holder_problems(env: Environment) -> list[Problem]:
 
 
 def slurm_problems(env: Environment) -> list[Problem]:
+    """The bucket, images and partitions the Slurm section names exist (its slices: `holder_problems`)."""
     slurm = env.slurm
     if slurm is None:
         return []
     problems: list[Problem] = []
     problems += _not_in(("slurm", "bucket"), slurm.bucket, env.buckets, "buckets")
-    for name, partition in slurm.partitions.items():
-        spec = env.slices.get(partition.slice)
-        if spec is None:
-            continue  # named by _holder_problems
-        where = ("slurm", "partitions", name)
-        if partition.static_nodes > spec.slice.hosts:
-            problems.append(
-                Finding(
-                    (*where, "static_nodes"),
-                    partition.static_nodes,
-                    f"slice {partition.slice!r} has {spec.slice.hosts} nodes",
-                )
-            )
-        if spec.primary.dynamic and partition.static_nodes:
-            problems.append(
-                Finding(
-                    (*where, "static_nodes"),
-                    partition.static_nodes,
-                    f"the slice's {spec.primary.type} nodes come and go with the jobs: static_nodes must be 0",
-                )
-            )
-    jobs: list[tuple[str, str, int | None]] = []
-    if slurm.nccl_test is not None:
-        jobs.append(("nccl_test", slurm.nccl_test.partition, slurm.nccl_test.nodes))
     if slurm.training is not None:
-        jobs.append(("training", slurm.training.partition, None))
         problems += _not_in(("slurm", "training", "image"), slurm.training.image, env.release.images, "release.images")
         problems += _not_in(("slurm", "training", "bucket"), slurm.training.bucket, env.buckets, "buckets")
-        if slurm.training.bucket != slurm.bucket:
-            problems.append(
-                Finding(
-                    ("slurm", "training", "bucket"),
-                    slurm.training.bucket,
-                    f"the cluster mounts and may write one bucket, slurm.bucket ({slurm.bucket!r})",
-                )
-            )
-    for section, partition_name, nodes in jobs:
-        where = ("slurm", section, "partition")
-        if partition_name not in slurm.partitions:
-            problems += _not_in(where, partition_name, slurm.partitions, "slurm.partitions")
-            continue
-        spec = env.slices.get(slurm.partitions[partition_name].slice)
-        if spec is not None and nodes is not None and nodes > spec.slice.hosts:
-            problems.append(
-                Finding(("slurm", section, "nodes"), nodes, f"partition {partition_name!r} has {spec.slice.hosts}")
-            )
+    for section in ("nccl_test", "training"):
+        job = getattr(slurm, section)
+        if job is not None:
+            where = ("slurm", section, "partition")
+            problems += _not_in(where, job.partition, slurm.partitions, "slurm.partitions")
     return problems
 
 
 def vertex_problems(env: Environment) -> list[Problem]:
-    vertex = env.vertex
-    problems: list[Problem] = []
-    if vertex is None:
-        if env.network.network_attachment_cidr is not None:
-            problems.append(
-                Finding(
-                    ("network", "network_attachment_cidr"),
-                    env.network.network_attachment_cidr,
-                    "only Vertex AI jobs use a network attachment: remove it, or declare `vertex` jobs",
-                )
-            )
-        return problems
-    test = vertex.nccl_test
-    if test is not None and test.nodes is not None and test.slice in env.slices:
-        hosts = env.slices[test.slice].slice.hosts
-        if test.nodes > hosts:
-            problems.append(
-                Finding(("vertex", "nccl_test", "nodes"), test.nodes, f"slice {test.slice!r} has only {hosts} nodes")
-            )
-    training = vertex.training
-    if training is not None:
-        where = ("vertex", "training")
-        problems += _not_in((*where, "image"), training.image, env.release.images, "release.images")
-        problems += _not_in((*where, "bucket"), training.bucket, env.buckets, "buckets")
-    return problems
-
-
-def vm_problems(env: Environment) -> list[Problem]:
-    problems: list[Problem] = []
-    for name, group in env.vm_groups.items():
-        spec = env.slices.get(group.slice)
-        if spec is None:
-            continue  # named by _holder_problems
-        where = ("vm_groups", name)
-        direct = spec.slice.gpudirect
-        if spec.slice.kind == "gpu" and (direct is None or direct.transport != "tcpxo"):
-            problems.append(
-                Finding(
-                    (*where, "slice"),
-                    group.slice,
-                    f"a VM group's start-up sets up GPUDirect-TCPXO machines (A3 Mega) only; {spec.slice.name} "
-                    f"is {spec.slice.machine_type}",
-                )
-            )
-        test = group.nccl_test
-        if test is not None and test.nodes is not None and test.nodes > spec.slice.hosts:
-            problems.append(
-                Finding(
-                    (*where, "nccl_test", "nodes"),
-                    test.nodes,
-                    f"slice {group.slice!r} has only {spec.slice.hosts} nodes",
-                )
-            )
-    return problems
+    """The images and buckets the Vertex AI jobs name exist (their slices: `holder_problems`)."""
+    training = env.vertex.training if env.vertex is not None else None
+    if training is None:
+        return []
+    where = ("vertex", "training")
+    return [
+        *_not_in((*where, "image"), training.image, env.release.images, "release.images"),
+        *_not_in((*where, "bucket"), training.bucket, env.buckets, "buckets"),
+    ]

@@ -1,5 +1,6 @@
-"""Checks across an environment's sections about its workloads: training, GPU batch jobs and serving
-name slices, identities, buckets and images that exist, and can write where they must."""
+"""The references of an environment's workloads: training, GPU batch jobs, teams and serving name slices (of the
+kind each runs on), identities, buckets, images, pools and controllers that exist. What they may do with them is a
+rule (infra/rules/)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.controllers import controllers_of_chart
-from infra.catalogue.storage_roles import OBJECT_WRITE_ROLES, ROLES_DOC
 from infra.config.base import Problem, _not_in
 from infra.config.findings import Finding
-from infra.config.serving import CanaryServing, JetStreamServing, SaxmlServing, VllmServing, bucket_fields
+from infra.config.serving import bucket_fields
 
 if TYPE_CHECKING:
     from infra.config.environment import Environment
@@ -65,28 +65,6 @@ def gpu_problems(env: Environment) -> list[Problem]:
             )
         )
     batch = env.batch
-    # GKE's queued provisioning; another orchestrator's queued slice is refused by its own rule.
-    queued = [k for k, s in env.gke_slices.items() if s.primary.type == "queued"]
-    for key in queued:
-        if env.slices[key].slice.kind == "tpu":
-            # Kueue's ProvisioningRequests here are the GPU batch jobs'; nothing queues a TPU slice's workload.
-            problems.append(
-                Finding(
-                    ("slices", key, "capacity", "type"),
-                    "queued",
-                    "queued provisioning is requested through Kueue, which queues the GPU batch jobs here "
-                    "(batch.slices takes GPU slices); a TPU slice takes on-demand, spot, reservation or flex-start "
-                    "(flex-start: the Dynamic Workload Scheduler's TPUs without a queue)",
-                )
-            )
-        elif batch is None or key not in batch.slices:
-            problems.append(
-                Finding(
-                    ("slices", key, "capacity", "type"),
-                    "queued",
-                    "queued provisioning is requested through Kueue: list this slice in `batch.slices`",
-                )
-            )
     if batch is None:
         return problems
     missing = [c for c in ("jobset", "kueue") if c not in env.release.controllers]
@@ -110,13 +88,6 @@ def gpu_problems(env: Environment) -> list[Problem]:
         if job is not None and job.slice not in batch.slices:
             problems.append(
                 Finding(("batch", section, "slice"), job.slice, f"not one of batch.slices: {', '.join(batch.slices)}")
-            )
-    test = batch.nccl_test
-    if test is not None and test.nodes is not None and test.slice in env.slices:
-        hosts = env.slices[test.slice].slice.hosts
-        if test.nodes > hosts:
-            problems.append(
-                Finding(("batch", "nccl_test", "nodes"), test.nodes, f"slice {test.slice!r} has only {hosts} nodes")
             )
     training = batch.training
     if training is not None:
@@ -142,7 +113,6 @@ def serving_problems(env: Environment) -> list[Problem]:
     for key, d in env.serving.items():
         where: tuple[str | int, ...] = ("serving", key)
         problems += _known(env, where, d)
-        slices = {}
         for field_path, slice_key in d.slice_fields():
             spec = env.slices.get(slice_key)
             if spec is None:
@@ -151,149 +121,25 @@ def serving_problems(env: Environment) -> list[Problem]:
                 problems.append(
                     Finding((*where, *field_path), slice_key, "serving here runs on TPU slices; this is GPU")
                 )
-            else:
-                slices[slice_key] = spec.slice
-        # The fit check: every slice holds a whole replica of the model.
-        for slice_key, slice_ in slices.items():
-            assert not isinstance(d, CanaryServing)
-            reason = d.model.fit_problem(slice_key, slice_)
-            if reason:
-                problems.append(Finding((*where, "model"), f"{d.model.parameters_b:g}B {d.model.precision}", reason))
-        if isinstance(d, JetStreamServing) and len(slices) == 2:
-            prefill, decode = slices.get(d.prefill_slice or ""), slices.get(d.decode_slice or "")
-            if (
-                prefill
-                and decode
-                and (prefill.topology, prefill.machine_type) != (decode.topology, decode.machine_type)
-            ):
-                problems.append(
-                    Finding(
-                        (*where, "decode_slice"),
-                        d.decode_slice,
-                        f"prefill and decode slices must have one shape: {prefill.topology} on "
-                        f"{prefill.machine_type} vs {decode.topology} on {decode.machine_type}",
-                    )
-                )
-        if isinstance(d, SaxmlServing):
-            problems += _saxml_identity_problems(env, where, d)
-        if isinstance(d, (VllmServing, CanaryServing)) and d.autoscaling is not None:
-            problems += _autoscaling_problems(where, d)
-    return problems
-
-
-def _autoscaling_problems(where: tuple[str | int, ...], d: VllmServing | CanaryServing) -> list[Problem]:
-    """The autoscaler owns the replica count (the signal it scales on: infra/rules/monitoring.py)."""
-    assert d.autoscaling is not None
-    problems: list[Problem] = []
-    if d.replicas != 1:
-        problems.append(
-            Finding(
-                (*where, "replicas"),
-                d.replicas,
-                "the autoscaler sets the number of servers between autoscaling.min and autoscaling.max: remove "
-                "replicas",
-            )
-        )
     return problems
 
 
 def _known(env: Environment, where: tuple[str | int, ...], d: Any) -> list[Problem]:
-    """The identity, buckets, images and pool a serving deployment names exist; servers only read their model."""
+    """The identity, buckets, images and pool a serving deployment names exist."""
     problems: list[Problem] = []
     problems += _not_in((*where, "identity"), d.identity, env.identities, "identities")
     for field_name, bucket in bucket_fields(d):
         problems += _not_in((*where, *field_name.split(".")), bucket, env.buckets, "buckets")
     conversion = getattr(d, "conversion", None)
-    if not isinstance(d, SaxmlServing):  # Saxml's `bucket` is its admin state, which it writes
-        problems += _reader_only_problems(env, where, d)
     images = [("image", getattr(d, "image", None))]
     if conversion is not None:
-        problems += _conversion_identity_problems(env, where, d)
+        at = (*where, "conversion", "identity")
+        problems += _not_in(at, conversion.identity, env.identities, "identities")
         images.append(("conversion.image", conversion.image))
         problems += _not_in((*where, "conversion", "pool"), conversion.pool, env.cpu_pools, "cpu_pools")
     for field_name, image in images:
         if image is not None:
             problems += _not_in((*where, *field_name.split(".")), image, env.release.images, "release.images")
-    return problems
-
-
-def _reader_only_problems(env: Environment, where: tuple[str | int, ...], d: Any) -> list[Problem]:
-    """Model servers read their model: a write role on its bucket would let any server (and whoever takes one over)
-    overwrite or delete every model there. Writing the models is the conversion's, under its own identity."""
-    identity = env.identities.get(d.identity)
-    role = identity.bucket_roles.get(d.bucket) if identity is not None else None
-    if role not in OBJECT_WRITE_ROLES:
-        return []
-    return [
-        Finding(
-            ("identities", d.identity, "bucket_roles", d.bucket),
-            role,
-            f"serving.{where[-1]} runs as {d.identity!r} and only reads its model from bucket {d.bucket!r}: give it "
-            "roles/storage.objectViewer there (a checkpoint conversion writes with its own identity, "
-            f"conversion.identity) [source: {ROLES_DOC}]",
-        )
-    ]
-
-
-def _conversion_identity_problems(env: Environment, where: tuple[str | int, ...], d: JetStreamServing) -> list[Problem]:
-    """The conversion Job's identity: its own (no workload runs as it), in the deployment's namespace (a pod runs as
-    a Kubernetes service account of its own namespace); what it may read and write: infra/rules/cloud_storage_iam.py."""
-    conversion = d.conversion
-    assert conversion is not None
-    at = (*where, "conversion", "identity")
-    if conversion.identity not in env.identities:
-        return _not_in(at, conversion.identity, env.identities, "identities")
-    users = sorted(
-        {f"serving.{k}" for k, s in env.serving.items() if s.identity == conversion.identity}
-        | ({"training"} if env.training is not None and env.training.identity == conversion.identity else set())
-        | ({"batch"} if env.batch is not None and env.batch.identity == conversion.identity else set())
-    )
-    if users:
-        return [
-            Finding(
-                at,
-                conversion.identity,
-                f"{', '.join(users)} run(s) as {conversion.identity!r} too: the conversion writes the models, so it "
-                "runs as an identity of its own, which no server shares (servers that share it can overwrite every "
-                f"model) [source: {ROLES_DOC}]",
-            )
-        ]
-    problems: list[Problem] = []
-    identity, served = env.identities[conversion.identity], env.identities.get(d.identity)
-    if served is not None and identity.namespace != served.namespace:
-        problems.append(
-            Finding(
-                at,
-                conversion.identity,
-                f"its namespace {identity.namespace!r} is not the deployment's ({served.namespace!r}, identity "
-                f"{d.identity!r}): the Job runs in the release's namespace, as a service account of that namespace "
-                "[source: https://kubernetes.io/docs/concepts/security/service-accounts/ (a ServiceAccount is a "
-                "namespaced object; a Pod uses one of its own namespace)]",
-            )
-        )
-    return problems
-
-
-def _saxml_identity_problems(env: Environment, where: tuple[str | int, ...], d: SaxmlServing) -> list[Problem]:
-    """Saxml's identity: its own Google service account, admin of the Saxml bucket and of nothing else."""
-    identity = env.identities.get(d.identity)
-    if identity is None:
-        return []
-    problems: list[Problem] = []
-    if identity.mode != "impersonation":
-        problems.append(
-            Finding((*where, "identity"), d.identity, "Saxml runs as a Google service account: use mode impersonation")
-        )
-    others = sorted(set(identity.bucket_roles) - {d.bucket})
-    if others or identity.bucket_roles.get(d.bucket) != "roles/storage.objectAdmin":
-        problems.append(
-            Finding(
-                ("identities", d.identity, "bucket_roles"),
-                dict(identity.bucket_roles),
-                f"Saxml's identity gets roles/storage.objectAdmin on bucket {d.bucket!r} and no other role"
-                + (f" (remove {', '.join(others)})" if others else ""),
-            )
-        )
     return problems
 
 

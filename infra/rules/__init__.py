@@ -41,9 +41,11 @@ from typing import Any, Literal
 from infra.config.findings import FieldPath, Finding, field_path
 
 # host-run: a generated shell script (boot runner, prolog, batch job, VM start-up) fails where its host runs it.
-Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start", "host-run"]
+# platform: no real system refuses it; the platform does, by its own choice (least privilege, one owner per slice,
+# what its generated scripts and charts support), and its source is the document that says why.
+Layer = Literal["apply", "admission", "mount", "pod-start", "engine-start", "host-run", "platform"]
 Subject = Literal["environment", "environments", "terraform", "manifest", "request", "script", "upgrade"]
-LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start", "host-run")
+LAYERS: tuple[Layer, ...] = ("apply", "admission", "mount", "pod-start", "engine-start", "host-run", "platform")
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,10 @@ class Violation:
     def line(self, where: str = "") -> str:
         """`<where>: <field>: <value>: <message> [rule <id> (<system>, refused at <layer>); source: <source>]`."""
         prefix = f"{where}: " if where else ""
+        refused = "the platform's own choice" if self.rule.layer == "platform" else f"refused at {self.rule.layer}"
         return (
             f"{prefix}{self.field}: {self.value!r}: {self.message} "
-            f"[rule {self.rule.id} ({self.rule.system}, refused at {self.rule.layer}); source: {self.rule.source}]"
+            f"[rule {self.rule.id} ({self.rule.system}, {refused}); source: {self.rule.source}]"
         )
 
 

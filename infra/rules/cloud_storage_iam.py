@@ -18,7 +18,7 @@ from fnmatch import fnmatch
 from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.storage_roles import OBJECT_WRITE_ROLES, ROLES_DOC
-from infra.config.serving import VllmServing, bucket_fields
+from infra.config.serving import SaxmlServing, VllmServing, bucket_fields
 from infra.rules import Finding, rule
 from infra.rules.terraform_subject import resources
 
@@ -183,3 +183,99 @@ def _readers(env: Environment) -> Iterator[Finding]:
         yield Finding(
             where, key, f"has no role on bucket {bucket!r} ({field}); add one to identities.{key}.bucket_roles"
         )
+
+
+@rule(
+    id="platform.servers-read-their-models",
+    system="ML platform (least privilege)",
+    layer="platform",
+    summary=(
+        "A model server only reads its model: a write role on the models' bucket would let any server (and whoever "
+        "takes one over) overwrite or delete every model there. Writing the models is the conversion's, under its "
+        "own identity (Saxml's bucket is its admin state, which it writes)."
+    ),
+    source=f"docs/serving.md; {ROLES_DOC}",
+    subject="environment",
+)
+def _servers_read(env: Environment) -> Iterator[Finding]:
+    for key, d in env.serving.items():
+        if isinstance(d, SaxmlServing):
+            continue
+        identity = env.identities.get(d.identity)
+        role = identity.bucket_roles.get(d.bucket) if identity is not None else None
+        if role in OBJECT_WRITE_ROLES:
+            yield Finding(
+                ("identities", d.identity, "bucket_roles", d.bucket),
+                role,
+                f"serving.{key} runs as {d.identity!r} and only reads its model from bucket {d.bucket!r}: give it "
+                "roles/storage.objectViewer there (a checkpoint conversion writes with its own identity, "
+                "conversion.identity)",
+            )
+
+
+def _identity_users(env: Environment, identity: str) -> list[str]:
+    """The sections whose workloads run as `identity`."""
+    return sorted(
+        {f"serving.{k}" for k, s in env.serving.items() if s.identity == identity}
+        | ({"training"} if env.training is not None and env.training.identity == identity else set())
+        | ({"batch"} if env.batch is not None and env.batch.identity == identity else set())
+    )
+
+
+@rule(
+    id="platform.conversion-runs-as-its-own-identity",
+    system="ML platform (least privilege)",
+    layer="platform",
+    summary=(
+        "A checkpoint conversion writes the models, so it runs as an identity of its own, which no server, trainer "
+        "or batch job shares (those that share it could overwrite every model)."
+    ),
+    source=f"docs/serving.md; {ROLES_DOC}",
+    subject="environment",
+)
+def _conversion_identity(env: Environment) -> Iterator[Finding]:
+    for key, d in env.serving.items():
+        conversion = getattr(d, "conversion", None)
+        if conversion is None:
+            continue
+        users = _identity_users(env, conversion.identity)
+        if users:
+            yield Finding(
+                ("serving", key, "conversion", "identity"),
+                conversion.identity,
+                f"{', '.join(users)} run(s) as {conversion.identity!r} too: the conversion writes the models, so it "
+                "runs as an identity of its own, which no server shares (servers that share it can overwrite every "
+                "model)",
+            )
+
+
+@rule(
+    id="platform.saxml-identity-owns-its-bucket-only",
+    system="ML platform (least privilege)",
+    layer="platform",
+    summary=(
+        "Saxml runs as its own Google service account (impersonation), admin (roles/storage.objectAdmin) of the "
+        "Saxml bucket, where its admin server keeps its state, and of no other bucket."
+    ),
+    source=f"docs/serving.md (Saxml); {ROLES_DOC}",
+    subject="environment",
+)
+def _saxml_identity(env: Environment) -> Iterator[Finding]:
+    for key, d in env.serving.items():
+        identity = env.identities.get(d.identity) if isinstance(d, SaxmlServing) else None
+        if identity is None:
+            continue
+        if identity.mode != "impersonation":
+            yield Finding(
+                ("serving", key, "identity"),
+                d.identity,
+                "Saxml runs as a Google service account: use mode impersonation",
+            )
+        others = sorted(set(identity.bucket_roles) - {d.bucket})
+        if others or identity.bucket_roles.get(d.bucket) != "roles/storage.objectAdmin":
+            yield Finding(
+                ("identities", d.identity, "bucket_roles"),
+                dict(identity.bucket_roles),
+                f"Saxml's identity gets roles/storage.objectAdmin on bucket {d.bucket!r} and no other role"
+                + (f" (remove {', '.join(others)})" if others else ""),
+            )

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.catalogue.accelerators import TPU_ACCELERATOR_LABEL, TPU_RESOURCE
 from infra.rules import Finding, containers, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext, _pods, _tpu_chips
 from infra.rules.sources import TPU_DOC
+
+if TYPE_CHECKING:
+    from infra.config import Environment
 
 
 @rule(
@@ -117,3 +120,34 @@ def _names(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Findi
             for key, value in labels.items():
                 if len(str(value)) > 63 or not re.match(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", str(value)):
                     yield Finding(f"{where(obj)}: {path}.{key}", value, "at most 63 characters of [-A-Za-z0-9_.]")
+
+
+@rule(
+    id="k8s.service-account-in-the-pods-namespace",
+    system="Kubernetes (ServiceAccount admission)",
+    layer="admission",
+    summary=(
+        "A pod runs as a Kubernetes service account of its own namespace: a checkpoint conversion Job runs in its "
+        "deployment's namespace, so its identity's service account is in that namespace, or its pods are refused "
+        "at admission (service account not found)."
+    ),
+    source=(
+        "https://kubernetes.io/docs/concepts/security/service-accounts/ (a ServiceAccount is a namespaced object; "
+        "a Pod uses one of its own namespace); https://kubernetes.io/docs/reference/access-authn-authz/"
+        "admission-controllers/#serviceaccount"
+    ),
+    subject="environment",
+)
+def _conversion_namespace(env: Environment) -> Iterator[Finding]:
+    for key, d in env.serving.items():
+        conversion = getattr(d, "conversion", None)
+        if conversion is None:
+            continue
+        identity, served = env.identities.get(conversion.identity), env.identities.get(d.identity)
+        if identity is not None and served is not None and identity.namespace != served.namespace:
+            yield Finding(
+                ("serving", key, "conversion", "identity"),
+                conversion.identity,
+                f"its namespace {identity.namespace!r} is not the deployment's ({served.namespace!r}, identity "
+                f"{d.identity!r}): the Job runs in the release's namespace, as a service account of that namespace",
+            )

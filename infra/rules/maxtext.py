@@ -110,8 +110,9 @@ def _tokenizer(env: Environment) -> Iterator[Finding]:
     layer="engine-start",
     summary=(
         "A served model's declared size (model.parameters_b) is the size of the model it is (model.architecture, "
-        "else model.name) within 10%: the HBM fit (gke.model-fits-slice and the serving rules) and the price of "
-        "the slices it needs are computed from it, so a 70B model declared as 7B passes a fit it cannot make."
+        "else model.name) within 10%: the HBM fit (models.weights-fit-the-slice and the serving rules) and the "
+        "price of the slices it needs are computed from it, so a 70B model declared as 7B passes a fit it cannot "
+        "make."
     ),
     source=(
         "Hugging Face model pages (size from the safetensors index): meta-llama/Llama-2-7b-hf 6.74B, "
@@ -137,6 +138,29 @@ def _parameters_match(env: Environment) -> Iterator[Finding]:
                 f"{model.catalogue_name} ({model.catalogue_field}) has {arch.parameters_b:g}B parameters; declare "
                 f"its size (within {PARAMETERS_TOLERANCE:.0%}), or name the model it is in model.architecture",
             )
+
+
+@rule(
+    id="models.weights-fit-the-slice",
+    system="MaxText / vLLM / Saxml (TPU HBM)",
+    layer="engine-start",
+    summary=(
+        "Each slice a deployment serves on holds a whole replica of its model: the weights at their precision plus "
+        "the KV cache (model.kv_cache_gb) fit the slice's HBM (chips x each chip's HBM), or the server runs out of "
+        "memory loading it."
+    ),
+    source="infra/catalogue/accelerators.py (each accelerator's HBM per chip, with its source); docs/serving.md",
+    subject="environment",
+)
+def _fits(env: Environment) -> Iterator[Finding]:
+    for key, d in env.serving.items():
+        model = getattr(d, "model", None)
+        if model is None:
+            continue
+        for slice_key in dict.fromkeys(k for _, k in d.slice_fields()):
+            reason = model.fit_problem(slice_key, env.slices[slice_key].slice)
+            if reason:
+                yield Finding(("serving", key, "model"), f"{model.parameters_b:g}B {model.precision}", reason)
 
 
 @rule(

@@ -279,3 +279,30 @@ def _autoscaling_signal(env: Environment) -> Iterator[Finding]:
                 "the KV cache's use is a fraction from 0 to 1 (vllm:kv_cache_usage_perc): a target above 1 is never "
                 "reached, so the autoscaler never adds a server",
             )
+
+
+@rule(
+    id="hpa.replicas-left-to-the-autoscaler",
+    system="Horizontal Pod Autoscaler",
+    layer="apply",
+    summary=(
+        "A deployment with an autoscaler leaves its number of servers to it (between autoscaling.min and max): a "
+        "replica count in the release would set the servers back to it on every upgrade."
+    ),
+    source=(
+        "https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#migrating-deployments-and-"
+        "statefulsets-to-horizontal-autoscaling ('When an HPA is enabled, it is recommended that the value of "
+        "spec.replicas of the Deployment and / or StatefulSet be removed from their manifest(s)')"
+    ),
+    subject="environment",
+)
+def _replicas_with_autoscaler(env: Environment) -> Iterator[Finding]:
+    for key, d in env.serving.items():
+        replicas = getattr(d, "replicas", 1)
+        if getattr(d, "autoscaling", None) is not None and replicas != 1:
+            yield Finding(
+                ("serving", key, "replicas"),
+                replicas,
+                "the autoscaler sets the number of servers between autoscaling.min and autoscaling.max: remove "
+                "replicas",
+            )
