@@ -20,7 +20,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 # `make test` runs the suite on every core (pytest-xdist, --dist loadgroup). Tests of one group run on one worker,
 # one after the other: those that share one machine-wide thing (the one local Slurm; a local Ray cluster and the
-# cores it takes) and the modules whose module-scoped fixture is expensive (built once per worker that runs them).
+# cores it takes) and the modules whose module-scoped fixture is expensive (built once per worker that runs them); a
+# key ending in / is a folder of tests/ (tests/rules/ shares its rendered releases).
 XDIST_GROUPS: dict[str, str] = {
     "test_slurm_local.py": "slurm",
     "test_trainer.py": "ray",
@@ -29,7 +30,7 @@ XDIST_GROUPS: dict[str, str] = {
     "test_vllm.py": "vllm",
     "test_charts.py": "charts",
     "test_chart_scripts.py": "chart-scripts",
-    "test_rules.py": "rules",
+    "rules/": "rules",
     "test_bootstrap.py": "bootstrap",
     "test_localcluster.py": "localcluster",
 }
@@ -41,7 +42,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run), then the rest in their usual order; each test of a module in XDIST_GROUPS in its group. Runs before
     xdist's own hook, which reads the groups; the same order on every worker, as xdist requires."""
     for item in items:
-        group = XDIST_GROUPS.get(item.path.name)
+        group = XDIST_GROUPS.get(item.path.name) or XDIST_GROUPS.get(f"{item.path.parent.name}/")
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -1,0 +1,43 @@
+"""The rules of `infra/rules/across_environments.py`, each failing on its example: an edit of prod.yaml that dev and
+prod refuse together (the dev stack as it ships passes them all: tests/rules/test_framework.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rules.examples import (
+    TogetherExample,
+    assert_every_rule_has_an_example,
+    fails_on_together_example,
+)
+
+
+def _moved(images: dict[str, str], project: str) -> dict[str, str]:
+    """prod's images as they would be named in `project`'s registry."""
+    return {k: v.replace("/acme-ml-platform-prod/", f"/{project}/") for k, v in images.items()}
+
+
+TOGETHER: dict[str, TogetherExample] = {
+    "gcs.bucket-names-are-global": (
+        lambda d: d["buckets"]["models"].update(name="acme-ml-platform-dev-models"),
+        "buckets.models.name",
+        "also the name of dev.yaml's buckets.models: bucket names are global",
+    ),
+    "gcp.names-unique-in-a-project": (
+        lambda d: d.update(
+            project="acme-ml-platform-dev",
+            release={**d["release"], "images": _moved(d["release"]["images"], "acme-ml-platform-dev")},
+        ),
+        "network.name",
+        "dev.yaml names its VPC network the same in project acme-ml-platform-dev",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(TOGETHER))
+def test_rule_of_the_environments_together_fails_on_its_example(rule_id: str) -> None:
+    fails_on_together_example(rule_id, TOGETHER[rule_id])
+
+
+def test_every_rule_of_the_module_has_a_failing_example() -> None:
+    assert_every_rule_has_an_example("across_environments", TOGETHER)

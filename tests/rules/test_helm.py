@@ -1,0 +1,94 @@
+"""The rules of `infra/rules/helm.py`, each failing on its example: a change to one of dev's rendered releases (the
+dev stack as it ships passes them all: tests/rules/test_framework.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infra.rules import RULES
+from infra.rules.manifest_subject import ReleaseContext
+from tests.helpers import of_type, one_of_kind
+from tests.rules.examples import (
+    ManifestExample,
+    assert_every_rule_has_an_example,
+    fails_on_manifest_example,
+)
+
+MANIFEST: dict[str, ManifestExample] = {
+    # Helm's release records are ConfigMaps the read-only planner reads; a Secret with data in a chart would
+    # be stored in one (and in Terraform's state with the values).
+    "helm.release-holds-no-secret-data": (
+        "serve-canary",
+        lambda o: o.append(
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api-key"}, "stringData": {"token": "t"}}
+        ),
+        "a Secret with data in a chart",
+    ),
+    # A chart that starts writing a LeaderWorkerSet without its release waiting for the lws release.
+    "helm.release-after-its-kinds": (
+        "serve-canary",
+        lambda o: o.append(
+            {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "x"}}
+        ),
+        "is not ordered after release lws",
+    ),
+    # A pod running as the converter's account, which the canary's release does not wait for.
+    "helm.release-after-its-service-accounts": (
+        "serve-canary",
+        lambda o: one_of_kind(o, "Deployment")["spec"]["template"]["spec"].update(
+            serviceAccountName="checkpoint-converter"
+        ),
+        "is not ordered after the service account its pods run as",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
+def test_manifest_rule_fails_on_its_example(
+    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
+
+
+def test_a_conversion_job_whose_release_does_not_wait_for_its_account_is_refused(
+    stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Before the fix the JetStream releases waited for the servers' account only: deploy-local (and a first real
+    apply) sent the conversion Job before the converter's account, its pods were refused and the Job controller's
+    back-off delayed them past the settle (CI, stop 41)."""
+    stack = copy.deepcopy(stacks["dev"])
+    release = next(r for r in of_type(stack, "helm_release").values() if r["name"] == "serve-llama405b")
+    converter = next(
+        f"kubernetes_service_account_v1.{k}"
+        for k, a in of_type(stack, "kubernetes_service_account_v1").items()
+        if a["metadata"]["name"] == "checkpoint-converter"
+    )
+    assert converter in release["depends_on"]
+    release["depends_on"].remove(converter)
+    ctx = ReleaseContext(name="serve-llama405b", namespace=release["namespace"], stack=stack, stack_objects=releases)
+    found = RULES["helm.release-after-its-service-accounts"].run(releases["serve-llama405b"], ctx)
+    assert [v.value for v in found] == ["checkpoint-converter"], [v.line() for v in found]
+
+
+def test_a_vllm_release_not_waiting_for_lws_is_refused(
+    stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Before the fix the vLLM releases did not depend on the lws release (the stack kept an engine -> controller
+    map without vllm): a first apply sent the LeaderWorkerSet before its CRD existed."""
+    stack = copy.deepcopy(stacks["dev"])
+    release = next(r for r in of_type(stack, "helm_release").values() if r["name"] == "serve-llama70b-vllm")
+    lws = next(f"helm_release.{k}" for k, r in of_type(stack, "helm_release").items() if r["name"] == "lws")
+    assert lws in release["depends_on"]
+    release["depends_on"].remove(lws)
+    ctx = ReleaseContext(
+        name="serve-llama70b-vllm", namespace=release["namespace"], stack=stack, stack_objects=releases
+    )
+    found = RULES["helm.release-after-its-kinds"].run(releases["serve-llama70b-vllm"], ctx)
+    assert [v.field for v in found] == ["LeaderWorkerSet/serve-llama70b-vllm: apiVersion"], [v.line() for v in found]
+
+
+def test_every_rule_of_the_module_has_a_failing_example() -> None:
+    assert_every_rule_has_an_example("helm", MANIFEST)

@@ -1,0 +1,41 @@
+"""The rules of `infra/rules/jobset.py`, each failing on its example: a change to one of dev's rendered releases (the
+dev stack as it ships passes them all: tests/rules/test_framework.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.helpers import one_of_kind
+from tests.rules.examples import (
+    ManifestExample,
+    assert_every_rule_has_an_example,
+    fails_on_manifest_example,
+)
+
+MANIFEST: dict[str, ManifestExample] = {
+    "jobset.job-names-dns-1035": (
+        "serve-saxml",
+        lambda o: one_of_kind(o, "JobSet")["metadata"].update(name="s" * 60),
+        "is invalid",
+    ),
+    "jobset.policies-name-replicated-jobs": (
+        "nccl-test",
+        lambda o: one_of_kind(o, "JobSet")["spec"].update(
+            successPolicy={"operator": "All", "targetReplicatedJobs": ["x"]}
+        ),
+        "not a replicatedJob",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
+def test_manifest_rule_fails_on_its_example(
+    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
+) -> None:
+    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
+
+
+def test_every_rule_of_the_module_has_a_failing_example() -> None:
+    assert_every_rule_has_an_example("jobset", MANIFEST)
