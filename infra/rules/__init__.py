@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 # A check yields the platform's one Finding shape: (field path, the value at fault, what is wrong).
 from infra.config.findings import FieldPath, Finding, field_path
+from infra.rules.terraform_subject import resources
 
 # host-run: a generated shell script (boot runner, prolog, batch job, VM start-up) fails where its host runs it.
 # platform: no real system refuses it; the platform does, by its own choice (least privilege, one owner per slice,
@@ -61,13 +62,18 @@ class Rule:
     check: Callable[..., Iterable[Finding]] = field(repr=False, compare=False)
     # What the rule applies to; the framework filters, so the check sees only that: the kinds of a release's
     # objects (manifest rules; upgrade rules: the kind of the new object of each pair), the API of a request
-    # (request rules, `request_subject.RequestContext.api`).
+    # (request rules, `request_subject.RequestContext.api`), the resource types of a stack (Terraform rules: the
+    # check gets `(where, body)` of each resource of those types, then the whole stack).
     kinds: tuple[str, ...] = ()
     api: str = ""
+    types: tuple[str, ...] = ()
 
     def run(self, *args: Any) -> list[Violation]:
         if self.api and args[-1].api != self.api:
             return []
+        if self.types:
+            (stack,) = args
+            args = ([found for rtype in self.types for found in resources(stack, rtype)], stack)
         if self.kinds:
             objects, *rest = args
             if self.subject == "upgrade":
@@ -114,9 +120,10 @@ def rule(
     subject: Subject,
     kinds: tuple[str, ...] = (),
     api: str = "",
+    types: tuple[str, ...] = (),
 ) -> Callable:
-    """Register the decorated function as the check of a rule; `kinds` (manifest rules) and `api` (request rules)
-    narrow what it is run on."""
+    """Register the decorated function as the check of a rule; `kinds` (manifest and upgrade rules), `api` (request
+    rules) and `types` (Terraform rules) narrow what it is run on."""
     if layer not in LAYERS:
         raise ValueError(f"rule {id}: layer {layer!r} is not one of {LAYERS}")
     if not source.strip():
@@ -125,11 +132,13 @@ def rule(
         raise ValueError(f"rule {id}: kinds= narrows manifest and upgrade rules; this one's subject is {subject}")
     if api and subject != "request":
         raise ValueError(f"rule {id}: api= narrows request rules; this one's subject is {subject}")
+    if types and subject != "terraform":
+        raise ValueError(f"rule {id}: types= narrows Terraform rules; this one's subject is {subject}")
 
     def register(check: Callable[..., Iterable[Finding]]) -> Callable[..., Iterable[Finding]]:
         if id in RULES:
             raise ValueError(f"rule {id} is defined twice")
-        RULES[id] = Rule(id, system, layer, summary, source, subject, check, tuple(kinds), api)
+        RULES[id] = Rule(id, system, layer, summary, source, subject, check, tuple(kinds), api, tuple(types))
         return check
 
     return register

@@ -54,14 +54,15 @@ WRITE_ROLES = (
         "projects/_/buckets/<bucket>/objects/<prefix>); https://cloud.google.com/iam/docs/conditions-overview"
     ),
     subject="terraform",
+    types=("google_storage_bucket_iam_member",),
 )
-def _within_prefix(stack: dict[str, Any]) -> Iterator[Finding]:
+def _within_prefix(grants: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
     accounts = {
         logical_id: body.get("account_id")
         for logical_id, body in (stack.get("resource", {}).get("google_service_account") or {}).items()
     }
     converters = conversion_writers(stack, accounts)
-    for where, grant in resources(stack, "google_storage_bucket_iam_member"):
+    for where, grant in grants:
         m = re.search(r"\$\{google_service_account\.([^.}]+)\.", str(grant.get("member", "")))
         account = str(accounts.get(m.group(1)) if m else None)
         prefixes = converters.get(account) or [p for pattern, p in PREFIX_WRITERS.items() if fnmatch(account, pattern)]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.catalogue import zones as catalogue
 from infra.rules import Finding, rule
-from infra.rules.terraform_subject import _NAME_RULES, _node_pools, _ref, resources
+from infra.rules.terraform_subject import _NAME_RULES, _ref
 
 if TYPE_CHECKING:
     from infra.config import Environment
@@ -95,9 +95,10 @@ def _machine_zones(env: Environment) -> Iterator[Finding]:
     summary="Each network interface of a VM is in a different VPC network, none of them the node's primary VPC.",
     source="https://cloud.google.com/vpc/docs/multiple-interfaces-concepts (each interface in a different VPC)",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _one_vpc_per_nic(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, _nc in _node_pools(stack):
+def _one_vpc_per_nic(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
         extra = (pool.get("network_config") or {}).get("additional_node_network_configs") or []
         networks = [e.get("network") for e in extra]
         cluster = _ref("google_container_cluster", stack, str(pool.get("cluster", ""))) or {}
@@ -122,13 +123,14 @@ def _one_vpc_per_nic(stack: dict[str, Any]) -> Iterator[Finding]:
         "(name: up to 40 characters); https://cloud.google.com/compute/docs/naming-resources"
     ),
     subject="terraform",
+    types=tuple(_NAME_RULES),
 )
-def _names(stack: dict[str, Any]) -> Iterator[Finding]:
-    for rtype, (pattern, allowed) in _NAME_RULES.items():
-        for where, body in resources(stack, rtype):
-            name = body.get("name")
-            if isinstance(name, str) and "${" not in name and not re.match(pattern, name):
-                yield Finding(f"{where}.name", name, f"allowed: {allowed}")
+def _names(named: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in named:
+        pattern, allowed = _NAME_RULES[where.split(".", 1)[0]]
+        name = body.get("name")
+        if isinstance(name, str) and "${" not in name and not re.match(pattern, name):
+            yield Finding(f"{where}.name", name, f"allowed: {allowed}")
 
 
 # VM groups (infra/vms): the environment, the stack's instance template and the bulkInsert request ----------------
@@ -273,9 +275,10 @@ def _template_properties(body: dict[str, Any]) -> dict[str, Any]:
     summary="The stack's GPU instance templates hold to what a GPU VM needs (as gce.gpu-vm checks a bulkInsert).",
     source=f"{GPUDIRECT}; https://cloud.google.com/vpc/docs/multiple-interfaces-concepts; {FLEX_VMS}",
     subject="terraform",
+    types=("google_compute_instance_template",),
 )
-def _template_gpu_vm(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, body in resources(stack, "google_compute_instance_template"):
+def _template_gpu_vm(templates: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in templates:
         yield from _gpu_vm(_template_properties(body), where)
 
 
@@ -348,9 +351,10 @@ INSTANCE_ADMIN_ROLES = ("roles/compute.instanceAdmin", "roles/compute.instanceAd
         "resource.name, extract())"
     ),
     subject="terraform",
+    types=("google_project_iam_member",),
 )
-def _instance_admin(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, grant in resources(stack, "google_project_iam_member"):
+def _instance_admin(grants: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, grant in grants:
         if grant.get("role") not in INSTANCE_ADMIN_ROLES:
             continue
         expression = str((grant.get("condition") or {}).get("expression", ""))

@@ -30,7 +30,7 @@ from infra.rules.sources import (
     TOOLKIT_POOL,
     TPU_DOC,
 )
-from infra.rules.terraform_subject import _clusters, _flex, _is_tpu, _node_pools, _queued, _ref, resources
+from infra.rules.terraform_subject import _clusters, _flex, _is_tpu, _queued, _ref, resources
 
 if TYPE_CHECKING:
     from infra.config import Environment
@@ -90,9 +90,11 @@ def _tpu_pods(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Fi
     summary="A multi-host TPU slice pool has placement policy COMPACT with its tpu_topology, in exactly one zone.",
     source=f"{TPU_DOC}#node_pool (multi-host TPU slice node pools); {TOOLKIT_POOL}",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _tpu_compact(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, nc in _node_pools(stack):
+def _tpu_compact(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         placement = pool.get("placement_policy") or {}
         if not placement.get("tpu_topology"):
             continue
@@ -124,9 +126,11 @@ def _tpu_compact(stack: dict[str, Any]) -> Iterator[Finding]:
         "nodepool.py (no policy for single-host slices: 'TPU topology can't be specified with single-host')"
     ),
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _workload_policy(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, nc in _node_pools(stack):
+def _workload_policy(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         accelerator = tpu_accelerator_for_machine(str(nc.get("machine_type", "")))
         if accelerator is None or not accelerator.workload_policy:
             continue
@@ -168,9 +172,11 @@ def _workload_policy(stack: dict[str, Any]) -> Iterator[Finding]:
     ),
     source=f"{TPU_DOC}#node_pool: 'the number of nodes ... must equal the number of VMs in the slice'",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _tpu_node_count(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, nc in _node_pools(stack):
+def _tpu_node_count(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         topology = (pool.get("placement_policy") or {}).get("tpu_topology")
         if not topology or not _is_tpu(nc):
             continue
@@ -205,9 +211,10 @@ def _tpu_node_count(stack: dict[str, Any]) -> Iterator[Finding]:
         "TPU pod slice'"
     ),
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _tpu_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, _nc in _node_pools(stack):
+def _tpu_autoscaling(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
         autoscaling = pool.get("autoscaling") or {}
         if not (pool.get("placement_policy") or {}).get("tpu_topology"):
             continue
@@ -227,9 +234,11 @@ def _tpu_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
     summary="Queued provisioning needs autoscaling with location policy ANY, no initial nodes and no fixed node_count.",
     source=f"{QUEUED_DOC}#create-node-pool (--enable-autoscaling --num-nodes=0 --location-policy=ANY); {TOOLKIT_POOL}",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _queued_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, nc in _node_pools(stack):
+def _queued_autoscaling(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         if not (_queued(pool) or _flex(nc)):
             continue
         autoscaling = pool.get("autoscaling")
@@ -260,9 +269,11 @@ def _queued_autoscaling(stack: dict[str, Any]) -> Iterator[Finding]:
         f"{QUEUED_DOC}#create-node-pool (--no-enable-autorepair); {FLEX_DOC} (--no-enable-autorepair); {TOOLKIT_POOL}"
     ),
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _dws_repair(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, nc in _node_pools(stack):
+def _dws_repair(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         if (_queued(pool) or _flex(nc)) and (pool.get("management") or {}).get("auto_repair", True):
             yield Finding(
                 f"{where}.management.auto_repair",
@@ -278,9 +289,11 @@ def _dws_repair(stack: dict[str, Any]) -> Iterator[Finding]:
     summary="Queued-provisioning and flex-start pools consume no reservation (NO_RESERVATION) and are not Spot.",
     source=f"{QUEUED_DOC}#create-node-pool (--reservation-affinity=none); {FLEX_DOC}; {TOOLKIT_POOL}",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _dws_reservation(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, nc in _node_pools(stack):
+def _dws_reservation(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         if not (_queued(pool) or _flex(nc)):
             continue
         affinity = (nc.get("reservation_affinity") or {}).get("consume_reservation_type")
@@ -304,9 +317,11 @@ def _dws_reservation(stack: dict[str, Any]) -> Iterator[Finding]:
         "the maxRunDurationSeconds parameter, the default is seven days'); provider v7.45.0 node_config.go"
     ),
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _flex_duration(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, _pool, nc in _node_pools(stack):
+def _flex_duration(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         if not _flex(nc):
             continue
         duration = nc.get("max_run_duration")
@@ -362,9 +377,10 @@ def _webhook_ports(stack: dict[str, Any]) -> Iterator[Finding]:
     summary="The control plane range of a private cluster is a /28 from private address space.",
     source=f"{DOCS}/how-to/legacy/network-isolations (master-ipv4-cidr: a /28 RFC 1918 range)",
     subject="terraform",
+    types=("google_container_cluster",),
 )
-def _master_28(stack: dict[str, Any]) -> Iterator[Finding]:
-    for _, where, cluster in _clusters(stack):
+def _master_28(clusters: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, cluster in clusters:
         master = (cluster.get("private_cluster_config") or {}).get("master_ipv4_cidr_block")
         if master is None:
             continue
@@ -380,9 +396,11 @@ def _master_28(stack: dict[str, Any]) -> Iterator[Finding]:
     summary="Additional node networks need cluster multi-networking and Dataplane V2, and gVNIC on the pool.",
     source=f"{GPUDIRECT_DOC}; {DOCS}/how-to/setup-multinetwork-support-for-pods#requirements",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _multinetwork(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, nc in _node_pools(stack):
+def _multinetwork(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         extra = (pool.get("network_config") or {}).get("additional_node_network_configs") or []
         if not extra:
             continue
@@ -408,9 +426,10 @@ def _multinetwork(stack: dict[str, Any]) -> Iterator[Finding]:
         "L1224: 'Cannot set both initial_node_count and node_count on node pool'"
     ),
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _count_xor_initial(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, _nc in _node_pools(stack):
+def _count_xor_initial(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
         if "node_count" in pool and "initial_node_count" in pool:
             yield Finding(f"{where}.initial_node_count", pool["initial_node_count"], "node_count is set too")
 
@@ -422,9 +441,10 @@ def _count_xor_initial(stack: dict[str, Any]) -> Iterator[Finding]:
     summary="Compact placement is not supported with blue-green node upgrades.",
     source=f"{DOCS}/how-to/compact-placement#limitations-standard; {TOOLKIT_POOL} L387-390",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _compact_blue_green(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, _nc in _node_pools(stack):
+def _compact_blue_green(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
         strategy = (pool.get("upgrade_settings") or {}).get("strategy")
         if (pool.get("placement_policy") or {}).get("type") == "COMPACT" and strategy == "BLUE_GREEN":
             yield Finding(f"{where}.upgrade_settings.strategy", strategy, "use SURGE with COMPACT placement")
@@ -473,13 +493,14 @@ MAINTENANCE_DOC = f"{DOCS}/concepts/maintenance-windows-and-exclusions"
     ),
     source=f"{DISRUPTION_DOC}; {MAINTENANCE_DOC} (one recurring window per cluster, several exclusions)",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _upgrade_window(stack: dict[str, Any]) -> Iterator[Finding]:
+def _upgrade_window(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
     accelerated = [
         where
-        for where, pool, nc in _node_pools(stack)
+        for where, pool in pools
         if (pool.get("management") or {}).get("auto_upgrade")
-        and accelerator_for_machine(str(nc.get("machine_type", "")))
+        and accelerator_for_machine(str((pool.get("node_config") or {}).get("machine_type", "")))
     ]
     if not accelerated:
         return
@@ -507,9 +528,11 @@ def _upgrade_window(stack: dict[str, Any]) -> Iterator[Finding]:
         "precondition 'Compact placement is not supported with blue-green upgrades')"
     ),
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _tpu_no_surge(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, pool, nc in _node_pools(stack):
+def _tpu_no_surge(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, pool in pools:
+        nc = pool.get("node_config") or {}
         if not _is_tpu(nc):
             continue
         settings = pool.get("upgrade_settings") or {}

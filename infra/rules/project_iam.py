@@ -13,7 +13,6 @@ from typing import Any
 
 from infra.catalogue.deployer_roles import GRANTABLE_PROJECT_ROLES
 from infra.rules import Finding, rule
-from infra.rules.terraform_subject import resources
 
 LIMITS_DOC = "https://cloud.google.com/iam/docs/setting-limits-on-granting-roles"
 
@@ -28,14 +27,14 @@ LIMITS_DOC = "https://cloud.google.com/iam/docs/setting-limits-on-granting-roles
     ),
     source=f"{LIMITS_DOC} (api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([...]))",
     subject="terraform",
+    types=("google_project_iam_member", "google_project_iam_binding"),
 )
-def _grantable(stack: dict[str, Any]) -> Iterator[Finding]:
-    for kind in ("google_project_iam_member", "google_project_iam_binding"):
-        for where, grant in resources(stack, kind):
-            if grant.get("role") not in GRANTABLE_PROJECT_ROLES:
-                yield Finding(
-                    f"{where}.role",
-                    grant.get("role"),
-                    "the deployer may not grant it: add it to GRANTABLE_PROJECT_ROLES (infra/catalogue/"
-                    "deployer_roles.py) if the platform must, and have a person apply the bootstrap again",
-                )
+def _grantable(grants: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, grant in grants:
+        if grant.get("role") not in GRANTABLE_PROJECT_ROLES:
+            yield Finding(
+                f"{where}.role",
+                grant.get("role"),
+                "the deployer may not grant it: add it to GRANTABLE_PROJECT_ROLES (infra/catalogue/"
+                "deployer_roles.py) if the platform must, and have a person apply the bootstrap again",
+            )

@@ -21,7 +21,6 @@ from infra.catalogue.storage_locations import SOURCE as LOCATIONS_SOURCE
 from infra.catalogue.storage_locations import location_problem
 from infra.config.identity import gsa_account_id
 from infra.rules import Finding, rule
-from infra.rules.terraform_subject import resources
 
 if TYPE_CHECKING:
     from infra.config import Environment
@@ -79,9 +78,10 @@ def _names(env: Environment) -> Iterator[Finding]:
     summary="A service account id is 6-30 characters: a lowercase letter, then letters, digits or hyphens.",
     source=SERVICE_ACCOUNT_ID,
     subject="terraform",
+    types=("google_service_account",),
 )
-def _sa_ids(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, body in resources(stack, "google_service_account"):
+def _sa_ids(accounts: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in accounts:
         account = body.get("account_id", "")
         if problem := service_account_id_problem(account):
             yield Finding(f"{where}.account_id", account, problem)
@@ -94,9 +94,10 @@ def _sa_ids(stack: dict[str, Any]) -> Iterator[Finding]:
     summary="Bucket names are 3-63 characters of a-z, 0-9, - and _, with no 'goog' prefix and no 'google'.",
     source=BUCKET_NAMING,
     subject="terraform",
+    types=("google_storage_bucket",),
 )
-def _bucket_names(stack: dict[str, Any]) -> Iterator[Finding]:
-    for where, body in resources(stack, "google_storage_bucket"):
+def _bucket_names(buckets: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for where, body in buckets:
         name = body.get("name", "")
         if problem := bucket_name_problem(name):
             yield Finding(f"{where}.name", name, problem)

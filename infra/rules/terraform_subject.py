@@ -25,12 +25,6 @@ def _ref(rtype: str, stack: dict[str, Any], value: str) -> dict[str, Any] | None
     return (stack.get("resource", {}).get(rtype) or {}).get(m.group(1)) if m else None
 
 
-def _node_pools(stack: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(where, pool, node_config) of every node pool."""
-    for where, pool in resources(stack, "google_container_node_pool"):
-        yield where, pool, pool.get("node_config") or {}
-
-
 def _is_tpu(node_config: dict[str, Any]) -> bool:
     return tpu_accelerator_for_machine(str(node_config.get("machine_type", ""))) is not None
 

@@ -8,7 +8,7 @@ from typing import Any
 from infra.rules import Finding, rule
 from infra.rules.manifest_subject import ReleaseContext, _pods
 from infra.rules.sources import DOCS, WI_DOC
-from infra.rules.terraform_subject import _clusters, _node_pools
+from infra.rules.terraform_subject import _clusters
 
 
 @rule(
@@ -64,11 +64,12 @@ def _wi_after_cluster(stack: dict[str, Any]) -> Iterator[Finding]:
     summary="Node pools with the GKE metadata server need Workload Identity enabled on the cluster.",
     source=f"{WI_DOC}#enable_on_cluster (workload_metadata_config GKE_METADATA requires a workload pool)",
     subject="terraform",
+    types=("google_container_node_pool",),
 )
-def _gke_metadata(stack: dict[str, Any]) -> Iterator[Finding]:
+def _gke_metadata(pools: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
     pooled = any((c.get("workload_identity_config") or {}).get("workload_pool") for _, _, c in _clusters(stack))
-    for where, _pool, nc in _node_pools(stack):
-        mode = (nc.get("workload_metadata_config") or {}).get("mode")
+    for where, pool in pools:
+        mode = ((pool.get("node_config") or {}).get("workload_metadata_config") or {}).get("mode")
         if mode == "GKE_METADATA" and not pooled:
             yield Finding(
                 f"{where}.node_config.workload_metadata_config.mode", mode, "the cluster has no workload pool"

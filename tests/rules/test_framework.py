@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.config import ConfigError, Environment
-from infra.rules import LAYERS, RULES, Violation, all_rules, check_environment
+from infra.rules import LAYERS, RULES, Rule, Violation, all_rules, check_environment, rule
 from infra.rules.run import check_synthesized
 from infra.synth.load import load_environment
 from tests.helpers import ENVIRONMENT_NAMES, REPO
@@ -95,3 +95,33 @@ def test_the_rules_page_lists_every_rule_with_its_source() -> None:
     page = (REPO / "docs" / "rules.md").read_text()
     shown = page.split("<!-- rules:begin -->\n", 1)[1].split("\n<!-- rules:end -->", 1)[0]
     assert shown == table(), "regenerate docs/rules.md's table: python -m scripts.rules --table"
+
+
+def test_a_terraform_rule_declaring_resource_types_sees_only_those_then_the_stack() -> None:
+    seen: list[object] = []
+
+    def check(found: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> list[Any]:
+        seen.extend([found, stack])
+        return [(f"{where}.name", body["name"], "too short") for where, body in found if len(body["name"]) < 3]
+
+    stack = {
+        "resource": {
+            "google_container_node_pool": {"a": {"name": "p"}, "b": {"name": "pool"}},
+            "google_container_cluster": {"c": {"name": "c"}},
+        }
+    }
+    only_pools = Rule("x.pool-names", "X", "apply", "s" * 21, "s" * 21, "terraform", check, types=POOL_TYPES)
+    [violation] = only_pools.run(stack)
+    assert violation.line() == (
+        "google_container_node_pool.p.name: 'p': too short [rule x.pool-names (X, refused at apply); "
+        f"source: {'s' * 21}]"
+    )
+    assert seen == [
+        [("google_container_node_pool.p", {"name": "p"}), ("google_container_node_pool.pool", {"name": "pool"})],
+        stack,
+    ]
+    with pytest.raises(ValueError, match="types= narrows Terraform rules; this one's subject is manifest"):
+        rule(id="x.y", system="X", layer="apply", summary="s", source="s", subject="manifest", types=POOL_TYPES)
+
+
+POOL_TYPES = ("google_container_node_pool",)
