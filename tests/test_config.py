@@ -419,7 +419,7 @@ def test_infinite_and_nan_numbers_are_refused_at_load(number: str, tmp_path: Pat
 
 
 def test_a_long_reservation_name_and_a_shared_reservation_path_are_taken(envs: dict[str, Environment]) -> None:
-    """Issue 36, wrongly refused: a 43-character reservation name (Compute Engine allows 63) and a shared
+    """Once wrongly refused: a 43-character reservation name (Compute Engine allows 63) and a shared
     reservation's path, projects/<project>/reservations/<name>, which GKE and Cluster Toolkit take."""
     from infra.config.compute import Capacity
 

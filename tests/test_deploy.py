@@ -150,7 +150,7 @@ def test_the_slurm_cluster_is_deployed_after_the_stack_with_the_pinned_tools(tmp
 
 
 def test_a_deploy_with_the_wrong_terraform_or_packer_is_refused_before_anything_is_applied(tmp_path: Path) -> None:
-    # Issue 27, item 6: Terraform was checked only before gcluster, after the platform stack was applied with
+    # Terraform was once checked only before gcluster, after the platform stack was applied with
     # whatever Terraform was on PATH (1.11.4 where 1.12.2 is pinned); packer likewise.
     tools_on_path(tmp_path, terraform="1.11.4", packer="1.15.0")
     done = run_deploy(["deploy", "dev", "--auto-approve"], tmp_path, built_environments(tmp_path))

@@ -152,8 +152,9 @@ class _Listed:
 def test_a_template_the_report_places_that_made_no_pod_is_a_disagreement_unless_kueue_holds_it(
     stacks: dict[str, dict[str, Any]],
 ) -> None:
-    """Stop 41's CI: the conversion Jobs' pods were refused (their account came later) and deploy-local said nothing,
-    since it only held the pods that existed to the report. A Kueue-held JobSet making no pod is expected."""
+    """A pod refused at admission never exists: deploy-local holds every pod-making object to the report, not only
+    the pods that exist (a conversion Job whose account came later made no pod, and nothing said so). A Kueue-held
+    JobSet making no pod is expected."""
     from infra.localcluster.verdicts import allowed_pools, collect
 
     templates = allowed_pools(stacks["dev"])

@@ -523,7 +523,7 @@ def _scripts(envs: dict[str, Environment], name: str = "dev") -> dict[str, Any]:
 
 @pytest.mark.parametrize("job", ["nccl-test.sbatch", "train.sbatch"])
 def test_the_batch_jobs_run_to_their_end_with_the_tcpxo_profile(envs: dict[str, Environment], job: str) -> None:
-    """Finding 4: both jobs sourced TCPXO v1.0.15's nccl-env-profile.sh under `set -u` before NCCL_LIB_DIR was set
+    """Both jobs once sourced TCPXO v1.0.15's nccl-env-profile.sh under `set -u` before NCCL_LIB_DIR was set
     (the profile's `: "${NCCL_LIB_DIR:?...}"`), and it expands LD_LIBRARY_PATH without a default: exit 1. Run here
     under bash -euo pipefail with the pinned profile (the real file where fetched, else its record's stand-in)."""
     from infra.rules import check_script
@@ -541,7 +541,7 @@ def test_the_batch_jobs_run_to_their_end_with_the_tcpxo_profile(envs: dict[str, 
 def test_the_image_lifts_ubuntus_user_namespace_restriction_as_the_toolkits_example_does(
     envs: dict[str, Environment],
 ) -> None:
-    """Finding 5: Ubuntu 24.04 blocks unprivileged user namespaces, so enroot/Pyxis (`srun --container-image`) cannot
+    """Ubuntu 24.04 blocks unprivileged user namespaces, so enroot/Pyxis (`srun --container-image`) cannot
     start a container; Cluster Toolkit's A3 Mega example turns it off in its image ("Required for enroot/pyxis")."""
     from infra.rules import RULES
     from infra.shell.run import run_script
@@ -559,8 +559,8 @@ def test_the_image_lifts_ubuntus_user_namespace_restriction_as_the_toolkits_exam
 
 
 def test_the_prologs_docker_gpus_finds_the_nvidia_container_toolkit_on_the_image(envs: dict[str, Environment]) -> None:
-    """Finding 10: the prolog runs `docker run --gpus all`, which needs nvidia-container-runtime-hook (package
-    nvidia-container-toolkit; moby registers its GPU driver only when the hook is on PATH); nothing installed it."""
+    """The prolog runs `docker run --gpus all`, which needs nvidia-container-runtime-hook (package
+    nvidia-container-toolkit; moby registers its GPU driver only when the hook is on PATH): the image installs it."""
     from infra.rules import RULES
 
     scripts = _scripts(envs)
@@ -578,8 +578,8 @@ def test_the_prologs_docker_gpus_finds_the_nvidia_container_toolkit_on_the_image
 def test_the_prolog_and_epilog_run_to_their_end_with_the_path_slurmd_gives_them(
     envs: dict[str, Environment], context: str
 ) -> None:
-    """Finding 11: slurmd runs a prolog with no PATH (bash's default, without /snap/bin) and Ubuntu's gcloud is the
-    snap's /snap/bin/gcloud: `gcloud auth configure-docker` was `command not found` under set -e."""
+    """slurmd runs a prolog with no PATH (bash's default, without /snap/bin) and Ubuntu's gcloud is the snap's
+    /snap/bin/gcloud: `gcloud auth configure-docker` by name is `command not found` under set -e."""
     from infra.rules import check_script
     from infra.shell.run import run_script
 
@@ -595,7 +595,7 @@ def test_the_prolog_and_epilog_run_to_their_end_with_the_path_slurmd_gives_them(
 
 
 def test_enroot_runs_on_local_ssd_only_on_the_nodes_that_have_one(envs: dict[str, Environment]) -> None:
-    """Finding 13: the image's /etc/enroot/enroot.conf puts enroot's paths on /mnt/localssd, which only the A3 Mega
+    """The image's /etc/enroot/enroot.conf puts enroot's paths on /mnt/localssd, which only the A3 Mega
     compute nodes mount; the login and controller machines have none. The toolkit's example removes the file there
     (controller_startup reset_enroot.sh, login_startup_script: `rm -f /etc/enroot/enroot.conf`)."""
     from infra.slurm.blueprint import LOCAL_SSD

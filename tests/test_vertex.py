@@ -436,9 +436,9 @@ def _profile_exports(plugin_dir: str, ld_library_path: str = "") -> dict[str, st
 
 @pytest.mark.parametrize("job", ["nccl-test", "train"])
 def test_each_vertex_containers_nccl_environment_is_the_plugins_profile(job: str, envs: dict[str, Environment]) -> None:
-    """Issue 24 (9): Vertex AI mounts the plugin without its profile, so the container's environment sets the
-    profile's values itself. They were the pre-v1.0.12 ones (NCCL_PROTO=Simple, NCCL_ALGO, NCCL_NVLS_ENABLE=0, no
-    NCCL_NVLSTREE_MAX_CHUNKSIZE) beside the default guest config, whose checker aborts a workload without
+    """Vertex AI mounts the plugin without its profile, so the container's environment sets the profile's values
+    itself, the current ones: the pre-v1.0.12 values (NCCL_PROTO=Simple, NCCL_ALGO, NCCL_NVLS_ENABLE=0, no
+    NCCL_NVLSTREE_MAX_CHUNKSIZE) beside the default guest config make its checker abort a workload without
     NCCL_NVLSTREE_MAX_CHUNKSIZE=131072 (container-engine-accelerators gpudirect-tcpxo/README.md, Aug 21, 2025)."""
     container = custom_job(envs["dev"], job)["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
     given = {e["name"]: e["value"] for e in container["env"]}

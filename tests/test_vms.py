@@ -435,7 +435,7 @@ def test_a_vm_outside_its_group_stops_and_says_so(envs: dict[str, Environment], 
 def test_the_nccl_plugin_and_the_driver_load_from_exec_mounts_on_cos(
     envs: dict[str, Environment], tmp_path: Path
 ) -> None:
-    """Issue 24 (6): COS mounts /var noexec; the start-up remounted only /var/lib/nvidia exec, and the plugin
+    """COS mounts /var noexec; the start-up remounted only /var/lib/nvidia exec, and the plugin
     the installer writes to /var/lib/tcpxo could not be loaded (the NCCL test's container failed to map it)."""
     done, root = _boot(tmp_path, envs["dev"], "dev-a3mega-0")
     assert done.returncode == 0, done.stderr
@@ -450,7 +450,7 @@ def test_the_nccl_plugin_and_the_driver_load_from_exec_mounts_on_cos(
 
 
 def test_the_start_up_configures_docker_in_a_writable_home_on_cos(envs: dict[str, Environment], tmp_path: Path) -> None:
-    """Issue 24 (12): COS's /root is on the read-only root file system; `docker-credential-gcr configure-docker`
+    """COS's /root is on the read-only root file system; `docker-credential-gcr configure-docker`
     as root wrote /root/.docker/config.json and the start-up stopped there. The docker calls after it see the
     configuration it wrote."""
     env = envs["dev"]

@@ -19,7 +19,7 @@ from tests.rules.examples import (
 )
 
 
-def _binauthz_policy(stack: dict[str, Any]) -> dict[str, Any]:  #
+def _binauthz_policy(stack: dict[str, Any]) -> dict[str, Any]:
     (policy,) = of_type(stack, "google_binary_authorization_policy").values()
     return policy
 

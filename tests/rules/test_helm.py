@@ -58,7 +58,7 @@ def test_a_conversion_job_whose_release_does_not_wait_for_its_account_is_refused
 ) -> None:
     """Before the fix the JetStream releases waited for the servers' account only: deploy-local (and a first real
     apply) sent the conversion Job before the converter's account, its pods were refused and the Job controller's
-    back-off delayed them past the settle (CI, stop 41)."""
+    back-off delayed them past the settle."""
     stack = copy.deepcopy(stacks["dev"])
     release = next(r for r in of_type(stack, "helm_release").values() if r["name"] == "serve-llama405b")
     converter = next(

@@ -19,12 +19,12 @@ from tests.rules.examples import (
 )
 
 
-# Issue 25 (in-cluster security): main's stacks before the fix, one class of bad edit each.
 def _namespace(stack: dict[str, Any], name: str) -> dict[str, Any]:
     return next(n for n in of_type(stack, "kubernetes_namespace_v1").values() if n["metadata"]["name"] == name)
 
 
-def _drop_default_deny(stack: dict[str, Any], namespace: str) -> None:  # a namespace left open
+def _drop_default_deny(stack: dict[str, Any], namespace: str) -> None:
+    """The namespace left open: its default-deny ingress policy removed."""
     policies = of_type(stack, "kubernetes_network_policy_v1")
     (key,) = [
         k
