@@ -46,8 +46,8 @@ FROM ?= dev
 TO ?= prod
 
 # ENV, FROM and TO are environments' names (the files of infra/environments): they reach commands and shells, so
-# anything else stops here (issue 36: ENV=-h printed a command's help and exited 0; ENV with a space or a ; reached
-# the shell). The commands refuse a name that is not an environment, listing them.
+# anything else stops here (ENV=-h would print a command's help and exit 0; ENV with a space or a ; would reach the
+# shell). The commands refuse a name that is not an environment, listing them.
 _NAME_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z 0 1 2 3 4 5 6 7 8 9 -
 _strip_chars = $(if $(1),$(call _strip_chars,$(wordlist 2,99,$(1)),$(subst $(firstword $(1)),,$(2))),$(2))
 _bad_name = $(or $(filter-out 1,$(words $(1))),$(strip $(call _strip_chars,$(_NAME_CHARS),$(1))),$(if $(filter $(addsuffix %,$(wordlist 1,26,$(_NAME_CHARS))),$(1)),,first))
