@@ -32,6 +32,8 @@ claims.
 
 from __future__ import annotations
 
+from typing import Any
+
 from constructs import Construct
 
 from infra.catalogue.deployer_roles import BILLING_ACCOUNT_ROLES, BILLING_DEPLOYER_ROLE, grant_limit_condition
@@ -145,30 +147,7 @@ class Bootstrap(Construct):
             for api in BOOTSTRAP_APIS
         ]
 
-        # The state bucket: versioned (a bad write can be rolled back), uniform access, never public, kept on
-        # destroy; only this environment's planner (read) and deployer (read, write, lock) are granted on it.
-        sb = google("storage_bucket")
-        self.state = sb.StorageBucket(
-            self,
-            "state",
-            project=project,
-            name=state_bucket,
-            location=region.upper(),
-            storage_class="STANDARD",
-            uniform_bucket_level_access=True,
-            public_access_prevention="enforced",
-            versioning={"enabled": True},
-            force_destroy=False,
-            lifecycle_rule=[
-                sb.StorageBucketLifecycleRule(
-                    action={"type": "Delete"},
-                    condition={"num_newer_versions": 20, "with_state": "ARCHIVED"},
-                )
-            ],
-            lifecycle=TerraformResourceLifecycle(prevent_destroy=True),
-            depends_on=apis,
-        )
-
+        self.state = self._state_bucket(project, state_bucket, region, apis)
         sa = google("service_account")
         self.planner = sa.ServiceAccount(
             self,
@@ -186,6 +165,36 @@ class Bootstrap(Construct):
             display_name=f"Terraform deployer of {env_name} (approved jobs on main)",
             depends_on=apis,
         )
+        self._grants(project)
+        self._federation(env_name, project, project_number, repository, repository_owner_id, plans_from_main_only, apis)
+
+    def _state_bucket(self, project: str, name: str, region: str, apis: list[Any]) -> Any:
+        """The state bucket: versioned (a bad write can be rolled back), uniform access, never public, kept on
+        destroy; only this environment's planner (read) and deployer (read, write, lock) are granted on it."""
+        sb = google("storage_bucket")
+        return sb.StorageBucket(
+            self,
+            "state",
+            project=project,
+            name=name,
+            location=region.upper(),
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning={"enabled": True},
+            force_destroy=False,
+            lifecycle_rule=[
+                sb.StorageBucketLifecycleRule(
+                    action={"type": "Delete"},
+                    condition={"num_newer_versions": 20, "with_state": "ARCHIVED"},
+                )
+            ],
+            lifecycle=TerraformResourceLifecycle(prevent_destroy=True),
+            depends_on=apis,
+        )
+
+    def _grants(self, project: str) -> None:
+        """The planner's and the deployer's rights: the state bucket's objects, and their project roles."""
         bucket_member = google("storage_bucket_iam_member").StorageBucketIamMember
         bucket_member(
             self,
@@ -229,6 +238,18 @@ class Bootstrap(Construct):
                 ),
             )
 
+    def _federation(
+        self,
+        env_name: str,
+        project: str,
+        project_number: str,
+        repository: str,
+        repository_owner_id: str,
+        plans_from_main_only: bool,
+        apis: list[Any],
+    ) -> None:
+        """GitHub's OIDC tokens, through a workload identity pool, become the planner (the environment's plan jobs)
+        and the deployer (its deploy jobs)."""
         self.pool = google("iam_workload_identity_pool").IamWorkloadIdentityPool(
             self,
             "pool",

@@ -26,6 +26,53 @@ def _node_config(*, machine_type: str, service_account: str, metadata: str = "GK
     }
 
 
+def _pool_size(slice_: Slice, copies: int, node_range: tuple[int, int] | None) -> dict[str, object]:
+    """A slice pool's node count, or its autoscaling range: `copies` of a single-host slice (one per replica of its
+    server) are that many independent hosts."""
+    if node_range is None:
+        return {"node_count": slice_.hosts * copies}
+    low, high = node_range
+    # A TPU slice lives in one zone and GKE sizes it by the per-zone maximum: total_*
+    # counts are refused ("Maximum node count 0 is not a valid size of TPU pod slice").
+    # GPU pools scale over the pool's zones (the DWS guides' --total-max-nodes).
+    counts = "" if slice_.kind == "tpu" else "total_"
+    return {
+        "initial_node_count": low,
+        "autoscaling": {
+            f"{counts}min_node_count": low,
+            f"{counts}max_node_count": high,
+            "location_policy": "ANY",
+        },
+    }
+
+
+def _capacity(
+    capacity_type: str, reservation: str | None, max_run_hours: int | None
+) -> tuple[dict[str, object], dict[str, object]]:
+    """(node_config fields, pool fields) of a capacity type."""
+    if capacity_type == "spot":
+        return {"spot": True}, {}
+    if capacity_type == "reservation":
+        affinity = {
+            "consume_reservation_type": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [reservation],
+        }
+        return {"reservation_affinity": affinity}, {}
+    if capacity_type in ("flex-start", "queued"):
+        # Dynamic Workload Scheduler: no static node count (node_range is
+        # 0..hosts); the slice's hosts arrive together when capacity is found.
+        # Both run flex-start VMs: GKE's "flex-start with queued provisioning" guide creates the
+        # queued pool with --enable-queued-provisioning --flex-start (nodes for up to 7 days).
+        config: dict[str, object] = {"reservation_affinity": {"consume_reservation_type": "NO_RESERVATION"}}
+        config["flex_start"] = True
+        if capacity_type == "flex-start":
+            config["max_run_duration"] = f"{(max_run_hours or 0) * 3600}s"
+            return config, {}
+        return config, {"queued_provisioning": {"enabled": True}}
+    return {}, {}
+
+
 CPU_POOL_TAINT = "platform.pool"
 
 
@@ -137,41 +184,10 @@ class SliceNodePool(Construct):
             # Pods that select the class and tolerate the taint land here: releases.slice_tolerations).
             labels[COMPUTE_CLASS_LABEL] = compute_class
             extra["taint"] = [{"key": COMPUTE_CLASS_LABEL, "value": compute_class, "effect": "NO_SCHEDULE"}]
-        # `copies` of a single-host slice (one per replica of its server) are that many independent hosts.
-        pool: dict[str, object] = {"node_count": slice_.hosts * copies}
-        if node_range is not None:
-            low, high = node_range
-            # A TPU slice lives in one zone and GKE sizes it by the per-zone maximum: total_*
-            # counts are refused ("Maximum node count 0 is not a valid size of TPU pod slice").
-            # GPU pools scale over the pool's zones (the DWS guides' --total-max-nodes).
-            counts = "" if slice_.kind == "tpu" else "total_"
-            pool = {
-                "initial_node_count": low,
-                "autoscaling": {
-                    f"{counts}min_node_count": low,
-                    f"{counts}max_node_count": high,
-                    "location_policy": "ANY",
-                },
-            }
-        if capacity_type == "spot":
-            extra["spot"] = True
-        elif capacity_type == "reservation":
-            extra["reservation_affinity"] = {
-                "consume_reservation_type": "SPECIFIC_RESERVATION",
-                "key": "compute.googleapis.com/reservation-name",
-                "values": [reservation],
-            }
-        elif capacity_type in ("flex-start", "queued"):
-            # Dynamic Workload Scheduler: no static node count (node_range is
-            # 0..hosts); the slice's hosts arrive together when capacity is found.
-            # Both run flex-start VMs: GKE's "flex-start with queued provisioning" guide creates the
-            # queued pool with --enable-queued-provisioning --flex-start (nodes for up to 7 days).
-            extra["reservation_affinity"] = {"consume_reservation_type": "NO_RESERVATION"}
-            extra["flex_start"] = True
-            if capacity_type == "flex-start":
-                extra["max_run_duration"] = f"{(max_run_hours or 0) * 3600}s"
-            else:
-                pool["queued_provisioning"] = {"enabled": True}
+        pool = _pool_size(slice_, copies, node_range)
+        capacity, queued = _capacity(capacity_type, reservation, max_run_hours)
+        extra.update(capacity)
+        pool.update(queued)
         if slice_.kind == "gpu":
             extra["guest_accelerator"] = [
                 pool_module.ContainerNodePoolNodeConfigGuestAccelerator(
