@@ -378,7 +378,9 @@ def _submit(args: argparse.Namespace) -> dict[str, Any]:
     return {**plan, "entrypoint": entrypoint, "job_id": job_id, "address": args.address}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The commands: `local` (JaxTrainer on local CPU workers), `run`, `args` and `submit` (a recipe on a slice),
+    and one per orchestrator's process (`jobset`, `slurm`, `vertex`, `gce`: the canary)."""
     parser = argparse.ArgumentParser(
         prog="python -m workloads.trainer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -446,6 +448,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--steps", type=int, required=True, help="the run's last step (a restart resumes towards it)")
         p.add_argument("--checkpoint-dir", required=True)
         p.add_argument("--mesh", type=_mesh_arg, default=_mesh_arg("data=1,fsdp=-1,tensor=1"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     in_cluster = args.command in ("run", *ORCHESTRATORS)
     if in_cluster:

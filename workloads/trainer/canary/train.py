@@ -198,8 +198,6 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         donate_argnums=0,
     )
     text = data.corpus()
-    tokens_per_step = config.global_batch * config.seq_len
-    flops_per_step = config.model.flops_per_token(config.seq_len) * tokens_per_step
     is_writer = jax.process_index() == 0
     metrics_path = checkpoint_dir / METRICS_FILE
     if is_writer:
@@ -246,30 +244,18 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
             LOG.info("step", extra={**{k: v for k, v in record.items() if k != "time"}, "end_step": config.end_step})
         if report is not None:
             report(record)
-        if config.fail_at_step == done and _lost(jax.process_index(), jax.process_count(), config.slices):
-            marker = checkpoint_dir / f".failed-at-{done}{f'-process-{jax.process_index()}' * (config.slices > 1)}"
-            if not marker.exists():
-                marker.touch()
-                if config.fail_loses_local and config.local_checkpoint_dir:
-                    shutil.rmtree(Path(config.local_checkpoint_dir) / f"process-{jax.process_index()}")
-                os._exit(17)
+        if config.fail_at_step == done:
+            _fail_once(config, done, checkpoint_dir, jax.process_index(), jax.process_count())
     manager.wait_until_finished()
     manager.close()
 
-    steady = step_times[1:] or step_times  # the first step of a process includes compilation
-    step_time = statistics.median(steady) if steady else float("nan")
-    tflops_per_device = flops_per_step / step_time / len(devices) / 1e12 if steady else float("nan")
-    peak = config.peak_tflops_per_device
     summary = {
         "start_step": start,
         "end_step": config.end_step,
         "loss_first": losses[0] if losses else None,
         "loss_last": losses[-1] if losses else None,
         "checkpoint_dir": str(checkpoint_dir),
-        "tokens_per_s": tokens_per_step / step_time if steady else None,
-        "step_time_s": step_time,
-        "tflops_per_device": tflops_per_device,
-        "mfu": tflops_per_device / peak if peak else None,
+        **_speed(config, step_times, len(devices)),
         "devices": len(devices),
         "processes": jax.process_count(),
         "mesh": dict(zip(AXES, shape, strict=True)),
@@ -279,6 +265,37 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     if is_writer:
         (checkpoint_dir / SUMMARY_FILE).write_text(json.dumps(summary) + "\n")
     return summary
+
+
+def _fail_once(config: CanaryConfig, done: int, checkpoint_dir: Path, process: int, processes: int) -> None:
+    """The injected failure (config.fail_at_step): the processes of the lost slice exit once, leaving a marker so the
+    restarted attempt goes on; with `fail_loses_local`, a process's local checkpoints are lost with it."""
+    if not _lost(process, processes, config.slices):
+        return
+    marker = checkpoint_dir / f".failed-at-{done}{f'-process-{process}' * (config.slices > 1)}"
+    if marker.exists():
+        return
+    marker.touch()
+    if config.fail_loses_local and config.local_checkpoint_dir:
+        shutil.rmtree(Path(config.local_checkpoint_dir) / f"process-{process}")
+    os._exit(17)
+
+
+def _speed(config: CanaryConfig, step_times: list[float], devices: int) -> dict[str, Any]:
+    """Tokens per second, the median step time, TFLOP/s per device and the MFU of an attempt's steps (the first step
+    of a process includes compilation, so it counts only when it is the only one)."""
+    tokens_per_step = config.global_batch * config.seq_len
+    flops_per_step = config.model.flops_per_token(config.seq_len) * tokens_per_step
+    steady = step_times[1:] or step_times
+    step_time = statistics.median(steady) if steady else float("nan")
+    tflops_per_device = flops_per_step / step_time / devices / 1e12 if steady else float("nan")
+    peak = config.peak_tflops_per_device
+    return {
+        "tokens_per_s": tokens_per_step / step_time if steady else None,
+        "step_time_s": step_time,
+        "tflops_per_device": tflops_per_device,
+        "mfu": tflops_per_device / peak if peak else None,
+    }
 
 
 def read_metrics(checkpoint_dir: str | Path) -> dict[int, dict[str, Any]]:
