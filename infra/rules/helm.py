@@ -128,10 +128,11 @@ def _after_service_accounts(objects: list[dict[str, Any]], ctx: ReleaseContext) 
         "(helm_driver); https://developer.hashicorp.com/terraform/language/state/sensitive-data"
     ),
     subject="manifest",
+    kinds=("Secret",),
 )
 def _no_secret_data(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") == "Secret" and (obj.get("data") or obj.get("stringData")):
+        if obj.get("data") or obj.get("stringData"):
             field = "stringData" if obj.get("stringData") else "data"
             yield Finding(
                 f"{where(obj)}: {field}",

@@ -77,9 +77,10 @@ def _pool_selects(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     ),
     source=f"{GAIE} api/v1/inferencepool_types.go (EndpointPickerRef.failureMode, default FailClose)",
     subject="manifest",
+    kinds=("InferencePool",),
 )
 def _failure_mode(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
-    for pool in (o for o in objects if o.get("kind") == "InferencePool"):
+    for pool in objects:
         ref = (pool.get("spec") or {}).get("endpointPickerRef") or {}
         if "failureMode" not in ref:
             yield Finding(f"{where(pool)}: spec.endpointPickerRef.failureMode", None, "set FailOpen or FailClose")

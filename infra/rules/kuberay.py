@@ -22,12 +22,11 @@ from infra.rules.sources import RAY_TUTORIAL
         "topology); https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/tpu.html"
     ),
     subject="manifest",
+    kinds=("RayCluster",),
 )
 def _num_of_hosts(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     pools = ctx.pools()
     for obj in objects:
-        if obj.get("kind") != "RayCluster":
-            continue
         for i, group in enumerate(obj["spec"].get("workerGroupSpecs") or []):
             spec = group["template"]["spec"]
             chips = _tpu_chips(spec)
@@ -55,12 +54,11 @@ def _num_of_hosts(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterato
     summary="TPU Ray workers run with JAX_PLATFORMS=tpu and ENABLE_PJRT_COMPATIBILITY=true, as the tutorial sets them.",
     source=RAY_TUTORIAL,
     subject="manifest",
+    kinds=("RayCluster",),
 )
 def _ray_env(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     wanted = {"JAX_PLATFORMS": "tpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
     for obj in objects:
-        if obj.get("kind") != "RayCluster":
-            continue
         for i, group in enumerate(obj["spec"].get("workerGroupSpecs") or []):
             spec = group["template"]["spec"]
             for path, c in containers(spec):

@@ -322,10 +322,11 @@ def _load_format(env: Environment) -> Iterator[Finding]:
         "TPU_MULTIHOST_BACKEND 'ray' -> RayDistributedExecutor, empty -> 'uni'); tpu_inference/envs.py"
     ),
     subject="manifest",
+    kinds=("LeaderWorkerSet",),
 )
 def _multihost_env(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
     for obj in objects:
-        if obj.get("kind") != "LeaderWorkerSet" or int(obj["spec"]["leaderWorkerTemplate"].get("size", 1)) < 2:
+        if int(obj["spec"]["leaderWorkerTemplate"].get("size", 1)) < 2:
             continue
         for path, template in pod_templates(obj):
             for cpath, c in containers(template.get("spec") or {}):
