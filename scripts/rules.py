@@ -29,10 +29,16 @@ def table() -> str:
     rows = ["| module | its rules |", "|---|---|"]
     for name, ids in sorted(modules.items()):
         rows.append(f"| `{name.replace('.', '/')}.py` | {', '.join(f'`{i}`' for i in sorted(ids))} |")
-    rows += ["", "| rule | system | refused at | what it enforces | source |", "|---|---|---|---|---|"]
+    rows += [
+        "",
+        "| rule | reads | system | refused at | what it enforces | source |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in sorted(all_rules(), key=lambda r: (r.subject, r.id)):
         source = r.source.replace("|", "/")
-        rows.append(f"| `{r.id}` | {r.system} | {r.layer} | {r.summary} | {source} |")
+        narrowed = ", ".join(r.kinds or r.types or ((r.api,) if r.api else ()))
+        reads = f"{r.subject}: {narrowed}" if narrowed else r.subject
+        rows.append(f"| `{r.id}` | {reads} | {r.system} | {r.layer} | {r.summary} | {source} |")
     return "\n".join(rows)
 
 
