@@ -105,7 +105,7 @@ def test_an_unknown_architecture_is_refused_with_the_supported_ones(
 
 def test_the_fit_check_uses_the_declared_size_under_the_models_own_name(tmp_path: Path) -> None:
     too_large = FINE_TUNED_VLLM.replace("parameters_b: 70", "parameters_b: 400")
-    (problem,) = [p for p in _problems(_dev_with(tmp_path, too_large)) if "serving.llama70b-vllm.model" in p]
+    (problem,) = [p for p in _problems(_dev_with(tmp_path, too_large)) if p.startswith("serving.llama70b-vllm.model:")]
     assert f"{FINE_TUNED}: 400B parameters in bf16 need 800 GB of weights" in problem
 
 
