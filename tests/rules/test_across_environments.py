@@ -1,5 +1,5 @@
 """The rules of `infra/rules/across_environments.py`, each failing on its example: an edit of prod.yaml that dev and
-prod refuse together (the dev stack as it ships passes them all: tests/rules/test_framework.py)."""
+prod refuse together (dev and prod as they ship pass them all: tests/rules/test_framework.py)."""
 
 from __future__ import annotations
 
