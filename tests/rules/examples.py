@@ -95,6 +95,22 @@ def fails_on_manifest_example(
     assert found and all(fragment in v.message for v in found), [v.line() for v in found]
 
 
+def fails_on_its_example(rule_id: str, example: Any, request: pytest.FixtureRequest) -> None:
+    """Run `example` the way its rule's subject takes it (an edit of dev.yaml, of prod.yaml with dev beside it, of
+    dev's stack or of one of its releases), with the fixtures that subject needs only."""
+    subject = RULES[rule_id].subject
+    if subject == "environment":
+        fails_on_environment_example(rule_id, example, request.getfixturevalue("monkeypatch"))
+    elif subject == "environments":
+        fails_on_together_example(rule_id, example)
+    elif subject == "terraform":
+        fails_on_terraform_example(rule_id, example, request.getfixturevalue("stacks"))
+    else:
+        assert subject == "manifest", f"{rule_id}: a {subject} rule's examples are in tests/refused.py"
+        stacks, releases = request.getfixturevalue("stacks"), request.getfixturevalue("releases")
+        fails_on_manifest_example(rule_id, example, stacks, releases)
+
+
 def covered_by_refused() -> set[str]:
     """The rules whose failing examples are in tests/refused.py (request, script and upgrade rules)."""
     requests = {case[2] for case in [*VERTEX_REFUSED.values(), *VM_REFUSED.values()]}

@@ -8,7 +8,7 @@ import pytest
 from tests.rules.examples import (
     TogetherExample,
     assert_every_rule_has_an_example,
-    fails_on_together_example,
+    fails_on_its_example,
 )
 
 
@@ -35,8 +35,8 @@ TOGETHER: dict[str, TogetherExample] = {
 
 
 @pytest.mark.parametrize("rule_id", sorted(TOGETHER))
-def test_rule_of_the_environments_together_fails_on_its_example(rule_id: str) -> None:
-    fails_on_together_example(rule_id, TOGETHER[rule_id])
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, TOGETHER[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:

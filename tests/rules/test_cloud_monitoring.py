@@ -11,7 +11,7 @@ from tests.helpers import of_type, one
 from tests.rules.examples import (
     TerraformExample,
     assert_every_rule_has_an_example,
-    fails_on_terraform_example,
+    fails_on_its_example,
 )
 
 
@@ -51,8 +51,8 @@ TERRAFORM: dict[str, TerraformExample] = {
 
 
 @pytest.mark.parametrize("rule_id", sorted(TERRAFORM))
-def test_terraform_rule_fails_on_its_example(rule_id: str, stacks: dict[str, dict[str, Any]]) -> None:
-    fails_on_terraform_example(rule_id, TERRAFORM[rule_id], stacks)
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, TERRAFORM[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:

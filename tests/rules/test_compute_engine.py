@@ -17,8 +17,7 @@ from tests.rules.examples import (
     TerraformExample,
     assert_every_rule_has_an_example,
     environment,
-    fails_on_environment_example,
-    fails_on_terraform_example,
+    fails_on_its_example,
     node_pool,
 )
 
@@ -54,11 +53,6 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
-
-
 TERRAFORM: dict[str, TerraformExample] = {
     # Before the fix: the Slurm controller's instanceAdmin on the whole project.
     "gce.instance-admin-held-to-its-instances": (
@@ -76,11 +70,6 @@ TERRAFORM: dict[str, TerraformExample] = {
     ),
     "gcp.resource-names": (lambda s: node_pool(s, "train").update(name="t" * 41), "allowed: 1-40"),
 }
-
-
-@pytest.mark.parametrize("rule_id", sorted(TERRAFORM))
-def test_terraform_rule_fails_on_its_example(rule_id: str, stacks: dict[str, dict[str, Any]]) -> None:
-    fails_on_terraform_example(rule_id, TERRAFORM[rule_id], stacks)
 
 
 @pytest.mark.parametrize(
@@ -109,5 +98,13 @@ def test_places_and_machines_that_do_not_exist_are_refused(
     assert any(v.field.startswith(field) and fragment in v.message for v in found), [v.line() for v in found]
 
 
+EXAMPLES = {**ENVIRONMENT, **TERRAFORM}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
+
+
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("compute_engine", ENVIRONMENT, TERRAFORM)
+    assert_every_rule_has_an_example("compute_engine", EXAMPLES)

@@ -14,7 +14,7 @@ from tests.helpers import one_of_kind
 from tests.rules.examples import (
     ManifestExample,
     assert_every_rule_has_an_example,
-    fails_on_manifest_example,
+    fails_on_its_example,
 )
 
 
@@ -33,13 +33,6 @@ MANIFEST: dict[str, ManifestExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
-
-
 def test_controller_names_over_their_limits_are_refused(
     stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
 ) -> None:
@@ -50,6 +43,11 @@ def test_controller_names_over_their_limits_are_refused(
     found = RULES["k8s.controller-created-names"].run(objects, ctx)
     assert [v.field.split(": ", 1)[1] for v in found] == [f"StatefulSet {'l' * 53}", f"StatefulSet {'l' * 53}-0"]
     assert all("over 52 characters" in v.message for v in found)
+
+
+@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, MANIFEST[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:

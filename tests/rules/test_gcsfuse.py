@@ -17,7 +17,7 @@ from tests.helpers import REPO
 from tests.rules.examples import (
     ManifestExample,
     assert_every_rule_has_an_example,
-    fails_on_manifest_example,
+    fails_on_its_example,
     ray_worker_template,
     vllm_container,
     vllm_pod_template,
@@ -101,13 +101,6 @@ MANIFEST: dict[str, ManifestExample] = {
         "write to FUSE volume 'xla-cache'",
     ),
 }
-
-
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
 
 
 @pytest.mark.parametrize(
@@ -239,6 +232,11 @@ def test_make_plan_refuses_a_vllm_chart_whose_xla_cache_its_user_cannot_write(
     )
     assert "mounted uid 0, gid 0, dir-mode 755, file-mode 644" in line
     assert "source: GoogleCloudPlatform/gcs-fuse-csi-driver (v1.24.0) docs/authentication.md" in line
+
+
+@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, MANIFEST[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:

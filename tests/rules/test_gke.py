@@ -14,9 +14,7 @@ from tests.rules.examples import (
     ManifestExample,
     TerraformExample,
     assert_every_rule_has_an_example,
-    fails_on_environment_example,
-    fails_on_manifest_example,
-    fails_on_terraform_example,
+    fails_on_its_example,
     gke_cluster,
     node_pool,
     ray_worker_template,
@@ -59,11 +57,6 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
         "where GKE refuses a node pool without auto-upgrade",
     ),
 }
-
-
-@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
 
 
 TERRAFORM: dict[str, TerraformExample] = {
@@ -125,22 +118,18 @@ TERRAFORM: dict[str, TerraformExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(TERRAFORM))
-def test_terraform_rule_fails_on_its_example(rule_id: str, stacks: dict[str, dict[str, Any]]) -> None:
-    fails_on_terraform_example(rule_id, TERRAFORM[rule_id], stacks)
-
-
 MANIFEST: dict[str, ManifestExample] = {
     "gke.tpu.selectors-and-whole-host": ("ray-training", _two_chips, "host has 4 chips: request all"),
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
+EXAMPLES = {**ENVIRONMENT, **TERRAFORM, **MANIFEST}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("gke", ENVIRONMENT, TERRAFORM, MANIFEST)
+    assert_every_rule_has_an_example("gke", EXAMPLES)

@@ -14,7 +14,7 @@ from tests.helpers import of_type, one_of_kind
 from tests.rules.examples import (
     ManifestExample,
     assert_every_rule_has_an_example,
-    fails_on_manifest_example,
+    fails_on_its_example,
 )
 
 MANIFEST: dict[str, ManifestExample] = {
@@ -44,13 +44,6 @@ MANIFEST: dict[str, ManifestExample] = {
         "is not ordered after the service account its pods run as",
     ),
 }
-
-
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
 
 
 def test_a_conversion_job_whose_release_does_not_wait_for_its_account_is_refused(
@@ -88,6 +81,11 @@ def test_a_vllm_release_not_waiting_for_lws_is_refused(
     )
     found = RULES["helm.release-after-its-kinds"].run(releases["serve-llama70b-vllm"], ctx)
     assert [v.field for v in found] == ["LeaderWorkerSet/serve-llama70b-vllm: apiVersion"], [v.line() for v in found]
+
+
+@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, MANIFEST[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:

@@ -16,9 +16,7 @@ from tests.rules.examples import (
     ManifestExample,
     TerraformExample,
     assert_every_rule_has_an_example,
-    fails_on_environment_example,
-    fails_on_manifest_example,
-    fails_on_terraform_example,
+    fails_on_its_example,
     gke_cluster,
 )
 
@@ -36,22 +34,12 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
-
-
 TERRAFORM: dict[str, TerraformExample] = {
     "gke.inference-gateway-prerequisites": (
         lambda s: gke_cluster(s).pop("gateway_api_config"),
         "need CHANNEL_STANDARD",
     ),
 }
-
-
-@pytest.mark.parametrize("rule_id", sorted(TERRAFORM))
-def test_terraform_rule_fails_on_its_example(rule_id: str, stacks: dict[str, dict[str, Any]]) -> None:
-    fails_on_terraform_example(rule_id, TERRAFORM[rule_id], stacks)
 
 
 MANIFEST: dict[str, ManifestExample] = {
@@ -78,13 +66,6 @@ MANIFEST: dict[str, ManifestExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
-
-
 def test_the_inference_gateway_without_the_network_services_api_is_refused(stacks: dict[str, dict[str, Any]]) -> None:
     """Before the fix the stack did not enable networkservices.googleapis.com, which the endpoint picker's
     Service Extensions callout needs."""
@@ -97,5 +78,13 @@ def test_the_inference_gateway_without_the_network_services_api_is_refused(stack
     assert [(v.field, v.value) for v in found] == [("google_project_service", "networkservices.googleapis.com")]
 
 
+EXAMPLES = {**ENVIRONMENT, **TERRAFORM, **MANIFEST}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
+
+
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("inference_gateway", ENVIRONMENT, TERRAFORM, MANIFEST)
+    assert_every_rule_has_an_example("inference_gateway", EXAMPLES)

@@ -13,8 +13,7 @@ from tests.rules.examples import (
     EnvironmentExample,
     ManifestExample,
     assert_every_rule_has_an_example,
-    fails_on_environment_example,
-    fails_on_manifest_example,
+    fails_on_its_example,
 )
 
 
@@ -46,11 +45,6 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
-
-
 MANIFEST: dict[str, ManifestExample] = {
     # A training cluster of eight slices in dev's queue: one worker group more than a Kueue Workload holds.
     "kueue.raycluster-queued-whole": (
@@ -69,12 +63,13 @@ MANIFEST: dict[str, ManifestExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
+EXAMPLES = {**ENVIRONMENT, **MANIFEST}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("kueue", ENVIRONMENT, MANIFEST)
+    assert_every_rule_has_an_example("kueue", EXAMPLES)

@@ -14,7 +14,7 @@ from tests.rules.examples import (
     EnvironmentExample,
     assert_every_rule_has_an_example,
     environment,
-    fails_on_environment_example,
+    fails_on_its_example,
 )
 
 
@@ -72,11 +72,6 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
-
-
 def test_jetstream_refuses_a_model_name_only_vllm_knows() -> None:
     """JetStream took vLLM's (Hugging Face) model names, which MaxText has no config for."""
     data = copy.deepcopy(DEV)
@@ -86,6 +81,11 @@ def test_jetstream_refuses_a_model_name_only_vllm_knows() -> None:
         ("serving.llama70b-disagg.model.name", "meta-llama/Llama-3.1-70B-Instruct")
     ]
     assert "not a model MaxText knows" in found[0].message and "llama3.1-405b" in found[0].message
+
+
+@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, ENVIRONMENT[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:

@@ -3,8 +3,6 @@ dev's rendered releases (the dev stack as it ships passes them all: tests/rules/
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.helpers import one_of_kind
@@ -12,8 +10,7 @@ from tests.rules.examples import (
     EnvironmentExample,
     ManifestExample,
     assert_every_rule_has_an_example,
-    fails_on_environment_example,
-    fails_on_manifest_example,
+    fails_on_its_example,
 )
 
 ENVIRONMENT: dict[str, EnvironmentExample] = {
@@ -28,11 +25,6 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
         "the autoscaler sets the number of servers",
     ),
 }
-
-
-@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
 
 
 MANIFEST: dict[str, ManifestExample] = {
@@ -55,12 +47,13 @@ MANIFEST: dict[str, ManifestExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
+EXAMPLES = {**ENVIRONMENT, **MANIFEST}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("monitoring", ENVIRONMENT, MANIFEST)
+    assert_every_rule_has_an_example("monitoring", EXAMPLES)

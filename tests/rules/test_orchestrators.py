@@ -8,7 +8,7 @@ import pytest
 from tests.rules.examples import (
     EnvironmentExample,
     assert_every_rule_has_an_example,
-    fails_on_environment_example,
+    fails_on_its_example,
 )
 
 ENVIRONMENT: dict[str, EnvironmentExample] = {
@@ -51,8 +51,8 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
 
 
 @pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, ENVIRONMENT[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.rules.examples import (
     ManifestExample,
     assert_every_rule_has_an_example,
-    fails_on_manifest_example,
+    fails_on_its_example,
     leader_worker_template,
 )
 
@@ -26,10 +24,8 @@ MANIFEST: dict[str, ManifestExample] = {
 
 
 @pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, MANIFEST[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:

@@ -14,8 +14,7 @@ from tests.rules.examples import (
     TerraformExample,
     assert_every_rule_has_an_example,
     container_named,
-    fails_on_manifest_example,
-    fails_on_terraform_example,
+    fails_on_its_example,
 )
 
 
@@ -50,11 +49,6 @@ TERRAFORM: dict[str, TerraformExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(TERRAFORM))
-def test_terraform_rule_fails_on_its_example(rule_id: str, stacks: dict[str, dict[str, Any]]) -> None:
-    fails_on_terraform_example(rule_id, TERRAFORM[rule_id], stacks)
-
-
 MANIFEST: dict[str, ManifestExample] = {
     # Before the fix: Saxml's model servers ran privileged for no documented reason.
     "k8s.privileged-only-where-reasoned": (
@@ -70,12 +64,13 @@ MANIFEST: dict[str, ManifestExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
+EXAMPLES = {**TERRAFORM, **MANIFEST}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("pod_security", TERRAFORM, MANIFEST)
+    assert_every_rule_has_an_example("pod_security", EXAMPLES)

@@ -3,8 +3,6 @@ dev's synthesized stack (the dev stack as it ships passes them all: tests/rules/
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.helpers import of_type
@@ -12,8 +10,7 @@ from tests.rules.examples import (
     EnvironmentExample,
     TerraformExample,
     assert_every_rule_has_an_example,
-    fails_on_environment_example,
-    fails_on_terraform_example,
+    fails_on_its_example,
 )
 
 ENVIRONMENT: dict[str, EnvironmentExample] = {
@@ -47,11 +44,6 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
-
-
 TERRAFORM: dict[str, TerraformExample] = {
     "iam.service-account-id": (
         lambda s: next(iter(of_type(s, "google_service_account").values())).update(account_id="ab"),
@@ -64,10 +56,13 @@ TERRAFORM: dict[str, TerraformExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(TERRAFORM))
-def test_terraform_rule_fails_on_its_example(rule_id: str, stacks: dict[str, dict[str, Any]]) -> None:
-    fails_on_terraform_example(rule_id, TERRAFORM[rule_id], stacks)
+EXAMPLES = {**ENVIRONMENT, **TERRAFORM}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("resource_names", ENVIRONMENT, TERRAFORM)
+    assert_every_rule_has_an_example("resource_names", EXAMPLES)

@@ -17,8 +17,7 @@ from tests.rules.examples import (
     ManifestExample,
     assert_every_rule_has_an_example,
     environment,
-    fails_on_environment_example,
-    fails_on_manifest_example,
+    fails_on_its_example,
     vllm_container,
 )
 
@@ -115,11 +114,6 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
 }
 
 
-@pytest.mark.parametrize("rule_id", sorted(ENVIRONMENT))
-def test_environment_rule_fails_on_its_example(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fails_on_environment_example(rule_id, ENVIRONMENT[rule_id], monkeypatch)
-
-
 MANIFEST: dict[str, ManifestExample] = {
     # Before the fix: 120 x 10 s, and the cache in the container's /tmp.
     "vllm.startup-probe-covers-cold-compile": (
@@ -143,13 +137,6 @@ MANIFEST: dict[str, ManifestExample] = {
         "behind the API key",
     ),
 }
-
-
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
-def test_manifest_rule_fails_on_its_example(
-    rule_id: str, stacks: dict[str, dict[str, Any]], releases: dict[str, list[dict[str, Any]]]
-) -> None:
-    fails_on_manifest_example(rule_id, MANIFEST[rule_id], stacks, releases)
 
 
 @pytest.mark.parametrize(
@@ -216,5 +203,13 @@ def test_vllm_extra_args_are_held_to_the_parser_and_the_tpu_platform(
     ]
 
 
+EXAMPLES = {**ENVIRONMENT, **MANIFEST}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
+def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
+
+
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("vllm", ENVIRONMENT, MANIFEST)
+    assert_every_rule_has_an_example("vllm", EXAMPLES)
