@@ -78,7 +78,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: tofu tofu-validate test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -146,8 +146,14 @@ deploy-local: $(VENV_STAMP) ## The deploy's path for ENV= on the local cluster: 
 destroy-local: $(VENV_STAMP) ## Destroy what deploy-local applied for ENV=, each resource before what it depends on (controllers as early as the graph allows), then list what the cluster still holds that it did not before: left by design, or left behind (exit 1)
 	$(PLATFORM) destroy-local $(ENV)
 
-local-cluster-build: $(VENV_STAMP) ## Build the local cluster's Go programs from their pinned modules (infra/localcluster/go), or find them cached; says which and how long each build took
+local-cluster-build: $(VENV_STAMP) ## Build the local cluster's Go programs from their pinned modules (infra/engine/go), or find them cached; says which and how long each build took
 	$(PLATFORM) cluster-local build >/dev/null
+
+tofu: $(VENV_STAMP) ## The real Terraform engine: OpenTofu from its pinned Go module and the google, kubernetes and helm providers from their checked sources (../shared/vendor/terraform-providers), into a provider mirror; cached, says how long each build took
+	$(PLATFORM) tofu build >/dev/null
+
+tofu-validate: tofu ## Every environment's stack validated by OpenTofu against the real providers' schemas (ENV= one)
+	$(PLATFORM) tofu validate $(if $(filter command line,$(origin ENV)),--env $(ENV))
 
 cluster-local-down: $(VENV_STAMP) ## Stop the local control plane and remove its state (its logs stay)
 	$(PLATFORM) cluster-local down
@@ -181,8 +187,18 @@ TEST_WORKERS ?= auto
 # make test-changed TESTS=tests/test_x.py: only the changed tests among these
 TESTS ?=
 
-test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local local-cluster-build lint ## Everything that needs no cloud and no accelerator (TEST_WORKERS=auto: one per core)
+test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local local-cluster-build tofu lint ## Everything that needs no cloud and no accelerator: the three tiers below (TEST_WORKERS=auto: one per core)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10
+
+# The tiers (tests/conftest.py tier() says which test is which).
+test-unit: $(VENV_STAMP) cluster-toolkit ## The unit tier: the venv alone, no Go build, no vLLM environment, no root
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'unit and not engine' --durations=5
+
+test-integration: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit ## The integration tier: the real engines on the CPU (vLLM, Ray, Checkov, the cdktf CLI, whole make plan runs)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'integration and not engine' --durations=5
+
+test-e2e: $(VENV_STAMP) cluster-toolkit slurm-local local-cluster-build tofu ## The end-to-end tier: the local cluster, the one-node Slurm, the real Terraform engine
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'e2e and not engine' --durations=5
 
 test-changed: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local ## Only the tests whose code a change touches (pytest-testmon; its first run records every test, in .testmondata)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --testmon-forceselect $(TESTS)

@@ -63,6 +63,7 @@ COMMANDS: dict[str, Command] = {
         "scripts.deploy_local", "destroy what deploy-local applied; list what is left behind", ["--destroy"]
     ),
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
+    "tofu": Command("scripts.tofu", "the real Terraform engine: build OpenTofu and the providers, validate the stacks"),
     "train": Command(
         "workloads.trainer.__main__",
         "train: local (JaxTrainer on CPU workers), submit or args (an environment's recipe)",

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from infra.config import ConfigError
-from infra.localcluster.build import BuildError, build_all
+from infra.engine.build import BuildError, build_all
 from infra.localcluster.cluster import Cluster, ClusterError
 from infra.synth.load import load_named
 from scripts.parser import ArgumentParser, refuse

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from infra.config import ConfigError
 from infra.delivery.apply_paths import unresolved
+from infra.engine.build import BuildError
 from infra.localcluster.apply import ApplyError, LocalApply, run_helm
-from infra.localcluster.build import BuildError
 from infra.localcluster.cluster import Cluster, ClusterError
 from infra.localcluster.destroy import LocalDestroy, gone
 from infra.localcluster.manifests import UnsupportedResource

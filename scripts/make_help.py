@@ -25,16 +25,16 @@ GROUPS: dict[str, list[str]] = {
     "Serve": ["serve-local", "saxml"],
     "Other orchestrators (Vertex AI, Compute Engine VMs)": ["vertex-submit", "vm-up", "vm-down"],
     "The local control plane": [
-        "cluster-local", "deploy-local", "destroy-local", "cluster-local-down", "local-cluster-build",
+        "cluster-local", "deploy-local", "destroy-local", "cluster-local-down", "local-cluster-build", "tofu", "tofu-validate",
     ],
-    "Tests and measurements": ["lint", "test-changed", "bench"],
+    "Tests and measurements": ["lint", "test-unit", "test-integration", "test-e2e", "test-changed", "bench"],
     "Set up and maintain": [
         "venv", "node", "engine", "vllm", "vllm-options", "cluster-toolkit", "slurm-local", "pinned-scripts", "crds",
         "lock", "clean",
     ],
 }  # fmt: skip
 
-_TARGET = re.compile(r"^([a-zA-Z_-]+):.*?## (.+)$")
+_TARGET = re.compile(r"^([a-zA-Z0-9_-]+):.*?## (.+)$")
 
 
 def targets(makefile: str) -> dict[str, str]:

@@ -36,12 +36,40 @@ XDIST_GROUPS: dict[str, str] = {
 }
 
 
+# The tiers (`make test-unit`, `make test-integration`, `make test-e2e`; `make test` runs all three). A test is
+# end to end where it drives the local cluster, the one-node Slurm (root) or the real Terraform engine (the Go
+# builds); integration where it runs a real engine on the CPU (vLLM, Ray, Checkov, the cdktf CLI, a whole `make
+# plan`) or is marked slow; a unit test otherwise: the venv alone, no Go build, no vLLM environment, no root.
+E2E_MODULES = {"test_localcluster.py", "test_slurm_local.py", "test_engine.py"}
+INTEGRATION_MODULES = {
+    "test_vllm.py",
+    "test_trainer.py",
+    "test_server.py",
+    "test_autoscaling.py",
+    "test_policy.py",
+    "test_multislice.py",
+}
+
+
+def tier(item: pytest.Item) -> str:
+    """`unit`, `integration` or `e2e`: see E2E_MODULES."""
+    name = item.path.name
+    slow = item.get_closest_marker("slow") is not None
+    if name in E2E_MODULES and (slow or name == "test_slurm_local.py"):
+        return "e2e"
+    if slow or name in INTEGRATION_MODULES:
+        return "integration"
+    return "unit"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slow tests first (so that the longest ones do not start last on a worker and hold up the end of the
-    run), then the rest in their usual order; each test of a module in XDIST_GROUPS in its group. Runs before
-    xdist's own hook, which reads the groups; the same order on every worker, as xdist requires."""
+    """Each test's tier marker (`unit`, `integration`, `e2e`); the slow tests first (so that the longest ones do
+    not start last on a worker and hold up the end of the run), then the rest in their usual order; each test of a
+    module in XDIST_GROUPS in its group. Runs before xdist's own hook, which reads the groups; the same order on
+    every worker, as xdist requires."""
     for item in items:
+        item.add_marker(getattr(pytest.mark, tier(item)))
         group = XDIST_GROUPS.get(item.path.name) or XDIST_GROUPS.get(f"{item.path.parent.name}/")
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))

@@ -73,6 +73,7 @@ def test_make_plan_fails_on_a_minor_past_its_end_of_support_naming_the_date_and_
     assert f"({gv.SCHEDULE})" in done.stderr and "dev.yaml" in done.stderr and "prod.yaml" in done.stderr
 
 
+@pytest.mark.slow
 def test_make_plan_warns_within_60_days_of_the_end_of_support(environments: Path, synth_dir: Path) -> None:
     end = gv.MINORS["1.35"].end_of_standard
     done = _rules(environments, synth_dir, end - timedelta(days=60))

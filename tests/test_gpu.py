@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from infra.config import ENVIRONMENTS_DIR, Environment
@@ -289,6 +290,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_jobset_processes_form_one_jax_group_and_train(tmp_path: Path) -> None:
     """What each JobSet pod runs, as two local processes with two CPU devices each."""
     coordinator = f"127.0.0.1:{_free_port()}"

@@ -16,7 +16,8 @@ import pytest
 
 from infra.catalogue import upstream
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
-from infra.localcluster import apply, build, destroy, manifests, nodes
+from infra.engine import build
+from infra.localcluster import apply, destroy, manifests, nodes
 from infra.localcluster.cluster import Cluster
 from infra.rules.run import stack_releases
 from scripts import deploy_local

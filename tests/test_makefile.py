@@ -19,7 +19,7 @@ def test_make_help_lists_every_target_under_its_task() -> None:
     assert set(shown) == phony and len(shown) == len(phony)
     assert "\nStart here:\n  make help " in listed and "\nOther:" not in listed
     # Descriptions are wrapped, never cut: every word of each `## ` line is shown.
-    for target, text in re.findall(r"^([a-zA-Z_-]+):.*?## (.+)$", makefile, re.M):
+    for target, text in re.findall(r"^([a-zA-Z0-9_-]+):.*?## (.+)$", makefile, re.M):
         assert " ".join(text.split()) in " ".join(listed.split()), target
 
 

@@ -26,6 +26,7 @@ def _environments(tmp_path: Path) -> Path:
     return environments
 
 
+@pytest.mark.slow
 def test_make_new_env_in_another_region_is_planned_with_no_edit(tmp_path: Path) -> None:
     """Before: copying dev by hand kept dev's registry, zones and Slurm name, and the plan passed. Now the file
     `make new-env` writes names nothing of dev's, and `make plan` plans it beside dev and prod."""

@@ -45,7 +45,7 @@ def _run(environments: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 def test_a_controller_pin_is_bumped_and_rolled_back_with_the_commands(
     environments: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 0.8.0 is the version after the pin (its controller is built beside 0.7.0: infra/localcluster/go/lws-0.8.0),
+    # 0.8.0 is the version after the pin (its controller is built beside 0.7.0: infra/engine/go/lws-0.8.0),
     # known in this test only.
     lws = controllers.CONTROLLERS["lws"]
     monkeypatch.setitem(controllers.CONTROLLERS, "lws", dataclasses.replace(lws, versions=("0.7.0", "0.8.0")))

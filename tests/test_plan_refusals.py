@@ -11,10 +11,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from infra.config import ENVIRONMENTS_DIR
 from tests.helpers import REPO
 
 
+@pytest.mark.slow
 def test_make_plan_refuses_a_system_pool_too_small_for_the_pods_that_share_it(tmp_path: Path) -> None:
     environments = tmp_path / "environments"
     environments.mkdir()

@@ -20,6 +20,7 @@ from google.cloud import compute_v1
 
 from infra.catalogue.gpudirect import GPU_HOSTS, TCPXO, nccl_env
 from infra.catalogue.hosts import HOSTS
+from infra.cdk import literal
 from infra.config import ConfigError, Environment
 from infra.rules.request_subject import RequestContext
 from infra.shell import generated_scripts
@@ -108,8 +109,10 @@ def test_the_stack_declares_the_group_empty_from_the_same_derivation(
     ((_, template),) = of_type(stack, "google_compute_instance_template").items()
     props = instance_properties(env, "a3mega")
     assert template["machine_type"] == props["machineType"] == "a3-megagpu-8g"
-    assert template["metadata"] == {i["key"]: i["value"] for i in props["metadata"]["items"]}
-    assert template["metadata"]["startup-script"] == startup_script(env, "a3mega")
+    # Literal text in Terraform's JSON syntax: the script's bash `${...}` escaped as `$${...}`, which OpenTofu reads
+    # back as the script itself (tests/test_engine.py plans it).
+    assert template["metadata"] == {i["key"]: literal(i["value"]) for i in props["metadata"]["items"]}
+    assert template["metadata"]["startup-script"] == literal(startup_script(env, "a3mega"))
     assert template["metadata"]["platform-hosts"] == "dev-a3mega-0,dev-a3mega-1"
     assert [n["nic_type"] for n in template["network_interface"]] == ["GVNIC"] * 9
     assert template["scheduling"]["provisioning_model"] == "FLEX_START"

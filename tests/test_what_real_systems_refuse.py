@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.catalogue.controllers import CONTROLLERS
+from infra.catalogue.serving_metrics import ADAPTER_PORT
 from tests.helpers import by_name, needs_crds, of_type, one, one_of_kind, rendered
 
 
@@ -64,18 +65,22 @@ def test_workload_identity_bindings_wait_for_the_cluster(stacks: dict[str, dict[
 def test_the_control_plane_reaches_the_webhooks_of_the_pinned_controllers(
     stacks: dict[str, dict[str, Any]], envs: dict[str, Any]
 ) -> None:
-    """GKE's own rule for private clusters opens 443 and 10250 only; JobSet, Kueue and LWS serve on 9443."""
+    """GKE's own rule for private clusters opens 443 and 10250 only. JobSet, Kueue and LWS serve their webhooks on
+    9443, Kueue its visibility API on 8082, and where a server autoscales the metrics adapter serves the custom
+    metrics API on 6443: every one is opened from the control plane's range (dev's HPAs read their metric through
+    6443)."""
+    opened = {}
     for name, stack in stacks.items():
         cluster = one(stack, "google_container_cluster")
         master = cluster["private_cluster_config"]["master_ipv4_cidr_block"]
         rule = by_name(stack, "google_compute_firewall")[f"{envs[name].network.name}-control-plane-webhooks"]
         assert rule["source_ranges"] == [master] and rule["direction"] == "INGRESS"
-        ports = {CONTROLLERS[c].webhook_port for c in envs[name].release.controllers}
-        assert (
-            rule["allow"]
-            == [{"protocol": "tcp", "ports": [str(p) for p in sorted(ports)]}]
-            == [{"protocol": "tcp", "ports": ["9443"]}]
-        )
+        controllers = [CONTROLLERS[c] for c in envs[name].release.controllers]
+        ports = {c.webhook_port for c in controllers} | {p for c in controllers for p in c.api_ports}
+        ports |= {ADAPTER_PORT} if envs[name].autoscales else set()
+        assert rule["allow"] == [{"protocol": "tcp", "ports": [str(p) for p in sorted(ports)]}]
+        opened[name] = rule["allow"][0]["ports"]
+    assert opened == {"dev": ["6443", "8082", "9443"], "prod": ["8082", "9443"]}
 
 
 @needs_crds

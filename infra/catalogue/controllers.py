@@ -26,6 +26,10 @@ class Controller:
     # All three use controller-runtime's default (9443): their charts' webhook Service
     # targets it (jobset, kueue, lws: config/webhook/service.yaml, targetPort 9443).
     webhook_port: int = 9443
+    # The ports of the aggregated APIs (APIServices) it serves in its pods: the API server calls them for every
+    # request of their group, and for discovery of every group (a namespace delete waits on discovery), so a
+    # private cluster's firewall must let the control plane through to them as to the webhooks.
+    api_ports: tuple[int, ...] = ()
     # The API group of the custom resources the chart installs (its CRDs' spec.group: the pinned upstream CRD
     # files, workloads/charts/crds.yaml, tests/test_charts.py holds them equal). A release whose objects are of
     # this group can be applied only once this controller's release is: its CRD then exists and, for LWS,
@@ -72,6 +76,10 @@ CONTROLLERS = {
             ("control-plane", "controller-manager"),
         ),
         metrics_port=("metrics", 8443),
+        # The visibility API (v1beta1 and v1beta2.visibility.kueue.x-k8s.io, the pending workloads' positions):
+        # charts/kueue/templates/visibility/apiservice_v1beta2.yaml and service.yaml (targetPort 8082) @ v0.17.3,
+        # rendered whatever the values.
+        api_ports=(8082,),
     ),
     "lws": Controller(
         repository="oci://registry.k8s.io/lws/charts",

@@ -40,6 +40,11 @@ SCRAPE_INTERVAL = "15s"
 ADAPTER_NAMESPACE = "custom-metrics"
 ADAPTER_SERVICE_ACCOUNT = "custom-metrics-stackdriver-adapter"
 ADAPTER_ROLE = "roles/monitoring.viewer"
+# The port the adapter serves custom.metrics.k8s.io on in its pod (custom-metrics-apiserver's --secure-port): the
+# API server calls it for every autoscaler's metric, so a private cluster's firewall opens it from the control
+# plane's range (GKE's own rule opens 443 and 10250 only). Not 443: the pod drops every capability, and a port
+# under 1024 needs NET_BIND_SERVICE.
+ADAPTER_PORT = 6443
 ADAPTER_SOURCE = (
     "GoogleCloudPlatform/k8s-stackdriver custom-metrics-stackdriver-adapter/deploy/production/"
     "adapter_new_resource_model.yaml @ af49d863; GKE tutorial serve-vllm-tpu (roles/monitoring.viewer to "

@@ -31,6 +31,13 @@ def provider_package(provider: str) -> str:
     return PROVIDER_PACKAGES[provider]
 
 
+def literal(text: str) -> str:
+    """`text` as a literal string of the synthesized stack: in Terraform's JSON syntax every string is a template,
+    so `${` and `%{` are escaped as `$${` and `%%{` (cdktf's Fn.rawString does the same). What the platform writes
+    as it is (a VM's startup script) goes through here; rule tf.literal-text-escaped holds the stack to it."""
+    return text.replace("${", "$${").replace("%{", "%%{")
+
+
 # This package's own modules: found as modules, never looked up in the CDK.
 SUBMODULES = ("bindings",)
 

@@ -6,6 +6,8 @@ from typing import Any
 
 from constructs import Construct
 
+from infra.catalogue.terraform_engine import HELM_PROVIDER_PIN
+from infra.cdk import TerraformStack
 from infra.cdk.bindings import google, helm, kubernetes
 
 # How the Kubernetes and Helm providers get a token for the cluster: GKE's client-go credential plugin, run by the
@@ -81,3 +83,6 @@ class Providers(Construct):
         helm("provider").HelmProvider(
             self, "helm", kubernetes={"host": endpoint, "exec": CREDENTIAL_PLUGIN}, helm_driver=HELM_DRIVER
         )
+        # The bindings are provider 3.2.0's; the stacks pin the helm provider the platform builds and applies
+        # (infra/catalogue/terraform_engine.py says why), and `tofu validate` holds what the bindings write to it.
+        TerraformStack.of(self).add_override("terraform.required_providers.helm.version", HELM_PROVIDER_PIN)

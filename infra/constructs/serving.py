@@ -11,7 +11,7 @@ from typing import Any
 from infra.catalogue import upstream
 from infra.catalogue.charts import SERVING_CHART
 from infra.catalogue.models import conversion_memory_gib
-from infra.catalogue.serving_metrics import ADAPTER_SERVICE_ACCOUNT, SCRAPE_INTERVAL, signals_of
+from infra.catalogue.serving_metrics import ADAPTER_PORT, ADAPTER_SERVICE_ACCOUNT, SCRAPE_INTERVAL, signals_of
 from infra.config import (
     Autoscaling,
     CanaryServing,
@@ -207,7 +207,7 @@ def canary_values(env: Environment, key: str) -> dict[str, Any]:
 
 def metrics_adapter_values() -> dict[str, Any]:
     """The Custom Metrics Stackdriver Adapter (infra/catalogue/serving_metrics.py)."""
-    return {"image": upstream.METRICS_ADAPTER, "serviceAccountName": ADAPTER_SERVICE_ACCOUNT}
+    return {"image": upstream.METRICS_ADAPTER, "serviceAccountName": ADAPTER_SERVICE_ACCOUNT, "port": ADAPTER_PORT}
 
 
 VALUES = {"saxml": saxml_values, "jetstream": jetstream_values, "vllm": vllm_values, "canary": canary_values}

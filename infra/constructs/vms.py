@@ -6,7 +6,7 @@ from typing import Any
 
 from constructs import Construct
 
-from infra.cdk import TerraformResourceLifecycle
+from infra.cdk import TerraformResourceLifecycle, literal
 from infra.cdk.bindings import google
 
 VM_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
@@ -38,7 +38,8 @@ def _template_args(props: dict[str, Any]) -> dict[str, Any]:
         "description": props["description"],
         "labels": props["labels"],
         "tags": props["tags"]["items"],
-        "metadata": {item["key"]: item["value"] for item in props["metadata"]["items"]},
+        # The startup script's bash (`${hosts[@]}`) as literal text, not Terraform templates.
+        "metadata": {item["key"]: literal(item["value"]) for item in props["metadata"]["items"]},
         "disk": [
             dict(
                 boot=disk["boot"],

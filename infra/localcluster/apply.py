@@ -2,7 +2,7 @@
 
 Every helm_release and kubernetes_* resource, in an order Terraform could apply them (manifests.kubernetes_half):
 - a helm_release with Helm v3.18.4 (the library of the pinned helm provider 3.1.1, which cannot be built here:
-  infra/localcluster/go/helm/go.mod), `helm upgrade --install` run in the stack's folder, as Terraform runs the
+  infra/engine/go/helm/go.mod), `helm upgrade --install` run in the stack's folder, as Terraform runs the
   provider, so its chart and post-renderer paths resolve as on a real deploy; every argument of the release
   translated, an unknown one refused. A chart from an OCI registry (the controllers') is the same chart from the
   controller's Go module at the version the local cluster runs (no registry is reachable here);
@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from infra.localcluster.build import build_all
+from infra.engine.build import build_all
 from infra.localcluster.cluster import Cluster
 from infra.localcluster.controllers import (
     KUBERAY,

@@ -1,5 +1,5 @@
 """A real Kubernetes control plane on this machine, no containers: etcd, kube-apiserver, kube-controller-manager and
-kube-scheduler built from Kubernetes' Go modules (infra/localcluster/go/kube), with KWOK standing in for the
+kube-scheduler built from Kubernetes' Go modules (infra/engine/go/kube), with KWOK standing in for the
 kubelets of one fake node per node of every pool of an environment's stack (infra/localcluster/nodes.py).
 
 Everything of one cluster lives in one folder (default `.cache/cluster-local`): `pki/` (keys and certificates),
@@ -24,10 +24,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from infra.engine.build import build_all
 from infra.localcluster import certs
-from infra.localcluster.build import build_all
 
-KUBERNETES_VERSION = "v1.35.4"  # infra/localcluster/go/kube/go.mod
+KUBERNETES_VERSION = "v1.35.4"  # infra/engine/go/kube/go.mod
 SERVICE_RANGE = "10.96.0.0/16"
 POD_RANGE = "10.244.0.1/16"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")

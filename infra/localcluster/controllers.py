@@ -1,7 +1,7 @@
 """The controllers of the local cluster, run as processes on this machine beside its control plane.
 
 A controller release installs its chart as on GKE (the Deployment's pods are KWOK's, so nothing runs in them);
-the controller itself runs here, built from its Go module (infra/localcluster/go/<name>) and started with the
+the controller itself runs here, built from its Go module (infra/engine/go/<name>) and started with the
 chart's own Configuration (its ConfigMap, as installed) with only what running outside the cluster needs changed:
 its webhook server on 127.0.0.1 with a certificate of the cluster's CA instead of its in-cluster certificate
 rotation, no leader election, no metrics listener. The chart's webhook configurations (and a CRD's conversion
@@ -27,14 +27,14 @@ from typing import Any
 
 import yaml
 
+from infra.engine.build import build_all
 from infra.localcluster import certs
-from infra.localcluster.build import build_all
 from infra.localcluster.cluster import Cluster, alive, free_port, start_detached
 
 
 @dataclass(frozen=True)
 class LocalController:
-    component: str  # infra/localcluster/go/<component>
+    component: str  # infra/engine/go/<component>
     program: str  # the program it builds
     module: str  # the Go module whose chart the release installs
     chart: str  # the chart's folder in that module
@@ -65,10 +65,10 @@ KUBERAY = LocalController("kuberay", "ray-operator", "github.com/ray-project/kub
 
 
 def component_of(controller: LocalController, version: str | None = None) -> str:
-    """The folder of infra/localcluster/go that builds `controller` at chart `version`: the one whose go.mod
+    """The folder of infra/engine/go that builds `controller` at chart `version`: the one whose go.mod
     requires the controller's module at v<version> (`<component>-<version>` beside the pinned one, for a bump),
     else the pinned one, which stands in for a version the module proxy does not serve (Kueue's 0.17.3)."""
-    from infra.localcluster.build import components
+    from infra.engine.build import components
 
     if version:
         wanted = re.compile(rf"^\s*{re.escape(controller.module)} v{re.escape(version.lstrip('v'))}\b", re.M)
@@ -82,7 +82,7 @@ def component_of(controller: LocalController, version: str | None = None) -> str
 
 def module_dir(controller: LocalController, version: str | None = None) -> Path:
     """Where the Go module cache holds the controller's module at `version` (component_of), else at its pin."""
-    from infra.localcluster.build import components
+    from infra.engine.build import components
 
     folder = components()[component_of(controller, version)].folder
     done = subprocess.run(

@@ -86,9 +86,27 @@ CRDS_DIR = Setting(
 )
 GO_BIN_CACHE = Setting(
     "PLATFORM_GO_BIN_CACHE",
-    "`infra/localcluster/build.py` (`make cluster-local`, `make deploy-local`, `make test`)",
-    "where the local cluster's Go programs are kept once built, by component and digest (default "
+    "`infra/engine/build.py` (`make cluster-local`, `make tofu`, `make deploy-local`, `make test`)",
+    "where the Go programs (the local cluster's, OpenTofu) are kept once built, by component and digest (default "
     "`~/.cache/platform/go-bin`)",
+)
+PROVIDER_SOURCES = Setting(
+    "PLATFORM_PROVIDER_SOURCES",
+    "`infra/engine/providers.py` (`make tofu`)",
+    "the folder of the Terraform providers' source tarballs and their SHA256SUMS (default "
+    "`../shared/vendor/terraform-providers` beside the checkout)",
+)
+PROVIDER_MIRROR = Setting(
+    "PLATFORM_PROVIDER_MIRROR",
+    "`infra/engine/providers.py`, `infra/engine/tofu.py` (`make tofu`, the engine's tests)",
+    "the provider mirror the built providers are installed in and OpenTofu reads (default "
+    "`~/.cache/platform/terraform-providers`)",
+)
+TOFU_PROVIDERS = Setting(
+    "PLATFORM_TOFU_PROVIDERS",
+    "`infra/engine/tofu.py`",
+    "`registry`: `tofu init` takes the providers from their registry (a machine that reaches one) instead of the "
+    "mirror `make tofu` builds",
 )
 PREFLIGHT_ANSWERS = Setting(
     "PLATFORM_PREFLIGHT_ANSWERS",

@@ -9,7 +9,7 @@ from typing import Any
 
 from infra.catalogue import upstream
 from infra.catalogue.controllers import CONTROLLERS, controllers_of_chart
-from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE, ADAPTER_ROLE, ADAPTER_SERVICE_ACCOUNT
+from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE, ADAPTER_PORT, ADAPTER_ROLE, ADAPTER_SERVICE_ACCOUNT
 from infra.cdk import TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment, SaxmlServing
 from infra.constructs.compute_class import compute_class_values, fallback_slices
@@ -30,6 +30,17 @@ from infra.stacks.compute import Compute
 from infra.stacks.identity import WorkloadIdentities
 from infra.stacks.network import Networking
 from workloads.serving import vllm_args as vllm
+
+
+def control_plane_ports(env: Environment) -> list[int]:
+    """Every port in the nodes' pods the control plane calls: each controller's admission webhooks and aggregated
+    APIs (infra/catalogue/controllers.py), and the metrics adapter's custom metrics API where a server
+    autoscales. The rule gke.private.control-plane-reaches-served-apis holds the rendered releases to it."""
+    ports = {CONTROLLERS[name].webhook_port for name in env.release.controllers}
+    ports |= {port for name in env.release.controllers for port in CONTROLLERS[name].api_ports}
+    if env.autoscales:
+        ports.add(ADAPTER_PORT)
+    return sorted(ports)
 
 
 class Releases:
@@ -56,7 +67,8 @@ class Releases:
         # wait for those, not for the accelerator pools (one slice short of capacity would otherwise hold every
         # controller, and every release after them, out of the apply).
         controller_needs: list[Any] = [compute.system_pool.pool]
-        if env.release.controllers:
+        ports = control_plane_ports(env)
+        if ports:
             webhooks = ControlPlaneWebhooks(
                 stack,
                 "webhooks",
@@ -64,10 +76,12 @@ class Releases:
                 network=net.network.vpc.id,
                 name=env.network.name,
                 master_cidr=env.network.master_cidr,
-                ports=[CONTROLLERS[name].webhook_port for name in env.release.controllers],
+                ports=ports,
                 targets=gke_nodes,
             )
             controller_needs.append(webhooks.firewall)
+        # What serves the API server (a webhook, an aggregated API) waits for the rule that lets the calls through.
+        self.api_server_needs = controller_needs
         self.controllers = {
             name: ControllerRelease(stack, name, version=version, depends_on=controller_needs)
             for name, version in sorted(env.release.controllers.items())
@@ -160,7 +174,7 @@ class Releases:
                 namespace=ADAPTER_NAMESPACE,
                 create_namespace=True,
                 values=metrics_adapter_values(),
-                depends_on=[self.compute.system_pool.pool],
+                depends_on=self.api_server_needs,
             )
         for key, deployment in env.serving.items():
             chart, namespace, values = serving_values(env, key)

@@ -1,6 +1,5 @@
-// Helm for make deploy-local: v3.18.4, the Helm library the stacks' pinned helm provider (3.1.1) is built on
-// (terraform-provider-helm v3.1.1 go.mod). The provider itself cannot be built here: the module proxy serves no
-// version of it past v1.3.2 (its v2 and v3 tags have no /vN module path), so deploy-local runs Helm directly.
+// Helm for the translation make deploy-local still runs: v3.18.4, the Helm library of helm provider 3.1.1
+// (terraform-provider-helm v3.1.1 go.mod). The providers themselves are built by infra/engine/providers.py.
 module platform.local/helm
 
 go 1.26

@@ -1,6 +1,7 @@
-"""The Go programs of the local cluster, built from their Go modules at pinned versions and cached.
+"""The Go programs the platform builds (the local cluster's, OpenTofu), from their Go modules at pinned versions,
+cached.
 
-Each folder of `infra/localcluster/go/` is one Go module (its go.mod pins the upstream module, its go.sum every
+Each folder of `infra/engine/go/` is one Go module (its go.mod pins the upstream module, its go.sum every
 checksum) that names the programs it builds: the `tool` lines of its go.mod, and each `package main` folder of its
 own (etcd). A build goes to `<cache>/<component>-<digest>/`, the digest being of the module's files and the Go
 version, so a fresh clone on the same machine finds it (warm: no compiler runs); Go's own build and module caches
@@ -33,7 +34,7 @@ class BuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class Component:
-    """One Go module of infra/localcluster/go and the programs it builds."""
+    """One Go module of infra/engine/go and the programs it builds."""
 
     name: str
     folder: Path
@@ -54,12 +55,15 @@ class Component:
         return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.packages]
 
     def ldflags(self) -> list[str]:
-        """What Kubernetes' own build stamps into its programs (hack/lib/version.sh): the version of the
-        k8s.io/kubernetes module go.mod requires, so the API server reports v1.35.4 and not v0.0.0-master (a
-        controller that parses the server's version refuses that one)."""
-        found = re.search(
-            r"^(?:require)?\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)\b", (self.folder / "go.mod").read_text(), re.M
-        )
+        """The module's own `// ldflags:` line, else what Kubernetes' own build stamps into its programs
+        (hack/lib/version.sh): the version of the k8s.io/kubernetes module go.mod requires, so the API server
+        reports v1.35.4 and not v0.0.0-master (a controller that parses the server's version refuses that one)."""
+        text = (self.folder / "go.mod").read_text()
+        # A module's own stamps, in a `// ldflags: ...` line of its go.mod (OpenTofu's release build: version.dev=no).
+        own = re.search(r"^// ldflags: (.+)$", text, re.M)
+        if own:
+            return ["-ldflags", own.group(1).strip()]
+        found = re.search(r"^(?:require)?\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)\b", text, re.M)
         if not found:
             return []
         version, major, minor = found.groups()

@@ -1,0 +1,152 @@
+"""The real Terraform engine, offline: OpenTofu and the three providers built from source (infra/engine).
+
+  python -m scripts.tofu build                       build OpenTofu and the providers, or find them cached
+  python -m scripts.tofu validate [--env dev ...]    each environment's stack validated by OpenTofu against the
+                                                     real providers' schemas (synthesized now)
+  python -m scripts.tofu plan [--env dev ...] [--out cdktf.out/tofu]
+                                                     the real providers' plan of each stack from an empty state,
+                                                     offline (no credential, no refresh), as `tofu show -json`
+                                                     writes it: <out>/platform-<env>.plan.json, which
+                                                     `platform review --plan` reads
+
+Exit codes: 0 done, 1 a build failed or OpenTofu found an error (each named), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.config import ConfigError
+from infra.engine import providers
+from infra.engine.build import BuildError
+from infra.engine.tofu import EngineError, Workspace, plan, tofu
+from infra.synth.load import load_all, load_named
+from scripts.parser import ArgumentParser, refuse
+
+
+def build() -> dict[str, Path]:
+    started = time.monotonic()
+    built = {"tofu": tofu(), **providers.build_all()}
+    print(f"build: the engine ready in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return built
+
+
+def diagnostics_text(stack: str, found: list[dict[str, Any]]) -> list[str]:
+    """One line per diagnostic: the stack, the severity, OpenTofu's summary and detail, and where."""
+    lines = []
+    for d in found:
+        where = d.get("address") or (d.get("range") or {}).get("filename", "")
+        detail = " ".join((d.get("detail") or "").split())
+        lines.append(f"{stack}: {d.get('severity')}: {d.get('summary')}{f': {detail}' if detail else ''} ({where})")
+    return lines
+
+
+def validate(stacks: dict[str, dict[str, Any]], folder: Path) -> int:
+    """Each stack validated in a workspace of its own under `folder`; prints every diagnostic, 1 on any error."""
+    failed = 0
+    for name, stack in stacks.items():
+        workspace = Workspace(folder / name, stack)
+        workspace.init(backend=False)
+        found = workspace.validate()
+        for line in diagnostics_text(name, found):
+            print(line)
+        errors = sum(d.get("severity") == "error" for d in found)
+        failed += errors
+        print(f"{name}: tofu validate: {'valid' if not errors else f'{errors} error(s)'}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def summary(planned: dict[str, Any]) -> str:
+    """OpenTofu's own count of a plan's changes: `Plan: N to add, N to change, N to destroy.`"""
+    actions = [tuple((e.get("change") or {}).get("actions") or ()) for e in planned.get("resource_changes") or []]
+    add = sum(a in (("create",), ("delete", "create"), ("create", "delete")) for a in actions)
+    change = sum(a == ("update",) for a in actions)
+    destroy = sum(a in (("delete",), ("delete", "create"), ("create", "delete")) for a in actions)
+    return f"Plan: {add} to add, {change} to change, {destroy} to destroy."
+
+
+def registry_charts(stack: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """An override of each controller release whose chart comes from an OCI registry: the same chart from the
+    controller's Go module (the one the local cluster runs; Kueue's 0.17.0 stands in for 0.17.3), copied into
+    `folder` with its Chart.yaml at the release's version (a module's chart carries a placeholder version, which the
+    helm provider would refuse against the release's). The helm provider reads a release's chart at plan time, and
+    no chart registry is reachable here; nothing else of the release changes."""
+    from infra.localcluster.controllers import LOCAL_CONTROLLERS, chart_dir
+
+    releases = {}
+    for key, body in ((stack.get("resource") or {}).get("helm_release") or {}).items():
+        controller = LOCAL_CONTROLLERS.get(str(body.get("chart")))
+        if controller is None or not str(body.get("repository", "")).startswith("oci://"):
+            continue
+        version = str(body.get("version") or "")
+        copy = folder / "registry-charts" / f"{body['chart']}-{version}"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(chart_dir(controller, version), copy)
+        meta = yaml.safe_load((copy / "Chart.yaml").read_text())
+        meta["version"] = version
+        (copy / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+        releases[key] = {"chart": str(copy), "repository": None}
+    return {"resource": {"helm_release": releases}} if releases else {}
+
+
+def plan_all(stacks: dict[str, dict[str, Any]], folder: Path, out: Path) -> int:
+    """Each stack planned in `folder`/<stack> (three folders below the repository, as make deploy's: the stacks'
+    `../../../` chart and post-renderer paths resolve there), its plan written to `out`."""
+    from infra.delivery.apply_paths import unresolved
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name, stack in stacks.items():
+        problems = unresolved(folder / name, stack)
+        if problems:
+            raise EngineError(f"{folder / name}: the stack's files do not resolve there: {problems[0]}")
+        planned = plan(Workspace(folder / name, stack, overrides=registry_charts(stack, folder / name)))
+        target = out / f"{name}.plan.json"
+        target.write_text(json.dumps(planned, indent=1))
+        print(f"{name}: {summary(planned)} ({target})")
+    return 0
+
+
+def synthesized(names: list[str]) -> dict[str, dict[str, Any]]:
+    from infra.synth.app import synth
+
+    # A name that is no environment is refused naming the environments (load_named).
+    chosen = {name: load_named(name) for name in names} if names else load_all()
+    with tempfile.TemporaryDirectory(prefix="platform-tofu-") as tmp:
+        synth(chosen, Path(tmp))
+        return {p.parent.name: json.loads(p.read_text()) for p in sorted((Path(tmp) / "stacks").glob("*/cdk.tf.json"))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m scripts.tofu", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=["build", "validate", "plan"])
+    parser.add_argument("--env", action="append", default=[], help="this environment (default: every one)")
+    parser.add_argument("--dir", type=Path, default=Path(".cache/tofu"), help="the workspaces' folder")
+    parser.add_argument("--out", type=Path, default=Path("cdktf.out/tofu"), help="plan: where the plans go")
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "build":
+            for name, path in build().items():
+                print(f"{name}\t{path}")
+            return 0
+        stacks = synthesized(args.env)  # bad input refused before anything is built
+        build()
+        if args.action == "plan":
+            return plan_all(stacks, args.dir.resolve(), args.out)
+        return validate(stacks, args.dir.resolve())
+    except ConfigError as err:
+        return refuse(err)
+    except (BuildError, EngineError) as err:
+        print(f"error: tofu: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

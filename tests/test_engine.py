@@ -1,0 +1,176 @@
+"""The real Terraform engine (infra/engine): OpenTofu and the three providers built from their checked sources, and
+OpenTofu validating every environment's stack against the real providers' schemas."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.catalogue.terraform_engine import PROVIDERS, REGISTRY_HOSTS, ProviderSource
+from infra.engine import providers
+from infra.engine.build import BuildError
+from infra.engine.tofu import Workspace, cli_config
+from scripts.tofu import diagnostics_text
+from tests.helpers import REPO
+
+SOURCES = providers.sources_dir()
+HELM = PROVIDERS["helm"]
+
+
+def _sources_with(tmp_path: Path, tarball: bytes, provider: ProviderSource, sums: str | None = None) -> Path:
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    (folder / provider.tarball).write_bytes(tarball)
+    digest = hashlib.sha256(tarball).hexdigest()
+    (folder / "SHA256SUMS").write_text(sums if sums is not None else f"{digest}  {provider.tarball}\n")
+    return folder
+
+
+def test_the_pinned_digests_are_the_shared_folders_checksums() -> None:
+    listed = dict(reversed(line.split()) for line in (SOURCES / "SHA256SUMS").read_text().splitlines())
+    assert {p.tarball: p.sha256 for p in PROVIDERS.values()} == listed
+
+
+def test_a_tarball_whose_checksum_differs_is_refused_naming_it_and_nothing_is_built(tmp_path: Path) -> None:
+    changed = (SOURCES / HELM.tarball).read_bytes() + b"\0"
+    # SHA256SUMS updated to match the changed tarball: the pin in the repository still refuses it.
+    sources = _sources_with(tmp_path, changed, HELM)
+    mirror = tmp_path / "mirror"
+    with pytest.raises(BuildError) as refused:
+        providers.build(HELM, mirror=mirror, sources=sources)
+    message = str(refused.value)
+    assert str(sources / HELM.tarball) in message and HELM.sha256 in message and "nothing was built" in message
+    assert "infra/catalogue/terraform_engine.py" in message
+    assert not mirror.exists()
+
+
+def test_a_tarball_its_sha256sums_does_not_list_is_refused(tmp_path: Path) -> None:
+    sources = _sources_with(tmp_path, (SOURCES / HELM.tarball).read_bytes(), HELM, sums="")
+    with pytest.raises(BuildError, match=r"SHA256SUMS: lists nothing for terraform-provider-helm-v3\.1\.2\.tar\.gz"):
+        providers.verify(HELM, sources)
+
+
+def test_a_missing_source_folder_or_tarball_names_it_and_where_the_sources_come_from(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match=r"no such folder.*vendor/terraform-providers/README\.md.*PLATFORM_PROVIDER"):
+        providers.verify(HELM, tmp_path / "absent")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BuildError, match=r"empty/terraform-provider-helm-v3\.1\.2\.tar\.gz: missing"):
+        providers.verify(HELM, tmp_path / "empty")
+
+
+def test_a_provider_that_fails_to_build_leaves_the_mirror_as_it_was(tmp_path: Path) -> None:
+    """A source that does not compile: the compiler's words in the error, nothing in the mirror, no temporary
+    folder left behind."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, text in {
+            "go.mod": "module example.test/broken\n\ngo 1.26\n",
+            "main.go": "package main\nfunc main() {",
+        }.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text)
+            archive.addfile(info, io.BytesIO(text.encode()))
+    tarball = buffer.getvalue()
+    broken = ProviderSource("broken", "hashicorp", "0.0.1", "0" * 40, hashlib.sha256(tarball).hexdigest())
+    sources = _sources_with(tmp_path, tarball, broken)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    with pytest.raises(
+        BuildError, match=r"(?s)provider broken 0\.0\.1: go build failed.*unchanged:\n.*main\.go.*syntax error"
+    ):
+        providers.build(broken, mirror=mirror, sources=sources)
+    assert list(mirror.iterdir()) == []
+
+
+def test_the_cli_configuration_takes_the_three_providers_from_the_mirror_and_nothing_else(tmp_path: Path) -> None:
+    text = cli_config(tmp_path / "mirror", tmp_path / "cache")
+    for p in PROVIDERS.values():
+        for host in REGISTRY_HOSTS:
+            assert f'"{host}/hashicorp/{p.type}"' in text
+    assert "filesystem_mirror" in text and "direct" in text and "exclude" in text
+
+
+# --- OpenTofu with the real providers ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine() -> None:
+    """OpenTofu and the providers, built (or found cached: `make test` builds them first)."""
+    from scripts.tofu import build
+
+    build()
+
+
+def _validate(tmp_path: Path, name: str, stack: dict[str, Any]) -> list[dict[str, Any]]:
+    workspace = Workspace(tmp_path / name, stack)
+    workspace.init(backend=False)
+    return workspace.validate()
+
+
+@pytest.mark.slow
+def test_every_environments_stack_is_valid_for_the_real_providers(
+    engine: None, stacks: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """`tofu validate` with the providers the stacks pin: every attribute the prebuilt bindings write (helm's are
+    3.2.0's, the provider built and pinned is 3.1.2) is one the provider's schema has, with a value of its type."""
+    for name, stack in stacks.items():
+        found = _validate(tmp_path, name, stack)
+        assert [d for d in found if d["severity"] == "error"] == [], "\n".join(diagnostics_text(name, found))
+
+
+@pytest.mark.slow
+def test_validate_refuses_an_attribute_the_provider_does_not_have(
+    engine: None, stacks: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    stack = copy.deepcopy(stacks["dev"])
+    release = next(iter(stack["resource"]["helm_release"].values()))
+    release["wait_for_everything"] = True
+    lines = diagnostics_text("dev", _validate(tmp_path, "dev", stack))
+    assert any("error: Extraneous JSON object property" in line and "wait_for_everything" in line for line in lines), (
+        lines
+    )
+
+
+def test_the_workspace_keeps_the_stack_as_synthesized_and_overrides_only_its_backend(tmp_path: Path) -> None:
+    stack = {"terraform": {"backend": {"gcs": {"bucket": "b"}}}, "resource": {}}
+    workspace = Workspace(tmp_path / "w", stack)
+    assert json.loads((workspace.folder / "cdk.tf.json").read_text()) == stack
+    override = json.loads((workspace.folder / "platform_override.tf.json").read_text())
+    assert override == {"terraform": {"backend": {"local": {"path": "terraform.tfstate"}}}}
+
+
+@pytest.mark.slow
+def test_the_real_plan_of_each_environment_creates_what_the_stack_declares_and_the_gate_reads_it(
+    engine: None, stacks: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """`tofu plan` with the real providers, offline (a token that is no credential, no refresh), from an empty
+    state: every resource of the stack is one create in OpenTofu's own plan, and the review's gate reads that plan
+    as the apply's gate does (`platform review --plan`), with the same addresses and actions."""
+    from infra.review import review_plan
+    from scripts.tofu import plan_all, summary
+
+    # Three folders below the repository, as make deploy's (the charts' ../../../ paths), one per test process.
+    work = REPO / ".cache" / f"tofu-test-{os.getpid()}"
+    for name in ("dev", "prod"):
+        stack = f"platform-{name}"
+        try:
+            plan_all({stack: stacks[name]}, work, tmp_path / "out")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        planned = json.loads((tmp_path / "out" / f"{stack}.plan.json").read_text())
+        declared = {f"{t}.{k}" for t, items in stacks[name]["resource"].items() for k in items}
+        actions = {e["address"]: e["change"]["actions"] for e in planned["resource_changes"]}
+        assert actions == {address: ["create"] for address in declared}
+        assert summary(planned) == f"Plan: {len(declared)} to add, 0 to change, 0 to destroy."
+        review = review_plan(stack, planned)
+        assert {c.address: c.action for c in review.changes} == dict.fromkeys(declared, "create")
+        assert review.blocking == []
