@@ -174,3 +174,75 @@ def test_the_real_plan_of_each_environment_creates_what_the_stack_declares_and_t
         review = review_plan(stack, planned)
         assert {c.address: c.action for c in review.changes} == dict.fromkeys(declared, "create")
         assert review.blocking == []
+
+
+# --- OpenTofu applying to the local control plane ------------------------------------------------------------------
+
+PROBE_CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: probe\nversion: 0.1.0\n",
+    "templates/objects.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: probe}\ndata: {ok: 'yes'}\n"
+        "{{- if .Values.refused }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_A_Name}\n{{- end }}\n"
+    ),
+}
+
+
+@pytest.mark.slow
+def test_a_failed_first_install_is_recorded_by_helm_only_and_upgrade_install_recovers_it(
+    engine: None, tmp_path: Path
+) -> None:
+    """The helm provider the stacks pin, under OpenTofu, against the real API server: a release whose first install
+    fails (the API server refuses one of its objects) leaves Helm's record, status failed, and nothing in
+    OpenTofu's state. Once the chart is mended, the next apply installs again: without upgrade_install Helm refuses
+    ("cannot re-use a name that is still in use"), every apply after it too; with upgrade_install, which every
+    release of the stacks sets (rule helm.first-install-recoverable), it upgrades the failed record."""
+    from infra.catalogue.terraform_engine import HELM_PROVIDER_PIN
+    from infra.localcluster.cluster import Cluster
+
+    chart = tmp_path / "chart"
+    for name, text in PROBE_CHART.items():
+        (chart / name).parent.mkdir(parents=True, exist_ok=True)
+        (chart / name).write_text(text)
+    cluster = Cluster(tmp_path / "cluster")
+    try:
+        cluster.up({}, "us-east5")
+        for upgrade_install in (False, True):
+            name = f"probe-{str(upgrade_install).lower()}"
+            cluster.kubectl("create", "namespace", name)
+
+            def apply(refused: bool, upgrade_install: bool = upgrade_install, name: str = name) -> Any:
+                stack = {
+                    "terraform": {"required_providers": {"helm": {"source": "helm", "version": HELM_PROVIDER_PIN}}},
+                    "provider": {
+                        "helm": [{"kubernetes": {"config_path": str(cluster.kubeconfig)}, "helm_driver": "configmap"}]
+                    },
+                    "resource": {
+                        "helm_release": {
+                            "probe": {
+                                "name": name,
+                                "chart": str(chart),
+                                "namespace": name,
+                                "values": [json.dumps({"refused": refused})],
+                                "upgrade_install": upgrade_install,
+                            }
+                        }
+                    },
+                }
+                workspace = Workspace(tmp_path / name, stack)
+                workspace.init()
+                return workspace, workspace.run("apply", "-auto-approve", "-no-color", check=False)
+
+            workspace, first = apply(refused=True)
+            assert first.returncode == 1 and "Not_A_Name" in first.stderr, first.stderr[-2000:]
+            assert workspace.run("state", "list", check=False).stdout.strip() == ""
+            records = cluster.get("configmaps", "-n", name, "-l", "owner=helm")["items"]
+            assert [r["metadata"]["labels"]["status"] for r in records] == ["failed"]
+            _, second = apply(refused=False)
+            if upgrade_install:
+                assert second.returncode == 0, second.stderr[-2000:]
+                assert "Apply complete! Resources: 1 added, 0 changed, 0 destroyed." in second.stdout
+                assert cluster.get("configmap", "probe", "-n", name)["data"] == {"ok": "yes"}
+            else:
+                assert second.returncode == 1 and "cannot re-use a name that is still in use" in second.stderr
+    finally:
+        cluster.down(quiet=True)

@@ -358,6 +358,16 @@ def without_nulls(values: Any) -> Any:
     return values
 
 
+# A first install that fails leaves Helm's record of the release (status failed) but nothing in Terraform's state:
+# the helm provider's Create sets no state when the install returns an error (hashicorp/terraform-provider-helm
+# v3.1.2 helm/resource_helm_release.go Create: the `err != nil && rel != nil` path returns before resp.State.Set), so
+# every later apply installs again and Helm refuses: "cannot re-use a name that is still in use". With
+# upgrade_install the next apply finds that record and upgrades it (the provider's "Upgrade Mode", docs/index.md),
+# as `helm upgrade --install` does; an atomic release is uninstalled on failure and leaves no record either. Rule
+# helm.first-install-recoverable holds every release to one or the other.
+UPGRADE_INSTALL = True
+
+
 class ControllerRelease(Construct):
     """An upstream controller's chart from its OCI registry, at the environment's pinned version.
 
@@ -381,6 +391,7 @@ class ControllerRelease(Construct):
             create_namespace=True,
             atomic=True,
             wait=True,
+            upgrade_install=UPGRADE_INSTALL,
             timeout=900,
             skip_crds=True,
             postrender={"binary_path": CRD_POSTRENDER, "args": ["render", id_, version]},
@@ -416,6 +427,7 @@ class ChartRelease(Construct):
             values=[json.dumps(without_nulls(values), sort_keys=True)],
             atomic=wait,
             wait=wait,
+            upgrade_install=UPGRADE_INSTALL,
             timeout=900,
             depends_on=depends_on,
         )

@@ -69,6 +69,8 @@ RELEASE_KEYS = {
     "create_namespace",
     "wait",
     "atomic",
+    # `helm upgrade --install` is what the translation runs for every release already.
+    "upgrade_install",
     "timeout",
     "depends_on",
     "lifecycle",

@@ -140,3 +140,29 @@ def _no_secret_data(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Itera
                 "a Secret with data in a chart: its values would be stored in Helm's release record and Terraform's "
                 "state; create the Secret outside the chart and reference it by name",
             )
+
+
+@rule(
+    id="helm.first-install-recoverable",
+    system="Helm / Terraform helm provider",
+    layer="apply",
+    summary=(
+        "Every release sets upgrade_install (or atomic): a first install that fails leaves Helm's record of the "
+        "release but nothing in Terraform's state, so without it every later apply installs again and Helm refuses "
+        "'cannot re-use a name that is still in use'."
+    ),
+    source=(
+        "hashicorp/terraform-provider-helm v3.1.2 helm/resource_helm_release.go Create (an install error returns "
+        "before resp.State.Set); docs/resources/release.md upgrade_install and docs/index.md 'Upgrade Mode'"
+    ),
+    subject="terraform",
+    types=("helm_release",),
+)
+def _recoverable(releases: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    for at, release in releases:
+        if release.get("upgrade_install") is not True and release.get("atomic") is not True:
+            yield Finding(
+                f"{at}.upgrade_install",
+                release.get("upgrade_install"),
+                "a failed first install would block every later apply: set upgrade_install = true",
+            )

@@ -13,6 +13,7 @@ from infra.rules.manifest_subject import ReleaseContext
 from tests.helpers import of_type, one_of_kind
 from tests.rules.examples import (
     ManifestExample,
+    TerraformExample,
     assert_every_rule_has_an_example,
     fails_on_its_example,
 )
@@ -83,10 +84,25 @@ def test_a_vllm_release_not_waiting_for_lws_is_refused(
     assert [v.field for v in found] == ["LeaderWorkerSet/serve-llama70b-vllm: apiVersion"], [v.line() for v in found]
 
 
-@pytest.mark.parametrize("rule_id", sorted(MANIFEST))
+def _as_before_the_fix(stack: dict[str, Any]) -> None:
+    """Every release as dev shipped before the fix: neither upgrade_install nor, where it did not wait, atomic."""
+    for release in of_type(stack, "helm_release").values():
+        release.pop("upgrade_install")
+
+
+TERRAFORM: dict[str, TerraformExample] = {
+    # Before the fix: 7 of prod's 13 releases were neither atomic nor upgrade_install (the servers, which do not
+    # wait); one failed first install blocked every later apply.
+    "helm.first-install-recoverable": (_as_before_the_fix, "set upgrade_install = true"),
+}
+
+EXAMPLES = {**MANIFEST, **TERRAFORM}
+
+
+@pytest.mark.parametrize("rule_id", sorted(EXAMPLES))
 def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureRequest) -> None:
-    fails_on_its_example(rule_id, MANIFEST[rule_id], request)
+    fails_on_its_example(rule_id, EXAMPLES[rule_id], request)
 
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
-    assert_every_rule_has_an_example("helm", MANIFEST)
+    assert_every_rule_has_an_example("helm", EXAMPLES)
