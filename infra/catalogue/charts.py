@@ -36,3 +36,20 @@ def chart_api_groups(chart: str) -> frozenset[str]:
         for path in sorted((CHARTS / chart / "templates").rglob("*.yaml"))
         for m in _API_VERSION.finditer(path.read_text())
     )
+
+
+_KIND = re.compile(r"^kind:\s*['\"]?([A-Za-z]+)['\"]?\s*$", re.M)
+_DOC_API = re.compile(r"^apiVersion:\s*['\"]?(?:([a-z0-9.-]+)/)?[a-z0-9]+['\"]?\s*$", re.M)
+
+
+@cache
+def chart_kinds(chart: str) -> frozenset[tuple[str, str]]:
+    """The (API group, kind) of every object a chart's templates may write ("" for the core group), read from the
+    templates' documents whatever their conditions (a superset of what one set of values renders)."""
+    found = set()
+    for path in sorted((CHARTS / chart / "templates").rglob("*.yaml")):
+        for document in re.split(r"^---\s*$", path.read_text(), flags=re.M):
+            api, kind = _DOC_API.search(document), _KIND.search(document)
+            if api and kind:
+                found.add((api.group(1) or "", kind.group(1)))
+    return frozenset(found)

@@ -7,9 +7,10 @@ from and which namespace they run in is fixed here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infra.catalogue.charts import chart_api_groups
+from infra.catalogue.charts import chart_api_groups, chart_kinds
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,12 @@ class Controller:
     # and authorizes for GET /metrics (controller-runtime's WithAuthenticationAndAuthorization).
     metrics_pod_labels: tuple[tuple[str, str], ...] = ()
     metrics_port: tuple[str, int] | None = None
+    # The (API group, kind) of the objects its admission webhooks intercept with failurePolicy Fail in the
+    # workloads' namespaces, at the chart's default values: while its pod is not Ready, the API server refuses every
+    # such object, so a release that writes one is applied after this controller's release.
+    intercepts: frozenset[tuple[str, str]] = frozenset()
+    # What its own chart writes (its controller manager's Deployment), for the same ordering among controllers.
+    chart_kinds: frozenset[tuple[str, str]] = frozenset({("apps", "Deployment")})
 
 
 CONTROLLERS = {
@@ -80,6 +87,23 @@ CONTROLLERS = {
         # charts/kueue/templates/visibility/apiservice_v1beta2.yaml and service.yaml (targetPort 8082) @ v0.17.3,
         # rendered whatever the values.
         api_ports=(8082,),
+        # charts/kueue/templates/webhook/manifests.yaml and values.yaml integrations.frameworks @ v0.17.3: Fail
+        # for Jobs, JobSets, LeaderWorkerSets and Ray's kinds in every namespace, and for Pods, Deployments and
+        # StatefulSets (frameworks pod, deployment, statefulset are on by default) in every namespace but
+        # kube-system and Kueue's own.
+        intercepts=frozenset(
+            {
+                ("", "Pod"),
+                ("apps", "Deployment"),
+                ("apps", "StatefulSet"),
+                ("batch", "Job"),
+                ("jobset.x-k8s.io", "JobSet"),
+                ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+                ("ray.io", "RayCluster"),
+                ("ray.io", "RayJob"),
+                ("ray.io", "RayService"),
+            }
+        ),
     ),
     "lws": Controller(
         repository="oci://registry.k8s.io/lws/charts",
@@ -101,7 +125,20 @@ def owner_of(api_version: str) -> str | None:
     return next((name for name, c in CONTROLLERS.items() if c.api_group == group), None)
 
 
+# The namespaces Kueue's webhooks for Pods, Deployments and StatefulSets leave out (the chart's default
+# managedJobsNamespaceSelector); its other webhooks have no namespace selector.
+WEBHOOK_EXEMPT_NAMESPACES = {"kueue": ("kube-system", "kueue-system")}
+
+
+def webhook_owners(kinds: Iterable[tuple[str, str]], *, besides: str = "") -> tuple[str, ...]:
+    """The controllers (other than `besides`) whose Fail webhooks intercept any of `kinds` ((group, kind) pairs)."""
+    wanted = set(kinds)
+    return tuple(sorted(name for name, c in CONTROLLERS.items() if name != besides and c.intercepts & wanted))
+
+
 def controllers_of_chart(chart: str) -> tuple[str, ...]:
     """The controllers a chart of the repository needs installed first: the owners of every API group its
-    templates write, derived from the templates themselves (not kept by hand)."""
-    return tuple(sorted({name for name, c in CONTROLLERS.items() if c.api_group in chart_api_groups(chart)}))
+    templates write, and those whose admission webhooks intercept a kind its templates write; derived from the
+    templates themselves (not kept by hand)."""
+    owners = {name for name, c in CONTROLLERS.items() if c.api_group in chart_api_groups(chart)}
+    return tuple(sorted(owners | set(webhook_owners(chart_kinds(chart)))))

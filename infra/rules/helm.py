@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from infra.catalogue.controllers import CONTROLLERS, owner_of
+from infra.catalogue.controllers import CONTROLLERS, WEBHOOK_EXEMPT_NAMESPACES, owner_of, webhook_owners
 from infra.rules import Finding, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import dependency_graph, reaches
@@ -166,3 +166,87 @@ def _recoverable(releases: list[tuple[str, dict[str, Any]]], stack: dict[str, An
                 release.get("upgrade_install"),
                 "a failed first install would block every later apply: set upgrade_install = true",
             )
+
+
+WEBHOOK_SOURCE = (
+    "https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy "
+    "(Fail: an error calling the webhook rejects the request); kubernetes-sigs/kueue charts/kueue/templates/webhook/"
+    "manifests.yaml and values.yaml integrations.frameworks @ v0.17.3; "
+    "https://opentofu.org/docs/cli/commands/apply/ (-parallelism, default 10: what does not depend on each other is "
+    "applied at once)"
+)
+
+
+def _met(group_kind: tuple[str, str], namespace: str, controller: str) -> bool:
+    """Whether `controller`'s Fail webhooks intercept an object of `group_kind` in `namespace`."""
+    if group_kind not in CONTROLLERS[controller].intercepts:
+        return False
+    core = group_kind in {("", "Pod"), ("apps", "Deployment"), ("apps", "StatefulSet")}
+    return not (core and namespace in WEBHOOK_EXEMPT_NAMESPACES.get(controller, ()))
+
+
+@rule(
+    id="helm.release-after-the-webhooks-it-meets",
+    system="Kubernetes admission / Terraform",
+    layer="apply",
+    summary=(
+        "A release that writes an object a controller's admission webhooks intercept with failurePolicy Fail "
+        "(Kueue's: Deployments, StatefulSets, Pods, Jobs, JobSets, LeaderWorkerSets, Ray's kinds) is applied after "
+        "that controller's release; otherwise the first apply sends it while the controller's pod is not Ready and "
+        "the API server refuses it."
+    ),
+    source=WEBHOOK_SOURCE,
+    subject="manifest",
+)
+def _after_webhooks(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
+    addresses = _addresses(ctx.stack)
+    waits_for = _waits_for(ctx)
+    if waits_for is None:
+        return
+    seen = set()
+    for obj in objects:
+        group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+        namespace = (obj.get("metadata") or {}).get("namespace") or ctx.namespace
+        for controller in addresses.keys() & set(CONTROLLERS):
+            if controller == ctx.name or (controller, obj.get("kind")) in seen:
+                continue
+            if _met((group, str(obj.get("kind"))), namespace, controller) and addresses[controller] not in waits_for:
+                seen.add((controller, obj.get("kind")))
+                yield Finding(
+                    f"{where(obj)}: kind",
+                    obj.get("kind"),
+                    f"release {ctx.name} is not ordered after release {controller}, whose webhooks refuse this kind "
+                    f"until its pod is Ready: its depends_on must reach {addresses[controller]}",
+                )
+
+
+@rule(
+    id="helm.controller-after-the-webhooks-it-meets",
+    system="Kubernetes admission / Terraform",
+    layer="apply",
+    summary=(
+        "A controller's release whose chart writes what another controller's Fail webhooks intercept (JobSet's and "
+        "LWS's manager Deployments, which Kueue's Deployment webhook intercepts) is applied after that release."
+    ),
+    source=WEBHOOK_SOURCE,
+    subject="terraform",
+    types=(HELM_RELEASE,),
+)
+def _controllers_after_webhooks(releases: list[tuple[str, dict[str, Any]]], stack: dict[str, Any]) -> Iterator[Finding]:
+    addresses = _addresses(stack)
+    graph = dependency_graph(stack)
+    for at, release in releases:
+        name = release.get("name")
+        if name not in CONTROLLERS or not release.get("repository"):
+            continue
+        waits_for = reaches(graph, addresses[name])
+        for other in webhook_owners(CONTROLLERS[name].chart_kinds, besides=name):
+            namespace = CONTROLLERS[name].namespace
+            kinds = [k for k in CONTROLLERS[name].chart_kinds if _met(k, namespace, other)]
+            if other in addresses and kinds and addresses[other] not in waits_for:
+                yield Finding(
+                    f"{at}.depends_on",
+                    release.get("depends_on"),
+                    f"release {name} writes {', '.join(k for _, k in sorted(kinds))}, which release {other}'s webhooks "
+                    f"refuse until its pod is Ready: its depends_on must reach {addresses[other]}",
+                )

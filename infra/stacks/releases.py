@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from infra.catalogue import upstream
-from infra.catalogue.controllers import CONTROLLERS, controllers_of_chart
+from infra.catalogue.controllers import CONTROLLERS, controllers_of_chart, webhook_owners
 from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE, ADAPTER_PORT, ADAPTER_ROLE, ADAPTER_SERVICE_ACCOUNT
 from infra.cdk import TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment, SaxmlServing
@@ -82,10 +82,20 @@ class Releases:
             controller_needs.append(webhooks.firewall)
         # What serves the API server (a webhook, an aggregated API) waits for the rule that lets the calls through.
         self.api_server_needs = controller_needs
-        self.controllers = {
-            name: ControllerRelease(stack, name, version=version, depends_on=controller_needs)
-            for name, version in sorted(env.release.controllers.items())
-        }
+        # A controller whose chart writes what another controller's webhooks intercept (JobSet's and LWS's manager
+        # Deployments, Kueue's Deployment webhook) comes after that one: until its pod is Ready the API server
+        # refuses them (failurePolicy Fail), and Terraform applies what does not depend on it in parallel.
+        self.controllers = {}
+        pinned = env.release.controllers
+        for name in sorted(pinned, key=lambda n: (bool(webhook_owners(CONTROLLERS[n].chart_kinds, besides=n)), n)):
+            after = [
+                self.controllers[o].release
+                for o in webhook_owners(CONTROLLERS[name].chart_kinds, besides=name)
+                if o in self.controllers
+            ]
+            self.controllers[name] = ControllerRelease(
+                stack, name, version=pinned[name], depends_on=[*controller_needs, *after]
+            )
         if env.training is not None:  # after the controllers: a queued cluster's queue is Kueue's objects
             self._chart_release(
                 "ray-training",

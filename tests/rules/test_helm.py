@@ -44,6 +44,14 @@ MANIFEST: dict[str, ManifestExample] = {
         ),
         "is not ordered after the service account its pods run as",
     ),
+    # Before the fix: the metrics adapter's Deployment went out beside the kueue release; Kueue's Deployment webhook
+    # (failurePolicy Fail) refused it until Kueue's pod was Ready.
+    "helm.release-after-the-webhooks-it-meets": (
+        "metrics-adapter",
+        lambda o: None,
+        "is not ordered after release kueue, whose webhooks refuse this kind",
+        lambda stack: _not_after_kueue(stack, "metrics-adapter"),
+    ),
 }
 
 
@@ -84,6 +92,14 @@ def test_a_vllm_release_not_waiting_for_lws_is_refused(
     assert [v.field for v in found] == ["LeaderWorkerSet/serve-llama70b-vllm: apiVersion"], [v.line() for v in found]
 
 
+def _not_after_kueue(stack: dict[str, Any], name: str) -> None:
+    """Release `name` as dev shipped it before the fix: nothing orders it after the kueue release."""
+    releases = of_type(stack, "helm_release")
+    kueue = next(f"helm_release.{k}" for k, r in releases.items() if r["name"] == "kueue")
+    release = next(r for r in releases.values() if r["name"] == name)
+    release["depends_on"] = [d for d in release["depends_on"] if d != kueue]
+
+
 def _as_before_the_fix(stack: dict[str, Any]) -> None:
     """Every release as dev shipped before the fix: neither upgrade_install nor, where it did not wait, atomic."""
     for release in of_type(stack, "helm_release").values():
@@ -94,6 +110,11 @@ TERRAFORM: dict[str, TerraformExample] = {
     # Before the fix: 7 of prod's 13 releases were neither atomic nor upgrade_install (the servers, which do not
     # wait); one failed first install blocked every later apply.
     "helm.first-install-recoverable": (_as_before_the_fix, "set upgrade_install = true"),
+    # Before the fix: the jobset and lws releases went out beside kueue's, their managers' Deployments refused.
+    "helm.controller-after-the-webhooks-it-meets": (
+        lambda s: _not_after_kueue(s, "jobset"),
+        "release jobset writes Deployment, which release kueue's webhooks refuse",
+    ),
 }
 
 EXAMPLES = {**MANIFEST, **TERRAFORM}
