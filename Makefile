@@ -53,6 +53,15 @@ _strip_chars = $(if $(1),$(call _strip_chars,$(wordlist 2,99,$(1)),$(subst $(fir
 _bad_name = $(or $(filter-out 1,$(words $(1))),$(strip $(call _strip_chars,$(_NAME_CHARS),$(1))),$(if $(filter $(addsuffix %,$(wordlist 1,26,$(_NAME_CHARS))),$(1)),,first))
 $(foreach v,ENV FROM TO,$(if $(call _bad_name,$($(v))),$(error $(v)='$($(v))': an environment's name, lowercase letters, digits and hyphens starting with a letter (the files of infra/environments))))
 
+# What a person types as a value (a field path, a pin, a slice, a ref, a path) reaches the commands as data, never as
+# code: each is taken as written (make expands nothing in it: VALUE='$$(shell id)' stays those characters) and handed
+# to the recipes in the environment, where they read it as "$$NAME", one shell word. A quote, a backtick or a $$(...)
+# in it is part of the value the command then checks.
+DATA_VARS := VALUE FIELD SLICE BASE_REF BASE PLAN STEPS SLICES ENGINE PROJECT PROJECT_NUMBER REGION NAME CKPT_DIR \
+  TOPOLOGY CAPACITY RESERVATION RECIPE IMAGE GROUP JOB WORKLOAD PORT ACTION TESTS OUT CONFIRM
+$(foreach v,$(DATA_VARS),$(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $(subst $$,$$$$,$(value $(v))))))
+export $(DATA_VARS)
+
 # jsii (under cdktf) prints a banner on Node 20, which is past end of life.
 # Node 22 or 24 is recommended; the banner only adds noise to logs.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
@@ -120,7 +129,7 @@ venv: $(VENV_STAMP) $(POLICY_STAMP) ## Create .venv (and .venv-policy for Checko
 node: $(NODE_STAMP) ## Install the pinned cdktf CLI into node_modules
 
 plan: $(VENV_STAMP) $(POLICY_STAMP) cluster-toolkit ## Synthesize every environment, run the policy gate and the rules, write the Slurm blueprints and cdktf.out/review/<env>.md; all or nothing (BASE_REF=main: diff against what a ref synthesizes)
-	$(PLATFORM) plan --outdir $(OUT) $(if $(BASE),--base $(BASE)) $(if $(BASE_REF),--base-ref '$(BASE_REF)') $(if $(filter command line,$(origin ENV)),--env $(ENV))
+	$(PLATFORM) plan --outdir "$$OUT" $(if $(BASE),--base "$$BASE") $(if $(BASE_REF),--base-ref "$$BASE_REF") $(if $(filter command line,$(origin ENV)),--env $(ENV))
 
 cluster-toolkit: $(VENV_STAMP) ## Cluster Toolkit's pinned module interfaces (infra/slurm/toolkit-files.yaml): found, or fetched into .cache/cluster-toolkit
 	@$(PLATFORM) slurm where >/dev/null 2>&1 || $(PLATFORM) slurm fetch
@@ -165,13 +174,13 @@ crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (workloads/charts/c
 	$(PY) -m workloads.charts.crds fetch
 
 rules: $(VENV_STAMP) ## Every rule of the real systems (infra/rules) on the synthesized stacks and rendered releases
-	$(PLATFORM) rules $(OUT)/stacks
+	$(PLATFORM) rules "$$OUT/stacks"
 
 policy: $(VENV_STAMP) $(POLICY_STAMP) ## Checkov on the synthesized stacks and the rendered charts (skips and reasons: infra/policy/checkov-skips.yaml)
-	$(PY) -m infra.policy $(OUT)/stacks
+	$(PY) -m infra.policy "$$OUT/stacks"
 
 review: $(VENV_STAMP) ## Plan review as Markdown: PLAN=<terraform show -json file>, or offline BASE=<baseline cdktf.out>; exit 3 = blocked
-	@$(PLATFORM) review $(if $(PLAN),--plan $(PLAN),--print --outdir $(OUT) $(if $(BASE),--base $(BASE)))
+	@$(PLATFORM) review $(if $(PLAN),--plan "$$PLAN",--print --outdir "$$OUT" $(if $(BASE),--base "$$BASE"))
 
 hcl: $(VENV_STAMP) $(NODE_STAMP) ## Write every stack as HCL (cdktf.out/stacks/*/cdk.tf) with the pinned cdktf CLI
 	npx --no-install cdktf synth --hcl
@@ -201,7 +210,7 @@ test-e2e: $(VENV_STAMP) cluster-toolkit slurm-local local-cluster-build tofu ## 
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'e2e and not engine' --durations=5
 
 test-changed: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local ## Only the tests whose code a change touches (pytest-testmon; its first run records every test, in .testmondata)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --testmon-forceselect $(TESTS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --testmon-forceselect $$TESTS
 
 snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/, charts' ci/dev-*.yaml and docs/environment.schema.json from the current code (review the diff!)
 	UPDATE_SNAPSHOTS=1 $(BIN)/pytest tests/test_snapshots.py tests/test_charts.py tests/test_environment_schema.py -q -k 'snapshot or what_the_dev_stack_passes'
@@ -210,10 +219,10 @@ bench: $(VENV_STAMP) $(VLLM_STAMP) ## Synth wall time and peak memory, against t
 	$(PY) -m scripts.bench
 
 serve-local: $(VENV_STAMP) ## Serve the canary checkpoint of train-local over HTTP (PORT=, CKPT_DIR=)
-	JAX_PLATFORMS=cpu $(PLATFORM) serve-local --port $(PORT) --checkpoint-dir $(CKPT_DIR)
+	JAX_PLATFORMS=cpu $(PLATFORM) serve-local --port "$$PORT" --checkpoint-dir "$$CKPT_DIR"
 
 saxml: $(VENV_STAMP) ## Saxml client: ACTION=publish|list|generate|unpublish ENV= (SAXML_URL=, PROMPT=)
-	$(PLATFORM) saxml $(ACTION) --env $(ENV)
+	$(PLATFORM) saxml "$$ACTION" --env $(ENV)
 
 engine: ## Build the MaxText engine environment from workloads/trainer/requirements-maxtext.lock (once; again when the lock changes)
 	UV_VERSION=$(UV_VERSION) scripts/engine.sh build
@@ -226,62 +235,62 @@ engine-check: engine ## The MaxText checks (tests/engine): train-local twice + r
 
 ifeq ($(ENGINE),maxtext)
 train-local: engine ## Train through JaxTrainer on local CPU workers: the canary, or ENGINE=maxtext (STEPS=, CKPT_DIR=); a rerun resumes
-	$(ENGINE_RUN) python -m workloads.trainer local --engine maxtext --steps '$(STEPS)' --checkpoint-dir $(CKPT_DIR)
+	$(ENGINE_RUN) python -m workloads.trainer local --engine maxtext --steps "$$STEPS" --checkpoint-dir "$$CKPT_DIR"
 else
 train-local: $(VENV_STAMP)
-	$(PLATFORM) train local --engine '$(ENGINE)' --steps '$(STEPS)' --slices '$(SLICES)' --checkpoint-dir $(CKPT_DIR)
+	$(PLATFORM) train local --engine "$$ENGINE" --steps "$$STEPS" --slices "$$SLICES" --checkpoint-dir "$$CKPT_DIR"
 endif
 
 plot: $(VENV_STAMP) ## Draw the local run's loss, step time and goodput (CKPT_DIR=: CKPT_DIR/training.png) and each review's node pool cost (cdktf.out/review/<env>.cost.png, linked from the review)
-	$(PLATFORM) plot --checkpoint-dir $(CKPT_DIR) --outdir $(OUT)
+	$(PLATFORM) plot --checkpoint-dir "$$CKPT_DIR" --outdir "$$OUT"
 
 train: $(VENV_STAMP) ## Submit ENV='s training.recipe (or RECIPE=) on its Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
-	$(PLATFORM) train $(if $(DRY_RUN),args,submit) --env $(ENV) $(if $(RECIPE),--recipe $(RECIPE))
+	$(PLATFORM) train $(if $(DRY_RUN),args,submit) --env $(ENV) $(if $(RECIPE),--recipe "$$RECIPE")
 
 image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s registry, pin its digest (DRY_RUN=1: print only)
-	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<name> ENV=<env> [DRY_RUN=1]"; exit 2; }
-	$(PLATFORM) image $(IMAGE) $(ENV) $(if $(DRY_RUN),--dry-run)
+	@test -n "$$IMAGE" || { echo "usage: make image IMAGE=<name> ENV=<env> [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) image "$$IMAGE" $(ENV) $(if $(DRY_RUN),--dry-run)
 
 images: $(VENV_STAMP) ## Build every image of images/images.yaml for ENV=, then pin all their digests in one write (DRY_RUN=1: print only)
 	$(PLATFORM) image --all $(ENV) $(if $(DRY_RUN),--dry-run)
 
 new-env: $(VENV_STAMP) ## Write infra/environments/NAME.yaml from FROM= (dev) for PROJECT=, PROJECT_NUMBER=, REGION= (zones, machines, names, registry rewritten)
-	@test -n "$(NAME)" && test -n "$(PROJECT)" && test -n "$(PROJECT_NUMBER)" && test -n "$(REGION)" || { \
+	@test -n "$$NAME" && test -n "$$PROJECT" && test -n "$$PROJECT_NUMBER" && test -n "$$REGION" || { \
 	  echo "usage: make new-env NAME=<env> FROM=<env> PROJECT=<id> PROJECT_NUMBER=<n> REGION=<region>"; exit 2; }
-	$(PLATFORM) new-env $(NAME) --from $(FROM) --project $(PROJECT) --project-number $(PROJECT_NUMBER) --region $(REGION)
+	$(PLATFORM) new-env "$$NAME" --from $(FROM) --project "$$PROJECT" --project-number "$$PROJECT_NUMBER" --region "$$REGION"
 
 image-digests: $(VENV_STAMP) ## Resolve each upstream image still pinned by tag (infra/catalogue/upstream.py AWAITING_DIGEST) to its digest, where its registry is reachable
 	$(PLATFORM) image-digests
 
 blue-green: $(VENV_STAMP) ## Replace GKE slice SLICE= of ENV= beside the old one: TOPOLOGY=, CAPACITY=, RESERVATION= copy it as <slice>-green; FINISH=1 moves the workloads and removes the old (DRY_RUN=1: the diff only)
-	@test -n "$(SLICE)" || { echo "usage: make blue-green ENV=<env> SLICE=<slice> [TOPOLOGY=] [CAPACITY=] [RESERVATION=] [FINISH=1] [DRY_RUN=1]"; exit 2; }
-	$(PLATFORM) blue-green $(if $(DRY_RUN),--dry-run) $(if $(FINISH),--finish) $(if $(TOPOLOGY),--topology '$(TOPOLOGY)') $(if $(CAPACITY),--capacity '$(CAPACITY)') $(if $(RESERVATION),--reservation '$(RESERVATION)') -- $(ENV) '$(SLICE)'
+	@test -n "$$SLICE" || { echo "usage: make blue-green ENV=<env> SLICE=<slice> [TOPOLOGY=] [CAPACITY=] [RESERVATION=] [FINISH=1] [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) blue-green $(if $(DRY_RUN),--dry-run) $(if $(FINISH),--finish) $(if $(TOPOLOGY),--topology "$$TOPOLOGY") $(if $(CAPACITY),--capacity "$$CAPACITY") $(if $(RESERVATION),--reservation "$$RESERVATION") -- $(ENV) "$$SLICE"
 
 pin: $(VENV_STAMP) ## Set one release pin of ENV=: FIELD=release.controllers.<name>|charts.<name>|images.<name> VALUE= (validated with every environment, comments kept; DRY_RUN=1: the diff only)
-	@test -n "$(FIELD)" && test -n "$(VALUE)" || { echo "usage: make pin ENV=<env> FIELD=release.<section>.<name> VALUE=<value> [DRY_RUN=1]"; exit 2; }
-	$(PLATFORM) pin $(if $(DRY_RUN),--dry-run) -- $(ENV) '$(FIELD)' '$(VALUE)'
+	@test -n "$$FIELD" && test -n "$$VALUE" || { echo "usage: make pin ENV=<env> FIELD=release.<section>.<name> VALUE=<value> [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) pin $(if $(DRY_RUN),--dry-run) -- $(ENV) "$$FIELD" "$$VALUE"
 
 rollback: $(VENV_STAMP) ## Put FIELD= of ENV= back to its previous value in the file's git history (DRY_RUN=1: the diff only)
-	@test -n "$(FIELD)" || { echo "usage: make rollback ENV=<env> FIELD=release.<section>.<name> [DRY_RUN=1]"; exit 2; }
-	$(PLATFORM) rollback $(if $(DRY_RUN),--dry-run) -- $(ENV) '$(FIELD)'
+	@test -n "$$FIELD" || { echo "usage: make rollback ENV=<env> FIELD=release.<section>.<name> [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) rollback $(if $(DRY_RUN),--dry-run) -- $(ENV) "$$FIELD"
 
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PLATFORM) promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
 
 logs: $(VENV_STAMP) ## Where each workload of ENV= writes its logs: Cloud Logging queries, gcloud and console URLs, Slurm, Ray and Vertex AI jobs (WORKLOAD= one)
-	$(PLATFORM) logs --env $(ENV) $(if $(WORKLOAD),--workload $(WORKLOAD))
+	$(PLATFORM) logs --env $(ENV) $(if $(WORKLOAD),--workload "$$WORKLOAD")
 
 vertex-submit: $(VENV_STAMP) ## Create Vertex AI job JOB= (nccl-test, train) of ENV= through the region's endpoint (needs credentials; DRY_RUN=1 prints the request)
-	@test -n "$(JOB)" || { echo "usage: make vertex-submit ENV=<env> JOB=<nccl-test|train> [DRY_RUN=1]"; exit 2; }
-	$(PLATFORM) vertex-submit --env $(ENV) --job $(JOB) $(if $(DRY_RUN),--dry-run)
+	@test -n "$$JOB" || { echo "usage: make vertex-submit ENV=<env> JOB=<nccl-test|train> [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) vertex-submit --env $(ENV) --job "$$JOB" $(if $(DRY_RUN),--dry-run)
 
 vm-up: $(VENV_STAMP) ## Create VM group GROUP='s VMs in ENV= (flex-start: one resize request; METHOD=bulk: bulkInsert, all or none; DRY_RUN=1 prints the calls)
-	@test -n "$(GROUP)" || { echo "usage: make vm-up ENV=<env> GROUP=<group> [METHOD=bulk] [DRY_RUN=1]"; exit 2; }
-	$(PLATFORM) vm-up --env $(ENV) --group $(GROUP) $(if $(filter bulk,$(METHOD)),--bulk) $(if $(DRY_RUN),--dry-run)
+	@test -n "$$GROUP" || { echo "usage: make vm-up ENV=<env> GROUP=<group> [METHOD=bulk] [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) vm-up --env $(ENV) --group "$$GROUP" $(if $(filter bulk,$(METHOD)),--bulk) $(if $(DRY_RUN),--dry-run)
 
 vm-down: $(VENV_STAMP) ## Delete VM group GROUP='s VMs in ENV= and cancel a resize request still waiting (DRY_RUN=1 prints the calls)
-	@test -n "$(GROUP)" || { echo "usage: make vm-down ENV=<env> GROUP=<group> [DRY_RUN=1]"; exit 2; }
-	$(PLATFORM) vm-down --env $(ENV) --group $(GROUP) $(if $(DRY_RUN),--dry-run)
+	@test -n "$$GROUP" || { echo "usage: make vm-down ENV=<env> GROUP=<group> [DRY_RUN=1]"; exit 2; }
+	$(PLATFORM) vm-down --env $(ENV) --group "$$GROUP" $(if $(DRY_RUN),--dry-run)
 
 preflight: $(VENV_STAMP) ## Check ENV= with your credentials before anything is applied: pinned terraform/packer/gcluster, credentials, APIs, the deployer's roles, quota per region (PRINT_ROLES=1: the roles to grant, no credentials)
 	$(PLATFORM) preflight $(ENV) $(if $(PRINT_ROLES),--print-roles) $(if $(SKIP_IMAGE),--skip-image)
@@ -294,8 +303,8 @@ deploy-infra: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## First deploy of a f
 
 # Without CONFIRM=platform-$(ENV) nothing is installed or synthesized: the refusal comes first.
 destroy: $(if $(filter platform-$(ENV),$(CONFIRM)),$(VENV_STAMP) $(NODE_STAMP) cluster-toolkit) ## Tear ENV down (its Slurm cluster first): shows what goes, refuses protected resources; needs CONFIRM=platform-$(ENV) (DRY_RUN=1)
-	@test "$(CONFIRM)" = "platform-$(ENV)" || { echo "error: platform-$(ENV): destroy refused; nothing was changed: pass CONFIRM=platform-$(ENV) (make destroy ENV=$(ENV) CONFIRM=platform-$(ENV); DRY_RUN=1 shows what goes)" >&2; exit 3; }
-	$(PLATFORM) destroy $(ENV) $(if $(CONFIRM),--confirm $(CONFIRM)) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
+	@test "$$CONFIRM" = "platform-$(ENV)" || { echo "error: platform-$(ENV): destroy refused; nothing was changed: pass CONFIRM=platform-$(ENV) (make destroy ENV=$(ENV) CONFIRM=platform-$(ENV); DRY_RUN=1 shows what goes)" >&2; exit 3; }
+	$(PLATFORM) destroy $(ENV) $(if $(CONFIRM),--confirm "$$CONFIRM") $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
 diff: $(VENV_STAMP) $(NODE_STAMP) ## cdktf diff platform-$(ENV): a real Terraform plan (needs credentials)
 	npx --no-install cdktf diff platform-$(ENV)
@@ -315,4 +324,5 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/trainer/requirements-converter.in -o workloads/trainer/requirements-converter.lock
 
 clean: ## Remove build outputs (keeps .venv and node_modules)
-	rm -rf $(OUT) .cache .pytest_cache .mypy_cache .ruff_cache .testmondata
+	if test -f "$$OUT/manifest.json" && test -d "$$OUT/stacks"; then rm -rf -- "$$OUT"; fi
+	rm -rf .cache .pytest_cache .mypy_cache .ruff_cache .testmondata

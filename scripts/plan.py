@@ -104,6 +104,28 @@ def _merged(staging: Path, outdir: Path, env: str) -> Path:
     return merged
 
 
+def not_a_plan_folder(outdir: Path) -> str | None:
+    """Why `outdir` is not a folder the plan may replace, or None. The plan replaces its output folder whole, so it
+    writes only a folder it owns: one that does not exist yet, an empty one, or an earlier plan's output (cdktf's
+    manifest.json beside stacks/). Anything else (OUT=. or OUT=<a folder of yours>) would be deleted."""
+    resolved = outdir.resolve()
+    repo = Path(__file__).resolve().parents[1]
+    if resolved in (repo, *repo.parents, Path.home()):
+        return f"OUT={outdir}: the plan replaces its output folder whole, and {resolved} holds the checkout or home"
+    if not resolved.exists():
+        return None
+    if not resolved.is_dir():
+        return f"OUT={outdir}: {resolved} is a file, not a folder"
+    if not any(resolved.iterdir()):
+        return None
+    if (resolved / "manifest.json").is_file() and (resolved / "stacks").is_dir():
+        return None
+    return (
+        f"OUT={outdir}: {resolved} exists and is not a plan's output (no manifest.json and stacks/ of an earlier "
+        "make plan): the plan replaces its output folder whole"
+    )
+
+
 def _replace(source: Path, target: Path) -> None:
     """Move `source` to `target`, removing whatever `target` was."""
     old = target.with_name(f".{target.name}-old")
@@ -408,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         "--json", action="store_true", help="one JSON document on stdout (docs/plan.schema.json); the steps on stderr"
     )
     args = parser.parse_args(argv)
+    problem = not_a_plan_folder(args.outdir)
+    if problem:
+        return refuse(problem, then="nothing was written or deleted; give OUT= a new folder or an earlier plan's")
     if args.base_ref is not None:
         if args.base is not None:
             print("error: give --base or --base-ref (BASE or BASE_REF), not both", file=sys.stderr)

@@ -447,7 +447,14 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
                 == "True"
             ),
         )
-        assert cluster.get("jobs", "research-tpu", "-n", "ml-gpu")["spec"]["suspend"] is True
+        # Kueue evicts the team's workload before it admits the training cluster's; its Job controller suspends the
+        # Job after that, on its own reconcile: an event to wait for, not a state to read at once (read at once, it
+        # failed under load).
+        _until(
+            "the team's Job suspended by Kueue",
+            lambda: cluster.get("jobs", "research-tpu", "-n", "ml-gpu")["spec"]["suspend"] is True,
+            timeout=300,
+        )
     finally:
         cluster.kubectl("delete", "job", "research-tpu", "-n", "ml-gpu", "--wait=true", check=False)
         active(True)

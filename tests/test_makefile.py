@@ -6,6 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO
 
 
@@ -80,3 +82,36 @@ def test_what_make_installs_is_checked_against_its_hashes() -> None:
         assert len(pinned) > 0, lock
         unhashed = [b.split()[0] for b in pinned if "--hash=sha256:" not in b]
         assert unhashed == [], f"{lock}: {unhashed[:5]}"
+
+
+# A value that would run `touch <marker>` if any layer (make, the shell) took it for code: a make function, a
+# quote that ends the shell word, a backtick and a command substitution.
+def _payloads(marker: Path) -> str:
+    return f"x'$(shell touch {marker}-make)`touch {marker}-tick`$$(touch {marker}-sub)'\"; touch {marker}-semi; \""
+
+
+@pytest.mark.parametrize(
+    ("target", "args"),
+    [
+        ("pin", ["ENV=dev", "FIELD=release.images.trainer", "VALUE={}", "DRY_RUN=1"]),
+        ("pin", ["ENV=dev", "FIELD={}", "VALUE=x", "DRY_RUN=1"]),
+        ("rollback", ["ENV=dev", "FIELD={}", "DRY_RUN=1"]),
+        ("blue-green", ["ENV=dev", "SLICE={}", "DRY_RUN=1"]),
+        ("plan", ["BASE_REF={}"]),
+        ("vm-up", ["ENV=dev", "GROUP={}", "DRY_RUN=1"]),
+    ],
+)
+def test_a_typed_value_reaches_the_command_as_data_and_runs_nothing(
+    tmp_path: Path, target: str, args: list[str]
+) -> None:
+    """Before the fix, a quote or backtick in VALUE, FIELD, SLICE, BASE_REF ... ran a shell command before the
+    platform saw the value (the Makefile put it between single quotes), and a make function in it ran too. Now the
+    command refuses the value, naming it, and nothing else happens."""
+    marker = tmp_path / "ran"
+    payload = _payloads(marker)
+    done = subprocess.run(
+        ["make", "-s", target, *(a.format(payload) for a in args)], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert list(tmp_path.iterdir()) == [], "a typed value ran as code"
+    assert "touch" in done.stderr and "error" in done.stderr.lower(), done.stderr[-2000:]

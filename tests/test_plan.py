@@ -317,3 +317,40 @@ def test_plan_json_is_one_document_on_stdout_saying_what_the_lines_say(tmp_path:
 
 def _run_plan_main(outdir: Path, planned: list[Any]) -> Any:
     return lambda argv: run_plan(outdir, planned, as_json=True)
+
+
+@pytest.mark.parametrize("kind", ["a folder of someone's files", "the checkout", "a file"])
+def test_make_plan_writes_only_a_folder_it_owns_and_deletes_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """The plan replaces its output folder whole. Before the fix, OUT=<an existing folder> replaced it with the
+    plan's output and deleted what was in it (exit 0), and OUT=. would have deleted the checkout: now a folder that
+    is not empty and not an earlier plan's output is refused before anything is written, naming it."""
+    if kind == "a folder of someone's files":
+        out = tmp_path / "notes"
+        out.mkdir()
+        (out / "thesis.md").write_text("years of work")
+    elif kind == "a file":
+        out = tmp_path / "plan.txt"
+        out.write_text("keep")
+    else:
+        out = REPO
+    assert main(["--outdir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"OUT={out}:" in err and "nothing was written or deleted" in err
+    if kind == "a folder of someone's files":
+        assert [p.name for p in out.iterdir()] == ["thesis.md"] and not out.with_name("notes.next").exists()
+    if kind == "a file":
+        assert out.read_text() == "keep"
+
+
+def test_an_earlier_plans_output_and_an_empty_folder_are_the_plans_to_replace(tmp_path: Path) -> None:
+    from scripts.plan import not_a_plan_folder
+
+    earlier = tmp_path / "cdktf.out"
+    (earlier / "stacks").mkdir(parents=True)
+    (earlier / "manifest.json").write_text("{}")
+    (tmp_path / "empty").mkdir()
+    assert not_a_plan_folder(earlier) is None
+    assert not_a_plan_folder(tmp_path / "empty") is None
+    assert not_a_plan_folder(tmp_path / "new") is None
