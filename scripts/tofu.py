@@ -43,7 +43,10 @@ def diagnostics_text(stack: str, found: list[dict[str, Any]]) -> list[str]:
     """One line per diagnostic: the stack, the severity, OpenTofu's summary and detail, and where."""
     lines = []
     for d in found:
-        where = d.get("address") or (d.get("range") or {}).get("filename", "")
+        at = d.get("range") or {}
+        context = (d.get("snippet") or {}).get("context") or ""
+        place = f"{at.get('filename', '')}:{(at.get('start') or {}).get('line', '')}" if at else ""
+        where = d.get("address") or ", ".join(p for p in (context, place) if p)
         detail = " ".join((d.get("detail") or "").split())
         lines.append(f"{stack}: {d.get('severity')}: {d.get('summary')}{f': {detail}' if detail else ''} ({where})")
     return lines

@@ -8,8 +8,8 @@ PLATFORM_TOFU_PROVIDERS=registry), the same `init` runs without that configurati
 providers is the only difference.
 
 What OpenTofu is given beside the stack is Terraform's own override mechanism (a `*_override.tf.json` file merged
-into the configuration): a local backend in place of the stack's Cloud Storage one, and the provider blocks the
-caller passes (the local cluster's address and credentials for the kubernetes and helm providers).
+into the configuration): a local backend in place of the stack's Cloud Storage one, and whatever the caller passes
+(the offline plan: the controller releases' charts from their Go modules, scripts/tofu.py `registry_charts`).
 """
 
 from __future__ import annotations
@@ -123,11 +123,9 @@ class Workspace:
 OFFLINE_TOKEN = "offline-plan-not-a-credential"
 
 
-def plan(workspace: Workspace, *, state: Path | None = None) -> dict[str, Any]:
-    """OpenTofu's plan of the workspace's stack as `tofu show -json` writes it: against an empty state, or against
-    `state` (a baseline's state file, copied in). No refresh: what exists is what the state says."""
-    if state is not None:
-        (workspace.folder / "terraform.tfstate").write_bytes(state.read_bytes())
+def plan(workspace: Workspace) -> dict[str, Any]:
+    """OpenTofu's plan of the workspace's stack from an empty state, as `tofu show -json` writes it. No refresh:
+    nothing is read from Google Cloud."""
     workspace.init()
     extra = {"GOOGLE_OAUTH_ACCESS_TOKEN": OFFLINE_TOKEN}
     workspace.run("plan", "-refresh=false", "-lock=false", "-no-color", "-out=plan.bin", extra_env=extra)
