@@ -107,7 +107,7 @@ def _merged(staging: Path, outdir: Path, env: str) -> Path:
 def not_a_plan_folder(outdir: Path) -> str | None:
     """Why `outdir` is not a folder the plan may replace, or None. The plan replaces its output folder whole, so it
     writes only a folder it owns: one that does not exist yet, an empty one, or an earlier plan's output (cdktf's
-    manifest.json beside stacks/). Anything else (OUT=. or OUT=<a folder of yours>) would be deleted."""
+    manifest.json or stacks/). Anything else (OUT=. or OUT=<a folder of yours>) would be deleted."""
     resolved = outdir.resolve()
     repo = Path(__file__).resolve().parents[1]
     if resolved in (repo, *repo.parents, Path.home()):
@@ -118,10 +118,10 @@ def not_a_plan_folder(outdir: Path) -> str | None:
         return f"OUT={outdir}: {resolved} is a file, not a folder"
     if not any(resolved.iterdir()):
         return None
-    if (resolved / "manifest.json").is_file() and (resolved / "stacks").is_dir():
+    if (resolved / "manifest.json").is_file() or (resolved / "stacks").is_dir():
         return None
     return (
-        f"OUT={outdir}: {resolved} exists and is not a plan's output (no manifest.json and stacks/ of an earlier "
+        f"OUT={outdir}: {resolved} exists and is not a plan's output (no manifest.json or stacks/ of an earlier "
         "make plan): the plan replaces its output folder whole"
     )
 

@@ -75,7 +75,7 @@ def test_the_make_targets_run_the_commands_through_the_console_entry_point() -> 
     dry = subprocess.run(
         ["make", "-n", "-s", "review", "PLAN=plan.json"], cwd=REPO, capture_output=True, text=True, check=True
     )
-    assert ".venv/bin/platform review --plan plan.json" in dry.stdout
+    assert '.venv/bin/platform review --plan "$PLAN"' in dry.stdout
 
 
 def test_make_turns_the_blocked_review_into_2_which_is_why_ci_calls_platform(tmp_path: Path) -> None:
