@@ -324,5 +324,5 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/trainer/requirements-converter.in -o workloads/trainer/requirements-converter.lock
 
 clean: ## Remove build outputs (keeps .venv and node_modules)
-	if test -f "$$OUT/manifest.json" || test -d "$$OUT/stacks"; then rm -rf -- "$$OUT"; fi
+	if $(PY) -c "import sys; from pathlib import Path; from scripts.plan import not_a_plan_folder; sys.exit(bool(not_a_plan_folder(Path(sys.argv[1]))))" "$$OUT" 2>/dev/null; then rm -rf -- "$$OUT"; else echo "make clean: $$OUT kept: it holds what no plan writes"; fi
 	rm -rf .cache .pytest_cache .mypy_cache .ruff_cache .testmondata

@@ -104,10 +104,19 @@ def _merged(staging: Path, outdir: Path, env: str) -> Path:
     return merged
 
 
+# What the plan (and the commands that write beside it: `make synth`, `platform tofu plan`) writes at the top of its
+# output folder.
+PLAN_ENTRIES = frozenset(
+    {"manifest.json", "stacks", "bootstrap", "placement", "rendered", "review", "scripts", "slurm", "vertex", "vms",
+     "tofu"}
+)  # fmt: skip
+
+
 def not_a_plan_folder(outdir: Path) -> str | None:
     """Why `outdir` is not a folder the plan may replace, or None. The plan replaces its output folder whole, so it
-    writes only a folder it owns: one that does not exist yet, an empty one, or an earlier plan's output (cdktf's
-    manifest.json or stacks/). Anything else (OUT=. or OUT=<a folder of yours>) would be deleted."""
+    writes only a folder it owns: one that does not exist yet, or one that holds nothing but what a plan writes
+    (PLAN_ENTRIES: an earlier plan's output, an empty folder). Anything else (OUT=. or OUT=<a folder of yours>)
+    would be deleted."""
     resolved = outdir.resolve()
     repo = Path(__file__).resolve().parents[1]
     if resolved in (repo, *repo.parents, Path.home()):
@@ -116,13 +125,12 @@ def not_a_plan_folder(outdir: Path) -> str | None:
         return None
     if not resolved.is_dir():
         return f"OUT={outdir}: {resolved} is a file, not a folder"
-    if not any(resolved.iterdir()):
-        return None
-    if (resolved / "manifest.json").is_file() or (resolved / "stacks").is_dir():
+    foreign = sorted(p.name for p in resolved.iterdir() if p.name not in PLAN_ENTRIES)
+    if not foreign:
         return None
     return (
-        f"OUT={outdir}: {resolved} exists and is not a plan's output (no manifest.json or stacks/ of an earlier "
-        "make plan): the plan replaces its output folder whole"
+        f"OUT={outdir}: {resolved} holds what no plan writes ({', '.join(foreign[:3])}"
+        f"{', ...' if len(foreign) > 3 else ''}): the plan replaces its output folder whole"
     )
 
 
