@@ -128,6 +128,16 @@ def owner_of(api_version: str) -> str | None:
 # The namespaces Kueue's webhooks for Pods, Deployments and StatefulSets leave out (the chart's default
 # managedJobsNamespaceSelector); its other webhooks have no namespace selector.
 WEBHOOK_EXEMPT_NAMESPACES = {"kueue": ("kube-system", "kueue-system")}
+NAMESPACE_SELECTED_KINDS = frozenset({("", "Pod"), ("apps", "Deployment"), ("apps", "StatefulSet")})
+
+
+def intercepted(controller: str, group_kind: tuple[str, str], namespace: str | None = None) -> bool:
+    """Whether `controller`'s Fail webhooks intercept an object of `group_kind` (in `namespace`; None: in some
+    namespace)."""
+    if group_kind not in CONTROLLERS[controller].intercepts:
+        return False
+    exempt = namespace in WEBHOOK_EXEMPT_NAMESPACES.get(controller, ())
+    return not (group_kind in NAMESPACE_SELECTED_KINDS and exempt)
 
 
 def webhook_owners(kinds: Iterable[tuple[str, str]], *, besides: str = "") -> tuple[str, ...]:

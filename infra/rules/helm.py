@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from infra.catalogue.controllers import CONTROLLERS, WEBHOOK_EXEMPT_NAMESPACES, owner_of, webhook_owners
+from infra.catalogue.controllers import CONTROLLERS, intercepted, owner_of, webhook_owners
 from infra.rules import Finding, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext
 from infra.rules.terraform_subject import dependency_graph, reaches
@@ -177,14 +177,6 @@ WEBHOOK_SOURCE = (
 )
 
 
-def _met(group_kind: tuple[str, str], namespace: str, controller: str) -> bool:
-    """Whether `controller`'s Fail webhooks intercept an object of `group_kind` in `namespace`."""
-    if group_kind not in CONTROLLERS[controller].intercepts:
-        return False
-    core = group_kind in {("", "Pod"), ("apps", "Deployment"), ("apps", "StatefulSet")}
-    return not (core and namespace in WEBHOOK_EXEMPT_NAMESPACES.get(controller, ()))
-
-
 @rule(
     id="helm.release-after-the-webhooks-it-meets",
     system="Kubernetes admission / Terraform",
@@ -210,7 +202,8 @@ def _after_webhooks(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Itera
         for controller in addresses.keys() & set(CONTROLLERS):
             if controller == ctx.name or (controller, obj.get("kind")) in seen:
                 continue
-            if _met((group, str(obj.get("kind"))), namespace, controller) and addresses[controller] not in waits_for:
+            met = intercepted(controller, (group, str(obj.get("kind"))), namespace)
+            if met and addresses[controller] not in waits_for:
                 seen.add((controller, obj.get("kind")))
                 yield Finding(
                     f"{where(obj)}: kind",
@@ -240,9 +233,9 @@ def _controllers_after_webhooks(releases: list[tuple[str, dict[str, Any]]], stac
         if name not in CONTROLLERS or not release.get("repository"):
             continue
         waits_for = reaches(graph, addresses[name])
+        namespace = CONTROLLERS[name].namespace
         for other in webhook_owners(CONTROLLERS[name].chart_kinds, besides=name):
-            namespace = CONTROLLERS[name].namespace
-            kinds = [k for k in CONTROLLERS[name].chart_kinds if _met(k, namespace, other)]
+            kinds = [k for k in CONTROLLERS[name].chart_kinds if intercepted(other, k, namespace)]
             if other in addresses and kinds and addresses[other] not in waits_for:
                 yield Finding(
                     f"{at}.depends_on",
