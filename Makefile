@@ -87,7 +87,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: tofu tofu-validate test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -201,13 +201,16 @@ test: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit 
 
 # The tiers (tests/conftest.py tier() says which test is which).
 test-unit: $(VENV_STAMP) cluster-toolkit ## The unit tier: the venv alone, no Go build, no vLLM environment, no root
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'unit and not engine' --durations=5
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'unit and not engine and not upstream' --durations=5
 
 test-integration: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit ## The integration tier: the real engines on the CPU (vLLM, Ray, Checkov, the cdktf CLI, whole make plan runs)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'integration and not engine' --durations=5
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'integration and not engine and not upstream' --durations=5
 
 test-e2e: $(VENV_STAMP) cluster-toolkit slurm-local local-cluster-build tofu ## The end-to-end tier: the local cluster, the one-node Slurm, the real Terraform engine
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'e2e and not engine' --durations=5
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m 'e2e and not engine and not upstream' --durations=5
+
+test-upstream: $(VENV_STAMP) ## The tests that read a controller's repository at a tag the Go module proxy does not serve (a copy under PLATFORM_UPSTREAM_MIRRORS)
+	$(BIN)/pytest -m upstream -p no:cacheprovider
 
 test-changed: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local ## Only the tests whose code a change touches (pytest-testmon; its first run records every test, in .testmondata)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --testmon-forceselect $$TESTS

@@ -164,7 +164,7 @@ class LocalApply:
         self.wait_established({d["metadata"]["name"] for d in documents})
         return sorted(d["metadata"]["name"] for d in documents)
 
-    def wait_established(self, names: set[str], timeout: float = 60) -> None:
+    def wait_established(self, names: set[str], timeout: float = 300) -> None:
         """Until the API server serves every CRD of `names` (condition Established)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -159,7 +159,7 @@ class Cluster:
     def _start(self, name: str, command: list[str]) -> None:
         start_detached(command, self.logs / f"{name}.log", self._pid(name))
 
-    def _wait(self, what: str, test: Any, log: str, timeout: float = 60) -> None:
+    def _wait(self, what: str, test: Any, log: str, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if test():

@@ -159,7 +159,7 @@ class Controllers:
         self._start(name, command, logs / f"{name}.log")
         self.point_webhooks(controller.namespace, port)
         self.drop_api_services(controller.namespace)
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if not self.running(name):
                 raise RuntimeError(f"controller {name} exited: read {logs / (name + '.log')}")
