@@ -54,6 +54,7 @@ from infra.review import BLOCKED, PlanFormatError, render, review_plan
 from infra.review.diff import planned
 from infra.review.served import dropped_fields
 from infra.review.upgrades import refused_against_deployed
+from infra.settings import SettingError
 from infra.synth.load import load_environment
 from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, deployed_objects, served_crds
 from scripts.parser import ArgumentParser, refuse
@@ -116,7 +117,11 @@ def plan_and_gate(
     in_file, stale = confirmations.from_file(env, body) if env is not None else ([], [])
     for line in stale:
         print(f"note: {line}", file=sys.stderr)
-    confirmed = [*confirmed, *in_file]
+    try:
+        confirmed = [*confirmed, *(confirmations.settled(env, in_file, body) if env is not None else [])]
+    except SettingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2, ""
     code = _tf(stack_dir, "init", "-input=false", "-no-color")
     if code:
         return code, ""
@@ -131,7 +136,7 @@ def plan_and_gate(
         return code, ""
     try:
         plan = json.loads(plan_json.read_text())
-        review = review_plan(stack, plan, list(confirmed), cluster_holds(stack_dir, body, plan, env))
+        review = review_plan(stack, plan, list(confirmed), cluster_holds(stack_dir, body, plan, env), in_change=in_file)
     except (json.JSONDecodeError, PlanFormatError) as err:
         print(f"error: {plan_json}: {err}", file=sys.stderr)
         return 2, ""
@@ -155,7 +160,7 @@ def plan_and_gate(
         for line in confirmations.unused(env, in_file, gated):
             print(f"note: {line}", file=sys.stderr)
     for change in review.blocking:
-        how = confirmations.how_to_confirm(change.address, change.confirmable, env, body)
+        how = confirmations.how_to_confirm(change.address, change.confirmable, env, body, change.kinds)
         print(f"BLOCKING: {change.action} {change.address} ({stack}): {change.blocked}; {how}", file=sys.stderr)
     return (BLOCKED if review.blocking else 0), digest
 

@@ -29,6 +29,7 @@ from typing import Any
 from infra.config import ConfigError, Environment
 from infra.delivery import confirmations
 from infra.review import BLOCKED, PlanFormatError, StackReview, cost_summary, render, review_plan, write_reviews
+from infra.settings import SettingError
 from scripts.parser import ArgumentParser, refuse
 
 
@@ -51,6 +52,13 @@ def _file_confirmations(outdir: Path) -> tuple[dict[str, list[str]], dict[str, t
     return by_stack, known
 
 
+def _settled(
+    in_files: dict[str, list[str]], known: dict[str, tuple[Environment, dict[str, Any]]]
+) -> dict[str, list[str]]:
+    """{stack: the entries of in_files merged before the change} (confirmations.settled)."""
+    return {stack: confirmations.settled(known[stack][0], found, known[stack][1]) for stack, found in in_files.items()}
+
+
 def _report_blocking(
     reviews: list[StackReview], known: dict[str, tuple[Environment, dict[str, Any]]] | None = None
 ) -> int:
@@ -60,7 +68,7 @@ def _report_blocking(
         for change in review.blocking:
             blocked = True
             env, body = env_body if env_body is not None else (None, {})
-            how = confirmations.how_to_confirm(change.address, change.confirmable, env, body)
+            how = confirmations.how_to_confirm(change.address, change.confirmable, env, body, change.kinds)
             print(
                 f"BLOCKING: {change.action} {change.address} ({review.stack}): {change.blocked}; {how}",
                 file=sys.stderr,
@@ -100,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         return _report_blocking([review])
     try:
         in_files, known = _file_confirmations(args.outdir)
-        reviews = write_reviews(args.outdir, args.base, confirmed, in_files)
-    except (ConfigError, PlanFormatError) as err:
+        reviews = write_reviews(args.outdir, args.base, confirmed, _settled(in_files, known), in_files)
+    except (ConfigError, PlanFormatError, SettingError) as err:
         return refuse(err)
     except FileNotFoundError as err:
         return refuse(err)

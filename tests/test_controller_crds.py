@@ -418,9 +418,8 @@ def test_a_controller_bump_that_changes_a_crd_blocks_until_confirmed(synth_dir: 
     env = {k: v for k, v in os.environ.items() if k != "CONFIRM_CHANGE"}
     blocked = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
     assert blocked.returncode == 3, blocked.stderr
-    assert f"BLOCKING: update {address} (platform-dev): controller lws 0.7.0 -> 0.8.0 changes the CRDs of " in (
-        blocked.stderr
-    )
+    blocking = f"BLOCKING: update {address} (platform-dev): capacity or work lost: controller lws 0.7.0 -> 0.8.0"
+    assert f"{blocking} changes the CRDs of " in blocked.stderr
     assert "leaderworkersets.leaderworkerset.x-k8s.io: moves from templates/ to crds/" in blocked.stderr
     assert f"confirm with CONFIRM_CHANGE={address}" in blocked.stderr
     review = (current / "review" / "dev.md").read_text()
@@ -436,11 +435,11 @@ def test_a_bump_to_a_version_without_pinned_crds_blocks_and_one_of_the_same_crds
     from infra.review import gate
 
     lws = {"name": "lws", "repository": CONTROLLERS["lws"].repository, "version": "0.7.0"}
-    why, confirmable = gate("helm_release", "update", ["version"], lws, {**lws, "version": "0.9.0"})
+    why, confirmable, _ = gate("helm_release", "update", ["version"], lws, {**lws, "version": "0.9.0"})
     assert "lws 0.9.0: no pinned CRD set" in why and confirmable
-    assert gate("helm_release", "update", ["version"], lws, lws) == ("", True)
+    assert gate("helm_release", "update", ["version"], lws, lws).why == ""
     chart = {"name": "serve-canary", "chart": "../../../workloads/charts/canary-server", "version": "0.1.0"}
-    assert gate("helm_release", "update", ["version"], chart, {**chart, "version": "0.2.0"}) == ("", True)
+    assert gate("helm_release", "update", ["version"], chart, {**chart, "version": "0.2.0"}).why == ""
 
 
 def test_a_real_plans_controller_bump_is_gated_too() -> None:

@@ -64,7 +64,8 @@ def test_the_same_plan_without_the_bucket_change_passes() -> None:
         ("google_artifact_registry_repository", ["create", "delete"], True),
         ("google_storage_bucket", ["update"], False),
         ("google_storage_bucket", ["create"], False),
-        ("google_container_node_pool", ["delete", "create"], False),
+        # Not protected, but every node of it goes: gated by its consequence (capacity lost), confirmable.
+        ("google_container_node_pool", ["delete", "create"], True),
         ("google_container_cluster", ["no-op"], False),
         ("google_container_cluster", ["read"], False),
     ],

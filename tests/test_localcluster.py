@@ -745,7 +745,9 @@ def test_a_field_the_served_crd_does_not_name_is_dropped_by_the_real_api_server_
     (chart / "templates" / "probe.yaml").write_text(json.dumps(probe))
     try:
         cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/probes.probe.platform.local", f"--timeout={WAIT_S}s")
+        cluster.kubectl(
+            "wait", "--for=condition=Established", "crd/probes.probe.platform.local", f"--timeout={WAIT_S}s"
+        )
         done = apply.run_helm(cluster, ["upgrade", "--install", "probe", str(chart), "-n", "default"], tmp_path)
         assert done.returncode == 0, done.stderr
         stored = cluster.get("probes.probe.platform.local", "p", "-n", "default")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from infra.catalogue.consequences import CAPACITY_LOST, DATA_LOST
 from infra.review import accelerator_inventory, diff, render, review_stack
 from tests.helpers import REPO
 
@@ -98,7 +99,7 @@ def test_a_replacement_inside_a_nested_block_is_seen(stacks: dict[str, dict[str,
     _pool(after, "a3mega")["node_config"]["spot"] = True
     (change,) = review_stack("platform-dev", after, stacks["dev"]).changes
     assert (change.action, change.replaced_by) == ("replace", ("node_config.spot",))
-    assert change.blocked.startswith("an accelerator slice pool (a3-mega")
+    assert change.blocked.startswith("capacity or work lost: an accelerator slice pool (a3-mega")
 
 
 def test_the_replacements_are_the_pinned_providers_own() -> None:
@@ -114,11 +115,15 @@ def test_the_replacements_are_the_pinned_providers_own() -> None:
     assert forces_replacement("google_container_node_pool", "network_config.subnetwork")
 
 
-def test_a_machine_type_change_is_an_update_in_place(stacks: dict[str, dict[str, Any]]) -> None:
+def test_a_machine_type_change_is_an_update_in_place_that_recreates_the_pools_nodes(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """The system pool runs every controller, webhook and router: its nodes recreated is work lost (review 9, N1)."""
     after = copy.deepcopy(stacks["dev"])
     _pool(after, "system")["node_config"]["machine_type"] = "n2-standard-8"
     (change,) = review_stack("platform-dev", after, stacks["dev"]).changes
-    assert (change.action, change.blocked) == ("update", "")
+    assert change.action == "update" and change.kinds == (CAPACITY_LOST,)
+    assert "recreates every node of the pool" in change.blocked and change.confirmable
     assert change.values == (("node_config.machine_type", "e2-standard-8", "n2-standard-8"),)
 
 
@@ -179,7 +184,9 @@ def test_make_review_names_a_replaced_slice_and_lets_a_confirmed_one_through(syn
     argv = ["make", "--no-print-directory", "review", f"OUT={current}", f"BASE={synth_dir}"]
     blocked = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
     assert blocked.returncode != 0
-    assert f"BLOCKING: replace {address} (platform-dev): an accelerator slice pool (v6e" in blocked.stderr
+    assert f"BLOCKING: replace {address} (platform-dev): capacity or work lost: an accelerator slice pool (v6e" in (
+        blocked.stderr
+    )
     assert f"confirm with CONFIRM_CHANGE={address}" in blocked.stderr
     confirmed = subprocess.run([*argv, f"CONFIRM_CHANGE={address}"], cwd=REPO, capture_output=True, text=True)
     assert confirmed.returncode == 0, confirmed.stderr
@@ -358,18 +365,19 @@ def test_an_update_in_place_that_destroys_blocks_until_confirmed(stacks: dict[st
     mutate(after)
     review = review_stack("platform-prod", after, before)
     ((change,),) = [review.blocking]
-    assert change.action == "update" and change.blocked.startswith("an in-place update that destroys: "), change
+    assert change.action == "update" and "an in-place update that destroys: " in change.blocked, change
+    assert change.kinds == ((DATA_LOST,) if case.startswith(("bucket", "registry")) else (CAPACITY_LOST,))
     assert change.confirmable
     assert review_stack("platform-prod", after, before, confirmed=[change.address]).blocking == []
 
 
 def test_harmless_updates_of_the_same_resources_pass(stacks: dict[str, dict[str, Any]]) -> None:
-    """Node labels on a slice, a CPU pool's machine, a longer soft delete, versioning turned on: no gate."""
+    """Node labels on a slice, a CPU pool allowed more nodes, a longer soft delete, versioning turned on: no gate."""
     before = copy.deepcopy(stacks["prod"])
     _checkpoints(before)["versioning"]["enabled"] = False
     after = copy.deepcopy(before)
     _pool(after, "serve")["node_config"].setdefault("labels", {})["team"] = "serving"
-    _pool(after, "system")["node_config"]["machine_type"] = "n2-standard-8"
+    _pool(after, "system")["autoscaling"]["total_max_node_count"] += 2
     _checkpoints(after)["soft_delete_policy"]["retention_duration_seconds"] *= 2
     _checkpoints(after)["versioning"]["enabled"] = True
     review = review_stack("platform-prod", after, before)

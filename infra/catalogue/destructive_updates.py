@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from infra.catalogue.consequences import CAPACITY_LOST, DATA_LOST, under, value_at
+
 NODE_CONFIG_UPDATE = (
     "hashicorp/terraform-provider-google v7.45.0 google/services/container/node_config.go nodePoolNodeConfigUpdate "
     "(machine_type, image_type, workload_metadata_config, kubelet_config, linux_node_config, gvnic, gcfs_config "
@@ -89,11 +91,17 @@ class DestructiveUpdate:
     path: str
     what: str
     source: str
-    accelerator_pool_only: bool = False
+    # Which node pools the row is for: "slice" (an accelerator slice's), "other" (the rest), "" (not a pool's row).
+    pools: str = ""
     # Whether the change (values at `path`, before and after) is the destructive direction; None: any change.
     when: Callable[[Any, Any], bool] | None = None
     # Paths under `path` that update without harm (node labels and taints are updated on the running nodes).
     except_under: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """Its consequence (infra/catalogue/consequences.py): a bucket's or registry's data, else nodes."""
+        return DATA_LOST if self.rtype.startswith(("google_storage", "google_artifact")) else CAPACITY_LOST
 
 
 DESTRUCTIVE_UPDATES: tuple[DestructiveUpdate, ...] = (
@@ -102,7 +110,7 @@ DESTRUCTIVE_UPDATES: tuple[DestructiveUpdate, ...] = (
         "node_config",
         "recreates every node of the slice (a running job on it is stopped)",
         NODE_CONFIG_UPDATE,
-        accelerator_pool_only=True,
+        pools="slice",
         except_under=("node_config.labels", "node_config.resource_labels", "node_config.taint"),
     ),
     DestructiveUpdate(
@@ -111,28 +119,68 @@ DESTRUCTIVE_UPDATES: tuple[DestructiveUpdate, ...] = (
         "resizes the slice in place: a multi-host slice is not resized a host at a time, and a running job loses "
         "its hosts",
         NODE_POOL_SIZE,
-        accelerator_pool_only=True,
+        pools="slice",
     ),
     DestructiveUpdate(
         "google_container_node_pool",
         "autoscaling",
         "changes how many slice nodes may run (a lowered maximum removes running ones)",
         NODE_POOL_SIZE,
-        accelerator_pool_only=True,
+        pools="slice",
     ),
     DestructiveUpdate(
         "google_container_node_pool",
         "version",
         "upgrades the slice's nodes now, outside the maintenance window: every node is recreated",
         NODE_POOL_SIZE,
-        accelerator_pool_only=True,
+        pools="slice",
     ),
     DestructiveUpdate(
         "google_container_node_pool",
         "upgrade_settings",
         "changes how the slice's nodes are recreated at the next upgrade",
         NODE_POOL_SIZE,
-        accelerator_pool_only=True,
+        pools="slice",
+    ),
+    DestructiveUpdate(
+        "google_container_node_pool",
+        "node_config",
+        "recreates every node of the pool, a surge at a time: its pods are evicted and scheduled again (on the "
+        "system pool: every controller, webhook and router)",
+        NODE_CONFIG_UPDATE,
+        pools="other",
+        except_under=("node_config.labels", "node_config.resource_labels", "node_config.taint"),
+    ),
+    DestructiveUpdate(
+        "google_container_node_pool",
+        "node_count",
+        "removes running nodes of the pool: their pods are evicted",
+        NODE_POOL_SIZE,
+        pools="other",
+        when=_lowered,
+    ),
+    DestructiveUpdate(
+        "google_container_node_pool",
+        "autoscaling.max_node_count",
+        "lowers how many nodes the pool may run: nodes above it are removed",
+        NODE_POOL_SIZE,
+        pools="other",
+        when=_lowered,
+    ),
+    DestructiveUpdate(
+        "google_container_node_pool",
+        "autoscaling.total_max_node_count",
+        "lowers how many nodes the pool may run: nodes above it are removed",
+        NODE_POOL_SIZE,
+        pools="other",
+        when=_lowered,
+    ),
+    DestructiveUpdate(
+        "google_container_node_pool",
+        "version",
+        "upgrades the pool's nodes now, outside the maintenance window: every node is recreated",
+        NODE_POOL_SIZE,
+        pools="other",
     ),
     DestructiveUpdate(
         "google_container_cluster",
@@ -202,35 +250,23 @@ DESTRUCTIVE_UPDATES: tuple[DestructiveUpdate, ...] = (
 )
 
 
-def _under(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith(prefix + ".")
-
-
-def _value(body: Any, path: str) -> Any:
-    """The value at a dotted path, through the plan's one-element lists of nested blocks."""
-    for key in path.split("."):
-        while isinstance(body, list):
-            body = body[0] if body else None
-        body = body.get(key) if isinstance(body, dict) else None
-    return body
-
-
 def destructive(
     rtype: str, paths: list[str], before: Any, after: Any, accelerator_pool: bool
 ) -> list[tuple[DestructiveUpdate, list[str]]]:
-    """(row, the changed paths it matches) of each row an update of `rtype` that changes `paths` matches."""
+    """(row, the changed paths it matches) of each row an update of `rtype` that changes `paths` matches; a pool's
+    rows by whether it is an accelerator slice's."""
     found = []
     for row in DESTRUCTIVE_UPDATES:
-        if row.rtype != rtype or (row.accelerator_pool_only and not accelerator_pool):
+        if row.rtype != rtype or row.pools not in ("", "slice" if accelerator_pool else "other"):
             continue
         hits = [
             p
             for p in paths
-            if (_under(p, row.path) or _under(row.path, p)) and not any(_under(p, e) for e in row.except_under)
+            if (under(p, row.path) or under(row.path, p)) and not any(under(p, e) for e in row.except_under)
         ]
         if not hits:
             continue
-        if row.when is not None and not row.when(_value(before, row.path), _value(after, row.path)):
+        if row.when is not None and not row.when(value_at(before, row.path), value_at(after, row.path)):
             continue
         found.append((row, sorted(set(hits))))
     return found

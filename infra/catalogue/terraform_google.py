@@ -112,6 +112,30 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
 }
 
 
+# The Kubernetes and Helm providers' replacing fields, read at hashicorp/terraform-provider-kubernetes v3.2.1
+# (kubernetes/schema_metadata.go: metadata.name and, for namespaced objects, metadata.namespace ForceNew;
+# schema_persistent_volume_claim.go; resource_kubernetes_storage_class_v1.go; resource_kubernetes_secret_v1.go: type)
+# and hashicorp/terraform-provider-helm v3.1.2 (helm/resource_helm_release.go: name and namespace carry
+# stringplanmodifier.RequiresReplace) on 2026-12-02. A rename of a namespace or a release is a delete and a create.
+_METADATA = ("metadata.name", "metadata.generate_name", "metadata.namespace")
+FORCE_NEW_KUBERNETES: dict[str, tuple[str, ...]] = {
+    "helm_release": ("name", "namespace"),
+    "kubernetes_namespace_v1": _METADATA,
+    "kubernetes_service_account_v1": _METADATA,
+    "kubernetes_network_policy_v1": _METADATA,
+    "kubernetes_config_map_v1": _METADATA,
+    "kubernetes_secret_v1": (*_METADATA, "type"),
+    "kubernetes_storage_class_v1": (
+        *_METADATA, "parameters", "storage_provisioner", "volume_binding_mode", "mount_options", "allowed_topologies",
+    ),
+    "kubernetes_persistent_volume_claim_v1": (
+        *_METADATA, "spec.access_modes", "spec.resources.limits", "spec.selector", "spec.volume_name",
+        "spec.storage_class_name", "spec.volume_mode",
+    ),
+}  # fmt: skip
+
+
 def forces_replacement(resource_type: str, path: str) -> bool:
     """Whether a change at dotted `path` (list indices dropped) of a `resource_type` replaces it."""
-    return any(path == p or path.startswith(p + ".") for p in FORCE_NEW.get(resource_type, ()))
+    paths = FORCE_NEW.get(resource_type) or FORCE_NEW_KUBERNETES.get(resource_type, ())
+    return any(path == p or path.startswith(p + ".") for p in paths)

@@ -6,15 +6,26 @@ person's environment, so a change that must go through the pipeline is confirmed
 pull request shows it beside the change. Each entry holds the sha256 of the resource's synthesized configuration it
 was written for: it confirms that configuration only, so it cannot let a later change of the same resource through,
 and an entry left behind after its apply is reported stale.
+
+A change that loses data or weakens security (infra/catalogue/consequences.py PERSON_ONLY) cannot be confirmed by the
+pull request that causes it alone: an entry confirms it only where it was merged before the change (it is in the
+environment file at PLATFORM_CONFIRMED_AT: the pull request's base, the commit before the merge at the apply), so a
+second pull request, reviewed on its own, settles it first; or a person confirms it at the apply (CONFIRM_CHANGE).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from typing import Any
 
+import yaml
+
+from infra import settings
+from infra.catalogue.consequences import PERSON_ONLY
 from infra.config import Environment
+from infra.config.loading import environment_file
 
 ABSENT = "absent"
 
@@ -44,6 +55,36 @@ def from_file(env: Environment, stack: dict[str, Any]) -> tuple[list[str], list[
     return matched, stale
 
 
+def settled(env: Environment, matched: list[str], stack: dict[str, Any], ref: str | None = None) -> list[str]:
+    """The addresses of `matched` whose entry, with the same configuration, is in the environment file as the commit
+    `ref` (default PLATFORM_CONFIRMED_AT) has it: merged before the change. None without a ref, or where the file is
+    not at that ref."""
+    ref = ref or settings.CONFIRMED_AT.raw()
+    if not ref or not matched:
+        return []
+    path = environment_file(env.name).resolve()
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(path.parent), *args], capture_output=True, text=True, check=False)
+
+    root, commit = git("rev-parse", "--show-toplevel"), git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if root.returncode or commit.returncode:
+        raise settings.SettingError(
+            f"{settings.CONFIRMED_AT.name}={ref}: not a commit of the repository holding {path} (git rev-parse "
+            "found none); set it to the pull request's base or the commit before the merge, or unset it"
+        )
+    shown = git("show", f"{commit.stdout.strip()}:{path.relative_to(root.stdout.strip())}")
+    if shown.returncode:  # the environment file is new since then: nothing of it was merged before
+        return []
+    try:
+        earlier = yaml.safe_load(shown.stdout) or {}
+    except yaml.YAMLError:
+        return []
+    entries = earlier.get("confirm") if isinstance(earlier, dict) else None
+    before = {(str(e.get("address")), str(e.get("config_sha256"))) for e in entries or [] if isinstance(e, dict)}
+    return [a for a in matched if (a, config_sha256(stack, a)) in before]
+
+
 def unused(env: Environment, matched: list[str], gated: list[str]) -> list[str]:
     """A line for each matching entry that confirms no gated change of this plan (already applied: remove it)."""
     return [
@@ -61,13 +102,22 @@ def entry(env_name: str, stack: dict[str, Any], address: str) -> str:
     )
 
 
-def how_to_confirm(address: str, confirmable: bool, env: Environment | None, stack: dict[str, Any]) -> str:
+def how_to_confirm(
+    address: str, confirmable: bool, env: Environment | None, stack: dict[str, Any], kinds: tuple[str, ...] = ()
+) -> str:
     """What a refusal of a gated change says to do: nothing for a protected resource; CONFIRM_CHANGE for this run,
-    and where the stack's environment file is known, the `confirm:` entry the pipeline reads."""
+    and where the stack's environment file is known, the `confirm:` entry the pipeline reads (merged in a pull
+    request of its own first, for a change that loses data or weakens security)."""
     if not confirmable:
         return "cannot be confirmed"
     flag = f"confirm with CONFIRM_CHANGE={address}"
     if env is None:
         return flag
     pipeline = entry(env.name, stack, address)
+    if any(kind in PERSON_ONLY for kind in kinds):
+        return (
+            f"{flag} (a person, at the apply), or merge this entry into {env.name}.yaml in a pull request of its own "
+            f"before the change (the change's own pull request cannot confirm what {' and '.join(kinds)}):\n"
+            f"{pipeline}"
+        )
     return f"{flag} for this run only, or confirm it in {env.name}.yaml, reviewed with the change:\n{pipeline}"

@@ -28,7 +28,11 @@ def generation(pool: dict[str, Any]) -> str:
     placement_policy, whose change replaces the pool; its version; its zones). GKE names a node after its pool's
     instance group, which a recreation renews: a node's name here carries this digest, so a change makes new nodes
     and the old ones go (Cluster.up drains and deletes them), as a slice's reshape does on GKE."""
-    (entry,) = (u for u in DESTRUCTIVE_UPDATES if u.rtype == "google_container_node_pool" and u.path == "node_config")
+    (entry,) = (
+        u
+        for u in DESTRUCTIVE_UPDATES
+        if u.rtype == "google_container_node_pool" and u.path == "node_config" and u.pools == "slice"
+    )
     config = {k: v for k, v in (pool.get("node_config") or {}).items() if f"node_config.{k}" not in entry.except_under}
     identity = {key: pool.get(key) for key in ("placement_policy", "version", "node_locations")}
     text = json.dumps({**identity, "node_config": config}, sort_keys=True)

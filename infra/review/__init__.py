@@ -129,9 +129,11 @@ def write_reviews(
     baseline: Path | None = None,
     confirmed: Iterable[str] = (),
     confirmed_by_stack: Mapping[str, Iterable[str]] | None = None,
+    in_change_by_stack: Mapping[str, Iterable[str]] | None = None,
 ) -> list[StackReview]:
     """Write `<outdir>/review/<env>.md` for every synthesized stack; return the reviews. `confirmed` holds for every
-    stack, `confirmed_by_stack` for the stack it names (an environment file's `confirm:` entries)."""
+    stack, `confirmed_by_stack` for the stack it names (an environment file's `confirm:` entries merged before the
+    change), `in_change_by_stack` likewise for the entries of the change itself (StackReview.is_confirmed)."""
     current = _load_stacks(outdir)
     if not current:
         raise FileNotFoundError(f"no synthesized stacks under {outdir}/stacks; run `make synth` first")
@@ -154,6 +156,7 @@ def write_reviews(
             holdings=_holdings(outdir, env, body),
             posture=security_posture(body),
             upgrades=refused_upgrades(stack, body, before, baseline) if before and baseline else None,
+            in_change=(in_change_by_stack or {}).get(stack, ()),
         )
         (review_dir / f"{env}.md").write_text(render(review) + _training_sections(env))
         (review_dir / f"{env}.json").write_text(json.dumps(review_json(review), indent=1, sort_keys=True) + "\n")

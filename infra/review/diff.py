@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from infra.catalogue.consequences import CAPACITY_LOST
 from infra.catalogue.terraform_google import forces_replacement
 from infra.review.autoscaling import autoscalers, fallbacks
 from infra.review.costs import pool_costs, stack_pools
@@ -97,11 +98,11 @@ def diff(
         forcing = tuple(sorted({p for p in paths if forces_replacement(rtype, p)}))
         if forcing:
             action = "replace"
-        why, confirmable = gate(rtype, action, paths, old.get(address), new.get(address))
+        why, confirmable, kinds = gate(rtype, action, paths, old.get(address), new.get(address))
         if action == "update" and address in (upgrades or {}):
-            why, confirmable = (upgrades or {})[address]
+            (why, confirmable), kinds = (upgrades or {})[address], (CAPACITY_LOST,)
         attributes = tuple(sorted({p.split(".", 1)[0] for p in paths}))
-        changes.append(Change(action, address, attributes, forcing, tuple(values), why, confirmable))
+        changes.append(Change(action, address, attributes, forcing, tuple(values), why, confirmable, kinds))
     return changes
 
 
@@ -114,6 +115,7 @@ def review_stack(
     holdings: Iterable[Holding] = (),
     posture: Iterable[str] = (),
     upgrades: Mapping[str, tuple[str, bool]] | None = None,
+    in_change: Iterable[str] = (),
 ) -> StackReview:
     """The offline review of one synthesized stack against its baseline (None: no baseline, everything is new);
     `upgrades` as `diff` takes them."""
@@ -126,6 +128,7 @@ def review_stack(
         queues=team_queues(after),
         watching=watching(after),
         confirmed=frozenset(confirmed),
+        confirmed_in_change=frozenset(in_change),
         stack=stack,
         changes=diff(before, after, upgrades),
         types_after=Counter(a.split(".")[0] for a in resources(after)),
@@ -144,6 +147,9 @@ _PLAN_ACTIONS = {
     ("delete", "create"): "replace",
     ("create", "delete"): "replace",
 }
+# Actions that change nothing in the cloud: no-op, a data source's read, a `removed` block's forget (Terraform stops
+# managing the object and leaves it). Any other action is refused: the gate never passes what it cannot read.
+_UNCHANGED = {("no-op",), ("read",), ("forget",)}
 
 
 def _changed(before: Any, after: Any) -> tuple[str, ...]:
@@ -152,14 +158,24 @@ def _changed(before: Any, after: Any) -> tuple[str, ...]:
 
 
 def _plan_change(entry: Mapping[str, Any], held: Mapping[str, tuple[str, bool]] | None = None) -> Change | None:
-    change = entry.get("change") or {}
-    action = _PLAN_ACTIONS.get(tuple(change.get("actions") or ()))
-    if action is None:  # no-op, read
-        return None
+    found = entry.get("change")
+    change: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    actions = change.get("actions")
+    address = entry.get("address", "(no address)")
+    if not isinstance(actions, list) or tuple(actions) in _UNCHANGED:
+        if isinstance(actions, list):
+            return None
+        raise PlanFormatError(f"{address}: a resource change without a list of actions: a plan the gate cannot read")
+    action = _PLAN_ACTIONS.get(tuple(actions))
+    if action is None:
+        raise PlanFormatError(
+            f"{address}: actions {actions} are none Terraform plans (create, update, delete, delete and create, "
+            "no-op, read, forget): a plan the gate cannot read"
+        )
     replaced_by = tuple(sorted({".".join(map(str, path)) for path in change.get("replace_paths") or []}))
     attributes = _changed(change.get("before"), change.get("after")) if action in ("update", "replace") else ()
     values = changed_values(change.get("before"), change.get("after")) if action == "update" else []
-    why, confirmable = gate(
+    why, confirmable, kinds = gate(
         str(entry.get("type") or entry["address"].split(".", 1)[0]),
         action,
         [p for p, _, _ in values],
@@ -167,8 +183,8 @@ def _plan_change(entry: Mapping[str, Any], held: Mapping[str, tuple[str, bool]] 
         change.get("after"),
     )
     if action in ("create", "update") and entry["address"] in (held or {}):
-        why, confirmable = (held or {})[entry["address"]]
-    return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable)
+        (why, confirmable), kinds = (held or {})[entry["address"]], (CAPACITY_LOST,)
+    return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable, kinds)
 
 
 def planned(plan: Mapping[str, Any], rtype: str, *actions: str) -> list[str]:
@@ -186,6 +202,7 @@ def review_plan(
     plan: Mapping[str, Any],
     confirmed: Iterable[str] = (),
     held: Mapping[str, tuple[str, bool]] | None = None,
+    in_change: Iterable[str] = (),
 ) -> StackReview:
     """Review a real plan (`terraform show -json`); refuse a format this renderer does not know. `held`: by address
     of a create or update, why what the cluster runs refuses it and whether a person may confirm it (the gate at
@@ -219,6 +236,7 @@ def review_plan(
         source="plan",
         drift=drift,
         confirmed=frozenset(confirmed),
+        confirmed_in_change=frozenset(in_change),
         costs_after=pool_costs({e["address"]: e["change"]["after"] for e in pools if e["change"].get("after")}),
         costs_before=pool_costs({e["address"]: e["change"]["before"] for e in pools if e["change"].get("before")}),
     )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalogue import prices, terraform_google
+from infra.catalogue.consequences import PERSON_ONLY
 
 # Stateful resources whose loss loses data or the platform itself: never confirmable here (make destroy and the
 # resources' own prevent_destroy guard them).
@@ -44,6 +45,8 @@ class Change:
     # Why the change blocks the apply until it is confirmed ("" where it does not block).
     blocked: str = ""
     confirmable: bool = True
+    # The consequences the gate named (infra/catalogue/consequences.py KINDS).
+    kinds: tuple[str, ...] = ()
 
     @property
     def resource_type(self) -> str:
@@ -207,8 +210,12 @@ class StackReview:
     source: str = "offline"
     drift: list[Change] = field(default_factory=list)
     holdings: list[Holding] = field(default_factory=list)
-    # Addresses whose blocking change the author confirmed (CONFIRM_CHANGE=...): listed, no longer blocking.
+    # Addresses whose blocking change is confirmed by a person (CONFIRM_CHANGE=...) or by an environment file's
+    # entry merged before the change: listed, no longer blocking.
     confirmed: frozenset[str] = frozenset()
+    # Addresses the change's own environment file confirms (infra/delivery/confirmations.py): enough for every
+    # consequence but the PERSON_ONLY ones (data lost, security weakened).
+    confirmed_in_change: frozenset[str] = frozenset()
     # Security posture lines (infra/review/posture.py): privileged, Pod Security, who reaches what.
     posture: list[str] = field(default_factory=list)
     # Node pool costs by address, after the change and before it (None: no baseline).
@@ -235,5 +242,11 @@ class StackReview:
         return [c for c in self.gated if not self.is_confirmed(c)]
 
     def is_confirmed(self, change: Change) -> bool:
-        """A gated change let through: confirmable, and its address confirmed."""
-        return change.confirmable and change.address in self.confirmed
+        """A gated change let through: confirmable, and its address confirmed (by its own pull request's entry only
+        where its consequences allow: infra/catalogue/consequences.py PERSON_ONLY)."""
+        if not change.confirmable:
+            return False
+        if change.address in self.confirmed:
+            return True
+        # The pull request that causes a loss of data or a weakening of security cannot confirm it alone.
+        return change.address in self.confirmed_in_change and not any(k in PERSON_ONLY for k in change.kinds)

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from infra.catalogue import prices
+from infra.catalogue.consequences import PERSON_ONLY
 from infra.review.costs import cost_json, pool_totals, render_costs, usd
 from infra.review.model import Autoscaler, Change, PoolCost, StackReview
 
@@ -28,6 +29,7 @@ def review_json(review: StackReview) -> dict[str, Any]:
         if c.blocked:
             gate = {
                 "why": c.blocked,
+                "consequences": list(c.kinds),
                 "confirmable": c.confirmable,
                 "confirmed": review.is_confirmed(c),
             }
@@ -296,6 +298,11 @@ def render(review: StackReview) -> str:
                 state = "cannot be confirmed here"
             elif review.is_confirmed(c):
                 state = "**confirmed**"
+            elif any(k in PERSON_ONLY for k in c.kinds):
+                state = (
+                    f"confirm with `CONFIRM_CHANGE={c.address}` at the apply, or by a `confirm:` entry merged before "
+                    "this change (this pull request cannot confirm it alone)"
+                )
             else:
                 state = f"confirm with `CONFIRM_CHANGE={c.address}`"
             lines.append(f"- **{c.action}** `{c.address}`{forced}: {c.blocked}; {state}")

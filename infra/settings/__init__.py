@@ -180,6 +180,13 @@ DRY_RUN_DIR = Setting(
     "the `.cdktf.out-*` folder at the repository root a dry run keeps its synthesized stack in (default "
     "`.cdktf.out-dry-run-platform-<env>`)",
 )
+CONFIRMED_AT = Setting(
+    "PLATFORM_CONFIRMED_AT",
+    "`infra/delivery/confirmations.py` (`make plan`, `make review`, the apply's gate)",
+    "a git ref (the pull request's base, the commit before the merge) whose environment files' `confirm:` entries "
+    "were merged before the change: only those confirm a change that loses data or weakens security (unset: none "
+    "does; a person confirms it with CONFIRM_CHANGE)",
+)
 
 SETTINGS: tuple[Setting, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Setting))
 
