@@ -8,8 +8,13 @@
                                                      offline (no credential, no refresh), as `tofu show -json`
                                                      writes it: <out>/platform-<env>.plan.json, which
                                                      `platform review --plan` reads
+  python -m scripts.tofu plan --base <cdktf.out> | --base-ref main [--env dev ...]
+                                                     the real providers' plan of the change from the baseline's
+                                                     stacks to this checkout's, against a stand-in state of the
+                                                     baseline (infra/engine/state.py), reviewed and gated
 
-Exit codes: 0 done, 1 a build failed or OpenTofu found an error (each named), 2 bad input.
+Exit codes: 0 done, 1 a build failed or OpenTofu found an error (each named), 2 bad input, 3 the gate blocks a
+change of the real plan (CONFIRM_CHANGE=<address> confirms one).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from infra.engine.build import BuildError
 from infra.engine.tofu import EngineError, Workspace, plan, tofu
 from infra.synth.load import load_all, load_named
 from scripts.parser import ArgumentParser, refuse
+from scripts.plan import BaselineError
 
 
 def build() -> dict[str, Path]:
@@ -117,6 +123,59 @@ def plan_all(stacks: dict[str, dict[str, Any]], folder: Path, out: Path) -> int:
     return 0
 
 
+def baseline(base: Path | None, ref: str | None, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The baseline's synthesized stacks by name: from a cdktf.out folder, or made from a git ref."""
+    from scripts.plan import baseline_of
+
+    if base is not None and ref is not None:
+        raise BaselineError("give --base or --base-ref, not both")
+    folder = base if base is not None else baseline_of(str(ref))
+    found = {n: folder / "stacks" / n / "cdk.tf.json" for n in names}
+    missing = [str(p) for p in found.values() if not p.is_file()]
+    if missing:
+        raise BaselineError(f"baseline {folder}: no synthesized stack at {', '.join(missing)}")
+    return {n: json.loads(p.read_text()) for n, p in found.items()}
+
+
+def plan_changes(base: dict[str, dict[str, Any]], stacks: dict[str, dict[str, Any]], folder: Path, out: Path) -> int:
+    """Each stack's change from its baseline planned by the real providers against the baseline's stand-in state,
+    written to `out`/<stack>.plan.json and reviewed; 3 where the gate blocks (CONFIRM_CHANGE confirms)."""
+    import os
+    import re
+
+    from infra.delivery.apply_paths import unresolved
+    from infra.engine.state import plan_change, settle
+    from infra.review import review_plan
+
+    confirmed = [a for a in re.split(r"[\s,]+", os.environ.get("CONFIRM_CHANGE", "").strip()) if a]
+    out.mkdir(parents=True, exist_ok=True)
+    blocked = False
+    for name, stack in stacks.items():
+        before = base.get(name)
+        if before is None:
+            raise EngineError(f"the baseline has no stack {name}: plan it from an empty state (no --base)")
+        workspace = folder / name
+        problems = unresolved(workspace, stack)
+        if problems:
+            raise EngineError(f"{workspace}: the stack's files do not resolve there: {problems[0]}")
+        started = time.monotonic()
+        engine = Workspace(workspace, before, overrides=registry_charts(before, workspace))
+        rounds = settle(engine)
+        planned = plan_change(engine, stack, registry_charts(stack, workspace))
+        target = out / f"{name}.plan.json"
+        target.write_text(json.dumps(planned, indent=1))
+        review = review_plan(name, planned, confirmed)
+        took = time.monotonic() - started
+        print(f"{name}: {summary(planned)} ({target}; the baseline's state settled in {rounds} plans, {took:.0f} s)")
+        for change in review.changes:
+            print(f"  {change.action} {change.address}")
+        for change in review.gated:
+            state = "confirmed" if review.is_confirmed(change) else "BLOCKING"
+            print(f"{state}: {change.action} {change.address} ({name}): {change.blocked}", file=sys.stderr)
+        blocked = blocked or bool(review.blocking)
+    return 3 if blocked else 0
+
+
 def synthesized(names: list[str]) -> dict[str, dict[str, Any]]:
     from infra.synth.app import synth
 
@@ -133,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", action="append", default=[], help="this environment (default: every one)")
     parser.add_argument("--dir", type=Path, default=Path(".cache/tofu"), help="the workspaces' folder")
     parser.add_argument("--out", type=Path, default=Path("cdktf.out/tofu"), help="plan: where the plans go")
+    parser.add_argument("--base", type=Path, default=None, help="plan: a baseline cdktf.out the change is from")
+    parser.add_argument("--base-ref", default=None, help="plan: a git ref whose synthesized stacks the change is from")
     args = parser.parse_args(argv)
     try:
         if args.action == "build":
@@ -141,10 +202,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         stacks = synthesized(args.env)  # bad input refused before anything is built
         build()
+        if args.action == "plan" and (args.base or args.base_ref):
+            return plan_changes(baseline(args.base, args.base_ref, list(stacks)), stacks, args.dir.resolve(), args.out)
         if args.action == "plan":
             return plan_all(stacks, args.dir.resolve(), args.out)
         return validate(stacks, args.dir.resolve())
-    except ConfigError as err:
+    except (ConfigError, BaselineError) as err:
         return refuse(err)
     except (BuildError, EngineError) as err:
         print(f"error: tofu: {err}", file=sys.stderr)

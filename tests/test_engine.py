@@ -176,6 +176,139 @@ def test_the_real_plan_of_each_environment_creates_what_the_stack_declares_and_t
         assert review.blocking == []
 
 
+# --- the providers' plan of a change, against a stand-in state (infra/engine/state.py) ------------------------------
+
+
+@pytest.fixture(scope="module")
+def settled_prod(engine: None, stacks: dict[str, dict[str, Any]]) -> Any:
+    """Prod's stand-in state: every resource as if applied; the stack's own plan against it is empty."""
+    from infra.engine.state import settle
+    from scripts.tofu import registry_charts
+
+    work = REPO / ".cache" / f"tofu-state-{os.getpid()}" / "platform-prod"
+    workspace = Workspace(work, stacks["prod"], overrides=registry_charts(stacks["prod"], work))
+    try:
+        assert settle(workspace) <= 6
+        yield workspace
+    finally:
+        shutil.rmtree(work.parent, ignore_errors=True)
+
+
+def _resource(stack: dict[str, Any], rtype: str, prefix: str) -> tuple[str, dict[str, Any]]:
+    (name,) = [n for n in stack["resource"][rtype] if n.startswith(prefix)]
+    return f"{rtype}.{name}", stack["resource"][rtype][name]
+
+
+@pytest.mark.slow
+def test_the_gate_stops_each_class_of_change_in_the_real_providers_plan(
+    settled_prod: Workspace, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Review 9's attacks that passed the old gate, applied to prod's stack and planned by the pinned providers
+    against the stand-in state: the providers decide each action (a namespace renamed is replaced, a machine type is
+    updated in place), and the gate names each change's consequence; a change nobody gates stays harmless."""
+    from infra.catalogue.consequences import CAPACITY_LOST, DATA_LOST, DEPENDENCY_CUT, SECURITY_WEAKENED
+    from infra.engine.state import plan_change
+    from infra.review import review_plan
+
+    stack = copy.deepcopy(stacks["prod"])
+    expected: dict[str, tuple[str, set[str]]] = {}
+
+    def change(rtype: str, prefix: str, action: str, kinds: set[str], mutate: Any) -> None:
+        address, body = _resource(stack, rtype, prefix)
+        mutate(body)
+        expected[address] = (action, kinds)
+
+    change(
+        "google_container_node_pool",
+        "system",
+        "update",
+        {CAPACITY_LOST},
+        lambda b: b["node_config"].update(machine_type="e2-standard-4"),
+    )
+    change(
+        "google_container_node_pool",
+        "slice-serve",
+        "update",
+        {CAPACITY_LOST},
+        lambda b: b["node_config"].update(gvnic={"enabled": True}),
+    )
+    change(
+        "google_container_cluster",
+        "gke",
+        "update",
+        {SECURITY_WEAKENED, DEPENDENCY_CUT},
+        lambda b: (
+            b.update(deletion_protection=False, enable_shielded_nodes=False),
+            b["addons_config"]["gcs_fuse_csi_driver_config"].update(enabled=False),
+        ),
+    )
+    change(
+        "google_storage_bucket",
+        "bucket-checkpoints",
+        "update",
+        {SECURITY_WEAKENED},
+        lambda b: b.update(public_access_prevention="inherited", uniform_bucket_level_access=False),
+    )
+    change(
+        "google_compute_firewall",
+        "webhooks",
+        "update",
+        {SECURITY_WEAKENED},
+        lambda b: b.update(source_ranges=["0.0.0.0/0"]),
+    )
+    change(
+        "kubernetes_namespace_v1",
+        "namespaces_ml-serving",
+        "update",
+        {SECURITY_WEAKENED},
+        lambda b: b["metadata"]["labels"].update({"pod-security.kubernetes.io/enforce": "privileged"}),
+    )
+    change(
+        "kubernetes_namespace_v1",
+        "namespaces_ml-training",
+        "replace",
+        {DATA_LOST},
+        lambda b: b["metadata"].update(name="ml-training-2"),
+    )
+    change("helm_release", "serve-llama70b-vllm_", "update", {CAPACITY_LOST}, lambda b: b.update(force_update=True))
+    change("helm_release", "serve-canary", "replace", {CAPACITY_LOST}, lambda b: b.update(name="canary"))
+    for rtype, prefix, kind in (
+        ("kubernetes_network_policy_v1", "network-policies_ml-serving-default-deny", SECURITY_WEAKENED),
+        ("google_compute_router_nat", "network_nat", DEPENDENCY_CUT),
+        ("google_artifact_registry_repository_iam_member", "registry_reader-0", DEPENDENCY_CUT),
+    ):
+        address, _ = _resource(stack, rtype, prefix)
+        del stack["resource"][rtype][address.split(".", 1)[1]]
+        if not stack["resource"][rtype]:
+            del stack["resource"][rtype]
+        expected[address] = ("delete", {kind})
+    # Harmless: a label on a slice's nodes.
+    _resource(stack, "google_container_node_pool", "slice-train")[1]["node_config"]["labels"]["team"] = "research"
+
+    planned = plan_change(settled_prod, stack)
+    review = review_plan("platform-prod", planned)
+    found = {c.address: (c.action, set(c.kinds)) for c in review.changes}
+    harmless = {a: v for a, v in found.items() if a not in expected}
+    assert {a: found.get(a) for a in expected} == expected
+    assert all(not kinds for _, kinds in harmless.values()), harmless
+    assert {c.address for c in review.blocking} == set(expected)
+
+
+@pytest.mark.slow
+def test_the_engine_itself_refuses_to_plan_a_guarded_resource_away(
+    settled_prod: Workspace, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """A bucket renamed is a replacement the stack's prevent_destroy refuses: OpenTofu stops the plan."""
+    from infra.engine.state import plan_change
+    from infra.engine.tofu import EngineError
+
+    stack = copy.deepcopy(stacks["prod"])
+    address, bucket = _resource(stack, "google_storage_bucket", "bucket-checkpoints")
+    bucket["name"] += "-2"
+    with pytest.raises(EngineError, match=f"(?s)Resource instance cannot be destroyed.*{address}"):
+        plan_change(settled_prod, stack)
+
+
 # --- OpenTofu applying to the local control plane ------------------------------------------------------------------
 
 PROBE_CHART = {

@@ -19,7 +19,7 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from infra import settings
 from infra.catalogue.terraform_engine import PROVIDERS, REGISTRY_HOSTS
@@ -63,16 +63,22 @@ class Workspace:
     overrides: dict[str, Any] = field(default_factory=dict)
     binary: Path | None = None
 
+    OVERRIDE: ClassVar[str] = "platform_override.tf.json"
+
     def __post_init__(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "cdk.tf.json").write_text(json.dumps(self.stack, indent=2))
-        merged = {"terraform": {"backend": {"local": {"path": "terraform.tfstate"}}}, **self.overrides}
-        (self.folder / "platform_override.tf.json").write_text(json.dumps(merged, indent=2))
+        self.write_overrides(self.overrides)
         if not use_registry():
             mirror = providers.mirror_dir()
             cache = mirror / ".plugin-cache"
             cache.mkdir(parents=True, exist_ok=True)
             (self.folder / "tofu.rc").write_text(cli_config(mirror, cache))
+
+    def write_overrides(self, overrides: dict[str, Any] | Any) -> None:
+        """The override file: the local backend (state in the workspace), and `overrides`."""
+        merged = {"terraform": {"backend": {"local": {"path": "terraform.tfstate"}}}, **overrides}
+        (self.folder / self.OVERRIDE).write_text(json.dumps(merged, indent=2))
 
     def env(self) -> dict[str, str]:
         env = {
