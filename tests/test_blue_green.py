@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -48,6 +49,15 @@ def test_a_slice_is_replaced_beside_the_old_one_then_the_workloads_move(environm
     assert "train" not in env.slices and env.training is not None and env.training.slice == "train-green"
     data = yaml.safe_load(dev.read_text())
     assert data["slices"]["train-green"]["topology"] == "4x4"
+    # The trainer follows the training slice to its new name: no default of its own, no environment file in its
+    # image (a new user's `make train ENV=dev DRY_RUN=1` failed here: "environment 'dev' has no slice 'train'").
+    train = subprocess.run(
+        ["make", "--no-print-directory", "train", "ENV=dev", "DRY_RUN=1"],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    )  # fmt: skip
+    assert train.returncode == 0, train.stderr
+    plan = json.loads(train.stdout.strip().splitlines()[-1])
+    assert plan["environment"] == "dev" and plan["shape"]["topology"] == "4x4" and plan["slices"] == 1
     # A second replacement goes back to the blue name.
     again = _run(environments, "blue-green", "--dry-run", "--capacity", "on-demand", "--", "dev", "train-green")
     assert again.returncode == 0 and "slices.train-blue: a copy of slices.train-green" in again.stdout

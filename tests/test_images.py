@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -170,15 +171,16 @@ def test_an_image_of_a_multi_stage_dockerfile_names_its_stage() -> None:
 
 
 def test_the_trainer_runs_from_exactly_what_its_image_copies(tmp_path: Path) -> None:
-    """The trainer image copies the schema, the catalogue and the environment files of infra/, not all of it: the
-    trainer, run from a folder holding only what the Dockerfile's COPY lines copy, loads an environment and prints
-    its MaxText arguments, and never imports the rules or the stacks (they are not there)."""
+    """The trainer image copies the schema and the catalogue of infra/, not all of it and no environment file: the
+    plan `args` prints from the repository (what `submit` sends) is prepared for training by the trainer run from a
+    folder holding only what the Dockerfile's COPY lines copy, and it never imports the rules or the stacks."""
     import shutil
 
     text = (REPO / "workloads/trainer/Dockerfile").read_text()
     stage = text[: text.index("AS converter")]
     copies = re.findall(r"^COPY --chown=\S+ (\S+) (\S+)$", stage, re.M)
     assert ("infra", "./infra") not in copies, "the image copies the whole of infra/"
+    assert not [c for c in copies if "environments" in c[0]], "the image holds an environment file: a reshape rebuilds"
     root = tmp_path / "opt" / "platform"
     for source, target in copies:
         dest = root / target.removeprefix("./")
@@ -187,17 +189,21 @@ def test_the_trainer_runs_from_exactly_what_its_image_copies(tmp_path: Path) -> 
         else:
             (dest if target.endswith("/") else dest.parent).mkdir(parents=True, exist_ok=True)
             shutil.copy(REPO / source, dest / Path(source).name if target.endswith("/") else dest)
-    probe = (
-        "import runpy, sys\n"
-        "sys.argv = ['trainer', 'args', '--env', 'dev']\n"
-        "try:\n"
-        "    runpy.run_module('workloads.trainer', run_name='__main__')\n"
-        "finally:\n"
-        "    import infra\n"
-        f"    assert infra.__file__.startswith({str(root)!r}), infra.__file__\n"
-        "    loaded = sorted(m for m in sys.modules if m.startswith(('infra.rules', 'infra.stacks', 'infra.synth')))\n"
-        "    assert not loaded, loaded\n"
+    planned = subprocess.run(
+        [sys.executable, "-m", "workloads.trainer", "args", "--env", "dev"], cwd=REPO, capture_output=True, text=True
     )
-    run = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stderr
+    plan = planned.stdout.strip().splitlines()[-1]
+    probe = (
+        "import json, sys\n"
+        "from workloads.trainer.__main__ import prepared\n"
+        "slice_, loop, config = prepared(json.loads(sys.argv[1]))\n"
+        "print(slice_.name, loop.__name__)\n"
+        "import infra\n"
+        f"assert infra.__file__.startswith({str(root)!r}), infra.__file__\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('infra.rules', 'infra.stacks', 'infra.synth')))\n"
+        "assert not loaded, loaded\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe, plan], cwd=root, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "base_output_directory" in run.stdout or "per_device_batch_size" in run.stdout, run.stdout
+    assert run.stdout.split() == [json.loads(plan)["slice"], "maxtext_loop"], run.stdout

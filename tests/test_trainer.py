@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -207,13 +208,18 @@ def test_submit_sends_the_run_command_to_the_ray_job_api(
     monkeypatch.setattr(ray.job_submission, "JobSubmissionClient", FakeClient)
     assert main(["submit", "--env", "dev", "--recipe", "llama3-8b", "--address", "http://127.0.0.1:8265"]) == 0
     assert sent["address"] == "http://127.0.0.1:8265"
-    assert sent["entrypoint"] == (
-        "python -m workloads.trainer run --env dev --slice train --recipe llama3-8b "
-        "--run-name llama3-8b-dev --bucket checkpoints --max-failures 3"
-    )
+    command = shlex.split(str(sent["entrypoint"]))
+    assert command[:5] == ["python", "-m", "workloads.trainer", "run", "--plan"]
+    plan = json.loads(command[5])
     out = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert out["job_id"] == "raysubmit_123"
-    assert out["max_failures"] == 3
+    assert out["max_failures"] == plan["max_failures"] == 3
+    assert (plan["recipe"], plan["run_name"], plan["shape"]["accelerator"]) == ("llama3-8b", "llama3-8b-dev", "v6e")
+    # What the cluster's `run` makes of it, with no environment file: the slice `args` planned for.
+    from workloads.trainer.__main__ import prepared
+
+    slice_, _, _ = prepared(plan)
+    assert slice_.name == plan["slice"]
 
 
 @pytest.mark.parametrize(
@@ -242,3 +248,16 @@ def test_a_bad_train_local_argument_is_refused_by_name(argv: list[str], env: dic
         cwd=REPO, capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_train_local_on_two_slices_takes_a_mesh_that_fits_each_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make train-local SLICES=2`, as documented: the default mesh (fsdp 2 x tensor 2, for one slice of two
+    workers of two devices) did not fit a slice of two devices, and the run was refused before it started."""
+    import workloads.trainer.__main__ as trainer
+    from workloads.trainer.mesh import mesh_shape
+
+    given: dict[str, object] = {}
+    monkeypatch.setattr(trainer, "run_local", lambda **kwargs: given.update(kwargs) or {})
+    for slices, devices, expected in ((1, 4, (1, 2, 2)), (2, 2, (1, 1, 2))):
+        assert trainer.main(["local", "--slices", str(slices), "--steps", "1"]) == 0
+        assert given["slices"] == slices and mesh_shape(devices, **given["mesh"]) == expected

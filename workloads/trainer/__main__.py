@@ -2,9 +2,10 @@
 
   local   train through JaxTrainer on a private local Ray instance (CPU): the canary,
           or MaxText's own loop on a tiny recipe (--engine maxtext, in the engine environment)
-  run     inside the cluster: train a recipe on an environment's slice
-  args    print the MaxText arguments a recipe gets on an environment's slice
-  submit  submit `run` to the Ray cluster's job API
+  run     inside the cluster: train the plan `submit` sent (--plan, the JSON `args` prints: the recipe, the
+          slice's shape, the mesh, MaxText's arguments); it reads no environment file, its image holds none
+  args    print what `run` does for a recipe on an environment's slice (default: training.slice)
+  submit  submit `run`, with its plan, to the Ray cluster's job API
   jobset  one process of a JobSet (GPU slices on GKE): join the JAX process group, train the canary
   slurm   one task of a Slurm job step: the same, its place in the group read from Slurm's environment
   vertex  one replica of a Vertex AI custom job: the same, from its CLUSTER_SPEC
@@ -19,6 +20,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.catalogue.accelerators import Slice
-from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, environment_file, parse_environment
+from infra.config import ConfigError, Environment, environment_file, parse_environment
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
 from workloads.logs import configure
 from workloads.trainer.discovery import ORCHESTRATORS, DiscoveryError, ProcessGroup, discover, from_jobset
@@ -37,9 +39,10 @@ LOG = logging.getLogger("workloads.trainer")
 
 
 def _env(name: str) -> Environment:
-    """The environment called `name`, held to its model. The rules of the real systems held it at plan (`make plan`
-    runs them over every file); the trainer reads only the schema and the catalogue, which is all its image holds."""
-    return parse_environment(environment_file(name, ENVIRONMENTS_DIR))
+    """The environment called `name` (in the environments folder: PLATFORM_ENVIRONMENTS_DIR), held to its model.
+    The rules of the real systems held it at plan (`make plan` runs them over every file); `args` and `submit` read
+    it on the machine that submits, never in the cluster."""
+    return parse_environment(environment_file(name))
 
 
 def run_local(
@@ -272,6 +275,12 @@ def _mesh_arg(text: str) -> dict[str, int]:
     return sizes
 
 
+def _default_mesh(devices_per_slice: int) -> dict[str, int]:
+    """A local run's mesh on each slice: tensor 2 where the devices split evenly, fsdp the rest (two workers of two
+    devices: fsdp 2 x tensor 2 on one slice, tensor 2 on each of two)."""
+    return {"data": 1, "fsdp": -1, "tensor": 2 if devices_per_slice % 2 == 0 else 1}
+
+
 def _fitting_mesh(recipe: Recipe, slice_: Slice, count: int = 1) -> dict[str, int]:
     """The recipe's mesh on one of `count` slices, once the compiler's table (compiled.yaml) says it fits there."""
     from workloads.trainer.compiled import fit_problem
@@ -293,6 +302,10 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
         if env.training is None or env.training.recipe is None:
             raise RecipeError(f"environment {env.name!r} names no training.recipe; give --recipe (RECIPE=)")
         args.recipe = env.training.recipe
+    if args.slice is None:
+        if env.training is None:
+            raise RecipeError(f"environment {env.name!r} has no training cluster (training:); give --slice (SLICE=)")
+        args.slice = env.training.slice
     if args.slice not in env.slices:
         raise RecipeError(f"environment {env.name!r} has no slice {args.slice!r}; slices: {', '.join(env.slices)}")
     slice_, count = env.slices[args.slice].slice, env.slices[args.slice].count
@@ -304,6 +317,14 @@ def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
         "environment": env.name,
         "slice": slice_.name,
         "slices": count,
+        # The slice's shape, so `run` in the cluster needs no environment file (its image holds none): a reshape or
+        # a blue/green needs no image rebuild.
+        "shape": {
+            "accelerator": slice_.accelerator.name,
+            "topology": slice_.topology,
+            "nodes": slice_.hosts,
+            "machine_type": slice_.machine_type,
+        },
         "run_name": run_name,
         "scaling_config": Placement(slice=slice_, slices=count).scaling_config_kwargs(),
         "mesh": _fitting_mesh(recipe, slice_, count),
@@ -323,37 +344,65 @@ def _max_failures(env: Environment) -> int:
     return env.training.resilience.max_restarts if env.training else 3
 
 
+def _slice_of(shape: dict[str, Any]) -> Slice:
+    """The slice a plan's shape names (what `args` printed and `submit` sent)."""
+    from infra.catalogue.accelerators import gpu_slice, lookup, tpu_slice
+
+    if lookup(shape["accelerator"]).kind == "gpu":
+        return gpu_slice(shape["accelerator"], shape["nodes"], shape["machine_type"])
+    return tpu_slice(shape["accelerator"], shape["topology"], shape["machine_type"])
+
+
+def prepared(plan: dict[str, Any]) -> tuple[Slice, Any, dict[str, Any]]:
+    """(the slice, the training loop, its configuration) of a plan `submit` sent: from the plan alone, no
+    environment file."""
+    from workloads.trainer.canary.train import CanaryConfig, latest_step
+    from workloads.trainer.launcher import canary_loop
+    from workloads.trainer.maxtext import maxtext_loop
+
+    slice_, count = _slice_of(plan["shape"]), plan["slices"]
+    recipe = get_recipe(plan["recipe"])
+    if recipe.engine == "maxtext":
+        return slice_, maxtext_loop, {"argv": plan["maxtext_args"]}
+    ckpt = f"{CHECKPOINT_MOUNT}/canary/{plan['run_name']}"
+    config = CanaryConfig(
+        checkpoint_dir=ckpt,
+        end_step=latest_step(ckpt) + recipe.steps,
+        global_batch=recipe.per_device_batch_size * slice_.devices * count,
+        seq_len=recipe.max_target_length,
+        mesh=plan["mesh"],
+        slices=count,
+        checkpoint_every=recipe.checkpoint_period,
+        peak_tflops_per_device=slice_.accelerator.peak_bf16_tflops / slice_.accelerator.devices_per_chip,
+    )
+    return slice_, canary_loop, config.to_dict()
+
+
+def _plan_arg(text: str) -> dict[str, Any]:
+    """--plan: the JSON `args` prints and `submit` sends."""
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"--plan: not JSON ({err})") from err
+    missing = [k for k in ("recipe", "shape", "slices", "run_name", "mesh", "storage_path", "max_failures") if
+               k not in plan] if isinstance(plan, dict) else ["(an object)"]  # fmt: skip
+    if missing:
+        raise argparse.ArgumentTypeError(f"--plan: missing {', '.join(missing)} (give what `args` prints)")
+    return plan
+
+
 def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
     import ray
 
-    from workloads.trainer.canary.train import CanaryConfig, latest_step
-    from workloads.trainer.launcher import Placement, build_trainer, canary_loop
-    from workloads.trainer.maxtext import maxtext_loop
+    from workloads.trainer.launcher import Placement, build_trainer
 
-    plan = _cluster_plan(args)
-    env = _env(args.env)
-    slice_, count = env.slices[args.slice].slice, plan["slices"]
-    recipe = get_recipe(args.recipe)
+    plan = args.plan
+    slice_, loop, loop_config = prepared(plan)
     ray.init()
-    if recipe.engine == "maxtext":
-        loop, loop_config = maxtext_loop, {"argv": plan["maxtext_args"]}
-    else:
-        ckpt = f"{CHECKPOINT_MOUNT}/canary/{plan['run_name']}"
-        config = CanaryConfig(
-            checkpoint_dir=ckpt,
-            end_step=latest_step(ckpt) + recipe.steps,
-            global_batch=recipe.per_device_batch_size * slice_.devices * count,
-            seq_len=recipe.max_target_length,
-            mesh=plan["mesh"],
-            slices=count,
-            checkpoint_every=recipe.checkpoint_period,
-            peak_tflops_per_device=slice_.accelerator.peak_bf16_tflops / slice_.accelerator.devices_per_chip,
-        )
-        loop, loop_config = canary_loop, config.to_dict()
     trainer = build_trainer(
         loop,
         loop_config,
-        placement=Placement(slice=slice_, slices=count),
+        placement=Placement(slice=slice_, slices=plan["slices"]),
         run_name=plan["run_name"],
         storage_path=plan["storage_path"],
         max_failures=plan["max_failures"],
@@ -366,13 +415,8 @@ def _submit(args: argparse.Namespace) -> dict[str, Any]:
     from ray.job_submission import JobSubmissionClient
 
     plan = _cluster_plan(args)  # refuse a bad recipe before anything is sent
-    entrypoint = " ".join(
-        [
-            "python -m workloads.trainer run",
-            f"--env {args.env} --slice {args.slice} --recipe {args.recipe}",
-            f"--run-name {plan['run_name']} --bucket {args.bucket} --max-failures {plan['max_failures']}",
-        ]
-    )
+    # The run carries its plan: the cluster's image holds no environment file.
+    entrypoint = f"python -m workloads.trainer run --plan {shlex.quote(json.dumps(plan, sort_keys=True))}"
     client = JobSubmissionClient(args.address)
     job_id = client.submit_job(entrypoint=entrypoint, submission_id=args.submission_id)
     return {**plan, "entrypoint": entrypoint, "job_id": job_id, "address": args.address}
@@ -403,8 +447,9 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument(
         "--mesh",
         type=_mesh_arg,
-        default=_mesh_arg("data=1,fsdp=2,tensor=2"),
-        help="axis sizes, e.g. data=1,fsdp=2,tensor=2 (one may be -1: fill)",
+        default=None,
+        help="each slice's axis sizes, e.g. data=1,fsdp=2,tensor=2 (one may be -1: fill; default: tensor 2 where a "
+        "slice has an even number of devices, fsdp the rest)",
     )
     local.add_argument("--max-failures", type=int, default=1)
     local.add_argument("--checkpoint-every", type=int, default=1, help="steps between checkpoints (and the last)")
@@ -417,15 +462,16 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument("--local-every", type=int, default=1, help="steps between local checkpoints")
     local.add_argument("--fail-loses-local", action="store_true", help=argparse.SUPPRESS)
     local.add_argument("--compile-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
+    run = sub.add_parser("run", help="train a recipe on a slice (inside the cluster): the plan `submit` sends")
+    run.add_argument("--plan", type=_plan_arg, required=True, help="the JSON `args` prints")
     for name, helptext in (
-        ("run", "train a recipe on a slice (inside the cluster)"),
         ("args", "print what `run` would do, MaxText arguments included"),
         ("submit", "submit `run` to the Ray job API"),
     ):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--env", required=True)
         p.add_argument("--recipe", default=None, help="default: the environment's training.recipe")
-        p.add_argument("--slice", default="train", help="the environment's slice key")
+        p.add_argument("--slice", default=None, help="the environment's slice key (default: training.slice)")
         p.add_argument("--bucket", default="checkpoints", help="the environment's checkpoint bucket key")
         p.add_argument("--run-name", default=None, help="stable across restarts; default <recipe>-<env>")
         p.add_argument(
@@ -488,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
                     checkpoint_dir=args.checkpoint_dir,
                     workers=args.workers,
                     devices_per_worker=args.devices_per_worker,
-                    mesh=args.mesh,
+                    mesh=args.mesh or _default_mesh(args.workers * args.devices_per_worker // args.slices),
                     max_failures=args.max_failures,
                     fail_at_step=args.fail_at_step,
                     checkpoint_every=args.checkpoint_every,
