@@ -28,7 +28,9 @@ GROUPS: dict[str, list[str]] = {
         "cluster-local", "deploy-local", "destroy-local", "cluster-local-down", "local-cluster-build", "tofu",
         "tofu-validate",
     ],
-    "Tests and measurements": ["lint", "test-unit", "test-integration", "test-e2e", "test-upstream", "test-changed", "bench"],
+    "Tests and measurements": [
+        "lint", "test-unit", "test-integration", "test-e2e", "test-upstream", "test-changed", "bench",
+    ],
     "Set up and maintain": [
         "venv", "node", "engine", "vllm", "vllm-options", "cluster-toolkit", "slurm-local", "pinned-scripts", "crds",
         "lock", "clean",
