@@ -497,6 +497,15 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "slices.a3mega",
         "only TPU slices are counted",
     ),
+    "multislice training on single-host slices": (
+        "places",
+        _sub(
+            "  train:\n    accelerator: v6e\n    topology: 4x4\n",
+            "  train:\n    accelerator: v6e\n    topology: 2x2\n    count: 2\n",
+        ),
+        "slices.train.count",
+        "GKE's Multislice runs on multi-host TPU slice node pools only",
+    ),
     "a counted serving slice": (
         "places",
         _sub("  sax-a:\n    accelerator: v5e\n", "  sax-a:\n    accelerator: v5e\n    count: 2\n"),

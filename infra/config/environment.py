@@ -230,6 +230,16 @@ class Environment(Model):
             value: object = spec.count
             if spec.falls_back:
                 where, value = ("slices", key, "capacity"), [t.label for t in spec.tiers]
+            elif key == training and not spec.slice.multi_host:
+                problems.append(
+                    Finding(
+                        where,
+                        spec.count,
+                        f"the training slice is a single-host slice ({spec.slice.name}): GKE's Multislice runs on "
+                        "multi-host TPU slice node pools only (https://cloud.google.com/kubernetes-engine/docs/how-to/"
+                        "tpu-multislice); give it a topology of several hosts, or count 1",
+                    )
+                )
             elif key != training and self._vllm_on(key, multi_host=True) is None:
                 problems.append(
                     Finding(
