@@ -54,6 +54,14 @@ def test_recorded_region_answers_parse_as_compute_engines_region_type() -> None:
         assert region.quotas and all(q.metric for q in region.quotas), path
 
 
+def test_recorded_reservation_answers_parse_as_compute_engines_reservation_type() -> None:
+    answers = _answers_of("/reservations/")
+    assert answers
+    for path in answers:
+        reservation = compute_v1.Reservation.from_json(path.read_text(), ignore_unknown_fields=False)
+        assert reservation.specific_reservation.count > 0, path
+
+
 def test_recorded_permission_answers_parse_as_test_iam_permissions_responses() -> None:
     answers = _answers_of(":testIamPermissions")
     assert answers
@@ -519,3 +527,47 @@ def test_a_deploy_short_of_quota_applies_nothing(tmp_path: Path) -> None:
     assert (
         recorded_calls(tmp_path) == [] and recorded_calls(tmp_path, "gcluster") == [] and recorded_order(tmp_path) == []
     )
+
+
+def _preflight_prod(stack: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = preflight.main(["prod", "--stack", str(stack)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_each_reservation_holds_what_its_pools_take(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """prod's training slice and A3 Mega pool each draw on a reservation of their machines: read and held."""
+    code, out, err = _preflight_prod(synth_dir / "stacks" / "platform-prod" / "cdk.tf.json", capsys)
+    assert "preflight prod: ok   reservations" in out, out + err
+    assert (
+        "reservation ml-platform-v6e-train (acme-ml-platform-prod, us-east5-b): 4 x ct6e-standard-4t taken by pools "
+        "train, holds 4, in use now 0"
+    ) in out
+
+
+def test_a_counted_slice_beyond_its_reservation_is_refused(
+    cloud: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """prod's reserved training slice at count 2 (review 10: it loaded and planned): two pools of four hosts draw
+    on a reservation of four machines; the preflight names the reservation, the pools and both numbers."""
+    from infra.synth.app import synth
+    from infra.synth.load import load_environment
+
+    folder = tmp_path / "environments"
+    shutil.copytree(REPO / "infra" / "environments", folder)
+    prod = folder / "prod.yaml"
+    text = prod.read_text()
+    reserved = "      type: reservation\n      reservation: ml-platform-v6e-train\n"
+    assert reserved in text
+    text = text.replace(reserved, reserved + "    count: 2\n", 1)
+    prod.write_text(text.replace("  recipe: llama3-8b\n", "  recipe: llama3-8b-2-slices\n", 1))
+    monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(folder))
+    synth({"prod": load_environment(prod)}, tmp_path / "out")
+    code, _, err = _preflight_prod(tmp_path / "out" / "stacks" / "platform-prod" / "cdk.tf.json", capsys)
+    assert code == 1
+    assert (
+        "short: reservation ml-platform-v6e-train (acme-ml-platform-prod, us-east5-b) holds 4 x ct6e-standard-4t; "
+        "pools train, train-1 take up to 8"
+    ) in err

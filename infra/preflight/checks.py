@@ -13,6 +13,7 @@ from infra.catalogue.gcp_apis import BOOTSTRAP_APIS, platform_apis
 from infra.catalogue.quota_metrics import UnknownQuota
 from infra.config import Environment
 from infra.preflight.quota import Ask, asks, check_quota
+from infra.preflight.reservations import check_reservations, draws
 from infra.preflight.result import Result
 from infra.preflight.transport import (
     CLOUD_BILLING,
@@ -217,6 +218,9 @@ def run(
         if billing and env.monitoring.budget is not None:
             results.append(check_billing(env, billing, http))
         results.append(check_quota(env, stack_asks, reserved, http, pending=pending))
+        reservations = draws(the_stack, env.project)
+        if reservations:
+            results.append(check_reservations(env, reservations, http))
     except CredentialsRefused as err:
         done = {r.check for r in results}
         results[0] = Result("credentials", "fail", [f"the credentials were refused ({err}); {LOGIN}"])

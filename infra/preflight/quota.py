@@ -33,7 +33,8 @@ def _region(location: str) -> str:
     return "-".join(parts[:2]) if len(parts) > 2 else location
 
 
-def _max_nodes(pool: dict[str, Any], zones: int) -> int:
+def max_nodes(pool: dict[str, Any], zones: int) -> int:
+    """The most nodes a node pool of the stack runs: its autoscaling's maximum, else its fixed count, per zone."""
     autoscaling = pool.get("autoscaling") or {}
     if "total_max_node_count" in autoscaling:
         return int(autoscaling["total_max_node_count"])
@@ -68,7 +69,7 @@ def asks(stack: dict[str, Any]) -> tuple[list[Ask], list[str]]:
         compute_class = (config.get("labels") or {}).get(COMPUTE_CLASS_LABEL)
         machine = config["machine_type"]
         zones = len(pool.get("node_locations") or []) or cluster_zones
-        nodes = _max_nodes(pool, zones)
+        nodes = max_nodes(pool, zones)
         region = _region(pool.get("location") or (pool.get("node_locations") or ["?"])[0])
         affinity = (config.get("reservation_affinity") or {}).get("consume_reservation_type")
         if affinity == "SPECIFIC_RESERVATION":
