@@ -101,13 +101,23 @@ def test_the_alert_policies_page_on_nodes_errors_and_stuck_queues(envs: dict[str
     assert sorted(policies) == sorted(
         [
             "slices-not-ready",
-            "kueue-inadmissible",
+            "kueue-stuck",
+            "kueue-queue-inactive",
             *(f"{k}-errors" for k in servers),
             *(f"{k}-queue-stuck" for k in servers),
         ]
     )
-    (inadmissible,) = policies["kueue-inadmissible"]["conditions"]
-    assert 'metric.labels.status="inadmissible"' in inadmissible["conditionThreshold"]["filter"]
+    # Stuck is waiting while nothing runs: a team's job waiting behind the training cluster (Kueue's "inadmissible")
+    # pages no one (review 10: the alert on inadmissible workloads paged on ordinary queueing).
+    stuck_queues = policies["kueue-stuck"]
+    assert stuck_queues["combiner"] == "AND"
+    waiting, idle = (c["conditionThreshold"] for c in stuck_queues["conditions"])
+    assert "kueue_pending_workloads" in waiting["filter"] and "status" not in waiting["filter"]
+    assert (waiting["comparison"], waiting["thresholdValue"]) == ("COMPARISON_GT", 0)
+    assert "kueue_admitted_active_workloads" in idle["filter"]
+    assert (idle["comparison"], idle["thresholdValue"]) == ("COMPARISON_LT", 1)
+    (inactive,) = policies["kueue-queue-inactive"]["conditions"]
+    assert 'metric.labels.status="pending"' in inactive["conditionThreshold"]["filter"]
     errors = policies["llama70b-vllm-errors"]["conditions"][0]["conditionThreshold"]
     assert errors["thresholdValue"] == env.monitoring.error_rate
     assert 'metric.labels.status="5xx"' in errors["filter"] and "5xx" not in errors["denominatorFilter"]
@@ -224,7 +234,7 @@ def test_an_environment_running_no_server_watches_its_nodes_only() -> None:
     data["serving"] = {}
     del data["slices"]["vllm-multihost"]["count"]  # a slice per server of a vLLM deployment no longer there
     env = Environment.model_validate(data)
-    assert list(observability.alert_policies(env)) == ["slices-not-ready", "kueue-inadmissible"]
+    assert list(observability.alert_policies(env)) == ["slices-not-ready", "kueue-stuck", "kueue-queue-inactive"]
     assert not [t for t in _titles(observability.dashboard(env)) if t.startswith("Serving")]
 
 

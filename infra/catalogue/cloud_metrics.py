@@ -214,13 +214,17 @@ DCGM_METRICS: dict[str, CloudMetric] = {
 KUEUE_SOURCE = (
     "kubernetes-sigs/kueue pkg/metrics/metrics.go @ v0.17.3 (subsystem kueue: pending_workloads gauge {cluster_queue, "
     "status: active | inadmissible, replica_role}; admission_wait_time_seconds histogram {cluster_queue, "
-    "priority_class, replica_role}), scraped by the kueue-queues release's PodMonitoring"
+    "priority_class, replica_role}; admitted_active_workloads gauge {cluster_queue, replica_role}; "
+    "cluster_queue_status gauge {cluster_queue, status: pending | active | terminated, replica_role}, 1 for the "
+    "queue's one status), scraped by the kueue-queues release's PodMonitoring"
 )
 # What Kueue's controller exports, as Managed Prometheus writes it (the kueue-queues chart's metrics.yaml scrapes it).
 KUEUE_METRICS: dict[str, CloudMetric] = {
     m.type: m
     for m in (
         prometheus("kueue_pending_workloads", "gauge", ("cluster_queue", "status", "replica_role"), KUEUE_SOURCE),
+        prometheus("kueue_admitted_active_workloads", "gauge", ("cluster_queue", "replica_role"), KUEUE_SOURCE),
+        prometheus("kueue_cluster_queue_status", "gauge", ("cluster_queue", "status", "replica_role"), KUEUE_SOURCE),
         prometheus(
             "kueue_admission_wait_time_seconds",
             "histogram",

@@ -482,20 +482,47 @@ def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
         )
     if _queue_widgets(env):
         pending = KUEUE_METRICS["prometheus.googleapis.com/kueue_pending_workloads/gauge"]
+        admitted = KUEUE_METRICS["prometheus.googleapis.com/kueue_admitted_active_workloads/gauge"]
+        status = KUEUE_METRICS["prometheus.googleapis.com/kueue_cluster_queue_status/gauge"]
         minutes = watch.queue_stuck_minutes
-        policies["kueue-inadmissible"] = _policy(
+        # A workload that waits while another runs is queueing, as it should (a team's job behind the training
+        # cluster, Kueue's "inadmissible": no quota free now): no page. Stuck is waiting while nothing runs at all.
+        policies["kueue-stuck"] = _policy(
             env,
-            "Kueue workloads inadmissible",
-            f"A Kueue ClusterQueue has held workloads it cannot admit as things stand (status inadmissible) for "
-            f"{minutes} minutes: a job asks for a flavor or resource its queue does not cover, more than the queue "
-            "and what it may borrow hold, or a queue is inactive (a missing flavor or admission check). "
-            "`kubectl get workloads -A` shows each one's reason.",
+            "Kueue queues stuck",
+            f"Kueue workloads have waited {minutes} minutes while no workload is admitted anywhere in the cluster: "
+            "nothing runs that would free their quota, so they wait for something else (a job that asks for more "
+            "than its queue and what it may borrow hold, a flavor no queue covers, a slice that does not come). "
+            "`kubectl get workloads -A` shows each one's reason. Waiting behind running work does not page.",
             [
                 _threshold(
-                    "Inadmissible workloads",
+                    "Workloads wait",
+                    _series(_filter(env, pending), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
+                    "COMPARISON_GT",
+                    0,
+                    minutes,
+                ),
+                _threshold(
+                    "No workload admitted",
+                    _series(_filter(env, admitted), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
+                    "COMPARISON_LT",
+                    1,
+                    minutes,
+                ),
+            ],
+            combiner="AND",
+        )
+        policies["kueue-queue-inactive"] = _policy(
+            env,
+            "Kueue ClusterQueue inactive",
+            f"A Kueue ClusterQueue has been inactive (status pending) for {minutes} minutes: it admits nothing (a "
+            "ResourceFlavor or an admission check it names is missing). `kubectl describe clusterqueue` says which.",
+            [
+                _threshold(
+                    "ClusterQueue inactive",
                     _series(
-                        _filter(env, pending, 'metric.labels.status="inadmissible"'),
-                        _aggregation("ALIGN_MEAN", "REDUCE_SUM", ("metric.labels.cluster_queue",)),
+                        _filter(env, status, 'metric.labels.status="pending"'),
+                        _aggregation("ALIGN_MEAN", "REDUCE_MAX", ("metric.labels.cluster_queue",)),
                     ),
                     "COMPARISON_GT",
                     0,
