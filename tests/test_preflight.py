@@ -539,7 +539,7 @@ def test_each_reservation_holds_what_its_pools_take(
     cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """prod's training slice and A3 Mega pool each draw on a reservation of their machines: read and held."""
-    code, out, err = _preflight_prod(synth_dir / "stacks" / "platform-prod" / "cdk.tf.json", capsys)
+    _, out, err = _preflight_prod(synth_dir / "stacks" / "platform-prod" / "cdk.tf.json", capsys)
     assert "preflight prod: ok   reservations" in out, out + err
     assert (
         "reservation ml-platform-v6e-train (acme-ml-platform-prod, us-east5-b): 4 x ct6e-standard-4t taken by pools "
