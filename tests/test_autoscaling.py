@@ -41,6 +41,18 @@ def test_the_vllm_servers_scale_on_their_queue_between_one_and_three_groups(stac
     (metric,) = hpa["metrics"]
     assert metric["pods"]["metric"]["name"] == "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"
     assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "10"}
+    # A server takes up to 90 minutes to warm (the startup probe's budget): a lull shorter than the API's longest
+    # window (an hour) keeps every server, and then one group goes per half hour (review 10: with no behavior, a
+    # five-minute lull removed a slice that took half an hour to warm).
+    assert hpa["behavior"] == {
+        "scaleDown": {
+            "stabilizationWindowSeconds": 3600,
+            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 1800}],
+        }
+    }
+    from infra.constructs.serving import CANARY_WARM_UP_S, scaling_behavior
+
+    assert scaling_behavior(CANARY_WARM_UP_S)["scaleDown"]["stabilizationWindowSeconds"] == 300, "warm in seconds"
     # The autoscaler owns the count: a Helm upgrade must not set it back.
     assert "replicas" not in one_of_kind(objects, "LeaderWorkerSet")["spec"]
     (monitoring,) = [

@@ -133,8 +133,32 @@ def quantity(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{round(value * 1000)}m"
 
 
-def autoscaling_values(engine: str, autoscaling: Autoscaling | None) -> dict[str, Any]:
-    """A chart's `autoscaling` values: the HPA's bounds, its metric as the adapter serves it and its target."""
+# The longest the HorizontalPodAutoscaler holds a scale-down decision and the longest period of a scaling policy
+# (kubernetes/kubernetes pkg/apis/autoscaling/validation: stabilizationWindowSeconds <= 3600, periodSeconds <= 1800).
+MAX_STABILIZATION_S = 3600
+MAX_POLICY_PERIOD_S = 1800
+# A vLLM server's cold start: the node, the image, the weights streamed and the step compiled (about 30 min for a
+# 70B model on v6e; tpu-inference PR #3408 raised its own cold-start timeout to 2400 s): the startup probe allows it.
+VLLM_WARM_UP_S = 5400
+# The canary server loads a small checkpoint from the bucket in seconds: Kubernetes' own scale-down window.
+CANARY_WARM_UP_S = 300
+
+
+def scaling_behavior(warm_up_s: int) -> dict[str, Any]:
+    """How fast the autoscaler removes servers, from how long one takes to warm: a lull shorter than a warm-up (up to
+    the API's hour) keeps every server, and then one server goes per period, never several at once. Scaling up is
+    Kubernetes' default (at once)."""
+    return {
+        "scaleDown": {
+            "stabilizationWindowSeconds": min(MAX_STABILIZATION_S, warm_up_s),
+            "policies": [{"type": "Pods", "value": 1, "periodSeconds": min(MAX_POLICY_PERIOD_S, warm_up_s)}],
+        }
+    }
+
+
+def autoscaling_values(engine: str, autoscaling: Autoscaling | None, warm_up_s: int) -> dict[str, Any]:
+    """A chart's `autoscaling` values: the HPA's bounds, its metric as the adapter serves it and its target, and its
+    behavior from the server's warm-up (scaling_behavior)."""
     if autoscaling is None:
         return {"enabled": False, "minReplicas": 1, "maxReplicas": 1, "metric": "", "averageValue": "1"}
     signal = signals_of(engine)[autoscaling.signal]
@@ -145,6 +169,7 @@ def autoscaling_values(engine: str, autoscaling: Autoscaling | None) -> dict[str
         "maxReplicas": autoscaling.max,
         "metric": signal.hpa_metric,
         "averageValue": quantity(target),
+        "behavior": scaling_behavior(warm_up_s),
     }
 
 
@@ -165,7 +190,7 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "image": env.release.images[d.image],
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
-        "autoscaling": autoscaling_values("vllm", d.autoscaling),
+        "autoscaling": autoscaling_values("vllm", d.autoscaling, VLLM_WARM_UP_S),
         "monitoring": {"interval": SCRAPE_INTERVAL, "collector": COLLECTOR},
         "hosts": s.hosts,
         "chipsPerHost": s.chips_per_host,
@@ -184,7 +209,7 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         # The persistent XLA compilation cache: this release's folder; each host of each group writes its own.
         "xlaCache": {"bucket": env.bucket_name(d.cache_bucket), "path": f"xla-cache/{release_name(key)}"},
         "xlaCacheMount": "/data/xla-cache",
-        "startupBudgetSeconds": 5400,
+        "startupBudgetSeconds": VLLM_WARM_UP_S,
         "rayJoinTimeoutSeconds": 1800,
         "gateway": {"enabled": d.gateway, "className": GATEWAY_CLASS, "eppImage": upstream.GAIE_EPP},
     }
@@ -197,7 +222,7 @@ def canary_values(env: Environment, key: str) -> dict[str, Any]:
         "image": env.release.images[d.image],
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
-        "autoscaling": autoscaling_values("canary", d.autoscaling),
+        "autoscaling": autoscaling_values("canary", d.autoscaling, CANARY_WARM_UP_S),
         "monitoring": {"interval": SCRAPE_INTERVAL},
         "checkpoints": {"bucket": env.bucket_name(d.bucket), "mountPath": CHECKPOINT_MOUNT, "path": d.path},
         "maxBatch": d.max_batch,
