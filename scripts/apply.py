@@ -90,9 +90,11 @@ def plan_digest(plan: Mapping[str, Any]) -> str:
 
 
 def _tf(stack_dir: Path, *args: str, stdout: Any = None) -> int:
+    """Run Terraform in the stack's folder. Its own output goes to stderr (the job's log): stdout carries the review
+    alone, which a pull request's comment is made of (a real first plan's raw output passes GitHub's limit)."""
     command = [*_terraform(), *args]
     print(f"running (in {stack_dir}): {shlex.join(command)}", file=sys.stderr, flush=True)
-    return subprocess.run(command, cwd=stack_dir, stdout=stdout, check=False).returncode
+    return subprocess.run(command, cwd=stack_dir, stdout=2 if stdout is None else stdout, check=False).returncode
 
 
 def _append(variable: str, text: str) -> None:

@@ -61,6 +61,7 @@ with open(os.path.join(out, "calls.jsonl"), "a") as f:
 with open(os.path.join(out, "order.log"), "a") as f:
     f.write("terraform " + " ".join(argv) + "\\n")
 if argv[0] == "plan":
+    print("Terraform will perform the following actions: (the stand-in's raw plan output)")
     done = subprocess.run([sys.executable, "-c", HELM_OPENS], capture_output=True, text=True)
     if done.returncode:
         sys.exit("terraform stand-in: " + done.stderr)

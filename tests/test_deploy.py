@@ -86,6 +86,9 @@ def test_make_deploy_goes_through_the_gate_and_asks_before_it_applies(tmp_path: 
     assert "not applied: nothing here can answer whether to apply the plan above" in done.stderr
     calls = [c["terraform"][0] for c in recorded_calls(tmp_path) if "terraform" in c]
     assert calls == ["init", "plan", "show"], "planned and gated, not applied"
+    # Terraform's own output is the log's, not the review's (stdout, a pull request's comment).
+    raw = "Terraform will perform the following actions"
+    assert raw in done.stderr and raw not in done.stdout and "# Plan review: platform-dev" in done.stdout
     assert not any("argv" in c for c in recorded_calls(tmp_path)), "no cdktf deploy"
 
 

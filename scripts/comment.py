@@ -1,0 +1,38 @@
+"""The plan comment of one environment's review, for the pull request workflow.
+
+  python -m scripts.comment --env dev <review.md> > comment.md
+
+The link is this run's page, from GitHub Actions' GITHUB_SERVER_URL, GITHUB_REPOSITORY and GITHUB_RUN_ID.
+Exit codes: 0 written, 2 bad input (no such review file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from infra.delivery.comment import plan_comment, run_url
+from scripts.parser import ArgumentParser, refuse
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m scripts.comment", description=__doc__.splitlines()[0])
+    parser.add_argument("--env", required=True)
+    parser.add_argument("review", type=Path, help="the review's Markdown (the real plan's, else the offline one)")
+    args = parser.parse_args(argv)
+    try:
+        review = args.review.read_text()
+    except OSError as err:
+        return refuse(f"{args.review}: {err.strerror or err}")
+    link = run_url(
+        os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
+        os.environ.get("GITHUB_REPOSITORY", "<repository>"),
+        os.environ.get("GITHUB_RUN_ID", "<run>"),
+    )
+    sys.stdout.write(plan_comment(args.env, review, link))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
