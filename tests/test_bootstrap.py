@@ -135,7 +135,12 @@ def test_the_planner_reads_and_the_deployer_covers_every_resource_type_of_its_st
         members = _resources(stack, "google_project_iam_member")
         planner = {m["role"] for m in members if "planner" in m["member"]}
         deployer = {m["role"] for m in members if "deployer" in m["member"]}
-        assert planner == {"roles/viewer", "roles/iam.securityReviewer", "roles/container.viewer"}
+        assert {r for r in planner if r.startswith("roles/")} == {
+            "roles/viewer",
+            "roles/iam.securityReviewer",
+            "roles/container.viewer",
+        }
+        assert len(planner) == 4, "and the platform's own role of what the gate reads in the cluster"
         assert not any(r.endswith(("admin", "Admin", "owner", "editor")) for r in planner)
         assert "roles/owner" not in deployer and "roles/editor" not in deployer
         # The budget's roles are the billing account's, granted there.
@@ -259,3 +264,22 @@ def test_only_an_approved_prod_job_on_main_becomes_prods_deployer(
         f"{prefix}attribute.environment/prod",
         f"{prefix}attribute.environment/prod-plan",
     }
+
+
+def test_the_planner_may_reach_the_cluster_and_read_what_the_gate_reads_and_no_more(
+    bootstrap: dict[str, dict[str, Any]],
+) -> None:
+    """The gate at the apply reads the release records (ConfigMaps) and the CRDs through the DNS endpoint as the
+    planner: container.clusters.connect, granted in a role of the platform's own (review 10, C5: whether
+    roles/container.viewer carries it cannot be told offline), with nothing that writes or reads a Secret."""
+    from infra.constructs.bootstrap import PLANNER_CLUSTER_PERMISSIONS, PLANNER_CLUSTER_ROLE_ID
+
+    for stack in bootstrap.values():
+        (role,) = _resources(stack, "google_project_iam_custom_role")
+        assert role["role_id"] == PLANNER_CLUSTER_ROLE_ID
+        assert sorted(role["permissions"]) == sorted(PLANNER_CLUSTER_PERMISSIONS)
+        assert "container.clusters.connect" in role["permissions"]
+        assert not [p for p in role["permissions"] if "secret" in p.lower() or not p.endswith((".get", ".list"))
+                    and p != "container.clusters.connect"]  # fmt: skip
+        (grant,) = [m for m in _resources(stack, "google_project_iam_member") if "project_iam_custom_role" in m["role"]]
+        assert grant["member"].startswith("serviceAccount:${google_service_account.") and "planner" in grant["member"]

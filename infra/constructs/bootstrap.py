@@ -58,6 +58,19 @@ BOOTSTRAP_APIS = (
 # The planner reads: the project's resources and their IAM policies, the cluster's objects (not its Secrets: Helm's
 # release records, which a plan's refresh reads, are ConfigMaps for that reason, infra/constructs/providers.py).
 PLANNER_ROLES = ("roles/viewer", "roles/iam.securityReviewer", "roles/container.viewer")
+# What the gate at the apply reads through the cluster's DNS endpoint as the planner (scripts/apply.py
+# cluster_holds: gcloud container clusters get-credentials --dns-endpoint, then the release records and the CRDs),
+# granted by name in a role of the platform's own: whether roles/container.viewer carries container.clusters.connect
+# cannot be told offline (review 10, C5), and without it every release update of a prod plan is held.
+PLANNER_CLUSTER_ROLE_ID = "platformPlannerClusterReader"
+PLANNER_CLUSTER_PERMISSIONS = (
+    "container.clusters.connect",
+    "container.clusters.get",
+    "container.configMaps.get",
+    "container.configMaps.list",
+    "container.customResourceDefinitions.get",
+    "container.customResourceDefinitions.list",
+)
 
 # The deployer's project roles, by the resource types of the platform stack they create (tests/test_bootstrap.py
 # holds every type of both environments' stacks covered). helm_release and kubernetes_* go through the cluster's
@@ -219,6 +232,22 @@ class Bootstrap(Construct):
                 role=role,
                 member=f"serviceAccount:{self.planner.email}",
             )
+        cluster_reader = google("project_iam_custom_role").ProjectIamCustomRole(
+            self,
+            "planner-cluster-reader-role",
+            project=project,
+            role_id=PLANNER_CLUSTER_ROLE_ID,
+            title="Platform planner: the cluster's release records and CRDs",
+            description="What the gate at the apply reads through the cluster's DNS endpoint, and nothing else",
+            permissions=list(PLANNER_CLUSTER_PERMISSIONS),
+        )
+        project_member(
+            self,
+            "planner-cluster-reader",
+            project=project,
+            role=cluster_reader.name,
+            member=f"serviceAccount:{self.planner.email}",
+        )
         for role in sorted({*DEPLOYER_ROLES.values(), *DEPLOYER_EXTRA_ROLES}):
             project_member(
                 self,
