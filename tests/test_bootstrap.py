@@ -279,7 +279,8 @@ def test_the_planner_may_reach_the_cluster_and_read_what_the_gate_reads_and_no_m
         assert role["role_id"] == PLANNER_CLUSTER_ROLE_ID
         assert sorted(role["permissions"]) == sorted(PLANNER_CLUSTER_PERMISSIONS)
         assert "container.clusters.connect" in role["permissions"]
-        assert not [p for p in role["permissions"] if "secret" in p.lower() or not p.endswith((".get", ".list"))
-                    and p != "container.clusters.connect"]  # fmt: skip
+        reads = [p for p in role["permissions"] if p.endswith((".get", ".list"))]
+        assert sorted([*reads, "container.clusters.connect"]) == sorted(role["permissions"]), "it reads, and connects"
+        assert not [p for p in role["permissions"] if "secret" in p.lower()]
         (grant,) = [m for m in _resources(stack, "google_project_iam_member") if "project_iam_custom_role" in m["role"]]
         assert grant["member"].startswith("serviceAccount:${google_service_account.") and "planner" in grant["member"]
