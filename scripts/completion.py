@@ -49,7 +49,9 @@ def names(kind: str) -> list[str]:
 
     if kind == "envs":
         folder = settings.ENVIRONMENTS_DIR.path() or REPO / "infra" / "environments"
-        return sorted(p.stem for p in folder.glob("*.yaml"))
+        # Only names an environment may have (infra/config/loading.py ENVIRONMENT_NAME): a file named
+        # `$(touch x).yaml` is no environment, and its name never reaches the shell.
+        return sorted(p.stem for p in folder.glob("*.yaml") if re.fullmatch(r"[a-z][a-z0-9-]*", p.stem))
     if kind == "images":
         return _top_level_keys(REPO / "images" / "images.yaml")
     if kind == "recipes":
@@ -98,7 +100,10 @@ def script(shell: str) -> str:
     set -- $kinds; shift "$n" 2>/dev/null && kind=${{1:-}}
   fi
   if [ -n "$kind" ] && [ "$kind" != - ]; then
-    COMPREPLY=($(compgen -W "$(platform __complete "$kind" 2>/dev/null)" -- "$cur"))
+    # Each name as a word, matched here: compgen -W would expand what a name holds ($(...), backticks).
+    local word; COMPREPLY=()
+    while IFS= read -r word; do [[ "$word" == "$cur"* ]] && COMPREPLY+=("$word"); done \
+      < <(platform __complete "$kind" 2>/dev/null)
   else
     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
   fi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -172,3 +173,33 @@ def test_bash_completes_commands_flags_and_the_names_each_argument_takes(tmp_pat
         "--json",
         "zsh",
     ]
+
+
+def test_a_file_name_that_holds_a_command_is_no_environment_and_a_tab_runs_nothing(tmp_path: Path) -> None:
+    """A file named `$(touch ran).yaml` in the environments folder (review round 4: pressing Tab after `platform
+    deploy` ran its command, through compgen -W's expansion): it is offered to no completion, expands at no tab,
+    and the loader refuses it by name before it reads anything."""
+    from infra.config import ConfigError
+    from infra.config.loading import environment_files
+
+    folder = tmp_path / "environments"
+    shutil.copytree(REPO / "infra" / "environments", folder)
+    (folder / "$(touch ran).yaml").write_text((folder / "dev.yaml").read_text())
+    (folder / ".#dev.yaml").symlink_to("root@host.1234")  # an editor's lock file: passed over
+    command = [sys.executable, "-m", "scripts.cli", "completion", "bash"]
+    script = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    (tmp_path / "completion.bash").write_text(script)
+    probe = "\n".join(
+        [
+            f'platform() {{ PLATFORM_ENVIRONMENTS_DIR={folder} {sys.executable} -m scripts.cli "$@"; }}',
+            f"source {tmp_path / 'completion.bash'}",
+            'COMP_WORDS=(platform deploy ""); COMP_CWORD=2; COMPREPLY=(); _platform; echo "${COMPREPLY[*]}"',
+            'COMP_WORDS=(platform deploy "\\$"); COMP_CWORD=2; COMPREPLY=(); _platform; echo "${COMPREPLY[*]}"',
+        ]
+    )
+    done = subprocess.run(["bash", "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["dev prod", ""]
+    assert not (tmp_path / "ran").exists() and not (REPO / "ran").exists(), "a tab ran the file name's command"
+    with pytest.raises(ConfigError, match=r"'\$\(touch ran\)\.yaml': '\$\(touch ran\)' is no environment's name"):
+        environment_files(folder)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+import stat
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -61,14 +62,65 @@ def not_one_of(argument: str, value: str, known: Iterable[str], what: str, *, wh
     return f"{argument}={value!r}: {why}; {what}: {', '.join(names) or 'none'}" + (f"; {hint}" if hint else "")
 
 
+# An environment's name: its file's name, its resources' prefix (infra/config/environment.py holds `name` to it).
+ENVIRONMENT_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def environment_files(directory: Path) -> list[Path]:
+    """The environment files of `directory`, `<name>.yaml` each: hidden entries (an editor's lock file `.#dev.yaml`,
+    a swap file) are not environments and are passed over; any other entry that looks like one but is not (a name
+    that is no environment's, `.YAML` or `.yml`, a pipe, a device, a folder, a broken link) is refused, naming it,
+    before anything is read."""
+    problems: list[str] = []
+    files: list[Path] = []
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError as err:
+        raise ConfigError(directory, [f"cannot list the folder: {err.strerror}"]) from None
+    for path in entries:
+        name = path.name
+        suffix = path.suffix
+        if name.startswith((".", "#", "~")) or suffix.lower() not in (".yaml", ".yml"):
+            continue
+        if suffix != ".yaml":
+            problems.append(f"{name}: environment files end in .yaml; rename it to {path.stem}.yaml (or move it out)")
+            continue
+        if not ENVIRONMENT_NAME.fullmatch(path.stem):
+            problems.append(
+                f"{name!r}: {path.stem!r} is no environment's name (lowercase letters, digits and '-', starting with "
+                "a letter: it names the stack and its resources); rename the file or move it out"
+            )
+            continue
+        try:
+            mode = path.stat().st_mode
+        except OSError as err:
+            problems.append(f"{name}: cannot read it: {err.strerror} (a broken link?)")
+            continue
+        if not stat.S_ISREG(mode):
+            problems.append(f"{name}: {_kind(mode)}, not a regular file: an environment is a file")
+            continue
+        files.append(path)
+    if problems:
+        raise ConfigError(directory, problems)
+    return files
+
+
 def environment_file(name: str, directory: Path | None = None, *, argument: str = "ENV") -> Path:
     """The file of the environment called `name` in `directory` (default: environments_dir()): a name of the
     folder's environments, never a path (ENV=../../images/images would read another YAML file as an
     environment, and a miss said only that a file could not be read). A miss names the argument, lists the
     environments and suggests the closest."""
     directory = directory or environments_dir()
-    known = sorted(p.stem for p in directory.glob("*.yaml"))
-    if name in known and re.fullmatch(r"[a-z][a-z0-9-]*", name):
+    known = [p.stem for p in environment_files(directory)]
+    if name in known:
         return directory / f"{name}.yaml"
     why = "an environment's name, not a path" if "/" in name or name.endswith((".yaml", ".yml")) else "not one"
     raise ConfigError(directory, [not_one_of(argument, name, known, "the environments here", why=why)])
@@ -340,7 +392,11 @@ def parse_environment(path: Path) -> Environment:
     Schema and cross-references only: the rules of the real systems run on top of this in `infra.synth.load`.
     """
     try:
-        size = path.stat().st_size
+        found = path.stat()
+        if not stat.S_ISREG(found.st_mode):
+            # A pipe would hang the read, a link to /dev/zero read until memory runs out.
+            raise ConfigError(path, [f"(file): {_kind(found.st_mode)}, not a regular file: an environment is a file"])
+        size = found.st_size
         if size > MAX_ENVIRONMENT_BYTES:
             raise ConfigError(
                 path,
@@ -417,16 +473,10 @@ def load_each(
     together."""
     envs: dict[str, Environment] = {}
     errors: list[ConfigError] = []
-    files = sorted(directory.glob("*.yaml"))
+    # A file the loader would skip is refused, not ignored (prod.yml would be left out of everything).
+    files = environment_files(directory)
     if not files:
         raise ConfigError(directory, ["no environment files (*.yaml) found"])
-    # A file the loader would skip is refused, not ignored (prod.yml would be left out of everything).
-    skipped = sorted(p.stem for p in directory.glob("*.yml"))
-    if skipped:
-        raise ConfigError(
-            directory,
-            [f"{n}.yml: environment files end in .yaml; rename it to {n}.yaml (or move it out)" for n in skipped],
-        )
     for path in files:
         try:
             envs[path.stem] = load(path)

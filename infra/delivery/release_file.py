@@ -13,6 +13,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from infra.config import ConfigError
+from infra.config.loading import environment_files
 from infra.synth.load import load_all, load_environment
 
 
@@ -49,7 +50,7 @@ def validate(path: Path, text: str) -> None:
     the scratch copy it was read from."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        for other in path.parent.glob("*.yaml"):
+        for other in environment_files(path.parent):  # regular files of environments' names only
             if other.name != path.name:
                 shutil.copy(other, folder / other.name)
         (folder / path.name).write_text(text)
@@ -57,14 +58,29 @@ def validate(path: Path, text: str) -> None:
             load_environment(folder / path.name)
             load_all(folder)
         except ConfigError as err:
-            where = path if err.path == folder / path.name else path.parent
+            # The file at fault, by its own name (another environment's file breaks the whole folder's load).
+            where = path.parent / err.path.relative_to(folder) if err.path.is_relative_to(folder) else err.path
             raise ConfigError(where, [p.replace(str(folder), str(path.parent)) for p in err.problems]) from None
 
 
 def write_validated(path: Path, text: str) -> None:
-    """Replace `path` with `text` only if it loads as a valid environment of the same name."""
+    """Replace `path` with `text` only if it loads as a valid environment of the same name: atomically (a new file
+    renamed over the old), and through a link into the file it names (the link stays a link)."""
     validate(path, text)  # raises ConfigError; the original is untouched
-    fd, staging = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(staging, path)
+    target = path.resolve()
+    staging = None
+    try:
+        fd, staging = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        if target.exists():
+            shutil.copymode(target, staging)
+        else:  # a new file: as `open` would make it (mkstemp's is the owner's alone)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(staging, 0o666 & ~umask)
+        os.replace(staging, target)
+    except OSError as err:
+        if staging is not None:
+            Path(staging).unlink(missing_ok=True)
+        raise ConfigError(target, [f"cannot write it: {err.strerror} (the file is as it was)"]) from None
