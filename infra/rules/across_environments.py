@@ -95,3 +95,42 @@ def _project_namespaces(envs: dict[str, Environment]) -> Iterator[Finding]:
                             f"{other}.yaml names its {kind} the same in project {project} "
                             f"({field_path(theirs[(kind, value)])}): one would take the other's",
                         )
+
+
+@rule(
+    id="gcp.project-number-is-the-projects",
+    system="Resource Manager",
+    layer="apply",
+    summary=(
+        "A project number names one project and a project has one number: two environments of different projects "
+        "with one number (prod with dev's: dev's Vertex AI agent granted prod's registry, Workload Identity "
+        "principals that match nothing), or one project with two numbers, are refused."
+    ),
+    source=(
+        "https://cloud.google.com/resource-manager/docs/creating-managing-projects#identifying_projects (the "
+        "project number: a unique identifier Google assigns, one per project)"
+    ),
+    subject="environments",
+)
+def _project_numbers(envs: dict[str, Environment]) -> Iterator[Finding]:
+    by_number: dict[str, tuple[str, str]] = {}
+    by_project: dict[str, tuple[str, str]] = {}
+    for name, env in sorted(envs.items()):
+        number, project = str(env.project_number), env.project
+        if number in by_number and by_number[number][1] != project:
+            other, other_project = by_number[number]
+            yield Finding(
+                (name, "project_number"),
+                number,
+                f"the number of {other}.yaml's project {other_project}, not of {project}: give {project}'s own "
+                f"(gcloud projects describe {project} --format='value(projectNumber)')",
+            )
+        if project in by_project and by_project[project][1] != number:
+            other, other_number = by_project[project]
+            yield Finding(
+                (name, "project_number"),
+                number,
+                f"{other}.yaml gives project {project} the number {other_number}: a project has one number",
+            )
+        by_number.setdefault(number, (name, project))
+        by_project.setdefault(project, (name, number))

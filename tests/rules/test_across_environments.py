@@ -31,6 +31,11 @@ TOGETHER: dict[str, TogetherExample] = {
         "network.name",
         "dev.yaml names its VPC network the same in project acme-ml-platform-dev",
     ),
+    "gcp.project-number-is-the-projects": (
+        lambda d: d.update(project_number="100000000001"),
+        "project_number",
+        "the number of dev.yaml's project acme-ml-platform-dev, not of acme-ml-platform-prod",
+    ),
 }
 
 
