@@ -86,6 +86,38 @@ KUEUE_CLUSTER_QUEUE_DOC = (
 
 
 @rule(
+    id="kueue.no-local-queue-named-default",
+    system="Kueue",
+    layer="admission",
+    summary=(
+        "No LocalQueue of the platform is named `default`: with LocalQueueDefaulting (beta, on by default since "
+        "0.12) Kueue puts every job and pod of its namespace that names no queue in the LocalQueue `default`, so "
+        "a team, the training queue or the batch queue called so would take over the namespace's other workloads."
+    ),
+    source=(
+        "kubernetes-sigs/kueue pkg/features/kube_features.go @ v0.17.0 (LocalQueueDefaulting: Beta, default true "
+        "from 0.12); pkg/controller/constants/constants.go DefaultLocalQueueName = \"default\"; "
+        "pkg/controller/jobs/pod/pod_webhook.go (the label set on a pod that names none)"
+    ),
+    subject="environment",
+)
+def _no_default_local_queue(env: Environment) -> Iterator[Finding]:
+    named: list[tuple[str, str]] = [(f"teams.{name}", name) for name in env.teams]
+    if env.training is not None and env.training.queue:
+        named.append(("training.queue", env.training.queue))
+    if env.batch is not None:
+        named.append(("batch.queue", env.batch.queue))
+    for where, queue in named:
+        if queue == "default":
+            yield Finding(
+                where,
+                queue,
+                "Kueue's default LocalQueue name: every job and pod of its namespace that names no queue would be "
+                "admitted through it; choose another name",
+            )
+
+
+@rule(
     id="kueue.team-quotas-within-the-slices",
     system="Kueue",
     layer="admission",

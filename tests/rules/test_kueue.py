@@ -25,6 +25,11 @@ def _flavor_mismatch(objs: list[dict[str, Any]]) -> None:
 
 
 ENVIRONMENT: dict[str, EnvironmentExample] = {
+    "kueue.no-local-queue-named-default": (
+        lambda d, mp: d["teams"].update(default=d["teams"].pop("research")),
+        "teams.default",
+        "Kueue's default LocalQueue name",
+    ),
     "kueue.cluster-scoped-names-unique": (
         lambda d, mp: d["training"].update(queue=d["batch"]["queue"]),
         "training.queue",
