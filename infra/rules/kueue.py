@@ -96,7 +96,7 @@ KUEUE_CLUSTER_QUEUE_DOC = (
     ),
     source=(
         "kubernetes-sigs/kueue pkg/features/kube_features.go @ v0.17.0 (LocalQueueDefaulting: Beta, default true "
-        "from 0.12); pkg/controller/constants/constants.go DefaultLocalQueueName = \"default\"; "
+        'from 0.12); pkg/controller/constants/constants.go DefaultLocalQueueName = "default"; '
         "pkg/controller/jobs/pod/pod_webhook.go (the label set on a pod that names none)"
     ),
     subject="environment",
@@ -107,10 +107,10 @@ def _no_default_local_queue(env: Environment) -> Iterator[Finding]:
         named.append(("training.queue", env.training.queue))
     if env.batch is not None:
         named.append(("batch.queue", env.batch.queue))
-    for where, queue in named:
+    for field, queue in named:
         if queue == "default":
             yield Finding(
-                where,
+                field,
                 queue,
                 "Kueue's default LocalQueue name: every job and pod of its namespace that names no queue would be "
                 "admitted through it; choose another name",
