@@ -497,6 +497,32 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "slices.a3mega",
         "only TPU slices are counted",
     ),
+    # API limits the stack reaches (review round 4).
+    "a no-upgrade exclusion longer than GKE allows": (
+        "messages",
+        _sub(
+            'recurrence: "FREQ=WEEKLY;BYDAY=SA,SU"}\n',
+            'recurrence: "FREQ=WEEKLY;BYDAY=SA,SU"}\n    exclusions: [{name: launch, start: "2026-11-01T00:00:00Z", '
+            'end: "2026-12-15T00:00:00Z", scope: NO_UPGRADES}]\n',
+        ),
+        "cluster.maintenance.exclusions[0]",
+        "a NO_UPGRADES exclusion of 44 days",
+    ),
+    "an alert address listed twice": (
+        "messages",
+        _sub(
+            "  notify: [ml-platform-alerts@acme.example]\n",
+            "  notify: [ml-platform-alerts@acme.example, ML-Platform-Alerts@acme.example]\n",
+        ),
+        "monitoring.notify",
+        "is listed twice",
+    ),
+    "a restart count past JobSet's int32": (
+        "messages",
+        _sub("    resilience: {max_restarts: 3,", "    resilience: {max_restarts: 3000000000,"),
+        "resilience.max_restarts",
+        "less than or equal to 2147483647",
+    ),
     "multislice training on single-host slices": (
         "places",
         _sub(

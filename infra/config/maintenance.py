@@ -39,6 +39,12 @@ WINDOW_SOURCE = (
 # "You must allow at least 48 hours of maintenance availability in a 32-day rolling window. Only contiguous
 # availability windows of at least four hours are considered." (WINDOW_SOURCE)
 MIN_HOURS_PER_32_DAYS = 48
+# "No upgrades": at most 30 days; the two narrower scopes may last until the minor version's end of support.
+EXCLUSION_SOURCE = (
+    "https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions "
+    "(Scope of upgrades: No upgrades, up to 30 days)"
+)
+MAX_NO_UPGRADES_DAYS = 30
 MIN_CONTIGUOUS_HOURS = 4
 _WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 
@@ -126,6 +132,12 @@ class MaintenanceExclusion(Model):
     def _ends_after_start(self) -> MaintenanceExclusion:
         if _when(self.end) <= _when(self.start):
             raise ValueError(f"end {self.end} is not after start {self.start}")
+        days = (_when(self.end) - _when(self.start)).total_seconds() / 86400
+        if self.scope == "NO_UPGRADES" and days > MAX_NO_UPGRADES_DAYS:
+            raise ValueError(
+                f"a NO_UPGRADES exclusion of {days:g} days ({self.start} to {self.end}): GKE allows at most "
+                f"{MAX_NO_UPGRADES_DAYS} [source: {EXCLUSION_SOURCE}]; use NO_MINOR_OR_NODE_UPGRADES for longer"
+            )
         return self
 
 

@@ -18,6 +18,8 @@ Email = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9
 BillingAccount = Annotated[str, StringConstraints(pattern=r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$")]
 # A budget's all_updates_rule takes at most 5 monitoring notification channels (google_billing_budget,
 # hashicorp/google v7.45.0 website/docs/r/billing_budget.html.markdown: "A maximum of 5 channels are allowed").
+# Cloud Monitoring: notification channels per alerting policy (https://cloud.google.com/monitoring/quotas).
+POLICY_CHANNELS = 16
 BUDGET_CHANNELS = 5
 
 
@@ -57,6 +59,24 @@ class Monitoring(Model):
     """Nodes: how long a node may be not Ready, or a multi-host TPU slice not whole, before it pages."""
     budget: Budget | None = None
     """A monthly budget of the project, alerting the same addresses. None: no budget (spend is seen in Billing only)."""
+
+    @field_validator("notify")
+    @classmethod
+    def _each_address_once(cls, notify: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
+        for address in notify:
+            key = address.lower()  # one mailbox, one channel: addresses are not case-sensitive in practice
+            if key in seen:
+                raise ValueError(f"{address!r} is listed twice (as {seen[key]!r}): each becomes a channel of every "
+                                 "alert policy, and every alert would be mailed twice")  # fmt: skip
+            seen[key] = address
+        if len(notify) > POLICY_CHANNELS:
+            raise ValueError(
+                f"{len(notify)} addresses: an alert policy notifies at most {POLICY_CHANNELS} channels (Cloud "
+                "Monitoring quotas, notification channels per alerting policy: "
+                "https://cloud.google.com/monitoring/quotas); use a group address"
+            )
+        return notify
 
     @model_validator(mode="after")
     def _budget_channels(self) -> Monitoring:

@@ -30,12 +30,16 @@ def _exit_codes(value: int | str) -> list[int]:
 ExitCodes = Annotated[int, Field(ge=1, le=255)] | Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}-[0-9]{1,3}$")]
 
 
+# JobSet's failurePolicy.maxRestarts is an int32 (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go).
+INT32_MAX = 2**31 - 1
+
+
 class Resilience(Model):
     """How a training job survives a failure: how many times it restarts and on which exit codes. Every restart
     resumes from the newest complete checkpoint in the bucket (docs/training.md, "Surviving a failure", says why the
     in-cluster tiers are not offered for MaxText on Ray)."""
 
-    max_restarts: int = Field(default=3, ge=0)
+    max_restarts: int = Field(default=3, ge=0, le=INT32_MAX)
     """Restarts of the whole job before it fails for good (Ray Train's FailureConfig max_failures; a JobSet's
     failurePolicy.maxRestarts)."""
     retry_exit_codes: list[ExitCodes] = []  # noqa: RUF012
