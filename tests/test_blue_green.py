@@ -91,3 +91,40 @@ def test_moving_a_workload_onto_a_shape_it_cannot_run_on_is_refused_at_the_finis
     assert done.returncode == 2
     assert "training.recipe: 'llama3-8b': does not run on training.slice 'train-green'" in done.stderr
     assert (environments / "dev.yaml").read_text() == before
+
+
+def test_a_slice_of_capacity_tiers_is_replaced_by_one_capacity_or_new_tiers(environments: Path) -> None:
+    """dev's vLLM slice falls back through a list of capacities (a traceback before, review round 4)."""
+    one = _run(environments, "blue-green", "--dry-run", "--capacity", "on-demand", "--", "dev", "vllm")
+    assert one.returncode == 0 and "slices.vllm-green: a copy of slices.vllm with capacity on-demand" in one.stdout
+    tiers = _run(environments, "blue-green", "--capacity", "spot,on-demand", "--", "dev", "vllm")
+    assert tiers.returncode == 0, tiers.stderr
+    env = load_environment(environments / "dev.yaml")
+    assert [t.type for t in env.slices["vllm-green"].tiers] == ["spot", "on-demand"]
+    reserved = _run(environments, "blue-green", "--dry-run", "--reservation", "r1", "--", "dev", "vllm-green")
+    assert reserved.returncode == 2 and "its capacity is a list of tiers; RESERVATION= names" in reserved.stderr
+
+
+def test_a_counted_slice_is_replaced_whole(environments: Path) -> None:
+    """dev's multi-host vLLM slice at count 2: its copy is counted like it until the servers move."""
+    started = _run(environments, "blue-green", "--capacity", "on-demand", "--", "dev", "vllm-multihost")
+    assert started.returncode == 0, started.stderr
+    assert load_environment(environments / "dev.yaml").slices["vllm-multihost-green"].count == 2
+    finished = _run(environments, "blue-green", "--finish", "--", "dev", "vllm-multihost")
+    assert finished.returncode == 0, finished.stderr
+    env = load_environment(environments / "dev.yaml")
+    assert "vllm-multihost" not in env.slices and env.serving["llama70b-vllm-mh"].slice == "vllm-multihost-green"
+
+
+def test_the_gpu_batch_slice_takes_its_jobs_and_the_teams_quotas_with_it(environments: Path) -> None:
+    """The A3 Mega batch slice: the NCCL test, the GPU training and each team's quota and borrowing limit of it
+    move to the new slice (they stayed on the old key before, and the finish was refused)."""
+    assert _run(environments, "blue-green", "--capacity", "spot", "--", "dev", "a3mega").returncode == 0
+    finished = _run(environments, "blue-green", "--finish", "--", "dev", "a3mega")
+    assert finished.returncode == 0, finished.stderr
+    env = load_environment(environments / "dev.yaml")
+    assert env.batch is not None and env.batch.slices == ["a3mega-green"]
+    assert env.batch.nccl_test is not None and env.batch.nccl_test.slice == "a3mega-green"
+    assert env.batch.training is not None and env.batch.training.slice == "a3mega-green"
+    assert all("a3mega" not in t.quota and "a3mega-green" in t.quota for t in env.teams.values())
+    assert "teams.research.quota: a3mega -> a3mega-green" in finished.stdout

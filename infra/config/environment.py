@@ -216,6 +216,16 @@ class Environment(Model):
             return None
         return next((d for d in self.serving.values() if isinstance(d, VllmServing) and d.slice == key), None)
 
+    def _replacing(self, key: str, training: str | None) -> bool:
+        """Whether slice `key` is a blue/green replacement (`<slice>-green`, `<slice>-blue`: make blue-green) of a
+        counted slice the training cluster or a multi-host vLLM deployment runs on: it is counted like it until the
+        workloads move."""
+        for suffix in ("-green", "-blue"):
+            base = key.removesuffix(suffix)
+            if base != key and base in self.slices:
+                return base == training or self._vllm_on(base, multi_host=True) is not None
+        return False
+
     def _pool_name_problems(self) -> list[Problem]:
         """A counted slice's pools (`<key>-<i>`) and a slice's capacity tiers' (`<key>-<type>`) must be node pool
         names no other slice or CPU pool takes, and only the Ray training slice is counted (a multislice job is a
@@ -240,7 +250,7 @@ class Environment(Model):
                         "tpu-multislice); give it a topology of several hosts, or count 1",
                     )
                 )
-            elif key != training and self._vllm_on(key, multi_host=True) is None:
+            elif key != training and self._vllm_on(key, multi_host=True) is None and not self._replacing(key, training):
                 problems.append(
                     Finding(
                         where,

@@ -59,9 +59,23 @@ def _references(path: Path, key: str) -> list[tuple[str | int, ...]]:
         found.append(("training", "slice"))
     if env.batch is not None:
         found += [("batch", "slices", i) for i, k in enumerate(env.batch.slices) if k == key]
+        for job in ("nccl_test", "training"):
+            if getattr(env.batch, job) is not None and getattr(env.batch, job).slice == key:
+                found.append(("batch", job, "slice"))
     for name, d in env.serving.items():
         found += [("serving", name, *where) for where, k in d.slice_fields() if k == key]
     return found
+
+
+def _keyed(path: Path, key: str) -> list[tuple[str | int, ...]]:
+    """The mappings that hold slice `key` as a key: each team's quota and borrowing limit of it."""
+    env = load_environment(path)
+    return [
+        ("teams", name, field)
+        for name, team in env.teams.items()
+        for field in ("quota", "borrowing_limit")
+        if key in getattr(team, field)
+    ]
 
 
 def _last(node: Any) -> tuple[Any, Any] | None:
@@ -102,9 +116,21 @@ def start(path: Path, key: str, *, changes: dict[str, str]) -> Step:
     spec = copy.deepcopy(slices[key])
     if "topology" in changes:
         spec["topology"] = changes["topology"]
-    if "capacity" in changes or "reservation" in changes:
-        capacity = spec.setdefault("capacity", CommentedMap())  # changed in place: its comments stay with it
-        capacity["type"] = changes.get("capacity", "reservation" if "reservation" in changes else capacity.get("type"))
+    tiers = [t.strip() for t in changes.get("capacity", "").split(",") if t.strip()]
+    if isinstance(spec.get("capacity"), list) and "reservation" in changes and len(tiers) != 1:
+        raise BlueGreenError(
+            f"SLICE={key!r}: its capacity is a list of tiers; RESERVATION= names the reservation of one capacity: "
+            "give CAPACITY=reservation with it (or CAPACITY= the tiers, comma-separated)"
+        )
+    if len(tiers) > 1:
+        # The new list of tiers, in GKE's order of preference (a ComputeClass falls back through them).
+        spec["capacity"] = [CommentedMap(type=t) for t in tiers]
+    elif "capacity" in changes or "reservation" in changes:
+        capacity = spec.get("capacity")
+        if not isinstance(capacity, dict):  # absent, or a list of tiers replaced by one capacity
+            capacity = spec["capacity"] = CommentedMap()
+        kind = tiers[0] if tiers else "reservation" if "reservation" in changes else capacity.get("type")
+        capacity["type"] = kind  # changed in place: its comments stay with it
         if "reservation" in changes:
             capacity["reservation"] = changes["reservation"]
         elif capacity["type"] != "reservation":
@@ -130,9 +156,15 @@ def finish(path: Path, key: str) -> Step:
         for part in where[:-1]:
             node = node[part]
         node[where[-1]] = green
+    keyed = _keyed(path, key)
+    for where in keyed:  # the slice as a key: renamed in place, its value and position kept
+        node = data
+        for part in where:
+            node = node[part]
+        node.insert(list(node).index(key), green, node.pop(key))
     del data["slices"][key]
     new_text = _text(data)
     validate(path, new_text)
-    moved = [".".join(str(p) for p in where) for where in references]
+    moved = [".".join(str(p) for p in where) for where in [*references, *keyed]]
     said = [f"{m}: {key} -> {green}" for m in moved] + [f"slices.{key}: removed"]
     return Step(path, old_text, new_text, said)
