@@ -96,12 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     drawn = 0
     metrics = args.checkpoint_dir / "metrics.jsonl"
-    if metrics.exists() and (records := read_records(metrics)):
+    skipped: list[str] = []
+    if metrics.exists() and (records := read_records(metrics, skipped)):
         picture = args.checkpoint_dir / "training.png"
         measured = plot_training(records, picture)
         said = f"goodput {measured.final:.0%} ({measured.redone} step(s) trained again)" if measured else "no goodput"
         print(f"plot: {picture}: loss, step time, {said} over {len(steps_of(records))} step record(s)")
         drawn += 1
+    for line in skipped:
+        print(f"plot: skipped, not a metrics record: {line}", file=sys.stderr)
     else:
         print(f"plot: no training run in {args.checkpoint_dir} (make train-local writes {metrics})", file=sys.stderr)
     for facts in sorted((args.outdir / "review").glob("*.json")):

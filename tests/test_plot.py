@@ -60,3 +60,31 @@ def test_make_plot_draws_the_run_and_each_reviews_cost_and_links_it(
 def test_nothing_to_plot_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--checkpoint-dir", str(tmp_path / "none"), "--outdir", str(tmp_path / "out")]) == 2
     assert "nothing to plot: run make train-local or make plan first" in capsys.readouterr().err
+
+
+MALFORMED = [
+    '{"step": "three", "loss": 1.0, "time": 2000}',
+    '{"step": 8, "loss": "low", "time": 2001}',
+    '{"step": 9, "loss": 1.0, "time": "later"}',
+    '{"step": 10, "loss": NaN, "time": 2003}',
+    '{"step": -1, "loss": 1.0, "time": 2004}',
+    '{"step": true, "loss": 1.0, "time": 2005}',
+    '["step", 11]',
+]
+
+
+def test_malformed_records_are_skipped_and_named_never_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seven records no run writes (review round 4: `make plot` crashed on them): the plot is drawn from the others
+    and each skipped line is named."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _run(run / "metrics.jsonl")
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write("\n" + "\n".join(MALFORMED) + "\n")
+    assert main(["--checkpoint-dir", str(run), "--outdir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr()
+    assert (run / "training.png").read_bytes().startswith(PNG)
+    assert "over 8 step record(s)" in out.out
+    assert out.err.count("plot: skipped, not a metrics record: metrics.jsonl:") == len(MALFORMED) + 1  # + the half line

@@ -15,6 +15,7 @@ starts training (a run, or Ray's restart of it). From them:
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,24 +24,48 @@ from typing import Any
 BADPUT = ("startup", "compilation", "checkpoint", "redone", "other")
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    """A JSON-lines file's whole records (a line still being written skipped); none when it does not exist."""
+# The fields a record may carry and what each must be: a step a whole number, the rest finite numbers.
+_NUMBERS = ("time", "step_time_s", "checkpoint_s", "loss", "learning/loss", "perf/step_time_seconds")
+
+
+def well_formed(record: Any) -> bool:
+    """Whether a metrics record is one the goodput and the plot can read (a step a whole number, times and losses
+    finite numbers): a hand-edited or half-written file may hold others."""
+    if not isinstance(record, dict):
+        return False
+    step = record.get("step")
+    if "step" in record and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        return False
+    for key in _NUMBERS:
+        value = record.get(key)
+        if key in record and value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+    return True
+
+
+def _lines(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """A JSON-lines file's whole, well-formed records (a line still being written, or one that is not a record,
+    skipped and, where `skipped` is given, named there); none when it does not exist."""
     records = []
-    for line in path.read_text().splitlines() if path.exists() else []:
+    for number, line in enumerate(path.read_text(errors="replace").splitlines() if path.exists() else [], 1):
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
+        except (json.JSONDecodeError, RecursionError):
+            record = None
+        if well_formed(record):
             records.append(record)
+        elif skipped is not None and line.strip():
+            skipped.append(f"{path.name}:{number}: {line[:80]}")
     return records
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """The step records of a metrics file and the start events of the `attempts.jsonl` beside it, in time order
-    (a start before its attempt's first step ends)."""
-    steps = [r for r in _lines(path) if "step" in r]
-    starts = [r for r in _lines(path.with_name("attempts.jsonl")) if r.get("event") == "start"]
+    (a start before its attempt's first step ends); the lines that are no record go to `skipped`."""
+    steps = [r for r in _lines(path, skipped) if "step" in r]
+    starts = [r for r in _lines(path.with_name("attempts.jsonl"), skipped) if r.get("event") == "start"]
     if not starts:
         return steps
     return sorted([*steps, *starts], key=lambda r: float(r.get("time") or 0.0))
