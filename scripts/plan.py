@@ -438,34 +438,46 @@ def main(argv: list[str] | None = None) -> int:
         "--json", action="store_true", help="one JSON document on stdout (docs/plan.schema.json); the steps on stderr"
     )
     args = parser.parse_args(argv)
+    started = time.monotonic()
+
+    def refused(error: Exception | str, step: str, then: str = "") -> int:
+        """A refusal before any step ran: on stderr, and with --json the plan's document too (no step ran)."""
+        code = refuse(error, then=then)
+        if args.json:
+            document = {
+                "schema": PLAN_SCHEMA, "exit": code, "environment": args.env, "outdir": str(args.outdir),
+                "seconds": round(time.monotonic() - started, 1), "steps": [], "failed_step": step,
+                "refused_output": None, "reviews": [],
+            }  # fmt: skip
+            print(json.dumps(document, indent=2))
+        return code
+
     problem = not_a_plan_folder(args.outdir)
     if problem:
-        return refuse(problem, then="nothing was written or deleted; give OUT= a new folder or an earlier plan's")
+        return refused(problem, "outdir", "nothing was written or deleted; give OUT= a new folder or an earlier plan's")
     if args.base_ref is not None:
         if args.base is not None:
-            print("error: give --base or --base-ref (BASE or BASE_REF), not both", file=sys.stderr)
-            return 2
+            return refused("give --base or --base-ref (BASE or BASE_REF), not both", "baseline")
         try:
             args.base = baseline_of(args.base_ref)
         except BaselineError as err:
-            print(f"error: BASE_REF={args.base_ref}: {err}", file=sys.stderr)
-            return 2
-    if args.env is not None:
-        from infra.config import ConfigError, environment_file
+            return refused(f"BASE_REF={args.base_ref}: {err}", "baseline")
+    from infra.config import ConfigError, environment_file, environments_dir
+    from infra.synth.load import load_planned
 
+    if args.env is not None:
         try:
             environment_file(args.env)
         except ConfigError as err:
-            return refuse(err)
+            return refused(err, "environments")
     # Every environment file loaded and checked once, before any step: a bad file is refused here, by name, and
     # not by each of the steps that would start side by side.
-    from infra.config import ConfigError, environments_dir
-    from infra.synth.load import load_planned
-
     try:
         load_planned(environments_dir())
     except ConfigError as err:
-        return refuse(err, then=f"error: make plan refused the environment files; {args.outdir} is unchanged")
+        return refused(
+            err, "environments", f"error: make plan refused the environment files; {args.outdir} is unchanged"
+        )
     return run_plan(args.outdir, base=args.base, env=args.env, as_json=args.json)
 
 

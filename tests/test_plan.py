@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -313,6 +314,30 @@ def test_plan_json_is_one_document_on_stdout_saying_what_the_lines_say(tmp_path:
     assert document["exit"] == 1 == done.returncode and document["failed_step"] == "rules"
     assert document["refused_output"] == str(tmp_path / "cdktf.out.failed") and document["reviews"] == []
     assert "make plan failed at `rules` (exit 1)" in done.stderr
+
+
+def test_plan_json_says_so_when_the_files_are_refused_before_any_step(tmp_path: Path) -> None:
+    """A bad environment file, or an OUT= the plan does not own: refused on stderr and, with --json, a document on
+    stdout too (review round 4: it printed none), valid against the schema, naming what refused it."""
+    import jsonschema
+
+    from scripts.plan import main
+
+    schema = json.loads((REPO / "docs" / "plan.schema.json").read_text())
+    folder = tmp_path / "environments"
+    shutil.copytree(REPO / "infra" / "environments", folder)
+    dev = folder / "dev.yaml"
+    dev.write_text(dev.read_text().replace("\nname: dev\n", "\nname: devv\n", 1))
+    env = {**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(folder)}
+    done = run_main(main, ["--json", "--outdir", str(tmp_path / "out")], env=env, cwd=REPO)
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, schema)
+    assert document["exit"] == 2 == done.returncode and document["failed_step"] == "environments"
+    assert "name: 'devv': must equal the file's name 'dev'" in done.stderr
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("mine")
+    done = run_main(main, ["--json", "--outdir", str(tmp_path / "notes")], env=dict(os.environ), cwd=REPO)
+    assert json.loads(done.stdout)["failed_step"] == "outdir" and (tmp_path / "notes" / "mine.txt").exists()
 
 
 def _run_plan_main(outdir: Path, planned: list[Any]) -> Any:
