@@ -108,7 +108,6 @@ def test_the_trainer_runs_n_times_the_workers_with_dcn_data_parallelism(monkeypa
     from workloads.trainer.__main__ import _cluster_plan
 
     monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(EXAMPLE.parent))
-    monkeypatch.setattr("workloads.trainer.__main__.ENVIRONMENTS_DIR", EXAMPLE.parent)
     args = SimpleNamespace(
         env="dev", recipe=None, slice="train", run_name=None, bucket="checkpoints", max_failures=None
     )
