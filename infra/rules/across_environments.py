@@ -134,3 +134,30 @@ def _project_numbers(envs: dict[str, Environment]) -> Iterator[Finding]:
             )
         by_number.setdefault(number, (name, project))
         by_project.setdefault(project, (name, number))
+
+
+@rule(
+    id="gce.reservation-not-another-environments",
+    system="Compute Engine",
+    layer="apply",
+    summary=(
+        "An environment draws on no reservation of another environment's project: a shared reservation is for "
+        "capacity made to be shared, not for one environment (prod) to take another's (dev's) reserved machines."
+    ),
+    source="https://cloud.google.com/compute/docs/instances/reservations-shared",
+    subject="environments",
+)
+def _reservation_of_another(envs: dict[str, Environment]) -> Iterator[Finding]:
+    from infra.rules.compute_engine import reservations_of
+
+    projects = {env.project: name for name, env in envs.items()}
+    for name, env in sorted(envs.items()):
+        for key, project, reservation in reservations_of(env):
+            other = projects.get(project)
+            if project != env.project and other is not None and other != name:
+                yield Finding(
+                    (name, "slices", key, "capacity"),
+                    f"projects/{project}/reservations/{reservation}",
+                    f"a reservation of {other}.yaml's project {project}: {name} would take {other}'s reserved "
+                    "machines; reserve in this environment's project",
+                )

@@ -169,6 +169,45 @@ def _vm_capacity(env: Environment) -> Iterator[Finding]:
             )
 
 
+def reservations_of(env: Environment) -> list[tuple[str, str, str]]:
+    """(slice key, the reservation's project, its name) of each capacity of the environment that consumes one."""
+    found = []
+    for key, spec in env.slices.items():
+        for tier in spec.tiers:
+            if tier.reservation:
+                owner, _, name = tier.reservation.rpartition("/reservations/")
+                found.append((key, owner.removeprefix("projects/") or env.project, name))
+    return found
+
+
+@rule(
+    id="gce.reservation-consumed-by-one-orchestrator",
+    system="Compute Engine",
+    layer="apply",
+    summary=(
+        "A specific reservation is drawn on by one orchestrator: GKE's node pools and a Slurm nodeset, a VM group "
+        "or Vertex AI jobs on one reservation each count on its machines, and whichever starts first takes them."
+    ),
+    source=(
+        "https://cloud.google.com/compute/docs/instances/reservations-overview (a specific reservation's VMs are "
+        "consumed by the instances that target it, up to its count)"
+    ),
+    subject="environment",
+)
+def _reservation_once(env: Environment) -> Iterator[Finding]:
+    holders: dict[tuple[str, str], tuple[str, str]] = {}
+    for key, project, name in reservations_of(env):
+        holder = env.slice_holder(key)
+        first = holders.setdefault((project, name), (key, holder))
+        if first[1] != holder:
+            yield Finding(
+                f"slices.{key}.capacity",
+                name,
+                f"reservation {name} is drawn on by slice {first[0]} ({first[1]}) too; slice {key} is {holder}'s: "
+                "give each orchestrator a reservation of its own",
+            )
+
+
 def _gpu_vm(props: dict[str, Any], where: str) -> Iterator[Finding]:
     """What an A3 VM's properties (API field names) must hold: its NICs, its maintenance, its capacity."""
     from infra.catalogue.accelerators import accelerator_for_machine

@@ -31,6 +31,13 @@ TOGETHER: dict[str, TogetherExample] = {
         "network.name",
         "dev.yaml names its VPC network the same in project acme-ml-platform-dev",
     ),
+    "gce.reservation-not-another-environments": (
+        lambda d: d["slices"]["train"]["capacity"].update(
+            reservation="projects/acme-ml-platform-dev/reservations/ml-platform-v6e-train"
+        ),
+        "slices.train.capacity",
+        "a reservation of dev.yaml's project acme-ml-platform-dev: prod would take dev's reserved machines",
+    ),
     "gcp.project-number-is-the-projects": (
         lambda d: d.update(project_number="100000000001"),
         "project_number",

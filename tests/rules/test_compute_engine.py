@@ -39,6 +39,15 @@ def _region(data: dict[str, Any], region: str) -> None:
 
 
 ENVIRONMENT: dict[str, EnvironmentExample] = {
+    # The Slurm nodeset on the reservation of a GKE slice.
+    "gce.reservation-consumed-by-one-orchestrator": (
+        lambda d, mp: (
+            d["slices"]["train"].update(capacity={"type": "reservation", "reservation": "ml-platform-a3mega"}),
+            d["slices"]["a3mega-slurm"].update(capacity={"type": "reservation", "reservation": "ml-platform-a3mega"}),
+        ),
+        "slices.a3mega-slurm.capacity",
+        "reservation ml-platform-a3mega is drawn on by slice train (gke) too",
+    ),
     # Before the fix: the convert pool's m1-ultramem-80 (no us-east5 zone offers it); A3 Mega in us-east5-b.
     "gce.machine-type-offered-in-zone": (
         lambda d, mp: d["cpu_pools"]["convert"].update(machine_type="m1-ultramem-80"),
