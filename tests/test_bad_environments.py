@@ -497,6 +497,13 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "slices.a3mega",
         "only TPU slices are counted",
     ),
+    # A union's member names are the validator's, not the file's (review round 4: `...[1].constrained-int`).
+    "an exit code that is neither a number nor a range": (
+        "messages",
+        _sub('retry_exit_codes: [42, "128-255"]', 'retry_exit_codes: [42, "abc"]'),
+        "batch.training.resilience.retry_exit_codes[1]",
+        "Input should be a valid integer; or must match the pattern ^[0-9]{1,3}-[0-9]{1,3}$",
+    ),
     # API limits the stack reaches (review round 4).
     "a no-upgrade exclusion longer than GKE allows": (
         "messages",

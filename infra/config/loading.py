@@ -203,8 +203,15 @@ def _show(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+# What pydantic adds to an error's location for the member of a union it tried (`constrained-int`,
+# `function-after[...]`, `list[int]`): the validator's, not the file's; left out of the path a person reads.
+_VALIDATOR_STEP = re.compile(
+    r"^(function-|constrained-|(list|dict|set|tuple|nullable|union|tagged-union|chain|lax-or-strict|json-or-python|default)\[)"
+)
+
+
 def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
-    raw = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    raw = tuple(p for p in err["loc"] if not (isinstance(p, str) and _VALIDATOR_STEP.match(p)))
     loc, _ = _walk(raw)
     kind = err["type"]
     value = err.get("input")
@@ -313,7 +320,13 @@ def _problems_from(
         message += _typed_note(typed or {}, loc, e["type"], message, as_text) + _odd_characters(value, message)
         # A whole mapping is noise: model-level messages name the values at fault.
         shown = "" if isinstance(value, dict) or (value is None and e["type"] == "missing") else f"{_show(value)}: "
-        lines.append(f"{_format_loc(loc)}: {shown}{message}")
+        head = f"{_format_loc(loc)}: {shown}"
+        # The members of a union each refuse the value at one place: one line, each way it may be written.
+        same = next((i for i, line in enumerate(lines) if line.startswith(head)), None)
+        if same is not None:
+            lines[same] += f"; or {message}"
+        else:
+            lines.append(f"{head}{message}")
     return lines
 
 
