@@ -114,9 +114,26 @@ def lookalike(text: str, allowed: Iterable[str]) -> str | None:
     if text.isascii():
         return None
     for candidate in allowed:
-        if len(candidate) == len(text) and all(k == c or not k.isascii() for k, c in zip(text, candidate, strict=True)):
+        if len(candidate) == len(text) and all(_stands_for(k, c) for k, c in zip(text, candidate, strict=True)):
             return f"{candidate!r} written with look-alike characters ({non_ascii(text)})"
     return None
+
+
+def _stands_for(typed: str, meant: str) -> bool:
+    """Whether character `typed` may stand for ASCII `meant`: itself; a compatibility form of it (the fullwidth
+    '４' is '4' under NFKC); a numeral of its value (the CJK '四' is 4); any other non-ASCII letter (a Cyrillic e for
+    an e: no table of look-alikes is kept)."""
+    if typed == meant:
+        return True
+    if typed.isascii():
+        return False
+    folded = unicodedata.normalize("NFKC", typed)
+    if folded.isascii():
+        return folded == meant
+    value = unicodedata.numeric(typed, None)
+    if value is not None:
+        return meant.isdigit() and float(meant) == value
+    return True
 
 
 def did_you_mean(value: str, names: Iterable[str]) -> str | None:

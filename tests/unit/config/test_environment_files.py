@@ -67,3 +67,16 @@ def test_a_link_to_a_regular_file_is_an_environment(folder: Path, tmp_path: Path
     (folder / "prod.yaml").rename(elsewhere)
     (folder / "prod.yaml").symlink_to(elsewhere)
     assert sorted(load_all(folder)) == ["dev", "prod"]
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("４x４", "4x4"), ("四x四", "4x4"), ("２x４", "2x4"), ("v6е", "v6e")],
+)
+def test_the_look_alike_hint_names_the_value_meant(typed: str, meant: str) -> None:
+    """Fullwidth digits are their ASCII digits, a CJK numeral its value (review round 4: the hint named the first
+    allowed value of the same length, 2x2, for ４x４)."""
+    from infra.config.base import lookalike
+
+    hint = lookalike(typed, ["2x2", "2x4", "4x4", "v5e", "v6e"])
+    assert hint is not None and hint.startswith(f"{meant!r} written with look-alike characters"), hint
