@@ -121,8 +121,8 @@ def lookalike(text: str, allowed: Iterable[str]) -> str | None:
 
 def _stands_for(typed: str, meant: str) -> bool:
     """Whether character `typed` may stand for ASCII `meant`: itself; a compatibility form of it (the fullwidth
-    '４' is '4' under NFKC); a numeral of its value (the CJK '四' is 4); any other non-ASCII letter (a Cyrillic e for
-    an e: no table of look-alikes is kept)."""
+    four, U+FF14, is '4' under NFKC); a numeral of its value (the CJK four, U+56DB, is 4); any other non-ASCII
+    letter (a Cyrillic e for an e: no table of look-alikes is kept)."""
     if typed == meant:
         return True
     if typed.isascii():

@@ -71,11 +71,11 @@ def test_a_link_to_a_regular_file_is_an_environment(folder: Path, tmp_path: Path
 
 @pytest.mark.parametrize(
     ("typed", "meant"),
-    [("４x４", "4x4"), ("四x四", "4x4"), ("２x４", "2x4"), ("v6е", "v6e")],
+    [("\uff14x\uff14", "4x4"), ("\u56dbx\u56db", "4x4"), ("\uff12x\uff14", "2x4"), ("v6\u0435", "v6e")],
 )
 def test_the_look_alike_hint_names_the_value_meant(typed: str, meant: str) -> None:
     """Fullwidth digits are their ASCII digits, a CJK numeral its value (review round 4: the hint named the first
-    allowed value of the same length, 2x2, for ４x４)."""
+    allowed value of the same length, 2x2, for a fullwidth 4x4)."""
     from infra.config.base import lookalike
 
     hint = lookalike(typed, ["2x2", "2x4", "4x4", "v5e", "v6e"])
