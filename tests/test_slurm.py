@@ -310,7 +310,7 @@ def test_a_reservation_gives_static_nodes_and_spot_gives_spot_vms(tmp_path: Path
     text = DEV.replace(
         "    capacity: {type: flex-start, max_run_hours: 24}\n",
         "    capacity: {type: reservation, reservation: hpc-a3mega}\n",
-        1,  # the Slurm slice's alone: a reservation is one orchestrator's (gce.reservation-consumed-by-one-orchestrator)
+        1,  # the Slurm slice alone: one orchestrator per reservation (gce.reservation-consumed-by-one-orchestrator)
     ).replace("      slice: a3mega-slurm\n      default: true\n", "      slice: a3mega-slurm\n      static_nodes: 2\n")
     path = tmp_path / "dev.yaml"
     path.write_text(text)
