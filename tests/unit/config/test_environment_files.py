@@ -13,14 +13,6 @@ import pytest
 from infra.config import ConfigError
 from infra.config.loading import environment_files, parse_environment
 from infra.synth.load import load_all
-from tests.helpers import REPO
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    out = tmp_path / "environments"
-    shutil.copytree(REPO / "infra" / "environments", out)
-    return out
 
 
 def _refused(folder: Path) -> str:

@@ -13,13 +13,6 @@ from infra.delivery.release_file import write_validated
 from tests.helpers import REPO
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    out = tmp_path / "environments"
-    shutil.copytree(REPO / "infra" / "environments", out)
-    return out
-
-
 def _edited(path: Path) -> str:
     return path.read_text().replace("# ", "#  ", 1)
 
