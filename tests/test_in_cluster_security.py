@@ -360,16 +360,25 @@ def test_slurm_nodes_write_the_slurm_prefix_only(env: str, stacks: dict[str, dic
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_the_slurm_controller_manages_its_own_instances_only(env: str, stacks: dict[str, dict[str, Any]]) -> None:
     """Before the fix: roles/compute.instanceAdmin.v1 on the whole project let the controller
-    stop, reset or delete any VM of the project, GKE's TPU and GPU nodes included."""
+    stop, reset or delete any VM of the project, GKE's TPU and GPU nodes included; then, held to its own instances,
+    it still held every disk, template, instance group manager and resource policy of the project, GKE's slice
+    MIGs included (review 9, R8-N7): each named type the role manages is held to the cluster's names."""
     (grant,) = [
         g for g in _grants(stacks[env], "google_project_iam_member") if g["role"] == "roles/compute.instanceAdmin.v1"
     ]
     assert grant["account"] == f"slurm-mlp-{env}-ctl"
     expression = grant["condition"]["expression"]
-    assert expression == (
-        'resource.type != "compute.googleapis.com/Instance" || '
-        f'resource.name.extract("/instances/{{name}}").startsWith("mlp-{env}-")'
-    )
+    for kind, collection in (
+        ("Instance", "instances"), ("Disk", "disks"), ("InstanceTemplate", "instanceTemplates"),
+        ("InstanceGroupManager", "instanceGroupManagers"), ("InstanceGroup", "instanceGroups"),
+        ("ResourcePolicy", "resourcePolicies"),
+    ):  # fmt: skip
+        clause = (
+            f'(resource.type != "compute.googleapis.com/{kind}" || '
+            f'resource.name.extract("/{collection}/{{name}}").startsWith("mlp-{env}-"))'
+        )
+        assert clause in expression.split(" && "), kind
+    assert expression.count(" && ") == 5 and " || resource.type" not in expression
 
 
 def test_a_prefix_grant_lets_its_holder_list_inside_its_prefix() -> None:

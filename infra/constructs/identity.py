@@ -220,16 +220,29 @@ SLURM_HOST_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
 SLURM_CONTROLLER_ROLES = ("roles/compute.instanceAdmin.v1",)
 
 
+# The named Compute Engine resources roles/compute.instanceAdmin.v1 manages, each with the collection its resource
+# name holds the name under (projects/<p>/zones/<z>/instances/<name>, .../global/instanceTemplates/<name>, ...).
+INSTANCE_ADMIN_NAMED = (
+    ("compute.googleapis.com/Instance", "instances"),
+    ("compute.googleapis.com/Disk", "disks"),
+    ("compute.googleapis.com/InstanceTemplate", "instanceTemplates"),
+    ("compute.googleapis.com/InstanceGroupManager", "instanceGroupManagers"),
+    ("compute.googleapis.com/InstanceGroup", "instanceGroups"),
+    ("compute.googleapis.com/ResourcePolicy", "resourcePolicies"),
+)
+
+
 def own_instances_condition(name_prefix: str) -> str:
-    """An IAM condition (CEL) that holds a Compute Engine role to the instances whose names start with `name_prefix`,
-    leaving the role's other resource types (disks, templates, placement policies, the zone-level lists) as they
-    are: an instance's resource name is projects/<project>/zones/<zone>/instances/<name>, `extract` takes its name
-    (https://cloud.google.com/iam/docs/conditions-attribute-reference, "Resource name attribute", extract();
-    https://cloud.google.com/iam/docs/configuring-resource-based-access, "Grant access to a group of resources
-    based on resource name prefixes": VM instances by name prefix, other resource types left to the role)."""
-    return (
-        'resource.type != "compute.googleapis.com/Instance" || '
-        f'resource.name.extract("/instances/{{name}}").startsWith("{name_prefix}")'
+    """An IAM condition (CEL) that holds a Compute Engine role to what its holder names `name_prefix`...: every
+    named resource type the role manages (instances, their disks, templates, instance groups and their managers,
+    resource policies: GKE's slice MIGs and templates are of those types) by its name, `extract` taking the name
+    from the resource name; the rest (machine types, subnetworks to use, operations, the zone-level lists) left to
+    the role (https://cloud.google.com/iam/docs/conditions-attribute-reference, "Resource name attribute",
+    extract(); https://cloud.google.com/iam/docs/configuring-resource-based-access, "Grant access to a group of
+    resources based on resource name prefixes")."""
+    return " && ".join(
+        f'(resource.type != "{kind}" || resource.name.extract("/{collection}/{{name}}").startsWith("{name_prefix}"))'
+        for kind, collection in INSTANCE_ADMIN_NAMED
     )
 
 
