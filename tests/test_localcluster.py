@@ -337,15 +337,17 @@ def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 WAIT_S = 600
 
 
-def _until(what: str, check: Any, timeout: float = WAIT_S) -> Any:
-    """Poll `check` every 2 s until it returns something true; fail naming `what` and its last answer."""
+def _until(what: str, check: Any, timeout: float = WAIT_S, describe: Any = None) -> Any:
+    """Poll `check` every 2 s until it returns something true; fail naming `what` and its last answer (or what
+    `describe` says of the objects then)."""
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         last = check()
         if last:
             return last
         time.sleep(2)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})")
+    said = describe() if describe is not None else last
+    raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {said!r})")
 
 
 @pytest.mark.slow
@@ -386,6 +388,10 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
+                    # Held before scheduling: KWOK completes a Job's pods the moment they run (its pod-complete
+                    # stage), and a finished job frees the slice with no preemption to see (the CI failure). Held,
+                    # the admitted job keeps its quota on the training flavor until Kueue reclaims it.
+                    "schedulingGates": [{"name": "platform.local/held"}],
                     "nodeSelector": worker["template"]["spec"]["nodeSelector"],
                     "tolerations": worker["template"]["spec"].get("tolerations") or [],
                     "containers": [container],
@@ -423,35 +429,31 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         flavors = {a["flavors"]["google.com/tpu"] for a in team()["status"]["admission"]["podSetAssignments"]}
         assert flavors == {f"training-{worker['template']['spec']['nodeSelector']['cloud.google.com/gke-nodepool']}"}
         _until(
-            "the team's pods bound to the training slice's nodes",
+            "the team's pods made, held before scheduling",
             lambda: (
-                len(
-                    [
-                        p
-                        for p in cluster.get("pods", "-n", "ml-gpu", "-l", "job-name=research-tpu")["items"]
-                        if p["spec"].get("nodeName")
-                    ]
-                )
-                == worker["replicas"]
+                len(cluster.get("pods", "-n", "ml-gpu", "-l", "job-name=research-tpu")["items"]) == worker["replicas"]
             ),
         )
         active(True)
-        _until(
-            "the team's job preempted to give the slice back",
-            lambda: (
-                _conditions(team()).get("Evicted", {}).get("reason") == "Preempted"
-                or _conditions(team()).get("Preempted", {}).get("status") == "True"
-            ),
-        )
-        _until(
-            "the training cluster admitted again",
-            lambda: (
-                _conditions(cluster.get("workloads.kueue.x-k8s.io", training["metadata"]["name"], "-n", "ml-training"))
-                .get("Admitted", {})
-                .get("status")
-                == "True"
-            ),
-        )
+
+        def state() -> dict[str, Any]:
+            """Both workloads' conditions: what a failure says."""
+            theirs = cluster.get("workloads.kueue.x-k8s.io", training["metadata"]["name"], "-n", "ml-training")
+            return {
+                "team": {k: (c.get("status"), c.get("reason"), c.get("message", "")[:160]) for k, c in _conditions(
+                    team()).items()},
+                "training": {k: (c.get("status"), c.get("reason")) for k, c in _conditions(theirs).items()},
+            }  # fmt: skip
+
+        def given_back() -> bool:
+            """The slice given back: the team's workload holds no quota, the training cluster's is admitted."""
+            now = state()
+            return (
+                now["team"].get("QuotaReserved", ("",))[0] != "True"
+                and now["training"].get("Admitted", ("",))[0] == "True"
+            )
+
+        _until("the team's job preempted and the training cluster admitted again", given_back, describe=state)
         # Kueue evicts the team's workload before it admits the training cluster's; its Job controller suspends the
         # Job after that, on its own reconcile: an event to wait for, not a state to read at once (read at once, it
         # failed under load).
