@@ -140,14 +140,12 @@ def baseline(base: Path | None, ref: str | None, names: list[str]) -> dict[str, 
 def plan_changes(base: dict[str, dict[str, Any]], stacks: dict[str, dict[str, Any]], folder: Path, out: Path) -> int:
     """Each stack's change from its baseline planned by the real providers against the baseline's stand-in state,
     written to `out`/<stack>.plan.json and reviewed; 3 where the gate blocks (CONFIRM_CHANGE confirms)."""
-    import os
-    import re
-
     from infra.delivery.apply_paths import unresolved
     from infra.engine.state import plan_change, settle
     from infra.review import review_plan
+    from scripts.apply import confirmed_from_env
 
-    confirmed = [a for a in re.split(r"[\s,]+", os.environ.get("CONFIRM_CHANGE", "").strip()) if a]
+    confirmed = confirmed_from_env()
     out.mkdir(parents=True, exist_ok=True)
     blocked = False
     for name, stack in stacks.items():

@@ -52,6 +52,17 @@ def stack_name_clash(name: str) -> str | None:
     return None
 
 
+BLUE_GREEN_SUFFIXES = ("-green", "-blue")
+
+
+def blue_green_base(key: str) -> str | None:
+    """The slice a blue/green copy `<slice>-green` or `<slice>-blue` replaces (make blue-green), or None."""
+    for suffix in BLUE_GREEN_SUFFIXES:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            return key.removesuffix(suffix)
+    return None
+
+
 class Environment(Model):
     """One environment, as `infra/environments/<name>.yaml` describes it."""
 
@@ -220,11 +231,10 @@ class Environment(Model):
         """Whether slice `key` is a blue/green replacement (`<slice>-green`, `<slice>-blue`: make blue-green) of a
         counted slice the training cluster or a multi-host vLLM deployment runs on: it is counted like it until the
         workloads move."""
-        for suffix in ("-green", "-blue"):
-            base = key.removesuffix(suffix)
-            if base != key and base in self.slices:
-                return base == training or self._vllm_on(base, multi_host=True) is not None
-        return False
+        base = blue_green_base(key)
+        if base is None or base not in self.slices:
+            return False
+        return base == training or self._vllm_on(base, multi_host=True) is not None
 
     def _pool_name_problems(self) -> list[Problem]:
         """A counted slice's pools (`<key>-<i>`) and a slice's capacity tiers' (`<key>-<type>`) must be node pool

@@ -20,6 +20,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from infra.config.environment import blue_green_base
 from infra.delivery.release_file import _yaml, diff, validate
 from infra.synth.load import load_environment
 
@@ -42,7 +43,8 @@ class Step:
 
 def green_key(key: str) -> str:
     """The new slice's key: `<key>-green`, or `<base>-blue` when the slice is a green one already."""
-    return f"{key.removesuffix('-green')}-blue" if key.endswith("-green") else f"{key.removesuffix('-blue')}-green"
+    base = blue_green_base(key) or key
+    return f"{base}-blue" if key.endswith("-green") else f"{base}-green"
 
 
 def _references(path: Path, key: str) -> list[tuple[str | int, ...]]:
