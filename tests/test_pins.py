@@ -106,3 +106,44 @@ def test_a_pin_that_cannot_be_set_is_refused_and_nothing_is_written(
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert "nothing was written" in done.stderr and "Traceback" not in done.stderr
     assert {p.name: p.read_text() for p in environments.glob("*.yaml")} == before
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("release: [\n", "not valid YAML"),
+        ("- a\n", "(top level): list: the file must hold a mapping of fields"),
+        ("release: 5\n", "release: 5: Input should be a valid dictionary"),
+        ("release: {images: [1]}\n", "release.images: [1]: Input should be a valid dictionary"),
+    ],
+)
+@pytest.mark.parametrize("command", ["pin", "rollback"])
+def test_a_file_that_is_not_an_environment_is_refused_by_its_field_before_a_pin_reads_it(
+    environments: Path, text: str, said: str, command: str
+) -> None:
+    """The file is loaded as the platform loads it before anything reads a pin from it (a list, a number or a
+    broken document was a traceback of the YAML reader)."""
+    dev = environments / "dev.yaml"
+    dev.write_text(text)
+    value = ["sha256:" + "a" * 64] if command == "pin" else []
+    done = _run(environments, command, "dev", "release.images.trainer", *value)
+    assert done.returncode == 2 and said in done.stderr and str(dev) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "nothing was written" in done.stderr
+    assert dev.read_text() == text
+
+
+def test_a_rollback_passes_over_versions_of_the_file_that_never_loaded(environments: Path) -> None:
+    """A commit whose file was broken YAML or another shape holds no value to go back to: the rollback takes the
+    one before it (the history was read unchecked: a traceback)."""
+    dev = environments / "dev.yaml"
+    good = dev.read_text()
+    trainer = load_environment(dev).release.images["trainer"]
+    for broken in ("release: [\n", "release:\n  images: [1, 2]\n", "- a list\n"):
+        dev.write_text(broken)
+        _commit(environments, "broken")
+    newer = trainer.rsplit("@", 1)[0] + "@sha256:" + "3" * 64
+    dev.write_text(good.replace(trainer, newer))
+    _commit(environments, "mended, at a newer digest")
+    back = _run(environments, "rollback", "dev", "release.images.trainer")
+    assert back.returncode == 0, back.stderr
+    assert load_environment(dev).release.images["trainer"] == trainer

@@ -53,10 +53,42 @@ def parse_field(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def _current(path: Path, section: str, name: str) -> str | None:
-    data = yaml.safe_load(path.read_text()) or {}
-    value = ((data.get("release") or {}).get(section) or {}).get(name)
-    return None if value is None else str(value)
+class _Malformed(ValueError):
+    """Text that is not an environment's shape where a pin lives (YAML, a mapping, `release.<section>` a mapping)."""
+
+
+def _pin_in(text: str, section: str, name: str) -> str | None:
+    """The value of `release.<section>.<name>` in an environment file's text (None where unset); _Malformed where
+    the text is not YAML or not shaped as an environment is at that path, so nothing reads past a broken file."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise _Malformed(str(err).splitlines()[0]) from None
+    for key in ("release", section):
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise _Malformed(f"not a mapping where {key} is looked up")
+        data = data.get(key)
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise _Malformed(f"release.{section} is not a mapping")
+    value = data.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise _Malformed(f"release.{section}.{name} is not a version or digest")
+    return str(value)
+
+
+def _current(path: Path, text: str, section: str, name: str) -> str | None:
+    """The pin's value now; a file that cannot hold it is refused as its load refuses it (the file, the field)."""
+    try:
+        return _pin_in(text, section, name)
+    except _Malformed as err:
+        validate(path, text)  # ConfigError naming the field; if the loader passes it, the shape check still stands
+        raise PinError(f"{path}: {err}; nothing was read past it") from None
 
 
 def _known(section: str, name: str, value: str) -> None:
@@ -80,8 +112,8 @@ def plan_pin(path: Path, field: str, value: str) -> PinChange:
     """The change that sets `field` to `value` in environment file `path`, validated with its folder."""
     section, name = parse_field(field)
     _known(section, name, value)
-    old = _current(path, section, name)
     old_text = path.read_text()
+    old = _current(path, old_text, section, name)
     new_text = updated_text(path, {section: {name: value}})
     validate(path, new_text)  # ConfigError: the file, the field, the value, what is allowed
     return PinChange(path, f"release.{section}.{name}", old, value, old_text, new_text)
@@ -90,7 +122,7 @@ def plan_pin(path: Path, field: str, value: str) -> PinChange:
 def previous_value(path: Path, section: str, name: str) -> tuple[str, str]:
     """(value, commit) of the field before its current value: the newest commit of the file's history whose
     field differs from what the file holds now."""
-    now = _current(path, section, name)
+    now = _current(path, path.read_text(), section, name)
     folder = path.resolve().parent
     log = subprocess.run(
         ["git", "log", "--format=%H", "--", path.name], cwd=folder, capture_output=True, text=True, check=False
@@ -103,10 +135,12 @@ def previous_value(path: Path, section: str, name: str) -> tuple[str, str]:
         )
         if shown.returncode:
             continue
-        data = yaml.safe_load(shown.stdout) or {}
-        value = ((data.get("release") or {}).get(section) or {}).get(name)
-        if value is not None and str(value) != now:
-            return str(value), commit
+        try:
+            value = _pin_in(shown.stdout, section, name)
+        except _Malformed:
+            continue  # a version of the file that never loaded holds no value to go back to
+        if value is not None and value != now:
+            return value, commit
     raise PinError(
         f"release.{section}.{name}: {now!r} is the only value {path.name}'s history has; nothing to roll back to"
     )
