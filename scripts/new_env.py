@@ -46,6 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {target}: zones {', '.join(placement.zones)}")
     for who, (old, new) in placement.substitutes.items():
         print(f"  {who}: {new} instead of {old}, which {args.region} does not offer")
+    for who, (old, new) in placement.reservations.items():
+        key = who.split(".")[1]
+        if old == new:
+            print(
+                f"  {who}: {new}, shared from its project: check it is shared with {args.project} "
+                f"in {placement.zone_of(key)}"
+            )
+        else:
+            print(
+                f"  {who}: {new} ({args.source} draws on {old}): reserve it in {placement.zone_of(key)} "
+                f"before make deploy (make preflight ENV={args.name} checks it)"
+            )
     print(f"next: build its images (make image IMAGE=<name> ENV={args.name}), then make plan")
     return 0
 

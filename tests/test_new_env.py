@@ -155,3 +155,36 @@ def test_the_copied_comments_name_the_new_environment_and_mark_the_old_regions_f
     assert not [c for c in comments if re.search(r"(?<![\w.-])dev(?!\w)", c.split("#", 1)[1]) and "dev.yaml" not in c]
     assert "# [us-east5] us-east5-b holds the TPU slices; A3 Mega is offered in us-east5-a only." in text
     assert all("[us-east5]" in c for c in comments if "us-east5" in c)
+
+
+def test_a_new_environment_reserves_its_own_capacity_and_never_draws_on_the_sources(tmp_path: Path) -> None:
+    """A reservation is its project's and its zone's: make new-env FROM=prod copied prod's five reservation names
+    into another project and region, where none of them is (and prod's, if shared, would be drawn on twice). Each
+    is now the new environment's own, said in the file and by the command with the zone to make it in."""
+    environments = _environments(tmp_path)
+    prod = load_environment(environments / "prod.yaml")
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.new_env", "staging", "--from", "prod", "--project", "acme-staging-123",
+         "--project-number", "123456789", "--region", "us-central1"],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    staging = load_environment(environments / "staging.yaml")
+    reserved = {
+        key: [t.reservation for t in spec.tiers if t.reservation]
+        for key, spec in prod.slices.items()
+        if any(t.reservation for t in spec.tiers)
+    }
+    assert len(reserved) == 5
+    for key, names in reserved.items():
+        ours = [t.reservation for t in staging.slices[key].tiers if t.reservation]
+        assert ours == [f"{name}-staging" for name in names]
+        zone = staging.slices[key].zone or staging.zones[0]
+        assert zone.startswith("us-central1-")
+        for name in names:
+            assert (
+                f"slices.{key}.capacity.reservation: {name}-staging (prod draws on {name}): reserve it in {zone} "
+                "before make deploy (make preflight ENV=staging checks it)"
+            ) in done.stdout
+            text = (environments / "staging.yaml").read_text()
+            assert f"({prod.name} draws on {name}): make it before the deploy" in text

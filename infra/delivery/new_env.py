@@ -10,7 +10,11 @@ sizes, serving, training, versions, guards) is kept, with its comments:
   the new region, nothing is written and every such machine is listed, with the regions that offer them all;
 - every release image: the new environment's own registry, at the placeholder digest until `make image` builds
   it there (dev's images are never pointed at from another environment);
-- the cluster's and the Slurm cluster's names, which carry the environment's name.
+- the cluster's and the Slurm cluster's names, which carry the environment's name;
+- every specific reservation of the source's own project: a reservation is its project's and its zone's, so the new
+  environment names one of its own (`ml-platform-v6e-train` -> `ml-platform-v6e-train-staging`), to be made in the
+  slice's new zone before the deploy (`make preflight` checks it is there and large enough). A reservation shared
+  from a third project is kept and listed: whether it is shared with the new project, in its zone, is its owner's.
 The result must load (every rule of `make plan`'s load), or nothing is written.
 """
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,12 @@ class Placement:
     zones: list[str]
     slice_zones: dict[str, str]
     substitutes: dict[str, tuple[str, str]]
+    # {field path: (source's reservation, the new environment's)}; a shared one of a third project maps to itself.
+    reservations: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def zone_of(self, key: str) -> str:
+        """The zone slice `key` is placed in."""
+        return self.slice_zones.get(key, self.zones[0])
 
 
 def _yaml() -> YAML:
@@ -151,6 +161,30 @@ def _renamed(old: str, source: str, name: str) -> str:
     return old[: -len(source)] + name if old.endswith(source) else f"{old}-{name}"
 
 
+def _own_reservations(
+    data: Any, source_project: str, project: str, source: str, name: str
+) -> dict[str, tuple[str, str]]:
+    """Rename in `data` (the new file, its project already rewritten) every reservation the source's project owns to
+    one of the new environment's; a third project's shared reservation is kept. {field path: (old, new)}."""
+    renamed = {}
+    for key, spec in (data.get("slices") or {}).items():
+        capacity = spec.get("capacity")
+        tiers = capacity if isinstance(capacity, list) else [capacity]
+        for at, tier in enumerate(tiers):
+            if not isinstance(tier, dict) or not tier.get("reservation"):
+                continue
+            old = str(tier["reservation"])
+            owner, _, short = old.rpartition("/reservations/")
+            path = f"slices.{key}.capacity" + (f"[{at}]" if isinstance(capacity, list) else "") + ".reservation"
+            if owner and owner != f"projects/{project}":
+                renamed[path] = (old, old)
+                continue
+            new = (f"{owner}/reservations/" if owner else "") + _renamed(short, source, name)
+            tier["reservation"] = new
+            renamed[path] = (old.replace(f"projects/{project}/", f"projects/{source_project}/"), new)
+    return renamed
+
+
 def _check_name(name: str) -> None:
     if not re.fullmatch(r"[a-z][a-z0-9-]{0,20}", name):
         raise NewEnvironmentError(
@@ -207,6 +241,7 @@ def new_environment_text(
     data["cluster"]["name"] = _renamed(env.cluster.name, env.name, name)
     if data.get("slurm"):
         data["slurm"]["name"] = _renamed(env.slurm.name, env.name, name) if env.slurm else data["slurm"]["name"]
+    placement = replace(placement, reservations=_own_reservations(data, env.project, project, env.name, name))
     registry = f"{env.registry.host(region)}/{project}/{env.registry.repository}"
     images = (data.get("release") or {}).get("images") or {}
     for image in list(images):
@@ -220,6 +255,11 @@ def new_environment_text(
         f"# the comments' mentions of {env.name}; a comment about {env.region}'s zones is marked [{env.region}]:",
         f"# it was written for {source.name} and may not hold in {region}.",
         *[f"# {line}" for line in [*changed, *grown]],
+        *[
+            f"# {who}: {new}, {name}'s own ({env.name} draws on {old}): make it before the deploy"
+            for who, (old, new) in placement.reservations.items()
+            if old != new
+        ],
     ]
     return "\n".join(header) + "\n" + _comments_rewritten(out.getvalue(), env.name, name, env.region), placement
 
