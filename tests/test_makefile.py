@@ -115,3 +115,43 @@ def test_a_typed_value_reaches_the_command_as_data_and_runs_nothing(
     assert done.returncode != 0
     assert list(tmp_path.iterdir()) == [], "a typed value ran as code"
     assert "touch" in done.stderr and "error" in done.stderr.lower(), done.stderr[-2000:]
+
+
+def _data_vars() -> dict[str, str]:
+    """{make variable a person types a value into: the first target whose recipe reads it}: DATA_VARS, and where each
+    reaches a command."""
+    text = (REPO / "Makefile").read_text()
+    listed = re.search(r"^DATA_VARS := (.*?)\n\$\(foreach", text, re.S | re.M)
+    assert listed, "the Makefile lists the variables it passes as data (DATA_VARS)"
+    targets: dict[str, str] = {}
+    target = ""
+    for line in text.splitlines():
+        head = re.match(r"^([A-Za-z0-9_.-]+):(?!=)", line)
+        target = head.group(1) if head else target
+        for name in listed.group(1).replace("\\\n", " ").split():
+            if line.startswith("\t") and f'"$${name}"' in line:
+                targets.setdefault(name, target)
+    return targets
+
+
+def test_every_typed_variable_reaches_its_command_as_one_quoted_word_and_no_make_function_runs(
+    tmp_path: Path,
+) -> None:
+    """Every variable of DATA_VARS, in a recipe that reads it (make -n: the command line as the shell gets it), is
+    the shell's "$NAME" (its value never spliced into the line), and a make function in the value runs nothing.
+    Where a recipe put one between single quotes, a quote in it ended the word and the rest ran."""
+    targets = _data_vars()
+    listed = re.search(r"^DATA_VARS := (.*?)\n\$\(foreach", (REPO / "Makefile").read_text(), re.S | re.M)
+    assert listed
+    names = listed.group(1).replace("\\\n", " ").split()
+    assert set(targets) == set(names) - {"TESTS"}, "each typed variable is read by some recipe as a quoted word"
+    marker = tmp_path / "ran"
+    payload = _payloads(marker)
+    for name, target in sorted(targets.items()):
+        done = subprocess.run(
+            ["make", "-n", target, f"{name}={payload}", "ENV=dev"], cwd=REPO, capture_output=True, text=True
+        )
+        assert list(tmp_path.iterdir()) == [], f"{name}: a make function in the value ran"
+        lines = [line for line in done.stdout.splitlines() if f'"${name}"' in line]
+        assert lines, (name, target, done.stdout[-2000:], done.stderr[-2000:])
+        assert not [line for line in done.stdout.splitlines() if "touch " in line], (name, "the value was spliced")

@@ -112,7 +112,8 @@ def test_a_pin_that_cannot_be_set_is_refused_and_nothing_is_written(
     ("text", "said"),
     [
         ("release: [\n", "not valid YAML"),
-        ("- a\n", "(top level): list: the file must hold a mapping of fields"),
+        ("", "(top level)"),
+        ("- a\n", "(top level): a list: the file must hold a mapping of fields"),
         ("release: 5\n", "release: 5: Input should be a valid dictionary"),
         ("release: {images: [1]}\n", "release.images: [1]: Input should be a valid dictionary"),
     ],

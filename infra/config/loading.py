@@ -50,6 +50,10 @@ PATTERN_SOURCES = {
 _TYPE_ERRORS = {"string_type", "int_type", "float_type", "bool_type", "literal_error", "string_pattern_mismatch"}
 
 
+# What a document holds, in YAML's words (a refusal never names a Python type).
+_YAML_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+
+
 def environments_dir() -> Path:
     """The environments directory; `PLATFORM_ENVIRONMENTS_DIR` overrides it (read at call time)."""
     return settings.ENVIRONMENTS_DIR.path() or ENVIRONMENTS_DIR
@@ -461,7 +465,8 @@ def parse_environment(path: Path) -> Environment:
         context = getattr(err, "context", None)
         raise ConfigError(path, [f"{where}not valid YAML: {what}" + (f" ({context})" if context else "")]) from None
     if not isinstance(data, dict):
-        raise ConfigError(path, [f"(top level): {type(data).__name__}: the file must hold a mapping of fields"])
+        held = "nothing (the file is empty)" if data is None else f"a {_YAML_KINDS.get(type(data), 'scalar')}"
+        raise ConfigError(path, [f"(top level): {held}: the file must hold a mapping of fields"])
     try:
         env = Environment.model_validate(data)
     except ValidationError as err:

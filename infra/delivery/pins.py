@@ -64,12 +64,14 @@ def _pin_in(text: str, section: str, name: str) -> str | None:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise _Malformed(str(err).splitlines()[0]) from None
-    for key in ("release", section):
-        if data is None:
-            return None
-        if not isinstance(data, dict):
-            raise _Malformed(f"not a mapping where {key} is looked up")
-        data = data.get(key)
+    if not isinstance(data, dict):  # an empty file, a list, a scalar: no environment at all
+        raise _Malformed("the file holds no mapping of fields")
+    data = data.get("release")
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise _Malformed("release is not a mapping")
+    data = data.get(section)
     if data is None:
         return None
     if not isinstance(data, dict):
