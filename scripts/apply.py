@@ -119,11 +119,6 @@ def plan_and_gate(
     in_file, stale = confirmations.from_file(env, body) if env is not None else ([], [])
     for line in stale:
         print(f"note: {line}", file=sys.stderr)
-    try:
-        confirmed = [*confirmed, *(confirmations.settled(env, in_file, body) if env is not None else [])]
-    except SettingError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2, ""
     code = _tf(stack_dir, "init", "-input=false", "-no-color")
     if code:
         return code, ""
@@ -138,9 +133,17 @@ def plan_and_gate(
         return code, ""
     try:
         plan = json.loads(plan_json.read_text())
+        if env is not None:  # an entry an earlier apply carried out confirms nothing more
+            in_file, spent = confirmations.spent(env, in_file, plan)
+            for line in spent:
+                print(f"note: {line}", file=sys.stderr)
+            confirmed = [*confirmed, *confirmations.settled(env, in_file, body)]
         review = review_plan(stack, plan, list(confirmed), cluster_holds(stack_dir, body, plan, env), in_change=in_file)
     except (json.JSONDecodeError, PlanFormatError) as err:
         print(f"error: {plan_json}: {err}", file=sys.stderr)
+        return 2, ""
+    except SettingError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2, ""
     digest = plan_digest(plan)
     markdown = render(review)

@@ -399,6 +399,7 @@ def test_a_gated_change_goes_through_the_pipeline_confirmed_in_the_environment_f
     """CONFIRM_CHANGE was read from the environment only and no workflow can set it, so a
     gated change (here the training slice's pool replaced) failed every deploy. Confirmed in dev.yaml, it goes
     through; an entry written for another configuration of the pool confirms nothing and says so."""
+    from infra.config.delivery import APPLIED_CONFIRMATIONS
     from infra.delivery.confirmations import config_sha256
 
     replace = json.loads(json.dumps(PLAN_JSON))
@@ -424,10 +425,23 @@ def test_a_gated_change_goes_through_the_pipeline_confirmed_in_the_environment_f
     assert f"dev.yaml: confirm: {TRAIN_POOL}: written for configuration 000000000000" in said
     assert "terraform apply" not in (tmp_path / "calls.log").read_text()
 
-    dev.write_text(text + entry.format(TRAIN_POOL, config_sha256(stacks["dev"], TRAIN_POOL)))
+    sha = config_sha256(stacks["dev"], TRAIN_POOL)
+    dev.write_text(text + entry.format(TRAIN_POOL, sha))
     calls, _, summary = _run_job_with_plan("main.yml", "deploy", tmp_path, {}, replace)
     assert "terraform apply -input=false -no-color plan.tfplan" in calls
     assert TRAIN_POOL in summary
+
+    # Applied, the entry is in the state (the stack's output); left in the file, it confirmed the next replacement of
+    # the same configuration too (drift: the pool changed outside Terraform). Now that one blocks.
+    again = json.loads(json.dumps(replace))
+    again["prior_state"] = {"values": {"outputs": {APPLIED_CONFIRMATIONS: {"value": [f"{TRAIN_POOL}@{sha}"]}}}}
+    (tmp_path / "calls.log").unlink()
+    with pytest.raises(AssertionError) as refused:
+        _run_job_with_plan("main.yml", "deploy", tmp_path, {}, again)
+    said = str(refused.value)
+    assert f"BLOCKING: replace {TRAIN_POOL} (platform-dev)" in said
+    assert f"dev.yaml: confirm: {TRAIN_POOL}: carried out by an earlier apply (the state records it)" in said
+    assert "terraform apply" not in (tmp_path / "calls.log").read_text()
 
 
 def test_workflows_install_the_pinned_packer_and_gcluster_before_deploying() -> None:

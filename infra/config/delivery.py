@@ -57,3 +57,14 @@ class Confirmation(Model):
     address: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[A-Za-z0-9_-]+$")]
     config_sha256: Annotated[str, StringConstraints(pattern=r"^([0-9a-f]{64}|absent)$")]
     reason: Annotated[str, StringConstraints(min_length=1)]
+
+    @property
+    def key(self) -> str:
+        """`<address>@<config_sha256>`: how the stack's state records the entry once an apply has carried it out
+        (APPLIED_CONFIRMATIONS), so the next plan knows it is spent."""
+        return f"{self.address}@{self.config_sha256}"
+
+
+# The stack output that records, in the state, the confirm: entries the last apply carried out: an entry found there
+# confirms nothing more (a later replacement of the same configuration, from drift, is not the change it was for).
+APPLIED_CONFIRMATIONS = "platform_confirmations_applied"

@@ -25,6 +25,7 @@ import yaml
 from infra import settings
 from infra.catalogue.consequences import PERSON_ONLY
 from infra.config import Environment
+from infra.config.delivery import APPLIED_CONFIRMATIONS
 from infra.config.loading import environment_file
 
 ABSENT = "absent"
@@ -83,6 +84,22 @@ def settled(env: Environment, matched: list[str], stack: dict[str, Any], ref: st
     entries = earlier.get("confirm") if isinstance(earlier, dict) else None
     before = {(str(e.get("address")), str(e.get("config_sha256"))) for e in entries or [] if isinstance(e, dict)}
     return [a for a in matched if (a, config_sha256(stack, a)) in before]
+
+
+def spent(env: Environment, matched: list[str], plan: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(the addresses of `matched` not yet carried out, a line for each that was): an entry is spent once an apply
+    has carried it out, which the state records in the stack's APPLIED_CONFIRMATIONS output (the plan's
+    prior_state). A spent entry confirms nothing: the same configuration replaced again (drift, a resource changed
+    outside Terraform) is not the change it was written for."""
+    outputs = ((plan.get("prior_state") or {}).get("values") or {}).get("outputs") or {}
+    applied = (outputs.get(APPLIED_CONFIRMATIONS) or {}).get("value") or []
+    keys = {e.address: e.key for e in env.confirm}
+    done = [a for a in matched if isinstance(applied, list) and keys.get(a) in applied]
+    return [a for a in matched if a not in done], [
+        f"{env.name}.yaml: confirm: {address}: carried out by an earlier apply (the state records it): it confirms "
+        "nothing now, a change the plan shows of it is another one; remove it"
+        for address in done
+    ]
 
 
 def unused(env: Environment, matched: list[str], gated: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from constructs import Construct
 from infra.catalogue.gcp_apis import VERTEX_API, platform_apis
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import Environment
+from infra.config.delivery import APPLIED_CONFIRMATIONS
 from infra.constructs.apis import ProjectApis
 from infra.constructs.monitoring import Observability, ProjectBudget
 from infra.constructs.providers import Providers
@@ -97,6 +98,9 @@ class PlatformStack(TerraformStack):
         apis.depend_all(self)
 
         TerraformOutput(self, "cluster_name", value=compute.cluster.name)
+        # The confirm: entries this apply carries out, kept in the state: the next plan reads them there and holds
+        # each spent (infra/delivery/confirmations.py spent).
+        TerraformOutput(self, APPLIED_CONFIRMATIONS, value=sorted(entry.key for entry in env.confirm))
         TerraformOutput(self, "cluster_location", value=compute.cluster.location)
         TerraformOutput(self, "registry_url", value=env.registry_url)
         TerraformOutput(self, "registry_id", value=registry.repository.id)
