@@ -364,3 +364,31 @@ def test_an_entry_confirms_a_loss_only_where_it_was_merged_before_the_change(
     monkeypatch.setenv("PLATFORM_CONFIRMED_AT", "no-such-ref")
     with pytest.raises(SettingError, match="PLATFORM_CONFIRMED_AT=no-such-ref: not a commit"):
         confirmations.settled(dev, [address], stack)
+
+
+def test_an_entry_the_state_records_as_carried_out_confirms_nothing_more() -> None:
+    """confirmations.spent: an entry whose `<address>@<sha>` the stack's output holds in the plan's prior_state was
+    carried out by an earlier apply; an entry for another configuration, or a state without the output, is not."""
+    from infra.config import environments_dir
+    from infra.config.delivery import APPLIED_CONFIRMATIONS, Confirmation
+    from infra.delivery import confirmations
+    from infra.synth.load import load_all
+
+    entries = [
+        Confirmation(address=f"google_storage_bucket.b{i}", config_sha256=str(i) * 64, reason="r") for i in (1, 2)
+    ]
+    dev = load_all(environments_dir())["dev"].model_copy(update={"confirm": entries})
+    matched = [e.address for e in entries]
+
+    def plan(applied: object) -> dict[str, Any]:
+        return {"prior_state": {"values": {"outputs": {APPLIED_CONFIRMATIONS: {"value": applied}}}}}
+
+    assert confirmations.spent(dev, matched, {}) == (matched, [])
+    assert confirmations.spent(dev, matched, plan("not a list")) == (matched, [])
+    assert confirmations.spent(dev, matched, plan([f"google_storage_bucket.b1@{'9' * 64}"])) == (matched, [])
+    left, said = confirmations.spent(dev, matched, plan([entries[0].key]))
+    assert left == ["google_storage_bucket.b2"]
+    assert said == [
+        "dev.yaml: confirm: google_storage_bucket.b1: carried out by an earlier apply (the state records it): it "
+        "confirms nothing now, a change the plan shows of it is another one; remove it"
+    ]
