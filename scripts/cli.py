@@ -68,6 +68,12 @@ COMMANDS: dict[str, Command] = {
         "workloads.trainer.__main__",
         "train: local (JaxTrainer on CPU workers), submit or args (an environment's recipe)",
     ),
+    "training-pause": Command(
+        "scripts.training", "lend the queued training cluster's slices to the teams that borrow them", ["pause"]
+    ),
+    "training-resume": Command(
+        "scripts.training", "take the training slices back (Kueue preempts the borrowers)", ["resume"]
+    ),
     "serve-local": Command("workloads.server.__main__", "serve the canary checkpoint of a local run over HTTP"),
     "saxml": Command("workloads.serving.saxml", "the Saxml client: publish, list, generate, unpublish"),
     "plot": Command("scripts.plot", "the local run's loss, step time and goodput, and each review's cost, as PNGs"),

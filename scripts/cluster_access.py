@@ -34,7 +34,16 @@ def kubectl() -> list[str]:
 
 @contextmanager
 def cluster_env(env: Environment) -> Iterator[dict[str, str]]:
-    """The process environment whose KUBECONFIG reaches `env`'s cluster through its DNS endpoint."""
+    """The process environment whose KUBECONFIG reaches `env`'s cluster through its DNS endpoint (or the one
+    PLATFORM_KUBECONFIG names: the local cluster's)."""
+    given = settings.KUBECONFIG.path()
+    if given is not None:
+        if not given.is_file():
+            raise Unreachable(f"PLATFORM_KUBECONFIG={str(given)!r}: no such file")
+        if shutil.which(kubectl()[0]) is None:
+            raise ToolsMissing(f"{kubectl()[0]} not found")
+        yield {**os.environ, "KUBECONFIG": str(given)}
+        return
     gcloud = settings.GCLOUD.command()
     missing = [tool[0] for tool in (gcloud, kubectl()) if shutil.which(tool[0]) is None]
     if missing:

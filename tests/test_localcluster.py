@@ -21,6 +21,7 @@ from infra.localcluster import apply, destroy, manifests, nodes
 from infra.localcluster.cluster import Cluster
 from infra.rules.run import stack_releases
 from scripts import deploy_local
+from scripts.cli import main as platform_main
 from tests.helpers import REPO, charts_with_fixed_jetstream_name
 from tests.in_process import run_main
 
@@ -364,6 +365,7 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         if w["metadata"]["ownerReferences"][0]["name"] == ray["metadata"]["name"]
     ]
     worker = ray["spec"]["workerGroupSpecs"][0]
+    hosts = worker["replicas"] * worker.get("numOfHosts", 1)
     chips = worker["template"]["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"]
     container = {
         "name": "work",
@@ -383,8 +385,9 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         },
         "spec": {
             "suspend": True,
-            "parallelism": worker["replicas"],
-            "completions": worker["replicas"],
+            # The whole slice: a pod on each host of each slice, as a TPU job needs (review 10, M3).
+            "parallelism": hosts,
+            "completions": hosts,
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
@@ -408,10 +411,16 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         ]
         return w
 
-    def active(value: bool) -> None:
-        patch = json.dumps({"spec": {"active": value}})
-        cluster.kubectl("patch", "workloads.kueue.x-k8s.io", training["metadata"]["name"], "-n", "ml-training",
-                        "--type=merge", "-p", patch)  # fmt: skip
+    def command(action: str) -> str:
+        """make training-pause / training-resume ENV=dev, against this cluster (PLATFORM_KUBECONFIG)."""
+        env = {
+            **os.environ,
+            "PLATFORM_KUBECONFIG": str(cluster.kubeconfig),
+            "PLATFORM_KUBECTL": str(build.build_all(["kube"])["kubectl"]),
+        }
+        done = run_main(platform_main, [f"training-{action}", "dev"], env=env, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
     cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
     try:
@@ -423,18 +432,17 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
             ),
         )
         assert "training-" in reason, reason
-        active(False)
+        paused = command("pause")
+        assert f"ml-training/{training['metadata']['name']}: paused: Kueue evicts the training cluster" in paused
         admitted = _until("the team's job admitted on the idle slice", lambda: _conditions(team()).get("Admitted"))
         assert admitted["status"] == "True"
         flavors = {a["flavors"]["google.com/tpu"] for a in team()["status"]["admission"]["podSetAssignments"]}
         assert flavors == {f"training-{worker['template']['spec']['nodeSelector']['cloud.google.com/gke-nodepool']}"}
         _until(
             "the team's pods made, held before scheduling",
-            lambda: (
-                len(cluster.get("pods", "-n", "ml-gpu", "-l", "job-name=research-tpu")["items"]) == worker["replicas"]
-            ),
+            lambda: len(cluster.get("pods", "-n", "ml-gpu", "-l", "job-name=research-tpu")["items"]) == hosts,
         )
-        active(True)
+        assert "active: the training queue reclaims its slices" in command("resume")
 
         def state() -> dict[str, Any]:
             """Both workloads' conditions: what a failure says."""
@@ -463,7 +471,7 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         )
     finally:
         cluster.kubectl("delete", "job", "research-tpu", "-n", "ml-gpu", "--wait=true", check=False)
-        active(True)
+        command("resume")  # already active where the test got that far: said, nothing changed
     _until(
         "the training cluster's pods back on the slice",
         lambda: len([p for p in _ray(cluster)[1] if p["spec"].get("nodeName")]) == 5,

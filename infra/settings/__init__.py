@@ -142,6 +142,12 @@ KUBECTL = _command(
     "`scripts/teardown.py`, `scripts/adopt_crds.py` (`make destroy`)",
     "the kubectl CLI to run",
 )
+KUBECONFIG = Setting(
+    "PLATFORM_KUBECONFIG",
+    "`scripts/cluster_access.py` (`make training-pause`, `make training-resume`; the gate's reads at the apply)",
+    "a kubeconfig that reaches the environment's cluster, used instead of gcloud's credentials (the local "
+    "cluster's: `.cache/cluster-local/kubeconfig`)",
+)
 API_WAIT = Setting(
     "PLATFORM_API_WAIT",
     "`scripts/apis.py` (`make deploy`)",
