@@ -183,9 +183,9 @@ def test_the_deployer_may_grant_exactly_the_project_roles_its_platform_stack_gra
         assert may_grant == set(GRANTABLE_PROJECT_ROLES)
         assert not may_grant & {"roles/owner", "roles/editor", "roles/resourcemanager.projectIamAdmin"}
         assert not any(r.startswith("roles/iam.") for r in may_grant)
-        # Every other deployer role is unconditioned: the condition is on granting alone.
+        # The other deployer roles: unconditioned, but storage.admin's (held off the state bucket, below).
         others = [m for m in _resources(stack, "google_project_iam_member") if "deployer" in m["member"]]
-        assert [m["role"] for m in others if m.get("condition")] == [binding["role"]]
+        assert sorted(m["role"] for m in others if m.get("condition")) == [binding["role"], "roles/storage.admin"]
         platform = json.loads((REPO / "tests" / "snapshots" / f"platform-{env}.json").read_text())
         granted = {g["role"] for g in platform["resource"]["google_project_iam_member"].values()}
         assert granted <= may_grant, granted - may_grant
@@ -284,3 +284,24 @@ def test_the_planner_may_reach_the_cluster_and_read_what_the_gate_reads_and_no_m
         assert not [p for p in role["permissions"] if "secret" in p.lower()]
         (grant,) = [m for m in _resources(stack, "google_project_iam_member") if "project_iam_custom_role" in m["role"]]
         assert grant["member"].startswith("serviceAccount:${google_service_account.") and "planner" in grant["member"]
+
+
+def test_the_deployer_administers_every_bucket_but_the_state_bucket(bootstrap: dict[str, dict[str, Any]]) -> None:
+    """Its storage.admin covered the state bucket's IAM policy, versioning and public access prevention (review 10,
+    C6): one merge could open or unversion the state. Held by a resource condition, evaluated here on the names
+    Cloud Storage gives a bucket and its objects; the state's objects stay the deployer's through its bucket grant."""
+    for stack in bootstrap.values():
+        (state,) = _resources(stack, "google_storage_bucket")
+        (admin,) = [m for m in _resources(stack, "google_project_iam_member") if m["role"] == "roles/storage.admin"]
+        expression = admin["condition"]["expression"]
+
+        def admits(name: str, expression: str = expression) -> bool:
+            cel = expression.replace("!(", "not (").replace("||", " or ").replace("==", " == ")
+            cel = re.sub(r"resource\.name\.startsWith\(('[^']*')\)", r"name.startswith(\1)", cel)
+            return bool(eval(cel.replace("resource.name", "name"), {"__builtins__": {}}, {"name": name}))
+
+        bucket = f"projects/_/buckets/{state['name']}"
+        assert not admits(bucket) and not admits(f"{bucket}/objects/platform/terraform.tfstate")
+        assert admits(f"{bucket}-models") and admits("projects/_/buckets/acme-ml-platform-dev-checkpoints/objects/a")
+        (objects,) = [m for m in _resources(stack, "google_storage_bucket_iam_member") if "deployer" in m["member"]]
+        assert objects["role"] == "roles/storage.objectAdmin" and "condition" not in objects

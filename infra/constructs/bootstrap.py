@@ -95,6 +95,13 @@ DEPLOYER_EXTRA_ROLES = ("roles/iam.serviceAccountUser", "roles/cloudquotas.viewe
 
 
 PROJECT_IAM_ADMIN = "roles/resourcemanager.projectIamAdmin"
+STORAGE_ADMIN = "roles/storage.admin"
+
+
+def not_the_state_bucket(bucket: str) -> str:
+    """The CEL that admits every Cloud Storage resource but the bucket `bucket` and its objects."""
+    name = f"projects/_/buckets/{bucket}"
+    return f"!(resource.name == '{name}' || resource.name.startsWith('{name}/'))"
 
 
 def deployer_role(resource_type: str) -> str | None:
@@ -160,6 +167,7 @@ class Bootstrap(Construct):
             for api in BOOTSTRAP_APIS
         ]
 
+        self.state_bucket_name = state_bucket
         self.state = self._state_bucket(project, state_bucket, region, apis)
         sa = google("service_account")
         self.planner = sa.ServiceAccount(
@@ -255,17 +263,33 @@ class Bootstrap(Construct):
                 project=project,
                 role=role,
                 member=f"serviceAccount:{self.deployer.email}",
-                # Granting project roles: only those the platform stacks grant, never one to widen its own rights.
-                condition=(
-                    {
-                        "title": "platform-grants-only",
-                        "description": "Grants and revokes only the project roles the platform stack grants",
-                        "expression": grant_limit_condition(),
-                    }
-                    if role == PROJECT_IAM_ADMIN
-                    else None
-                ),
+                condition=self._deployer_condition(role),
             )
+
+    def _deployer_condition(self, role: str) -> dict[str, str] | None:
+        """What holds a deployer role to the platform's own resources, where IAM can hold it:
+        - granting project roles: only those the platform stacks grant, never one to widen its own rights;
+        - Cloud Storage: every bucket but the state bucket, whose objects the deployer writes through its own grant
+          (state-deployer) but whose IAM policy, versioning, retention and public access prevention it cannot
+          change (review 10, C6). Cloud Storage recognizes resource.name in a condition, a bucket as
+          `projects/_/buckets/<name>` and its objects below it (https://cloud.google.com/iam/docs/
+          conditions-resource-attributes#resource-name).
+        The service accounts' admin role cannot be held so: the IAM API is not among the services that recognize
+        resource attributes, and the modifiedGrantsByRole attribute limits project, folder and organization
+        policies only (docs/delivery.md, step 0, says what is left)."""
+        if role == PROJECT_IAM_ADMIN:
+            return {
+                "title": "platform-grants-only",
+                "description": "Grants and revokes only the project roles the platform stack grants",
+                "expression": grant_limit_condition(),
+            }
+        if role == STORAGE_ADMIN:
+            return {
+                "title": "not-the-state-bucket",
+                "description": "Every bucket but the Terraform state's (its objects come through state-deployer)",
+                "expression": not_the_state_bucket(self.state_bucket_name),
+            }
+        return None
 
     def _federation(
         self,
