@@ -11,7 +11,8 @@
   python -m scripts.apply apply <stack dir> --stack platform-<env> [--approved DIGEST]
       the same plan, gate and summary, then `terraform apply plan.tfplan`: the file just reviewed, never a new
       plan. With --approved, the plan's digest must equal the one the approver saw (the plan job's output); where
-      the environment has a Slurm cluster (deployed after the apply), the digest covers its blueprint too.
+      the environment has a Slurm cluster (deployed after the apply), the digest covers its blueprint too; a plan
+      that changes nothing, with the approved blueprint, is the approved plan applied by an earlier run (a rerun).
 
 Why two jobs for prod. GitHub asks an environment's required reviewers before the job starts ("Jobs that
 reference an environment configured with required reviewers will wait for an approval before starting",
@@ -89,6 +90,14 @@ def plan_digest(plan: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(changes, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def already_applied(digest: str, approved: str) -> bool:
+    """Whether a plan of `digest` is what is left once the approved plan was applied: it changes nothing, and the
+    Slurm blueprint (the digest's second part, where there is one) is the approved one. Then applying it changes
+    nothing either, and a rerun of a job that applied the plan and failed after it (the Slurm deployment) goes on."""
+    platform, _, slurm = digest.partition(".")
+    return platform == plan_digest({}) and approved.partition(".")[2] == slurm
+
+
 def _tf(stack_dir: Path, *args: str, stdout: Any = None) -> int:
     """Run Terraform in the stack's folder. Its own output goes to stderr (the job's log): stdout carries the review
     alone, which a pull request's comment is made of (a real first plan's raw output passes GitHub's limit)."""
@@ -151,7 +160,9 @@ def plan_and_gate(
     if slurm is not None:
         # The Slurm cluster is deployed after this plan is applied (gcluster deploy, no plan an approver sees): the
         # approved digest covers its blueprint too, so the apply job deploys the cluster the approver read.
-        digest = hashlib.sha256(f"{digest}\nslurm {hashlib.sha256(slurm.encode()).hexdigest()}".encode()).hexdigest()
+        # In two parts, `<the plan's>.<the blueprint's>`, so a rerun after a partial success (the plan applied, the
+        # Slurm deployment failed) can tell the approved plan applied from another one (apply: already_applied).
+        digest = f"{digest}.{hashlib.sha256(slurm.encode()).hexdigest()}"
         markdown += (
             "\n## The Slurm cluster deployed after it\n\n<details><summary>Cluster Toolkit blueprint and deployment "
             f"(in the digest)</summary>\n\n```json\n{slurm}\n```\n\n</details>\n"
@@ -244,6 +255,14 @@ def apply(
         print(f"error: {stack}: not applied (the plan or its gate stopped it, exit {code})", file=sys.stderr)
         return code
     if approved is not None and digest != approved:
+        if already_applied(digest, approved):
+            print(
+                f"{stack}: this plan changes nothing and the approved one ({approved}) is applied: an earlier run "
+                "of this job applied it and stopped after (a rerun after a partial success); nothing to apply, the "
+                "steps after it run",
+                file=sys.stderr,
+            )
+            return 0
         print(
             f"error: {stack}: not applied: this plan ({digest}) is not the one approved ({approved}); "
             "the state or the code moved since the plan job, run the workflow again",

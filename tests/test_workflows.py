@@ -157,8 +157,10 @@ case "$1" in
 esac
 """,
     "packer": '#!/bin/bash\necho "packer $*" >> "$STANDIN_LOG"\necho "Packer v1.15.3"\n',
+    # GCLUSTER_EXIT: a deployment that fails (its version still answers).
     "gcluster": '#!/bin/bash\necho "gcluster $*" >> "$STANDIN_LOG"\n'
-    'echo "Built from: main, commit: 079cf8349a96cfd433cb89945bc467af21818424"\n',
+    'echo "Built from: main, commit: 079cf8349a96cfd433cb89945bc467af21818424"\n'
+    '[ "$1" = --version ] || exit "${GCLUSTER_EXIT:-0}"\n',
     "gcloud": '#!/bin/bash\necho "gcloud $*" >> "$STANDIN_LOG"\n',
     "gke-gcloud-auth-plugin": '#!/bin/bash\necho "gke-gcloud-auth-plugin $*" >> "$STANDIN_LOG"\n',
     # make: `make plan` synthesizes (the policy gate and the rules it also runs are tests/test_plan.py's);
@@ -328,7 +330,8 @@ def test_prod_deploy_applies_only_the_plan_the_approver_saw(tmp_path: Path) -> N
     digest is the approved one, and refuses (applies nothing) when the plan changed in between."""
     calls, outputs, summary = _run_job("deploy-prod.yml", "plan", tmp_path)
     digest = outputs["plan.digest"]
-    assert len(digest) == 64 and digest in summary
+    platform, slurm = digest.split(".")  # the plan's, then the Slurm blueprint's
+    assert len(platform) == len(slurm) == 64 and digest in summary
     assert "terraform plan -input=false -no-color -lock=false -out=plan.tfplan" in calls
     assert "terraform apply" not in calls
     calls, _, _ = _run_job("deploy-prod.yml", "apply", tmp_path, {"APPROVED": digest})
@@ -360,6 +363,31 @@ def test_prod_deploys_the_slurm_cluster_the_approver_saw(tmp_path: Path) -> None
         _run_job("deploy-prod.yml", "apply", tmp_path, {"APPROVED": outputs["plan.digest"]})
     calls = (tmp_path / "calls.log").read_text()
     assert "terraform apply" not in calls and "gcluster deploy" not in calls
+
+
+@pytest.mark.slow
+def test_a_prod_apply_that_failed_after_its_plan_was_applied_is_rerun_to_its_end(tmp_path: Path) -> None:
+    """The apply job applied the approved plan, then the Slurm deployment failed. Re-running the job planned again,
+    found nothing to change (another digest) and refused (exit 4): only a new approval of a new run went on (review
+    9, C7). Now the rerun applies nothing and deploys the Slurm cluster; a plan that changes something is still
+    refused."""
+    _, outputs, _ = _run_job("deploy-prod.yml", "plan", tmp_path)
+    approved = {"APPROVED": outputs["plan.digest"]}
+    with pytest.raises(AssertionError, match="gcluster"):
+        _run_job("deploy-prod.yml", "apply", tmp_path, {**approved, "GCLUSTER_EXIT": "1"})
+    first = (tmp_path / "calls.log").read_text()
+    assert "terraform apply -input=false -no-color plan.tfplan" in first and "gcluster deploy" in first
+
+    applied = {**json.loads(json.dumps(PLAN_JSON)), "resource_changes": []}  # the state matches the code now
+    (tmp_path / "calls.log").write_text("")
+    _run_job_with_plan("deploy-prod.yml", "apply", tmp_path, approved, applied)
+    rerun = (tmp_path / "calls.log").read_text()
+    assert "terraform apply" not in rerun and "gcluster deploy" in rerun, rerun
+
+    (tmp_path / "calls.log").write_text("")
+    with pytest.raises(AssertionError, match="is not the one approved"):
+        _run_job("deploy-prod.yml", "apply", tmp_path, {"APPROVED": "0" * 64 + "." + outputs["plan.digest"][65:]})
+    assert "gcluster deploy" not in (tmp_path / "calls.log").read_text()
 
 
 def _run_job_with_plan(
