@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {who}: {new} ({args.source} draws on {old}): reserve it in {placement.zone_of(key)} "
                 f"before make deploy (make preflight ENV={args.name} checks it)"
             )
-    print(f"next: build its images (make image IMAGE=<name> ENV={args.name}), then make plan")
+    print(
+        f"next: make plan (it plans {args.name} with the others), then make images ENV={args.name} "
+        "(docs/new-environment.md)"
+    )
     return 0
 
 

@@ -188,3 +188,18 @@ def test_a_new_environment_reserves_its_own_capacity_and_never_draws_on_the_sour
             ) in done.stdout
             text = (environments / "staging.yaml").read_text()
             assert f"({prod.name} draws on {name}): make it before the deploy" in text
+
+
+def test_the_command_ends_with_the_documented_next_steps_in_their_order(tmp_path: Path) -> None:
+    """It said "build its images, then make plan" where docs/new-environment.md says plan first, then the images."""
+    environments = _environments(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.new_env", "staging", "--project", "acme-staging-123", "--project-number",
+         "123456789", "--region", "us-east5"],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.index("make plan") < last.index("make images ENV=staging"), last
+    steps = (REPO / "docs" / "new-environment.md").read_text().split("Then:", 1)[1]
+    assert steps.index("`make plan`") < steps.index("`make images ENV=staging`")
