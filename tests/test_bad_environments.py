@@ -159,6 +159,18 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "not in slices: train, a3mega, a3mega-slurm, a3mega-vertex, a3mega-vms, sax-a, sax-b, serve, prefill, decode, "
         "vllm, vllm-multihost; did you mean 'train'?",
     ),
+    "a misspelt key": (
+        "messages",
+        _sub("    accelerator: v6e\n    topology: 4x4\n", "    accelerator: v6e\n    tpology: 4x4\n"),
+        "slices.train.tpology",
+        "unknown key 'tpology': did you mean 'topology'?; allowed keys here: accelerator, topology,",
+    ),
+    "a misspelt chart": (
+        "messages",
+        _sub("  charts: {}\n", "  charts:\n    ray-trainin: 0.2.0\n"),
+        "release.charts.ray-trainin",
+        "did you mean 'ray-training'?",
+    ),
     "a Cyrillic e in an accelerator": (
         "messages",
         _sub("    accelerator: v6e\n    topology: 4x4\n", "    accelerator: v6\u0435\n    topology: 4x4\n"),

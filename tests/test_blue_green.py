@@ -70,6 +70,7 @@ def test_a_slice_is_replaced_beside_the_old_one_then_the_workloads_move(environm
         (["--", "dev", "train"], "give what changes: TOPOLOGY=, CAPACITY= or RESERVATION="),
         (["--finish", "--", "dev", "train"], "SLICE='train': no 'train-green' beside it: start the replacement first"),
         (["--capacity", "spot", "--", "dev", "trian"], "SLICE='trian': not a slice of dev.yaml"),
+        (["--capacity", "spot", "--", "dev", "tarin"], "vllm, vllm-multihost; did you mean 'train'?"),
     ],
 )
 def test_a_replacement_that_cannot_be_made_is_refused_and_nothing_is_written(

@@ -96,6 +96,12 @@ def test_an_image_rollback_takes_the_previous_digest_of_the_files_history(enviro
         (["pin", "dev", "release.images.trainer", "trainer:v1"], "release.images.trainer: 'trainer:v1': not pinned"),
         (["rollback", "dev", "release.controllers.jobset"], "'0.12.0' is the only value dev.yaml's history has"),
         (["pin", "dve", "release.controllers.lws", "0.7.0"], "ENV='dve': not one; the environments here: dev, prod"),
+        (
+            ["pin", "dev", "release.images.trainr", "sha256:" + "a" * 64],
+            "FIELD='release.images.trainr': no image of that name (images/images.yaml); the images: "
+            "release.images.checkpoint-converter,",
+        ),
+        (["pin", "dev", "release.images.trainr", "x"], "did you mean 'release.images.trainer'?"),
     ],
 )
 def test_a_pin_that_cannot_be_set_is_refused_and_nothing_is_written(

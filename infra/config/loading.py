@@ -226,7 +226,7 @@ def _describe(err: Any) -> tuple[tuple[str | int, ...], object, str]:
     if kind == "extra_forbidden":
         _, parent = _walk(raw[:-1])
         allowed = list(parent.model_fields) if parent else []
-        like = lookalike(str(loc[-1]), allowed)
+        like = lookalike(str(loc[-1]), allowed) or did_you_mean(str(loc[-1]), allowed)
         what = f"unknown key {loc[-1]!r}" + (f": {like}" if like else "")
         return loc, value, f"{what}; allowed keys here: {', '.join(allowed) or '(none)'}"
     if kind == "missing":

@@ -6,7 +6,7 @@ from pydantic import field_validator, model_validator
 
 from infra.catalogue.charts import local_chart_versions
 from infra.catalogue.controllers import CONTROLLERS
-from infra.config.base import ExactVersion, ImageDigest, Model, Problem, _CrossReferenceError
+from infra.config.base import ExactVersion, ImageDigest, Model, Problem, _CrossReferenceError, did_you_mean
 from infra.config.findings import Finding
 
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
@@ -45,7 +45,12 @@ class Release(Model):
         for name, version in self.charts.items():
             if name not in charts:
                 problems.append(
-                    Finding(("release", "charts", name), name, f"not a chart of workloads/charts: {', '.join(charts)}")
+                    Finding(
+                        ("release", "charts", name),
+                        name,
+                        f"not a chart of workloads/charts: {', '.join(charts)}"
+                        + (f"; {hint}" if (hint := did_you_mean(name, charts)) else ""),
+                    )
                 )
             elif version != charts[name]:
                 problems.append(

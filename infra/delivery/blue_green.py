@@ -20,6 +20,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from infra.config.base import did_you_mean
 from infra.config.environment import blue_green_base
 from infra.delivery.release_file import _yaml, diff, validate
 from infra.synth.load import load_environment
@@ -51,7 +52,10 @@ def _references(path: Path, key: str) -> list[tuple[str | int, ...]]:
     """The field paths of every workload that names slice `key`."""
     env = load_environment(path)
     if key not in env.slices:
-        raise BlueGreenError(f"SLICE={key!r}: not a slice of {path.name}: {', '.join(env.slices)}")
+        hint = did_you_mean(key, env.slices)
+        raise BlueGreenError(
+            f"SLICE={key!r}: not a slice of {path.name}: {', '.join(env.slices)}" + (f"; {hint}" if hint else "")
+        )
     if env.slice_holder(key) != "gke":
         raise BlueGreenError(
             f"SLICE={key!r}: held by {env.slice_holder(key)}, not GKE: a blue/green replacement is of a GKE pool"

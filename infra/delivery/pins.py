@@ -19,6 +19,8 @@ from pathlib import Path
 import yaml
 
 from infra.catalogue.controllers import CONTROLLERS
+from infra.config.loading import not_one_of
+from infra.delivery.images import load_catalogue
 from infra.delivery.release_file import diff, updated_text, validate, write_validated
 
 SECTIONS = ("controllers", "charts", "images")
@@ -84,6 +86,12 @@ def _pin_in(text: str, section: str, name: str) -> str | None:
     return str(value)
 
 
+def _pinned(text: str, section: str) -> list[str]:
+    """The names `release.<section>` of a loaded environment file's text pins."""
+    release = (yaml.safe_load(text) or {}).get("release") or {}
+    return [str(k) for k in (release.get(section) or {})]
+
+
 def _current(path: Path, text: str, section: str, name: str) -> str | None:
     """The pin's value now; a file that cannot hold it is refused as its load refuses it (the file, the field)."""
     try:
@@ -116,6 +124,14 @@ def plan_pin(path: Path, field: str, value: str) -> PinChange:
     _known(section, name, value)
     old_text = path.read_text()
     old = _current(path, old_text, section, name)
+    if old is None and section == "images" and name not in load_catalogue():
+        # An image the environment does not pin and images/images.yaml does not build: a misspelt name, which would
+        # have been added as a new pin (a chart's name is held by the load: release.charts, workloads/charts).
+        known = sorted({*_pinned(old_text, section), *load_catalogue()})
+        raise PinError(
+            not_one_of("FIELD", f"release.images.{name}", [f"release.images.{n}" for n in known], "the images",
+                       why="no image of that name (images/images.yaml)")
+        )  # fmt: skip
     new_text = updated_text(path, {section: {name: value}})
     validate(path, new_text)  # ConfigError: the file, the field, the value, what is allowed
     return PinChange(path, f"release.{section}.{name}", old, value, old_text, new_text)
