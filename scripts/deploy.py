@@ -28,7 +28,7 @@ the plan, shows it and applies that same file (scripts/apply.py; without --auto-
 a destroy runs `cdktf destroy <stack> --skip-synth --output <folder>`, without running the app again.
 The CLIs are `npx --no-install cdktf`, `gcluster` and `python -m scripts.vms` unless PLATFORM_CDKTF /
 PLATFORM_GCLUSTER / PLATFORM_VMS name others, and `gcloud`, `kubectl` unless PLATFORM_GCLOUD / PLATFORM_KUBECTL
-do (tests use stand-ins). Exit codes: 0 done (or dry run), 2 bad
+do (tests use stand-ins). Exit codes (a dry run exits as the deploy would, after showing every step): 0 done, 2 bad
 input or refused deploy, 1 a failed preflight (scripts/preflight.py; nothing applied), 3 refused destroy, else the
 CLI's.
 """
@@ -224,6 +224,7 @@ def deploy(
     stack = f"platform-{env.name}"
     # What a real deploy would stop at; a dry run says it and goes on, to show every command (offline included).
     stops: list[str] = []
+    would_exit = 0  # the code the first of them makes a real deploy exit with
     placeholders = env.placeholder_images()
     if placeholders and not infra_only:
         names = ", ".join(placeholders)
@@ -241,6 +242,7 @@ def deploy(
         if not dry_run:
             return 2
         stops.append("images at the placeholder digest")
+        would_exit = would_exit or 2
     with synth_folder(stack, keep=dry_run) as tmp:
         synthesized = Synthesized(env, Path(tmp), omit_unbuilt=infra_only)
         code = synthesized.unresolved()
@@ -257,6 +259,7 @@ def deploy(
         if code:
             print("dry run: the preflight above failed: a deploy would stop there and apply nothing; going on")
             stops.append("the preflight")
+            would_exit = would_exit or code
         if infra_only:
             if synthesized.left_out:
                 print(f"{stack}: left out until their images are built: {', '.join(synthesized.left_out)}")
@@ -287,7 +290,8 @@ def deploy(
         code = deploy_slurm(env, skip_image=skip_image, auto_approve=auto_approve, dry_run=dry_run)
     if dry_run and not code:
         said = f"a deploy would stop at {' and '.join(stops)}" if stops else "nothing above would stop a deploy"
-        print(f"dry run: done, nothing changed; {said}")
+        print(f"dry run: done, nothing changed; {said}" + (f" (exit {would_exit}, as it would)" if stops else ""))
+        return would_exit  # a script that branches on a dry run learns what the deploy would do
     return code
 
 

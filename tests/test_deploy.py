@@ -404,11 +404,12 @@ def test_a_deploy_whose_chart_is_missing_stops_before_anything_is_applied(tmp_pa
 def test_a_dry_run_offline_goes_to_the_end_keeps_its_stack_and_says_what_would_stop_a_deploy(tmp_path: Path) -> None:
     """The dry runs stopped at the first thing a deploy would stop at (unbuilt images; a preflight with no
     credentials) and synthesized into a temporary folder nobody could read. Offline, with unbuilt images, the
-    dry run now prints every command to the end, keeps the stack it would apply, and names what would stop."""
+    dry run now prints every command to the end, keeps the stack it would apply, and names what would stop; it
+    exits as the deploy would (2, the unbuilt images: it exited 0, so a script could not tell)."""
     done = run_deploy(
         ["deploy", "dev", "--dry-run"], tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "no-such-adc.json")
     )
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 2, done.stderr[-2000:]
     out = done.stdout
     assert "dry run: a deploy refuses: " in done.stderr and "still at the placeholder digest" in done.stderr
     assert "dry run: the preflight above failed: a deploy would stop there and apply nothing; going on" in out
@@ -416,7 +417,8 @@ def test_a_dry_run_offline_goes_to_the_end_keeps_its_stack_and_says_what_would_s
     assert would == ["init", "plan", "show", "apply"], out
     assert "dry run, would run: " in out and "gcluster_stand_in.py deploy" in out  # the Slurm cluster after
     assert out.rstrip().endswith(
-        "dry run: done, nothing changed; a deploy would stop at images at the placeholder digest and the preflight"
+        "dry run: done, nothing changed; a deploy would stop at images at the placeholder digest and the preflight "
+        "(exit 2, as it would)"
     )
     kept = re.search(r"dry run: platform-dev synthesized as the deploy applies it, kept: (\S+)", out)
     assert kept and kept[1].endswith("/stacks/platform-dev/cdk.tf.json")
