@@ -219,8 +219,8 @@ test-upstream: $(VENV_STAMP) ## The tests that read a controller's repository at
 test-changed: $(VENV_STAMP) $(POLICY_STAMP) $(NODE_STAMP) $(VLLM_STAMP) cluster-toolkit slurm-local ## Only the tests whose code a change touches (pytest-testmon; its first run records every test, in .testmondata)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --testmon-forceselect $$TESTS
 
-snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/, charts' ci/dev-*.yaml and docs/environment.schema.json from the current code (review the diff!)
-	UPDATE_SNAPSHOTS=1 $(BIN)/pytest tests/test_snapshots.py tests/test_charts.py tests/test_environment_schema.py -q -k 'snapshot or what_the_dev_stack_passes'
+snapshots: $(VENV_STAMP) ## Rewrite tests/snapshots/, tests/golden/ (the runbook commands' transcripts), charts' ci/dev-*.yaml and docs/environment.schema.json from the current code (review the diff!)
+	UPDATE_SNAPSHOTS=1 $(BIN)/pytest tests/test_snapshots.py tests/test_charts.py tests/test_environment_schema.py tests/test_golden_transcripts.py -q -k 'snapshot or what_the_dev_stack_passes or kept_transcript'
 
 bench: $(VENV_STAMP) $(VLLM_STAMP) ## Synth wall time and peak memory, against the stock provider import
 	$(PY) -m scripts.bench
