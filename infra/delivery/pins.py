@@ -68,16 +68,12 @@ def _pin_in(text: str, section: str, name: str) -> str | None:
         raise _Malformed(str(err).splitlines()[0]) from None
     if not isinstance(data, dict):  # an empty file, a list, a scalar: no environment at all
         raise _Malformed("the file holds no mapping of fields")
-    data = data.get("release")
-    if data is None:
-        return None
-    if not isinstance(data, dict):
-        raise _Malformed("release is not a mapping")
-    data = data.get(section)
-    if data is None:
-        return None
-    if not isinstance(data, dict):
-        raise _Malformed(f"release.{section} is not a mapping")
+    for at in ("release", f"release.{section}"):
+        data = data.get(at.rpartition(".")[2])
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise _Malformed(f"{at} is not a mapping")
     value = data.get(name)
     if value is None:
         return None
