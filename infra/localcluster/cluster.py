@@ -102,13 +102,22 @@ class Cluster:
         return next(line.split("server:", 1)[1].strip() for line in config.splitlines() if "server:" in line)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [str(_kubectl()), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        """kubectl on this cluster. A command that changes nothing twice (get, a server-side apply, a merge patch) is
+        tried again, up to TRIES times, when the API server did not answer in time: on two loaded cores its
+        OpenAPI document (which kubectl fetches to validate an apply) once took past kubectl's 32 s (a CI
+        failure). Any other failure, and every other command, fails at once."""
+        for attempt in range(1, TRIES + 1):
+            done = subprocess.run(
+                [str(_kubectl()), f"--kubeconfig={self.kubeconfig}", *args],
+                input=input,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if not (done.returncode and args[:1] and args[0] in IDEMPOTENT and _unanswered(done.stderr)):
+                break
+            if attempt < TRIES:
+                time.sleep(5 * attempt)
         if check and done.returncode:
             raise ClusterError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done
@@ -326,6 +335,23 @@ class Cluster:
         self.kubeconfig.unlink(missing_ok=True)
         if not quiet:
             print(f"cluster-local: stopped; logs kept in {self.logs}", file=sys.stderr)
+
+
+# kubectl's verbs that may be sent again, and what kubectl says when the API server did not answer in time.
+IDEMPOTENT = frozenset({"get", "apply", "patch", "wait"})
+TRIES = 3
+_UNANSWERED = (
+    "Client.Timeout exceeded",
+    "request canceled",
+    "TLS handshake timeout",
+    "connection refused",
+    "the server is currently unable to handle the request",
+    "etcdserver: request timed out",
+)
+
+
+def _unanswered(stderr: str) -> bool:
+    return any(sign in stderr for sign in _UNANSWERED)
 
 
 @cache
