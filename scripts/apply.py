@@ -128,6 +128,11 @@ def plan_and_gate(
     in_file, stale = confirmations.from_file(env, body) if env is not None else ([], [])
     for line in stale:
         print(f"note: {line}", file=sys.stderr)
+    try:  # PLATFORM_CONFIRMED_AT read before Terraform runs: a ref that is no commit stops here
+        settled = confirmations.settled(env, in_file, body) if env is not None else []
+    except SettingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2, ""
     code = _tf(stack_dir, "init", "-input=false", "-no-color")
     if code:
         return code, ""
@@ -146,13 +151,10 @@ def plan_and_gate(
             in_file, spent = confirmations.spent(env, in_file, plan)
             for line in spent:
                 print(f"note: {line}", file=sys.stderr)
-            confirmed = [*confirmed, *confirmations.settled(env, in_file, body)]
+            confirmed = [*confirmed, *(a for a in settled if a in in_file)]
         review = review_plan(stack, plan, list(confirmed), cluster_holds(stack_dir, body, plan, env), in_change=in_file)
     except (json.JSONDecodeError, PlanFormatError) as err:
         print(f"error: {plan_json}: {err}", file=sys.stderr)
-        return 2, ""
-    except SettingError as err:
-        print(f"error: {err}", file=sys.stderr)
         return 2, ""
     digest = plan_digest(plan)
     markdown = render(review)
