@@ -120,10 +120,11 @@ def plan_pin(path: Path, field: str, value: str) -> PinChange:
     _known(section, name, value)
     old_text = path.read_text()
     old = _current(path, old_text, section, name)
-    if old is None and section == "images" and name not in load_catalogue():
+    built = load_catalogue() if old is None and section == "images" else {}
+    if old is None and section == "images" and name not in built:
         # An image the environment does not pin and images/images.yaml does not build: a misspelt name, which would
         # have been added as a new pin (a chart's name is held by the load: release.charts, workloads/charts).
-        known = sorted({*_pinned(old_text, section), *load_catalogue()})
+        known = sorted({*_pinned(old_text, section), *built})
         raise PinError(
             not_one_of("FIELD", f"release.images.{name}", [f"release.images.{n}" for n in known], "the images",
                        why="no image of that name (images/images.yaml)")
