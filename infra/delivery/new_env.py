@@ -161,27 +161,25 @@ def _renamed(old: str, source: str, name: str) -> str:
     return old[: -len(source)] + name if old.endswith(source) else f"{old}-{name}"
 
 
-def _own_reservations(
-    data: Any, source_project: str, project: str, source: str, name: str
-) -> dict[str, tuple[str, str]]:
-    """Rename in `data` (the new file, its project already rewritten) every reservation the source's project owns to
-    one of the new environment's; a third project's shared reservation is kept. {field path: (old, new)}."""
+def _own_reservations(data: Any, env: Environment, project: str, name: str) -> dict[str, tuple[str, str]]:
+    """Rename in `data` (the new file, its project already rewritten) every reservation of `env`, the source, that
+    its project owns to one of the new environment's; a third project's shared reservation is kept.
+    {field path: (the source's reservation, the new file's)}."""
     renamed = {}
-    for key, spec in (data.get("slices") or {}).items():
-        capacity = spec.get("capacity")
-        tiers = capacity if isinstance(capacity, list) else [capacity]
-        for at, tier in enumerate(tiers):
-            if not isinstance(tier, dict) or not tier.get("reservation"):
+    for key, spec in env.slices.items():
+        listed = isinstance(spec.capacity, list)
+        for at, tier in enumerate(spec.tiers):
+            if not tier.reservation:
                 continue
-            old = str(tier["reservation"])
-            owner, _, short = old.rpartition("/reservations/")
-            path = f"slices.{key}.capacity" + (f"[{at}]" if isinstance(capacity, list) else "") + ".reservation"
-            if owner and owner != f"projects/{project}":
-                renamed[path] = (old, old)
+            owner, _, short = tier.reservation.rpartition("/reservations/")
+            path = f"slices.{key}.capacity" + (f"[{at}]" if listed else "") + ".reservation"
+            if owner and owner != f"projects/{env.project}":
+                renamed[path] = (tier.reservation, tier.reservation)
                 continue
-            new = (f"{owner}/reservations/" if owner else "") + _renamed(short, source, name)
-            tier["reservation"] = new
-            renamed[path] = (old.replace(f"projects/{project}/", f"projects/{source_project}/"), new)
+            new = (f"projects/{project}/reservations/" if owner else "") + _renamed(short, env.name, name)
+            node = data["slices"][key]["capacity"]
+            (node[at] if listed else node)["reservation"] = new
+            renamed[path] = (tier.reservation, new)
     return renamed
 
 
@@ -241,7 +239,7 @@ def new_environment_text(
     data["cluster"]["name"] = _renamed(env.cluster.name, env.name, name)
     if data.get("slurm"):
         data["slurm"]["name"] = _renamed(env.slurm.name, env.name, name) if env.slurm else data["slurm"]["name"]
-    placement = replace(placement, reservations=_own_reservations(data, env.project, project, env.name, name))
+    placement = replace(placement, reservations=_own_reservations(data, env, project, name))
     registry = f"{env.registry.host(region)}/{project}/{env.registry.repository}"
     images = (data.get("release") or {}).get("images") or {}
     for image in list(images):
