@@ -18,6 +18,17 @@ from infra.synth.load import load_environment
 from tests.helpers import REPO
 
 
+def _new_env(environments: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`python -m scripts.new_env <argv>` on the environments folder `environments`."""
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.new_env", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    )
+
+
 def _environments(tmp_path: Path) -> Path:
     environments = tmp_path / "environments"
     environments.mkdir()
@@ -85,10 +96,9 @@ def test_an_existing_name_or_a_bad_region_is_refused_and_nothing_is_written(tmp_
 
 def test_the_command_says_what_it_refused_and_exits_2(tmp_path: Path) -> None:
     environments = _environments(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts.new_env", "dev", "--project", "x-123456", "--project-number", "1",
-         "--region", "us-east5"],
-        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    done = _new_env(
+        environments, "dev", "--project", "x-123456", "--project-number", "1",
+         "--region", "us-east5",
     )  # fmt: skip
     assert done.returncode == 2 and "exists already" in done.stderr and "nothing was written" in done.stderr
     assert "Traceback" not in done.stderr
@@ -121,10 +131,9 @@ def test_a_new_environment_is_held_together_with_the_folder_and_names_its_argume
     """make new-env validated the new file alone: a second environment in dev's project was written (both stacks
     make the build account there), and a reserved NAME was refused naming a temporary file's `name` field."""
     environments = _environments(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts.new_env", "stage", "--project", "acme-ml-platform-dev", "--project-number",
-         "123456789", "--region", "us-east5"],
-        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    done = _new_env(
+        environments, "stage", "--project", "acme-ml-platform-dev", "--project-number",
+         "123456789", "--region", "us-east5",
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert f"{environments / 'stage.yaml'}: project: 'image-builder@acme-ml-platform-dev" in done.stderr
@@ -163,10 +172,9 @@ def test_a_new_environment_reserves_its_own_capacity_and_never_draws_on_the_sour
     is now the new environment's own, said in the file and by the command with the zone to make it in."""
     environments = _environments(tmp_path)
     prod = load_environment(environments / "prod.yaml")
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts.new_env", "staging", "--from", "prod", "--project", "acme-staging-123",
-         "--project-number", "123456789", "--region", "us-central1"],
-        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    done = _new_env(
+        environments, "staging", "--from", "prod", "--project", "acme-staging-123",
+         "--project-number", "123456789", "--region", "us-central1",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     staging = load_environment(environments / "staging.yaml")
@@ -193,10 +201,9 @@ def test_a_new_environment_reserves_its_own_capacity_and_never_draws_on_the_sour
 def test_the_command_ends_with_the_documented_next_steps_in_their_order(tmp_path: Path) -> None:
     """It said "build its images, then make plan" where docs/new-environment.md says plan first, then the images."""
     environments = _environments(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts.new_env", "staging", "--project", "acme-staging-123", "--project-number",
-         "123456789", "--region", "us-east5"],
-        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PLATFORM_ENVIRONMENTS_DIR": str(environments)},
+    done = _new_env(
+        environments, "staging", "--project", "acme-staging-123", "--project-number",
+         "123456789", "--region", "us-east5",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     last = done.stdout.splitlines()[-1]
