@@ -57,7 +57,14 @@ from infra.review.served import dropped_fields
 from infra.review.upgrades import refused_against_deployed
 from infra.settings import SettingError
 from infra.synth.load import load_environment
-from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, deployed_objects, served_crds
+from scripts.cluster_access import (
+    ToolsMissing,
+    Unreachable,
+    cluster_env,
+    deployed_objects,
+    interrupted,
+    served_crds,
+)
 from scripts.parser import ArgumentParser, refuse
 
 NOT_APPROVED = 4
@@ -208,6 +215,7 @@ def cluster_holds(
             held = refused_against_deployed(
                 stack_dir, body, updates, lambda name, namespace: deployed_objects(run_env, name, namespace)
             )
+            held.update(interrupted_releases(body, changed, lambda n, ns: interrupted(run_env, n, ns)))
             try:
                 served = served_crds(run_env)
             except ValueError as err:
@@ -218,6 +226,30 @@ def cluster_holds(
     for address, (why, confirmable) in dropped_fields(stack_dir, body, changed, served).items():
         was = held.get(address)
         held[address] = (f"{was[0]}; {why}", False) if was else (why, confirmable)
+    return held
+
+
+def interrupted_releases(
+    body: Mapping[str, Any], addresses: list[str], read: Callable[[str, str], tuple[str, str] | None]
+) -> dict[str, tuple[str, bool]]:
+    """Each release of `addresses` that an interrupted apply left pending in the cluster (`read`: its newest Helm
+    record, when pending): held, not confirmable, with the next step. The apply would fail on it ("another operation
+    (install/upgrade/rollback) is in progress"), and so would every one after."""
+    releases = (body.get("resource") or {}).get("helm_release") or {}
+    held = {}
+    for address in addresses:
+        release = releases.get(address.removeprefix("helm_release.")) or {}
+        name, namespace = str(release.get("name", "")), str(release.get("namespace", ""))
+        pending = read(name, namespace) if name else None
+        if pending is not None:
+            record, status = pending
+            held[address] = (
+                f"release {namespace}/{name} is {status}: an earlier apply was interrupted during it, and Helm "
+                "refuses every install or upgrade of it until that record goes. Next: `kubectl delete configmap "
+                f"{record} -n {namespace}` (the last finished revision is current again; a first install is made "
+                "again and adopts what the interrupted one created), then run the deploy again",
+                False,
+            )
     return held
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import settings
+from infra.catalogue.helm_records import interrupted_record
 from infra.config import Environment
 from infra.review.upgrades import helm_record_objects
 
@@ -68,6 +69,14 @@ def deployed_objects(run_env: dict[str, str], name: str, namespace: str) -> list
     if done.returncode != 0:
         raise ValueError(f"kubectl could not read its Helm record: {' '.join(done.stderr.split())}")
     return helm_record_objects(json.loads(done.stdout), f"{namespace}/{name}")
+
+
+def interrupted(run_env: dict[str, str], name: str, namespace: str) -> tuple[str, str] | None:
+    """(record, status) where an interrupted apply left release `namespace/name` pending (infra/review/upgrades.py
+    `interrupted_record`); None otherwise, or when its records cannot be read (the gate's other reads say why)."""
+    command = [*kubectl(), "get", "configmaps", "-n", namespace, "-l", f"owner=helm,name={name}", "-o", "json"]
+    done = subprocess.run(command, env=run_env, capture_output=True, text=True, check=False)
+    return interrupted_record(json.loads(done.stdout)) if done.returncode == 0 else None
 
 
 def served_crds(run_env: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
