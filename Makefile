@@ -153,10 +153,10 @@ pinned-scripts: $(VENV_STAMP) ## Fetch the upstream files generated scripts sour
 cluster-local: $(VENV_STAMP) ## A local Kubernetes control plane (etcd, apiserver, controller manager, scheduler built from Go; KWOK nodes of ENV='s pools); logs in .cache/cluster-local/logs
 	$(PLATFORM) cluster-local up --env $(ENV)
 
-deploy-local: $(VENV_STAMP) ## The deploy's path for ENV= on the local cluster: synth once, the gate, then every release and Kubernetes resource applied by the real Helm, API server, scheduler and controllers (a rerun upgrades)
+deploy-local: $(VENV_STAMP) ## The deploy's path for ENV= on the local cluster: synth once, the gate, then the Kubernetes half applied by OpenTofu and the real providers to the real API server, scheduler and controllers (a rerun is the real plan and apply of the change)
 	$(PLATFORM) deploy-local $(ENV)
 
-destroy-local: $(VENV_STAMP) ## Destroy what deploy-local applied for ENV=, each resource before what it depends on (controllers as early as the graph allows), then list what the cluster still holds that it did not before: left by design, or left behind (exit 1)
+destroy-local: $(VENV_STAMP) ## tofu destroy of what deploy-local applied for ENV=, then list what the cluster still holds that it did not before: left by design, or left behind (exit 1)
 	$(PLATFORM) destroy-local $(ENV)
 
 local-cluster-build: $(VENV_STAMP) ## Build the local cluster's Go programs from their pinned modules (infra/engine/go), or find them cached; says which and how long each build took

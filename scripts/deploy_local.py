@@ -3,25 +3,25 @@
 Like `make deploy`, it synthesizes the environment once into a folder at the repository root (where the releases'
 chart and post-renderer paths resolve), checks every file the apply opens, and gates the stack, here with the rules
 of the real systems `make plan` runs (the preflight and the plan review need a real project); then it starts the
-local control plane with the stack's nodes and applies the stack's Kubernetes half to it with the real Helm, the
-real controllers and the real API server, in the stack's order (infra/localcluster/apply.py). A second run upgrades
-in place. The Google half is not applied: nothing here can stand for the Google APIs.
+local control plane with the stack's nodes and applies the stack's Kubernetes half to it with the real engine:
+OpenTofu and the kubernetes and helm providers the stacks pin, built from source, against the real API server and
+the real controllers (infra/localcluster/apply.py). A second run is the real plan and apply of the change: what
+changed is updated in place or replaced as the providers decide, and what the stack no longer has is destroyed.
+The Google half is not applied: nothing here can stand for the Google APIs.
 
   python -m scripts.deploy_local <env> [--dir .cache/cluster-local]
   python -m scripts.deploy_local --destroy <env> [--dir ...]     (make destroy-local)
 
-The synthesized folder is kept at cdktf.out.local-<env>/; the cluster records the stack applied (its state). A
-resource the stack no longer has is destroyed after the apply, as Terraform destroys what its state has and the
-configuration does not.
+The synthesized folder is kept at cdktf.out.local-<env>/; OpenTofu's workspace and state are in the cluster's
+folder (engine/platform-<env>).
 
---destroy takes the recorded stack down again as `make destroy` does on GKE (infra/localcluster/destroy.py): each
-release uninstalled and each Kubernetes resource deleted, each before what it depends on, then every object the
-cluster holds that it did not before the stack's first apply listed: left by design (a CRD Helm keeps, a namespace
-Helm made) or left behind.
+--destroy is `tofu destroy` of that state, as `make destroy` does on GKE; then every object the cluster holds that it
+did not before the stack's first apply is listed (infra/localcluster/destroy.py): left by design (a CRD Helm keeps,
+a namespace Helm made) or left behind.
 
-Exit codes: 0 applied (destroyed, nothing left behind), 1 a real component refused a resource (the release or
-resource, the object and the component's words), a destroy that did not finish or left something behind, 2 bad
-input, a refused gate, or nothing deployed to destroy.
+Exit codes: 0 applied (destroyed, nothing left behind), 1 OpenTofu or a real component refused a resource (OpenTofu's
+words name the resource and the component's), a destroy that did not finish or left something behind, 2 bad input,
+a refused gate, or nothing deployed to destroy.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from pathlib import Path
 from infra.config import ConfigError
 from infra.delivery.apply_paths import unresolved
 from infra.engine.build import BuildError
-from infra.localcluster.apply import ApplyError, LocalApply, run_helm
+from infra.engine.tofu import EngineError
+from infra.localcluster.apply import ApplyError, LocalApply, UnsupportedResource, run_helm
 from infra.localcluster.cluster import Cluster, ClusterError
-from infra.localcluster.destroy import LocalDestroy, gone
-from infra.localcluster.manifests import UnsupportedResource
+from infra.localcluster.destroy import left_behind
 from infra.localcluster.verdicts import Verdicts, collect, undecided
 from infra.synth.load import load_named
 from scripts.parser import ArgumentParser, refuse
@@ -86,24 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster(args.dir.resolve())
     try:
         cluster.up(stack, env.region)
-        record = cluster.applied(f"platform-{env.name}")
-        before = json.loads(record.read_text()) if record.is_file() else None
-        applied = LocalApply(cluster, stack_dir).run()
-        # What the stack no longer has, destroyed as Terraform's apply destroys what its state has and the
-        # configuration does not.
-        removed = gone(before, stack) if before is not None else set()
-        if before is not None and removed:
-            LocalDestroy(cluster, before).run(only=removed)
-        record.write_text(json.dumps(stack))
+        summary = LocalApply(cluster, f"platform-{env.name}").run(stack_dir)
     except (ApplyError, UnsupportedResource) as err:
         print(f"error: platform-{env.name}: {err}", file=sys.stderr)
         return 1
-    except (BuildError, ClusterError) as err:
+    except (BuildError, ClusterError, EngineError) as err:
         print(f"error: deploy-local: {err}", file=sys.stderr)
         return 1
     print(
-        f"deploy-local: platform-{env.name}: {len(applied.steps)} resources applied ({len(applied.releases)} "
-        f"releases) in {time.monotonic() - started:.0f} s; kubeconfig {cluster.kubeconfig}; logs {cluster.logs}",
+        f"deploy-local: platform-{env.name}: {summary} ({time.monotonic() - started:.0f} s); kubeconfig "
+        f"{cluster.kubeconfig}; logs {cluster.logs}",
         file=sys.stderr,
     )
     found = settle(cluster, stack)
@@ -112,11 +104,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def destroy(stack_name: str, folder: Path, cluster: Cluster) -> int:
-    """`--destroy`: the stack deploy-local last applied to `cluster`, destroyed; what is left, listed. `folder`,
-    the synthesized stack deploy-local keeps, goes with it."""
+    """`--destroy`: `tofu destroy` of the state deploy-local's apply left on `cluster`; what is left, listed.
+    `folder`, the synthesized stack deploy-local keeps, goes with it."""
     started = time.monotonic()
-    record = cluster.applied(stack_name)
-    if not record.is_file():
+    engine = LocalApply(cluster, stack_name)
+    if not engine.applied():
         env = stack_name.removeprefix("platform-")
         print(
             f"error: {stack_name}: nothing to destroy: deploy-local has applied nothing of it to the cluster in "
@@ -128,24 +120,22 @@ def destroy(stack_name: str, folder: Path, cluster: Cluster) -> int:
         print(f"error: destroy-local: the local cluster in {cluster.folder} is not running", file=sys.stderr)
         return 1
     try:
-        destroyed = LocalDestroy(cluster, json.loads(record.read_text())).run()
-    except (ApplyError, ClusterError, UnsupportedResource) as err:
+        summary = engine.destroy()
+        kept, left = left_behind(cluster, engine.configuration())
+    except (ApplyError, ClusterError, EngineError) as err:
         print(
-            f"error: {stack_name}: the destroy stopped; what is not destroyed is still applied: {err}", file=sys.stderr
+            f"error: {stack_name}: the destroy stopped; what is not destroyed is still in the state: {err}",
+            file=sys.stderr,
         )
         return 1
-    seconds = time.monotonic() - started
-    print(
-        f"destroy-local: {stack_name}: {len(destroyed.steps)} resources destroyed in {seconds:.0f} s", file=sys.stderr
-    )
-    for line in destroyed.kept:
+    print(f"destroy-local: {stack_name}: {summary} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    for line in kept:
         print(f"left by design: {line}")
-    for line in destroyed.left:
+    for line in left:
         print(f"left behind: {line}")
-    record.unlink()
     shutil.rmtree(folder, ignore_errors=True)
-    if destroyed.left:
-        print(f"error: {stack_name}: the destroy left {len(destroyed.left)} object(s) behind", file=sys.stderr)
+    if left:
+        print(f"error: {stack_name}: the destroy left {len(left)} object(s) behind", file=sys.stderr)
         return 1
     return 0
 

@@ -20,19 +20,17 @@ change of the real plan (CONFIRM_CHANGE=<address> confirms one).
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infra.config import ConfigError
 from infra.engine import providers
 from infra.engine.build import BuildError
 from infra.engine.tofu import EngineError, Workspace, plan, tofu
+from infra.localcluster.apply import registry_charts
 from infra.synth.load import load_all, load_named
 from scripts.parser import ArgumentParser, refuse
 from scripts.plan import BaselineError
@@ -80,30 +78,6 @@ def summary(planned: dict[str, Any]) -> str:
     change = sum(a == ("update",) for a in actions)
     destroy = sum(a in (("delete",), ("delete", "create"), ("create", "delete")) for a in actions)
     return f"Plan: {add} to add, {change} to change, {destroy} to destroy."
-
-
-def registry_charts(stack: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """An override of each controller release whose chart comes from an OCI registry: the same chart from the
-    controller's Go module (the one the local cluster runs; Kueue's 0.17.0 stands in for 0.17.3), copied into
-    `folder` with its Chart.yaml at the release's version (a module's chart carries a placeholder version, which the
-    helm provider would refuse against the release's). The helm provider reads a release's chart at plan time, and
-    no chart registry is reachable here; nothing else of the release changes."""
-    from infra.localcluster.controllers import LOCAL_CONTROLLERS, chart_dir
-
-    releases = {}
-    for key, body in ((stack.get("resource") or {}).get("helm_release") or {}).items():
-        controller = LOCAL_CONTROLLERS.get(str(body.get("chart")))
-        if controller is None or not str(body.get("repository", "")).startswith("oci://"):
-            continue
-        version = str(body.get("version") or "")
-        copy = folder / "registry-charts" / f"{body['chart']}-{version}"
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(chart_dir(controller, version), copy)
-        meta = yaml.safe_load((copy / "Chart.yaml").read_text())
-        meta["version"] = version
-        (copy / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
-        releases[key] = {"chart": str(copy), "repository": None}
-    return {"resource": {"helm_release": releases}} if releases else {}
 
 
 def plan_all(stacks: dict[str, dict[str, Any]], folder: Path, out: Path) -> int:

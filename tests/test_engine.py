@@ -9,7 +9,9 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ import pytest
 from infra.catalogue.terraform_engine import PROVIDERS, REGISTRY_HOSTS, ProviderSource
 from infra.engine import providers
 from infra.engine.build import BuildError
-from infra.engine.tofu import Workspace, cli_config
+from infra.engine.tofu import Workspace, cli_config, tofu
 from scripts.tofu import diagnostics_text
 from tests.helpers import REPO
 
@@ -183,7 +185,7 @@ def test_the_real_plan_of_each_environment_creates_what_the_stack_declares_and_t
 def settled_prod(engine: None, stacks: dict[str, dict[str, Any]]) -> Any:
     """Prod's stand-in state: every resource as if applied; the stack's own plan against it is empty."""
     from infra.engine.state import settle
-    from scripts.tofu import registry_charts
+    from infra.localcluster.apply import registry_charts
 
     work = REPO / ".cache" / f"tofu-state-{os.getpid()}" / "platform-prod"
     workspace = Workspace(work, stacks["prod"], overrides=registry_charts(stacks["prod"], work))
@@ -316,8 +318,46 @@ PROBE_CHART = {
     "templates/objects.yaml": (
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: probe}\ndata: {ok: 'yes'}\n"
         "{{- if .Values.refused }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_A_Name}\n{{- end }}\n"
+        # A Deployment no node can take (the cluster has none): the install's wait holds until its timeout.
+        "{{- if .Values.held }}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: held}\nspec:\n"
+        "  selector: {matchLabels: {app: held}}\n  template:\n    metadata: {labels: {app: held}}\n"
+        "    spec: {containers: [{name: c, image: 'example.invalid/held@sha256:" + "0" * 64 + "'}]}\n{{- end }}\n"
     ),
 }
+
+
+def _probe_workspace(
+    folder: Path, chart: Path, kubeconfig: Path, name: str, values: dict[str, Any], upgrade_install: bool = True
+) -> Workspace:
+    """A stack of one release of the probe chart, with the helm provider the stacks pin, in `folder`."""
+    from infra.catalogue.terraform_engine import HELM_PROVIDER_PIN
+
+    stack = {
+        "terraform": {"required_providers": {"helm": {"source": "helm", "version": HELM_PROVIDER_PIN}}},
+        "provider": {"helm": [{"kubernetes": {"config_path": str(kubeconfig)}, "helm_driver": "configmap"}]},
+        "resource": {
+            "helm_release": {
+                "probe": {
+                    "name": name,
+                    "chart": str(chart),
+                    "namespace": name,
+                    "values": [json.dumps(values)],
+                    "upgrade_install": upgrade_install,
+                    "timeout": 600,
+                }
+            }
+        },
+    }
+    workspace = Workspace(folder, stack)
+    workspace.init()
+    return workspace
+
+
+def _probe_chart(folder: Path) -> Path:
+    for name, text in PROBE_CHART.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
 
 
 @pytest.mark.slow
@@ -329,13 +369,9 @@ def test_a_failed_first_install_is_recorded_by_helm_only_and_upgrade_install_rec
     OpenTofu's state. Once the chart is mended, the next apply installs again: without upgrade_install Helm refuses
     ("cannot re-use a name that is still in use"), every apply after it too; with upgrade_install, which every
     release of the stacks sets (rule helm.first-install-recoverable), it upgrades the failed record."""
-    from infra.catalogue.terraform_engine import HELM_PROVIDER_PIN
     from infra.localcluster.cluster import Cluster
 
-    chart = tmp_path / "chart"
-    for name, text in PROBE_CHART.items():
-        (chart / name).parent.mkdir(parents=True, exist_ok=True)
-        (chart / name).write_text(text)
+    chart = _probe_chart(tmp_path / "chart")
     cluster = Cluster(tmp_path / "cluster")
     try:
         cluster.up({}, "us-east5")
@@ -344,25 +380,8 @@ def test_a_failed_first_install_is_recorded_by_helm_only_and_upgrade_install_rec
             cluster.kubectl("create", "namespace", name)
 
             def apply(refused: bool, upgrade_install: bool = upgrade_install, name: str = name) -> Any:
-                stack = {
-                    "terraform": {"required_providers": {"helm": {"source": "helm", "version": HELM_PROVIDER_PIN}}},
-                    "provider": {
-                        "helm": [{"kubernetes": {"config_path": str(cluster.kubeconfig)}, "helm_driver": "configmap"}]
-                    },
-                    "resource": {
-                        "helm_release": {
-                            "probe": {
-                                "name": name,
-                                "chart": str(chart),
-                                "namespace": name,
-                                "values": [json.dumps({"refused": refused})],
-                                "upgrade_install": upgrade_install,
-                            }
-                        }
-                    },
-                }
-                workspace = Workspace(tmp_path / name, stack)
-                workspace.init()
+                values = {"refused": refused}
+                workspace = _probe_workspace(tmp_path / name, chart, cluster.kubeconfig, name, values, upgrade_install)
                 return workspace, workspace.run("apply", "-auto-approve", "-no-color", check=False)
 
             workspace, first = apply(refused=True)
@@ -377,5 +396,53 @@ def test_a_failed_first_install_is_recorded_by_helm_only_and_upgrade_install_rec
                 assert cluster.get("configmap", "probe", "-n", name)["data"] == {"ok": "yes"}
             else:
                 assert second.returncode == 1 and "cannot re-use a name that is still in use" in second.stderr
+    finally:
+        cluster.down(quiet=True)
+
+
+@pytest.mark.slow
+def test_an_apply_killed_during_an_install_blocks_the_next_until_deploy_local_sets_the_record_back(
+    engine: None, tmp_path: Path
+) -> None:
+    """`tofu apply` killed while a release installs (a cancelled job, a lost runner) leaves Helm's record
+    pending-install and nothing in the state; the next apply of the mended release, upgrade_install and all, fails
+    "another operation (install/upgrade/rollback) is in progress", and so would every one after it. deploy-local
+    sets such a record back before it applies (recover_interrupted), and the apply installs the release."""
+    import signal
+
+    from infra.localcluster.apply import recover_interrupted
+    from infra.localcluster.cluster import Cluster
+
+    chart = _probe_chart(tmp_path / "chart")
+    cluster = Cluster(tmp_path / "cluster")
+    try:
+        cluster.up({}, "us-east5")
+        cluster.kubectl("create", "namespace", "probe")
+        held = _probe_workspace(tmp_path / "probe", chart, cluster.kubeconfig, "probe", {"held": True})
+        apply = subprocess.Popen(
+            [str(tofu()), "apply", "-auto-approve", "-no-color"], cwd=held.folder, env=held.env(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+
+        def status() -> list[str]:
+            records = cluster.get("configmaps", "-n", "probe", "-l", "owner=helm")["items"]
+            return [r["metadata"]["labels"]["status"] for r in records]
+
+        deadline = time.monotonic() + 300
+        while status() != ["pending-install"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert status() == ["pending-install"]
+        os.killpg(apply.pid, signal.SIGKILL)  # OpenTofu and its provider
+        apply.wait()
+        mended = _probe_workspace(tmp_path / "probe", chart, cluster.kubeconfig, "probe", {})
+        refused = mended.run("apply", "-auto-approve", "-no-color", check=False)
+        assert refused.returncode == 1, refused.stdout[-2000:]
+        assert "another operation (install/upgrade/rollback) is in progress" in refused.stderr, refused.stderr
+        (said,) = recover_interrupted(cluster, mended.stack)
+        assert said.startswith("release probe/probe was left pending-install by an interrupted apply"), said
+        done = mended.run("apply", "-auto-approve", "-no-color", check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Apply complete! Resources: 1 added, 0 changed, 0 destroyed." in done.stdout
+        assert status()[-1] == "deployed" and recover_interrupted(cluster, mended.stack) == []
     finally:
         cluster.down(quiet=True)

@@ -1,5 +1,6 @@
-"""The local cluster (infra/localcluster): its nodes, the stack's Kubernetes half as the API server receives it, the
-Go builds, and `make deploy-local` against the real control plane, Helm and controllers (the slow tests)."""
+"""The local cluster (infra/localcluster): its nodes, the stack's Kubernetes half as OpenTofu is given it, the Go
+builds, and `make deploy-local`: OpenTofu and the real providers against the real control plane and controllers (the
+slow tests)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,20 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.catalogue import upstream
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
 from infra.engine import build
-from infra.localcluster import apply, destroy, manifests, nodes
+from infra.localcluster import apply, nodes
 from infra.localcluster.cluster import Cluster
+from infra.localcluster.controllers import LOCAL_CONTROLLERS, Controllers
 from infra.rules.run import stack_releases
 from scripts import deploy_local
 from scripts.cli import main as platform_main
@@ -44,45 +48,37 @@ def test_every_node_of_every_pool_at_its_largest_is_a_node_as_gke_makes_it(stack
     assert all(n["metadata"]["annotations"] == {"kwok.x-k8s.io/node": "fake"} for n in made)
 
 
-def test_the_kubernetes_half_comes_in_an_order_terraform_could_apply_it(stacks: dict[str, dict[str, Any]]) -> None:
-    order = [address for address, _ in manifests.kubernetes_half(stacks["dev"])]
-    position = {address: i for i, address in enumerate(order)}
-    for address, body in manifests.kubernetes_half(stacks["dev"]):
-        for needed in body.get("depends_on") or []:
-            if needed in position:
-                assert position[needed] < position[address], f"{address} before {needed}"
-    assert sum(a.startswith("helm_release.") for a in order) == 16
-
-
-def test_a_destroy_takes_each_resource_before_what_it_needs_and_the_controllers_as_early_as_it_can(
-    stacks: dict[str, dict[str, Any]],
+def test_the_engine_is_given_the_stacks_kubernetes_half_with_what_it_reads_of_the_google_half_from_the_synth(
+    stacks: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
-    order = [address for address, _ in manifests.destroy_order(stacks["dev"])]
-    assert sorted(order) == sorted(address for address, _ in manifests.kubernetes_half(stacks["dev"]))
-    position = {address: i for i, address in enumerate(order)}
-    for address, body in manifests.kubernetes_half(stacks["dev"]):
-        for needed in body.get("depends_on") or []:
-            if needed in position:
-                assert position[address] < position[needed], f"{needed} destroyed before {address}"
-    # Kueue goes as soon as its queues and every GPU job are gone, before any namespace: a Workload its finalizer
-    # holds would strand its namespace (the harshest order Terraform's parallel destroy could take).
-    kueue = position[next(a for a in order if a.startswith("helm_release.kueue_release"))]
-    assert kueue < min(i for a, i in position.items() if a.startswith("kubernetes_namespace_v1."))
-    assert order[-1].startswith("kubernetes_namespace_v1.")
-
-
-def test_what_the_stack_no_longer_has_is_what_the_next_apply_destroys(stacks: dict[str, dict[str, Any]]) -> None:
-    """A release or object is known by what it is in the cluster, not by its address: one moved to another address
-    is kept; one taken out goes."""
-    applied = stacks["dev"]
-    releases = applied["resource"]["helm_release"]
-    canary = next(a for a, b in releases.items() if b["name"] == "serve-canary")
-    moved = next(a for a, b in releases.items() if b["name"] == "serve-saxml")
-    stack = json.loads(json.dumps(applied))
-    del stack["resource"]["helm_release"][canary]
-    stack["resource"]["helm_release"]["moved_release"] = stack["resource"]["helm_release"].pop(moved)
-    assert destroy.gone(applied, stack) == {f"helm_release.{canary}"}
-    assert destroy.gone(applied, applied) == set()
+    """What OpenTofu applies locally is the stack's own Kubernetes half: every helm_release and kubernetes_* resource
+    as synthesized, the service accounts' emails resolved from the synth, a depends_on on the Google half dropped,
+    the providers pointed at the local kubeconfig, and every local chart and post-renderer at the path Terraform
+    opens from the stack's folder."""
+    stack_dir = REPO / "cdktf.out" / "stacks" / "platform-dev"
+    config = apply.configuration(stacks["dev"], stack_dir, tmp_path / "kubeconfig")
+    kept = {f"{t}.{k}" for t, items in stacks["dev"]["resource"].items() if apply.in_kubernetes_half(t) for k in items}
+    assert {f"{t}.{k}" for t, items in config["resource"].items() for k in items} == kept and len(kept) == 41
+    assert "${google_" not in json.dumps(config)
+    assert set(config["terraform"]["required_providers"]) == {"kubernetes", "helm"}
+    assert config["provider"]["kubernetes"] == [{"config_path": str(tmp_path / "kubeconfig")}]
+    assert config["provider"]["helm"][0]["kubernetes"] == {"config_path": str(tmp_path / "kubeconfig")}
+    emails = [
+        body["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+        for body in config["resource"]["kubernetes_service_account_v1"].values()
+        if "iam.gke.io/gcp-service-account" in (body["metadata"].get("annotations") or {})
+    ]
+    assert emails and all(
+        re.fullmatch(r"[a-z0-9-]+@acme-ml-platform-dev\.iam\.gserviceaccount\.com", e) for e in emails
+    )
+    for key, body in config["resource"]["helm_release"].items():
+        original = stacks["dev"]["resource"]["helm_release"][key]
+        wanted = [d for d in original.get("depends_on") or [] if not d.startswith("google_")]
+        assert body.get("depends_on", []) == wanted, key
+        if "repository" not in body:
+            assert Path(body["chart"]).is_absolute() and (Path(body["chart"]) / "Chart.yaml").is_file(), key
+    with pytest.raises(apply.UnsupportedResource, match=r"google_compute_address\.ip\.address"):
+        apply.resolve("${google_compute_address.ip.address}", stacks["dev"])
 
 
 def test_a_pool_whose_nodes_gke_would_recreate_gets_new_node_names(stacks: dict[str, dict[str, Any]]) -> None:
@@ -97,39 +93,24 @@ def test_a_pool_whose_nodes_gke_would_recreate_gets_new_node_names(stacks: dict[
     assert f"train-{nodes.generation(train)}-0" in names
 
 
-def test_a_network_policy_is_sent_as_the_provider_sends_it(stacks: dict[str, dict[str, Any]]) -> None:
-    stack = stacks["dev"]
-    ((address, body),) = [
-        (a, b) for a, b in manifests.kubernetes_half(stack) if a.endswith(tuple(["from-load-balancers_AD9F5F8B"]))
-    ]
-    sent = manifests.manifest(address, body, stack)
-    assert sent["kind"] == "NetworkPolicy" and sent["metadata"]["namespace"] == "ml-serving"
-    assert {"ipBlock": {"cidr": "35.191.0.0/16"}} in sent["spec"]["ingress"][0]["from"]
-    assert {"protocol": "TCP", "port": 9002} in sent["spec"]["ingress"][0]["ports"]
+def test_the_pods_of_what_runs_here_are_running_but_not_ready_until_it_serves() -> None:
+    """KWOK's pod stages at the pinned version, but the pods of the controllers' and the metrics adapter's namespaces
+    kept out of its pod-ready stage: theirs makes them Running with an address and not Ready (the supervisor marks
+    them Ready once what stands for them serves, as a readiness probe would)."""
+    from infra.localcluster.controllers import SERVED_NAMESPACES
+    from infra.localcluster.stages import NOT_READY, pod_stages
 
-
-def test_a_field_or_reference_deploy_local_cannot_send_is_refused_by_name(stacks: dict[str, dict[str, Any]]) -> None:
-    stack = stacks["dev"]
-    address, body = next((a, b) for a, b in manifests.kubernetes_half(stack) if a.startswith("kubernetes_namespace"))
-    with pytest.raises(manifests.UnsupportedResource, match=r"field\(s\) wait_for_default_service_account"):
-        manifests.manifest(address, {**body, "wait_for_default_service_account": True}, stack)
-    with pytest.raises(manifests.UnsupportedResource, match=r"google_compute_address\.ip\.address"):
-        manifests.resolve("${google_compute_address.ip.address}", stack)
-    account = next(
-        (a, b) for a, b in manifests.kubernetes_half(stack) if a.startswith("kubernetes_service_account_v1.serving")
-    )
-    email = manifests.manifest(*account, stack)["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
-    assert re.fullmatch(r"[a-z0-9-]+@acme-ml-platform-dev\.iam\.gserviceaccount\.com", email)
-
-
-def test_a_release_becomes_helm_upgrade_with_every_argument(stacks: dict[str, dict[str, Any]], tmp_path: Path) -> None:
-    releases = stacks["dev"]["resource"]["helm_release"]
-    canary = next(r for r in releases.values() if r["name"] == "serve-canary")
-    command = apply.helm_command(canary, stacks["dev"], tmp_path)
-    assert command[:4] == ["upgrade", "--install", "serve-canary", "../../../workloads/charts/canary-server"]
-    assert command[command.index("--namespace") + 1] == "ml-serving" and "--timeout" in command
-    with pytest.raises(apply.ApplyError, match=r"argument\(s\) replace not translated"):
-        apply.helm_command({**canary, "replace": True}, stacks["dev"], tmp_path)
+    stages = {s["metadata"]["name"]: s for s in pod_stages(list(SERVED_NAMESPACES))}
+    assert set(stages) == {"pod-ready", "pod-complete", "pod-delete", NOT_READY}
+    served = sorted(SERVED_NAMESPACES)
+    assert served == ["custom-metrics", "jobset-system", "kueue-system", "lws-system"]
+    expressions = {s: stages[s]["spec"]["selector"]["matchExpressions"] for s in ("pod-ready", NOT_READY)}
+    assert {"key": ".metadata.namespace", "values": served, "operator": "NotIn"} in expressions["pod-ready"]
+    assert {"key": ".metadata.namespace", "values": served, "operator": "In"} in expressions[NOT_READY]
+    status = yaml.safe_load(stages[NOT_READY]["spec"]["next"]["statusTemplate"].replace("{{", "#").replace("}}", ""))
+    assert status["phase"] == "Running" and "podIP" in stages[NOT_READY]["spec"]["next"]["statusTemplate"]
+    conditions = {c["type"]: c["status"] for c in status["conditions"] if isinstance(c, dict) and "type" in c}
+    assert conditions["Ready"] == "False" and conditions["ContainersReady"] == "False"
 
 
 def test_the_control_plane_is_stamped_with_its_kubernetes_version() -> None:
@@ -239,6 +220,7 @@ def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placement_report(cluster_dir: Path) -> None:
     code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "first"))
     assert code == 0, (out + err)[-4000:]
+    assert "Apply complete! Resources: 41 added, 0 changed, 0 destroyed." in err
     found = _verdicts()
     assert set(found["releases"].values()) == {"deployed"} and len(found["releases"]) == 16
     pending = [p for p in found["pods"] if p["pool"] is None]
@@ -536,23 +518,61 @@ def test_metrics_tokens_are_ones_the_real_api_server_authenticates_and_authorize
 
 
 @pytest.mark.slow
-def test_the_real_autoscaler_reaches_the_leaderworkerset_it_scales(cluster_dir: Path) -> None:
-    """The HorizontalPodAutoscaler the vLLM release declares, read by the real HPA controller: it gets the
-    LeaderWorkerSet's scale subresource (AbleToScale) and counts its groups; the metric itself is the metrics
-    adapter's, which serves nothing on KWOK's nodes here (ScalingActive false, naming the metric)."""
+def test_the_real_autoscaler_scales_a_vllm_server_on_its_metric_only_through_the_firewalls_opening(
+    cluster_dir: Path,
+) -> None:
+    """The vLLM release's HorizontalPodAutoscaler, run by the real HPA controller: its metric comes through the API
+    server's aggregation layer and the cluster's firewall (infra/localcluster/firewall.py) to the metrics adapter's
+    pod, whose stand-in serves the queue the test writes (infra/localcluster/metrics_adapter.py). With the firewall
+    dev had before its fix (the control plane's range opened to 9443, not the adapter's 6443), a queue four times
+    the target scales nothing: the custom metrics API is unavailable, naming the port, and the HPA cannot read its
+    metric. With dev's own firewall the same queue scales the LeaderWorkerSet up."""
+    from infra.localcluster import firewall
+    from infra.localcluster.metrics_adapter import write_series
+
     cluster = Cluster((cluster_dir / "cluster").resolve())
-    deadline = time.monotonic() + 60
-    while True:
-        hpa = cluster.get("hpa", "-n", "ml-serving", "serve-llama70b-vllm")
-        conditions = {c["type"]: c for c in hpa.get("status", {}).get("conditions") or []}
-        if ("AbleToScale" in conditions and "ScalingActive" in conditions) or time.monotonic() > deadline:
-            break
-        time.sleep(2)
-    assert conditions["AbleToScale"]["status"] == "True", conditions
-    assert conditions["AbleToScale"]["reason"] == "SucceededGetScale"
-    assert hpa["status"]["currentReplicas"] == 1
-    assert conditions["ScalingActive"]["status"] == "False"
-    assert "vllm:num_requests_waiting" in conditions["ScalingActive"]["message"], conditions
+    release = "serve-llama70b-vllm"
+    stack = json.loads((REPO / "cdktf.out.local-dev" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    before_fix = copy.deepcopy(stack)
+    for rule in before_fix["resource"]["google_compute_firewall"].values():
+        for allow in rule.get("allow") or []:
+            allow["ports"] = [p for p in allow.get("ports") or [] if str(p) != "6443"]
+    assert 6443 in firewall.opened(stack) and 6443 not in firewall.opened(before_fix)
+    hpa = cluster.get("hpa", "-n", "ml-serving", release)
+    (metric,) = hpa["spec"]["metrics"]
+    target = float(metric["pods"]["target"]["averageValue"])
+
+    def condition(kind: str, name: str, wanted: str) -> dict[str, Any]:
+        obj = cluster.get(kind, *(["-n", "ml-serving"] if kind == "hpa" else []), name)
+        return {c["type"]: c for c in obj.get("status", {}).get("conditions") or []}.get(wanted) or {}
+
+    def replicas() -> int:
+        return int(cluster.get("leaderworkerset", "-n", "ml-serving", release)["spec"]["replicas"])
+
+    try:
+        firewall.write_rules(cluster.firewall_rules, before_fix)
+        write_series(cluster.metric_series, "ml-serving", metric["pods"]["metric"]["name"], target * 4)
+        unavailable = _until(
+            "the custom metrics API unavailable behind the firewall",
+            lambda: (
+                (c := condition("apiservice", "v1beta2.custom.metrics.k8s.io", "Available")).get("status") == "False"
+                and c
+            ),
+        )
+        assert "does not open tcp:6443" in unavailable["message"], unavailable
+        failing = _until(
+            "the HPA unable to read its metric",
+            lambda: (c := condition("hpa", release, "ScalingActive")).get("reason") == "FailedGetPodsMetric" and c,
+        )
+        assert failing["status"] == "False" and replicas() == 1, failing
+        firewall.write_rules(cluster.firewall_rules, stack)
+        _until("the HPA scales the server up on its metric", lambda: replicas() > 1)
+        assert condition("hpa", release, "ScalingActive")["reason"] == "ValidMetricFound"
+    finally:
+        firewall.write_rules(cluster.firewall_rules, stack)
+        shutil.rmtree(cluster.metric_series, ignore_errors=True)  # no series: the HPA holds, and the scale-down stays
+        for lws in (release, f"{release}-mh"):
+            cluster.kubectl("scale", "leaderworkerset", lws, "-n", "ml-serving", "--replicas=1")
 
 
 @pytest.mark.slow
@@ -600,6 +620,10 @@ def test_multi_host_servers_added_by_the_scale_subresource_take_a_whole_pool_eac
 def test_deploy_local_again_with_a_new_trainer_digest_upgrades_in_place(cluster_dir: Path) -> None:
     code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "second", "sha256:" + "ab" * 32))
     assert code == 0, (out + err)[-4000:]
+    # OpenTofu's real plan of the change: the releases that carry the trainer's image updated in place, nothing
+    # created or destroyed.
+    assert re.search(r"Apply complete! Resources: 0 added, [1-9]\d* changed, 0 destroyed\.", err), err[-3000:]
+    assert "helm_release.ray-training_release_8BE194DD: Modifying..." in err
     cluster = Cluster((cluster_dir / "cluster").resolve())
     # Every pod runs the new image, not only the spec: KubeRay does not roll a cluster's pods when their template
     # changes (main's fixed RayCluster name kept all five on the old digest), so the chart names the cluster after
@@ -702,8 +726,15 @@ def test_the_apply_gate_reads_the_running_revision_from_helms_record_and_refuses
     first = {**probe, "values": [json.dumps({**values, "subGroupSize": 2})]}
     reshaped = {**probe, "values": [json.dumps(values)]}
     assert values["subGroupSize"] != 2
+
+    def install(release: dict[str, Any]) -> Any:
+        values = tmp_path / "values.yaml"
+        values.write_text(release["values"][0])
+        command = ["upgrade", "--install", "gate-probe", release["chart"], "-n", release["namespace"]]
+        return apply.run_helm(cluster, [*command, "--values", str(values)], stack_dir)
+
     try:
-        done = apply.run_helm(cluster, apply.helm_command(first, stack, tmp_path), stack_dir)
+        done = install(first)
         assert done.returncode == 0, done.stderr
         found = refused_against_deployed(
             stack_dir, {"resource": {"helm_release": {"probe": reshaped}}}, ["helm_release.probe"],
@@ -711,7 +742,7 @@ def test_the_apply_gate_reads_the_running_revision_from_helms_record_and_refuses
         )  # fmt: skip
         why, confirmable = found["helm_release.probe"]
         assert not confirmable and "lws.subgroup-size-immutable" in why, why
-        done = apply.run_helm(cluster, apply.helm_command(reshaped, stack, tmp_path), stack_dir)
+        done = install(reshaped)
         assert done.returncode != 0 and "field is immutable" in done.stderr, done.stderr
     finally:
         apply.run_helm(cluster, ["uninstall", "gate-probe", "-n", served["namespace"]], stack_dir)
@@ -890,6 +921,7 @@ def test_destroy_local_takes_the_stack_down_and_leaves_only_what_helm_keeps(clus
         deploy_local.main, ["--destroy", "dev", "--dir", str(cluster_dir / "cluster")], env=dict(os.environ), cwd=REPO
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert re.search(r"Destroy complete! Resources: [1-9]\d* destroyed\.", done.stderr), done.stderr[-3000:]
     assert "left behind" not in done.stdout
     kept = [line for line in done.stdout.splitlines() if line.startswith("left by design: ")]
     assert any("ClusterRole.rbac.authorization.k8s.io /kueue-batch-user-role" in line for line in kept)
@@ -898,6 +930,7 @@ def test_destroy_local_takes_the_stack_down_and_leaves_only_what_helm_keeps(clus
     namespaces = {n["metadata"]["name"] for n in cluster.get("namespaces")["items"]}
     assert not namespaces & {"ml-training", "ml-serving", "ml-gpu"}
     assert cluster.get("pods", "--all-namespaces")["items"] == []
+    assert not any(Controllers(cluster).running(name) for name in LOCAL_CONTROLLERS), "a controller outlived its pods"
     assert not (REPO / "cdktf.out.local-dev").exists(), "nothing applied is left to destroy"
     again = run_main(
         deploy_local.main, ["--destroy", "dev", "--dir", str(cluster_dir / "cluster")], env=dict(os.environ), cwd=REPO

@@ -9,7 +9,8 @@ providers is the only difference.
 
 What OpenTofu is given beside the stack is Terraform's own override mechanism (a `*_override.tf.json` file merged
 into the configuration): a local backend in place of the stack's Cloud Storage one, and whatever the caller passes
-(the offline plan: the controller releases' charts from their Go modules, scripts/tofu.py `registry_charts`).
+(the offline plan: the controller releases' charts from their Go modules, `registry_charts` of
+infra/localcluster/apply.py).
 """
 
 from __future__ import annotations

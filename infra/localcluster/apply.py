@@ -1,42 +1,51 @@
-"""The Kubernetes half of a synthesized stack applied to the local cluster, as the deploy applies it on GKE.
+"""The Kubernetes half of a synthesized stack applied to the local cluster by the real engine: OpenTofu with the
+kubernetes and helm providers the stacks pin (infra/engine), built from their sources, with Terraform's own graph,
+parallelism (10) and state, as `make deploy` applies it on GKE.
 
-Every helm_release and kubernetes_* resource, in an order Terraform could apply them (manifests.kubernetes_half):
-- a helm_release with Helm v3.18.4 (the library of the pinned helm provider 3.1.1, which cannot be built here:
-  infra/engine/go/helm/go.mod), `helm upgrade --install` run in the stack's folder, as Terraform runs the
-  provider, so its chart and post-renderer paths resolve as on a real deploy; every argument of the release
-  translated, an unknown one refused. A chart from an OCI registry (the controllers') is the same chart from the
-  controller's Go module at the version the local cluster runs (no registry is reachable here);
-- a kubernetes_* resource as the object the kubernetes provider sends (manifests.manifest), applied server-side.
-Before them, what GKE itself provides: the Ray operator add-on's CRDs, Gateway API, InferencePool and GKE's
+What OpenTofu is given is the stack's own configuration with the Google half taken out (`configuration`):
+- every helm_release and kubernetes_* resource as synthesized; a value that reads the Google half holds what that
+  apply would give it, from the synth (a service account's email is `<account_id>@<project>.iam.gserviceaccount.com`;
+  any other reference is refused by name), and a depends_on on the Google half is dropped (nothing of it is here);
+- the providers pointed at the local cluster's kubeconfig in place of GKE's endpoint and credentials plugin;
+- a controller's chart from an OCI registry taken from the controller's Go module at the version the local cluster
+  runs (no registry is reachable here: `registry_charts`), and the local charts and post-renderer at absolute paths.
+The workspace and its state live in the cluster's folder (`engine/<stack>`): a rerun is the real plan and apply of
+the change, a destroy is `tofu destroy` of that state.
+
+Before the apply, what GKE itself provides: the Ray operator add-on's CRDs, Gateway API, InferencePool and GKE's
 networking CRDs (the pinned files, workloads/charts/crds.yaml), and stand-ins for GKE's Gateway policy CRDs
 where their pinned files are not here (an open schema: the rule gke.inference-gateway-policies holds the objects).
+During it, the supervisor (infra/localcluster/controllers.py) does for the controllers' pods what their kubelet and
+container would.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from infra.engine.build import build_all
+from infra.engine.tofu import Workspace, tofu
 from infra.localcluster.cluster import Cluster
 from infra.localcluster.controllers import (
     KUBERAY,
     LOCAL_CONTROLLERS,
+    ApplyError,
     Controllers,
     LocalController,
+    Supervisor,
     chart_dir,
     module_dir,
 )
-from infra.localcluster.manifests import KUBERNETES_TYPES, kubernetes_half, manifest, resolve
 
 GKE_CRD_SOURCES = ("kuberay", "gke-networking", "gateway-api", "inference-extension", "gke-gateway", "gmp")
 # GKE's own kinds whose CRD files are not pinned here, each (group, version, plural), for a stand-in CRD with an
@@ -55,91 +64,130 @@ GKE_STAND_IN_KINDS = {
     "ComputeClass": ("cloud.google.com", "v1", "computeclasses"),
 }
 CLUSTER_SCOPED_STAND_INS = {"ComputeClass"}
-RELEASE_KEYS = {
-    "//",
-    "name",
-    "chart",
-    "namespace",
-    "version",
-    "repository",
-    "values",
-    "set",
-    "postrender",
-    "skip_crds",
-    "create_namespace",
-    "wait",
-    "atomic",
-    # `helm upgrade --install` is what the translation runs for every release already.
-    "upgrade_install",
-    "timeout",
-    "depends_on",
-    "lifecycle",
-}
+# The providers of the Kubernetes half (the stacks' required_providers names).
+KUBERNETES_PROVIDERS = ("kubernetes", "helm")
+_REFERENCE = re.compile(r"\$\{([a-z0-9_]+)\.([A-Za-z0-9_-]+)\.([a-z0-9_]+)\}")
+_SUMMARY = re.compile(r"^(Apply|Destroy) complete! Resources: .*$", re.M)
 
 
-# What the helm provider takes for a release argument left unset (hashicorp/terraform-provider-helm v3.1.1
-# helm/resource_helm_release.go defaultAttributes): the install, upgrade and uninstall all read them.
-RELEASE_DEFAULTS = {"skip_crds": False, "create_namespace": False, "wait": True, "atomic": False, "timeout": 300}
+class UnsupportedResource(ValueError):
+    """A value of the Kubernetes half that reads something of the Google half the synth cannot know: named."""
 
 
-def release_setting(body: dict[str, Any], key: str) -> Any:
-    """A helm_release's argument, or the provider's default for it."""
-    value = body.get(key)
-    return RELEASE_DEFAULTS[key] if value is None else value
+def resolve(value: Any, stack: dict[str, Any]) -> Any:
+    """`value` with each reference to the Google half replaced by what its apply would give: a service account's
+    email is `<account_id>@<project>.iam.gserviceaccount.com`. A reference within the Kubernetes half is kept (the
+    engine resolves it); any other is refused by name."""
+    if isinstance(value, dict):
+        return {k: resolve(v, stack) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve(v, stack) for v in value]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        rtype, name, attribute = match.groups()
+        if in_kubernetes_half(rtype):
+            return match.group(0)
+        body = (stack.get("resource") or {}).get(rtype, {}).get(name)
+        if rtype == "google_service_account" and attribute == "email" and body is not None:
+            return f"{body['account_id']}@{body['project']}.iam.gserviceaccount.com"
+        raise UnsupportedResource(f"the reference ${{{rtype}.{name}.{attribute}}} is not known offline")
+
+    return _REFERENCE.sub(one, value)
 
 
-class ApplyError(RuntimeError):
-    """A resource the real components refused: the release or resource, the object, and the component's words."""
+def in_kubernetes_half(rtype: str) -> bool:
+    return rtype == "helm_release" or rtype.startswith("kubernetes_")
 
 
-@dataclass
-class Applied:
-    """What one apply did: each resource's address and how long it took, and the releases Helm deployed."""
+def configuration(stack: dict[str, Any], stack_dir: Path, kubeconfig: Path) -> dict[str, Any]:
+    """The stack's Kubernetes half as OpenTofu's configuration for the local cluster (the module doc says what
+    differs from the stack, and why)."""
+    resources: dict[str, dict[str, Any]] = {}
+    for rtype, items in (stack.get("resource") or {}).items():
+        if not in_kubernetes_half(rtype):
+            continue
+        for key, body in items.items():
+            body = resolve(body, stack)
+            depends = [d for d in body.get("depends_on") or [] if in_kubernetes_half(d.split(".", 1)[0])]
+            body = {k: v for k, v in body.items() if k != "depends_on"} | ({"depends_on": depends} if depends else {})
+            if rtype == "helm_release":
+                body = _absolute_paths(body, stack_dir)
+            resources.setdefault(rtype, {})[key] = body
+    required = stack.get("terraform", {}).get("required_providers") or {}
+    helm = [
+        {k: v for k, v in p.items() if k != "kubernetes"} for p in (stack.get("provider") or {}).get("helm") or [{}]
+    ]
+    return {
+        "terraform": {"required_providers": {k: v for k, v in required.items() if k in KUBERNETES_PROVIDERS}},
+        "provider": {
+            "kubernetes": [{"config_path": str(kubeconfig)}],
+            "helm": [{**p, "kubernetes": {"config_path": str(kubeconfig)}} for p in helm],
+        },
+        "resource": resources,
+    }
 
-    steps: list[tuple[str, float]] = field(default_factory=list)
-    releases: list[str] = field(default_factory=list)
+
+def _absolute_paths(body: dict[str, Any], stack_dir: Path) -> dict[str, Any]:
+    """A release's local chart and post-renderer at the paths Terraform would open from the stack's folder."""
+    body = dict(body)
+    if "repository" not in body:
+        body["chart"] = str((stack_dir / str(body["chart"])).resolve())
+    if body.get("postrender"):
+        postrender = dict(body["postrender"])
+        postrender["binary_path"] = str((stack_dir / str(postrender["binary_path"])).resolve())
+        body["postrender"] = postrender
+    return body
 
 
-def helm_command(body: dict[str, Any], stack: dict[str, Any], values_dir: Path) -> list[str]:
-    """`helm upgrade --install` with every argument of the helm_release `body` (paths as written)."""
-    unknown = sorted(set(body) - RELEASE_KEYS)
-    if unknown:
-        raise ApplyError(f"helm_release {body.get('name')}: argument(s) {', '.join(unknown)} not translated")
-    chart = str(body["chart"])
-    if "repository" in body:
-        controller = LOCAL_CONTROLLERS.get(chart)
-        if controller is None:
-            raise ApplyError(f"helm_release {body['name']}: chart {chart} from {body['repository']}: no local copy")
-        chart = str(chart_dir(controller, str(body.get("version") or "")))
-    command = ["upgrade", "--install", str(body["name"]), chart, "--namespace", str(body["namespace"])]
-    for i, text in enumerate(body.get("values") or []):
-        path = values_dir / f"{body['name']}-{i}.yaml"
-        path.write_text(json.dumps(resolve(yaml.safe_load(text), stack)))
-        command += ["--values", str(path)]
-    for item in body.get("set") or []:
-        command += ["--set-string" if item.get("type") == "string" else "--set", f"{item['name']}={item['value']}"]
-    postrender = body.get("postrender")
-    if postrender:
-        command += ["--post-renderer", str(postrender["binary_path"])]
-        command += [f"--post-renderer-args={arg}" for arg in postrender.get("args") or []]
-    for flag in ("skip_crds", "create_namespace", "wait", "atomic"):
-        if release_setting(body, flag):
-            command.append("--" + flag.replace("_", "-"))
-    command += ["--timeout", f"{int(release_setting(body, 'timeout'))}s"]
-    return command
+def registry_charts(stack: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """An override of each controller release whose chart comes from an OCI registry: the same chart from the
+    controller's Go module (the one the local cluster runs; Kueue's 0.17.0 stands in for 0.17.3), copied into
+    `folder` and packaged as the controller's release packages it for the registry: Chart.yaml's version and
+    appVersion the release's, and every image of values.yaml at the release's tag, pulled IfNotPresent (a module's
+    chart carries placeholders: `tag: main`, which the helm provider would install as is; kubernetes-sigs/kueue
+    hack/helm-chart-package.sh @ v0.17.0, jobset hack/helm-chart-package.sh @ v0.12.0, lws hack/push-chart.sh @
+    v0.7.0). The helm provider reads a release's chart at plan time, and no chart registry is reachable here;
+    nothing else of the release changes."""
+    releases = {}
+    for key, body in ((stack.get("resource") or {}).get("helm_release") or {}).items():
+        controller = LOCAL_CONTROLLERS.get(str(body.get("chart")))
+        if controller is None or not str(body.get("repository", "")).startswith("oci://"):
+            continue
+        version = str(body.get("version") or "")
+        copy = folder / "registry-charts" / f"{body['chart']}-{version}"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(chart_dir(controller, version), copy)
+        meta = yaml.safe_load((copy / "Chart.yaml").read_text())
+        meta["version"], meta["appVersion"] = version, f"v{version}"
+        (copy / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+        values = yaml.safe_load((copy / "values.yaml").read_text())
+        (copy / "values.yaml").write_text(yaml.safe_dump(_released_images(values, f"v{version}"), sort_keys=False))
+        releases[key] = {"chart": str(copy), "repository": None}
+    return {"resource": {"helm_release": releases}} if releases else {}
+
+
+def _released_images(values: Any, tag: str) -> Any:
+    """`values` with every image (a mapping with a repository and a tag) at `tag`, pulled IfNotPresent."""
+    if isinstance(values, list):
+        return [_released_images(v, tag) for v in values]
+    if not isinstance(values, dict):
+        return values
+    out = {k: _released_images(v, tag) for k, v in values.items()}
+    if "repository" in out and "tag" in out:
+        out["tag"], out["pullPolicy"] = tag, "IfNotPresent"
+    return out
 
 
 class LocalApply:
-    """Applies one synthesized stack (in `stack_dir`) to the local cluster `cluster`."""
+    """OpenTofu applying (or destroying) one stack's Kubernetes half on `cluster`: its workspace and state in the
+    cluster's folder (`engine/<stack>`). What OpenTofu prints goes to `log` (None: the standard error of the call)."""
 
-    def __init__(self, cluster: Cluster, stack_dir: Path) -> None:
+    def __init__(self, cluster: Cluster, stack_name: str) -> None:
         self.cluster = cluster
-        self.stack_dir = stack_dir
-        self.stack: dict[str, Any] = json.loads((stack_dir / "cdk.tf.json").read_text())
         self.controllers = Controllers(cluster)
-
-    def helm_run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_helm(self.cluster, args, self.stack_dir)
+        self.folder = cluster.folder / "engine" / stack_name
 
     def gke_crds(self) -> list[str]:
         """Apply the CRDs GKE itself installs (see the module doc); their names."""
@@ -179,57 +227,74 @@ class LocalApply:
             time.sleep(0.3)
         raise ApplyError(f"CRDs not established after {timeout:.0f} s: {', '.join(sorted(names))}")
 
-    def run(self, log: Any = sys.stderr) -> Applied:
-        applied = Applied()
+    def configuration(self) -> dict[str, Any]:
+        """The configuration the last apply gave OpenTofu (what its state was applied from)."""
+        loaded: dict[str, Any] = json.loads((self.folder / "cdk.tf.json").read_text())
+        return loaded
+
+    def applied(self) -> bool:
+        """Whether the state holds anything (a first apply has not yet run, or a destroy took everything)."""
+        state = self.folder / "terraform.tfstate"
+        return state.is_file() and bool(json.loads(state.read_text() or "{}").get("resources"))
+
+    def run(self, stack_dir: Path, log: Any = None) -> str:
+        """`tofu apply` of the stack synthesized in `stack_dir` (the state's resources the stack no longer has
+        destroyed, as Terraform does); OpenTofu's own summary line."""
+        log = log or sys.stderr
+        stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+        config = configuration(stack, stack_dir, self.cluster.kubeconfig)
         crd_names = self.gke_crds()
         print(f"deploy-local: GKE's own CRDs applied: {len(crd_names)}", file=log)
         self.controllers.start_kuberay(self.cluster.logs)
-        # A cluster applied to before: its controllers run again before anything (their webhooks answer for
-        # every later object, an upgrade's included).
-        listed = json.loads(self.helm_run("list", "-A", "-o", "json").stdout or "[]")
-        installed = {r["name"]: r.get("app_version") for r in listed}  # a controller's chart: its version
-        if not installed:
+        if not self.applied():
             self.cluster.record_baseline()  # what a destroy compares with (infra/localcluster/destroy.py)
-        for name in sorted(set(installed) & set(LOCAL_CONTROLLERS)):
-            self.controllers.start(name, self.cluster.logs, installed[name])
-        values = self.cluster.folder / "values"
-        shutil.rmtree(values, ignore_errors=True)
-        values.mkdir(parents=True)
-        for address, body in kubernetes_half(self.stack):
-            started = time.monotonic()
-            rtype = address.split(".", 1)[0]
-            if rtype in KUBERNETES_TYPES:
-                obj = manifest(address, body, self.stack)
-                done = self.cluster.kubectl(
-                    "apply",
-                    "--server-side",
-                    "--field-manager=platform-deploy-local",
-                    "-f",
-                    "-",
-                    input=json.dumps(obj),
-                    check=False,
-                )
-                if done.returncode:
-                    raise ApplyError(f"{address} ({obj['kind']} {obj['metadata']['name']}): {done.stderr.strip()}")
-            else:
-                name = str(body["name"])
-                command = helm_command(body, self.stack, values)
-                controller = LOCAL_CONTROLLERS.get(name) if body.get("repository") else None
-                if controller is not None:
-                    _stage_crds(
-                        controller, str(body["chart"]), str(body.get("version", "")), self.cluster.controller_crds
-                    )
-                    self.controllers.restore_webhooks(controller.namespace)
-                done = self.helm_run(*command)
-                if done.returncode:
-                    raise ApplyError(f"{address} (release {name}): helm: {done.stderr.strip()[-3000:]}")
-                applied.releases.append(name)
-                if name in LOCAL_CONTROLLERS and body.get("repository"):
-                    self.controllers.start(name, self.cluster.logs, str(body.get("version") or ""))
-            seconds = time.monotonic() - started
-            applied.steps.append((address, seconds))
-            print(f"deploy-local: {address}: applied ({seconds:.1f} s)", file=log, flush=True)
-        return applied
+        for body in ((stack.get("resource") or {}).get("helm_release") or {}).values():
+            controller = LOCAL_CONTROLLERS.get(str(body.get("chart"))) if body.get("repository") else None
+            if controller is not None:
+                _stage_crds(controller, str(body["chart"]), str(body.get("version", "")), self.cluster.controller_crds)
+        for line in recover_interrupted(self.cluster, config):
+            print(f"deploy-local: {line}", file=log)
+        workspace = Workspace(self.folder, config, overrides=registry_charts(config, self.folder))
+        return self.engine(workspace, "apply", log)
+
+    def destroy(self, log: Any = None) -> str:
+        """`tofu destroy` of the state, with the configuration it was applied from; OpenTofu's own summary line."""
+        log = log or sys.stderr
+        overrides = json.loads((self.folder / Workspace.OVERRIDE).read_text())
+        overrides.pop("terraform", None)  # the backend, which Workspace writes again
+        summary = self.engine(Workspace(self.folder, self.configuration(), overrides=overrides), "destroy", log)
+        for name in LOCAL_CONTROLLERS:  # their releases are gone; their pods go after the apply returns
+            self.controllers.stop(name)
+        return summary
+
+    def engine(self, workspace: Workspace, action: str, log: Any) -> str:
+        """`tofu <action>` in `workspace`, its output streamed to `log`, while the supervisor runs the controllers;
+        OpenTofu's summary line, or ApplyError with OpenTofu's errors."""
+        workspace.init()
+        env = {**workspace.env(), **helm_env(self.cluster)}
+        process = subprocess.Popen(
+            [str(tofu()), action, "-auto-approve", "-no-color", "-input=false"],
+            cwd=workspace.folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        supervisor = Supervisor(self.cluster, on_error=process.terminate)
+        supervisor.start()
+        try:
+            assert process.stdout is not None
+            lines = []
+            for line in process.stdout:
+                lines.append(line)
+                print(line, end="", file=log, flush=True)
+            process.wait()
+        finally:
+            supervisor.stop()
+        text = "".join(lines)
+        found = _SUMMARY.search(text)
+        if process.returncode or found is None:
+            errors = text[text.find("Error:") :] if "Error:" in text else text[-3000:]
+            raise ApplyError(
+                f"tofu {action} in {workspace.folder} (exit {process.returncode}):\n{errors.strip()[-4000:]}"
+            )
+        return found.group(0)
 
 
 def _stage_crds(controller: LocalController, name: str, version: str, folder: Path) -> None:
@@ -249,20 +314,47 @@ def _stage_crds(controller: LocalController, name: str, version: str, folder: Pa
             shutil.copyfile(source / crd.path, target / crd.file_name)
 
 
-def run_helm(cluster: Cluster, args: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Helm v3.18.4 on the local cluster, run in `cwd` (a stack's folder: its relative paths resolve as the
-    provider's do), with its own cache and configuration under the cluster's folder."""
+def recover_interrupted(cluster: Cluster, config: dict[str, Any]) -> list[str]:
+    """Each release of `config` an interrupted apply left pending (infra/review/upgrades.py `interrupted_record`),
+    set back as the local cluster's recovery: the pending record removed. What was done, a line each."""
+    from infra.catalogue.helm_records import interrupted_record
+
+    done = []
+    for body in ((config.get("resource") or {}).get("helm_release") or {}).values():
+        name, namespace = str(body["name"]), str(body["namespace"])
+        selector = f"owner=helm,name={name}"
+        found = cluster.kubectl("get", "configmaps", "-n", namespace, "-l", selector, "-o", "json", check=False)
+        pending = interrupted_record(json.loads(found.stdout)) if found.returncode == 0 else None
+        if pending is not None:
+            record, status = pending
+            cluster.kubectl("delete", "configmap", record, "-n", namespace)
+            done.append(
+                f"release {namespace}/{name} was left {status} by an interrupted apply: its record {record} "
+                "removed, so this apply installs or upgrades it again"
+            )
+    return done
+
+
+def helm_env(cluster: Cluster) -> dict[str, str]:
+    """Helm's cache and configuration under the cluster's folder, its releases' records in ConfigMaps (the
+    provider's helm_driver, infra/constructs/providers.py), and where the controllers' post-renderer finds their
+    pinned crds/ files."""
     home = cluster.folder / "helm"
-    env = {
-        **os.environ,
+    return {
         "KUBECONFIG": str(cluster.kubeconfig),
-        "HELM_DRIVER": "configmap",  # the provider's helm_driver (infra/constructs/providers.py)
+        "HELM_DRIVER": "configmap",
         "HELM_CACHE_HOME": str(home / "cache"),
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),
         "PLATFORM_CONTROLLER_CRDS": str(cluster.controller_crds),
     }
+
+
+def run_helm(cluster: Cluster, args: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Helm on the local cluster, run in `cwd`, with the provider's settings (helm_env): the tests' and the
+    verdicts' reads of Helm's records."""
     helm = build_all(["helm"])["helm"]
+    env = {**os.environ, **helm_env(cluster)}
     return subprocess.run([str(helm), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 

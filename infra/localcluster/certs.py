@@ -72,13 +72,20 @@ def _name(common: str, organization: str | None = None) -> x509.Name:
     return x509.Name(parts)
 
 
-def serving_pair(folder: Path, name: str, ca_cert: Path, ca_key: Path, ips: tuple[str, ...] = ("127.0.0.1",)) -> None:
-    """`<name>.crt` and `<name>.key` in `folder`: a serving certificate for `ips`, signed by the CA."""
+def serving_pair(
+    folder: Path,
+    name: str,
+    ca_cert: Path,
+    ca_key: Path,
+    ips: tuple[str, ...] = ("127.0.0.1",),
+    dns: tuple[str, ...] = (),
+) -> None:
+    """`<name>.crt` and `<name>.key` in `folder`: a serving certificate for `ips` and `dns` names, signed by the CA."""
     ca = x509.load_pem_x509_certificate(ca_cert.read_bytes())
     signer = serialization.load_pem_private_key(ca_key.read_bytes(), None)
     assert isinstance(signer, ec.EllipticCurvePrivateKey)
     key = _key()
-    cert = _cert(_name(name), key, (ca.subject, signer), server=True, dns=("localhost",), ips=ips)
+    cert = _cert(_name(name), key, (ca.subject, signer), server=True, dns=("localhost", *dns), ips=ips)
     _write(folder / f"{name}.key", _pem_key(key))
     _write(folder / f"{name}.crt", cert.public_bytes(serialization.Encoding.PEM), 0o644)
 

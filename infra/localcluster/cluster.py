@@ -19,18 +19,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from infra.engine.build import build_all
-from infra.localcluster import certs
+from infra.localcluster import certs, firewall
 
 KUBERNETES_VERSION = "v1.35.4"  # infra/engine/go/kube/go.mod
 SERVICE_RANGE = "10.96.0.0/16"
-POD_RANGE = "10.244.0.1/16"
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+COMPONENTS = ("etcd", "firewall", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # The cluster's own objects, which come and go without any stack: not in an inventory.
 NOT_COUNTED = {"events", "events.events.k8s.io", "leases.coordination.k8s.io", "nodes"}
 
@@ -68,6 +68,20 @@ def alive(pid_file: Path) -> int | None:
     return pid
 
 
+def hold_address(address: str) -> None:
+    """`address` (a pod's, from the cluster's pod range) on this machine's loopback interface, so a process here can
+    serve at it and the API server reach it there (`ip address add`, which needs CAP_NET_ADMIN: root)."""
+    done = subprocess.run(["ip", "address", "add", f"{address}/32", "dev", "lo"], capture_output=True, text=True)
+    if done.returncode and "File exists" not in done.stderr:
+        raise ClusterError(
+            f"ip address add {address}/32 dev lo: {done.stderr.strip()} (the local cluster runs as root)"
+        )
+
+
+def release_address(address: str) -> None:
+    subprocess.run(["ip", "address", "del", f"{address}/32", "dev", "lo"], capture_output=True, check=False)
+
+
 @dataclass(frozen=True)
 class Cluster:
     folder: Path
@@ -92,6 +106,23 @@ class Cluster:
     def _pid(self, name: str) -> Path:
         return self.folder / "run" / f"{name}.pid"
 
+    @property
+    def pod_range(self) -> str:
+        """The pods' addresses: a /16 of 10.0.0.0/8 of this cluster's own, from its folder, so that two clusters on
+        one machine (the tests' workers) hold different addresses on the loopback interface."""
+        octet = 100 + zlib.crc32(str(self.folder.resolve()).encode()) % 150
+        return f"10.{octet}.0.1/16"
+
+    @property
+    def metric_series(self) -> Path:
+        """What the metrics adapter's stand-in answers (infra/localcluster/metrics_adapter.py `write_series`)."""
+        return self.folder / "metrics"
+
+    @property
+    def firewall_rules(self) -> Path:
+        """The ports the stack's firewall opens from the control plane's range (infra/localcluster/firewall.py)."""
+        return self.folder / "run" / "firewall.json"
+
     def running(self) -> dict[str, int]:
         """component -> pid of each component whose process is alive."""
         pids = {name: alive(self._pid(name)) for name in COMPONENTS}
@@ -108,7 +139,7 @@ class Cluster:
         failure). Any other failure, and every other command, fails at once."""
         for attempt in range(1, TRIES + 1):
             done = subprocess.run(
-                [str(_kubectl()), f"--kubeconfig={self.kubeconfig}", *args],
+                [str(kubectl_binary()), f"--kubeconfig={self.kubeconfig}", *args],
                 input=input,
                 capture_output=True,
                 text=True,
@@ -142,11 +173,6 @@ class Cluster:
     def baseline(self) -> Path:
         """The inventory before a stack's first apply on this cluster (its run folder: `down` removes it)."""
         return self.folder / "run" / "baseline.json"
-
-    def applied(self, stack_name: str) -> Path:
-        """The stack deploy-local last applied to this cluster in whole (its run folder): what a destroy destroys,
-        and what the next apply compares with to destroy what the stack no longer has, as Terraform's state."""
-        return self.folder / "run" / f"{stack_name}.applied.json"
 
     def record_baseline(self) -> None:
         """Take the baseline once per cluster: what was there before anything of a stack."""
@@ -192,7 +218,9 @@ class Cluster:
             for sub in ("logs", "run"):
                 (self.folder / sub).mkdir(parents=True, exist_ok=True)
             certs.make(self.pki)
+            firewall.write_rules(self.firewall_rules, stack)
             self._start_control_plane(programs)
+        firewall.write_rules(self.firewall_rules, stack)  # what this stack's rules open, from now on
         wanted = nodes(stack, region)
         if wanted:  # a stack with no pools (the engine's tests) makes a control plane alone
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=_list(wanted))
@@ -252,6 +280,12 @@ class Cluster:
                 "--quota-backend-bytes=2147483648",
             ],
         )
+        proxy = self.folder / "run" / "firewall.sock"
+        self._start(
+            "firewall", [sys.executable, "-m", "infra.localcluster.firewall", str(proxy), str(self.firewall_rules)]
+        )
+        egress = self.folder / "run" / "egress.json"
+        egress.write_text(firewall.egress_configuration(proxy))
         self.kubeconfig.write_text(_kubeconfig(f"https://127.0.0.1:{api_port}", pki))
         self.kubeconfig.chmod(0o600)
         self._start(
@@ -277,6 +311,12 @@ class Cluster:
                 # "GKE automatically adds tolerations ... using the ExtendedResourceToleration admission
                 # controller"; the same for TPUs).
                 "--enable-admission-plugins=ExtendedResourceToleration",
+                # A webhook's or an aggregated API's Service reached at a Ready endpoint's address and the pod's
+                # port (GKE's control plane dials the pod, over the VPC, through the cluster's firewall); with
+                # no Ready endpoint the call fails, as on GKE while a controller's pod is not Ready.
+                "--enable-aggregator-routing=true",
+                # ... through the cluster's firewall (infra/localcluster/firewall.py).
+                f"--egress-selector-config-file={egress}",
             ],
         )
         self._wait("kube-apiserver", self.ready, "kube-apiserver")
@@ -305,18 +345,30 @@ class Cluster:
                 f"--kubeconfig={self.kubeconfig}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                f"--cidr={POD_RANGE}",
+                f"--cidr={self.pod_range}",
                 "--node-ip=127.0.0.1",
                 # Each node's heartbeat as a kubelet sends it: a Lease renewed every 10 s.
                 "--node-lease-duration-seconds=40",
+                # KWOK's pod stages, but the controllers' pods Ready only once their controller serves
+                # (infra/localcluster/stages.py).
+                f"--config={self._kwok_config()}",
             ],
         )
+
+    def _kwok_config(self) -> Path:
+        from infra.localcluster.controllers import SERVED_NAMESPACES
+        from infra.localcluster.stages import write_config
+
+        return write_config(self.folder / "run" / "kwok.yaml", list(SERVED_NAMESPACES))
 
     def down(self, *, quiet: bool = False) -> None:
         """Stop every component and controller (SIGTERM, then SIGKILL after 10 s) and remove the cluster's state."""
         for path in sorted((self.folder / "controllers").glob("*.pid")):
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.killpg(int(path.read_text()), signal.SIGTERM)
+            path.unlink()
+        for path in sorted((self.folder / "controllers").glob("*.address")):  # the pods' addresses held here
+            release_address(path.read_text().strip())
             path.unlink()
         for _name, pid in self.running().items():
             try:
@@ -328,7 +380,7 @@ class Cluster:
             time.sleep(0.1)
         for pid in self.running().values():
             os.killpg(pid, signal.SIGKILL)
-        for sub in ("etcd", "run", "pki", "controllers", "helm", "values", "controller-crds"):
+        for sub in ("etcd", "run", "pki", "controllers", "helm", "engine", "controller-crds", "metrics"):
             target = self.folder / sub
             if target.exists():
                 subprocess.run(["rm", "-rf", str(target)], check=True)
@@ -355,7 +407,7 @@ def _unanswered(stderr: str) -> bool:
 
 
 @cache
-def _kubectl() -> Path:
+def kubectl_binary() -> Path:
     return build_all(["kube"])["kubectl"]
 
 

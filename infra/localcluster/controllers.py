@@ -20,6 +20,8 @@ import re
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +29,18 @@ from typing import Any
 
 import yaml
 
+from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE
 from infra.engine.build import build_all
 from infra.localcluster import certs
-from infra.localcluster.cluster import Cluster, alive, free_port, start_detached
+from infra.localcluster.cluster import (
+    Cluster,
+    alive,
+    free_port,
+    hold_address,
+    kubectl_binary,
+    release_address,
+    start_detached,
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,10 @@ LOCAL_CONTROLLERS = {
     "lws": LocalController("lws", "cmd", "sigs.k8s.io/lws", "charts/lws", "lws-system"),
 }
 KUBERAY = LocalController("kuberay", "ray-operator", "github.com/ray-project/kuberay/ray-operator", "", "")
+# The metrics adapter's pod, served by a stand-in (infra/localcluster/metrics_adapter.py).
+ADAPTER = "metrics-adapter"
+# The namespaces whose pods run something here, each Ready only once it serves (infra/localcluster/stages.py).
+SERVED_NAMESPACES = {**{c.namespace: name for name, c in LOCAL_CONTROLLERS.items()}, ADAPTER_NAMESPACE: ADAPTER}
 
 
 def component_of(controller: LocalController, version: str | None = None) -> str:
@@ -101,10 +116,13 @@ def chart_dir(controller: LocalController, version: str | None = None) -> Path:
 
 
 class Controllers:
-    """The controller processes of one local cluster, in its folder's `controllers/`."""
+    """The controller processes of one local cluster, in its folder's `controllers/`: one per controller, serving
+    for one of its pods (`<name>.pod`: the pod's uid) at that pod's address (`<name>.address`)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.folder = cluster.folder / "controllers"
+        self.logs = cluster.logs
+        self.series = cluster.metric_series
         self.kubeconfig, self.pki, self.kubectl = cluster.kubeconfig, cluster.pki, cluster.kubectl
         self.folder.mkdir(parents=True, exist_ok=True)
 
@@ -113,6 +131,11 @@ class Controllers:
 
     def running(self, name: str) -> bool:
         return alive(self._pid(name)) is not None
+
+    def serving(self, name: str) -> str | None:
+        """The uid of the pod the running controller `name` serves for, if it runs."""
+        pod = self.folder / f"{name}.pod"
+        return pod.read_text() if self.running(name) and pod.is_file() else None
 
     def _start(self, name: str, command: list[str], log: Path) -> None:
         start_detached(command, log, self._pid(name), {**os.environ, "KUBECONFIG": str(self.kubeconfig)})
@@ -127,27 +150,22 @@ class Controllers:
                     return loaded
         raise RuntimeError(f"no ConfigMap in {namespace} holds the controller's Configuration")
 
-    def start(self, name: str, logs: Path, version: str | None = None) -> None:
-        """Start the controller of release `name` (its chart installed) at `version` (component_of), point the
-        chart's webhooks at it and wait until its webhook server answers. A running one is stopped first (an
-        upgrade may change its config or its version)."""
+    def serve(self, name: str, pod: dict[str, Any]) -> None:
+        """Run the controller of release `name` for its pod `pod` (Running, with an address): at the version of the
+        pod's image (component_of), its webhook server at the pod's address and the port the chart configured, with
+        a certificate of the cluster's CA for the names of its namespace's Services; wait until it answers, then
+        mark the pod Ready, as the kubelet's readiness probe would. A controller serving another pod is stopped
+        first (an upgrade rolls its pod)."""
         controller = LOCAL_CONTROLLERS[name]
-        self.stop(name)
+        version = image_version(pod["spec"]["containers"][0]["image"])
         program = build_all([component_of(controller, version)])[controller.program]
-        port, health = free_port(), free_port()
-        cert_dir = self.folder / f"{name}-certs"
-        cert_dir.mkdir(exist_ok=True)
-        certs.serving_pair(cert_dir, "tls", self.pki / "ca.crt", self.pki / "ca.key")
+        address, cert_dir = self._take(name, pod)
         config = self._configuration(controller.namespace)
+        port = int((config.get("webhook") or {}).get("port") or 9443)
         config["internalCertManagement"] = {"enable": False}
-        config["webhook"] = {
-            **(config.get("webhook") or {}),
-            "port": port,
-            "host": "127.0.0.1",
-            "certDir": str(cert_dir),
-        }
+        config["webhook"] = {**(config.get("webhook") or {}), "port": port, "host": address, "certDir": str(cert_dir)}
         config["metrics"] = {**(config.get("metrics") or {}), "bindAddress": "0"}
-        config["health"] = {**(config.get("health") or {}), "healthProbeBindAddress": f"127.0.0.1:{health}"}
+        config["health"] = {**(config.get("health") or {}), "healthProbeBindAddress": f"127.0.0.1:{free_port()}"}
         config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
         if controller.feature_gates:
             config["featureGates"] = {**(config.get("featureGates") or {}), **controller.feature_gates}
@@ -156,23 +174,113 @@ class Controllers:
         command = [str(program), f"--config={config_file}", f"--kubeconfig={self.kubeconfig}"]
         if controller.metrics_certs:
             command = self._with_files(name, {controller.metrics_certs: cert_dir}, command)
-        self._start(name, command, logs / f"{name}.log")
-        self.point_webhooks(controller.namespace, port)
+        self.inject_ca(controller.namespace)
         self.drop_api_services(controller.namespace)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if not self.running(name):
-                raise RuntimeError(f"controller {name} exited: read {logs / (name + '.log')}")
+        self._run_until_serving(name, command, pod, address, port)
+
+    def serve_adapter(self, pod: dict[str, Any]) -> None:
+        """The metrics adapter's stand-in (infra/localcluster/metrics_adapter.py) for its pod: the custom metrics
+        API at the pod's address and its container's port, the values from `series`; the pod Ready once it serves."""
+        address, cert_dir = self._take(ADAPTER, pod)
+        port = next((p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports") or []), 6443)
+        command = [
+            sys.executable,
+            "-m",
+            "infra.localcluster.metrics_adapter",
+            address,
+            str(port),
+            str(cert_dir / "tls.crt"),
+        ]
+        command += [str(cert_dir / "tls.key"), str(kubectl_binary()), str(self.kubeconfig), str(self.series)]
+        self._run_until_serving(ADAPTER, command, pod, address, int(port))
+
+    def _take(self, name: str, pod: dict[str, Any]) -> tuple[str, Path]:
+        """Stop what serves `name` now; hold `pod`'s address here; a serving certificate of the cluster's CA for the
+        address and the names of its namespace's Services. (the address, the certificate's folder)"""
+        self.stop(name)
+        address, namespace = pod["status"]["podIP"], pod["metadata"]["namespace"]
+        hold_address(address)
+        (self.folder / f"{name}.address").write_text(address)
+        (self.folder / f"{name}.pod").write_text(pod["metadata"]["uid"])
+        cert_dir = self.folder / f"{name}-certs"
+        cert_dir.mkdir(exist_ok=True)
+        services = self.kubectl("get", "services", "-n", namespace, "-o", "name").stdout.split()
+        names = tuple(f"{s.split('/', 1)[1]}.{namespace}.svc" for s in services)
+        certs.serving_pair(cert_dir, "tls", self.pki / "ca.crt", self.pki / "ca.key", ips=(address,), dns=names)
+        return address, cert_dir
+
+    def _run_until_serving(self, name: str, command: list[str], pod: dict[str, Any], address: str, port: int) -> None:
+        """Start `command`; once it answers at `address`:`port`, mark `pod` Ready. One that exits first is started
+        again after a back-off (1 s, doubling to 10 s), as the kubelet restarts a container: a controller started
+        before its release's CRDs are established exits ("no matches for kind"), and does on GKE too."""
+        log = self.logs / f"{name}.log"
+        deadline, backoff = time.monotonic() + 300, 1.0
+        self._start(name, command, log)
+        while True:
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return
-            except OSError:
+                with socket.create_connection((address, port), timeout=1):
+                    break
+            except OSError as err:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name}: its server did not answer in 300 s: read {log}") from err
+            if not self.running(name):
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+                self._start(name, command, log)
+            else:
                 time.sleep(0.3)
-        raise RuntimeError(f"controller {name}: its webhook server did not answer in 90 s: read {logs}/{name}.log")
+        self.mark_ready(pod)
+
+    def mark_ready(self, pod: dict[str, Any]) -> None:
+        """The pod's Ready and ContainersReady conditions True and each container ready (what KWOK's own pod-ready
+        stage sets for every other pod)."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        conditions = [{"type": t, "status": "True", "lastTransitionTime": now} for t in ("Ready", "ContainersReady")]
+        statuses = [{**s, "ready": True, "started": True} for s in pod["status"].get("containerStatuses") or []]
+        patch = {"status": {"conditions": conditions, "containerStatuses": statuses}}
+        meta = pod["metadata"]
+        self.kubectl(
+            "patch", "pod", meta["name"], "-n", meta["namespace"], "--subresource=status", "--type=strategic",
+            "-p", json.dumps(patch),
+        )  # fmt: skip
+
+    def inject_ca(self, namespace: str) -> None:
+        """The cluster's CA as the caBundle of every webhook (admission, and a CRD's conversion) that names a Service
+        of `namespace`, as the controller's own certificate management injects its CA on GKE (off here: it would
+        write its certificate into a Secret for the kubelet to mount)."""
+        bundle = base64.b64encode((self.pki / "ca.crt").read_bytes()).decode()
+        for kind, item, paths in self._hooked(namespace):
+            patch = [
+                {"op": "add", "path": f"{path}/caBundle", "value": bundle}
+                for path, config in paths
+                if config.get("caBundle") != bundle
+            ]
+            if patch:
+                self.kubectl("patch", kind, item["metadata"]["name"], "--type=json", "-p", json.dumps(patch))
+
+    def _hooked(self, namespace: str) -> list[tuple[str, dict[str, Any], list[tuple[str, dict[str, Any]]]]]:
+        """(resource, object, [(JSON pointer of a clientConfig, that clientConfig)]) of every admission webhook
+        configuration and CRD with a webhook that names a Service in `namespace`."""
+        out = []
+        for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
+            for item in json.loads(self.kubectl("get", kind, "-o", "json").stdout)["items"]:
+                configs = [
+                    (f"/webhooks/{i}/clientConfig", h.get("clientConfig") or {})
+                    for i, h in enumerate(item.get("webhooks") or [])
+                ]
+                out.append((kind, item, configs))
+        for crd in json.loads(self.kubectl("get", "crds", "-o", "json").stdout)["items"]:
+            webhook = (crd["spec"].get("conversion") or {}).get("webhook")
+            if webhook:
+                out.append(("crd", crd, [("/spec/conversion/webhook/clientConfig", webhook.get("clientConfig") or {})]))
+        return [
+            (kind, item, [(p, c) for p, c in configs if (c.get("service") or {}).get("namespace") == namespace])
+            for kind, item, configs in out
+        ]
 
     def drop_api_services(self, namespace: str) -> None:
-        """Remove the aggregated APIs served behind a Service of `namespace` (see `feature_gates`): left, the API
-        server reports them unavailable to every discovery."""
+        """Remove the aggregated APIs served behind a Service of `namespace` whose server is off here (see
+        `feature_gates`): left, the API server reports them unavailable to every discovery."""
         for item in json.loads(self.kubectl("get", "apiservices", "-o", "json").stdout)["items"]:
             if (item["spec"].get("service") or {}).get("namespace") == namespace:
                 self.kubectl("delete", "apiservice", item["metadata"]["name"], "--wait=false")
@@ -184,6 +292,11 @@ class Controllers:
             deadline = time.monotonic() + 10
             while self.running(name) and time.monotonic() < deadline:
                 time.sleep(0.1)
+        (self.folder / f"{name}.pod").unlink(missing_ok=True)
+        address = self.folder / f"{name}.address"
+        if address.is_file():
+            release_address(address.read_text().strip())
+            address.unlink()
 
     def _with_files(self, name: str, folders: dict[str, Path], command: list[str]) -> list[str]:
         """`command` run where fixed paths under /etc hold `folders` (Kueue reads its metrics certificate from
@@ -216,68 +329,76 @@ class Controllers:
             logs / "kuberay.log",
         )
 
-    def _hooked(self, namespace: str) -> list[tuple[str, dict[str, Any], list[tuple[dict[str, Any], str]]]]:
-        """(resource kind, object, [(client config holder, field)]) of every admission webhook configuration and
-        CRD whose webhook names a Service in `namespace` or was pointed here from one."""
-        out = []
-        for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
-            for item in json.loads(self.kubectl("get", kind, "-o", "json").stdout)["items"]:
-                holders = [(hook, "clientConfig") for hook in item.get("webhooks") or []]
-                out.append((kind, item, holders))
-        for crd in json.loads(self.kubectl("get", "crds", "-o", "json").stdout)["items"]:
-            webhook = (crd["spec"].get("conversion") or {}).get("webhook")
-            if webhook:
-                out.append(("crd", crd, [(webhook, "clientConfig")]))
-        return [
-            (kind, item, [(h, f) for h, f in holders if _names(h.get(f) or {}, namespace, item)])
-            for kind, item, holders in out
-        ]
 
-    def point_webhooks(self, namespace: str, port: int) -> None:
-        """Every webhook that names a Service in `namespace` (admission and CRD conversion) now calls
-        https://127.0.0.1:<port><path>, trusting the cluster's CA; the Service it named is kept in an annotation,
-        so `restore_webhooks` can give Helm back the objects its release made."""
-        bundle = base64.b64encode((self.pki / "ca.crt").read_bytes()).decode()
-        for kind, item, holders in self._hooked(namespace):
-            if not holders:
-                continue
-            kept = json.loads((item["metadata"].get("annotations") or {}).get(SERVICES, "{}"))
-            for index, (holder, key) in enumerate(holders):
-                service = holder[key].get("service") or kept.get(str(index))
-                kept[str(index)] = service
-                holder[key] = {"url": f"https://127.0.0.1:{port}{service.get('path') or ''}", "caBundle": bundle}
-            self._replace(kind, item, {SERVICES: json.dumps(kept)})
-
-    def restore_webhooks(self, namespace: str) -> None:
-        """The webhooks `point_webhooks` changed, back as the release made them (its Service), before Helm
-        upgrades the release: Helm merges its new objects into the live ones, and an object with both a URL and a
-        Service is invalid."""
-        for kind, item, holders in self._hooked(namespace):
-            kept = json.loads((item["metadata"].get("annotations") or {}).get(SERVICES, "{}"))
-            if not kept or not holders:
-                continue
-            for index, (holder, key) in enumerate(holders):
-                holder[key] = {"service": kept[str(index)]}
-            self._replace(kind, item, {SERVICES: None})
-
-    def _replace(self, kind: str, item: dict[str, Any], annotations: dict[str, str | None]) -> None:
-        metadata = item["metadata"]
-        metadata["annotations"] = {
-            k: v for k, v in {**(metadata.get("annotations") or {}), **annotations}.items() if v is not None
-        }
-        for drop in ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid"):
-            metadata.pop(drop, None)
-        item.pop("status", None)
-        self.kubectl("replace", "-f", "-", input=json.dumps(item))
+def image_version(image: str) -> str:
+    """The tag of a container image reference (`registry.k8s.io/kueue/kueue:v0.17.3@sha256:...` -> v0.17.3)."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.rsplit(":", 1)[1] if ":" in last else ""
 
 
-# Where point_webhooks keeps the Service each webhook named, by its index among the object's webhooks.
-SERVICES = "platform.local/webhook-services"
+class Supervisor(threading.Thread):
+    """While an apply or a destroy runs, what the kubelet and the controller's process would do on GKE for the
+    controllers' pods: each Running pod of a controller's namespace that is not Ready gets its controller started
+    for it (Controllers.serve) and is marked Ready once that serves; a Ready pod whose controller stopped is served
+    again; a controller whose pod is gone stops. The first error stops the watch and is kept in `error`."""
+
+    def __init__(self, cluster: Cluster, on_error: Any, interval: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.interval, self.on_error = cluster, interval, on_error
+        self.controllers = Controllers(cluster)
+        self.done = threading.Event()
+        self.error: Exception | None = None
+        self.served: list[str] = []
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.step()
+            except Exception as err:  # kept for the caller, which reports it with the apply's
+                self.error = err
+                self.on_error()  # the apply stops: nothing can be admitted without the controller
+                return
+            self.done.wait(self.interval)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
+        if self.error is not None:
+            raise ApplyError(f"the local controllers: {self.error}")
+
+    def step(self) -> None:
+        pods = self.cluster.get("pods", "--all-namespaces")["items"]
+        for namespace, name in SERVED_NAMESPACES.items():
+            mine = [
+                p
+                for p in pods
+                if p["metadata"]["namespace"] == namespace
+                and not p["metadata"].get("deletionTimestamp")
+                and p.get("status", {}).get("podIP")
+                and p["status"].get("phase") == "Running"
+            ]
+            serving = self.controllers.serving(name)
+            if serving is not None and serving not in {p["metadata"]["uid"] for p in mine}:
+                self.controllers.stop(name)  # its pod is gone (uninstalled, or replaced by an upgrade's)
+                serving = None
+            for pod in mine:
+                if not _ready(pod) or (serving is None and len(mine) == 1):
+                    if name == ADAPTER:
+                        self.controllers.serve_adapter(pod)
+                    else:
+                        self.controllers.serve(name, pod)
+                    self.served.append(f"{name} {pod['metadata']['name']}")
+                    break
+            else:
+                if serving is not None and name in LOCAL_CONTROLLERS:  # what an apply made since it started
+                    self.controllers.inject_ca(namespace)
+                    self.controllers.drop_api_services(namespace)
 
 
-def _names(config: dict[str, Any], namespace: str, item: dict[str, Any]) -> bool:
-    service = config.get("service")
-    if service:
-        return bool(service.get("namespace") == namespace)
-    kept = json.loads((item["metadata"].get("annotations") or {}).get(SERVICES, "{}"))
-    return any(v and v.get("namespace") == namespace for v in kept.values())
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+
+
+class ApplyError(RuntimeError):
+    """A resource the real components refused, or the engine's or a controller's failure: named, with their words."""

@@ -31,7 +31,7 @@ def _cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: int, messag
     fake = tmp_path / "kubectl"
     fake.write_text(FAKE.format(python=sys.executable, fails=fails, message=message))
     fake.chmod(0o755)
-    monkeypatch.setattr(cluster_module, "_kubectl", lambda: fake)
+    monkeypatch.setattr(cluster_module, "kubectl_binary", lambda: fake)
     monkeypatch.setattr(cluster_module.time, "sleep", lambda _: None)
     return Cluster(tmp_path / "cluster")
 

@@ -1,5 +1,5 @@
-// Helm for the translation make deploy-local still runs: v3.18.4, the Helm library of helm provider 3.1.1
-// (terraform-provider-helm v3.1.1 go.mod). The providers themselves are built by infra/engine/providers.py.
+// Helm's CLI for reads of the local cluster's release records (helm list, history) and the tests' probe releases:
+// v3.18.4. The apply is the helm provider's, built by infra/engine/providers.py.
 module platform.local/helm
 
 go 1.26
