@@ -57,7 +57,8 @@ COMMANDS: dict[str, Command] = {
     "logs": Command("scripts.logs", "where each workload of an environment writes its logs (queries, commands)"),
     "recipes": Command("scripts.recipes", "which training recipes run on each environment's training slice"),
     "deploy-local": Command(
-        "scripts.deploy_local", "the deploy's path applied to the local cluster (real Helm, controllers)"
+        "scripts.deploy_local",
+        "the deploy's path applied to the local cluster (OpenTofu, real providers and controllers)",
     ),
     "destroy-local": Command(
         "scripts.deploy_local", "destroy what deploy-local applied; list what is left behind", ["--destroy"]

@@ -1,11 +1,14 @@
 """The controllers of the local cluster, run as processes on this machine beside its control plane.
 
 A controller release installs its chart as on GKE (the Deployment's pods are KWOK's, so nothing runs in them);
-the controller itself runs here, built from its Go module (infra/engine/go/<name>) and started with the
-chart's own Configuration (its ConfigMap, as installed) with only what running outside the cluster needs changed:
-its webhook server on 127.0.0.1 with a certificate of the cluster's CA instead of its in-cluster certificate
-rotation, no leader election, no metrics listener. The chart's webhook configurations (and a CRD's conversion
-webhook) name the controller's Service; here they are pointed at that server by URL, with the CA's bundle.
+the controller itself runs here for its pod, built from its Go module (infra/engine/go/<name>) at the version of
+the pod's image, and started with the chart's own Configuration (its ConfigMap, as installed) with only what running
+outside the cluster needs changed: its webhook server at the pod's address (held on the loopback interface) with a
+certificate of the cluster's CA instead of its in-cluster certificate rotation, no leader election, no metrics
+listener. The chart's webhook configurations (and a CRD's conversion webhook) stay as the chart made them, naming the
+controller's Service; the API server reaches the pod's address through its Ready endpoint, and the CA's bundle is
+set on them as the controller's certificate management would. The `Supervisor` does this while an apply runs, and
+marks each pod Ready once what stands for it serves.
 
 KubeRay stands in for GKE's Ray operator add-on (GKE does not publish which KubeRay it runs); it runs without
 webhooks, as the add-on's CRDs declare none.
