@@ -186,14 +186,20 @@ def _verdicts() -> dict[str, Any]:
     return loaded
 
 
-def _envs(tmp_path: Path, name: str, digest: str | None = None, edits: dict[str, str] | None = None) -> Path:
-    """The environments with dev's trainer at `digest` and each of `edits` (text: replacement) made in dev.yaml."""
+def _envs(
+    tmp_path: Path, name: str, digest: str | None = None, edits: dict[str, str] | None = None, every: bool = False
+) -> Path:
+    """The environments with dev's trainer (`every`: each of its images) at `digest` and each of `edits` (text:
+    replacement) made in dev.yaml."""
     folder = tmp_path / name
     folder.mkdir()
     for path in ENVIRONMENTS_DIR.glob("*.yaml"):
         text = path.read_text()
         if path.stem == "dev":
-            if digest is not None:
+            if digest is not None and every:
+                assert text.count(f"@{PLACEHOLDER_DIGEST}") >= 5
+                text = text.replace(f"@{PLACEHOLDER_DIGEST}", f"@{digest}")
+            elif digest is not None:
                 text = re.sub(r"(/trainer@)" + re.escape(PLACEHOLDER_DIGEST), r"\g<1>" + digest, text)
             for old, new in (edits or {}).items():
                 assert old in text, old
@@ -617,13 +623,16 @@ def test_multi_host_servers_added_by_the_scale_subresource_take_a_whole_pool_eac
 
 
 @pytest.mark.slow
-def test_deploy_local_again_with_a_new_trainer_digest_upgrades_in_place(cluster_dir: Path) -> None:
-    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "second", "sha256:" + "ab" * 32))
+def test_deploy_local_again_with_every_image_at_a_new_digest_upgrades_in_place(cluster_dir: Path) -> None:
+    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "second", "sha256:" + "ab" * 32, every=True))
     assert code == 0, (out + err)[-4000:]
-    # OpenTofu's real plan of the change: the releases that carry the trainer's image updated in place, nothing
+    # OpenTofu's real plan of the change: every release that carries one of the images updated in place, nothing
     # created or destroyed.
-    assert re.search(r"Apply complete! Resources: 0 added, [1-9]\d* changed, 0 destroyed\.", err), err[-3000:]
-    assert "helm_release.ray-training_release_8BE194DD: Modifying..." in err
+    summary = re.search(r"Apply complete! Resources: 0 added, (\d+) changed, 0 destroyed\.", err)
+    assert summary, err[-3000:]
+    modified = set(re.findall(r"^helm_release\.([\w-]+)_release_\w+: Modifying\.\.\.", err, re.M))
+    assert int(summary[1]) == len(modified) and "Destroying..." not in err, err[-3000:]
+    assert {"ray-training", "serve-canary", "serve-llama70b-vllm", "gpu-training"} <= modified, modified
     cluster = Cluster((cluster_dir / "cluster").resolve())
     # Every pod runs the new image, not only the spec: KubeRay does not roll a cluster's pods when their template
     # changes (main's fixed RayCluster name kept all five on the old digest), so the chart names the cluster after
