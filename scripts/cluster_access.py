@@ -72,8 +72,9 @@ def deployed_objects(run_env: dict[str, str], name: str, namespace: str) -> list
 
 
 def interrupted(run_env: dict[str, str], name: str, namespace: str) -> tuple[str, str] | None:
-    """(record, status) where an interrupted apply left release `namespace/name` pending (infra/review/upgrades.py
-    `interrupted_record`); None otherwise, or when its records cannot be read (the gate's other reads say why)."""
+    """(record, status) where an interrupted apply left release `namespace/name` pending
+    (infra/catalogue/helm_records.py `interrupted_record`); None otherwise, or when its records cannot be read (the
+    gate's other reads say why)."""
     command = [*kubectl(), "get", "configmaps", "-n", namespace, "-l", f"owner=helm,name={name}", "-o", "json"]
     done = subprocess.run(command, env=run_env, capture_output=True, text=True, check=False)
     return interrupted_record(json.loads(done.stdout)) if done.returncode == 0 else None

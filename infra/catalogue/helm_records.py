@@ -19,9 +19,14 @@ def interrupted_record(configmaps: Mapping[str, Any]) -> tuple[str, str] | None:
     operation (install/upgrade/rollback) is in progress" (pkg/action/upgrade.go errPending) until the record goes:
     removed, the release's last finished revision is current again (none: it is installed anew, and Helm adopts
     the objects the interrupted install made, which carry its annotations)."""
-    records = [i for i in configmaps.get("items") or [] if (i.get("metadata") or {}).get("labels", {}).get("version")]
-    if not records:
+    found = newest(configmaps)
+    if found is None:
         return None
-    newest = max(records, key=lambda i: int(i["metadata"]["labels"]["version"]))
-    status = newest["metadata"]["labels"].get("status")
-    return (newest["metadata"]["name"], status) if status in PENDING else None
+    status = found["metadata"]["labels"].get("status")
+    return (found["metadata"]["name"], status) if status in PENDING else None
+
+
+def newest(configmaps: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record of the highest revision (its `version` label) in a ConfigMap list of Helm's records, if any."""
+    records = [i for i in configmaps.get("items") or [] if (i.get("metadata") or {}).get("labels", {}).get("version")]
+    return max(records, key=lambda i: int(i["metadata"]["labels"]["version"])) if records else None

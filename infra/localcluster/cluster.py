@@ -218,7 +218,6 @@ class Cluster:
             for sub in ("logs", "run"):
                 (self.folder / sub).mkdir(parents=True, exist_ok=True)
             certs.make(self.pki)
-            firewall.write_rules(self.firewall_rules, stack)
             self._start_control_plane(programs)
         firewall.write_rules(self.firewall_rules, stack)  # what this stack's rules open, from now on
         wanted = nodes(stack, region)

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from infra.catalogue.helm_records import newest
 from infra.rules import check_upgrade
 from infra.rules.run import render_release
 from workloads.charts.check import ChartCheckError
@@ -104,11 +105,10 @@ def helm_record_objects(configmaps: Mapping[str, Any], release: str) -> list[dic
     keeps each revision's release as base64 of its gzipped JSON in `data.release`, labelled owner, name, status and
     version (helm.sh/helm/v3 v3.18.4 pkg/storage/driver/cfgmaps.go, util.go encodeRelease); the manifest it
     applied is the release's `manifest`, hooks apart. ValueError when there is no deployed revision."""
-    records = [i for i in configmaps.get("items") or [] if (i.get("metadata") or {}).get("labels", {}).get("version")]
-    if not records:
+    record = newest(configmaps)
+    if record is None:
         raise ValueError(f"no deployed revision of release {release} in Helm's records")
-    newest = max(records, key=lambda i: int(i["metadata"]["labels"]["version"]))
-    raw = base64.b64decode(newest["data"]["release"])
+    raw = base64.b64decode(record["data"]["release"])
     if raw[:3] == b"\x1f\x8b\x08":  # Helm writes it gzipped; an older record may be plain JSON
         raw = gzip.decompress(raw)
     manifest = json.loads(raw).get("manifest") or ""
