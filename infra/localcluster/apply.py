@@ -245,7 +245,7 @@ class LocalApply:
         config = configuration(stack, stack_dir, self.cluster.kubeconfig)
         crd_names = self.gke_crds()
         print(f"deploy-local: GKE's own CRDs applied: {len(crd_names)}", file=log)
-        self.controllers.start_kuberay(self.cluster.logs)
+        self.controllers.start_kuberay()
         if not self.applied():
             self.cluster.record_baseline()  # what a destroy compares with (infra/localcluster/destroy.py)
         for body in ((stack.get("resource") or {}).get("helm_release") or {}).values():

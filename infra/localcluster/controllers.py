@@ -247,45 +247,45 @@ class Controllers:
             "-p", json.dumps(patch),
         )  # fmt: skip
 
-    def inject_ca(self, namespace: str) -> None:
+    def hooks(self) -> list[dict[str, Any]]:
+        """Every object a controller's Service may serve for: the admission webhook configurations, the CRDs (a
+        conversion webhook) and the APIServices, in one read."""
+        kinds = "validatingwebhookconfigurations,mutatingwebhookconfigurations,crds,apiservices"
+        items: list[dict[str, Any]] = json.loads(self.kubectl("get", kinds, "-o", "json").stdout)["items"]
+        return items
+
+    def inject_ca(self, namespace: str, hooks: list[dict[str, Any]] | None = None) -> None:
         """The cluster's CA as the caBundle of every webhook (admission, and a CRD's conversion) that names a Service
         of `namespace`, as the controller's own certificate management injects its CA on GKE (off here: it would
-        write its certificate into a Secret for the kubelet to mount)."""
+        write its certificate into a Secret for the kubelet to mount). `hooks`: what `hooks()` read, else read now."""
         bundle = base64.b64encode((self.pki / "ca.crt").read_bytes()).decode()
-        for kind, item, paths in self._hooked(namespace):
-            patch = [
-                {"op": "add", "path": f"{path}/caBundle", "value": bundle}
-                for path, config in paths
-                if config.get("caBundle") != bundle
-            ]
-            if patch:
-                self.kubectl("patch", kind, item["metadata"]["name"], "--type=json", "-p", json.dumps(patch))
-
-    def _hooked(self, namespace: str) -> list[tuple[str, dict[str, Any], list[tuple[str, dict[str, Any]]]]]:
-        """(resource, object, [(JSON pointer of a clientConfig, that clientConfig)]) of every admission webhook
-        configuration and CRD with a webhook that names a Service in `namespace`."""
-        out = []
-        for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
-            for item in json.loads(self.kubectl("get", kind, "-o", "json").stdout)["items"]:
+        for item in self.hooks() if hooks is None else hooks:
+            kind = _RESOURCE.get(item["kind"])
+            if kind is None:
+                continue
+            if kind == "crd":
+                webhook = (item["spec"].get("conversion") or {}).get("webhook")
+                configs = (
+                    [("/spec/conversion/webhook/clientConfig", webhook.get("clientConfig") or {})] if webhook else []
+                )
+            else:
                 configs = [
                     (f"/webhooks/{i}/clientConfig", h.get("clientConfig") or {})
                     for i, h in enumerate(item.get("webhooks") or [])
                 ]
-                out.append((kind, item, configs))
-        for crd in json.loads(self.kubectl("get", "crds", "-o", "json").stdout)["items"]:
-            webhook = (crd["spec"].get("conversion") or {}).get("webhook")
-            if webhook:
-                out.append(("crd", crd, [("/spec/conversion/webhook/clientConfig", webhook.get("clientConfig") or {})]))
-        return [
-            (kind, item, [(p, c) for p, c in configs if (c.get("service") or {}).get("namespace") == namespace])
-            for kind, item, configs in out
-        ]
+            patch = [
+                {"op": "add", "path": f"{path}/caBundle", "value": bundle}
+                for path, config in configs
+                if (config.get("service") or {}).get("namespace") == namespace and config.get("caBundle") != bundle
+            ]
+            if patch:
+                self.kubectl("patch", kind, item["metadata"]["name"], "--type=json", "-p", json.dumps(patch))
 
-    def drop_api_services(self, namespace: str) -> None:
+    def drop_api_services(self, namespace: str, hooks: list[dict[str, Any]] | None = None) -> None:
         """Remove the aggregated APIs served behind a Service of `namespace` whose server is off here (see
         `feature_gates`): left, the API server reports them unavailable to every discovery."""
-        for item in json.loads(self.kubectl("get", "apiservices", "-o", "json").stdout)["items"]:
-            if (item["spec"].get("service") or {}).get("namespace") == namespace:
+        for item in self.hooks() if hooks is None else hooks:
+            if item["kind"] == "APIService" and (item["spec"].get("service") or {}).get("namespace") == namespace:
                 self.kubectl("delete", "apiservice", item["metadata"]["name"], "--wait=false")
 
     def stop(self, name: str) -> None:
@@ -315,7 +315,7 @@ class Controllers:
         script = 'mount --bind "$0" /etc && exec "$@"'
         return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, str(etc), *command]
 
-    def start_kuberay(self, logs: Path) -> None:
+    def start_kuberay(self) -> None:
         """KubeRay's operator (GKE's Ray add-on stands in here), once the RayCluster CRD exists."""
         if self.running("kuberay"):
             return
@@ -329,8 +329,16 @@ class Controllers:
                 "--enable-leader-election=false",
                 f"--kubeconfig={self.kubeconfig}",
             ],
-            logs / "kuberay.log",
+            self.logs / "kuberay.log",
         )
+
+
+# The resource kubectl patches for each kind that holds a webhook's client configuration.
+_RESOURCE = {
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+    "CustomResourceDefinition": "crd",
+}
 
 
 def image_version(image: str) -> str:
@@ -352,7 +360,6 @@ class Supervisor(threading.Thread):
         self.controllers = Controllers(cluster)
         self.done = threading.Event()
         self.error: Exception | None = None
-        self.served: list[str] = []
 
     def run(self) -> None:
         while not self.done.is_set():
@@ -372,6 +379,7 @@ class Supervisor(threading.Thread):
 
     def step(self) -> None:
         pods = self.cluster.get("pods", "--all-namespaces")["items"]
+        hooks = None  # read once per step, where a running controller needs it
         for namespace, name in SERVED_NAMESPACES.items():
             mine = [
                 p
@@ -391,12 +399,12 @@ class Supervisor(threading.Thread):
                         self.controllers.serve_adapter(pod)
                     else:
                         self.controllers.serve(name, pod)
-                    self.served.append(f"{name} {pod['metadata']['name']}")
                     break
             else:
                 if serving is not None and name in LOCAL_CONTROLLERS:  # what an apply made since it started
-                    self.controllers.inject_ca(namespace)
-                    self.controllers.drop_api_services(namespace)
+                    hooks = self.controllers.hooks() if hooks is None else hooks
+                    self.controllers.inject_ca(namespace, hooks)
+                    self.controllers.drop_api_services(namespace, hooks)
 
 
 def _ready(pod: dict[str, Any]) -> bool:
