@@ -12,7 +12,9 @@ exactly as they were. Skips no planned stack needs are then not stale (the other
 
 Steps that do not read each other's output run side by side (`NEEDS`): the Slurm, Vertex AI and VM steps and the
 scripts generated from the environment files, which read only those files, beside the synth; the policy gate beside
-the charts' scripts, both after the rules.
+the charts' scripts, both after the rules. With a baseline and the real engine built (`make tofu`), an `engine` step
+beside the rules plans the change with OpenTofu and the real providers, and the review takes its actions from that
+plan (infra/review/real_plan.py); without the engine the step says so and the review's actions are its own.
 Each step's output is held and printed whole, in the steps' order. The environment files are loaded and checked
 once before any step starts, so a bad file is refused once, by name, and no step is started for it.
 
@@ -47,7 +49,7 @@ def steps(staging: Path, base: Path | None, env: str | None = None) -> list[Step
     py = sys.executable
     review = [py, "-m", "scripts.review", "--outdir", str(staging), *(["--base", str(base)] if base else [])]
     only = {"PLATFORM_ENVS": env} if env else {}
-    return [
+    planned: list[Step] = [
         ("synth", [py, "-m", "infra"], {"CDKTF_OUTDIR": str(staging), **only}),
         # The rules before Checkov: a refusal of the rules comes in seconds, and Checkov takes the longest.
         ("rules", [py, "-m", "scripts.rules", str(staging / "stacks")], only),
@@ -68,6 +70,13 @@ def steps(staging: Path, base: Path | None, env: str | None = None) -> list[Step
         ("chart-scripts", [py, "-m", "scripts.shell", "check", str(staging), "--part", "charts"], only),
         ("review", review, only),  # its paths name the staging copy; the final ones are printed at the end
     ]
+    if base is None:
+        return planned
+    # With a baseline, the real providers' plan of the change, where the engine is built (never waiting for its
+    # build): the review reads its actions (infra/review/real_plan.py) and says where its own differ.
+    engine = [py, "-m", "scripts.tofu", "plan", "--base", str(base), "--stacks", str(staging)]
+    engine += ["--out", str(staging / "tofu"), "--if-built", "--no-gate"]
+    return [*planned[:-1], ("engine", engine, only), planned[-1]]
 
 
 def _is_of(entry: Path, env: str) -> bool:
@@ -158,6 +167,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "rules": ("synth",),
     "policy": ("rules",),
     "chart-scripts": ("rules",),
+    "engine": ("synth",),
 }
 
 

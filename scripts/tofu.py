@@ -8,10 +8,16 @@
                                                      offline (no credential, no refresh), as `tofu show -json`
                                                      writes it: <out>/platform-<env>.plan.json, which
                                                      `platform review --plan` reads
-  python -m scripts.tofu plan --base <cdktf.out> | --base-ref main [--env dev ...]
+  python -m scripts.tofu plan --base <cdktf.out> | --base-ref main [--env dev ...] [--stacks <cdktf.out>]
                                                      the real providers' plan of the change from the baseline's
-                                                     stacks to this checkout's, against a stand-in state of the
-                                                     baseline (infra/engine/state.py), reviewed and gated
+                                                     stacks to this checkout's (or to those of --stacks), against
+                                                     a stand-in state of the baseline (infra/engine/state.py),
+                                                     reviewed and gated; with each resource the offline review
+                                                     plans otherwise. The plan and its subject go to <out>, where
+                                                     the offline review (`make plan`) reads them
+  ... plan --if-built --no-gate                      as `make plan BASE_REF=` runs it: nothing if the engine is
+                                                     not built yet (never waits for a build), and the review step
+                                                     judges the plans
 
 Exit codes: 0 done, 1 a build failed or OpenTofu found an error (each named), 2 bad input, 3 the gate blocks a
 change of the real plan (CONFIRM_CHANGE=<address> confirms one).
@@ -105,47 +111,67 @@ def baseline(base: Path | None, ref: str | None, names: list[str]) -> dict[str, 
         raise BaselineError("give --base or --base-ref, not both")
     folder = base if base is not None else baseline_of(str(ref))
     found = {n: folder / "stacks" / n / "cdk.tf.json" for n in names}
-    missing = [str(p) for p in found.values() if not p.is_file()]
-    if missing:
-        raise BaselineError(f"baseline {folder}: no synthesized stack at {', '.join(missing)}")
-    return {n: json.loads(p.read_text()) for n, p in found.items()}
+    if not any(p.is_file() for p in found.values()):
+        raise BaselineError(f"baseline {folder}: no synthesized stack at {', '.join(map(str, found.values()))}")
+    return {n: json.loads(p.read_text()) for n, p in found.items() if p.is_file()}
 
 
-def plan_changes(base: dict[str, dict[str, Any]], stacks: dict[str, dict[str, Any]], folder: Path, out: Path) -> int:
+def plan_changes(
+    base: dict[str, dict[str, Any]], stacks: dict[str, dict[str, Any]], folder: Path, out: Path, *, gate: bool = True
+) -> int:
     """Each stack's change from its baseline planned by the real providers against the baseline's stand-in state,
-    written to `out`/<stack>.plan.json and reviewed; 3 where the gate blocks (CONFIRM_CHANGE confirms)."""
+    written to `out`/<stack>.plan.json with its subject (infra/review/real_plan.py) and reviewed; 3 where the gate
+    blocks (CONFIRM_CHANGE confirms), unless `gate` is off (the review that reads the plans gates)."""
     from infra.delivery.apply_paths import unresolved
     from infra.engine.state import plan_change, settle
-    from infra.review import review_plan
+    from infra.review import diff, real_plan, review_plan
     from scripts.apply import confirmed_from_env
 
     confirmed = confirmed_from_env()
     out.mkdir(parents=True, exist_ok=True)
     blocked = False
     for name, stack in stacks.items():
-        before = base.get(name)
-        if before is None:
-            raise EngineError(f"the baseline has no stack {name}: plan it from an empty state (no --base)")
+        before = base.get(name, {})  # a stack the baseline has not: every resource new, from an empty state
         workspace = folder / name
         problems = unresolved(workspace, stack)
         if problems:
             raise EngineError(f"{workspace}: the stack's files do not resolve there: {problems[0]}")
         started = time.monotonic()
-        engine = Workspace(workspace, before, overrides=registry_charts(before, workspace))
-        rounds = settle(engine)
-        planned = plan_change(engine, stack, registry_charts(stack, workspace))
-        target = out / f"{name}.plan.json"
-        target.write_text(json.dumps(planned, indent=1))
+        engine = Workspace(workspace, before or stack, overrides=registry_charts(before or stack, workspace))
+        rounds = settle(engine) if before else 0
+        planned = plan_change(engine, stack, registry_charts(stack, workspace)) if before else plan(engine)
+        target = real_plan.write(out, name, planned, stack, before)
         review = review_plan(name, planned, confirmed)
         took = time.monotonic() - started
-        print(f"{name}: {summary(planned)} ({target}; the baseline's state settled in {rounds} plans, {took:.0f} s)")
+        made = f"settled in {rounds} plans" if rounds else "as made before"
+        print(f"{name}: {summary(planned)} ({target}; the baseline's stand-in state {made}; {took:.0f} s)")
         for change in review.changes:
             print(f"  {change.action} {change.address}")
+        for d in real_plan.disagreements(diff(before, stack), review.changes):
+            print(f"  the offline review plans {d.offline} for {d.address}; the real plan {d.real}")
         for change in review.gated:
             state = "confirmed" if review.is_confirmed(change) else "BLOCKING"
             print(f"{state}: {change.action} {change.address} ({name}): {change.blocked}", file=sys.stderr)
         blocked = blocked or bool(review.blocking)
-    return 3 if blocked else 0
+    return 3 if blocked and gate else 0
+
+
+def engine_built() -> bool:
+    """Whether OpenTofu and the three providers are built (`make tofu`), without building anything."""
+    from infra.catalogue.terraform_engine import PROVIDERS
+    from infra.engine import build as gobuild
+
+    return gobuild.is_cached("opentofu") and all(providers.cached(p) for p in PROVIDERS.values())
+
+
+def of_folder(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The stacks synthesized in a cdktf.out folder (`--stacks`), by name; those of `names` (environments) only."""
+    found = {p.parent.name: p for p in sorted((folder / "stacks").glob("*/cdk.tf.json"))}
+    if names:
+        found = {k: v for k, v in found.items() if k.removeprefix("platform-") in names}
+    if not found:
+        raise BaselineError(f"--stacks {folder}: no synthesized stack under {folder}/stacks")
+    return {name: json.loads(path.read_text()) for name, path in found.items()}
 
 
 def synthesized(names: list[str]) -> dict[str, dict[str, Any]]:
@@ -166,16 +192,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("cdktf.out/tofu"), help="plan: where the plans go")
     parser.add_argument("--base", type=Path, default=None, help="plan: a baseline cdktf.out the change is from")
     parser.add_argument("--base-ref", default=None, help="plan: a git ref whose synthesized stacks the change is from")
+    parser.add_argument("--stacks", type=Path, default=None, help="plan: a cdktf.out whose stacks to plan (not synth)")
+    parser.add_argument("--if-built", action="store_true", help="plan nothing if the engine is not built yet")
+    parser.add_argument("--no-gate", action="store_true", help="plan: write the plans; the review reading them gates")
     args = parser.parse_args(argv)
     try:
         if args.action == "build":
             for name, path in build().items():
                 print(f"{name}\t{path}")
             return 0
-        stacks = synthesized(args.env)  # bad input refused before anything is built
+        if args.if_built and not engine_built():
+            print("tofu: the engine is not built (`make tofu` builds it): the review's actions are the offline ones")
+            return 0
+        # Bad input refused before anything is built.
+        stacks = of_folder(args.stacks, args.env) if args.stacks else synthesized(args.env)
         build()
         if args.action == "plan" and (args.base or args.base_ref):
-            return plan_changes(baseline(args.base, args.base_ref, list(stacks)), stacks, args.dir.resolve(), args.out)
+            before = baseline(args.base, args.base_ref, list(stacks))
+            return plan_changes(before, stacks, args.dir.resolve(), args.out, gate=not args.no_gate)
         if args.action == "plan":
             return plan_all(stacks, args.dir.resolve(), args.out)
         return validate(stacks, args.dir.resolve())

@@ -143,6 +143,28 @@ def test_every_step_of_a_one_environment_plan_is_told_the_environment(tmp_path: 
     assert all("PLATFORM_ENVS" not in extra for _, _, extra in steps(tmp_path / "x", base=None))
 
 
+def test_with_a_baseline_the_real_providers_plan_the_change_before_the_review_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make plan BASE_REF=`: an `engine` step after the synth plans the change with OpenTofu where the engine is
+    built, writing the plans the review step (after it) reads; without the engine it says so and builds nothing."""
+    from scripts import tofu
+
+    staging, base = tmp_path / "cdktf.out.next", tmp_path / "base"
+    planned = steps(staging, base=base)
+    names = [name for name, _, _ in planned]
+    assert names.index("synth") < names.index("engine") < names.index("review") == len(names) - 1
+    engine = dict((name, argv) for name, argv, _ in planned)["engine"]
+    assert engine[2:] == ["scripts.tofu", "plan", "--base", str(base), "--stacks", str(staging),
+                          "--out", str(staging / "tofu"), "--if-built", "--no-gate"]  # fmt: skip
+    assert "engine" not in [name for name, _, _ in steps(staging, base=None)]
+
+    monkeypatch.setattr(tofu, "engine_built", lambda: False)
+    monkeypatch.setattr(tofu, "build", lambda: pytest.fail("built the engine"))
+    assert tofu.main(engine[3:]) == 0
+    assert "the engine is not built (`make tofu` builds it)" in capsys.readouterr().out
+
+
 def test_planning_an_unknown_environment_is_refused_before_any_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

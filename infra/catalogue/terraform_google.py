@@ -6,15 +6,21 @@ schema field marked `ForceNew: true`, as a dotted path of nested blocks (list in
 outermost such field of a block. Files: google/services/container/resource_container_node_pool.go and
 node_config.go (schemaNodeConfig), google/services/container/resource_container_cluster.go,
 google/services/storage/resource_storage_bucket.go,
-google/services/artifactregistry/resource_artifact_registry_repository.go. A block-level ForceNew (node_config
+google/services/artifactregistry/resource_artifact_registry_repository.go, and for every other resource type the
+stacks declare the file named beside its entry. A block-level ForceNew (node_config
 itself) applies to adding or removing the block, not to a change inside it (the SDK's list diff), so it is not
-listed: node_config.machine_type, disk_size_gb, labels and taints update in place.
+listed for the node pool: node_config.machine_type, disk_size_gb, labels and taints update in place. (The other
+types' block-level entries are listed, with the few children that update in place in UPDATED_IN_PLACE.)
 
 A change under one of these paths is a replacement: destroy, then create (the default order; these resources
 keep fixed names, so Terraform cannot create the new one first).
 """
 
 from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from typing import Any
 
 PROVIDER = "hashicorp/terraform-provider-google v7.45.0"
 
@@ -109,7 +115,181 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
         "remote_repository_config",
         "repository_id",
     ),
+    # The other resources the stacks declare, read at the same tag on 2026-12-02 (the IAM members: their parent's
+    # schema merged with google/tpgiamresource/resource_iam_member.go IamMemberBaseSchema; none updates in place).
+    # google/services/artifactregistry/iam_artifact_registry_repository.go
+    "google_artifact_registry_repository_iam_member": (
+        "condition",
+        "location",
+        "member",
+        "project",
+        "repository",
+        "role",
+    ),
+    # google/services/billingbudgets/resource_billing_budget.go
+    "google_billing_budget": ("billing_account",),
+    # google/services/binaryauthorization/resource_binary_authorization_policy.go
+    "google_binary_authorization_policy": ("project",),
+    # google/services/compute/resource_compute_firewall.go
+    "google_compute_firewall": (
+        "direction",
+        "name",
+        "params",
+        "project",
+    ),
+    # google/services/compute/resource_compute_instance_group_manager.go
+    "google_compute_instance_group_manager": (
+        "base_instance_name",
+        "name",
+        "project",
+        "target_size_policy.mode",
+        "zone",
+    ),
+    # google/services/compute/resource_compute_instance_template.go
+    "google_compute_instance_template": (
+        "advanced_machine_features",
+        "can_ip_forward",
+        "confidential_instance_config",
+        "creation_timestamp",
+        "description",
+        "disk",
+        "effective_labels",
+        "guest_accelerator",
+        "instance_description",
+        "key_revocation_action_type",
+        "machine_type",
+        "metadata",
+        "metadata_fingerprint",
+        "metadata_startup_script",
+        "min_cpu_platform",
+        "name",
+        "name_prefix",
+        "network_interface",
+        "network_performance_config",
+        "numeric_id",
+        "project",
+        "region",
+        "reservation_affinity",
+        "resource_manager_tags",
+        "resource_policies",
+        "scheduling",
+        "self_link",
+        "self_link_unique",
+        "service_account",
+        "shielded_instance_config",
+        "tags",
+        "tags_fingerprint",
+        "workload_identity_config",
+    ),
+    # google/services/compute/resource_compute_network.go
+    "google_compute_network": (
+        "auto_create_subnetworks",
+        "description",
+        "internal_ipv6_range",
+        "name",
+        "network_profile",
+        "params",
+        "project",
+    ),
+    # google/services/compute/resource_compute_network_attachment.go
+    "google_compute_network_attachment": (
+        "connection_preference",
+        "name",
+        "project",
+        "region",
+    ),
+    # google/services/compute/resource_compute_resource_policy.go
+    "google_compute_resource_policy": (
+        "disk_consistency_group_policy.enabled",
+        "group_placement_policy.gpu_topology",
+        "project",
+        "region",
+        "workload_policy.accelerator_topology",
+        "workload_policy.max_topology_distance",
+        "workload_policy.type",
+    ),
+    # google/services/compute/resource_compute_router.go
+    "google_compute_router": (
+        "encrypted_interconnect_router",
+        "name",
+        "ncc_gateway",
+        "network",
+        "params",
+        "project",
+        "region",
+    ),
+    # google/services/compute/resource_compute_router_nat.go
+    "google_compute_router_nat": (
+        "endpoint_types",
+        "initial_nat_ips",
+        "name",
+        "project",
+        "region",
+        "router",
+        "type",
+    ),
+    # google/services/compute/resource_compute_subnetwork.go
+    "google_compute_subnetwork": (
+        "description",
+        "external_ipv6_prefix",
+        "internal_ipv6_prefix",
+        "name",
+        "network",
+        "params",
+        "project",
+        "region",
+        "reserved_internal_range",
+        "resolve_subnet_mask",
+    ),
+    # google/services/monitoring/resource_monitoring_alert_policy.go
+    "google_monitoring_alert_policy": ("project",),
+    # google/services/monitoring/resource_monitoring_dashboard.go
+    "google_monitoring_dashboard": ("project",),
+    # google/services/monitoring/resource_monitoring_notification_channel.go
+    "google_monitoring_notification_channel": ("project",),
+    # google/services/resourcemanager/iam_project.go
+    "google_project_iam_member": (
+        "condition",
+        "member",
+        "project",
+        "role",
+    ),
+    # google/services/resourcemanager/resource_google_project_service.go
+    "google_project_service": (
+        "project",
+        "service",
+    ),
+    # google/services/resourcemanager/resource_google_service_account.go
+    "google_service_account": (
+        "account_id",
+        "project",
+    ),
+    # google/services/resourcemanager/iam_service_account.go
+    "google_service_account_iam_member": (
+        "condition",
+        "member",
+        "role",
+        "service_account_id",
+    ),
+    # google/services/storage/iam_storage_bucket.go
+    "google_storage_bucket_iam_member": (
+        "bucket",
+        "condition",
+        "member",
+        "role",
+    ),
 }
+# A block-level ForceNew (a list of nested blocks) replaces when the block is added or removed; a change inside it
+# replaces only where the child is ForceNew too. Under the blocks listed above every child is, except these, which
+# update in place (the Plugin SDK's schemaMap.diffList).
+UPDATED_IN_PLACE: dict[str, tuple[str, ...]] = {
+    "google_compute_firewall": ("params.resource_manager_tags",),
+    "google_compute_router": ("params.resource_manager_tags",),
+    "google_compute_instance_template": (
+        "advanced_machine_features.turbo_mode", "network_interface.igmp_query", "scheduling.node_affinities.key",
+        "scheduling.node_affinities.operator", "scheduling.node_affinities.values",
+    ),
+}  # fmt: skip
 
 
 # The Kubernetes and Helm providers' replacing fields, read at hashicorp/terraform-provider-kubernetes v3.2.1
@@ -138,4 +318,32 @@ FORCE_NEW_KUBERNETES: dict[str, tuple[str, ...]] = {
 def forces_replacement(resource_type: str, path: str) -> bool:
     """Whether a change at dotted `path` (list indices dropped) of a `resource_type` replaces it."""
     paths = FORCE_NEW.get(resource_type) or FORCE_NEW_KUBERNETES.get(resource_type, ())
+    if any(path == p or path.startswith(p + ".") for p in UPDATED_IN_PLACE.get(resource_type, ())):
+        return False
     return any(path == p or path.startswith(p + ".") for p in paths)
+
+
+def _range_kept(before: Any, after: Any) -> bool:
+    """Whether the CIDR range `after` holds all of `before` (an expansion, or no change); a value that is no range
+    (unknown until the apply) forces nothing, as in the provider."""
+    try:
+        return ipaddress.ip_network(str(before)).subnet_of(ipaddress.ip_network(str(after)))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return True
+
+
+# Replacements a CustomizeDiff function decides from the values, by (type, path): google_compute_subnetwork's
+# ip_cidr_range may only grow in place; a range that no longer holds the old one replaces the subnetwork
+# (google/services/compute/resource_compute_subnetwork.go, IsShrinkageIpCidr).
+_REPLACES_UNLESS: dict[tuple[str, str], Callable[[Any, Any], bool]] = {
+    ("google_compute_subnetwork", "ip_cidr_range"): _range_kept,
+}
+
+
+def replaces(resource_type: str, path: str, before: Any = None, after: Any = None) -> bool:
+    """Whether changing `path` of a `resource_type` from `before` to `after` replaces it: a ForceNew path, or a
+    value a CustomizeDiff function refuses to update in place."""
+    kept = _REPLACES_UNLESS.get((resource_type, path))
+    if kept is not None:
+        return not kept(before, after)
+    return forces_replacement(resource_type, path)

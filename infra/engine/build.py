@@ -108,10 +108,24 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "platform" / "go-bin"
 
 
+def _target(component: Component) -> Path:
+    return cache_dir() / f"{component.name}-{component.digest()}"
+
+
+def is_cached(name: str) -> bool:
+    """Whether the named component's programs are built for its module as it is now (no Go: not built)."""
+    component = components()[name]
+    try:
+        target = _target(component)
+    except BuildError:
+        return False
+    return all((target / program).is_file() for program in component.programs)
+
+
 def build(component: Component, *, log: Path | None = None) -> Path:
     """The folder holding the component's programs: cached, or built now (atomically: a failed or killed build
     leaves nothing half-written behind). Says which, and how long a build took."""
-    target = cache_dir() / f"{component.name}-{component.digest()}"
+    target = _target(component)
     if all((target / program).is_file() for program in component.programs):
         print(f"build: {component.name}: cached ({target})", file=sys.stderr)
         return target

@@ -14,6 +14,7 @@ CustomizeDiff decide what replaces, their schemas what updates in place.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.engine.tofu import OFFLINE_TOKEN, EngineError, Workspace
+from infra.engine.tofu import OFFLINE_TOKEN, STATE_FILE, EngineError, Workspace
 
-STATE_FILE = "terraform.tfstate"  # the local backend's path (Workspace's override)
 # Plans until the stack's plan against the state is empty: the prod stack needs 4 (its references to what only an
 # apply knows resolve one layer of resources per round).
 ROUNDS = 8
 # The stand-in state is made with prevent_destroy off: its first rounds replace what referenced a stand-in.
 _SETTLING = "platform_settling_override.tf.json"
+SETTLED = ".settled"  # what the workspace's stand-in state was made from (_settled_for)
 _ZERO: dict[str, Any] = {"string": "", "number": 0, "bool": False}
 _SDK_PROVIDERS = ("hashicorp/google", "hashicorp/kubernetes")
 
@@ -182,10 +183,24 @@ def _settling(workspace: Workspace) -> Iterator[None]:
         path.unlink(missing_ok=True)
 
 
+def _settled_for(workspace: Workspace) -> str:
+    """What a stand-in state is made from: the stack, the override and the providers' lock."""
+    h = hashlib.sha256()
+    for name in ("cdk.tf.json", Workspace.OVERRIDE, ".terraform.lock.hcl"):
+        path = workspace.folder / name
+        h.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b""))
+    return h.hexdigest()
+
+
 def settle(workspace: Workspace) -> int:
-    """Write the stand-in state of the workspace's stack (above); the number of plans it took. Refused naming what
-    still changes when the plan is not empty after ROUNDS."""
+    """Write the stand-in state of the workspace's stack (above); the number of plans it took, 0 where the state
+    made before for this same stack is still there (`make plan BASE_REF=` plans each change from one baseline).
+    Refused naming what still changes when the plan is not empty after ROUNDS."""
     workspace.init()
+    marker = workspace.folder / SETTLED
+    if marker.is_file() and (workspace.folder / STATE_FILE).is_file() and marker.read_text() == _settled_for(workspace):
+        return 0
+    marker.unlink(missing_ok=True)
     (workspace.folder / STATE_FILE).unlink(missing_ok=True)
     schemas = json.loads(workspace.run("providers", "schema", "-json").stdout)["provider_schemas"]
     state = StandInState(schemas, {})
@@ -198,6 +213,7 @@ def settle(workspace: Workspace) -> int:
                 if (e.get("change") or {}).get("actions") not in (["no-op"], ["read"])
             ]
             if not changing:
+                marker.write_text(_settled_for(workspace))
                 return rounds
             state.applied(planned)
             state.write(workspace.folder, rounds)

@@ -27,6 +27,8 @@ from infra.catalogue.terraform_engine import PROVIDERS, REGISTRY_HOSTS
 from infra.engine import build as gobuild
 from infra.engine import providers
 
+STATE_FILE = "terraform.tfstate"  # the local backend's path in a workspace (its override)
+
 
 class EngineError(RuntimeError):
     """OpenTofu refused or failed: the command, the workspace and OpenTofu's own words."""
@@ -78,7 +80,7 @@ class Workspace:
 
     def write_overrides(self, overrides: dict[str, Any] | Any) -> None:
         """The override file: the local backend (state in the workspace), and `overrides`."""
-        merged = {"terraform": {"backend": {"local": {"path": "terraform.tfstate"}}}, **overrides}
+        merged = {"terraform": {"backend": {"local": {"path": STATE_FILE}}}, **overrides}
         (self.folder / self.OVERRIDE).write_text(json.dumps(merged, indent=2))
 
     def env(self) -> dict[str, str]:
@@ -134,6 +136,7 @@ def plan(workspace: Workspace) -> dict[str, Any]:
     """OpenTofu's plan of the workspace's stack from an empty state, as `tofu show -json` writes it. No refresh:
     nothing is read from Google Cloud."""
     workspace.init()
+    (workspace.folder / STATE_FILE).unlink(missing_ok=True)  # an earlier change's stand-in state
     extra = {"GOOGLE_OAUTH_ACCESS_TOKEN": OFFLINE_TOKEN}
     workspace.run("plan", "-refresh=false", "-lock=false", "-no-color", "-out=plan.bin", extra_env=extra)
     shown = workspace.run("show", "-json", "plan.bin", extra_env=extra)

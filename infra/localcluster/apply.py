@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from infra.engine.build import build_all
-from infra.engine.tofu import Workspace, tofu
+from infra.engine.tofu import STATE_FILE, Workspace, tofu
 from infra.localcluster.cluster import Cluster
 from infra.localcluster.controllers import (
     KUBERAY,
@@ -234,7 +234,7 @@ class LocalApply:
 
     def applied(self) -> bool:
         """Whether the state holds anything (a first apply has not yet run, or a destroy took everything)."""
-        state = self.folder / "terraform.tfstate"
+        state = self.folder / STATE_FILE
         return state.is_file() and bool(json.loads(state.read_text() or "{}").get("resources"))
 
     def run(self, stack_dir: Path, log: Any = None) -> str:

@@ -11,7 +11,8 @@ pool costs at its fewest and most nodes and what the change does to it (`costs`)
 hold, the security posture (`posture`), and a blocking section for any change the gate stops (`gate`).
 
 The modules, lowest first: `model` (the shapes), `costs`, `holdings`, `gate`, `upgrades` (the Helm upgrades the
-API server would refuse), `diff`, `posture`, `render`; this module writes the files.
+API server would refuse), `diff`, `real_plan` (the providers' own plan of the change, where one is at hand),
+`posture`, `render`; this module writes the files.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from infra.review import real_plan
 from infra.review.costs import cost_summary, pool_costs, render_costs, stack_pools
 from infra.review.diff import changed_values, diff, resources, review_plan, review_stack
 from infra.review.gate import gate
@@ -148,6 +150,8 @@ def write_reviews(
         mine = [*confirmed, *(confirmed_by_stack or {}).get(stack, ())]
         env = stack.removeprefix("platform-")
         before = base.get(stack, {}) if base is not None else None
+        upgrades = refused_upgrades(stack, body, before, baseline) if before and baseline else None
+        in_change = (in_change_by_stack or {}).get(stack, ())
         review = review_stack(
             stack,
             body,
@@ -155,9 +159,15 @@ def write_reviews(
             mine,
             holdings=_holdings(outdir, env, body),
             posture=security_posture(body),
-            upgrades=refused_upgrades(stack, body, before, baseline) if before and baseline else None,
-            in_change=(in_change_by_stack or {}).get(stack, ()),
+            upgrades=upgrades,
+            in_change=in_change,
         )
+        planned = real_plan.read(outdir / "tofu", stack, body, before) if before is not None else None
+        if planned is not None:
+            real = review_plan(stack, planned, mine, held=upgrades, in_change=in_change).changes
+            review.disagreements = real_plan.disagreements(review.changes, real)
+            review.changes = real
+            review.real_plan = str(real_plan.plan_file(Path("tofu"), stack))  # in the plan's own folder
         (review_dir / f"{env}.md").write_text(render(review) + _training_sections(env))
         (review_dir / f"{env}.json").write_text(json.dumps(review_json(review), indent=1, sort_keys=True) + "\n")
         reviews.append(review)

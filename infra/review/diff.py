@@ -4,12 +4,13 @@ them), or from a real plan (`terraform show -json`)."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.catalogue.consequences import CAPACITY_LOST
-from infra.catalogue.terraform_google import forces_replacement
+from infra.catalogue.terraform_google import replaces
 from infra.review.autoscaling import autoscalers, fallbacks
 from infra.review.costs import pool_costs, stack_pools
 from infra.review.engines import engine_args
@@ -72,15 +73,87 @@ def changed_values(before: Any, after: Any, path: str = "") -> list[tuple[str, A
     return [(path, _redact(path, before), _redact(path, after))]
 
 
+# What a plan shows for a value it cannot know until the apply (Terraform's own words).
+KNOWN_AFTER_APPLY = "(known after apply)"
+# `${type.name.attribute...}`: a reference to another resource's attribute, as cdktf writes it.
+_REFERENCE = re.compile(r"\$\{([a-z][a-z0-9_]*\.[A-Za-z0-9_-]+)\.([A-Za-z0-9_]+)")
+
+
+def _references(value: Any, path: str = "") -> list[tuple[str, str, str]]:
+    """(dotted path, the address referred to, its attribute) of every reference in a resource's body (list indices
+    dropped, as the provider's schema paths have none)."""
+    if isinstance(value, dict):
+        return [
+            found
+            for key, inner in value.items()
+            if path or key not in META_ARGUMENTS
+            for found in _references(inner, f"{path}.{key}" if path else key)
+        ]
+    if isinstance(value, list):
+        return [found for inner in value for found in _references(inner, path)]
+    if isinstance(value, str):
+        return [(path, address, attribute) for address, attribute in _REFERENCE.findall(value)]
+    return []
+
+
+def _ignored(body: Mapping[str, Any], values: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+    """The values whose change Terraform plans: those under the resource's `lifecycle.ignore_changes` (its list of
+    attributes, indices dropped, or "all") are left as the state has them."""
+    ignored = (body.get("lifecycle") or {}).get("ignore_changes") or []
+    if ignored == "all" or ignored == ["all"]:
+        return []
+    paths = [re.sub(r"\[[^]]*\]", "", str(p)) for p in ignored]
+    return [v for v in values if not any(v[0] == p or v[0].startswith(p + ".") for p in paths)]
+
+
+def _followed(
+    old: Mapping[str, Any], new: Mapping[str, Any], direct: Mapping[str, list[tuple[str, Any, Any]]]
+) -> dict[str, list[tuple[str, Any, Any]]]:
+    """By address, the values that change because a value they read elsewhere does, as Terraform plans them: a
+    configured value that changes changes what reads it; a resource replaced has a new identity, so every attribute
+    its configuration does not set (its id, self link, email) is known only after the apply. Each resource that
+    reads such a value is updated, or replaced where that value forces it, and what reads it changes in turn."""
+    pointing = {address: _references(new[address]) for address in new if address in old}
+    followed: dict[str, list[tuple[str, Any, Any]]] = {}
+
+    def changes(address: str) -> list[tuple[str, Any, Any]]:
+        return [*direct.get(address, []), *followed.get(address, [])]
+
+    queue = [address for address, values in direct.items() if values]
+    while queue:
+        target = queue.pop()
+        rtype = target.split(".", 1)[0]
+        configured = new.get(target) or {}
+        keys = {p.split(".", 1)[0] for p, _, _ in changes(target)}
+        renewed = any(replaces(rtype, p, b, a) for p, b, a in changes(target))
+        for address, references in pointing.items():
+            for path, to, attribute in references:
+                unknown = renewed and attribute not in configured
+                if to != target or not (unknown or attribute in keys):
+                    continue
+                if any(p == path for p, _, _ in changes(address)):
+                    continue
+                after = KNOWN_AFTER_APPLY if unknown else f"(as {to}.{attribute} changes)"
+                followed.setdefault(address, []).append((path, f"${{{to}.{attribute}}}", after))
+                queue.append(address)
+    return followed
+
+
 def diff(
     before: Mapping[str, Any] | None, after: Mapping[str, Any], upgrades: Mapping[str, tuple[str, bool]] | None = None
 ) -> list[Change]:
     """The changes from `before` to `after` (synthesized stacks), as Terraform would plan them: meta-arguments
-    alone change nothing; a change under a ForceNew path of the provider's schema is a replacement. `upgrades`: by
-    helm_release address, why its Helm upgrade stops the apply and whether it may be confirmed
-    (`infra.review.upgrades`), which a release's update takes over the gate's other reasons."""
+    alone change nothing, nor do the attributes `lifecycle.ignore_changes` names; a change under a ForceNew path of
+    the provider's schema is a replacement, and a value read from another resource changes as it does
+    (`_followed`). `upgrades`: by helm_release address, why its Helm upgrade stops the apply and whether it may be
+    confirmed (`infra.review.upgrades`), which a release's update takes over the gate's other reasons."""
     old = resources(before or {})
     new = resources(after)
+    direct = {
+        address: _ignored(new[address], changed_values(old[address], new[address]))
+        for address in old.keys() & new.keys()
+    }
+    followed = {address: _ignored(new[address], values) for address, values in _followed(old, new, direct).items()}
     changes: list[Change] = []
     for address in sorted(old.keys() | new.keys()):
         rtype = address.split(".", 1)[0]
@@ -90,12 +163,12 @@ def diff(
         elif address not in new:
             action = "delete"
         else:
-            values = changed_values(old[address], new[address])
+            values = direct[address] + followed.get(address, [])
             if not values:
                 continue
             action = "update"
         paths = [p for p, _, _ in values]
-        forcing = tuple(sorted({p for p in paths if forces_replacement(rtype, p)}))
+        forcing = tuple(sorted({p for p, b, a in values if replaces(rtype, p, b, a)}))
         if forcing:
             action = "replace"
         why, confirmable, kinds = gate(rtype, action, paths, old.get(address), new.get(address))

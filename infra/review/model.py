@@ -54,6 +54,16 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Disagreement:
+    """One resource the offline review and the real providers' plan of the same change act on differently: the
+    action each plans ("no change" where one plans none). The real plan's is the one the review shows."""
+
+    address: str
+    offline: str
+    real: str
+
+
+@dataclass(frozen=True)
 class Holding:
     """GPUs one orchestrator would hold for one group of machines, at most (what a reviewer pays for), and what
     the machines cost per hour if they were left running (where the price catalogue knows
@@ -230,6 +240,10 @@ class StackReview:
     engines: list[EngineArgs] = field(default_factory=list)
     # Who can use and borrow what of the batch slices (infra/review/queues.py).
     queues: list[TeamQueue] = field(default_factory=list)
+    # An offline review whose actions are the real providers' plan of the same change (infra/review/real_plan.py):
+    # that plan's file (relative to the plan's folder), and where the offline review's own actions differed from it.
+    real_plan: str | None = None
+    disagreements: list[Disagreement] = field(default_factory=list)
 
     @property
     def gated(self) -> list[Change]:

@@ -50,6 +50,8 @@ def review_json(review: StackReview) -> dict[str, Any]:
         "schema": REVIEW_SCHEMA,
         "stack": review.stack,
         "source": review.source,
+        "real_plan": review.real_plan,
+        "disagreements": [dataclasses.asdict(d) for d in review.disagreements],
         "baseline": review.has_baseline,
         "counts": {action: counts.get(action, 0) for action in ("create", "update", "replace", "delete")},
         "changes": [change(c) for c in review.changes],
@@ -279,6 +281,35 @@ def _budget_lines(review: StackReview) -> list[str]:
     return lines
 
 
+def _actions_from(review: StackReview) -> list[str]:
+    """Whose actions the review shows: the real providers' plan of the change where one was read, and every
+    resource the offline review planned otherwise; else the offline review's, and how to get the real plan's."""
+    if not review.has_baseline:
+        return []
+    if review.real_plan is None:
+        return [
+            "The actions are the offline review's (the providers' ForceNew fields as read into "
+            "infra/catalogue/terraform_google.py); with the engine built (`make tofu`), `make plan BASE_REF=` takes "
+            "them from OpenTofu's plan of the change with the real providers.",
+            "",
+        ]
+    lines = [
+        f"The actions are OpenTofu's: the real providers' plan of this change against a stand-in state of the "
+        f"baseline (`{review.real_plan}` in the plan's folder).",
+        "",
+    ]
+    if review.disagreements:
+        lines += [
+            "The offline review planned these otherwise; the real plan's action is the one above and below:",
+            "",
+            "| resource | offline | real plan |",
+            "|---|---|---|",
+        ]
+        lines += [f"| `{d.address}` | {d.offline} | {d.real} |" for d in review.disagreements]
+        lines.append("")
+    return lines
+
+
 def render(review: StackReview) -> str:
     lines = [f"# Plan review: {review.stack}", ""]
     if review.source == "plan":
@@ -286,6 +317,7 @@ def render(review: StackReview) -> str:
     else:
         basis = "against the baseline" if review.has_baseline else "with no baseline: every resource is new"
         lines += [f"Offline review of the synthesized configuration, {basis}.", ""]
+        lines += _actions_from(review)
     counts = Counter(c.action for c in review.changes)
     lines += ["| action | resources |", "|---|---|"]
     lines += [f"| {action} | {counts.get(action, 0)} |" for action in ("create", "update", "replace", "delete")]
