@@ -77,6 +77,15 @@ KUBERNETES_OBJECTS = (
     "resource_kubernetes_config_map_v1.go; https://kubernetes.io/docs/concepts/storage/persistent-volumes/#reclaiming"
 )
 PROJECT_SERVICE = "hashicorp/terraform-provider-google v7.45.0 website/docs/r/google_project_service.html.markdown"
+BINAUTHZ_POLICY = (
+    "https://cloud.google.com/binary-authorization/docs/key-concepts (the default rule's evaluation mode: "
+    "ALWAYS_ALLOW admits every image; enforcement mode DRYRUN_AUDIT_LOG_ONLY only logs)"
+)
+VM_GROUP = (
+    "https://cloud.google.com/compute/docs/instance-groups (deleting a managed instance group deletes its VMs); "
+    "hashicorp/terraform-provider-google v7.45.0 google/services/compute/resource_compute_instance_group_manager.go"
+)
+AUTHORIZED_NETWORKS = "https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks"
 
 
 def _turned_off(before: Any, after: Any) -> bool:
@@ -149,7 +158,73 @@ def _weaker_level(before: Any, after: Any) -> bool:
 
 
 def _keys_removed(before: Any, after: Any) -> bool:
-    return bool(set((before or {}).keys()) - set((after or {}).keys())) if isinstance(before, dict) else bool(before)
+    """A key removed, or its value emptied (a pod that reads it gets nothing either way)."""
+    if not isinstance(before, dict):
+        return bool(before)
+    after = after if isinstance(after, dict) else {}
+    return any(
+        key not in after or (value not in ("", None) and after[key] in ("", None)) for key, value in before.items()
+    )
+
+
+# Google's own front ends, which a rule opens to on purpose: IAP's TCP forwarding
+# (https://cloud.google.com/iap/docs/using-tcp-forwarding) and the load balancers' health checks and proxies
+# (https://cloud.google.com/load-balancing/docs/health-check-concepts#ip-ranges).
+GOOGLE_FRONT_ENDS = tuple(ipaddress.ip_network(r) for r in ("35.235.240.0/20", "35.191.0.0/16", "130.211.0.0/22"))
+
+
+def _internet(value: Any) -> bool:
+    """Whether ranges hold an address of the internet (0.0.0.0/0, a public block) beyond Google's front ends."""
+    return any(
+        (n.is_global or n.prefixlen == 0)
+        and not any(n.version == g.version and n.subnet_of(g) for g in GOOGLE_FRONT_ENDS)  # type: ignore[arg-type]
+        for n in _networks(value)
+    )
+
+
+def _public_ranges(before: Any, after: Any) -> bool:
+    return _internet(after) and not _internet(before)
+
+
+def _from_internet(body: Any) -> bool:
+    return _allows(body) and _internet(value_at(body, "source_ranges"))
+
+
+def _every_port(rules: Any) -> bool:
+    """An allow rule with no port list, or for every protocol: it admits every port."""
+    rules = rules if isinstance(rules, list) else [rules] if rules else []
+    return any(isinstance(r, dict) and (r.get("protocol") == "all" or not r.get("ports")) for r in rules)
+
+
+def _every_port_opened(before: Any, after: Any) -> bool:
+    return _every_port(after) and not _every_port(before)
+
+
+# Roles that are the project, or any service account's power (https://cloud.google.com/iam/docs/understanding-roles:
+# basic roles; https://cloud.google.com/iam/docs/service-account-permissions: impersonation).
+POWER_ROLES = (
+    "roles/owner", "roles/editor", "roles/iam.securityAdmin", "roles/resourcemanager.projectIamAdmin",
+    "roles/iam.serviceAccountAdmin", "roles/iam.serviceAccountTokenCreator", "roles/iam.serviceAccountKeyAdmin",
+    "roles/iam.roleAdmin", "roles/iam.workloadIdentityPoolAdmin",
+)  # fmt: skip
+PEOPLE = ("user:", "group:", "domain:")
+
+
+def _grants_power(body: Any) -> bool:
+    body = body if isinstance(body, dict) else {}
+    return str(body.get("role")) in POWER_ROLES and str(body.get("member", "")).startswith(PEOPLE)
+
+
+def _power_granted(before: Any, after: Any) -> bool:
+    return _grants_power(after) and not _grants_power(before)
+
+
+def _admits_anything(before: Any, after: Any) -> bool:
+    return before != "ALWAYS_ALLOW" and after == "ALWAYS_ALLOW"
+
+
+def _to_dry_run(before: Any, after: Any) -> bool:
+    return before == "ENFORCED_BLOCK_AND_AUDIT_LOG" and after != before
 
 
 def _retain_to_delete(before: Any, after: Any) -> bool:
@@ -361,10 +436,83 @@ CONSEQUENCES: tuple[Consequence, ...] = (
     Consequence(
         SECURITY_WEAKENED,
         ("google_compute_firewall",),
+        ("create",),
+        "a new firewall rule admits connections from the internet",
+        FIREWALL,
+        path="source_ranges",
+        when=_public_ranges,
+        only_if=_allows,
+    ),
+    Consequence(
+        SECURITY_WEAKENED,
+        ("google_compute_firewall",),
+        ("create", "update", "replace"),
+        "a firewall rule open to the internet admits every port (a protocol without ports, or protocol all)",
+        FIREWALL,
+        path="allow",
+        when=_every_port_opened,
+        only_if=_from_internet,
+    ),
+    Consequence(
+        SECURITY_WEAKENED,
+        ("google_compute_firewall",),
         ("delete",),
         "a deny rule is deleted: what it refused reaches the network",
         FIREWALL,
         only_if=_denies,
+    ),
+    Consequence(
+        SECURITY_WEAKENED,
+        ("google_compute_firewall",),
+        ("update",),
+        "a deny rule is disabled: what it refused reaches the network",
+        FIREWALL,
+        path="disabled",
+        when=_turned_on,
+        only_if=_denies,
+    ),
+    Consequence(
+        SECURITY_WEAKENED,
+        ("google_container_cluster",),
+        ("update",),
+        "the control plane's authorized networks are removed: any address that reaches it may connect",
+        AUTHORIZED_NETWORKS,
+        path="master_authorized_networks_config",
+        when=lambda b, a: bool(b) and not a,
+    ),
+    Consequence(
+        SECURITY_WEAKENED,
+        ("google_binary_authorization_policy",),
+        ("delete",),
+        "the Binary Authorization policy is deleted: the project's default (every image allowed) applies",
+        BINAUTHZ_POLICY,
+    ),
+    Consequence(
+        SECURITY_WEAKENED,
+        ("google_binary_authorization_policy",),
+        ("update",),
+        "Binary Authorization's default rule admits every image",
+        BINAUTHZ_POLICY,
+        path="default_admission_rule.evaluation_mode",
+        when=_admits_anything,
+    ),
+    Consequence(
+        SECURITY_WEAKENED,
+        ("google_binary_authorization_policy",),
+        ("update",),
+        "Binary Authorization's default rule no longer blocks: it only logs",
+        BINAUTHZ_POLICY,
+        path="default_admission_rule.enforcement_mode",
+        when=_to_dry_run,
+    ),
+    Consequence(
+        SECURITY_WEAKENED,
+        IAM_TYPES,
+        ("create", "update", "replace"),
+        "a person or group is granted a role that owns the project or acts as any service account "
+        "(owner, editor, an IAM or token-creator role)",
+        IAM,
+        when=_power_granted,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -441,16 +589,24 @@ CONSEQUENCES: tuple[Consequence, ...] = (
     Consequence(
         DEPENDENCY_CUT,
         ("kubernetes_service_account_v1", "kubernetes_service_account"),
-        ("delete",),
-        "the Kubernetes service account is deleted: pods that name it are not created",
+        ("delete", "replace"),
+        "the Kubernetes service account is deleted (a rename is a delete): pods that name it are not created",
         WORKLOAD_IDENTITY,
     ),
     Consequence(
         DEPENDENCY_CUT,
         IAM_TYPES,
-        ("delete",),
-        "the grant is removed: its member loses the role (a node that cannot read the registry cannot pull)",
+        ("delete", "replace"),
+        "the grant is removed (a grant whose role, member or resource changes is another grant): its member loses "
+        "the role (a node that cannot read the registry cannot pull)",
         IAM,
+    ),
+    Consequence(
+        CAPACITY_LOST,
+        ("google_compute_instance_group_manager",),
+        ("delete", "replace"),
+        "the VM group is deleted with its VMs: the GPUs they hold are released, and a running job stops",
+        VM_GROUP,
     ),
     Consequence(
         DEPENDENCY_CUT,

@@ -230,6 +230,33 @@ def _changed(before: Any, after: Any) -> tuple[str, ...]:
     return tuple(sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
 
 
+def _entries(plan: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """A plan's `resource_changes` or `resource_drift`, each entry checked for the shape `terraform show -json`
+    writes: a refusal names what is wrong and where, never a crash."""
+    found = plan.get(key) or []
+    if not isinstance(found, list):
+        raise PlanFormatError(f"{key} is a {type(found).__name__}, not a list: a plan the gate cannot read")
+    for i, entry in enumerate(found):
+        if not isinstance(entry, Mapping):
+            raise PlanFormatError(f"{key}[{i}] is a {type(entry).__name__}, not an object: a plan the gate cannot read")
+        address = entry.get("address")
+        if not isinstance(address, str) or not address:
+            raise PlanFormatError(f"{key}[{i}] has no address: a plan the gate cannot read")
+        change = entry.get("change")
+        if change is not None and not isinstance(change, Mapping):
+            raise PlanFormatError(
+                f"{address}: its change is a {type(change).__name__}, not an object: a plan the gate cannot read"
+            )
+        for side in ("before", "after"):
+            value = (change or {}).get(side)
+            if value is not None and not isinstance(value, Mapping):
+                raise PlanFormatError(
+                    f"{address}: its {side} is a {type(value).__name__}, not an object or null: a plan the gate "
+                    "cannot read"
+                )
+    return found
+
+
 def _plan_change(entry: Mapping[str, Any], held: Mapping[str, tuple[str, bool]] | None = None) -> Change | None:
     found = entry.get("change")
     change: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
@@ -294,11 +321,15 @@ def review_plan(
             f"plan format_version {version or '(missing)'!r} is not supported; "
             f"this review reads format {SUPPORTED_PLAN_FORMAT_MAJOR}.x (terraform show -json)"
         )
-    entries = plan.get("resource_changes") or []
+    entries = _entries(plan, "resource_changes")
     changes = [c for c in (_plan_change(e, held) for e in entries) if c is not None]
-    drift = [c for c in map(_plan_change, plan.get("resource_drift") or []) if c is not None]
+    drift = [c for c in map(_plan_change, _entries(plan, "resource_drift")) if c is not None]
     pools = [e for e in entries if e.get("type") == "google_container_node_pool"]
-    after_types: Counter[str] = Counter(e["type"] for e in entries if (e.get("change") or {}).get("after") is not None)
+    after_types: Counter[str] = Counter(
+        str(e.get("type") or e["address"].split(".", 1)[0])
+        for e in entries
+        if (e.get("change") or {}).get("after") is not None
+    )
     return StackReview(
         stack=stack,
         changes=sorted(changes, key=lambda c: c.address),

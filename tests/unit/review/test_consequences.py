@@ -97,6 +97,8 @@ STORAGE_CLASS = {
 }
 SECRET = {"metadata": {"name": "hf-token", "namespace": "ml-serving"}, "data": {"token": "x"}, "type": "Opaque"}
 CONFIG = {"metadata": {"name": "serving-config", "namespace": "ml-serving"}, "data": {"model": "llama"}}
+PUBLIC_RULE = {"name": "https", "network": "n", "source_ranges": ["0.0.0.0/0"],
+               "allow": [{"protocol": "tcp", "ports": ["443"]}]}  # fmt: skip
 POOL = "google_container_node_pool"
 CLUSTER = "google_container_cluster"
 BUCKET = "google_storage_bucket"
@@ -208,6 +210,34 @@ ATTACKS: dict[str, tuple[Craft, str, bool]] = {
     "a ConfigMap deleted": (_object("kubernetes_config_map_v1", CONFIG, ["delete"]), DEPENDENCY_CUT, True),
     "an API disabled on destroy": (lambda s: _entry("google_project_service.x", ["delete"], {
         "service": "storage.googleapis.com", "disable_on_destroy": True}, None), DEPENDENCY_CUT, True),
+    # Found by the audit of this stop: each passed the gate before.
+    "a new firewall rule from the internet": (_create("google_compute_firewall.open", {
+        "name": "open", "network": "n", "direction": "INGRESS", "source_ranges": ["0.0.0.0/0"],
+        "allow": [{"protocol": "tcp", "ports": ["22"]}]}), SECURITY_WEAKENED, True),
+    "an internet-facing rule opened to every port": (_object("google_compute_firewall", PUBLIC_RULE, ["update"], {
+        **PUBLIC_RULE, "allow": [{"protocol": "all"}]}), SECURITY_WEAKENED, True),
+    "the deny-all firewall disabled": (_update("google_compute_firewall", "network_deny-ingress", lambda b: b.update(
+        disabled=True)), SECURITY_WEAKENED, True),
+    "the control plane's authorized networks removed": (_update(CLUSTER, "", lambda b: b.pop(
+        "master_authorized_networks_config")), SECURITY_WEAKENED, True),
+    "Binary Authorization's policy deleted": (_delete("google_binary_authorization_policy", ""),
+                                              SECURITY_WEAKENED, True),
+    "Binary Authorization admits every image": (_update("google_binary_authorization_policy", "", lambda b: b[
+        "default_admission_rule"].update(evaluation_mode="ALWAYS_ALLOW")), SECURITY_WEAKENED, True),
+    "token creation granted to a person": (_create("google_service_account_iam_member.someone", {
+        "service_account_id": "projects/p/serviceAccounts/a@p.iam.gserviceaccount.com",
+        "role": "roles/iam.serviceAccountTokenCreator", "member": "user:someone@example.com"}),
+        SECURITY_WEAKENED, True),
+    "a project's ownership granted to a group": (_create("google_project_iam_member.owners", {
+        "project": "p", "role": "roles/owner", "member": "group:contractors@example.com"}), SECURITY_WEAKENED, True),
+    "a Kubernetes service account renamed": (_delete("kubernetes_service_account_v1", "serving_ksa",
+                                                     ("delete", "create"), ("metadata",)), DEPENDENCY_CUT, True),
+    "the nodes' registry grant moved to another account": (_delete(
+        "google_artifact_registry_repository_iam_member", "registry_reader-0", ("delete", "create"), ("member",)),
+        DEPENDENCY_CUT, True),
+    "the GPU VM group deleted": (_delete("google_compute_instance_group_manager", ""), CAPACITY_LOST, True),
+    "a ConfigMap value emptied": (_object("kubernetes_config_map_v1", CONFIG, ["update"], {
+        **CONFIG, "data": {"model": ""}}), DEPENDENCY_CUT, True),
 }  # fmt: skip
 
 # Changes a platform team makes every week: none may stop the apply (review 9's C1-C3 and more).
@@ -229,6 +259,20 @@ CONTROLS: dict[str, Craft] = {
     "a NetworkPolicy created": _create(f"{NP}.new", {"metadata": {"name": "n"}, "spec": {"policy_types": ["Ingress"]}}),
     "a deny rule's source widened": _update("google_compute_firewall", "network_deny-ingress", lambda b: b.update(
         source_ranges=["0.0.0.0/0", "::/0"])),
+    "a new internal firewall rule": _create("google_compute_firewall.internal", {
+        "name": "internal", "network": "n", "source_ranges": ["10.8.0.0/28"],
+        "allow": [{"protocol": "tcp", "ports": ["8443"]}]}),
+    "a webhook port opened from the control plane": _update("google_compute_firewall", "webhooks", lambda b: b[
+        "allow"][0]["ports"].append("8443")),
+    "every port between the control plane and the nodes": _update("google_compute_firewall", "webhooks", lambda b: b
+        .update(allow=[{"protocol": "tcp"}])),
+    "SSH through IAP": _create("google_compute_firewall.iap", {"name": "iap", "network": "n", "source_ranges": [
+        "35.235.240.0/20"], "allow": [{"protocol": "tcp", "ports": ["22"]}]}),
+    "token creation granted to a service account of the platform": _create("google_service_account_iam_member.ci", {
+        "service_account_id": "projects/p/serviceAccounts/a@p.iam.gserviceaccount.com",
+        "role": "roles/iam.serviceAccountTokenCreator", "member": "serviceAccount:ci@p.iam.gserviceaccount.com"}),
+    "a ConfigMap value changed": _object("kubernetes_config_map_v1", CONFIG, ["update"], {
+        **CONFIG, "data": {"model": "gemma"}}),
 }  # fmt: skip
 
 
@@ -303,6 +347,18 @@ def test_a_change_that_loses_data_or_weakens_security_is_not_confirmed_by_its_ow
          "a.b: a resource change without a list of actions"),
         ({"format_version": "1.2", "resource_changes": [{"address": "a.b"}]},
          "a.b: a resource change without a list of actions"),
+        # Shapes no plan has: each refused by name, none a crash.
+        ({"format_version": "1.2", "resource_changes": "abc"}, "resource_changes is a str, not a list"),
+        ({"format_version": "1.2", "resource_changes": [["a.b"]]}, r"resource_changes\[0\] is a list, not an object"),
+        ({"format_version": "1.2", "resource_changes": [{"change": {"actions": ["delete"]}}]},
+         r"resource_changes\[0\] has no address"),
+        ({"format_version": "1.2", "resource_changes": [{"address": "a.b", "change": {
+            "actions": ["update"], "before": "x", "after": {}}}]}, "a.b: its before is a str, not an object or null"),
+        ({"format_version": "1.2", "resource_changes": [{"address": "a.b", "change": "x"}]},
+         "a.b: its change is a str, not an object"),
+        ({"format_version": "1.2", "resource_drift": {"a": 1}}, "resource_drift is a dict, not a list"),
+        ({"format_version": "1.2", "resource_changes": [{"address": "a.b", "change": {
+            "actions": ["update", "delete"], "after": {}}}]}, r"a\.b: actions \['update', 'delete'\]"),
     ],
 )  # fmt: skip
 def test_a_plan_the_gate_cannot_read_is_refused(plan: dict[str, Any], message: str) -> None:
@@ -326,6 +382,9 @@ def test_the_review_command_stops_a_crafted_plan_and_refuses_a_truncated_one(
     plan.write_text(plan.read_text()[:200])
     truncated = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert truncated.returncode == 2 and f"error: {plan}:" in truncated.stderr, truncated.stderr
+    plan.write_text(json.dumps({"format_version": "1.2", "resource_changes": [{"address": "a.b", "change": "x"}]}))
+    odd = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert odd.returncode == 2 and "a.b: its change is a str" in odd.stderr and "Traceback" not in odd.stderr
 
 
 def test_an_entry_confirms_a_loss_only_where_it_was_merged_before_the_change(
