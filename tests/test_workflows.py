@@ -427,8 +427,7 @@ def test_a_gated_change_goes_through_the_pipeline_confirmed_in_the_environment_f
     """CONFIRM_CHANGE was read from the environment only and no workflow can set it, so a
     gated change (here the training slice's pool replaced) failed every deploy. Confirmed in dev.yaml, it goes
     through; an entry written for another configuration of the pool confirms nothing and says so."""
-    from infra.config.delivery import APPLIED_CONFIRMATIONS
-    from infra.delivery.confirmations import config_sha256
+    from infra.config.delivery import APPLIED_CONFIRMATIONS, config_sha256
 
     replace = json.loads(json.dumps(PLAN_JSON))
     pool = {"name": "train", "node_config": [{"machine_type": "ct6e-standard-4t"}]}

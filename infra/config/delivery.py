@@ -3,8 +3,11 @@ stack (infra/stacks/bootstrap.py) binds the environment's planner and deployer t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from typing import Annotated, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 
 from pydantic import StringConstraints, field_validator
 
@@ -68,3 +71,31 @@ class Confirmation(Model):
 # The stack output that records, in the state, the confirm: entries the last apply carried out: an entry found there
 # confirms nothing more (a later replacement of the same configuration, from drift, is not the change it was for).
 APPLIED_CONFIRMATIONS = "platform_confirmations_applied"
+ABSENT = "absent"
+
+
+def config_sha256(stack: dict[str, Any], address: str) -> str:
+    """The sha256 of the resource's body in the synthesized stack (`absent` when the stack has no such resource)."""
+    rtype, _, name = address.partition(".")
+    body = (stack.get("resource") or {}).get(rtype, {}).get(name)
+    if body is None:
+        return ABSENT
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def carried_out(entries: Iterable[Confirmation], stack: dict[str, Any]) -> list[str]:
+    """The keys of the entries an apply of `stack` carries out: those written for the configuration it has. An
+    entry merged ahead of its change (the configuration it names is not the stack's yet) is carried out by the
+    apply that brings the change, not by this one."""
+    return sorted(e.key for e in entries if config_sha256(stack, e.address) == e.config_sha256)
+
+
+def record_carried_out(stack: dict[str, Any], entries: Iterable[Confirmation]) -> bool:
+    """Set the stack's APPLIED_CONFIRMATIONS output to `carried_out` (it depends on the resource bodies, so it is
+    known only once the stack is synthesized); whether that changed the stack."""
+    output = (stack.get("output") or {}).get(APPLIED_CONFIRMATIONS)
+    keys = carried_out(entries, stack)
+    if output is None or output.get("value") == keys:
+        return False
+    output["value"] = keys
+    return True

@@ -15,8 +15,6 @@ second pull request, reviewed on its own, settles it first; or a person confirms
 
 from __future__ import annotations
 
-import hashlib
-import json
 import subprocess
 from typing import Any
 
@@ -25,19 +23,8 @@ import yaml
 from infra import settings
 from infra.catalogue.consequences import PERSON_ONLY
 from infra.config import Environment
-from infra.config.delivery import APPLIED_CONFIRMATIONS
+from infra.config.delivery import APPLIED_CONFIRMATIONS, config_sha256
 from infra.config.loading import environment_file
-
-ABSENT = "absent"
-
-
-def config_sha256(stack: dict[str, Any], address: str) -> str:
-    """The sha256 of the resource's body in the synthesized stack (`absent` when the stack has no such resource)."""
-    rtype, _, name = address.partition(".")
-    body = (stack.get("resource") or {}).get(rtype, {}).get(name)
-    if body is None:
-        return ABSENT
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def from_file(env: Environment, stack: dict[str, Any]) -> tuple[list[str], list[str]]:

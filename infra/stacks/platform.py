@@ -99,8 +99,9 @@ class PlatformStack(TerraformStack):
 
         TerraformOutput(self, "cluster_name", value=compute.cluster.name)
         # The confirm: entries this apply carries out, kept in the state: the next plan reads them there and holds
-        # each spent (infra/delivery/confirmations.py spent).
-        TerraformOutput(self, APPLIED_CONFIRMATIONS, value=sorted(entry.key for entry in env.confirm))
+        # each spent (infra/delivery/confirmations.py spent). Which they are depends on the synthesized bodies: the
+        # synthesis fills it in (infra/synth/app.py, infra.config.delivery.record_carried_out).
+        TerraformOutput(self, APPLIED_CONFIRMATIONS, value=[])
         TerraformOutput(self, "cluster_location", value=compute.cluster.location)
         TerraformOutput(self, "registry_url", value=env.registry_url)
         TerraformOutput(self, "registry_id", value=registry.repository.id)

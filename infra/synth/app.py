@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from infra import settings
 from infra.config import ConfigError, Environment, environments_dir
+from infra.config.delivery import record_carried_out
 from infra.synth.load import load_all
 
 DEFAULT_OUTDIR = Path("cdktf.out")
@@ -27,6 +29,11 @@ def synth(envs: dict[str, Environment], outdir: Path, *, omit_unbuilt: bool = Fa
     app = App(outdir=str(outdir))
     stacks = [PlatformStack(app, env, omit_unbuilt=omit_unbuilt) for env in envs.values()]
     app.synth()
+    for s in stacks:
+        path = outdir / "stacks" / f"platform-{s.env.name}" / "cdk.tf.json"
+        body = json.loads(path.read_text())
+        if record_carried_out(body, s.env.confirm):
+            path.write_text(json.dumps(body, indent=2))
     return {s.env.name: s.left_out for s in stacks}
 
 
