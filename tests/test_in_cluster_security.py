@@ -68,7 +68,14 @@ def test_managed_prometheus_reaches_the_metrics_ports_only(stacks: dict[str, dic
         (rule,) = _policies(stacks["dev"], namespace)["from-monitoring"]["ingress"]
         assert rule["from"] == [{"namespace_selector": {"match_labels": {"kubernetes.io/metadata.name": "gmp-system"}}}]
         ports = {int(p["port"]) for p in rule["ports"]}
-        assert ports == {8000, 8080, 8081, 9090} and not ports & {8265, 10001, 6379}
+        assert ports == {8000, 8080, 9090} and not ports & {8265, 10001, 6379, 8081}
+    # 8081 on the Ray workers is the multislice coordinator (review 10 L2: it was called TPU metrics and opened to
+    # the collectors), reached by the RayCluster's own pods only.
+    (_, objects) = stack_releases(stacks["dev"])["ray-training"]
+    workers = next(o for o in objects if o["kind"] == "RayCluster")["spec"]["workerGroupSpecs"]
+    ports = {p["name"]: p["containerPort"] for g in workers for c in g["template"]["spec"]["containers"]
+             for p in c.get("ports", [])}  # fmt: skip
+    assert ports.get("megascale") == 8081 and "tpu-metrics" not in ports
 
 
 def test_servers_take_the_load_balancers_and_saxml_the_subnet(stacks: dict[str, dict[str, Any]]) -> None:

@@ -40,10 +40,11 @@ DEFAULT_DENY = "default-deny-ingress"
 # this namespace (https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed;
 # GoogleCloudPlatform/prometheus-engine manifests/operator.yaml, DaemonSet `collector`).
 # The ports the workloads export metrics on: Ray's metrics export port (KubeRay's default `metrics` port, which
-# GKE's Ray cluster monitoring scrapes; docs.ray.io cluster metrics, --metrics-export-port 8080), the TPU runtime's
-# metrics (ray-training's `tpu-metrics`), vLLM's /metrics on its serving port, the endpoint picker's `metrics`
-# (workloads/charts/vllm-tpu/templates/gateway.yaml).
-MONITORING_PORTS = (8000, 8080, 8081, 9090)
+# GKE's Ray cluster monitoring scrapes; docs.ray.io cluster metrics, --metrics-export-port 8080), vLLM's /metrics on
+# its serving port, the endpoint picker's `metrics` (workloads/charts/vllm-tpu/templates/gateway.yaml). Not 8081: on
+# the Ray workers that is the multislice coordinator's port (Ray 2.60 ray/_private/accelerators/tpu.py
+# DEFAULT_MEGASCALE_PORT), which only the RayCluster's own pods reach (its `within` policy).
+MONITORING_PORTS = (8000, 8080, 9090)
 
 
 class NamespacePolicies(Construct):
