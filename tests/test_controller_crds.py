@@ -423,7 +423,7 @@ def test_a_controller_bump_that_changes_a_crd_blocks_until_confirmed(synth_dir: 
     assert "leaderworkersets.leaderworkerset.x-k8s.io: moves from templates/ to crds/" in blocked.stderr
     assert f"confirm with CONFIRM_CHANGE={address}" in blocked.stderr
     review = (current / "review" / "dev.md").read_text()
-    assert f"confirm with `CONFIRM_CHANGE={address}`" in review and '`version`: "0.7.0" \u2192 "0.8.0"' in review
+    assert f"`CONFIRM_CHANGE={address}` for your own run" in review and '`version`: "0.7.0" \u2192 "0.8.0"' in review
     confirmed = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, env={**env, "CONFIRM_CHANGE": address}
     )

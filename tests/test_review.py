@@ -86,7 +86,7 @@ def test_resizing_a_slice_replaces_its_pool_and_blocks_until_confirmed(stacks: d
     assert [(c.action, c.address, c.replaced_by) for c in review.blocking] == [
         ("replace", address, ("placement_policy.tpu_topology",))
     ]
-    assert f"confirm with `CONFIRM_CHANGE={address}`" in render(review)
+    assert f"`CONFIRM_CHANGE={address}` for your own run" in render(review)
     confirmed = review_stack("platform-dev", after, stacks["dev"], confirmed=[address])
     assert confirmed.blocking == [] and [c.address for c in confirmed.gated] == [address]
     assert "**confirmed**" in render(confirmed)

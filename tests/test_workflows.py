@@ -471,6 +471,13 @@ def test_a_gated_change_goes_through_the_pipeline_confirmed_in_the_environment_f
     assert "terraform apply" not in (tmp_path / "calls.log").read_text()
 
 
+def test_no_workflow_tells_an_author_to_set_what_no_workflow_reads() -> None:
+    """The pipeline reads no person's environment: a gated change is confirmed by a `confirm:` entry. The pull
+    request's failure message told authors to set CONFIRM_CHANGE, which no job reads (review 9, C10)."""
+    for path in sorted((REPO / ".github" / "workflows").glob("*.yml")):
+        assert "CONFIRM_CHANGE" not in path.read_text(), path.name
+
+
 def test_workflows_install_the_pinned_packer_and_gcluster_before_deploying() -> None:
     for workflow, job in (("main.yml", "deploy"), ("deploy-prod.yml", "apply")):
         runs = [s.get("run", "") for s in _load(workflow)["jobs"][job]["steps"]]

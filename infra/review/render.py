@@ -332,11 +332,15 @@ def render(review: StackReview) -> str:
                 state = "**confirmed**"
             elif any(k in PERSON_ONLY for k in c.kinds):
                 state = (
-                    f"confirm with `CONFIRM_CHANGE={c.address}` at the apply, or by a `confirm:` entry merged before "
-                    "this change (this pull request cannot confirm it alone)"
+                    "confirm it with a `confirm:` entry in the environment file merged before this change, in a pull "
+                    "request of its own (this pull request cannot confirm it alone; `make plan` prints the entry), "
+                    f"or a person with `CONFIRM_CHANGE={c.address}` at the apply"
                 )
             else:
-                state = f"confirm with `CONFIRM_CHANGE={c.address}`"
+                state = (
+                    "confirm it with a `confirm:` entry in the environment file (`make plan` prints it), or "
+                    f"`CONFIRM_CHANGE={c.address}` for your own run"
+                )
             lines.append(f"- **{c.action}** `{c.address}`{forced}: {c.blocked}; {state}")
         lines.append("")
     lines += [
