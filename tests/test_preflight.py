@@ -195,7 +195,7 @@ def test_every_check_passes_against_the_granted_answers(
 ) -> None:
     code, out, err = _preflight(synth_dir, capsys)
     assert code == 0, err
-    for check in ("tools", "credentials", "apis", "roles", "billing", "quota"):
+    for check in ("tools", "credentials", "apis", "roles", "planner", "billing", "quota"):
         assert f"preflight dev: ok   {check}" in out
     assert "us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: 16 GPUs at most, limit 16, in use now 0" in out
     # The training slice's 16 chips and the vLLM servers' 24 should every one land on their on-demand tier.
@@ -208,7 +208,15 @@ def test_json_says_what_the_lines_say_with_the_same_exit_code(
     code, out, _ = _preflight(synth_dir, capsys, "--json")
     report = json.loads(out)
     assert code == 0 and report["passed"] is True and report["failed"] == []
-    assert [c["check"] for c in report["checks"]] == ["tools", "credentials", "apis", "roles", "billing", "quota"]
+    assert [c["check"] for c in report["checks"]] == [
+        "tools",
+        "credentials",
+        "apis",
+        "roles",
+        "planner",
+        "billing",
+        "quota",
+    ]
     quota = next(c for c in report["checks"] if c["check"] == "quota")
     assert "us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: 16 GPUs at most, limit 16, in use now 0" in quota["lines"]
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
@@ -299,6 +307,32 @@ def test_a_missing_role_is_named_with_the_permissions_it_lacks(
         in err
     )
     assert "python -m scripts.preflight dev --print-roles" in err
+
+
+def test_a_planner_without_the_cluster_reader_role_is_named_with_what_it_lacks_and_the_fix(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review 10 C5: the prod plan job reads Helm's records and the CRDs through the cluster's DNS endpoint as the
+    planner, and nothing checked it could; a planner without the role had every release update held."""
+    role = "projects/acme-ml-platform-dev/roles/platformPlannerClusterReader"
+    _edit(cloud, "iam-policy-dev.json", lambda b: b.update(bindings=[x for x in b["bindings"] if x["role"] != role]))
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert (
+        "FAIL planner\n    serviceAccount:platform-planner@acme-ml-platform-dev.iam.gserviceaccount.com lacks "
+        f"{role}: the plan jobs cannot read what the gate at the apply reads"
+    ) in err
+    assert "apply the bootstrap stack of dev" in err
+
+
+def test_recorded_iam_policies_parse_as_google_iam_policies() -> None:
+    from google.iam.v1 import policy_pb2
+
+    answers = _answers_of(":getIamPolicy")
+    assert len(answers) == 2
+    for path in answers:
+        policy = json_format.Parse(path.read_text(), policy_pb2.Policy())
+        assert policy.bindings, path
 
 
 def test_a_budget_the_deployer_cannot_manage_is_named_with_the_billing_account_and_the_grant(
@@ -464,7 +498,7 @@ def test_user_credentials_bill_the_calls_to_the_environments_project(
     stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
     results = preflight.run(envs["dev"], stack=lambda: stack, transport=recorded)
     assert seen == ["acme-ml-platform-dev"]
-    assert [r.status for r in results] == ["ok"] * 6  # credentials, apis, roles, billing (dev's budget), quota
+    assert [r.status for r in results] == ["ok"] * 7, [r.check for r in results]
 
 
 def test_print_roles_needs_no_credentials_and_gives_the_grant_commands(

@@ -184,6 +184,41 @@ def check_billing(env: Environment, roles: dict[str, tuple[str, ...]], transport
     return Result("billing", "fail", lines)
 
 
+def check_planner(env: Environment, transport: Transport) -> Result:
+    """The planner holds what the gate at the apply reads as it (review 10, C5): its project roles and the
+    platform's cluster reader role (container.clusters.connect: the release records and CRDs through the cluster's
+    DNS endpoint), read from the project's IAM policy (the deployer may read it: projectIamAdmin)."""
+    from infra.constructs.bootstrap import PLANNER_CLUSTER_ROLE_ID, PLANNER_ID, PLANNER_ROLES
+
+    member = f"serviceAccount:{PLANNER_ID}@{env.project}.iam.gserviceaccount.com"
+    answer = transport.request(
+        "POST", f"{RESOURCE_MANAGER}/projects/{env.project}:getIamPolicy", {"options": {"requestedPolicyVersion": 3}}
+    )
+    if answer.status != 200:
+        return Result(
+            "planner", "fail", [f"Resource Manager did not read {env.project}'s IAM policy: {error_line(answer)}"]
+        )
+    held = {
+        str(b.get("role"))
+        for b in answer.body.get("bindings") or []
+        if isinstance(b, dict) and member in (b.get("members") or []) and not b.get("condition")
+    }
+    wanted = [*PLANNER_ROLES, f"projects/{env.project}/roles/{PLANNER_CLUSTER_ROLE_ID}"]
+    missing = [role for role in wanted if role not in held]
+    if not missing:
+        return Result("planner", "ok", [f"{member} holds its {len(wanted)} roles (the gate's reads included)"])
+    return Result(
+        "planner",
+        "fail",
+        [
+            f"{member} lacks {', '.join(missing)}: the plan jobs cannot read what the gate at the apply reads (every "
+            "release update of a plan is held)",
+            f"apply the bootstrap stack of {env.name} (cdktf.out/bootstrap/stacks/bootstrap-{env.name}; "
+            "docs/delivery.md, the first steps), which grants them",
+        ],
+    )
+
+
 def run(
     env: Environment,
     *,
@@ -195,7 +230,7 @@ def run(
     only when credentials exist); `transport` makes the HTTP layer from the credentials."""
     credentials, found = load_credentials()
     results = [found]
-    remote = ("apis", "roles", *(["billing"] if env.monitoring.budget is not None else []), "quota")
+    remote = ("apis", "roles", "planner", *(["billing"] if env.monitoring.budget is not None else []), "quota")
     if credentials is None:
         return results + [Result(name, "skip", ["not checked: no credentials"]) for name in remote]
     try:
@@ -215,6 +250,7 @@ def run(
         apis, pending = check_apis(env, needed_apis(env, stack_asks), http, deploy_enables=deploy_enables)
         results.append(apis)
         results.append(check_roles(env, roles, http))
+        results.append(check_planner(env, http))
         if billing and env.monitoring.budget is not None:
             results.append(check_billing(env, billing, http))
         results.append(check_quota(env, stack_asks, reserved, http, pending=pending))
