@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from infra.catalogue import prices
-from infra.catalogue.consequences import PERSON_ONLY
+from infra.catalogue.consequences import CAPACITY_LOST, PERSON_ONLY
 from infra.review.costs import cost_json, pool_totals, render_costs, usd
 from infra.review.model import Autoscaler, Change, PoolCost, StackReview
 
@@ -310,8 +310,69 @@ def _actions_from(review: StackReview) -> list[str]:
     return lines
 
 
+# Releases by what stops when they change (their charts: workloads/charts/).
+TRAINING_RELEASES = ("ray-training", "gpu-training", "nccl-test")
+
+
+def _release_name(address: str) -> str:
+    """A helm_release's name as the stack's address carries it (`helm_release.serve-canary_release_8A6F4AA1`)."""
+    return address.split(".", 1)[1].split("_", 1)[0]
+
+
+def _restarts(review: StackReview) -> list[str]:
+    """What the change stops or restarts: each release upgraded or reinstalled (training resumes from its last
+    checkpoint, a server's pods roll), and each change the gate names as capacity or work lost."""
+    said = []
+    for c in review.changes:
+        if c.resource_type == "helm_release" and c.action in ("update", "replace"):
+            name = _release_name(c.address)
+            what = (
+                "training (where its RayCluster or Job changes, it restarts from its last checkpoint)"
+                if name in TRAINING_RELEASES
+                else (
+                    "a server (where its pod template changes, its pods roll)"
+                    if name.startswith("serve-")
+                    else "a controller or service"
+                )
+            )
+            how = "reinstalled" if c.action == "replace" else "upgraded"
+            said.append(f"`{name}` {how}: {what}")
+        elif CAPACITY_LOST in c.kinds:
+            said.append(f"`{c.address}` ({c.action}): {c.blocked.split('; ')[0].removeprefix(CAPACITY_LOST + ': ')}")
+    return said
+
+
+def _verdict(review: StackReview) -> list[str]:
+    """The first lines: whether the apply may go, what it stops or restarts, what it does to the cost."""
+    if review.blocking:
+        verdict = (
+            f"**{len(review.blocking)} of {len(review.changes)} changes block the apply** until confirmed (Blocking, "
+            "below, says what each needs)"
+        )
+    elif review.changes:
+        confirmed = len(review.gated)
+        verdict = f"**Nothing blocks the apply** ({len(review.changes)} changes" + (
+            f"; {confirmed} gated and confirmed)" if confirmed else ")"
+        )
+    else:
+        verdict = "**No change**"
+    lines = [f"Verdict: {verdict}."]
+    if review.has_baseline and review.changes:
+        restarts = _restarts(review)
+        lines.append(
+            "Stops or restarts: " + ("; ".join(restarts) + "." if restarts else "nothing (no release or node changes).")
+        )
+    if review.costs_before is not None and review.changes:
+        month = prices.HOURS_PER_MONTH
+        _, before = pool_totals(review.costs_before.values())
+        _, after = pool_totals(review.costs_after.values())
+        lines.append(f"Cost at the most nodes: {(after - before) * month:+,.2f} USD/month (Cost, below).")
+    return [" ".join(lines) if len(lines) == 1 else "\n".join(f"- {line}" for line in lines), ""]
+
+
 def render(review: StackReview) -> str:
     lines = [f"# Plan review: {review.stack}", ""]
+    lines += _verdict(review)
     if review.source == "plan":
         lines += ["Review of a Terraform plan (`terraform show -json`).", ""]
     else:

@@ -1,0 +1,47 @@
+"""The review's first lines are the decision (issue 59, a new user's grade 4: no verdict at the top): whether the
+apply may go, what it stops or restarts, and what it does to the cost."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from infra.review import render, review_stack
+
+STACK: dict[str, Any] = {
+    "resource": {
+        "helm_release": {
+            "ray-training_release_1": {"name": "ray-training", "chart": "c", "timeout": 600},
+            "serve-canary_release_2": {"name": "serve-canary", "chart": "c", "timeout": 600},
+        },
+        "kubernetes_namespace_v1": {"namespaces_ml_3": {"metadata": {"name": "ml"}}},
+    }
+}
+
+
+def _first_screen(after: dict[str, Any]) -> str:
+    text = render(review_stack("platform-dev", after, STACK))
+    return text.split("\n\n", 2)[1]
+
+
+def test_the_verdict_says_nothing_blocks_and_what_restarts() -> None:
+    after = copy.deepcopy(STACK)
+    after["resource"]["helm_release"]["ray-training_release_1"]["timeout"] = 900
+    after["resource"]["helm_release"]["serve-canary_release_2"]["timeout"] = 900
+    first = _first_screen(after)
+    assert first.startswith("- Verdict: **Nothing blocks the apply** (2 changes).")
+    assert "`ray-training` upgraded: training (where its RayCluster or Job changes" in first
+    assert "`serve-canary` upgraded: a server (where its pod template changes, its pods roll)" in first
+
+
+def test_the_verdict_counts_what_blocks_and_a_removal_stops_work() -> None:
+    after = copy.deepcopy(STACK)
+    del after["resource"]["helm_release"]["serve-canary_release_2"]
+    after["resource"]["kubernetes_namespace_v1"]["namespaces_ml_3"]["metadata"]["name"] = "ml-2"
+    first = _first_screen(after)
+    assert first.startswith("- Verdict: **2 of 2 changes block the apply** until confirmed")
+    assert "`helm_release.serve-canary_release_2` (delete): a Helm release would be uninstalled" in first
+
+
+def test_no_change_says_so_in_one_line() -> None:
+    assert _first_screen(copy.deepcopy(STACK)) == "Verdict: **No change**."
