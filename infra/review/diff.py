@@ -139,6 +139,18 @@ def _followed(
     return followed
 
 
+def created_values(value: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted path, None, value) of every leaf of a new resource's body (a list is one value), secrets redacted."""
+    if isinstance(value, dict):
+        return [
+            leaf
+            for key in sorted(value)
+            if path or key not in META_ARGUMENTS
+            for leaf in created_values(_decoded(key, value[key]), f"{path}.{key}" if path else key)
+        ]
+    return [(path, None, _redact(path, value))]
+
+
 def diff(
     before: Mapping[str, Any] | None, after: Mapping[str, Any], upgrades: Mapping[str, tuple[str, bool]] | None = None
 ) -> list[Change]:
@@ -160,6 +172,7 @@ def diff(
         values: list[tuple[str, Any, Any]] = []
         if address not in old:
             action = "create"
+            values = created_values(new[address])  # what it is created with, as a plan shows it
         elif address not in new:
             action = "delete"
         else:
@@ -168,7 +181,7 @@ def diff(
                 continue
             action = "update"
         paths = [p for p, _, _ in values]
-        forcing = tuple(sorted({p for p, b, a in values if replaces(rtype, p, b, a)}))
+        forcing = () if action == "create" else tuple(sorted({p for p, b, a in values if replaces(rtype, p, b, a)}))
         if forcing:
             action = "replace"
         why, confirmable, kinds = gate(rtype, action, paths, old.get(address), new.get(address))

@@ -351,7 +351,8 @@ def _verdict(review: StackReview) -> list[str]:
         )
     elif review.changes:
         confirmed = len(review.gated)
-        verdict = f"**Nothing blocks the apply** ({len(review.changes)} changes" + (
+        count = f"{len(review.changes)} change{'s' * (len(review.changes) > 1)}"
+        verdict = f"**Nothing blocks the apply** ({count}" + (
             f"; {confirmed} gated and confirmed)" if confirmed else ")"
         )
     else:
@@ -430,6 +431,12 @@ def render(review: StackReview) -> str:
                 lines.append(f"  - and {len(c.values) - MAX_VALUES_SHOWN} more")
         if not review.changes:
             lines.append("No changes.")
+        if any(len(_json(v)) > SHOWN_CHARACTERS for c in review.changes for _, b, a in c.values for v in (b, a)):
+            lines += [
+                "",
+                f"A value longer than {SHOWN_CHARACTERS} characters is cut (`...`); the whole of every value is in "
+                "the JSON review beside this file (`changes[].values`).",
+            ]
     lines += _holdings_section(review)
     lines += _autoscaling_section(review)
     lines += _fallback_section(review)
@@ -447,7 +454,14 @@ def render(review: StackReview) -> str:
 MAX_VALUES_SHOWN = 12
 
 
+SHOWN_CHARACTERS = 80
+
+
+def _json(value: Any) -> str:
+    return "(none)" if value is None else json.dumps(value, sort_keys=True)
+
+
 def _shown(value: Any) -> str:
-    """A value as the review shows it: JSON, cut at 80 characters."""
-    text = "(none)" if value is None else json.dumps(value, sort_keys=True)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """A value as the review shows it: JSON, cut at SHOWN_CHARACTERS (the section says where the whole is)."""
+    text = _json(value)
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 3] + "..."

@@ -45,3 +45,18 @@ def test_the_verdict_counts_what_blocks_and_a_removal_stops_work() -> None:
 
 def test_no_change_says_so_in_one_line() -> None:
     assert _first_screen(copy.deepcopy(STACK)) == "Verdict: **No change**."
+
+
+def test_a_created_resource_shows_what_it_is_created_with_and_a_cut_value_says_where_the_whole_is() -> None:
+    after = copy.deepcopy(STACK)
+    after["resource"]["kubernetes_namespace_v1"]["namespaces_new_4"] = {
+        "metadata": {"name": "new", "labels": {"team": "research", "note": "x" * 120}}
+    }
+    text = render(review_stack("platform-dev", after, STACK))
+    assert "- Verdict: **Nothing blocks the apply** (1 change)." in text
+    assert "- create `kubernetes_namespace_v1.namespaces_new_4`: metadata" in text
+    assert '  - `metadata.name`: (none) \u2192 "new"' in text
+    assert '  - `metadata.labels.team`: (none) \u2192 "research"' in text
+    assert "the whole of every value is in the JSON review beside this file" in text
+    (change,) = review_stack("platform-dev", after, STACK).changes
+    assert change.action == "create" and change.replaced_by == () and not change.blocked
