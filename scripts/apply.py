@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import settings
+from infra.cdk.layout import STACK_FILE
 from infra.config import ConfigError, Environment, environments_dir
 from infra.delivery import confirmations
 from infra.delivery.apply_paths import unresolved
@@ -126,7 +127,7 @@ def plan_and_gate(
     """(exit code, digest): plan to `stack_dir/plan.tfplan`, review it, write the summary and the digest; 2 before
     Terraform runs when a local file the apply opens (a chart, a post-renderer) is not there from `stack_dir`.
     `env`: the stack's environment, whose `confirm:` entries confirm the changes they were written for."""
-    body = json.loads((stack_dir / "cdk.tf.json").read_text())
+    body = json.loads((stack_dir / STACK_FILE).read_text())
     problems = unresolved(stack_dir, body)
     for problem in problems:
         print(f"error: {stack}: {problem}", file=sys.stderr)
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock", choices=["true", "false"], default="true", help="plan: take the state lock")
     parser.add_argument("--approved", default=None, help="apply: the digest of the plan the approver saw")
     args = parser.parse_args(argv)
-    if not (args.stack_dir / "cdk.tf.json").is_file():
+    if not (args.stack_dir / STACK_FILE).is_file():
         print(f"error: {args.stack_dir}: no cdk.tf.json (synthesize first: make synth)", file=sys.stderr)
         return 2
     stack = args.stack or args.stack_dir.name

@@ -12,11 +12,11 @@ Exit codes: 0 done, 1 a component failed to build or start (its log named), 2 ba
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
 
+from infra.cdk.layout import read_stack, stack_name
 from infra.config import ConfigError
 from infra.engine.build import BuildError, build_all
 from infra.localcluster.cluster import Cluster, ClusterError
@@ -33,7 +33,7 @@ def stack_of(env_name: str) -> tuple[dict[str, object], str]:
     env = load_named(env_name)
     with tempfile.TemporaryDirectory(prefix="platform-cluster-local-") as tmp:
         synth({env.name: env}, Path(tmp))
-        stack = json.loads((Path(tmp) / "stacks" / f"platform-{env.name}" / "cdk.tf.json").read_text())
+        stack = read_stack(Path(tmp), stack_name(env.name))
     return stack, env.region
 
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import settings
+from infra.cdk.layout import STACK_FILE, stack_dir, stack_name
 from infra.config import PLACEHOLDER_DIGEST, ConfigError, Environment, environments_dir
 from infra.delivery.apply_paths import synth_folder, unresolved
 from infra.synth.load import load_named
@@ -191,10 +192,10 @@ class Synthesized:
     def stack_dir(self) -> Path:
         """The synthesized stack's folder (synthesized on first use)."""
         _ = self.left_out
-        return self.folder / "stacks" / f"platform-{self.env.name}"
+        return stack_dir(self.folder, stack_name(self.env.name))
 
     def stack(self) -> dict[str, Any]:
-        loaded: dict[str, Any] = json.loads((self.stack_dir / "cdk.tf.json").read_text())
+        loaded: dict[str, Any] = json.loads((self.stack_dir / STACK_FILE).read_text())
         return loaded
 
     def unresolved(self) -> int:

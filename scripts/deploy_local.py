@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from infra.cdk import layout
 from infra.config import ConfigError
 from infra.delivery.apply_paths import unresolved
 from infra.engine.build import BuildError
@@ -72,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return destroy(f"platform-{env.name}", folder, Cluster(args.dir.resolve()))
     shutil.rmtree(folder, ignore_errors=True)
     synth({env.name: env}, folder)
-    stack_dir = folder / "stacks" / f"platform-{env.name}"
-    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+    stack_dir = layout.stack_dir(folder, layout.stack_name(env.name))
+    stack = layout.read_stack(folder, layout.stack_name(env.name))
     problems = unresolved(stack_dir, stack)
     if problems:
         print("\n".join(f"error: platform-{env.name}: {p}" for p in problems), file=sys.stderr)

@@ -39,6 +39,7 @@ from infra import settings
 from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT, PACKER_VERSION, TERRAFORM_VERSION
 from infra.catalogue.deployer_roles import UnknownResourceType
 from infra.catalogue.gcp_apis import platform_apis
+from infra.cdk.layout import read_stack, stack_name
 from infra.config import ConfigError, Environment
 from infra.constructs.providers import CREDENTIAL_PLUGIN
 from infra.preflight import checks
@@ -117,7 +118,7 @@ def synthesized(env: Environment, *, infra_only: bool) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         synth({env.name: env}, Path(tmp), omit_unbuilt=infra_only)
-        stack: dict[str, Any] = json.loads((Path(tmp) / "stacks" / f"platform-{env.name}" / "cdk.tf.json").read_text())
+        stack = read_stack(Path(tmp), stack_name(env.name))
     return stack
 
 

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from infra.cdk.layout import stack_files
 from infra.config import ConfigError, Environment
 from infra.delivery import confirmations
 from infra.review import BLOCKED, PlanFormatError, StackReview, cost_summary, render, review_plan, write_reviews
@@ -39,7 +40,7 @@ def _file_confirmations(outdir: Path) -> tuple[dict[str, list[str]], dict[str, t
 
     by_stack: dict[str, list[str]] = {}
     known: dict[str, tuple[Environment, dict[str, Any]]] = {}
-    for path in sorted((outdir / "stacks").glob("platform-*/cdk.tf.json")):
+    for path in stack_files(outdir, "platform-*"):
         stack = path.parent.name
         env = environment_of(stack)
         if env is None:

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from infra.cdk.layout import STACK_FILE
 from infra.config import ConfigError, environments_dir
 from infra.rules.run import Report, run, shown_file
 from infra.synth.load import load_planned
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         envs = load_planned(environments_dir())
     except ConfigError as err:  # environment rules run at load: their violations land here
         return refuse(err, 1)
-    if not any(stacks.glob("*/cdk.tf.json")):
+    if not any(stacks.glob(f"*/{STACK_FILE}")):
         print(f"error: no synthesized stacks under {stacks}; run `make synth` first", file=sys.stderr)
         return 2
     from infra.rules.gke_versions import support_warnings

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from infra.cdk.layout import stack_file, stack_files
 from infra.config import ConfigError
 from infra.engine import providers
 from infra.engine.build import BuildError
@@ -110,7 +111,7 @@ def baseline(base: Path | None, ref: str | None, names: list[str]) -> dict[str, 
     if base is not None and ref is not None:
         raise BaselineError("give --base or --base-ref, not both")
     folder = base if base is not None else baseline_of(str(ref))
-    found = {n: folder / "stacks" / n / "cdk.tf.json" for n in names}
+    found = {n: stack_file(folder, n) for n in names}
     if not any(p.is_file() for p in found.values()):
         raise BaselineError(f"baseline {folder}: no synthesized stack at {', '.join(map(str, found.values()))}")
     return {n: json.loads(p.read_text()) for n, p in found.items() if p.is_file()}
@@ -166,7 +167,7 @@ def engine_built() -> bool:
 
 def of_folder(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     """The stacks synthesized in a cdktf.out folder (`--stacks`), by name; those of `names` (environments) only."""
-    found = {p.parent.name: p for p in sorted((folder / "stacks").glob("*/cdk.tf.json"))}
+    found = {p.parent.name: p for p in stack_files(folder)}
     if names:
         found = {k: v for k, v in found.items() if k.removeprefix("platform-") in names}
     if not found:
@@ -181,7 +182,7 @@ def synthesized(names: list[str]) -> dict[str, dict[str, Any]]:
     chosen = {name: load_named(name) for name in names} if names else load_all()
     with tempfile.TemporaryDirectory(prefix="platform-tofu-") as tmp:
         synth(chosen, Path(tmp))
-        return {p.parent.name: json.loads(p.read_text()) for p in sorted((Path(tmp) / "stacks").glob("*/cdk.tf.json"))}
+        return {p.parent.name: json.loads(p.read_text()) for p in stack_files(Path(tmp))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,8 +88,8 @@ def test_one_slice_renders_the_ray_cluster_it_always_did(stacks: dict[str, dict[
         (group,) = cluster["spec"]["workerGroupSpecs"]
         assert group["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == "train"
     # As the chart renders it unqueued (0.6.0; the pods' labels carry the chart's version, so a chart bump is a new
-    # cluster, and this name moves with each bump).
-    assert names[False] == "ray-training-67d206b8"
+    # cluster, and this name moves with each bump; and with the workers' port 8081 named megascale, 1ab36e1).
+    assert names[False] == "ray-training-941b0e4a"
     assert names[True] != names[False]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from infra.cdk.layout import STACK_FILE
 from infra.policy import SKIPS_FILE, Finding, PolicyResult, checkov_reports
 
 # libyaml's dumper where PyYAML has it: hundreds of releases at 32 environments.
@@ -102,7 +103,7 @@ def write_manifests(stacks_dir: Path, out: Path, rendered: Path | None = None) -
     return how many releases were written. With `rendered` (`<outdir>/rendered`), the releases are the ones the
     rules step rendered, not rendered again."""
     count = 0
-    for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
+    for path in sorted(stacks_dir.glob(f"*/{STACK_FILE}")):
         stack = json.loads(path.read_text())
         folder = out / path.parent.name
         folder.mkdir(parents=True, exist_ok=True)

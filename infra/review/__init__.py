@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from infra.cdk.layout import stack_files
 from infra.review import real_plan
 from infra.review.costs import cost_summary, pool_costs, render_costs, stack_pools
 from infra.review.diff import changed_values, diff, resources, review_plan, review_stack
@@ -85,7 +86,7 @@ def _load_stacks(outdir: Path) -> dict[str, dict[str, Any]]:
     """Every `stacks/<stack>/cdk.tf.json` under `outdir`; a file that is not a stack's JSON object is refused by
     path (PlanFormatError)."""
     stacks = {}
-    for path in sorted((outdir / "stacks").glob("*/cdk.tf.json")):
+    for path in stack_files(outdir):
         try:
             body = json.loads(path.read_text())
         except json.JSONDecodeError as err:

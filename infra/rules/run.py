@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.cdk.layout import STACK_FILE
 from infra.config import environment_file
 from infra.derive.provenance import release_field, resource_field
 from infra.rules import Violation, check_environment, check_environments, check_release, check_stack, rules_for
@@ -123,7 +124,7 @@ def run(envs: dict[str, Any], stacks_dir: Path) -> Report:
     report.subjects["environments"] = 1
     for name, found in check_environments(envs).items():
         report.lines += [v.line(shown_file(name)) for v in found]
-    for path in sorted(stacks_dir.glob("*/cdk.tf.json")):
+    for path in sorted(stacks_dir.glob(f"*/{STACK_FILE}")):
         stack = json.loads(path.read_text())
         name = path.parent.name.removeprefix("platform-")
         env = envs.get(name) if path.parent.name.startswith("platform-") else None

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from infra import settings
+from infra.cdk.layout import stack_file, stack_name
 from infra.config import ConfigError, Environment, environments_dir
 from infra.config.delivery import record_carried_out
 from infra.synth.load import load_all
@@ -29,8 +30,11 @@ def synth(envs: dict[str, Environment], outdir: Path, *, omit_unbuilt: bool = Fa
     app = App(outdir=str(outdir))
     stacks = [PlatformStack(app, env, omit_unbuilt=omit_unbuilt) for env in envs.values()]
     app.synth()
+    if app.hcl_output:
+        # An HCL export (`make hcl`): read by people, never applied; its confirmations output stays empty.
+        return {s.env.name: s.left_out for s in stacks}
     for s in stacks:
-        path = outdir / "stacks" / f"platform-{s.env.name}" / "cdk.tf.json"
+        path = stack_file(outdir, stack_name(s.env.name))
         body = json.loads(path.read_text())
         if record_carried_out(body, s.env.confirm):
             path.write_text(json.dumps(body, indent=2))
