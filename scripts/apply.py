@@ -282,9 +282,12 @@ def apply(
     approved: str | None,
     env: Environment | None = None,
     ask: bool = False,
+    before_apply: Callable[[], int] | None = None,
 ) -> int:
     """Plan, gate, and apply that same plan file (when its digest is the approved one; with `ask`, when the person
-    at the terminal types yes, as `terraform apply` asks)."""
+    at the terminal types yes, as `terraform apply` asks). `before_apply` runs only once the plan is known to be the
+    one to apply (the deploy's API enables and CRD adoption: nothing changes the project before then); its non-zero
+    exit stops the apply."""
     code, digest = plan_and_gate(stack_dir, stack, confirmed, env=env)
     if code:
         print(f"error: {stack}: not applied (the plan or its gate stopped it, exit {code})", file=sys.stderr)
@@ -316,6 +319,10 @@ def apply(
         if answer.strip() != "yes":
             print(f"{stack}: not applied", file=sys.stderr)
             return NOT_CONFIRMED
+    if before_apply is not None:
+        code = before_apply()
+        if code:
+            return code
     return _tf(stack_dir, "apply", "-input=false", "-no-color", PLAN_FILE)
 
 

@@ -266,25 +266,34 @@ def deploy(
                 print(f"{stack}: left out until their images are built: {', '.join(synthesized.left_out)}")
         elif not placeholders:
             print(f"{stack}: every release image is pinned to a built digest")
-        # The APIs first, waited for until each answers: the provider does not retry a just-enabled API's refusal.
-        code = enable_and_wait(env, dry_run=dry_run)
-        if code:
-            return code
-        # The controllers' crds/ CRDs a first install left to no release: made theirs, which the post-renderer
-        # applies.
-        code = adopt(env, dry_run=dry_run)
-        if code:
-            return code
+
+        def prepare() -> int:
+            """Once the plan is the one to apply (gated, approved, confirmed): the APIs, waited for until each
+            answers (the provider does not retry a just-enabled API's refusal), then the controllers' crds/ CRDs a
+            first install left to no release, made theirs (the post-renderer applies them). Before, both ran ahead
+            of the plan's approval check: an apply job refused for a changed plan had already changed the project."""
+            code = enable_and_wait(env, dry_run=dry_run)
+            return code or adopt(env, dry_run=dry_run)
+
         # Always through the gate: plan to a file, gate it, show it, apply that same file (scripts/apply.py);
         # without --auto-approve, after a "yes".
         from scripts.apply import apply, commands, confirmed_from_env
 
         if dry_run:
-            for command in commands():
+            *planning, applying = commands()
+            for command in planning:
                 print(f"dry run, would run (in {synthesized.stack_dir}): {command}")
+            code = prepare()
+            print(f"dry run, would run (in {synthesized.stack_dir}): {applying}")
         else:
             code = apply(
-                synthesized.stack_dir, stack, confirmed_from_env(), approved=approved, env=env, ask=not auto_approve
+                synthesized.stack_dir,
+                stack,
+                confirmed_from_env(),
+                approved=approved,
+                env=env,
+                ask=not auto_approve,
+                before_apply=prepare,
             )
     if not code and env.slurm is not None:
         # The Slurm cluster reuses the stack's network, service accounts and firewall rules: it comes after.

@@ -213,7 +213,9 @@ def test_the_first_apply_waits_until_every_api_answers(tmp_path: Path) -> None:
     done = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     order = recorded_order(tmp_path)
-    enable = order[0].split()
+    # The plan first (gated), then the APIs: nothing changes the project before the plan is the one to apply.
+    (enable,) = [line.split() for line in order if line.startswith("gcloud services enable")]
+    assert order.index("terraform show -json plan.tfplan") < order.index(" ".join(enable))
     assert enable[:3] == ["gcloud", "services", "enable"] and enable[-1] == "--project=acme-ml-platform-dev"
     assert {"container.googleapis.com", "networkservices.googleapis.com", "aiplatform.googleapis.com"} <= set(enable)
     probes = [line for line in order if line.startswith("gcloud container clusters list")]
@@ -221,7 +223,7 @@ def test_the_first_apply_waits_until_every_api_answers(tmp_path: Path) -> None:
     assert "not yet usable (enabled recently): compute.googleapis.com, container.googleapis.com" in done.stdout
     assert "not yet usable (enabled recently): container.googleapis.com" in done.stdout
     last_probe = max(i for i, line in enumerate(order) if line.startswith("gcloud ") and "services enable" not in line)
-    assert last_probe < order.index("terraform init -input=false -no-color"), "every API answers before the apply"
+    assert last_probe < order.index("terraform apply -input=false -no-color plan.tfplan"), "every API answers first"
 
 
 def test_an_api_that_never_answers_stops_the_deploy_before_the_apply(tmp_path: Path) -> None:
@@ -229,7 +231,7 @@ def test_an_api_that_never_answers_stops_the_deploy_before_the_apply(tmp_path: P
     done = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], tmp_path, PLATFORM_API_WAIT="0")
     assert done.returncode == 1
     assert "still not usable after 0s: container.googleapis.com; nothing was applied" in done.stderr
-    assert recorded_calls(tmp_path) == []
+    assert "terraform apply -input=false -no-color plan.tfplan" not in recorded_order(tmp_path)
 
 
 def test_destroy_lists_what_gke_built_outside_terraform_and_a_dry_run_shows_how_it_goes(tmp_path: Path) -> None:
@@ -354,7 +356,12 @@ def test_a_crd_a_first_install_left_to_no_release_is_made_the_releases_before_th
         "meta.helm.sh/release-namespace=jobset-system --overwrite"
     )
     assert annotate.split(" KUBECONFIG=")[1], "a temporary kubeconfig, not the caller's"
-    assert label < order.index("terraform init -input=false -no-color")
+    # After the plan is gated (nothing changes before then), before the apply that installs over it.
+    assert (
+        order.index("terraform show -json plan.tfplan")
+        < label
+        < order.index("terraform apply -input=false -no-color plan.tfplan")
+    )
     # Already the release's: nothing to do. Another release's: the deploy stops.
     owned = tmp_path / "owned"
     owned.mkdir()
@@ -366,7 +373,7 @@ def test_a_crd_a_first_install_left_to_no_release_is_made_the_releases_before_th
     cloud_state(other, crds={"jobsets.jobset.x-k8s.io": {"meta.helm.sh/release-name": "jobset-old"}})
     refused = run_deploy(["deploy", "dev", "--infra-only", "--auto-approve"], other)
     assert refused.returncode == 1 and "belongs to the Helm release 'jobset-old', not 'jobset'" in refused.stderr
-    assert recorded_calls(other) == []
+    assert "terraform apply -input=false -no-color plan.tfplan" not in recorded_order(other)
 
 
 def test_every_file_a_release_opens_resolves_only_where_the_deploy_synthesizes(

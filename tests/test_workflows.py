@@ -336,6 +336,7 @@ def test_prod_deploy_applies_only_the_plan_the_approver_saw(tmp_path: Path) -> N
     assert "terraform apply" not in calls
     calls, _, _ = _run_job("deploy-prod.yml", "apply", tmp_path, {"APPROVED": digest})
     assert "terraform apply -input=false -no-color plan.tfplan" in calls
+    assert calls.index("terraform show") < calls.index("gcloud services enable") < calls.index("terraform apply")
     assert "gcluster deploy" in calls
 
     (tmp_path / "calls.log").write_text("")
@@ -345,6 +346,9 @@ def test_prod_deploy_applies_only_the_plan_the_approver_saw(tmp_path: Path) -> N
     with pytest.raises(AssertionError, match="is not the one approved"):
         _run_job_with_plan("deploy-prod.yml", "apply", tmp_path, {"APPROVED": digest}, changed)
     assert "terraform apply" not in (tmp_path / "calls.log").read_text()
+    # Nor did it change the project first (review 9: APIs enabled and CRDs adopted before the digest check).
+    refused = (tmp_path / "calls.log").read_text()
+    assert "services enable" not in refused and "label customresourcedefinition" not in refused, refused
 
 
 @pytest.mark.slow
