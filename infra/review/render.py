@@ -312,6 +312,13 @@ def _actions_from(review: StackReview) -> list[str]:
 
 # Releases by what stops when they change (their charts: workloads/charts/).
 TRAINING_RELEASES = ("ray-training", "gpu-training", "nccl-test")
+# A helm_release's arguments that steer Helm alone (hashicorp/terraform-provider-helm v3.1.2 resource_helm_release.go):
+# changing only these renders the same objects, so nothing the release runs restarts.
+HELM_ONLY = frozenset({
+    "timeout", "wait", "wait_for_jobs", "atomic", "cleanup_on_fail", "max_history", "upgrade_install",
+    "disable_webhooks", "disable_openapi_validation", "skip_crds", "recreate_pods", "lint", "description",
+    "dependency_update", "reset_values", "reuse_values", "verify", "keyring", "replace",
+})  # fmt: skip
 
 
 def _release_name(address: str) -> str:
@@ -325,6 +332,8 @@ def _restarts(review: StackReview) -> list[str]:
     said = []
     for c in review.changes:
         if c.resource_type == "helm_release" and c.action in ("update", "replace"):
+            if c.action == "update" and c.attributes and set(c.attributes) <= HELM_ONLY:
+                continue  # Helm's own settings: the same objects, nothing restarts
             name = _release_name(c.address)
             what = (
                 "training (where its RayCluster or Job changes, it restarts from its last checkpoint)"

@@ -26,8 +26,8 @@ def _first_screen(after: dict[str, Any]) -> str:
 
 def test_the_verdict_says_nothing_blocks_and_what_restarts() -> None:
     after = copy.deepcopy(STACK)
-    after["resource"]["helm_release"]["ray-training_release_1"]["timeout"] = 900
-    after["resource"]["helm_release"]["serve-canary_release_2"]["timeout"] = 900
+    after["resource"]["helm_release"]["ray-training_release_1"]["values"] = ['{"worker": {"cpu": "32"}}']
+    after["resource"]["helm_release"]["serve-canary_release_2"]["values"] = ['{"image": {"digest": "sha256:1"}}']
     first = _first_screen(after)
     assert first.startswith("- Verdict: **Nothing blocks the apply** (2 changes).")
     assert "`ray-training` upgraded: training (where its RayCluster or Job changes" in first
@@ -41,6 +41,13 @@ def test_the_verdict_counts_what_blocks_and_a_removal_stops_work() -> None:
     first = _first_screen(after)
     assert first.startswith("- Verdict: **2 of 2 changes block the apply** until confirmed")
     assert "`helm_release.serve-canary_release_2` (delete): a Helm release would be uninstalled" in first
+
+
+def test_a_release_whose_helm_settings_alone_change_restarts_nothing() -> None:
+    after = copy.deepcopy(STACK)
+    after["resource"]["helm_release"]["serve-canary_release_2"]["timeout"] = 900
+    first = _first_screen(after)
+    assert "- Stops or restarts: nothing (no release or node changes)." in first
 
 
 def test_no_change_says_so_in_one_line() -> None:
