@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.cdk.layout import stack_file, stack_files
+from infra.cdk.layout import read_stacks, stack_file
 from infra.config import ConfigError
 from infra.engine import providers
 from infra.engine.build import BuildError
@@ -167,12 +167,10 @@ def engine_built() -> bool:
 
 def of_folder(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     """The stacks synthesized in a cdktf.out folder (`--stacks`), by name; those of `names` (environments) only."""
-    found = {p.parent.name: p for p in stack_files(folder)}
-    if names:
-        found = {k: v for k, v in found.items() if k.removeprefix("platform-") in names}
+    found = {k: v for k, v in read_stacks(folder).items() if not names or k.removeprefix("platform-") in names}
     if not found:
         raise BaselineError(f"--stacks {folder}: no synthesized stack under {folder}/stacks")
-    return {name: json.loads(path.read_text()) for name, path in found.items()}
+    return found
 
 
 def synthesized(names: list[str]) -> dict[str, dict[str, Any]]:
@@ -182,7 +180,7 @@ def synthesized(names: list[str]) -> dict[str, dict[str, Any]]:
     chosen = {name: load_named(name) for name in names} if names else load_all()
     with tempfile.TemporaryDirectory(prefix="platform-tofu-") as tmp:
         synth(chosen, Path(tmp))
-        return {p.parent.name: json.loads(p.read_text()) for p in stack_files(Path(tmp))}
+        return read_stacks(Path(tmp))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,9 +113,14 @@ def _public_added(before: Any, after: Any) -> bool:
     return _has_public(after) and not _has_public(before)
 
 
+def _listed(value: Any) -> list[Any]:
+    """A plan's value as a list: a list as it is, one value in a list, nothing empty."""
+    return value if isinstance(value, list) else [value] if value else []
+
+
 def _networks(value: Any) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     out = []
-    for item in value if isinstance(value, list) else [value] if value else []:
+    for item in _listed(value):
         text = item.get("cidr_block") if isinstance(item, dict) else item
         try:
             out.append(ipaddress.ip_network(str(text), strict=False))
@@ -134,7 +139,7 @@ def _widened(before: Any, after: Any) -> bool:
 
 
 def _rules(value: Any) -> set[str]:
-    return {json.dumps(r, sort_keys=True) for r in (value if isinstance(value, list) else [value] if value else [])}
+    return {json.dumps(r, sort_keys=True) for r in _listed(value)}
 
 
 def _rule_added(before: Any, after: Any) -> bool:
@@ -192,8 +197,7 @@ def _from_internet(body: Any) -> bool:
 
 def _every_port(rules: Any) -> bool:
     """An allow rule with no port list, or for every protocol: it admits every port."""
-    rules = rules if isinstance(rules, list) else [rules] if rules else []
-    return any(isinstance(r, dict) and (r.get("protocol") == "all" or not r.get("ports")) for r in rules)
+    return any(isinstance(r, dict) and (r.get("protocol") == "all" or not r.get("ports")) for r in _listed(rules))
 
 
 def _every_port_opened(before: Any, after: Any) -> bool:

@@ -31,3 +31,8 @@ def stack_files(outdir: Path, pattern: str = "*") -> list[Path]:
 def read_stack(outdir: Path, stack: str) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(stack_file(outdir, stack).read_text())
     return loaded
+
+
+def read_stacks(outdir: Path) -> dict[str, dict[str, Any]]:
+    """Every synthesized stack under `outdir`, by name."""
+    return {path.parent.name: json.loads(path.read_text()) for path in stack_files(outdir)}

@@ -189,15 +189,22 @@ def render_costs(review: StackReview) -> list[str]:
     return lines
 
 
+def most_nodes_change(review: StackReview) -> float | None:
+    """What the change does to the node pools' cost per hour at their most nodes (None: no baseline)."""
+    if review.costs_before is None:
+        return None
+    return pool_totals(review.costs_after.values())[1] - pool_totals(review.costs_before.values())[1]
+
+
 def cost_summary(review: StackReview) -> str:
     """One line: what the stack's node pools cost per hour and per month at their fewest-most nodes, and the
     change from the baseline where there is one."""
     month = prices.HOURS_PER_MONTH
     fewest, most = pool_totals(review.costs_after.values())
     line = f"node pools {fewest:,.2f}-{most:,.2f} USD/hour, {fewest * month:,.2f}-{most * month:,.2f} USD/month"
-    if review.costs_before is not None:
-        _, b_most = pool_totals(review.costs_before.values())
-        line += f" (at the most nodes {most - b_most:+,.2f} USD/hour, {(most - b_most) * month:+,.2f} USD/month)"
+    change = most_nodes_change(review)
+    if change is not None:
+        line += f" (at the most nodes {change:+,.2f} USD/hour, {change * month:+,.2f} USD/month)"
     unpriced = sorted(c.pool for c in review.costs_after.values() if c.price.usd_per_hour is None)
     return line + (f"; no price for {', '.join(unpriced)}" if unpriced else "")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from infra.catalogue import prices
 from infra.catalogue.consequences import CAPACITY_LOST, PERSON_ONLY
-from infra.review.costs import cost_json, pool_totals, render_costs, usd
+from infra.review.costs import cost_json, most_nodes_change, pool_totals, render_costs, usd
 from infra.review.model import Autoscaler, Change, PoolCost, StackReview
 
 REVIEW_SCHEMA = "platform-review/1"  # docs/review.schema.json
@@ -372,11 +372,9 @@ def _verdict(review: StackReview) -> list[str]:
         lines.append(
             "Stops or restarts: " + ("; ".join(restarts) + "." if restarts else "nothing (no release or node changes).")
         )
-    if review.costs_before is not None and review.changes:
-        month = prices.HOURS_PER_MONTH
-        _, before = pool_totals(review.costs_before.values())
-        _, after = pool_totals(review.costs_after.values())
-        lines.append(f"Cost at the most nodes: {(after - before) * month:+,.2f} USD/month (Cost, below).")
+    change = most_nodes_change(review)
+    if change is not None and review.changes:
+        lines.append(f"Cost at the most nodes: {change * prices.HOURS_PER_MONTH:+,.2f} USD/month (Cost, below).")
     return [" ".join(lines) if len(lines) == 1 else "\n".join(f"- {line}" for line in lines), ""]
 
 
