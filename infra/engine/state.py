@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.cdk.layout import STACK_FILE
 from infra.engine.tofu import OFFLINE_TOKEN, STATE_FILE, EngineError, Workspace
 
 # Plans until the stack's plan against the state is empty: the prod stack needs 4 (its references to what only an
@@ -186,7 +187,7 @@ def _settling(workspace: Workspace) -> Iterator[None]:
 def _settled_for(workspace: Workspace) -> str:
     """What a stand-in state is made from: the stack, the override and the providers' lock."""
     h = hashlib.sha256()
-    for name in ("cdk.tf.json", Workspace.OVERRIDE, ".terraform.lock.hcl"):
+    for name in (STACK_FILE, Workspace.OVERRIDE, ".terraform.lock.hcl"):
         path = workspace.folder / name
         h.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b""))
     return h.hexdigest()
@@ -230,8 +231,8 @@ def plan_change(
     writes it; `overrides` replace the workspace's for this plan (the changed stack's chart copies); the workspace's
     own files are put back after. prevent_destroy holds: a change that would destroy a guarded resource is refused by
     OpenTofu (EngineError naming it)."""
-    files = {name: (workspace.folder / name).read_text() for name in ("cdk.tf.json", Workspace.OVERRIDE)}
-    (workspace.folder / "cdk.tf.json").write_text(json.dumps(stack, indent=2))
+    files = {name: (workspace.folder / name).read_text() for name in (STACK_FILE, Workspace.OVERRIDE)}
+    (workspace.folder / STACK_FILE).write_text(json.dumps(stack, indent=2))
     if overrides is not None:
         workspace.write_overrides(overrides)
     try:

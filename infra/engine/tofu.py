@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from infra import settings
 from infra.catalogue.terraform_engine import PROVIDERS, REGISTRY_HOSTS
+from infra.cdk.layout import STACK_FILE
 from infra.engine import build as gobuild
 from infra.engine import providers
 
@@ -70,7 +71,7 @@ class Workspace:
 
     def __post_init__(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "cdk.tf.json").write_text(json.dumps(self.stack, indent=2))
+        (self.folder / STACK_FILE).write_text(json.dumps(self.stack, indent=2))
         self.write_overrides(self.overrides)
         if not use_registry():
             mirror = providers.mirror_dir()

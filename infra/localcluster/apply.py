@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from infra.cdk.layout import STACK_FILE
 from infra.engine.build import build_all
 from infra.engine.tofu import STATE_FILE, Workspace, tofu
 from infra.localcluster.cluster import Cluster
@@ -229,7 +230,7 @@ class LocalApply:
 
     def configuration(self) -> dict[str, Any]:
         """The configuration the last apply gave OpenTofu (what its state was applied from)."""
-        loaded: dict[str, Any] = json.loads((self.folder / "cdk.tf.json").read_text())
+        loaded: dict[str, Any] = json.loads((self.folder / STACK_FILE).read_text())
         return loaded
 
     def applied(self) -> bool:
@@ -241,7 +242,7 @@ class LocalApply:
         """`tofu apply` of the stack synthesized in `stack_dir` (the state's resources the stack no longer has
         destroyed, as Terraform does); OpenTofu's own summary line."""
         log = log or sys.stderr
-        stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+        stack = json.loads((stack_dir / STACK_FILE).read_text())
         config = configuration(stack, stack_dir, self.cluster.kubeconfig)
         crd_names = self.gke_crds()
         print(f"deploy-local: GKE's own CRDs applied: {len(crd_names)}", file=log)
