@@ -87,7 +87,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: training-pause training-resume tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: status training-pause training-resume tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -283,6 +283,9 @@ rollback: $(VENV_STAMP) ## Put FIELD= of ENV= back to its previous value in the 
 
 promote: $(VENV_STAMP) ## Copy the release pins FROM=dev TO=prod (digests only; DRY_RUN=1: print only)
 	$(PLATFORM) promote $(FROM) $(TO) $(if $(DRY_RUN),--dry-run)
+
+status: $(VENV_STAMP) ## What runs on ENV='s cluster now: each run and server, its Kueue queue and state (waiting: why), its slices, and what they cost per hour and so far (JSON=1: as JSON)
+	$(PLATFORM) status $(ENV) $(if $(JSON),--json)
 
 training-pause: $(VENV_STAMP) ## Lend ENV='s queued training slices to the teams with borrow_training: Kueue evicts the training cluster (its checkpoints stay) (DRY_RUN=1: say what would change)
 	$(PLATFORM) training-pause $(if $(DRY_RUN),--dry-run) -- $(ENV)

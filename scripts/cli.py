@@ -75,6 +75,7 @@ COMMANDS: dict[str, Command] = {
     "training-resume": Command(
         "scripts.training", "take the training slices back (Kueue preempts the borrowers)", ["resume"]
     ),
+    "status": Command("scripts.status", "what runs on an environment's cluster: queue, state, slices, cost so far"),
     "serve-local": Command("workloads.server.__main__", "serve the canary checkpoint of a local run over HTTP"),
     "saxml": Command("workloads.serving.saxml", "the Saxml client: publish, list, generate, unpublish"),
     "plot": Command("scripts.plot", "the local run's loss, step time and goodput, and each review's cost, as PNGs"),

@@ -23,6 +23,7 @@ from infra.engine import build
 from infra.localcluster import apply, nodes
 from infra.localcluster.cluster import Cluster
 from infra.localcluster.controllers import LOCAL_CONTROLLERS, Controllers
+from infra.review.costs import pool_cost
 from infra.rules.run import stack_releases
 from scripts import deploy_local
 from scripts.cli import main as platform_main
@@ -215,6 +216,25 @@ def _ray(cluster: Cluster) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return ray, cluster.get("pods", "-n", "ml-training", "-l", selector)["items"]
 
 
+def _platform(cluster: Cluster, *argv: str) -> str:
+    """A platform command (`make <command> ENV=dev`) against this cluster (PLATFORM_KUBECONFIG): its output."""
+    env = {
+        **os.environ,
+        "PLATFORM_KUBECONFIG": str(cluster.kubeconfig),
+        "PLATFORM_KUBECTL": str(build.build_all(["kube"])["kubectl"]),
+    }
+    done = run_main(platform_main, list(argv), env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _status(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """`make status ENV=dev JSON=1` against this cluster: its rows by namespace/name."""
+    return {
+        f"{r['namespace']}/{r['name']}": r for r in json.loads(_platform(cluster, "status", "dev", "--json"))["rows"]
+    }
+
+
 @pytest.fixture(scope="module")
 def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
     folder = tmp_path_factory.mktemp("deploy-local")
@@ -285,10 +305,12 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
 
 
 @pytest.mark.slow
-def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_holds_the_slice(cluster_dir: Path) -> None:
+def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_holds_the_slice(
+    cluster_dir: Path, stacks: dict[str, dict[str, Any]]
+) -> None:
     """Kueue admits a queued RayCluster all or none: a second cluster of the same shape in dev's queue `training`
     (the real Kueue's webhook suspends it at create) gets no pod, neither its head nor any worker, while the first
-    holds the slice's quota, and Kueue says why; gone, it leaves the first as it was."""
+    holds the slice's quota, and Kueue says why (as `make status` does); gone, it leaves the first as it was."""
     cluster = Cluster((cluster_dir / "cluster").resolve())
     (first,) = cluster.get("rayclusters", "-n", "ml-training")["items"]
     assert first["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training" and not first["spec"].get("suspend")
@@ -311,6 +333,28 @@ def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_hold
         assert "insufficient unused quota" in reason and "flavor training-" in reason, reason
         assert cluster.get("rayclusters", "second", "-n", "ml-training")["spec"]["suspend"] is True
         assert cluster.get("pods", "-n", "ml-training", "-l", "ray.io/cluster=second")["items"] == []
+        # `make status`: the first holds the whole slice (its four hosts, at the review's price of dev's pool
+        # `train`), the second waits with Kueue's reason and holds nothing.
+        rows = _status(cluster)
+        holding, waiting = rows[f"ml-training/{first['metadata']['name']}"], rows["ml-training/second"]
+        assert (holding["kind"], holding["queue"], holding["state"], holding["ready"]) == (
+            "RayCluster",
+            "training",
+            "running",
+            5,
+        )
+        assert (holding["holds"], holding["pools"]) == ("1 x v6e 4x4 (4 nodes)", ["train"])
+        (pool,) = [pool_cost(b) for b in stacks["dev"]["resource"]["google_container_node_pool"].values() if
+                   b["name"] == "train"]  # fmt: skip
+        assert holding["usd_per_hour"] == pytest.approx(4 * pool.price.usd_per_hour, abs=0.01)
+        assert holding["usd_so_far"] > 0
+        assert (waiting["queue"], waiting["state"], waiting["holds"], waiting["usd_so_far"]) == (
+            "training",
+            "waiting",
+            "",
+            None,
+        )
+        assert "insufficient unused quota" in waiting["why"]
     finally:
         cluster.kubectl("delete", "raycluster", "second", "-n", "ml-training", "--wait=true")
     pods = cluster.get("pods", "-n", "ml-training", "-l", f"ray.io/cluster={first['metadata']['name']}")["items"]
@@ -400,15 +444,8 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         return w
 
     def command(action: str) -> str:
-        """make training-pause / training-resume ENV=dev, against this cluster (PLATFORM_KUBECONFIG)."""
-        env = {
-            **os.environ,
-            "PLATFORM_KUBECONFIG": str(cluster.kubeconfig),
-            "PLATFORM_KUBECTL": str(build.build_all(["kube"])["kubectl"]),
-        }
-        done = run_main(platform_main, [f"training-{action}", "dev"], env=env, cwd=REPO)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        """make training-pause / training-resume ENV=dev, against this cluster."""
+        return _platform(cluster, f"training-{action}", "dev")
 
     cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
     try:
@@ -424,6 +461,15 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         assert f"ml-training/{training['metadata']['name']}: paused: Kueue evicts the training cluster" in paused
         admitted = _until("the team's job admitted on the idle slice", lambda: _conditions(team()).get("Admitted"))
         assert admitted["status"] == "True"
+        # `make status`: the training cluster paused (its pods gone with KubeRay's suspend: an event to wait for),
+        # the team's job admitted on its queue.
+        name = f"ml-training/{ray['metadata']['name']}"
+        rows = _until("make status: the training cluster paused, holding nothing", lambda: (
+            (now := _status(cluster))[name]["state"] == "paused" and now[name]["holds"] == "" and now
+        ))  # fmt: skip
+        lent, borrower = rows[name], rows["ml-gpu/research-tpu"]
+        assert "make training-resume" in lent["why"]
+        assert (borrower["kind"], borrower["queue"], borrower["state"]) == ("Job", "research", "admitted")
         flavors = {a["flavors"]["google.com/tpu"] for a in team()["status"]["admission"]["podSetAssignments"]}
         assert flavors == {f"training-{worker['template']['spec']['nodeSelector']['cloud.google.com/gke-nodepool']}"}
         _until(
@@ -450,6 +496,11 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
             )
 
         _until("the team's job preempted and the training cluster admitted again", given_back, describe=state)
+        rows = _status(cluster)
+        borrower = rows["ml-gpu/research-tpu"]
+        assert borrower["state"] in ("evicted", "waiting") and borrower["holds"] == "", borrower
+        assert "Preempted" in borrower["why"] or "insufficient unused quota" in borrower["why"], borrower
+        assert rows[name]["state"] in ("admitted", "running")
         # Kueue evicts the team's workload before it admits the training cluster's; its Job controller suspends the
         # Job after that, on its own reconcile: an event to wait for, not a state to read at once (read at once, it
         # failed under load).

@@ -1,0 +1,342 @@
+"""`make status ENV=` (and `--json`): what runs on an environment's cluster now, read from the cluster.
+
+    python -m scripts.status <env> [--json]
+
+One row per run or server: each object of the environment's namespaces that asks for TPUs or GPUs, or that Kueue
+queues (a RayCluster or RayJob, a JobSet, a Job, a LeaderWorkerSet, a Deployment). For each: its Kueue queue and
+state (running, waiting and why, reserved while an admission check is pending, evicted and why, paused, finished),
+its pods, the slices it holds (TPU slices of the node's topology, or GPUs) and on which pools, since when, and what
+those accelerator nodes cost per hour at list price and since then.
+
+Read, not modelled: the states are Kueue's conditions and the pods' as the cluster holds them; the prices are the
+review's (infra/catalogue/prices.py) for each node's machine type, location and capacity (its GKE labels: spot,
+flex-start, else standard at the on-demand price). Counted are the nodes with TPUs or GPUs that the row's pods are
+bound to, whole (a TPU or GPU node runs one workload's pod); a share of a CPU node (a Ray head) is not. Goodput
+is not read here: it is in the run's own metrics (docs/training.md).
+
+The cluster is reached as the deploy reaches it (gcloud's credentials through its DNS endpoint), or through
+PLATFORM_KUBECONFIG (the local cluster's: .cache/cluster-local/kubeconfig).
+
+Exit codes: 0 shown; 1 the cluster cannot be reached; 2 a refused environment.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from infra.catalogue import prices
+from infra.catalogue.accelerators import accelerator_for_machine
+from infra.catalogue.pod_owners import controller_of, template_of
+from infra.config import ConfigError
+from infra.synth.load import load_named
+from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl
+from scripts.parser import ArgumentParser, refuse
+
+# The kinds a row can be, as `kubectl get` names them; the pods and what they need to be followed to a row.
+KINDS = {
+    "RayJob": "rayjobs.ray.io",
+    "RayCluster": "rayclusters.ray.io",
+    "JobSet": "jobsets.jobset.x-k8s.io",
+    "Job": "jobs.batch",
+    "LeaderWorkerSet": "leaderworkersets.leaderworkerset.x-k8s.io",
+    "Deployment": "deployments.apps",
+}
+READ = {**KINDS, "ReplicaSet": "replicasets.apps", "Pod": "pods", "Workload": "workloads.kueue.x-k8s.io"}
+ACCELERATORS = ("google.com/tpu", "nvidia.com/gpu")
+POOL = "cloud.google.com/gke-nodepool"
+# GKE's provisioning label (infra/derive/gke_nodes.py) -> the capacity type the price table knows.
+CAPACITY = {"spot": "spot", "flex-start": "flex-start"}
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    namespace: str
+    name: str
+    queue: str | None  # Kueue's LocalQueue, None when Kueue does not queue it
+    state: str  # running, admitted, starting, waiting, reserved, evicted, paused, finished, scaled to zero
+    why: str  # Kueue's (or the scheduler's) words where it is not running
+    pods: int
+    ready: int
+    holds: str  # "1 x v6e 4x4 (4 nodes)", "16 GPUs (2 nodes)", "" when it holds none
+    pools: tuple[str, ...]
+    since: str | None  # RFC 3339: admitted (Kueue), else its first pod started; waiting: since it was created
+    usd_per_hour: float | None  # None: a node without a list price
+    usd_so_far: float | None
+
+
+def _accelerated(obj: dict[str, Any]) -> bool:
+    """Whether any pod template of `obj` asks for TPUs or GPUs (every `containers` list in its spec)."""
+
+    def walk(value: Any) -> Iterator[dict[str, Any]]:
+        if isinstance(value, dict):
+            if isinstance(value.get("containers"), list):
+                yield from value["containers"]
+            for child in value.values():
+                yield from walk(child)
+        elif isinstance(value, list):
+            for child in value:
+                yield from walk(child)
+
+    for container in walk(obj.get("spec")):
+        resources = container.get("resources") or {}
+        asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        if any(str(asked.get(a, "0")) not in ("0", "") for a in ACCELERATORS):
+            return True
+    return False
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def _kueue_state(workload: dict[str, Any]) -> tuple[str, str, str | None]:
+    """(state, why, since) of a Kueue Workload, from its conditions as Kueue sets them."""
+    conditions = _conditions(workload)
+
+    def said(kind: str) -> str:
+        c = conditions.get(kind, {})
+        return f"{c.get('reason', '')}: {c.get('message', '')}".strip(": ")
+
+    def at(kind: str) -> str | None:
+        return conditions.get(kind, {}).get("lastTransitionTime")
+
+    created = workload["metadata"].get("creationTimestamp")
+    if conditions.get("Finished", {}).get("status") == "True":
+        return "finished", said("Finished"), at("Finished")
+    if (workload.get("spec") or {}).get("active") is False:
+        return "paused", "spec.active is false (make training-resume gives it back)", at("Evicted") or created
+    if conditions.get("Admitted", {}).get("status") == "True":
+        return "running", "", at("Admitted")
+    if conditions.get("Evicted", {}).get("status") == "True":
+        return "evicted", said("Evicted"), at("Evicted")
+    if conditions.get("QuotaReserved", {}).get("status") == "True":
+        return "reserved", said("QuotaReserved") + " (waiting on its admission checks)", at("QuotaReserved")
+    return "waiting", said("QuotaReserved") or "not yet considered by Kueue", created
+
+
+def _node_price(node: dict[str, Any]) -> float | None:
+    labels = node["metadata"].get("labels") or {}
+    machine = labels.get("node.kubernetes.io/instance-type", "")
+    where = labels.get("topology.kubernetes.io/zone") or labels.get("topology.kubernetes.io/region", "")
+    capacity = CAPACITY.get(labels.get("cloud.google.com/gke-provisioning", ""), "on-demand")
+    return prices.hourly(machine, where, capacity)
+
+
+def _accelerator_nodes(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        n["metadata"]["name"]: n
+        for n in nodes
+        if any(str((n.get("status") or {}).get("capacity", {}).get(a, "0")) != "0" for a in ACCELERATORS)
+    }
+
+
+def _holds(bound: list[dict[str, Any]]) -> str:
+    """What the accelerator nodes `bound` are: whole TPU slices of their topology per pool, or GPUs."""
+    if not bound:
+        return ""
+    # A pool's nodes of one TPU topology: whole slices of that many hosts each.
+    per_pool: dict[tuple[str, str, str], int] = {}
+    for node in bound:
+        labels = node["metadata"]["labels"]
+        if "cloud.google.com/gke-tpu-topology" in labels:
+            key = (
+                labels[POOL],
+                labels.get("node.kubernetes.io/instance-type", ""),
+                labels["cloud.google.com/gke-tpu-topology"],
+            )
+            per_pool[key] = per_pool.get(key, 0) + 1
+    slices: dict[tuple[str, str], int] = {}
+    for (_, machine, topology), count in per_pool.items():
+        found = accelerator_for_machine(machine)
+        chips = math.prod(int(d) for d in topology.split("x"))
+        hosts = max(1, chips // found[1].chips) if found else 1
+        what = (found[0].name if found else machine, topology)
+        slices[what] = slices.get(what, 0) + math.ceil(count / hosts)
+    parts = [f"{n} x {acc} {topology}" for (acc, topology), n in sorted(slices.items())]
+    gpus = sum(int(n["status"]["capacity"].get("nvidia.com/gpu", 0)) for n in bound)
+    if gpus:
+        parts.append(f"{gpus} GPUs")
+    return f"{', '.join(parts)} ({len(bound)} node{'s' if len(bound) != 1 else ''})"
+
+
+def rows(objects: dict[str, list[dict[str, Any]]], nodes: list[dict[str, Any]], now: datetime) -> list[Row]:
+    """The rows of the objects read (`objects`: kind -> items, of KINDS and READ) and the cluster's nodes, at `now`."""
+    owners = {
+        (kind, o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for kind in (*KINDS, "ReplicaSet")
+        for o in objects.get(kind, [])
+    }
+    workloads: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for workload in objects.get("Workload", []):
+        owner = controller_of(workload)
+        if owner is not None:
+            workloads[(owner[0], workload["metadata"]["namespace"], owner[1])] = workload
+    # A RayCluster a RayJob made, a Job a JobSet made: shown as the object that made it.
+    parent: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+    for (kind, namespace, name), obj in owners.items():
+        owner = controller_of(obj)
+        if owner is not None and owner[0] in KINDS:
+            parent[(kind, namespace, name)] = (owner[0], namespace, owner[1])
+    accelerator_nodes = _accelerator_nodes(nodes)
+    pods_of: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for pod in objects.get("Pod", []):
+        made_by = template_of(pod, owners).split(":", 1)[0]
+        if "/" not in made_by:
+            continue
+        kind, name = made_by.split("/", 1)
+        key = (kind, pod["metadata"]["namespace"], name)
+        pods_of.setdefault(parent.get(key, key), []).append(pod)
+    out = []
+    for key, obj in sorted(owners.items(), key=lambda item: (item[0][1], item[0][0], item[0][2])):
+        kind, namespace, name = key
+        if kind not in KINDS or key in parent:
+            continue
+        made = [k for k, p in parent.items() if p == key]
+        queued = workloads.get(key) or next((workloads[k] for k in made if k in workloads), None)
+        if queued is None and not _accelerated(obj):
+            continue
+        pods = pods_of.get(key, [])
+        ready = [p for p in pods if _conditions(p).get("Ready", {}).get("status") == "True"]
+        bound = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName") in accelerator_nodes})
+        held = [accelerator_nodes[n] for n in bound]
+        not_ready = [p for p in pods if p not in ready]
+        waiting_pod = _pending_reason(not_ready[0]) if not_ready else ""
+        if queued is not None:
+            state, why, since = _kueue_state(queued)
+            queue = (queued.get("spec") or {}).get("queueName")
+            if state == "running" and (not pods or not_ready):
+                # Admitted: it holds the quota; its pods are not all running yet (or a controller has yet to make them).
+                state, why = "admitted", waiting_pod or "no pod yet"
+        else:
+            queue = None
+            started = sorted(p["status"]["startTime"] for p in pods if (p.get("status") or {}).get("startTime"))
+            state, why = ("running", "") if pods and not not_ready else ("starting", waiting_pod or "no pod yet")
+            if not pods and (obj.get("spec") or {}).get("replicas") == 0:
+                state, why = "scaled to zero", ""
+            since = started[0] if started else obj["metadata"].get("creationTimestamp")
+        per_hour = _sum([_node_price(n) for n in held])
+        so_far = None
+        if per_hour is not None and since and state in ("running", "admitted"):
+            hours = max(0.0, (now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds() / 3600)
+            so_far = round(per_hour * hours, 2)
+        out.append(
+            Row(
+                kind, namespace, name, queue, state, why, len(pods), len(ready), _holds(held),
+                tuple(sorted({n["metadata"]["labels"].get(POOL, "") for n in held})), since, per_hour, so_far,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _pending_reason(pod: dict[str, Any]) -> str:
+    """Why a pod is not ready: its scheduling gates, the scheduler's message, or that it is bound and not ready."""
+    gates = [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+    if gates:
+        return f"pod {pod['metadata']['name']} held by scheduling gates: {', '.join(gates)}"
+    if pod["spec"].get("nodeName"):
+        return f"pod {pod['metadata']['name']} on {pod['spec']['nodeName']}: not ready"
+    scheduled = _conditions(pod).get("PodScheduled", {})
+    return f"pod {pod['metadata']['name']}: {scheduled.get('message') or 'not scheduled yet'}"
+
+
+def _sum(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else round(sum(v for v in values if v is not None), 2)
+
+
+def _age(since: str | None, now: datetime) -> str:
+    if not since:
+        return "-"
+    seconds = int((now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds())
+    hours, rest = divmod(max(seconds, 0), 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def table(found: list[Row], now: datetime) -> str:
+    """The rows as a table a person reads, each row's reason on a line under it."""
+    header = ("KIND", "NAMESPACE/NAME", "QUEUE", "STATE", "PODS", "HOLDS", "FOR", "USD/H", "USD SO FAR")
+    lines = [header]
+    notes: dict[int, str] = {}
+    for row in found:
+        lines.append(
+            (
+                row.kind, f"{row.namespace}/{row.name}", row.queue or "-", row.state, f"{row.ready}/{row.pods}",
+                row.holds or "-", _age(row.since, now),
+                "-" if row.usd_per_hour is None or not row.holds else f"{row.usd_per_hour:,.2f}",
+                "-" if row.usd_so_far is None else f"{row.usd_so_far:,.2f}",
+            )
+        )  # fmt: skip
+        if row.why:
+            notes[len(lines) - 1] = row.why
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = []
+    for i, line in enumerate(lines):
+        text.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+        if i in notes:
+            text.append(f"    {notes[i]}")
+    priced = [r.usd_per_hour for r in found if r.holds]
+    total = _sum(priced)
+    text.append(f"held now: {'-' if total is None else f'{total:,.2f}'} USD/h at list price ({prices.PRICE_SOURCE})")
+    return "\n".join(text)
+
+
+def read(run: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[str]) -> dict[str, list[Any]]:
+    """Every object of READ in `namespaces`, and the cluster's nodes; a kind the cluster does not serve (its
+    controller is not installed) reads as none."""
+    objects: dict[str, list[Any]] = {}
+    for kind, resource in READ.items():
+        items: list[Any] = []
+        for namespace in namespaces:
+            done = run("get", resource, "-n", namespace, "-o", "json")
+            if done.returncode:
+                if "the server doesn't have a resource type" in done.stderr:
+                    break
+                raise Unreachable(" ".join(done.stderr.split()))
+            items += json.loads(done.stdout).get("items", [])
+        objects[kind] = items
+    done = run("get", "nodes", "-o", "json")
+    if done.returncode:
+        raise Unreachable(" ".join(done.stderr.split()))
+    objects["Node"] = json.loads(done.stdout).get("items", [])
+    return objects
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m scripts.status", description=__doc__.split("\n\n")[0])
+    parser.add_argument("env", help="the environment (infra/environments/<env>.yaml)")
+    parser.add_argument("--json", action="store_true", help="the rows as JSON (the same fields)")
+    args = parser.parse_args(argv)
+    try:
+        env = load_named(args.env)
+    except ConfigError as err:
+        return refuse(err)
+    try:
+        with cluster_env(env) as run_env:
+
+            def run(*words: str) -> subprocess.CompletedProcess[str]:
+                return subprocess.run([*kubectl(), *words], env=run_env, capture_output=True, text=True, check=False)
+
+            objects = read(run, env.namespaces)
+    except (ToolsMissing, Unreachable) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    now = datetime.now(UTC)
+    found = rows(objects, objects.pop("Node"), now)
+    if args.json:
+        print(json.dumps({"environment": env.name, "read_at": now.isoformat(timespec="seconds"),
+                          "rows": [asdict(r) for r in found]}, indent=2))  # fmt: skip
+    else:
+        print(f"{env.name}: cluster {env.cluster.name}, read {now:%Y-%m-%d %H:%M} UTC")
+        print(table(found, now))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""`make status` (scripts/status.py): rows from the objects as the API server returns them. The same command is run
+against the real Kueue, KubeRay, JobSet and LWS on the local cluster in tests/test_localcluster.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from infra.catalogue import prices
+from scripts import status
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+TPU = "ct6e-standard-4t"
+
+
+def _node(name: str, pool: str, machine: str, provisioning: str = "standard", **extra: str) -> dict[str, Any]:
+    labels = {
+        "cloud.google.com/gke-nodepool": pool,
+        "node.kubernetes.io/instance-type": machine,
+        "topology.kubernetes.io/zone": "us-east5-b",
+        "topology.kubernetes.io/region": "us-east5",
+        "cloud.google.com/gke-provisioning": provisioning,
+        **extra,
+    }
+    capacity = {"cpu": "180"}
+    if "cloud.google.com/gke-tpu-topology" in labels:
+        capacity["google.com/tpu"] = "4"
+    if "cloud.google.com/gke-accelerator" in labels:
+        capacity["nvidia.com/gpu"] = "8"
+    return {"metadata": {"name": name, "labels": labels}, "status": {"capacity": capacity}}
+
+
+def _tpu_nodes(pool: str, count: int, provisioning: str = "standard", topology: str = "4x4") -> list[dict[str, Any]]:
+    labels = {"cloud.google.com/gke-tpu-topology": topology, "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"}
+    return [_node(f"{pool}-{i}", pool, TPU, provisioning, **labels) for i in range(count)]
+
+
+def _pod(name: str, node: str | None, labels: dict[str, str], owner: tuple[str, str] | None = None) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "ml-training", "labels": labels},
+        "spec": {"nodeName": node} if node else {},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if node else "False"}]},
+    }
+    if node:
+        pod["status"]["startTime"] = "2026-12-02T10:00:00Z"
+    else:
+        pod["status"]["conditions"].append(
+            {"type": "PodScheduled", "status": "False", "message": "0/9 nodes are available: 9 Insufficient tpu."}
+        )
+    if owner:
+        pod["metadata"]["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
+    return pod
+
+
+def _raycluster(name: str, owner: tuple[str, str] | None = None) -> dict[str, Any]:
+    worker = {"containers": [{"name": "ray-worker", "resources": {"limits": {"google.com/tpu": "4"}}}]}
+    obj: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "ml-training"},
+        "spec": {"workerGroupSpecs": [{"groupName": "slice-0", "template": {"spec": worker}}]},
+    }
+    if owner:
+        obj["metadata"]["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
+    return obj
+
+
+def _workload(owner: tuple[str, str], queue: str, conditions: list[dict[str, str]], **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{owner[0].lower()}-{owner[1]}",
+            "namespace": "ml-training",
+            "creationTimestamp": "2026-12-02T11:30:00Z",
+            "ownerReferences": [{"kind": owner[0], "name": owner[1], "controller": True}],
+        },
+        "spec": {"queueName": queue, **spec},
+        "status": {"conditions": conditions},
+    }
+
+
+def _ray_pods(cluster: str, nodes: list[str | None]) -> list[dict[str, Any]]:
+    head = _pod(f"{cluster}-head", "system-0", {"ray.io/cluster": cluster, "ray.io/node-type": "head"})
+    workers = [
+        _pod(f"{cluster}-w{i}", node, {"ray.io/cluster": cluster, "ray.io/group": "slice-0"})
+        for i, node in enumerate(nodes)
+    ]
+    return [head, *workers]
+
+
+ADMITTED = {"type": "Admitted", "status": "True", "lastTransitionTime": "2026-12-02T10:00:00Z"}
+
+
+def test_an_admitted_run_holds_its_whole_slice_and_costs_its_nodes_list_price_since_admission() -> None:
+    nodes = [_node("system-0", "system", "e2-standard-8"), *_tpu_nodes("train", 4)]
+    objects = {
+        "RayCluster": [_raycluster("ray-training-abc")],
+        "Pod": _ray_pods("ray-training-abc", [f"train-{i}" for i in range(4)]),
+        "Workload": [_workload(("RayCluster", "ray-training-abc"), "training", [ADMITTED])],
+    }
+    (row,) = status.rows(objects, nodes, NOW)
+    node_price = prices.hourly(TPU, "us-east5-b", "on-demand")
+    assert node_price
+    assert (row.kind, row.queue, row.state, row.ready, row.pods) == ("RayCluster", "training", "running", 5, 5)
+    # The head's CPU node is shared and not counted; the four TPU hosts are one v6e 4x4 slice.
+    assert row.holds == "1 x v6e 4x4 (4 nodes)" and row.pools == ("train",)
+    assert row.usd_per_hour == pytest.approx(4 * node_price, abs=0.01)
+    assert row.usd_so_far == pytest.approx(2 * 4 * node_price, abs=0.02)  # admitted at 10:00, read at 12:00
+    assert "held now: " in status.table([row], NOW)
+
+
+def test_a_run_kueue_holds_back_says_why_and_holds_and_costs_nothing() -> None:
+    waiting = _workload(
+        ("RayJob", "second"),
+        "training",
+        [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+          "message": "couldn't assign flavors to pod set slice-0: insufficient unused quota for google.com/tpu"}],
+    )  # fmt: skip
+    objects = {
+        "RayJob": [{"metadata": {"name": "second", "namespace": "ml-training"}, "spec": {}}],
+        "RayCluster": [_raycluster("second-raycluster", owner=("RayJob", "second"))],
+        "Workload": [waiting],
+    }
+    (row,) = status.rows(objects, _tpu_nodes("train", 4), NOW)
+    # Shown as the RayJob that made the cluster, not as the cluster.
+    assert (row.kind, row.name, row.state, row.holds, row.usd_so_far) == ("RayJob", "second", "waiting", "", None)
+    assert "insufficient unused quota for google.com/tpu" in row.why
+    assert row.since == "2026-12-02T11:30:00Z"
+    table = status.table([row], NOW)
+    assert "waiting" in table and "    Pending: couldn't assign flavors" in table and "30m00s" in table
+
+
+@pytest.mark.parametrize(
+    ("conditions", "spec", "state", "said"),
+    [
+        ([{"type": "Finished", "status": "True", "reason": "Succeeded", "message": "Job finished"}], {},
+         "finished", "Succeeded: Job finished"),
+        ([{"type": "Evicted", "status": "True", "reason": "Preempted", "message": "Preempted to accommodate"}],
+         {}, "evicted", "Preempted: Preempted to accommodate"),
+        ([{"type": "Evicted", "status": "True", "reason": "InactiveWorkload"}], {"active": False}, "paused",
+         "make training-resume"),
+        ([{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"}],
+         {}, "reserved", "waiting on its admission checks"),
+    ],
+)  # fmt: skip
+def test_each_kueue_state_is_named_with_kueues_own_reason(
+    conditions: list[dict[str, str]], spec: dict[str, Any], state: str, said: str
+) -> None:
+    objects = {
+        "RayCluster": [_raycluster("c")],
+        "Workload": [_workload(("RayCluster", "c"), "training", conditions, **spec)],
+    }
+    (row,) = status.rows(objects, [], NOW)
+    assert row.state == state and said in row.why
+
+
+def test_an_unqueued_server_is_shown_by_its_pods_and_a_cpu_only_deployment_is_not() -> None:
+    serving = {"containers": [{"name": "vllm", "resources": {"limits": {"google.com/tpu": "4"}}}]}
+    objects = {
+        "Deployment": [
+            {"metadata": {"name": "vllm", "namespace": "ml-training"},
+             "spec": {"replicas": 2, "template": {"spec": serving}}},
+            {"metadata": {"name": "admin", "namespace": "ml-training"},
+             "spec": {"template": {"spec": {"containers": [{"name": "a", "resources": {}}]}}}},
+        ],
+        "ReplicaSet": [{"metadata": {"name": "vllm-1", "namespace": "ml-training",
+                                     "ownerReferences": [{"kind": "Deployment", "name": "vllm", "controller": True}]}}],
+        "Pod": [_pod("vllm-1-a", "serve-0", {}, ("ReplicaSet", "vllm-1")),
+                _pod("vllm-1-b", None, {}, ("ReplicaSet", "vllm-1"))],
+    }  # fmt: skip
+    nodes = _tpu_nodes("serve", 1, provisioning="spot", topology="2x2")
+    (row,) = status.rows(objects, nodes, NOW)
+    assert (row.kind, row.name, row.queue, row.state, row.ready, row.pods) == (
+        "Deployment",
+        "vllm",
+        None,
+        "starting",
+        1,
+        2,
+    )
+    assert "Insufficient tpu" in row.why
+    # A single-host slice (2x2: one host's four chips) on a spot node, at the spot price.
+    assert row.holds == "1 x v6e 2x2 (1 node)"
+    assert row.usd_per_hour == pytest.approx(prices.hourly(TPU, "us-east5-b", "spot"), abs=0.01)
