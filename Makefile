@@ -251,7 +251,7 @@ endif
 plot: $(VENV_STAMP) ## Draw the local run's loss, step time and goodput (CKPT_DIR=: CKPT_DIR/training.png) and each review's node pool cost (cdktf.out/review/<env>.cost.png, linked from the review)
 	$(PLATFORM) plot --checkpoint-dir "$$CKPT_DIR" --outdir "$$OUT"
 
-train: $(VENV_STAMP) ## Submit ENV='s training.recipe (or RECIPE=) on its Ray cluster (RAY_ADDRESS=, needs a cluster); DRY_RUN=1 prints the plan
+train: $(VENV_STAMP) ## Submit ENV='s training.recipe (or RECIPE=): a RayJob in the training queue (training.runs: jobs), else to its Ray cluster (RAY_ADDRESS=); DRY_RUN=1 prints the plan
 	$(PLATFORM) train $(if $(DRY_RUN),args,submit) --env $(ENV) $(if $(RECIPE),--recipe "$$RECIPE")
 
 image: $(VENV_STAMP) ## Build IMAGE= from images/images.yaml, push to ENV='s registry, pin its digest (DRY_RUN=1: print only)

@@ -66,8 +66,8 @@ COMMANDS: dict[str, Command] = {
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
     "tofu": Command("scripts.tofu", "the real Terraform engine: build OpenTofu and the providers, validate the stacks"),
     "train": Command(
-        "workloads.trainer.__main__",
-        "train: local (JaxTrainer on CPU workers), submit or args (an environment's recipe)",
+        "scripts.train",
+        "train: local (JaxTrainer on CPU workers), submit (a queued RayJob, or to the Ray cluster) or args",
     ),
     "training-pause": Command(
         "scripts.training", "lend the queued training cluster's slices to the teams that borrow them", ["pause"]

@@ -216,23 +216,24 @@ def _ray(cluster: Cluster) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return ray, cluster.get("pods", "-n", "ml-training", "-l", selector)["items"]
 
 
-def _platform(cluster: Cluster, *argv: str) -> str:
-    """A platform command (`make <command> ENV=dev`) against this cluster (PLATFORM_KUBECONFIG): its output."""
+def _platform(cluster: Cluster, *argv: str, envs: Path | None = None) -> str:
+    """A platform command (`make <command> ENV=dev`) against this cluster (PLATFORM_KUBECONFIG), with the
+    environments of `envs` if given: its output."""
     env = {
         **os.environ,
         "PLATFORM_KUBECONFIG": str(cluster.kubeconfig),
         "PLATFORM_KUBECTL": str(build.build_all(["kube"])["kubectl"]),
+        **({"PLATFORM_ENVIRONMENTS_DIR": str(envs)} if envs else {}),
     }
     done = run_main(platform_main, list(argv), env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def _status(cluster: Cluster) -> dict[str, dict[str, Any]]:
+def _status(cluster: Cluster, envs: Path | None = None) -> dict[str, dict[str, Any]]:
     """`make status ENV=dev JSON=1` against this cluster: its rows by namespace/name."""
-    return {
-        f"{r['namespace']}/{r['name']}": r for r in json.loads(_platform(cluster, "status", "dev", "--json"))["rows"]
-    }
+    rows = json.loads(_platform(cluster, "status", "dev", "--json", envs=envs))["rows"]
+    return {f"{r['namespace']}/{r['name']}": r for r in rows}
 
 
 @pytest.fixture(scope="module")
@@ -383,21 +384,10 @@ def _until(what: str, check: Any, timeout: float = WAIT_S, describe: Any = None)
     raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {said!r})")
 
 
-@pytest.mark.slow
-def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_back(cluster_dir: Path) -> None:
-    """Dev's team `research` may borrow the training slice (borrow_training): its TPU job waits while the training
-    cluster holds the slice; once the cluster's workload is stopped (Kueue evicts it), the real Kueue admits the
-    team's job by borrowing from the training queue; when the cluster comes back, Kueue preempts the team's job
-    (the training queue's reclaimWithinCohort) and admits the cluster again."""
-    cluster = Cluster((cluster_dir / "cluster").resolve())
-    ray, _ = _ray(cluster)
-    (training,) = [
-        w
-        for w in cluster.get("workloads.kueue.x-k8s.io", "-n", "ml-training")["items"]
-        if w["metadata"]["ownerReferences"][0]["name"] == ray["metadata"]["name"]
-    ]
-    worker = ray["spec"]["workerGroupSpecs"][0]
-    hosts = worker["replicas"] * worker.get("numOfHosts", 1)
+def _team_tpu_job(worker: dict[str, Any]) -> dict[str, Any]:
+    """Dev's team `research`'s TPU job on the training slice (its queue may borrow it): a pod on each host of the
+    slice of the Ray worker group `worker`, each with its chips, held before scheduling."""
+    hosts = worker.get("replicas", 1) * worker.get("numOfHosts", 1)
     chips = worker["template"]["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"]
     container = {
         "name": "work",
@@ -407,7 +397,7 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                             "runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
     }  # fmt: skip
-    job = {
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -434,6 +424,24 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
             },
         },
     }
+
+
+@pytest.mark.slow
+def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_back(cluster_dir: Path) -> None:
+    """Dev's team `research` may borrow the training slice (borrow_training): its TPU job waits while the training
+    cluster holds the slice; once the cluster's workload is stopped (Kueue evicts it), the real Kueue admits the
+    team's job by borrowing from the training queue; when the cluster comes back, Kueue preempts the team's job
+    (the training queue's reclaimWithinCohort) and admits the cluster again."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    ray, _ = _ray(cluster)
+    (training,) = [
+        w
+        for w in cluster.get("workloads.kueue.x-k8s.io", "-n", "ml-training")["items"]
+        if w["metadata"]["ownerReferences"][0]["name"] == ray["metadata"]["name"]
+    ]
+    worker = ray["spec"]["workerGroupSpecs"][0]
+    hosts = worker["replicas"] * worker.get("numOfHosts", 1)
+    job = _team_tpu_job(worker)
 
     def team() -> dict[str, Any]:
         (w,) = [
@@ -969,6 +977,69 @@ def test_a_reshaped_slice_gets_new_nodes_and_the_training_cluster_moves_onto_the
     assert sum(p["pool"] == "train" for p in found["pods"]) == 8
     ray, pods = _wait_for_pods(cluster, 9)
     assert ray["spec"]["workerGroupSpecs"][0]["numOfHosts"] == 8 and len(pods) == 9
+
+
+@pytest.mark.slow
+def test_runs_as_jobs_wait_their_turn_and_a_team_borrows_the_slice_between_runs(cluster_dir: Path) -> None:
+    """dev with training.runs: jobs. The deploy leaves no standing training cluster; each `make train` is a RayJob
+    the real Kueue admits whole or holds: a second run waits while the first holds the slice, and is admitted when the
+    first ends (the real KubeRay ends it and deletes its cluster). Between runs the slice is idle and a team's job
+    borrows it with no hand step; the next run takes it back (Kueue preempts the team's job)."""
+    envs = _envs(cluster_dir, "jobs", edits={"  queue: training\n": "  queue: training\n  runs: jobs\n"})
+    code, out, err = _deploy(cluster_dir, envs)
+    assert code == 0, (out + err)[-4000:]
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    standing = cluster.get("rayclusters", "-n", "ml-training", "-l", "app.kubernetes.io/instance=ray-training")
+    assert standing["items"] == []
+
+    def train() -> str:
+        """make train ENV=dev RECIPE=canary: the RayJob's namespace/name."""
+        out = _platform(cluster, "train", "submit", "--env", "dev", "--recipe", "canary", envs=envs)
+        submitted: str = json.loads(out)["rayjob"]
+        return submitted
+
+    def rows() -> dict[str, dict[str, Any]]:
+        return _status(cluster, envs)
+
+    slice_, team = "1 x v6e 4x4 (4 nodes)", "ml-gpu/research-tpu"
+    try:
+        first, second = train(), train()
+        # The first holds the whole slice (its head, a pod per host, its submitter); the second waits, with Kueue's
+        # reason, and has no cluster yet.
+        now = _until(
+            "the first run holding the slice while the second waits",
+            lambda: (r := rows())[first]["holds"] == slice_ and r[second]["state"] == "waiting" and r,
+            describe=rows,
+        )
+        assert now[first]["queue"] == now[second]["queue"] == "training"
+        assert "insufficient unused quota" in now[second]["why"] and now[second]["holds"] == ""
+        # The first ends (here KubeRay ends it 30 s after its submitter finished, no Ray answering in KWOK's pods: a
+        # failed run, and the end a real one has too): its cluster is deleted and the second is admitted whole.
+        now = _until(
+            "the first run ended and the second holding the slice",
+            lambda: (r := rows())[first]["state"] == "finished" and r[second]["holds"] == slice_ and r,
+            describe=rows,
+        )
+        assert now[first]["holds"] == ""
+        clusters = cluster.get("rayclusters", "-n", "ml-training")["items"]
+        assert [c for c in clusters if c["metadata"]["ownerReferences"][0]["name"] == first.split("/")[1]] == []
+        _until("the second run ended", lambda: rows()[second]["state"] == "finished", describe=rows)
+        # Between runs the slice is idle: the team's job borrows it, with no training-pause.
+        job = cluster.get("rayjobs", second.split("/")[1], "-n", "ml-training")
+        worker = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(_team_tpu_job(worker)))
+        _until("the team's job admitted on the idle slice", lambda: rows()[team]["state"] == "admitted", describe=rows)
+        # The next run takes the slice back: Kueue preempts the team's job and admits the run whole.
+        third = train()
+        now = _until(
+            "the team's job preempted and the third run holding the slice",
+            lambda: (r := rows())[third]["holds"] == slice_ and r[team]["state"] != "admitted" and r,
+            describe=rows,
+        )
+        assert now[team]["holds"] == ""
+    finally:
+        cluster.kubectl("delete", "job", "research-tpu", "-n", "ml-gpu", "--wait=true", check=False)
+        cluster.kubectl("delete", "rayjobs", "--all", "-n", "ml-training", "--wait=true", check=False)
 
 
 @pytest.mark.slow

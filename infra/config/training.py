@@ -89,6 +89,11 @@ class Training(Model):
     flavor each, and the head's share; a LocalQueue in the identity's namespace): all its slices at once or none, and
     a second cluster waits instead of taking part of them. Needs Kueue pinned (release.controllers.kueue). None: a
     standing cluster no queue admits."""
+    runs: Literal["cluster", "jobs"] = "cluster"
+    """How a training run reaches the slice. `cluster`: a standing Ray cluster holds it (queued: Kueue admits the
+    cluster), and `make train` submits each run to it. `jobs`: no standing cluster; each `make train` is a RayJob that
+    Kueue admits whole through `queue` (its own Ray cluster, made for the run and deleted when it ends), so a second
+    run waits in the queue and the slice is free (to a team with borrow_training) between runs. Needs `queue`."""
 
     @model_validator(mode="before")
     @classmethod

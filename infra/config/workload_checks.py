@@ -48,6 +48,14 @@ def training_problems(env: Environment) -> list[Problem]:
                 "Kueue admits a queued Ray cluster: pin it in release.controllers.kueue",
             )
         )
+    if t.runs == "jobs" and t.queue is None:
+        problems.append(
+            Finding(
+                ("training", "runs"),
+                t.runs,
+                "each run is a RayJob Kueue admits through training.queue: set training.queue, or runs: cluster",
+            )
+        )
     return problems
 
 

@@ -47,6 +47,8 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
     return {
         "image": env.release.images[training.image],
         "rayVersion": RAY_VERSION,
+        "runs": training.runs,
+        **({"submitter": dict(SUBMITTER)} if training.runs == "jobs" else {}),
         "serviceAccountName": env.identities[training.identity].service_account,
         "head": {"resources": {"cpu": training.head.cpu, "memory": training.head.memory}, "nodeSelector": {}},
         "worker": {
@@ -66,6 +68,20 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
     }
 
 
+# The submitter pod of a run that is a RayJob (training.runs: jobs): `ray job submit`, on no accelerator.
+SUBMITTER = {"cpu": "500m", "memory": "512Mi"}
+
+
+def _milli(cpu: str) -> int:
+    """A CPU quantity of the forms the config allows (`24`, `500m`) in millicores."""
+    return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
+
+
+def _mebi(memory: str) -> int:
+    """A memory quantity of the forms the config allows (`512Mi`, `16Gi`) in MiB."""
+    return int(memory[:-2]) * (1024 if memory.endswith("Gi") else 1)
+
+
 def _times(quantity: str, n: int) -> str:
     """A Kubernetes quantity of the forms the config allows (`24`, `500m`, `200Gi`) times n."""
     number = quantity.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -82,11 +98,20 @@ def training_queue_values(env: Environment) -> dict[str, Any]:
     slice_ = spec.slice
     resource = slice_.resource_name
     hosts = slice_.hosts
+    # The head's flavor holds the head, and where each run is a RayJob its submitter too (Kueue admits the RayJob's
+    # submitter pod with its cluster: kueue pkg/controller/jobs/rayjob addSubmitterPodSet @ v0.17).
+    cpu, memory = _milli(training.head.cpu), _mebi(training.head.memory)
+    if training.runs == "jobs":
+        cpu, memory = cpu + _milli(SUBMITTER["cpu"]), memory + _mebi(SUBMITTER["memory"])
     flavors = [
         {
             "name": f"{training.queue}-head",
             "nodeLabels": {},
-            "quota": {"cpu": training.head.cpu, "memory": training.head.memory, resource: "0"},
+            "quota": {
+                "cpu": f"{cpu}m" if cpu % 1000 else str(cpu // 1000),
+                "memory": f"{memory}Mi" if memory % 1024 else f"{memory // 1024}Gi",
+                resource: "0",
+            },
         }
     ]
     for pool in spec.pools(training.slice):

@@ -217,7 +217,8 @@ def check_upgrade(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> 
 
 
 def pod_templates(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(field path, pod template) of every pod an object creates: Deployments, Jobs, JobSets, LWS, RayClusters."""
+    """(field path, pod template) of every pod an object creates: Deployments, Jobs, JobSets, LWS, RayClusters, a
+    RayJob's submitter."""
     kind, spec = obj.get("kind"), obj.get("spec") or {}
     if kind in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
         yield "spec.template", spec.get("template") or {}
@@ -233,6 +234,10 @@ def pod_templates(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "spec.headGroupSpec.template", spec["headGroupSpec"]["template"]
         for i, group in enumerate(spec.get("workerGroupSpecs") or []):
             yield f"spec.workerGroupSpecs[{i}].template", group["template"]
+    elif kind == "RayJob" and spec.get("submitterPodTemplate"):
+        # Its own pod: the submitter. Its cluster's pods are the RayCluster KubeRay makes from spec.rayClusterSpec
+        # (held as that RayCluster: workloads/charts/runs.py made_per_run).
+        yield "spec.submitterPodTemplate", spec["submitterPodTemplate"]
 
 
 def containers(pod_spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -174,8 +174,12 @@ def _borrow_within(env: Environment) -> Iterator[Finding]:
 
 
 KUEUE_RAYCLUSTER_WEBHOOK = "kubernetes-sigs/kueue @ v0.17.3 pkg/controller/jobs/raycluster/raycluster_webhook.go"
-# A Workload holds at most 8 pod sets (kueue apis: MaxPodSets): the head's and one per worker group.
-RAYCLUSTER_MAX_WORKER_GROUPS = 7
+KUEUE_RAYJOB = "kubernetes-sigs/kueue @ v0.17.3 pkg/controller/jobs/rayjob (rayjob_webhook.go, PodSets)"
+# A Workload holds at most 8 pod sets (kueue apis/kueue/v1beta2 workload_types.go: podSets MaxItems=8 @ v0.17): a
+# RayCluster's are the head's and one per worker group; a RayJob's also its submitter's (K8sJobMode).
+MAX_POD_SETS = 8
+RAYCLUSTER_MAX_WORKER_GROUPS = MAX_POD_SETS - 1
+RAYJOB_MAX_WORKER_GROUPS = MAX_POD_SETS - 2
 
 
 @rule(
@@ -184,32 +188,36 @@ RAYCLUSTER_MAX_WORKER_GROUPS = 7
     layer="admission",
     summary=(
         f"A RayCluster Kueue admits (kueue.x-k8s.io/queue-name) has at most {RAYCLUSTER_MAX_WORKER_GROUPS} worker "
-        "groups (a Workload's 8 pod sets, the head's one of them), none named `head`, and no in-tree autoscaling "
-        "(what Kueue reserved, the cluster keeps): Kueue's webhook refuses it otherwise."
+        f"groups (a Workload's {MAX_POD_SETS} pod sets, the head's one of them), a queued RayJob at most "
+        f"{RAYJOB_MAX_WORKER_GROUPS} (its submitter's another), none named `head`, and no in-tree autoscaling (what "
+        "Kueue reserved, the cluster keeps): Kueue's webhook refuses it otherwise."
     ),
-    source=f"{KUEUE_RAYCLUSTER_WEBHOOK} (validateCreate)",
+    source=f"{KUEUE_RAYCLUSTER_WEBHOOK} (validateCreate); {KUEUE_RAYJOB}",
     subject="manifest",
-    kinds=("RayCluster",),
+    kinds=("RayCluster", "RayJob"),
 )
 def _raycluster_queued(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Finding]:
     for obj in objects:
         if not ((obj.get("metadata") or {}).get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
             continue
-        spec = obj.get("spec") or {}
+        job = obj.get("kind") == "RayJob"
+        spec = (obj.get("spec") or {}).get("rayClusterSpec") or {} if job else obj.get("spec") or {}
+        at = f"{where(obj)}: spec{'.rayClusterSpec' if job else ''}"
+        most = RAYJOB_MAX_WORKER_GROUPS if job else RAYCLUSTER_MAX_WORKER_GROUPS
         groups = spec.get("workerGroupSpecs") or []
-        if len(groups) > RAYCLUSTER_MAX_WORKER_GROUPS:
+        if len(groups) > most:
             yield Finding(
-                f"{where(obj)}: spec.workerGroupSpecs",
+                f"{at}.workerGroupSpecs",
                 len(groups),
-                f"at most {RAYCLUSTER_MAX_WORKER_GROUPS} worker groups in a queued RayCluster (one per slice: "
-                f"slices.<training slice>.count at most {RAYCLUSTER_MAX_WORKER_GROUPS})",
+                f"at most {most} worker groups in a queued {obj.get('kind')} (one per slice: slices.<training "
+                f"slice>.count at most {most})",
             )
         for i, group in enumerate(groups):
             if group.get("groupName") == "head":
-                yield Finding(f"{where(obj)}: spec.workerGroupSpecs[{i}].groupName", "head", "reserved for the head")
+                yield Finding(f"{at}.workerGroupSpecs[{i}].groupName", "head", "reserved for the head")
         if spec.get("enableInTreeAutoscaling"):
             yield Finding(
-                f"{where(obj)}: spec.enableInTreeAutoscaling",
+                f"{at}.enableInTreeAutoscaling",
                 True,
                 "a Kueue-managed RayCluster may autoscale only as an elastic job (ElasticJobsViaWorkloadSlices)",
             )

@@ -69,18 +69,29 @@ def render_release(release: dict[str, Any], charts: Path | None = None) -> list[
     checkout's by default) with its values; ChartCheckError where Helm refuses them."""
     from workloads.charts.check import render
 
-    values = release["values"][0]
-    values = json.loads(values) if isinstance(values, str) else values
     chart = str(release["chart"]).rsplit("/", 1)[-1]
-    return render(chart, values, name=release["name"], namespace=release["namespace"], charts=charts)
+    return render(chart, _values(release), name=release["name"], namespace=release["namespace"], charts=charts)
+
+
+def _values(release: dict[str, Any]) -> dict[str, Any]:
+    values = release["values"][0]
+    return json.loads(values) if isinstance(values, str) else values
 
 
 def stack_releases(stack: dict[str, Any]) -> Releases:
-    """(helm_release resource, rendered objects) of every local chart release of a stack, by release name."""
+    """(helm_release resource, rendered objects) of every local chart release of a stack, by release name; a
+    release whose runs are RayJobs (ray-training, runs: jobs) also with what one run makes, marked as such
+    (workloads/charts/runs.py), so the rules, the policy and the placement hold it at plan."""
+    from workloads.charts.runs import PLAN_RUN, made_per_run, runs_as_jobs, with_run
+
     out = {}
     for release in local_releases(stack):
         try:
             objects = render_release(release)
+            values = _values(release)
+            if runs_as_jobs(values):
+                run = {**release, "values": [with_run(values, **PLAN_RUN)]}
+                objects += made_per_run(render_release(run))
         except ChartCheckError as err:
             raise ReleaseRefused(release["name"], err) from None
         out[release["name"]] = (release, objects)

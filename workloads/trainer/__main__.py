@@ -292,7 +292,7 @@ def _fitting_mesh(recipe: Recipe, slice_: Slice, count: int = 1) -> dict[str, in
     return mesh
 
 
-def _cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
+def cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
     """What `run` does for a recipe on an environment's slice (no Ray, no MaxText needed)."""
     from workloads.trainer.launcher import Placement
     from workloads.trainer.maxtext import maxtext_args
@@ -411,18 +411,22 @@ def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
     return {**plan, "error": str(result.error) if result.error else None}
 
 
+def run_entrypoint(plan: dict[str, Any]) -> str:
+    """The command that trains `plan` in the cluster. The run carries its plan: the image holds no environment file."""
+    return f"python -m workloads.trainer run --plan {shlex.quote(json.dumps(plan, sort_keys=True))}"
+
+
 def _submit(args: argparse.Namespace) -> dict[str, Any]:
     from ray.job_submission import JobSubmissionClient
 
-    plan = _cluster_plan(args)  # refuse a bad recipe before anything is sent
-    # The run carries its plan: the cluster's image holds no environment file.
-    entrypoint = f"python -m workloads.trainer run --plan {shlex.quote(json.dumps(plan, sort_keys=True))}"
+    plan = cluster_plan(args)  # refuse a bad recipe before anything is sent
+    entrypoint = run_entrypoint(plan)
     client = JobSubmissionClient(args.address)
     job_id = client.submit_job(entrypoint=entrypoint, submission_id=args.submission_id)
     return {**plan, "entrypoint": entrypoint, "job_id": job_id, "address": args.address}
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     """The commands: `local` (JaxTrainer on local CPU workers), `run`, `args` and `submit` (a recipe on a slice),
     and one per orchestrator's process (`jobset`, `slurm`, `vertex`, `gce`: the canary)."""
     parser = argparse.ArgumentParser(
@@ -498,8 +502,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     in_cluster = args.command in ("run", *ORCHESTRATORS)
     if in_cluster:
         # In the cluster: one JSON line per event, as Cloud Logging reads them.
@@ -517,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
             out = run_process(group, steps=args.steps, checkpoint_dir=args.checkpoint_dir, mesh=args.mesh)
         elif args.command == "local":
             if args.steps < 1:
-                parser.error(f"--steps must be at least 1, got {args.steps}")
+                parser_.error(f"--steps must be at least 1, got {args.steps}")
             if args.engine == "maxtext":
                 out = run_local_maxtext(
                     recipe_name=args.recipe,
@@ -545,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
                     compile_delay_s=args.compile_delay_s,
                 )
         elif args.command == "args":
-            out = _cluster_plan(args)
+            out = cluster_plan(args)
         elif args.command == "run":
             out = _run_in_cluster(args)
         else:

@@ -1,0 +1,122 @@
+"""Training runs as queued RayJobs (training.runs: jobs): what the deploy renders, what the plan holds of a run, what
+`make train` submits and refuses. The runs against the real Kueue and KubeRay are in tests/test_localcluster.py
+(test_runs_as_jobs_wait_their_turn_and_a_team_borrows_the_slice_between_runs)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
+from infra.constructs.releases import ray_training_values
+from infra.rules.kueue import RAYJOB_MAX_WORKER_GROUPS, _raycluster_queued
+from infra.rules.run import stack_releases
+from infra.synth.load import load_environment
+from scripts import train
+from tests.helpers import REPO
+from tests.in_process import run_main
+from workloads.charts.check import render
+from workloads.charts.runs import per_run
+
+JOBS = ("\n  queue: training\n", "\n  queue: training\n  runs: jobs\n")
+
+
+def _dev(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    """dev.yaml with `edits` (text, replacement), beside the other environments."""
+    folder = tmp_path / "environments"
+    folder.mkdir()
+    for path in ENVIRONMENTS_DIR.glob("*.yaml"):
+        text = path.read_text()
+        if path.stem == "dev":
+            for old, new in edits:
+                assert old in text, old
+                text = text.replace(old, new, 1)
+        (folder / path.name).write_text(text)
+    return folder / "dev.yaml"
+
+
+def _jobs_env(tmp_path: Path) -> Environment:
+    return load_environment(_dev(tmp_path, JOBS))
+
+
+def _releases(env: Environment) -> list[dict[str, Any]]:
+    """The ray-training release's objects as the plan holds them (stack_releases), for a stack of this release."""
+    values = ray_training_values(env)
+    release = {"name": "ray-training", "namespace": "ml-training", "chart": "../../../workloads/charts/ray-training",
+               "values": [json.dumps(values)]}  # fmt: skip
+    ((_, objects),) = stack_releases({"resource": {"helm_release": {"ray_training": release}}}).values()
+    return objects
+
+
+def test_runs_as_jobs_without_a_queue_are_refused_at_load_naming_the_field(tmp_path: Path) -> None:
+    path = _dev(tmp_path, ("\n  queue: training\n", "\n  runs: jobs\n"), ("    borrow_training: true\n", ""))
+    with pytest.raises(ConfigError, match=r"training\.runs: 'jobs': each run is a RayJob .*set training\.queue"):
+        load_environment(path)
+
+
+def test_the_deploy_renders_no_standing_cluster_and_the_plan_holds_what_a_run_makes(tmp_path: Path) -> None:
+    env = _jobs_env(tmp_path)
+    deployed = render("ray-training", ray_training_values(env), name="ray-training", namespace="ml-training")
+    assert {o["kind"] for o in deployed} == {"ResourceFlavor", "ClusterQueue", "LocalQueue"}
+    held = [o for o in _releases(env) if per_run(o)]
+    assert [(o["kind"], o["metadata"]["name"]) for o in held] == [("RayJob", "run"), ("RayCluster", "run-xxxxx")]
+    job, cluster = held
+    # Queued through the training queue, its cluster the standing cluster's spec (each run its own head Service).
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+    assert (job["spec"]["shutdownAfterJobFinishes"], job["spec"]["ttlSecondsAfterFinished"]) == (True, 0)
+    standing = load_environment(ENVIRONMENTS_DIR / "dev.yaml")
+    (was,) = [o for o in _releases(standing) if o["kind"] == "RayCluster"]
+    assert was["spec"]["headGroupSpec"].pop("headService")
+    assert cluster["spec"] == job["spec"]["rayClusterSpec"] == was["spec"]
+
+
+def test_the_training_queue_holds_the_submitter_with_the_head_where_runs_are_jobs(tmp_path: Path) -> None:
+    def head_quota(env: Environment) -> dict[str, str]:
+        (queue,) = [o for o in _releases(env) if o["kind"] == "ClusterQueue"]
+        (flavors,) = [g["flavors"] for g in queue["spec"]["resourceGroups"]]
+        (head,) = [f for f in flavors if f["name"] == "training-head"]
+        return {r["name"]: r["nominalQuota"] for r in head["resources"]}
+
+    # Kueue admits a RayJob's submitter pod with its cluster (kueue rayjob addSubmitterPodSet): 500m and 512Mi more.
+    assert head_quota(_jobs_env(tmp_path)) == {"cpu": "4500m", "memory": "16896Mi", "google.com/tpu": "0"}
+    assert head_quota(load_environment(ENVIRONMENTS_DIR / "dev.yaml")) == {
+        "cpu": "4",
+        "memory": "16Gi",
+        "google.com/tpu": "0",
+    }
+
+
+def test_a_queued_rayjob_has_room_for_one_worker_group_fewer_than_a_queued_raycluster(tmp_path: Path) -> None:
+    (job,) = [o for o in _releases(_jobs_env(tmp_path)) if o["kind"] == "RayJob"]
+    group = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"] = [
+        {**group, "groupName": f"s{i}"} for i in range(RAYJOB_MAX_WORKER_GROUPS + 1)
+    ]
+    (found,) = _raycluster_queued([job], None)  # type: ignore[arg-type]
+    assert found.path == "RayJob/run: spec.rayClusterSpec.workerGroupSpecs" and found.value == 7
+    cluster = {"kind": "RayCluster", "metadata": job["metadata"], "spec": job["spec"]["rayClusterSpec"]}
+    assert list(_raycluster_queued([cluster], None)) == []  # type: ignore[arg-type]
+
+
+def test_each_submission_is_a_rayjob_of_its_own_named_as_kuberay_allows() -> None:
+    now = datetime(2026, 12, 3, 0, 14, 37, tzinfo=UTC)
+    name = train.job_name("llama3-8b-dev", None, now)
+    assert name.startswith("llama3-8b-dev-1203-001437-") and len(name) == len("llama3-8b-dev-1203-001437-") + 4
+    assert len(train.job_name("a" * 60, None, now)) <= train.NAME_MAX
+    assert train.job_name("x", "My_Run.2", now) == "my-run-2"
+    with pytest.raises(ValueError, match=r"--submission-id '42': a RayJob's name starts with a letter"):
+        train.job_name("x", "42", now)
+
+
+def test_make_train_refuses_a_bad_recipe_before_it_reaches_the_cluster(tmp_path: Path) -> None:
+    folder = _dev(tmp_path, JOBS).parent
+    env = {"PATH": "/usr/bin:/bin", "PLATFORM_ENVIRONMENTS_DIR": str(folder), "PLATFORM_KUBECONFIG": "/nonexistent"}
+    done = run_main(train.main, ["submit", "--env", "dev", "--recipe", "no-such"], env=env, cwd=REPO)
+    assert done.returncode == 2 and "no-such" in done.stderr and "nothing was submitted" in done.stderr
+    done = run_main(train.main, ["submit", "--env", "dev", "--recipe", "canary"], env=env, cwd=REPO)
+    assert done.returncode == 1, done.stderr
+    assert "PLATFORM_KUBECONFIG='/nonexistent': no such file; nothing was submitted" in done.stderr
