@@ -13,7 +13,7 @@ import pytest
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.constructs.releases import ray_training_values
-from infra.rules.kueue import RAYJOB_MAX_WORKER_GROUPS, _raycluster_queued
+from infra.rules.kueue import _raycluster_queued, max_worker_groups
 from infra.rules.run import stack_releases
 from infra.synth.load import load_environment
 from scripts import train
@@ -94,10 +94,11 @@ def test_a_queued_rayjob_has_room_for_one_worker_group_fewer_than_a_queued_raycl
     (job,) = [o for o in _releases(_jobs_env(tmp_path)) if o["kind"] == "RayJob"]
     group = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
     job["spec"]["rayClusterSpec"]["workerGroupSpecs"] = [
-        {**group, "groupName": f"s{i}"} for i in range(RAYJOB_MAX_WORKER_GROUPS + 1)
+        {**group, "groupName": f"s{i}"} for i in range(max_worker_groups("RayJob") + 1)
     ]
     (found,) = _raycluster_queued([job], None)  # type: ignore[arg-type]
     assert found.path == "RayJob/run: spec.rayClusterSpec.workerGroupSpecs" and found.value == 7
+    assert "at most 6 worker groups in a queued RayJob at Kueue 0.17.3" in found.message
     cluster = {"kind": "RayCluster", "metadata": job["metadata"], "spec": job["spec"]["rayClusterSpec"]}
     assert list(_raycluster_queued([cluster], None)) == []  # type: ignore[arg-type]
 
@@ -120,3 +121,28 @@ def test_make_train_refuses_a_bad_recipe_before_it_reaches_the_cluster(tmp_path:
     done = run_main(train.main, ["submit", "--env", "dev", "--recipe", "canary"], env=env, cwd=REPO)
     assert done.returncode == 1, done.stderr
     assert "PLATFORM_KUBECONFIG='/nonexistent': no such file; nothing was submitted" in done.stderr
+
+
+@pytest.mark.slow  # reads a Go module: downloaded into the module cache the first time
+def test_the_pod_set_limit_is_the_kueue_apis_own() -> None:
+    """KUEUE_MAX_POD_SETS against Kueue's Workload API in the Go module the local cluster builds (its go.mod's
+    version: the module proxy does not serve the pinned patch release), so the cap follows the version."""
+    import re
+    import subprocess
+
+    from infra.catalogue.controllers import CONTROLLERS, kueue_max_pod_sets
+    from infra.engine.build import components
+
+    folder = components()["kueue"].folder
+    module = re.search(r"^\s*sigs\.k8s\.io/kueue (v\d+\.\d+\.\d+)", (folder / "go.mod").read_text(), re.M)
+    assert module
+    where = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@{module.group(1)}"], cwd=folder,
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    source = (Path(json.loads(where.stdout)["Dir"]) / "apis/kueue/v1beta2/workload_types.go").read_text()
+    found = re.search(r"\+kubebuilder:validation:MaxItems=(\d+)\n(?:\s*//.*\n)*?\s*PodSets \[\]PodSet", source)
+    assert found, "WorkloadSpec.PodSets' MaxItems not found"
+    (pinned,) = CONTROLLERS["kueue"].versions
+    assert module.group(1).lstrip("v").rsplit(".", 1)[0] == pinned.rsplit(".", 1)[0]  # the same minor
+    assert kueue_max_pod_sets(pinned) == int(found.group(1)) == 8
+    with pytest.raises(KeyError, match=r"Kueue 0\.99\.0: its Workload's pod-set limit is not in"):
+        kueue_max_pod_sets("0.99.0")

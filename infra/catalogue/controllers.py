@@ -118,6 +118,21 @@ CONTROLLERS = {
 }
 
 
+# How many pod sets one Kueue Workload holds, per Kueue version the platform knows (CONTROLLERS["kueue"].versions):
+# apis/kueue/v1beta2/workload_types.go WorkloadSpec.PodSets `+kubebuilder:validation:MaxItems=8` @ v0.17 (the Go
+# module the local cluster builds, v0.17.0: tests/test_training_runs.py reads it there). A queued RayCluster's pod
+# sets are its head's and one per worker group; a RayJob's also its submitter's.
+KUEUE_MAX_POD_SETS = {"0.17.3": 8}
+
+
+def kueue_max_pod_sets(version: str) -> int:
+    """The pod sets a Workload holds at Kueue `version`; KeyError naming the table for a version it lacks."""
+    if version not in KUEUE_MAX_POD_SETS:
+        raise KeyError(f"Kueue {version}: its Workload's pod-set limit is not in infra/catalogue/controllers.py "
+                       "KUEUE_MAX_POD_SETS (apis/kueue/v1beta2/workload_types.go at that version)")  # fmt: skip
+    return KUEUE_MAX_POD_SETS[version]
+
+
 def owner_of(api_version: str) -> str | None:
     """The controller whose release installs the kind of an object with this apiVersion, or None (a core
     kind, or one GKE installs itself)."""

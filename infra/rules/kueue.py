@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from infra.catalogue.controllers import CONTROLLERS, kueue_max_pod_sets
 from infra.rules import Finding, containers, pod_templates, rule, where
 from infra.rules.manifest_subject import ReleaseContext, _queues
 
@@ -175,11 +176,14 @@ def _borrow_within(env: Environment) -> Iterator[Finding]:
 
 KUEUE_RAYCLUSTER_WEBHOOK = "kubernetes-sigs/kueue @ v0.17.3 pkg/controller/jobs/raycluster/raycluster_webhook.go"
 KUEUE_RAYJOB = "kubernetes-sigs/kueue @ v0.17.3 pkg/controller/jobs/rayjob (rayjob_webhook.go, PodSets)"
-# A Workload holds at most 8 pod sets (kueue apis/kueue/v1beta2 workload_types.go: podSets MaxItems=8 @ v0.17): a
-# RayCluster's are the head's and one per worker group; a RayJob's also its submitter's (K8sJobMode).
-MAX_POD_SETS = 8
-RAYCLUSTER_MAX_WORKER_GROUPS = MAX_POD_SETS - 1
-RAYJOB_MAX_WORKER_GROUPS = MAX_POD_SETS - 2
+# The pod sets a Workload holds at the pinned Kueue (infra/catalogue/controllers.py KUEUE_MAX_POD_SETS): a queued
+# RayCluster's are its head's and one per worker group; a queued RayJob's also its submitter's (K8sJobMode).
+PINNED_KUEUE = CONTROLLERS["kueue"].versions[-1]
+
+
+def max_worker_groups(kind: str, kueue: str = PINNED_KUEUE) -> int:
+    """The worker groups (slices) a queued RayCluster or RayJob may have at Kueue version `kueue`."""
+    return kueue_max_pod_sets(kueue) - (2 if kind == "RayJob" else 1)
 
 
 @rule(
@@ -187,10 +191,11 @@ RAYJOB_MAX_WORKER_GROUPS = MAX_POD_SETS - 2
     system="Kueue",
     layer="admission",
     summary=(
-        f"A RayCluster Kueue admits (kueue.x-k8s.io/queue-name) has at most {RAYCLUSTER_MAX_WORKER_GROUPS} worker "
-        f"groups (a Workload's {MAX_POD_SETS} pod sets, the head's one of them), a queued RayJob at most "
-        f"{RAYJOB_MAX_WORKER_GROUPS} (its submitter's another), none named `head`, and no in-tree autoscaling (what "
-        "Kueue reserved, the cluster keeps): Kueue's webhook refuses it otherwise."
+        "A RayCluster Kueue admits (kueue.x-k8s.io/queue-name) has at most one worker group fewer than the pinned "
+        f"Kueue's Workload holds pod sets (Kueue {PINNED_KUEUE}: {max_worker_groups('RayCluster')}; the head's is "
+        f"one), a queued RayJob two fewer ({max_worker_groups('RayJob')}; its submitter's another), none named `head`, "
+        "and "
+        "no in-tree autoscaling (what Kueue reserved, the cluster keeps): Kueue's webhook refuses it otherwise."
     ),
     source=f"{KUEUE_RAYCLUSTER_WEBHOOK} (validateCreate); {KUEUE_RAYJOB}",
     subject="manifest",
@@ -203,14 +208,19 @@ def _raycluster_queued(objects: list[dict[str, Any]], ctx: ReleaseContext) -> It
         job = obj.get("kind") == "RayJob"
         spec = (obj.get("spec") or {}).get("rayClusterSpec") or {} if job else obj.get("spec") or {}
         at = f"{where(obj)}: spec{'.rayClusterSpec' if job else ''}"
-        most = RAYJOB_MAX_WORKER_GROUPS if job else RAYCLUSTER_MAX_WORKER_GROUPS
+        kueue = ctx.chart_version("kueue") or PINNED_KUEUE if ctx is not None else PINNED_KUEUE
+        try:
+            most = max_worker_groups(str(obj.get("kind")), kueue)
+        except KeyError as err:
+            yield Finding(f"{at}.workerGroupSpecs", len(spec.get("workerGroupSpecs") or []), str(err.args[0]))
+            continue
         groups = spec.get("workerGroupSpecs") or []
         if len(groups) > most:
             yield Finding(
                 f"{at}.workerGroupSpecs",
                 len(groups),
-                f"at most {most} worker groups in a queued {obj.get('kind')} (one per slice: slices.<training "
-                f"slice>.count at most {most})",
+                f"at most {most} worker groups in a queued {obj.get('kind')} at Kueue {kueue} (one per slice: "
+                f"slices.<training slice>.count at most {most})",
             )
         for i, group in enumerate(groups):
             if group.get("groupName") == "head":

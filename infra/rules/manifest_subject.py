@@ -41,6 +41,13 @@ class ReleaseContext:
                 return r.get("namespace")
         return None
 
+    def chart_version(self, chart: str) -> str | None:
+        """The version of the stack's release of `chart` (a controller's, from its repository), or None."""
+        for r in (self.stack.get("resource", {}).get("helm_release") or {}).values():
+            if r.get("chart") == chart and r.get("version"):
+                return str(r["version"])
+        return None
+
     def pools(self) -> dict[str, dict[str, Any]]:
         """Node pools of the stack by name."""
         return {
