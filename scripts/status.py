@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -288,19 +289,22 @@ def table(found: list[Row], now: datetime) -> str:
 
 
 def read(run: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[str]) -> dict[str, list[Any]]:
-    """Every object of READ in `namespaces`, and the cluster's nodes; a kind the cluster does not serve (its
-    controller is not installed) reads as none."""
-    objects: dict[str, list[Any]] = {}
-    for kind, resource in READ.items():
-        items: list[Any] = []
-        for namespace in namespaces:
-            done = run("get", resource, "-n", namespace, "-o", "json")
-            if done.returncode:
-                if "the server doesn't have a resource type" in done.stderr:
-                    break
-                raise Unreachable(" ".join(done.stderr.split()))
-            items += json.loads(done.stdout).get("items", [])
-        objects[kind] = items
+    """Every object of READ in `namespaces` (one read per namespace), and the cluster's nodes; a kind the cluster
+    does not serve (its controller is not installed) reads as none."""
+    objects: dict[str, list[Any]] = {kind: [] for kind in READ}
+    served = list(READ.values())
+    for namespace in namespaces:
+        while True:
+            done = run("get", ",".join(served), "-n", namespace, "-o", "json")
+            missing = re.search(r"the server doesn't have a resource type \"([^\"]+)\"", done.stderr)
+            if not done.returncode or missing is None or len(served) == 1:
+                break
+            # kubectl names the resource as given, or by its first part.
+            served = [r for r in served if missing.group(1) not in (r, r.split(".")[0])]
+        if done.returncode:
+            raise Unreachable(" ".join(done.stderr.split()))
+        for item in json.loads(done.stdout).get("items", []):
+            objects.setdefault(item.get("kind", ""), []).append(item)
     done = run("get", "nodes", "-o", "json")
     if done.returncode:
         raise Unreachable(" ".join(done.stderr.split()))

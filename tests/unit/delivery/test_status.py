@@ -3,6 +3,7 @@ against the real Kueue, KubeRay, JobSet and LWS on the local cluster in tests/te
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -181,3 +182,29 @@ def test_an_unqueued_server_is_shown_by_its_pods_and_a_cpu_only_deployment_is_no
     # A single-host slice (2x2: one host's four chips) on a spot node, at the spot price.
     assert row.holds == "1 x v6e 2x2 (1 node)"
     assert row.usd_per_hour == pytest.approx(prices.hourly(TPU, "us-east5-b", "spot"), abs=0.01)
+
+
+def test_the_cluster_is_read_once_per_namespace_and_a_kind_it_does_not_serve_reads_as_none() -> None:
+    import subprocess
+
+    calls: list[tuple[str, ...]] = []
+    served = {"pods", "nodes"} | {r for r in status.READ.values() if "ray.io" not in r}
+
+    def run(*words: str) -> subprocess.CompletedProcess[str]:
+        calls.append(words)
+        asked = words[1].split(",")
+        for resource in asked:
+            if resource not in served:
+                # kubectl's words for a kind whose CRD is not installed.
+                said = f'error: the server doesn\'t have a resource type "{resource.split(".")[0]}"\n'
+                return subprocess.CompletedProcess(words, 1, "", said)
+        items = [{"kind": "Pod", "metadata": {"name": f"p-{words[3]}"}}] if "pods" in asked else []
+        if words[1] == "nodes":
+            items = [{"kind": "Node", "metadata": {"name": "n"}}]
+        return subprocess.CompletedProcess(words, 0, json.dumps({"items": items}), "")
+
+    objects = status.read(run, ["ml-training", "ml-serving"])
+    assert [p["metadata"]["name"] for p in objects["Pod"]] == ["p-ml-training", "p-ml-serving"]
+    assert objects["RayJob"] == objects["RayCluster"] == [] and len(objects["Node"]) == 1
+    # Two kinds not served: two retries in the first namespace, then one read per namespace.
+    assert len(calls) == 3 + 1 + 1
