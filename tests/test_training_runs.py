@@ -146,3 +146,10 @@ def test_the_pod_set_limit_is_the_kueue_apis_own() -> None:
     assert kueue_max_pod_sets(pinned) == int(found.group(1)) == 8
     with pytest.raises(KeyError, match=r"Kueue 0\.99\.0: its Workload's pod-set limit is not in"):
         kueue_max_pod_sets("0.99.0")
+
+
+def test_a_misspelt_slice_is_refused_with_the_closest_one() -> None:
+    done = run_main(train.main, ["args", "--env", "dev", "--slice", "trian"], env={"PATH": "/usr/bin:/bin"}, cwd=REPO)
+    assert done.returncode == 2
+    assert "environment 'dev' has no slice 'trian'; slices: train, " in done.stderr
+    assert done.stderr.rstrip().endswith("did you mean 'train'?")

@@ -29,6 +29,7 @@ from typing import Any
 
 from infra.catalogue.accelerators import Slice
 from infra.config import ConfigError, Environment, environment_file, parse_environment
+from infra.config.base import did_you_mean
 from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
 from workloads.logs import configure
 from workloads.trainer.discovery import ORCHESTRATORS, DiscoveryError, ProcessGroup, discover, from_jobset
@@ -307,7 +308,11 @@ def cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
             raise RecipeError(f"environment {env.name!r} has no training cluster (training:); give --slice (SLICE=)")
         args.slice = env.training.slice
     if args.slice not in env.slices:
-        raise RecipeError(f"environment {env.name!r} has no slice {args.slice!r}; slices: {', '.join(env.slices)}")
+        like = did_you_mean(args.slice, env.slices)
+        raise RecipeError(
+            f"environment {env.name!r} has no slice {args.slice!r}; slices: {', '.join(env.slices)}"
+            + (f"; {like}" if like else "")
+        )
     slice_, count = env.slices[args.slice].slice, env.slices[args.slice].count
     recipe = get_recipe(args.recipe)
     run_name = args.run_name or f"{recipe.name}-{env.name}"
