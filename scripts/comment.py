@@ -17,7 +17,7 @@ from scripts.parser import ArgumentParser, refuse
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m scripts.comment", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m scripts.comment", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", required=True)
     parser.add_argument("review", type=Path, help="the review's Markdown (the real plan's, else the offline one)")
     args = parser.parse_args(argv)

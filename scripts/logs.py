@@ -296,7 +296,7 @@ def render(env: Environment, sources: list[LogSource]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(
         prog="python -m scripts.logs",
-        description=__doc__.splitlines()[0],
+        description=__doc__.split("\n\n")[0],
         epilog="exit codes: 0 printed; 2 an environment that does not load, an unknown workload, or usage",
     )
     parser.add_argument("--env", default="dev", help="the environment (default dev)")

@@ -434,7 +434,7 @@ def baseline_of(ref: str, cache: Path = BASELINES) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(
-        prog="python -m scripts.plan", description=__doc__.splitlines()[0], epilog="exit codes: see the module doc"
+        prog="python -m scripts.plan", description=__doc__.split("\n\n")[0], epilog="exit codes: see the module doc"
     )
     parser.add_argument("--outdir", type=Path, default=Path("cdktf.out"), help="where the plan goes (cdktf.out)")
     parser.add_argument("--base", type=Path, default=None, help="a baseline cdktf.out for the review's diff")

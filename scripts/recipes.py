@@ -27,7 +27,7 @@ from workloads.trainer.compiled import environment_recipes, environment_recipes_
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(
         prog="python -m scripts.recipes",
-        description=__doc__.splitlines()[0],
+        description=__doc__.split("\n\n")[0],
         epilog="exit codes: 0 listed; 2 an environment that does not load, or usage",
     )
     parser.add_argument("--env", default=settings.ENVS.raw(), help="environments, comma-separated (PLATFORM_ENVS)")

@@ -97,3 +97,8 @@ def test_every_entry_point_answers_help(module: str) -> None:
     done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-1500:]
     assert done.stdout.startswith(f"usage: python -m {module}"), done.stdout[:200]
+    # What it does, said whole: the description (the paragraph after the usage) ends a sentence, not cut mid-way
+    # (`platform plan --help` once ended "...write the").
+    paragraphs = done.stdout.split("\n\n")
+    described = next((p for p in paragraphs[1:] if not p.startswith(("options:", "positional arguments:"))), "")
+    assert described.rstrip().endswith((".", ":", ")", "`", "]", ">")), described[-200:]

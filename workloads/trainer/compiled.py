@@ -380,7 +380,7 @@ def compare(fresh: Compiled, recorded: Compiled | None, *, tolerance_gib: float 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.trainer.compiled", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m workloads.trainer.compiled", description=__doc__.split("\n\n")[0])
     parser.add_argument("recipes", nargs="*", help="default: every maxtext recipe with a slice shape")
     parser.add_argument("--recipes-file", type=Path, default=None, help="compile another file's recipes (no table)")
     mode = parser.add_mutually_exclusive_group()

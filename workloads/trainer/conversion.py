@@ -114,7 +114,9 @@ def verify(paths: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.trainer.conversion", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m workloads.trainer.conversion", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("verify", help="fail unless every path exists and is not empty")
     check.add_argument("paths", nargs="+")
