@@ -45,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(err, then="nothing was written")
     print(f"wrote {target}: zones {', '.join(placement.zones)}")
     for who, (old, new) in placement.substitutes.items():
-        print(f"  {who}: {new} instead of {old}, which {args.region} does not offer")
+        print(
+            f"  {who}: {new} instead of {old}, which infra/catalogue/zones.yaml does not list for {args.region} "
+            "(if Compute Engine offers it there, add its zones to the catalogue and run this again)"
+        )
     for who, (old, new) in placement.reservations.items():
         key = who.split(".")[1]
         if old == new:

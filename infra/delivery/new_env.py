@@ -246,8 +246,10 @@ def new_environment_text(
         images[image] = f"{registry}/{image}@{PLACEHOLDER_DIGEST}"
     out = io.StringIO()
     yaml.dump(data, out)
-    changed = [f"{who}: {old} -> {new} ({old} is not offered in {region})" for who, (old, new) in
-               placement.substitutes.items()]  # fmt: skip
+    changed = [
+        f"{who}: {old} -> {new} ({old} is not listed for {region} in infra/catalogue/zones.yaml)"
+        for who, (old, new) in placement.substitutes.items()
+    ]
     header = [
         f"# Made by `make new-env` from {source.name}: project, region, zones, names and image paths rewritten, and",
         f"# the comments' mentions of {env.name}; a comment about {env.region}'s zones is marked [{env.region}]:",
