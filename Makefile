@@ -311,14 +311,14 @@ vm-down: $(VENV_STAMP) ## Delete VM group GROUP='s VMs in ENV= and cancel a resi
 preflight: $(VENV_STAMP) ## Check ENV= with your credentials before anything is applied: pinned terraform/packer/gcluster, credentials, APIs, the deployer's roles, quota per region (PRINT_ROLES=1: the roles to grant, no credentials)
 	$(PLATFORM) preflight $(ENV) $(if $(PRINT_ROLES),--print-roles) $(if $(SKIP_IMAGE),--skip-image)
 
-deploy: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## Preflight, then plan platform-$(ENV) to a file, gate it, show it, apply that file after a typed yes (AUTO_APPROVE=1: no question), then gcluster deploy of its Slurm cluster (needs terraform, packer, gcluster and credentials; refuses placeholder images; SKIP_IMAGE=1, DRY_RUN=1)
+deploy: $(VENV_STAMP) $(if $(DRY_RUN),,$(NODE_STAMP)) cluster-toolkit ## Preflight, then plan platform-$(ENV) to a file, gate it, show it, apply that file after a typed yes (AUTO_APPROVE=1: no question), then gcluster deploy of its Slurm cluster (needs terraform, packer, gcluster and credentials; refuses placeholder images; SKIP_IMAGE=1, DRY_RUN=1)
 	$(PLATFORM) deploy $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
-deploy-infra: $(VENV_STAMP) $(NODE_STAMP) cluster-toolkit ## First deploy of a fresh ENV: everything but the releases of images not built yet (DRY_RUN=1)
+deploy-infra: $(VENV_STAMP) $(if $(DRY_RUN),,$(NODE_STAMP)) cluster-toolkit ## First deploy of a fresh ENV: everything but the releases of images not built yet (DRY_RUN=1)
 	$(PLATFORM) deploy-infra $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 
 # Without CONFIRM=platform-$(ENV) nothing is installed or synthesized: the refusal comes first.
-destroy: $(if $(filter platform-$(ENV),$(CONFIRM)),$(VENV_STAMP) $(NODE_STAMP) cluster-toolkit) ## Tear ENV down (its Slurm cluster first): shows what goes, refuses protected resources; needs CONFIRM=platform-$(ENV) (DRY_RUN=1)
+destroy: $(if $(filter platform-$(ENV),$(CONFIRM)),$(VENV_STAMP) $(if $(DRY_RUN),,$(NODE_STAMP)) cluster-toolkit) ## Tear ENV down (its Slurm cluster first): shows what goes, refuses protected resources; needs CONFIRM=platform-$(ENV) (DRY_RUN=1)
 	@test "$$CONFIRM" = "platform-$(ENV)" || { echo "error: platform-$(ENV): destroy refused; nothing was changed: pass CONFIRM=platform-$(ENV) (make destroy ENV=$(ENV) CONFIRM=platform-$(ENV); DRY_RUN=1 shows what goes)" >&2; exit 3; }
 	$(PLATFORM) destroy $(ENV) $(if $(CONFIRM),--confirm "$$CONFIRM") $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)
 

@@ -45,6 +45,20 @@ def test_make_destroy_without_confirm_refuses_before_installing_or_synthesizing(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("target", ["deploy", "deploy-infra", "destroy"])
+def test_a_deploy_dry_run_installs_no_cdktf_cli(target: str, tmp_path: Path) -> None:
+    """A dry run prints the cdktf commands and runs none, so it does not install node modules first (a new user's
+    `make deploy DRY_RUN=1` sat in `npm ci`); the real one does."""
+    fresh = [f"NODE_STAMP={tmp_path / 'node' / '.installed'}", "ENV=dev", "CONFIRM=platform-dev"]
+
+    def planned(*args: str) -> str:
+        return subprocess.run(["make", "-n", target, *fresh, *args], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout  # fmt: skip
+
+    assert "npm ci" not in planned("DRY_RUN=1")
+    assert "npm ci" in planned()
+
+
 def test_make_plan_passes_env_only_when_given_on_the_command_line() -> None:
     """`make plan` plans every environment (ENV's default, dev, is not a choice); `make plan ENV=prod` plans prod."""
 
