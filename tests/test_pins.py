@@ -102,6 +102,7 @@ def test_an_image_rollback_takes_the_previous_digest_of_the_files_history(enviro
             "release.images.checkpoint-converter,",
         ),
         (["pin", "dev", "release.images.trainr", "x"], "did you mean 'release.images.trainer'?"),
+        (["pin", "dev", "release.chart.ray-training", "0.7.0"], "did you mean 'release.charts.ray-training'?"),
     ],
 )
 def test_a_pin_that_cannot_be_set_is_refused_and_nothing_is_written(

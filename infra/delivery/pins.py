@@ -12,6 +12,7 @@ change of that field, whoever made it.
 
 from __future__ import annotations
 
+import difflib
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,11 @@ def parse_field(text: str) -> tuple[str, str]:
     """(section, name) of `release.<section>.<name>` (or `<section>.<name>`)."""
     parts = text.removeprefix("release.").split(".")
     if len(parts) != 2 or parts[0] not in SECTIONS or not parts[1]:
+        close = difflib.get_close_matches(parts[0], SECTIONS, n=1) if len(parts) == 2 and parts[1] else []
         raise PinError(
             f"FIELD={text!r}: a release pin, release.<section>.<name> with section one of {', '.join(SECTIONS)} "
             "(release.controllers.lws, release.images.trainer)"
+            + (f"; did you mean 'release.{close[0]}.{parts[1]}'?" if close else "")
         )
     return parts[0], parts[1]
 
