@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,10 +88,34 @@ def test_one_slice_renders_the_ray_cluster_it_always_did(stacks: dict[str, dict[
         names[queued] = cluster["metadata"]["name"]
         (group,) = cluster["spec"]["workerGroupSpecs"]
         assert group["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == "train"
-    # As the chart renders it unqueued (0.6.0; the pods' labels carry the chart's version, so a chart bump is a new
-    # cluster, and this name moves with each bump; and with the workers' port 8081 named megascale, 1ab36e1).
-    assert names[False] == "ray-training-941b0e4a"
+    # As the chart renders it unqueued (0.7.0, whose pods no longer carry the chart's version; the workers' port 8081
+    # named megascale, 1ab36e1).
+    assert names[False] == "ray-training-15a15923"
     assert names[True] != names[False]
+
+
+def test_a_chart_bump_that_leaves_the_cluster_as_it_was_keeps_its_name(tmp_path: Path, stacks: dict[str, Any]) -> None:
+    """The RayCluster is named after its spec, and a new name is a new cluster (a training restart): a chart version
+    bump alone names no new one (0.6.0's pods carried the version, so every bump restarted training)."""
+    import shutil
+
+    from workloads.charts.check import CHARTS, render
+
+    shutil.copytree(CHARTS / "ray-training", tmp_path / "ray-training")
+    chart = tmp_path / "ray-training" / "Chart.yaml"
+    chart.write_text(re.sub(r"^version: .*$", "version: 99.0.0", chart.read_text(), flags=re.M))
+    release = next(r for r in of_type(stacks["dev"], "helm_release").values() if r["name"] == "ray-training")
+    values = json.loads(release["values"][0])
+
+    def name(charts: Path | None) -> str:
+        objects = render("ray-training", values, name="ray-training", namespace=release["namespace"], charts=charts)
+        (cluster,) = [o for o in objects if o["kind"] == "RayCluster"]
+        assert cluster["metadata"]["labels"]["helm.sh/chart"] == (
+            "ray-training-99.0.0" if charts else "ray-training-0.7.0"
+        )
+        return str(cluster["metadata"]["name"])
+
+    assert name(tmp_path) == name(None)
 
 
 def test_the_plan_reports_the_multislice_fit_and_the_cross_slice_traffic() -> None:
@@ -105,13 +130,13 @@ def test_the_plan_reports_the_multislice_fit_and_the_cross_slice_traffic() -> No
 
 
 def test_the_trainer_runs_n_times_the_workers_with_dcn_data_parallelism(monkeypatch: pytest.MonkeyPatch) -> None:
-    from workloads.trainer.__main__ import _cluster_plan
+    from workloads.trainer.__main__ import cluster_plan
 
     monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(EXAMPLE.parent))
     args = SimpleNamespace(
         env="dev", recipe=None, slice="train", run_name=None, bucket="checkpoints", max_failures=None
     )
-    plan = _cluster_plan(args)  # type: ignore[arg-type]
+    plan = cluster_plan(args)  # type: ignore[arg-type]
     assert plan["slices"] == 2
     assert plan["scaling_config"]["num_workers"] == 8  # 4 hosts a slice: Ray Train reserves two whole slices
     assert plan["scaling_config"]["topology"] == "4x4"

@@ -144,7 +144,8 @@ KUBECTL = _command(
 )
 KUBECONFIG = Setting(
     "PLATFORM_KUBECONFIG",
-    "`scripts/cluster_access.py` (`make training-pause`, `make training-resume`; the gate's reads at the apply)",
+    "`scripts/cluster_access.py` (`make status`, `make train` (runs as jobs), `make training-pause`, "
+    "`make training-resume`; the gate's reads at the apply)",
     "a kubeconfig that reaches the environment's cluster, used instead of gcloud's credentials (the local "
     "cluster's: `.cache/cluster-local/kubeconfig`)",
 )

@@ -1,8 +1,15 @@
 {{- define "ray-training.labels" -}}
+{{ include "ray-training.podLabels" . }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end -}}
+
+{{- /* The pods' labels: not the chart's version. The RayCluster is named after its spec (raycluster.yaml), pods
+  included, so a version in them made every chart bump a new cluster and a training restart, even one that left the
+  cluster as it was. */}}
+{{- define "ray-training.podLabels" -}}
 app.kubernetes.io/name: kuberay
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/part-of: ml-platform
-helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 
 {{- define "ray-training.volumes" -}}
