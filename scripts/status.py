@@ -27,7 +27,7 @@ import math
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -62,6 +62,7 @@ class Row:
     namespace: str
     name: str
     queue: str | None  # Kueue's LocalQueue, None when Kueue does not queue it
+    team: str  # the team whose queue it is in (teams: in the environment file), else the platform's
     state: str  # running, admitted, starting, waiting, reserved, evicted, paused, finished, scaled to zero
     why: str  # Kueue's (or the scheduler's) words where it is not running
     pods: int
@@ -168,8 +169,15 @@ def _holds(bound: list[dict[str, Any]]) -> str:
     return f"{', '.join(parts)} ({len(bound)} node{'s' if len(bound) != 1 else ''})"
 
 
-def rows(objects: dict[str, list[dict[str, Any]]], nodes: list[dict[str, Any]], now: datetime) -> list[Row]:
-    """The rows of the objects read (`objects`: kind -> items, of KINDS and READ) and the cluster's nodes, at `now`."""
+PLATFORM = "platform"
+
+
+def rows(
+    objects: dict[str, list[dict[str, Any]]], nodes: list[dict[str, Any]], now: datetime, teams: Iterable[str] = ()
+) -> list[Row]:
+    """The rows of the objects read (`objects`: kind -> items, of KINDS and READ) and the cluster's nodes, at `now`;
+    a row in the queue of one of `teams` (each team's queue is named after it) is that team's."""
+    teams = set(teams)
     owners = {
         (kind, o["metadata"]["namespace"], o["metadata"]["name"]): o
         for kind in (*KINDS, "ReplicaSet")
@@ -230,7 +238,8 @@ def rows(objects: dict[str, list[dict[str, Any]]], nodes: list[dict[str, Any]], 
             so_far = round(per_hour * hours, 2)
         out.append(
             Row(
-                kind, namespace, name, queue, state, why, len(pods), len(ready), _holds(held),
+                kind, namespace, name, queue, queue if queue in teams else PLATFORM, state, why, len(pods), len(ready),
+                _holds(held),
                 tuple(sorted({n["metadata"]["labels"].get(POOL, "") for n in held})), since, per_hour, so_far,
             )
         )  # fmt: skip
@@ -262,14 +271,14 @@ def _age(since: str | None, now: datetime) -> str:
 
 def table(found: list[Row], now: datetime) -> str:
     """The rows as a table a person reads, each row's reason on a line under it."""
-    header = ("KIND", "NAMESPACE/NAME", "QUEUE", "STATE", "PODS", "HOLDS", "FOR", "USD/H", "USD SO FAR")
+    header = ("KIND", "NAMESPACE/NAME", "TEAM", "QUEUE", "STATE", "PODS", "HOLDS", "FOR", "USD/H", "USD SO FAR")
     lines = [header]
     notes: dict[int, str] = {}
     for row in found:
         lines.append(
             (
-                row.kind, f"{row.namespace}/{row.name}", row.queue or "-", row.state, f"{row.ready}/{row.pods}",
-                row.holds or "-", _age(row.since, now),
+                row.kind, f"{row.namespace}/{row.name}", row.team, row.queue or "-", row.state,
+                f"{row.ready}/{row.pods}", row.holds or "-", _age(row.since, now),
                 "-" if row.usd_per_hour is None or not row.holds else f"{row.usd_per_hour:,.2f}",
                 "-" if row.usd_so_far is None else f"{row.usd_so_far:,.2f}",
             )
@@ -282,9 +291,14 @@ def table(found: list[Row], now: datetime) -> str:
         text.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
         if i in notes:
             text.append(f"    {notes[i]}")
-    priced = [r.usd_per_hour for r in found if r.holds]
-    total = _sum(priced)
-    text.append(f"held now: {'-' if total is None else f'{total:,.2f}'} USD/h at list price ({prices.PRICE_SOURCE})")
+    total = _sum([r.usd_per_hour for r in found if r.holds])
+    by_team = {
+        t: _sum([r.usd_per_hour for r in found if r.holds and r.team == t]) for t in sorted({r.team for r in found})
+    }
+    shares = ", ".join(f"{t} {'-' if v is None else f'{v:,.2f}'}" for t, v in by_team.items())
+    text.append(
+        f"held now: {'-' if total is None else f'{total:,.2f}'} USD/h ({shares}) at list price ({prices.PRICE_SOURCE})"
+    )
     return "\n".join(text)
 
 
@@ -332,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     now = datetime.now(UTC)
-    found = rows(objects, objects.pop("Node"), now)
+    found = rows(objects, objects.pop("Node"), now, env.teams)
     if args.json:
         print(json.dumps({"environment": env.name, "read_at": now.isoformat(timespec="seconds"),
                           "rows": [asdict(r) for r in found]}, indent=2))  # fmt: skip

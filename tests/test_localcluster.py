@@ -477,7 +477,12 @@ def test_a_team_borrows_the_idle_training_slice_and_the_training_queue_takes_it_
         ))  # fmt: skip
         lent, borrower = rows[name], rows["ml-gpu/research-tpu"]
         assert "make training-resume" in lent["why"]
-        assert (borrower["kind"], borrower["queue"], borrower["state"]) == ("Job", "research", "admitted")
+        assert (borrower["kind"], borrower["queue"], borrower["team"], borrower["state"]) == (
+            "Job",
+            "research",
+            "research",
+            "admitted",
+        )
         flavors = {a["flavors"]["google.com/tpu"] for a in team()["status"]["admission"]["podSetAssignments"]}
         assert flavors == {f"training-{worker['template']['spec']['nodeSelector']['cloud.google.com/gke-nodepool']}"}
         _until(

@@ -102,11 +102,35 @@ def test_an_admitted_run_holds_its_whole_slice_and_costs_its_nodes_list_price_si
     node_price = prices.hourly(TPU, "us-east5-b", "on-demand")
     assert node_price
     assert (row.kind, row.queue, row.state, row.ready, row.pods) == ("RayCluster", "training", "running", 5, 5)
+    assert row.team == "platform"  # the training queue is no team's
     # The head's CPU node is shared and not counted; the four TPU hosts are one v6e 4x4 slice.
     assert row.holds == "1 x v6e 4x4 (4 nodes)" and row.pools == ("train",)
     assert row.usd_per_hour == pytest.approx(4 * node_price, abs=0.01)
     assert row.usd_so_far == pytest.approx(2 * 4 * node_price, abs=0.02)  # admitted at 10:00, read at 12:00
-    assert "held now: " in status.table([row], NOW)
+    assert f"held now: {row.usd_per_hour:,.2f} USD/h (platform {row.usd_per_hour:,.2f}) at list price" in status.table(
+        [row], NOW
+    )
+
+
+def test_a_run_in_a_teams_queue_is_the_teams_and_the_total_says_each_teams_share() -> None:
+    nodes = [*_tpu_nodes("train", 4), *_tpu_nodes("serve", 1, topology="2x2")]
+    serving = {"containers": [{"name": "vllm", "resources": {"limits": {"google.com/tpu": "4"}}}]}
+    objects = {
+        "RayCluster": [_raycluster("borrowed")],
+        "Pod": [*_ray_pods("borrowed", [f"train-{i}" for i in range(4)]),
+                _pod("server-0", "serve-0", {}, ("ReplicaSet", "server-1"))],
+        "Workload": [_workload(("RayCluster", "borrowed"), "research", [ADMITTED])],
+        "Deployment": [{"metadata": {"name": "server", "namespace": "ml-training"},
+                        "spec": {"replicas": 1, "template": {"spec": serving}}}],
+        "ReplicaSet": [{"metadata": {"name": "server-1", "namespace": "ml-training", "ownerReferences": [
+            {"kind": "Deployment", "name": "server", "controller": True}]}}],
+    }  # fmt: skip
+    found = status.rows(objects, nodes, NOW, teams=["research"])
+    assert {(r.name, r.team) for r in found} == {("borrowed", "research"), ("server", "platform")}
+    node = prices.hourly(TPU, "us-east5-b", "on-demand")
+    assert node
+    shares = f"(platform {node:,.2f}, research {4 * node:,.2f})"
+    assert f"held now: {5 * node:,.2f} USD/h {shares}" in status.table(found, NOW)
 
 
 def test_a_run_kueue_holds_back_says_why_and_holds_and_costs_nothing() -> None:
