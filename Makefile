@@ -87,7 +87,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: status training-pause training-resume tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: drift-local status training-pause training-resume tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -158,6 +158,9 @@ deploy-local: $(VENV_STAMP) ## The deploy's path for ENV= on the local cluster: 
 
 destroy-local: $(VENV_STAMP) ## tofu destroy of what deploy-local applied for ENV=, then list what the cluster still holds that it did not before: left by design, or left behind (exit 1)
 	$(PLATFORM) destroy-local $(ENV)
+
+drift-local: $(VENV_STAMP) ## What changed on the local cluster outside OpenTofu since deploy-local ENV= applied it, each with what the gate says of it; exit 2 when something did
+	$(PLATFORM) drift-local $(ENV)
 
 local-cluster-build: $(VENV_STAMP) ## Build the local cluster's Go programs from their pinned modules (infra/engine/go), or find them cached; says which and how long each build took
 	$(PLATFORM) cluster-local build >/dev/null

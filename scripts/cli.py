@@ -63,6 +63,9 @@ COMMANDS: dict[str, Command] = {
     "destroy-local": Command(
         "scripts.deploy_local", "destroy what deploy-local applied; list what is left behind", ["--destroy"]
     ),
+    "drift-local": Command(
+        "scripts.deploy_local", "what changed on the local cluster outside OpenTofu since deploy-local", ["--drift"]
+    ),
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
     "tofu": Command("scripts.tofu", "the real Terraform engine: build OpenTofu and the providers, validate the stacks"),
     "train": Command(

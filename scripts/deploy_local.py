@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("env")
     parser.add_argument("--dir", type=Path, default=Path(".cache/cluster-local"), help="the local cluster's folder")
     parser.add_argument("--destroy", action="store_true", help="destroy what deploy-local applied (make destroy-local)")
+    parser.add_argument(
+        "--drift", action="store_true", help="what changed on the cluster outside OpenTofu since the last apply"
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
@@ -71,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = REPO / f"cdktf.out.local-{env.name}"
     if args.destroy:
         return destroy(f"platform-{env.name}", folder, Cluster(args.dir.resolve()))
+    if args.drift:
+        return drift(f"platform-{env.name}", Cluster(args.dir.resolve()))
     shutil.rmtree(folder, ignore_errors=True)
     synth({env.name: env}, folder)
     stack_dir = layout.stack_dir(folder, layout.stack_name(env.name))
@@ -102,6 +107,44 @@ def main(argv: list[str] | None = None) -> int:
     found = settle(cluster, stack)
     report(found, folder / "verdicts.json")
     return 1 if found.unexpected() else 0
+
+
+def drift(stack_name: str, cluster: Cluster) -> int:
+    """`--drift` (make drift-local): OpenTofu's plan of the state deploy-local's last apply left against what the
+    cluster holds now. Each resource changed outside OpenTofu that the next apply would change back (its refresh,
+    `resource_drift`, of what the configuration sets) is listed with what the gate says of such a change (security
+    weakened, data or capacity lost, a dependency cut), then what the next apply would do. 0 nothing drifted, 2
+    something did, 1 nothing applied or the engine failed."""
+    from infra.review.diff import review_plan
+
+    engine = LocalApply(cluster, stack_name)
+    if not engine.applied():
+        print(f"error: {stack_name}: deploy-local has applied nothing of it to this cluster", file=sys.stderr)
+        return 1
+    try:
+        review = review_plan(stack_name, engine.plan())
+    except EngineError as err:
+        print(f"error: drift-local: {err}", file=sys.stderr)
+        return 1
+    # Drift is what the next apply would undo: a resource whose refresh changed only what the configuration does not
+    # set (its resourceVersion, a server-side default, the order of a set) is planned as no change, as OpenTofu's
+    # own plan shows no "changed outside" note for it.
+    repaired = {c.address for c in review.changes}
+    drifted = [c for c in review.drift if c.address in repaired]
+    if not drifted:
+        print(
+            f"drift: {stack_name}: nothing changed outside OpenTofu since the last apply ({len(review.drift)} "
+            "resource(s) refreshed with server-side fields changed that the configuration does not set)"
+        )
+        return 0
+    print(f"drift: {stack_name}: {len(drifted)} resource(s) changed outside OpenTofu since the last apply:")
+    for change in drifted:
+        changed = f" ({', '.join(change.attributes)})" if change.attributes else ""
+        said = f": {change.blocked}" if change.blocked else ""
+        print(f"  {'deleted' if change.action == 'delete' else change.action} {change.address}{changed}{said}")
+    repairs = "; ".join(f"{c.action} {c.address}" for c in review.changes) or "nothing"
+    print(f"the next deploy-local would: {repairs}")
+    return 2
 
 
 def destroy(stack_name: str, folder: Path, cluster: Cluster) -> int:

@@ -1048,6 +1048,38 @@ def test_runs_as_jobs_wait_their_turn_and_a_team_borrows_the_slice_between_runs(
 
 
 @pytest.mark.slow
+def test_drift_local_reports_each_object_edited_by_hand_with_what_the_gate_says_of_it(cluster_dir: Path) -> None:
+    """`make drift-local ENV=dev`: nothing after the apply; then three objects of the stack changed by hand, each
+    reported with its consequence, and what the next apply would do about it (exit 2)."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+
+    def drift() -> tuple[int, str]:
+        env = {**os.environ, "PLATFORM_KUBECTL": str(build.build_all(["kube"])["kubectl"])}
+        done = run_main(platform_main, ["drift-local", "dev", "--dir", str(cluster_dir / "cluster")], env=env, cwd=REPO)
+        return done.returncode, done.stdout + done.stderr
+
+    code, said = drift()
+    assert code == 0 and "platform-dev: nothing changed outside OpenTofu since the last apply" in said, said
+    cluster.kubectl("delete", "networkpolicy", "default-deny-ingress", "-n", "ml-training")
+    cluster.kubectl("patch", "networkpolicy", "ray-training-within", "-n", "ml-training", "--type=json",
+                    "-p", json.dumps([{"op": "replace", "path": "/spec/ingress", "value": [{}]}]))  # fmt: skip
+    cluster.kubectl("annotate", "serviceaccount", "ray-trainer", "-n", "ml-training",
+                    "iam.gke.io/gcp-service-account=someone@elsewhere.iam.gserviceaccount.com")  # fmt: skip
+    code, said = drift()
+    assert code == 2, said
+    assert "platform-dev: 3 resource(s) changed outside OpenTofu since the last apply" in said, said
+    lines = {line.split()[1]: line for line in said.splitlines() if line.startswith("  ")}
+    (deleted,) = [v for k, v in lines.items() if "ml-training-default-deny-ingress" in k]
+    assert deleted.startswith("  deleted ") and "security weakened: the NetworkPolicy is deleted" in deleted
+    (opened,) = [v for k, v in lines.items() if "ml-training-ray-training-within" in k]
+    assert "security weakened: the NetworkPolicy allows more" in opened
+    (rebound,) = [v for k, v in lines.items() if k.startswith("kubernetes_service_account_v1.trainer_ksa")]
+    assert "security weakened: the Kubernetes service account is bound to a Google service account" in rebound
+    repairs = said.split("the next deploy-local would: ", 1)[1]
+    assert repairs.count("create kubernetes_network_policy_v1.") == 1 and repairs.count("update ") == 2
+
+
+@pytest.mark.slow
 def test_destroy_local_takes_the_stack_down_and_leaves_only_what_helm_keeps(cluster_dir: Path) -> None:
     """make destroy-local: every resource in a destroy order (controllers as early as the graph allows), the
     namespaces gone, nothing of the stack left but what is kept by design. Kueue's aggregated ClusterRoles, deleted

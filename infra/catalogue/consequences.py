@@ -561,6 +561,17 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         path="metadata.labels.pod-security.kubernetes.io/enforce",
         when=_weaker_level,
     ),
+    Consequence(
+        SECURITY_WEAKENED,
+        ("kubernetes_service_account_v1", "kubernetes_service_account"),
+        ("update",),
+        "the Kubernetes service account is bound to a Google service account, or another one (its "
+        "iam.gke.io/gcp-service-account annotation): every pod that runs as it acts as that account, with its roles "
+        "(the platform grants its accounts' roles to the Kubernetes principals directly and sets no annotation)",
+        WORKLOAD_IDENTITY,
+        path="metadata.annotations.iam.gke.io/gcp-service-account",
+        when=lambda old, new: bool(new) and old != new,
+    ),
     # -- a dependency cut ------------------------------------------------------------------------------------------
     Consequence(
         DEPENDENCY_CUT,
@@ -596,6 +607,16 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         ("delete", "replace"),
         "the Kubernetes service account is deleted (a rename is a delete): pods that name it are not created",
         WORKLOAD_IDENTITY,
+    ),
+    Consequence(
+        DEPENDENCY_CUT,
+        ("kubernetes_service_account_v1", "kubernetes_service_account"),
+        ("update",),
+        "the Kubernetes service account loses its Google service account (its iam.gke.io/gcp-service-account "
+        "annotation removed): its pods call Google APIs as no one, and every such call is refused",
+        WORKLOAD_IDENTITY,
+        path="metadata.annotations.iam.gke.io/gcp-service-account",
+        when=lambda old, new: bool(old) and not new,
     ),
     Consequence(
         DEPENDENCY_CUT,

@@ -268,6 +268,21 @@ class LocalApply:
             self.controllers.stop(name)
         return summary
 
+    def plan(self) -> dict[str, Any]:
+        """OpenTofu's plan of the configuration the last apply gave it against what the cluster holds now (its refresh
+        of the state), as `tofu show -json` writes it: `resource_drift` is what changed outside OpenTofu,
+        `resource_changes` what the next apply would do about it. Nothing is changed."""
+        overrides = json.loads((self.folder / Workspace.OVERRIDE).read_text())
+        overrides.pop("terraform", None)  # the backend, which Workspace writes again
+        workspace = Workspace(self.folder, self.configuration(), overrides=overrides)
+        workspace.init()
+        extra = helm_env(self.cluster)
+        workspace.run("plan", "-lock=false", "-no-color", "-input=false", "-out=drift.bin", extra_env=extra)
+        shown = workspace.run("show", "-json", "drift.bin", extra_env=extra)
+        (workspace.folder / "drift.bin").unlink(missing_ok=True)
+        planned: dict[str, Any] = json.loads(shown.stdout)
+        return planned
+
     def engine(self, workspace: Workspace, action: str, log: Any) -> str:
         """`tofu <action>` in `workspace`, its output streamed to `log`, while the supervisor runs the controllers;
         OpenTofu's summary line, or ApplyError with OpenTofu's errors."""

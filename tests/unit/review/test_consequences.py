@@ -99,6 +99,13 @@ SECRET = {"metadata": {"name": "hf-token", "namespace": "ml-serving"}, "data": {
 CONFIG = {"metadata": {"name": "serving-config", "namespace": "ml-serving"}, "data": {"model": "llama"}}
 PUBLIC_RULE = {"name": "https", "network": "n", "source_ranges": ["0.0.0.0/0"],
                "allow": [{"protocol": "tcp", "ports": ["443"]}]}  # fmt: skip
+KSA = {
+    "metadata": {
+        "name": "app",
+        "namespace": "ml-serving",
+        "annotations": {"iam.gke.io/gcp-service-account": "app@p.iam.gserviceaccount.com"},
+    }
+}
 POOL = "google_container_node_pool"
 CLUSTER = "google_container_cluster"
 BUCKET = "google_storage_bucket"
@@ -238,6 +245,12 @@ ATTACKS: dict[str, tuple[Craft, str, bool]] = {
     "the GPU VM group deleted": (_delete("google_compute_instance_group_manager", ""), CAPACITY_LOST, True),
     "a ConfigMap value emptied": (_object("kubernetes_config_map_v1", CONFIG, ["update"], {
         **CONFIG, "data": {"model": ""}}), DEPENDENCY_CUT, True),
+    # Found by make drift-local: an annotation edited by hand passed as a plain metadata update.
+    "a Kubernetes service account bound to another Google account": (_update("kubernetes_service_account_v1",
+        "trainer_ksa", lambda b: b["metadata"]["annotations"].update({
+            "iam.gke.io/gcp-service-account": "attacker@elsewhere.iam.gserviceaccount.com"})), SECURITY_WEAKENED, True),
+    "a Kubernetes service account's Google account removed": (_object("kubernetes_service_account_v1", KSA,
+        ["update"], {**KSA, "metadata": {**KSA["metadata"], "annotations": {}}}), DEPENDENCY_CUT, True),
 }  # fmt: skip
 
 # Changes a platform team makes every week: none may stop the apply (review 9's C1-C3 and more).
@@ -257,6 +270,9 @@ CONTROLS: dict[str, Craft] = {
     "a grant to a service account": _create("google_project_iam_member.new", {
         "project": "p", "role": "roles/logging.logWriter", "member": "serviceAccount:a@p.iam.gserviceaccount.com"}),
     "a NetworkPolicy created": _create(f"{NP}.new", {"metadata": {"name": "n"}, "spec": {"policy_types": ["Ingress"]}}),
+    "a Kubernetes service account created with its Google account": _create(
+        "kubernetes_service_account_v1.new", {"metadata": {"name": "n", "namespace": "ml-training", "annotations": {
+            "iam.gke.io/gcp-service-account": "n@p.iam.gserviceaccount.com"}}}),
     "a deny rule's source widened": _update("google_compute_firewall", "network_deny-ingress", lambda b: b.update(
         source_ranges=["0.0.0.0/0", "::/0"])),
     "a new internal firewall rule": _create("google_compute_firewall.internal", {
