@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,17 @@ class Unreachable(RuntimeError):
 
 def kubectl() -> list[str]:
     return settings.KUBECTL.command()
+
+
+def kubectl_in(run_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`kubectl <words>` in the process environment cluster_env gives, its output captured, never raising."""
+
+    def run(*words: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*kubectl(), *words], input=stdin, env=run_env, capture_output=True, text=True, check=False
+        )
+
+    return run
 
 
 @contextmanager

@@ -37,7 +37,7 @@ from infra.catalogue.accelerators import accelerator_for_machine
 from infra.catalogue.pod_owners import controller_of, template_of
 from infra.config import ConfigError
 from infra.synth.load import load_named
-from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl
+from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl_in
 from scripts.parser import ArgumentParser, refuse
 
 # The kinds a row can be, as `kubectl get` names them; the pods and what they need to be followed to a row.
@@ -337,11 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(err)
     try:
         with cluster_env(env) as run_env:
-
-            def run(*words: str) -> subprocess.CompletedProcess[str]:
-                return subprocess.run([*kubectl(), *words], env=run_env, capture_output=True, text=True, check=False)
-
-            objects = read(run, env.namespaces)
+            objects = read(kubectl_in(run_env), env.namespaces)
     except (ToolsMissing, Unreachable) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

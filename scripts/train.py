@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import subprocess
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 from infra.config import ConfigError, Environment
 from infra.constructs.releases import ray_training_values
 from infra.synth.load import load_named
-from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl
+from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl_in
 from scripts.parser import refuse
 from scripts.training import training_namespace
 from workloads.charts.check import ChartCheckError, render
@@ -76,14 +75,7 @@ def submit(env: Environment, args: Any) -> int:
     namespace = training_namespace(env)
     try:
         with cluster_env(env) as run_env:
-            done = subprocess.run(
-                [*kubectl(), "create", "-n", namespace, "-f", "-", "-o", "name"],
-                input=json.dumps(job),
-                env=run_env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            done = kubectl_in(run_env)("create", "-n", namespace, "-f", "-", "-o", "name", stdin=json.dumps(job))
     except (ToolsMissing, Unreachable) as err:
         print(f"error: {err}; nothing was submitted", file=sys.stderr)
         return 1

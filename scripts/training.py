@@ -20,13 +20,12 @@ Exit codes: 0 done, already so, or a dry run; 1 the cluster cannot be reached, o
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from typing import Any
 
 from infra.config import ConfigError, Environment
 from infra.synth.load import load_named
-from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl
+from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl_in
 from scripts.parser import ArgumentParser, refuse
 
 WORKLOADS = "workloads.kueue.x-k8s.io"
@@ -67,10 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     namespace = training_namespace(env)
     try:
         with cluster_env(env) as run_env:
-
-            def run(*words: str) -> subprocess.CompletedProcess[str]:
-                return subprocess.run([*kubectl(), *words], env=run_env, capture_output=True, text=True, check=False)
-
+            run = kubectl_in(run_env)
             listed = run("get", WORKLOADS, "-n", namespace, "-o", "json")
             if listed.returncode:
                 raise Unreachable(" ".join(listed.stderr.split()))
