@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if found.unexpected() else 0
 
 
+SERVER_SET = ("metadata.resource_version", "metadata.generation", "metadata.uid")
+
+
 def drift(stack_name: str, cluster: Cluster) -> int:
     """`--drift` (make drift-local): OpenTofu's plan of the state deploy-local's last apply left against what the
     cluster holds now. Each resource changed outside OpenTofu that the next apply would change back (its refresh,
@@ -139,7 +142,9 @@ def drift(stack_name: str, cluster: Cluster) -> int:
         return 0
     print(f"drift: {stack_name}: {len(drifted)} resource(s) changed outside OpenTofu since the last apply:")
     for change in drifted:
-        changed = f" ({', '.join(change.attributes)})" if change.attributes else ""
+        # The fields changed, less those the API server sets on every write.
+        fields = [path for path, _, _ in change.values if path not in SERVER_SET] or list(change.attributes)
+        changed = f" ({', '.join(fields)})" if fields else ""
         said = f": {change.blocked}" if change.blocked else ""
         print(f"  {'deleted' if change.action == 'delete' else change.action} {change.address}{changed}{said}")
     repairs = "; ".join(f"{c.action} {c.address}" for c in review.changes) or "nothing"

@@ -1072,9 +1072,12 @@ def test_drift_local_reports_each_object_edited_by_hand_with_what_the_gate_says_
     (deleted,) = [v for k, v in lines.items() if "ml-training-default-deny-ingress" in k]
     assert deleted.startswith("  deleted ") and "security weakened: the NetworkPolicy is deleted" in deleted
     (opened,) = [v for k, v in lines.items() if "ml-training-ray-training-within" in k]
-    assert "security weakened: the NetworkPolicy allows more" in opened
+    assert "(spec.ingress" in opened and "security weakened: the NetworkPolicy allows more" in opened
     (rebound,) = [v for k, v in lines.items() if k.startswith("kubernetes_service_account_v1.trainer_ksa")]
-    assert "security weakened: the Kubernetes service account is bound to a Google service account" in rebound
+    assert (
+        "(metadata.annotations.iam.gke.io/gcp-service-account): security weakened: the Kubernetes service "
+        "account is bound to a Google service account" in rebound
+    )
     repairs = said.split("the next deploy-local would: ", 1)[1]
     assert repairs.count("create kubernetes_network_policy_v1.") == 1 and repairs.count("update ") == 2
 
