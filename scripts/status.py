@@ -269,8 +269,9 @@ def _age(since: str | None, now: datetime) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def table(found: list[Row], now: datetime) -> str:
-    """The rows as a table a person reads, each row's reason on a line under it."""
+def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = None) -> str:
+    """The rows as a table a person reads, each row's reason on a line under it; the footer splits what is held now
+    by team, beside a team's budget per hour (`budgets`: team -> USD a month) where it has one."""
     header = ("KIND", "NAMESPACE/NAME", "TEAM", "QUEUE", "STATE", "PODS", "HOLDS", "FOR", "USD/H", "USD SO FAR")
     lines = [header]
     notes: dict[int, str] = {}
@@ -295,7 +296,15 @@ def table(found: list[Row], now: datetime) -> str:
     by_team = {
         t: _sum([r.usd_per_hour for r in found if r.holds and r.team == t]) for t in sorted({r.team for r in found})
     }
-    shares = ", ".join(f"{t} {'-' if v is None else f'{v:,.2f}'}" for t, v in by_team.items())
+    budgets = budgets or {}
+
+    def share(team: str, held: float | None) -> str:
+        said = f"{team} {'-' if held is None else f'{held:,.2f}'}"
+        if team in budgets:
+            said += f" of its budget's {budgets[team] / prices.HOURS_PER_MONTH:,.2f}"
+        return said
+
+    shares = ", ".join(share(t, v) for t, v in by_team.items())
     text.append(
         f"held now: {'-' if total is None else f'{total:,.2f}'} USD/h ({shares}) at list price ({prices.PRICE_SOURCE})"
     )
@@ -348,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
                           "rows": [asdict(r) for r in found]}, indent=2))  # fmt: skip
     else:
         print(f"{env.name}: cluster {env.cluster.name}, read {now:%Y-%m-%d %H:%M} UTC")
-        print(table(found, now))
+        budgets = {n: float(t.budget.monthly_usd) for n, t in env.teams.items() if t.budget is not None}
+        print(table(found, now, budgets))
     return 0
 
 

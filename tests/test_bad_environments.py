@@ -575,6 +575,24 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "teams.gpu",
         "the name of the platform's own queue (batch.queue)",
     ),
+    "a team's budget of nothing": (
+        "numbers",
+        _sub("    borrow_training: true\n", "    borrow_training: true\n    budget: {monthly_usd: 0}\n"),
+        "teams.research.budget.monthly_usd",
+        "greater than or equal to 1",
+    ),
+    "a team's budget in another currency than the prices'": (
+        "messages",
+        _sub("    borrow_training: true\n", "    borrow_training: true\n    budget: {monthly_eur: 90000}\n"),
+        "teams.research.budget",
+        "monthly_usd",
+    ),
+    "a team's quota over its budget": (
+        "requests",
+        _sub("    borrow_training: true\n", "    borrow_training: true\n    budget: {monthly_usd: 50000}\n"),
+        "teams.research.budget.monthly_usd",
+        "its guaranteed quota commits 68,188.63 USD a month at list price",
+    ),
     "a second training slice whose pool another slice takes": (
         "names",
         _sub(

@@ -171,6 +171,15 @@ class Preemption(Model):
     """Within the team's own queue: a higher-priority job preempts a lower-priority one."""
 
 
+class TeamBudget(Model):
+    """A team's monthly budget, in USD as the project's (monitoring.budget) and the list prices are. Its guaranteed
+    quota is capacity held for it whether or not its jobs run: the rule `platform.team-quota-within-budget` refuses a
+    quota that commits more than the budget at list price."""
+
+    monthly_usd: int = Field(ge=1, le=100_000_000)
+    """What the team may spend a month (730 hours), in USD."""
+
+
 class Team(Model):
     """A team sharing the batch slices through Kueue: a ClusterQueue of its own in the platform's cohort, with a
     guaranteed (nominal) share of each slice's accelerators, and a LocalQueue named after the team in its
@@ -186,3 +195,6 @@ class Team(Model):
     """May borrow the TPU training slice (its chips, and the CPU and memory of its hosts) while the platform's
     training cluster does not hold it; the training queue takes it back when its cluster returns (Kueue's
     reclaimWithinCohort: the team's jobs there are preempted). Needs the training cluster queued (training.queue)."""
+    budget: TeamBudget | None = None
+    """The team's monthly budget (`monthly_usd`): its guaranteed quota priced for a month at list price must fit in
+    it; `make status` shows what the team holds now beside it."""

@@ -4,6 +4,7 @@ may borrow (https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#cohort)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -87,3 +88,35 @@ def queue_shares(env: Environment) -> list[QueueShare]:
     namespace = env.identities[batch.identity].namespace if batch.identity in env.identities else ""
     # The platform's queue takes its own share back from a borrower, as a team's does by default.
     return [QueueShare(batch.queue, namespace, platform, Preemption()), *teams]
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """What a team's guaranteed quota holds at list price: USD per month (None: a slice with no list price, named
+    in `unpriced`) and, per slice, the nodes and their price."""
+
+    usd_per_month: float | None
+    parts: tuple[str, ...]
+    unpriced: tuple[str, ...]
+
+
+def guaranteed_cost(env: Environment, team: str) -> Commitment:
+    """The team's quota of each batch slice as whole nodes of the slice's primary tier (a quota of part of a node
+    holds that node), at list price for a month (prices.HOURS_PER_MONTH)."""
+    from infra.catalogue import prices
+
+    total, parts, unpriced = 0.0, [], []
+    for key, count in sorted(env.teams[team].quota.items()):
+        if count <= 0 or key not in env.slices:
+            continue
+        spec = env.slices[key]
+        nodes = math.ceil(count / spec.slice.chips_per_host)
+        price = prices.node_price(spec.slice.machine_type, env.zone_of(key), spec.primary.type)
+        if price.usd_per_hour is None:
+            unpriced.append(f"{key}: {price.missing}")
+            continue
+        month = nodes * price.usd_per_hour * prices.HOURS_PER_MONTH
+        total += month
+        parts.append(f"{key}: {count} {spec.slice.resource_name} = {nodes} x {spec.slice.machine_type} "
+                     f"at {price.usd_per_hour:,.2f} USD/hour, {month:,.2f} USD/month")  # fmt: skip
+    return Commitment(None if unpriced else round(total, 2), tuple(parts), tuple(unpriced))

@@ -150,6 +150,33 @@ def _team_quotas(env: Environment) -> Iterator[Finding]:
 
 
 @rule(
+    id="platform.team-quota-within-budget",
+    system="ML platform (cost)",
+    layer="platform",
+    summary=(
+        "A team's guaranteed quota, as whole nodes of each batch slice at list price for a month, is within its "
+        "budget (teams.<team>.budget): the quota is capacity held for the team whether or not its jobs run."
+    ),
+    source=f"infra/catalogue/prices.py (the review's list prices, 730 hours a month); {KUEUE_CLUSTER_QUEUE_DOC}",
+    subject="environment",
+)
+def _team_budget(env: Environment) -> Iterator[Finding]:
+    from infra.derive.queues import guaranteed_cost
+
+    for name, team in sorted(env.teams.items()):
+        if team.budget is None:
+            continue
+        held = guaranteed_cost(env, name)
+        if held.usd_per_month is not None and held.usd_per_month > team.budget.monthly_usd:
+            yield Finding(
+                f"teams.{name}.budget.monthly_usd",
+                team.budget.monthly_usd,
+                f"its guaranteed quota commits {held.usd_per_month:,.2f} USD a month at list price "
+                f"({'; '.join(held.parts)}), over its budget: lower teams.{name}.quota or raise the budget",
+            )
+
+
+@rule(
     id="kueue.borrow-within-cohort-needs-reclaim",
     system="Kueue webhook",
     layer="admission",

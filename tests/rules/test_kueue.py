@@ -40,6 +40,13 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
         "teams.*.quota.a3mega",
         "add up to more than slice a3mega's 16 nvidia.com/gpu",
     ),
+    # dev's research team guaranteed one A3 Mega node (8 GPUs) of the queued slice, at 93.41 USD/hour.
+    "platform.team-quota-within-budget": (
+        lambda d, mp: d["teams"]["research"].update(budget={"monthly_usd": 50000}),
+        "teams.research.budget.monthly_usd",
+        "its guaranteed quota commits 68,188.63 USD a month at list price (a3mega: 8 nvidia.com/gpu = 1 x "
+        "a3-megagpu-8g at 93.41 USD/hour",
+    ),
     "kueue.borrow-within-cohort-needs-reclaim": (
         lambda d, mp: d["teams"]["research"].update(
             preemption={"reclaim_within_cohort": "Never", "borrow_within_cohort": "LowerPriority"}

@@ -131,6 +131,9 @@ def test_a_run_in_a_teams_queue_is_the_teams_and_the_total_says_each_teams_share
     assert node
     shares = f"(platform {node:,.2f}, research {4 * node:,.2f})"
     assert f"held now: {5 * node:,.2f} USD/h {shares}" in status.table(found, NOW)
+    # A team's budget (teams.<team>.budget, USD a month) beside what it holds, per hour of a 730-hour month.
+    budget = f"research {4 * node:,.2f} of its budget's 100.00)"
+    assert budget in status.table(found, NOW, {"research": 73000.0})
 
 
 def test_a_run_kueue_holds_back_says_why_and_holds_and_costs_nothing() -> None:
