@@ -87,7 +87,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: drift-local status training-pause training-resume tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: rehearse-local drift-local status training-pause training-resume tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -161,6 +161,9 @@ destroy-local: $(VENV_STAMP) ## tofu destroy of what deploy-local applied for EN
 
 drift-local: $(VENV_STAMP) ## What changed on the local cluster outside OpenTofu since deploy-local ENV= applied it, each with what the gate says of it; exit 2 when something did
 	$(PLATFORM) drift-local $(ENV)
+
+rehearse-local: $(VENV_STAMP) ## A contention rehearsal of ENV= on the local cluster: every Kueue queue filled with runs of its shapes; who ran, who waited how long, who was preempted, each team's USD/h (RUNS=, HOLD= seconds; JSON=1)
+	$(PLATFORM) rehearse-local $(ENV) $(if $(RUNS),--runs "$$RUNS") $(if $(HOLD),--hold "$$HOLD") $(if $(JSON),--json)
 
 local-cluster-build: $(VENV_STAMP) ## Build the local cluster's Go programs from their pinned modules (infra/engine/go), or find them cached; says which and how long each build took
 	$(PLATFORM) cluster-local build >/dev/null

@@ -66,6 +66,10 @@ COMMANDS: dict[str, Command] = {
     "drift-local": Command(
         "scripts.deploy_local", "what changed on the local cluster outside OpenTofu since deploy-local", ["--drift"]
     ),
+    "rehearse-local": Command(
+        "scripts.rehearse",
+        "a contention rehearsal on the local cluster: each queue filled, who ran, waited, was preempted",
+    ),
     "cluster-local": Command("scripts.cluster_local", "a local control plane with an environment's nodes (KWOK)"),
     "tofu": Command("scripts.tofu", "the real Terraform engine: build OpenTofu and the providers, validate the stacks"),
     "train": Command(

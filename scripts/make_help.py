@@ -25,8 +25,8 @@ GROUPS: dict[str, list[str]] = {
     "Serve": ["serve-local", "saxml"],
     "Other orchestrators (Vertex AI, Compute Engine VMs)": ["vertex-submit", "vm-up", "vm-down"],
     "The local control plane": [
-        "cluster-local", "deploy-local", "drift-local", "destroy-local", "cluster-local-down", "local-cluster-build",
-        "tofu", "tofu-validate",
+        "cluster-local", "deploy-local", "drift-local", "rehearse-local", "destroy-local", "cluster-local-down",
+        "local-cluster-build", "tofu", "tofu-validate",
     ],
     "Tests and measurements": [
         "lint", "test-unit", "test-integration", "test-e2e", "test-upstream", "test-changed", "bench",

@@ -25,7 +25,7 @@ from infra.localcluster.cluster import Cluster
 from infra.localcluster.controllers import LOCAL_CONTROLLERS, Controllers
 from infra.review.costs import pool_cost
 from infra.rules.run import stack_releases
-from scripts import deploy_local
+from scripts import deploy_local, rehearse, status
 from scripts.cli import main as platform_main
 from tests.helpers import REPO, charts_with_fixed_jetstream_name
 from tests.in_process import run_main
@@ -386,44 +386,18 @@ def _until(what: str, check: Any, timeout: float = WAIT_S, describe: Any = None)
 
 def _team_tpu_job(worker: dict[str, Any]) -> dict[str, Any]:
     """Dev's team `research`'s TPU job on the training slice (its queue may borrow it): a pod on each host of the
-    slice of the Ray worker group `worker`, each with its chips, held before scheduling."""
+    slice of the Ray worker group `worker`, each with its chips (the whole slice, as a TPU job needs: review 10, M3),
+    held before scheduling, as make rehearse-local's runs are: KWOK completes a Job's pods the moment they run (its
+    pod-complete stage), and a finished job frees the slice with no preemption to see (the CI failure). Held, the
+    admitted job keeps its quota on the training flavor until Kueue reclaims it."""
     hosts = worker.get("replicas", 1) * worker.get("numOfHosts", 1)
-    chips = worker["template"]["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"]
-    container = {
-        "name": "work",
-        "image": "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": "1", "memory": "1Gi", "google.com/tpu": chips},
-                      "limits": {"google.com/tpu": chips}},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                            "runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
-    }  # fmt: skip
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "research-tpu",
-            "namespace": "ml-gpu",
-            "labels": {"kueue.x-k8s.io/queue-name": "research"},
-        },
-        "spec": {
-            "suspend": True,
-            # The whole slice: a pod on each host of each slice, as a TPU job needs (review 10, M3).
-            "parallelism": hosts,
-            "completions": hosts,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    # Held before scheduling: KWOK completes a Job's pods the moment they run (its pod-complete
-                    # stage), and a finished job frees the slice with no preemption to see (the CI failure). Held,
-                    # the admitted job keeps its quota on the training flavor until Kueue reclaims it.
-                    "schedulingGates": [{"name": "platform.local/held"}],
-                    "nodeSelector": worker["template"]["spec"]["nodeSelector"],
-                    "tolerations": worker["template"]["spec"].get("tolerations") or [],
-                    "containers": [container],
-                }
-            },
-        },
-    }
+    chips = int(worker["template"]["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"])
+    shape = rehearse.Shape("research", "ml-gpu", "research", "train", "google.com/tpu", hosts, chips)
+    job = rehearse.stand_in(shape, "research-tpu", "borrow-test")
+    pod = job["spec"]["template"]["spec"]
+    pod["nodeSelector"] = worker["template"]["spec"]["nodeSelector"]
+    pod["tolerations"] = worker["template"]["spec"].get("tolerations") or []
+    return job
 
 
 @pytest.mark.slow
@@ -1045,6 +1019,41 @@ def test_runs_as_jobs_wait_their_turn_and_a_team_borrows_the_slice_between_runs(
     finally:
         cluster.kubectl("delete", "job", "research-tpu", "-n", "ml-gpu", "--wait=true", check=False)
         cluster.kubectl("delete", "rayjobs", "--all", "-n", "ml-training", "--wait=true", check=False)
+
+
+@pytest.mark.slow
+def test_rehearse_local_fills_every_queue_and_reports_what_the_real_kueue_did(cluster_dir: Path) -> None:
+    """`make rehearse-local ENV=dev` with training runs as jobs (as the test before deployed it): each queue filled
+    with two runs of its shapes, one at a time. The real Kueue admits research's run on the idle training slice (it
+    borrows it), then preempts it for the training run submitted after it; training's runs are never preempted and
+    no two runs ever hold the slice at once; the GPU runs hold each queue's own share of the two A3 Mega nodes, once
+    the rehearsal has granted their ProvisioningRequests. Every run ends, and none is left behind."""
+    envs = _envs(cluster_dir, "rehearse", edits={"  queue: training\n": "  queue: training\n  runs: jobs\n"})
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    argv = ["rehearse-local", "dev", "--dir", str(cluster_dir / "cluster"), "--hold", "10", "--for", "600", "--json"]
+    found = json.loads(_platform(cluster, *argv, envs=envs))
+    runs = {r["run"]: r for r in found["runs"]}
+    shapes = ("research-a3mega", "research-train", "gpu-a3mega", "training-train")
+    assert sorted(runs) == sorted(f"rehearsal-{s}-{n}" for s in shapes for n in (1, 2))
+    assert all(r["end"] == "done" and r["waited_s"] is not None for r in runs.values()), found
+    assert runs["rehearsal-research-train-1"]["preempted"] >= 1, found
+    assert [runs[f"rehearsal-training-train-{n}"]["preempted"] for n in (1, 2)] == [0, 0], found
+    # One slice, four runs of it in turn: together they held it no longer than the rehearsal lasted (a second's
+    # reading for each admission).
+    on_slice = [r for r in runs.values() if r["asks"].startswith("train:")]
+    admissions = sum(1 + r["preempted"] for r in on_slice)
+    assert sum(r["ran_s"] for r in on_slice) <= found["seconds"] + 2 * admissions, found
+    # What research held at its peak: at least one A3 Mega node, at list price.
+    a3mega = min(
+        status._node_price(n) or 0.0
+        for n in cluster.get("nodes")["items"]
+        if n["metadata"]["labels"].get("cloud.google.com/gke-nodepool") == "a3mega"
+    )
+    teams = {t["team"]: t for t in found["teams"]}
+    assert a3mega > 0 and teams["research"]["usd_per_hour_peak"] >= a3mega, found
+    assert teams["research"]["preempted"] >= 1 and teams["platform"]["preempted"] == 0, found
+    left = cluster.get("jobs", "--all-namespaces", "-l", "platform.local/rehearsal")["items"]
+    assert left == [], [j["metadata"]["name"] for j in left]
 
 
 @pytest.mark.slow
