@@ -36,7 +36,7 @@ import secrets
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,7 +50,7 @@ from infra.derive.queues import queue_shares
 from infra.localcluster.cluster import Cluster, ClusterError
 from infra.synth.load import load_named
 from scripts.parser import ArgumentParser, refuse
-from scripts.status import ACCELERATORS, PLATFORM, _conditions, _kueue_state, _node_price
+from scripts.status import ACCELERATORS, PLATFORM, _conditions, _kueue_state, _node_price, columns, money
 
 LABEL = "platform.local/rehearsal"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -157,7 +157,6 @@ class Run:
     admitted_first: float | None = None
     admitted_since: float | None = None  # in its current admission
     ran: float = 0.0
-    preempted: int = 0
     lost: int = 0  # admissions it was seen to lose before it ended
     ended: float | None = None
     state: str = "waiting"
@@ -168,6 +167,12 @@ class Run:
     def decided(self) -> bool:
         """Whether Kueue has said what it does with the run: admitted it, reserved its quota, or said why it waits."""
         return self.state != "waiting" or self.why not in UNDECIDED
+
+    @property
+    def preempted(self) -> int:
+        """The same preemptions seen two ways: admissions lost between two readings, and the times Kueue's
+        conditions give (which also show one readmitted before the next reading, or cleared since)."""
+        return max(self.lost, len(self.evictions))
 
     @property
     def waited(self) -> float | None:
@@ -224,9 +229,6 @@ class Rehearsal:
                 run.ran += now - run.admitted_since
                 run.admitted_since = None
                 run.lost += 1
-            # The same preemptions, seen two ways: an admission lost between two readings, and the times Kueue's
-            # conditions give (which also show one readmitted before the next reading, or cleared since).
-            run.preempted = max(run.lost, len(run.evictions))
             self._set(run, now, *(("admitted", "") if state == "running" else (state, why)))
         for run in self.runs.values():
             if run.ended is None and run.name not in seen:
@@ -311,15 +313,6 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}s"
 
 
-def _money(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f}"
-
-
-def _columns(lines: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
-
-
 def table(summary: dict[str, Any]) -> str:
     """The runs, each never-admitted run's reason under it, then the teams."""
     header = ("RUN", "TEAM", "QUEUE", "ASKS", "SUBMITTED", "WAITED", "PREEMPTED", "RAN", "END")
@@ -330,17 +323,12 @@ def table(summary: dict[str, Any]) -> str:
                       str(r["preempted"]), _seconds(r["ran_s"]), r["end"]))  # fmt: skip
         if r["why"]:
             notes[len(lines) - 1] = r["why"]
-    text = []
-    for i, line in enumerate(_columns(lines)):
-        text.append(line)
-        if i in notes:
-            text.append(f"    {notes[i]}")
     teams = [("TEAM", "RUNS", "DONE", "NEVER ADMITTED", "WAITED (MEDIAN, MAX)", "PREEMPTED", "USD/H (MEAN, PEAK)")]
     for t in summary["teams"]:
         teams.append((t["team"], str(t["runs"]), str(t["done"]), str(t["never_admitted"]),
                       f"{_seconds(t['waited_median_s'])}, {_seconds(t['waited_max_s'])}", str(t["preempted"]),
-                      f"{_money(t['usd_per_hour_mean'])}, {_money(t['usd_per_hour_peak'])}"))  # fmt: skip
-    return "\n".join([*text, "", *_columns(teams)])
+                      f"{money(t['usd_per_hour_mean'])}, {money(t['usd_per_hour_peak'])}"))  # fmt: skip
+    return "\n".join([*columns(lines, notes), "", *columns(teams)])
 
 
 def pricer(cluster: Cluster) -> Callable[[dict[str, Any]], float]:
@@ -396,12 +384,13 @@ def rehearse(env: Environment, cluster: Cluster, runs: int, hold: float, limit: 
     admission `hold` seconds; stop when every run has ended, when nothing changes any more (settled), or at `limit`
     seconds. The runs are removed however it stops."""
     rehearsal = secrets.token_hex(3)
-    namespaces = sorted({s.namespace for s in shapes(env)} | set(env.namespaces))
+    planned = shapes(env)
+    namespaces = sorted({s.namespace for s in planned} | set(env.namespaces))
     price = pricer(cluster)
     queue = [
         (f"{f'rehearsal-{shape.queue}-{shape.slice}'[:50].rstrip('-')}-{turn + 1}", shape)
         for turn in range(runs)
-        for shape in shapes(env)
+        for shape in planned
     ]
     state = Rehearsal(env, [], hold)
     granted: set[str] = set()

@@ -27,7 +27,7 @@ import math
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -269,6 +269,21 @@ def _age(since: str | None, now: datetime) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
+def money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def columns(lines: Sequence[tuple[str, ...]], notes: Mapping[int, str] | None = None) -> list[str]:
+    """`lines` (the header first) in aligned columns, each note (line index -> text) on a line under its line."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    out = []
+    for i, line in enumerate(lines):
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+        if notes and i in notes:
+            out.append(f"    {notes[i]}")
+    return out
+
+
 def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = None) -> str:
     """The rows as a table a person reads, each row's reason on a line under it; the footer splits what is held now
     by team, beside a team's budget per hour (`budgets`: team -> USD a month) where it has one."""
@@ -280,18 +295,12 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
             (
                 row.kind, f"{row.namespace}/{row.name}", row.team, row.queue or "-", row.state,
                 f"{row.ready}/{row.pods}", row.holds or "-", _age(row.since, now),
-                "-" if row.usd_per_hour is None or not row.holds else f"{row.usd_per_hour:,.2f}",
-                "-" if row.usd_so_far is None else f"{row.usd_so_far:,.2f}",
+                money(row.usd_per_hour if row.holds else None), money(row.usd_so_far),
             )
         )  # fmt: skip
         if row.why:
             notes[len(lines) - 1] = row.why
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = []
-    for i, line in enumerate(lines):
-        text.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
-        if i in notes:
-            text.append(f"    {notes[i]}")
+    text = columns(lines, notes)
     total = _sum([r.usd_per_hour for r in found if r.holds])
     by_team = {
         t: _sum([r.usd_per_hour for r in found if r.holds and r.team == t]) for t in sorted({r.team for r in found})
@@ -299,15 +308,13 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
     budgets = budgets or {}
 
     def share(team: str, held: float | None) -> str:
-        said = f"{team} {'-' if held is None else f'{held:,.2f}'}"
+        said = f"{team} {money(held)}"
         if team in budgets:
             said += f" of its budget's {budgets[team] / prices.HOURS_PER_MONTH:,.2f}"
         return said
 
     shares = ", ".join(share(t, v) for t, v in by_team.items())
-    text.append(
-        f"held now: {'-' if total is None else f'{total:,.2f}'} USD/h ({shares}) at list price ({prices.PRICE_SOURCE})"
-    )
+    text.append(f"held now: {money(total)} USD/h ({shares}) at list price ({prices.PRICE_SOURCE})")
     return "\n".join(text)
 
 
