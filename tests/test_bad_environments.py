@@ -1209,7 +1209,7 @@ TOGETHER: dict[str, tuple[Edit, Edit, str, str, str, str]] = {
 
 
 def _chart_takes_bare_flags() -> bool:
-    from infra.rules.vllm import chart_args_pattern
+    from infra.rules.vllm_serve_args import chart_args_pattern
 
     pattern = chart_args_pattern()
     return pattern is None or re.search(pattern, "--enable-prefix-caching") is not None

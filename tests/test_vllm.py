@@ -225,7 +225,7 @@ def test_a_bare_boolean_flag_is_refused_at_load_while_the_chart_demands_flag_val
     """`--enable-prefix-caching` alone (vLLM's docs' own form) crashed `make plan` with a traceback in the rules
     step: the chart's schema takes only --flag=value. Until the chart takes it, load refuses it, naming the rule."""
     from infra.rules import check_environment
-    from infra.rules.vllm import CHART_SCHEMA
+    from infra.rules.vllm_serve_args import CHART_SCHEMA
 
     pattern = json.loads(CHART_SCHEMA.read_text())["properties"]["args"]["items"]["pattern"]
     lines = [v.line() for v in check_environment(_with_extra(envs["dev"], ["--enable-prefix-caching"]))]

@@ -4,18 +4,42 @@ the consequence; the in-place updates that destroy nodes or make data deletable 
 infra/catalogue/destructive_updates.py, each carrying its class too.
 
 A row matches a change of its resource type and action; an update or create row also names an attribute path and
-may test the values before and after at that path (None: any change there). Sources: the pinned providers at
+may test the values before and after at that path (infra/catalogue/change_tests.py; None: any change there). Sources:
+the pinned providers at
 hashicorp/terraform-provider-google v7.45.0, terraform-provider-kubernetes v3.2.1 and terraform-provider-helm v3.1.2
 (../shared/vendor/terraform-providers), and the documentation each row names; read on 2026-12-02.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from infra.catalogue.change_tests import (
+    admits_anything,
+    allows,
+    denies,
+    enabled_off,
+    every_port_opened,
+    from_internet,
+    keys_removed,
+    not_enforced,
+    power_granted,
+    public_added,
+    public_ranges,
+    removed,
+    retain_to_delete,
+    rule_added,
+    rule_removed,
+    to_dry_run,
+    turned_off,
+    turned_on,
+    types_dropped,
+    value_at,
+    weaker_level,
+    widened,
+)
 
 DATA_LOST = "data lost"
 CAPACITY_LOST = "capacity or work lost"
@@ -32,9 +56,6 @@ IAM_TYPES = (
     "google_artifact_registry_repository_iam_member",
     "google_service_account_iam_member",
 )
-PUBLIC_PRINCIPALS = ("allUsers", "allAuthenticatedUsers")
-# Pod Security Standards, most to least restrictive (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
-POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")
 
 POOL = (
     "https://cloud.google.com/kubernetes-engine/docs/concepts/node-pools (deleting a node pool drains and deletes its "
@@ -88,186 +109,6 @@ VM_GROUP = (
 AUTHORIZED_NETWORKS = "https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks"
 
 
-def _turned_off(before: Any, after: Any) -> bool:
-    return before is True and after is not True
-
-
-def _turned_on(before: Any, after: Any) -> bool:
-    return before is not True and after is True
-
-
-def _removed(before: Any, after: Any) -> bool:
-    return bool(before) and not after
-
-
-def _not_enforced(before: Any, after: Any) -> bool:
-    return before == "enforced" and after != "enforced"
-
-
-def _has_public(value: Any) -> bool:
-    members = value if isinstance(value, list) else [value]
-    return any(str(m) in PUBLIC_PRINCIPALS for m in members)
-
-
-def _public_added(before: Any, after: Any) -> bool:
-    return _has_public(after) and not _has_public(before)
-
-
-def _listed(value: Any) -> list[Any]:
-    """A plan's value as a list: a list as it is, one value in a list, nothing empty."""
-    return value if isinstance(value, list) else [value] if value else []
-
-
-def _networks(value: Any) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    out = []
-    for item in _listed(value):
-        text = item.get("cidr_block") if isinstance(item, dict) else item
-        try:
-            out.append(ipaddress.ip_network(str(text), strict=False))
-        except ValueError:
-            continue
-    return out
-
-
-def _widened(before: Any, after: Any) -> bool:
-    """A range in `after` that no range of `before` holds (0.0.0.0/0 added to a narrow list, a /8 for a /24)."""
-    old = _networks(before)
-    return any(
-        not any(n.version == o.version and n.subnet_of(o) for o in old)  # type: ignore[arg-type]
-        for n in _networks(after)
-    )
-
-
-def _rules(value: Any) -> set[str]:
-    return {json.dumps(r, sort_keys=True) for r in _listed(value)}
-
-
-def _rule_added(before: Any, after: Any) -> bool:
-    return bool(_rules(after) - _rules(before))
-
-
-def _rule_removed(before: Any, after: Any) -> bool:
-    return bool(_rules(before) - _rules(after))
-
-
-def _types_dropped(before: Any, after: Any) -> bool:
-    return bool(set(before or []) - set(after or []))
-
-
-def _weaker_level(before: Any, after: Any) -> bool:
-    """A Pod Security level moved towards privileged, or removed (a namespace without one admits anything)."""
-    rank = {level: i for i, level in enumerate(POD_SECURITY_LEVELS)}
-    if before not in rank:
-        return False
-    return rank.get(str(after), len(POD_SECURITY_LEVELS)) > rank[before]
-
-
-def _keys_removed(before: Any, after: Any) -> bool:
-    """A key removed, or its value emptied (a pod that reads it gets nothing either way)."""
-    if not isinstance(before, dict):
-        return bool(before)
-    after = after if isinstance(after, dict) else {}
-    return any(
-        key not in after or (value not in ("", None) and after[key] in ("", None)) for key, value in before.items()
-    )
-
-
-# Google's own front ends, which a rule opens to on purpose: IAP's TCP forwarding
-# (https://cloud.google.com/iap/docs/using-tcp-forwarding) and the load balancers' health checks and proxies
-# (https://cloud.google.com/load-balancing/docs/health-check-concepts#ip-ranges).
-GOOGLE_FRONT_ENDS = tuple(ipaddress.ip_network(r) for r in ("35.235.240.0/20", "35.191.0.0/16", "130.211.0.0/22"))
-
-
-def _internet(value: Any) -> bool:
-    """Whether ranges hold an address of the internet (0.0.0.0/0, a public block) beyond Google's front ends."""
-    return any(
-        (n.is_global or n.prefixlen == 0)
-        and not any(n.version == g.version and n.subnet_of(g) for g in GOOGLE_FRONT_ENDS)  # type: ignore[arg-type]
-        for n in _networks(value)
-    )
-
-
-def _public_ranges(before: Any, after: Any) -> bool:
-    return _internet(after) and not _internet(before)
-
-
-def _from_internet(body: Any) -> bool:
-    return _allows(body) and _internet(value_at(body, "source_ranges"))
-
-
-def _every_port(rules: Any) -> bool:
-    """An allow rule with no port list, or for every protocol: it admits every port."""
-    return any(isinstance(r, dict) and (r.get("protocol") == "all" or not r.get("ports")) for r in _listed(rules))
-
-
-def _every_port_opened(before: Any, after: Any) -> bool:
-    return _every_port(after) and not _every_port(before)
-
-
-# Roles that are the project, or any service account's power (https://cloud.google.com/iam/docs/understanding-roles:
-# basic roles; https://cloud.google.com/iam/docs/service-account-permissions: impersonation).
-POWER_ROLES = (
-    "roles/owner", "roles/editor", "roles/iam.securityAdmin", "roles/resourcemanager.projectIamAdmin",
-    "roles/iam.serviceAccountAdmin", "roles/iam.serviceAccountTokenCreator", "roles/iam.serviceAccountKeyAdmin",
-    "roles/iam.roleAdmin", "roles/iam.workloadIdentityPoolAdmin",
-)  # fmt: skip
-PEOPLE = ("user:", "group:", "domain:")
-
-
-def _grants_power(body: Any) -> bool:
-    body = body if isinstance(body, dict) else {}
-    return str(body.get("role")) in POWER_ROLES and str(body.get("member", "")).startswith(PEOPLE)
-
-
-def _power_granted(before: Any, after: Any) -> bool:
-    return _grants_power(after) and not _grants_power(before)
-
-
-def _admits_anything(before: Any, after: Any) -> bool:
-    return before != "ALWAYS_ALLOW" and after == "ALWAYS_ALLOW"
-
-
-def _to_dry_run(before: Any, after: Any) -> bool:
-    return before == "ENFORCED_BLOCK_AND_AUDIT_LOG" and after != before
-
-
-def _retain_to_delete(before: Any, after: Any) -> bool:
-    return before == "Retain" and after != "Retain"
-
-
-def _allows(body: Any) -> bool:
-    return bool(value_at(body, "allow"))
-
-
-def _denies(body: Any) -> bool:
-    return bool(value_at(body, "deny"))
-
-
-def _enabled_off(before: Any, after: Any) -> bool:
-    """Any add-on's `enabled` true -> not true, or `disabled` false -> true, anywhere under the block."""
-
-    def flags(value: Any, path: str = "") -> dict[str, Any]:
-        if isinstance(value, list):
-            value = value[0] if value else {}
-        if not isinstance(value, dict):
-            return {}
-        out = {}
-        for key, inner in value.items():
-            here = f"{path}.{key}" if path else key
-            if key in ("enabled", "disabled") and not isinstance(inner, (dict, list)):
-                out[here] = inner
-            else:
-                out.update(flags(inner, here))
-        return out
-
-    old, new = flags(before), flags(after)
-    return any(
-        (k.endswith("enabled") and v is True and new.get(k) is not True)
-        or (k.endswith("disabled") and v is False and new.get(k) is True)
-        for k, v in old.items()
-    )
-
-
 @dataclass(frozen=True)
 class Consequence:
     kind: str
@@ -318,7 +159,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "not rolling",
         HELM,
         path="force_update",
-        when=_turned_on,
+        when=turned_on,
     ),
     # -- data lost -------------------------------------------------------------------------------------------------
     Consequence(
@@ -335,7 +176,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "volumes provisioned from now on are deleted with their claims (Retain kept them)",
         KUBERNETES_OBJECTS,
         path="reclaim_policy",
-        when=_retain_to_delete,
+        when=retain_to_delete,
     ),
     Consequence(
         DATA_LOST,
@@ -351,7 +192,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "keys of the Secret are removed: a pod that reads them does not start",
         KUBERNETES_OBJECTS,
         path="data",
-        when=_keys_removed,
+        when=keys_removed,
     ),
     # -- security weakened -----------------------------------------------------------------------------------------
     Consequence(
@@ -361,7 +202,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the cluster's deletion protection is turned off: a destroy deletes it, and every workload with it",
         CLUSTER,
         path="deletion_protection",
-        when=_turned_off,
+        when=turned_off,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -371,7 +212,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "is recreated)",
         SHIELDED,
         path="enable_shielded_nodes",
-        when=_turned_off,
+        when=turned_off,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -380,7 +221,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the control plane is reachable from more addresses",
         PRIVATE,
         path="master_authorized_networks_config.cidr_blocks",
-        when=_widened,
+        when=widened,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -389,7 +230,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the control plane's private endpoint is turned off: it gets a public one",
         PRIVATE,
         path="private_cluster_config.enable_private_endpoint",
-        when=_turned_off,
+        when=turned_off,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -407,7 +248,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "public access prevention is no longer enforced: an object can be made public",
         PUBLIC_ACCESS,
         path="public_access_prevention",
-        when=_not_enforced,
+        when=not_enforced,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -416,7 +257,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "uniform bucket-level access is turned off: each object's own ACL grants access again",
         UBLA,
         path="uniform_bucket_level_access",
-        when=_turned_off,
+        when=turned_off,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -425,7 +266,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "a role is granted to anyone on the internet (allUsers or allAuthenticatedUsers)",
         IAM,
         path="member",
-        when=_public_added,
+        when=public_added,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -434,8 +275,8 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the firewall rule admits connections from more addresses",
         FIREWALL,
         path="source_ranges",
-        when=_widened,
-        only_if=_allows,
+        when=widened,
+        only_if=allows,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -444,8 +285,8 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "a new firewall rule admits connections from the internet",
         FIREWALL,
         path="source_ranges",
-        when=_public_ranges,
-        only_if=_allows,
+        when=public_ranges,
+        only_if=allows,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -454,8 +295,8 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "a firewall rule open to the internet admits every port (a protocol without ports, or protocol all)",
         FIREWALL,
         path="allow",
-        when=_every_port_opened,
-        only_if=_from_internet,
+        when=every_port_opened,
+        only_if=from_internet,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -463,7 +304,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         ("delete",),
         "a deny rule is deleted: what it refused reaches the network",
         FIREWALL,
-        only_if=_denies,
+        only_if=denies,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -472,8 +313,8 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "a deny rule is disabled: what it refused reaches the network",
         FIREWALL,
         path="disabled",
-        when=_turned_on,
-        only_if=_denies,
+        when=turned_on,
+        only_if=denies,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -498,7 +339,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "Binary Authorization's default rule admits every image",
         BINAUTHZ_POLICY,
         path="default_admission_rule.evaluation_mode",
-        when=_admits_anything,
+        when=admits_anything,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -507,7 +348,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "Binary Authorization's default rule no longer blocks: it only logs",
         BINAUTHZ_POLICY,
         path="default_admission_rule.enforcement_mode",
-        when=_to_dry_run,
+        when=to_dry_run,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -516,7 +357,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "a person or group is granted a role that owns the project or acts as any service account "
         "(owner, editor, an IAM or token-creator role)",
         IAM,
-        when=_power_granted,
+        when=power_granted,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -532,7 +373,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the NetworkPolicy allows more (a rule added)",
         NETWORK_POLICY,
         path="spec.ingress",
-        when=_rule_added,
+        when=rule_added,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -541,7 +382,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the NetworkPolicy allows more (a rule added)",
         NETWORK_POLICY,
         path="spec.egress",
-        when=_rule_added,
+        when=rule_added,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -550,7 +391,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the NetworkPolicy no longer restricts a direction (a policy type dropped)",
         NETWORK_POLICY,
         path="spec.policy_types",
-        when=_types_dropped,
+        when=types_dropped,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -559,7 +400,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the namespace's enforced Pod Security level is weakened: pods it refused are admitted",
         POD_SECURITY,
         path="metadata.labels.pod-security.kubernetes.io/enforce",
-        when=_weaker_level,
+        when=weaker_level,
     ),
     Consequence(
         SECURITY_WEAKENED,
@@ -581,7 +422,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "and model buckets)",
         GCS_FUSE,
         path="addons_config",
-        when=_enabled_off,
+        when=enabled_off,
     ),
     Consequence(
         DEPENDENCY_CUT,
@@ -591,7 +432,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "fails, or falls back to the node's identity)",
         WORKLOAD_IDENTITY,
         path="workload_identity_config.workload_pool",
-        when=_removed,
+        when=removed,
     ),
     Consequence(
         DEPENDENCY_CUT,
@@ -647,7 +488,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the firewall rule is deleted: what it let through is refused (the control plane's calls to webhooks and "
         "served APIs, the GPUs' own networks)",
         FIREWALL,
-        only_if=_allows,
+        only_if=allows,
     ),
     Consequence(
         DEPENDENCY_CUT,
@@ -663,7 +504,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "the NetworkPolicy allows less (a rule removed): what it let through is refused",
         NETWORK_POLICY,
         path="spec.ingress",
-        when=_rule_removed,
+        when=rule_removed,
     ),
     Consequence(
         DEPENDENCY_CUT,
@@ -679,7 +520,7 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         "keys of the ConfigMap are removed: a pod that reads them does not start",
         KUBERNETES_OBJECTS,
         path="data",
-        when=_keys_removed,
+        when=keys_removed,
     ),
     Consequence(
         DEPENDENCY_CUT,
@@ -690,26 +531,6 @@ CONSEQUENCES: tuple[Consequence, ...] = (
         when=lambda b, a: (b or {}).get("disable_on_destroy", True) is not False,
     ),
 )
-
-
-def value_at(body: Any, path: str) -> Any:
-    """The value at a dotted path, through the plan's one-element lists of nested blocks; a key may itself hold dots
-    (a label's name): the longest key that matches is taken."""
-    parts = path.split(".") if path else []
-    i = 0
-    while i < len(parts):
-        while isinstance(body, list):
-            body = body[0] if body else None
-        if not isinstance(body, dict):
-            return None
-        for j in range(len(parts), i, -1):
-            key = ".".join(parts[i:j])
-            if key in body:
-                body, i = body[key], j
-                break
-        else:
-            return None
-    return body
 
 
 def under(path: str, prefix: str) -> bool:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from infra.catalogue.consequences import CAPACITY_LOST, DATA_LOST, under, value_at
+from infra.catalogue.change_tests import value_at
+from infra.catalogue.consequences import CAPACITY_LOST, DATA_LOST, under
 
 NODE_CONFIG_UPDATE = (
     "hashicorp/terraform-provider-google v7.45.0 google/services/container/node_config.go nodePoolNodeConfigUpdate "

@@ -65,44 +65,13 @@ class GkeCluster(Construct):
                 "cluster_secondary_range_name": pods_range,
                 "services_secondary_range_name": services_range,
             },
-            private_cluster_config={
-                "enable_private_nodes": True,
-                # With no authorized network, the IP endpoint answers on its private address alone (from the VPC);
-                # master authorized networks stay enabled with no block, as Cluster Toolkit's gke-cluster module
-                # does by default (modules/scheduler/gke-cluster main.tf and variables.tf @ v1.95.0:
-                # enable_private_endpoint true, master_authorized_networks []): a public endpoint with a placeholder
-                # range as its only authorized network would still answer the internet's TLS handshakes.
-                "enable_private_endpoint": not authorized_networks,
-                "master_ipv4_cidr_block": master_cidr,
-                "master_global_access_config": {"enabled": False},
-            },
-            # The DNS-based control plane endpoint: reachable from anywhere, every call authorized by IAM
-            # (container.clusters.connect), so CI runners outside the authorized networks can deploy
-            # through it. The IP endpoint stays limited to `authorized_networks` (private when there are none).
-            # https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation#dns-based_endpoint
-            control_plane_endpoints_config={"dns_endpoint_config": {"allow_external_traffic": True}},
-            master_authorized_networks_config={
-                "cidr_blocks": [
-                    cc.ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(display_name=display, cidr_block=cidr)
-                    for display, cidr in authorized_networks.items()
-                ],
-            },
+            **_endpoints(cc, authorized_networks, master_cidr),
             master_auth={"client_certificate_config": {"issue_client_certificate": False}},
             release_channel={"channel": release_channel},
             min_master_version=min_master_version,
             maintenance_policy=_maintenance_policy(maintenance),
             workload_identity_config={"workload_pool": workload_pool},
-            addons_config={
-                "ray_operator_config": [
-                    cc.ContainerClusterAddonsConfigRayOperatorConfig(
-                        enabled=True,
-                        ray_cluster_logging_config={"enabled": True},
-                        ray_cluster_monitoring_config={"enabled": True},
-                    )
-                ],
-                "gcs_fuse_csi_driver_config": {"enabled": True},
-                "gce_persistent_disk_csi_driver_config": {"enabled": True},
-            },
+            addons_config=_addons(cc),
             enable_shielded_nodes=True,
             enable_intranode_visibility=True,
             remove_default_node_pool=True,
@@ -134,6 +103,51 @@ class GkeCluster(Construct):
                 ignore_changes=["node_config", "initial_node_count"],
             ),
         )
+
+
+def _endpoints(cc: Any, authorized_networks: dict[str, str], master_cidr: str) -> dict[str, Any]:
+    """The control plane's endpoints: private nodes, the IP endpoint limited to `authorized_networks` (private when
+    there are none) and the DNS endpoint."""
+    return {
+        "private_cluster_config": {
+            "enable_private_nodes": True,
+            # With no authorized network, the IP endpoint answers on its private address alone (from the VPC);
+            # master authorized networks stay enabled with no block, as Cluster Toolkit's gke-cluster module
+            # does by default (modules/scheduler/gke-cluster main.tf and variables.tf @ v1.95.0:
+            # enable_private_endpoint true, master_authorized_networks []): a public endpoint with a placeholder
+            # range as its only authorized network would still answer the internet's TLS handshakes.
+            "enable_private_endpoint": not authorized_networks,
+            "master_ipv4_cidr_block": master_cidr,
+            "master_global_access_config": {"enabled": False},
+        },
+        # The DNS-based control plane endpoint: reachable from anywhere, every call authorized by IAM
+        # (container.clusters.connect), so CI runners outside the authorized networks can deploy
+        # through it. The IP endpoint stays limited to `authorized_networks` (private when there are none).
+        # https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation#dns-based_endpoint
+        "control_plane_endpoints_config": {"dns_endpoint_config": {"allow_external_traffic": True}},
+        "master_authorized_networks_config": {
+            "cidr_blocks": [
+                cc.ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(display_name=display, cidr_block=cidr)
+                for display, cidr in authorized_networks.items()
+            ],
+        },
+    }
+
+
+def _addons(cc: Any) -> dict[str, Any]:
+    """The GKE add-ons the platform's workloads use: the Ray operator (logs and metrics of every RayCluster), Cloud
+    Storage FUSE (the buckets in pods), the persistent disk CSI driver."""
+    return {
+        "ray_operator_config": [
+            cc.ContainerClusterAddonsConfigRayOperatorConfig(
+                enabled=True,
+                ray_cluster_logging_config={"enabled": True},
+                ray_cluster_monitoring_config={"enabled": True},
+            )
+        ],
+        "gcs_fuse_csi_driver_config": {"enabled": True},
+        "gce_persistent_disk_csi_driver_config": {"enabled": True},
+    }
 
 
 def _maintenance_policy(maintenance: Maintenance | None) -> dict[str, Any] | None:

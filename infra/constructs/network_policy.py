@@ -65,99 +65,65 @@ class NamespacePolicies(Construct):
         """`namespaces`: name -> NamespaceV1; `releases`: release -> namespace (workload namespaces only);
         `vpc_ports`: release -> (component label, port, source CIDR) behind an internal passthrough LB."""
         super().__init__(scope, id_)
-        np = kubernetes("network_policy_v1")
-
-        def policy(name: str, namespace: str, selector: dict, ingress: list, after: object) -> None:
-            np.NetworkPolicyV1(
-                self,
-                f"{namespace}-{name}",
-                metadata={"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "cdktf"}},
-                spec=np.NetworkPolicyV1Spec(
-                    pod_selector=np.NetworkPolicyV1SpecPodSelector(match_labels=selector),
-                    policy_types=["Ingress"],
-                    ingress=ingress,
-                ),
-                depends_on=[after],
-            )
-
+        self._np = np = kubernetes("network_policy_v1")
         for namespace, ns in sorted(namespaces.items()):
-            policy(DEFAULT_DENY, namespace, {}, [], ns)
+            self._policy(DEFAULT_DENY, namespace, {}, [], ns)
             collectors = np.NetworkPolicyV1SpecIngressFrom(
                 namespace_selector=np.NetworkPolicyV1SpecIngressFromNamespaceSelector(
                     match_labels={"kubernetes.io/metadata.name": MONITORING_NAMESPACE}
                 )
             )
-            policy(
-                "from-monitoring",
-                namespace,
-                {},
-                [
-                    np.NetworkPolicyV1SpecIngress(
-                        from_=[collectors],
-                        ports=[
-                            np.NetworkPolicyV1SpecIngressPorts(port=str(p), protocol="TCP") for p in MONITORING_PORTS
-                        ],
-                    )
-                ],
-                ns,
-            )
+            self._policy("from-monitoring", namespace, {}, [self._ingress([collectors], MONITORING_PORTS)], ns)
         for release, namespace in sorted(releases.items()):
-            if namespace not in namespaces:
-                continue
-            same = np.NetworkPolicyV1SpecIngressFrom(
-                pod_selector=np.NetworkPolicyV1SpecIngressFromPodSelector(match_labels={INSTANCE_LABEL: release})
-            )
-            # The release's endpoint picker (vllm-tpu's gateway), whose pods carry only `inferencepool`: it reads
-            # each model server's /metrics to pick one (workloads/charts/vllm-tpu/templates/gateway.yaml).
-            picker = np.NetworkPolicyV1SpecIngressFrom(
-                pod_selector=np.NetworkPolicyV1SpecIngressFromPodSelector(
-                    match_labels={"inferencepool": endpoint_picker(release)}
-                )
-            )
-            policy(
-                f"{release}-within",
-                namespace,
-                {INSTANCE_LABEL: release},
-                [np.NetworkPolicyV1SpecIngress(from_=[same, picker])],
-                namespaces[namespace],
-            )
-            if release in vpc_ports:
-                component, port, cidr = vpc_ports[release]
-                policy(
-                    f"{release}-from-vpc",
-                    namespace,
-                    {INSTANCE_LABEL: release, "app.kubernetes.io/name": component},
-                    [
-                        np.NetworkPolicyV1SpecIngress(
-                            from_=[
-                                np.NetworkPolicyV1SpecIngressFrom(
-                                    ip_block=np.NetworkPolicyV1SpecIngressFromIpBlock(cidr=cidr)
-                                )
-                            ],
-                            ports=[np.NetworkPolicyV1SpecIngressPorts(port=str(port), protocol="TCP")],
-                        )
-                    ],
-                    namespaces[namespace],
-                )
+            if namespace in namespaces:
+                self._release(release, namespace, namespaces[namespace], vpc_ports.get(release))
         if load_balancer_sources:
             for namespace in sorted(set(load_balanced_namespaces) & set(namespaces)):
-                policy(
-                    "from-load-balancers",
-                    namespace,
-                    {},
-                    [
-                        np.NetworkPolicyV1SpecIngress(
-                            from_=[
-                                np.NetworkPolicyV1SpecIngressFrom(
-                                    ip_block=np.NetworkPolicyV1SpecIngressFromIpBlock(cidr=c)
-                                )
-                                for c in load_balancer_sources
-                            ],
-                            ports=[
-                                np.NetworkPolicyV1SpecIngressPorts(port=str(p), protocol="TCP")
-                                for p in sorted(set(load_balancer_ports))
-                            ],
-                        )
-                    ],
-                    namespaces[namespace],
-                )
+                ingress = self._ingress(self._cidrs(load_balancer_sources), sorted(set(load_balancer_ports)))
+                self._policy("from-load-balancers", namespace, {}, [ingress], namespaces[namespace])
+
+    def _release(self, release: str, namespace: str, ns: object, vpc: tuple[str, int, str] | None) -> None:
+        """A release's pods from each other (and from its endpoint picker); from the VPC where it is load-balanced
+        there."""
+        np = self._np
+        same = np.NetworkPolicyV1SpecIngressFrom(
+            pod_selector=np.NetworkPolicyV1SpecIngressFromPodSelector(match_labels={INSTANCE_LABEL: release})
+        )
+        # The release's endpoint picker (vllm-tpu's gateway), whose pods carry only `inferencepool`: it reads
+        # each model server's /metrics to pick one (workloads/charts/vllm-tpu/templates/gateway.yaml).
+        picker = np.NetworkPolicyV1SpecIngressFrom(
+            pod_selector=np.NetworkPolicyV1SpecIngressFromPodSelector(
+                match_labels={"inferencepool": endpoint_picker(release)}
+            )
+        )
+        within = np.NetworkPolicyV1SpecIngress(from_=[same, picker])
+        self._policy(f"{release}-within", namespace, {INSTANCE_LABEL: release}, [within], ns)
+        if vpc is not None:
+            component, port, cidr = vpc
+            selector = {INSTANCE_LABEL: release, "app.kubernetes.io/name": component}
+            self._policy(f"{release}-from-vpc", namespace, selector, [self._ingress(self._cidrs([cidr]), [port])], ns)
+
+    def _cidrs(self, cidrs: list[str]) -> list[object]:
+        np = self._np
+        return [
+            np.NetworkPolicyV1SpecIngressFrom(ip_block=np.NetworkPolicyV1SpecIngressFromIpBlock(cidr=c)) for c in cidrs
+        ]
+
+    def _ingress(self, sources: list[object], ports: list[int] | tuple[int, ...]) -> object:
+        np = self._np
+        tcp = [np.NetworkPolicyV1SpecIngressPorts(port=str(p), protocol="TCP") for p in ports]
+        return np.NetworkPolicyV1SpecIngress(from_=sources, ports=tcp)
+
+    def _policy(self, name: str, namespace: str, selector: dict, ingress: list, after: object) -> None:
+        np = self._np
+        np.NetworkPolicyV1(
+            self,
+            f"{namespace}-{name}",
+            metadata={"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "cdktf"}},
+            spec=np.NetworkPolicyV1Spec(
+                pod_selector=np.NetworkPolicyV1SpecPodSelector(match_labels=selector),
+                policy_types=["Ingress"],
+                ingress=ingress,
+            ),
+            depends_on=[after],
+        )

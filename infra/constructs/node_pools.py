@@ -189,15 +189,7 @@ class SliceNodePool(Construct):
         extra.update(capacity)
         pool.update(queued)
         if slice_.kind == "gpu":
-            extra["guest_accelerator"] = [
-                pool_module.ContainerNodePoolNodeConfigGuestAccelerator(
-                    type=slice_.accelerator.node_label,
-                    count=slice_.chips_per_host,
-                    gpu_driver_installation_config={"gpu_driver_version": "DEFAULT"},
-                )
-            ]
-            # gVNIC: the NIC driver GPUDirect needs (and the fastest for the primary NIC).
-            extra["gvnic"] = {"enabled": True}
+            extra.update(_gpu(pool_module, slice_))
         if extra_networks:
             pool["network_config"] = {
                 "additional_node_network_configs": [
@@ -207,8 +199,6 @@ class SliceNodePool(Construct):
                     for network, subnetwork in extra_networks
                 ]
             }
-        placement: dict[str, object] | None = None
-        self.workload_policy = None
         if slice_.kind == "tpu" or capacity_type == "reservation":
             # A slice is a fixed set of hosts, and a pool on a reservation has no reserved node to surge into (prod's
             # A3 Mega pool is its reservation's two nodes: a surge node would wait for capacity nobody reserved): a
@@ -220,25 +210,7 @@ class SliceNodePool(Construct):
             # preconditions also refuse BLUE_GREEN with COMPACT placement. When it happens is the cluster's
             # maintenance window and exclusions (cluster.maintenance).
             pool["upgrade_settings"] = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
-        if slice_.kind == "tpu" and slice_.multi_host:
-            placement = {"type": "COMPACT", "tpu_topology": slice_.topology}
-            if slice_.accelerator.workload_policy:
-                # TPU7x: a HIGH_THROUGHPUT workload policy for the topology places the slice (GKE's Ironwood
-                # guide: `resource-policies create workload-policy --type=HIGH_THROUGHPUT
-                # --accelerator-topology=<t>`, then `node-pools create --placement-policy=<policy>`). The
-                # pool block keeps type COMPACT and the topology, as Cluster Toolkit's gke-node-pool and
-                # resource-policy modules (v1.95.0) send them: the provider requires `type`. Not checked on a
-                # real project: whether GKE then reports the block back unchanged (a plan after the first
-                # apply shows it).
-                self.workload_policy = google("compute_resource_policy").ComputeResourcePolicy(
-                    self,
-                    "workload-policy",
-                    project=project,
-                    region=location,
-                    name=f"{name}-{slice_.topology}-placement",
-                    workload_policy={"type": "HIGH_THROUGHPUT", "accelerator_topology": slice_.topology},
-                )
-                placement["policy_name"] = self.workload_policy.name
+        placement = self._placement(project, location, name, slice_)
         if slice_.shape.disk_type:
             extra["disk_type"] = slice_.shape.disk_type
         self.slice = slice_
@@ -261,3 +233,43 @@ class SliceNodePool(Construct):
                 **extra,
             ),
         )
+
+    def _placement(self, project: str, location: str, name: str, slice_: Slice) -> dict[str, object] | None:
+        """A multi-host TPU slice's COMPACT placement with its topology (and, for TPU7x, its workload policy)."""
+        self.workload_policy = None
+        if not (slice_.kind == "tpu" and slice_.multi_host):
+            return None
+        placement: dict[str, object] = {"type": "COMPACT", "tpu_topology": slice_.topology}
+        if slice_.accelerator.workload_policy:
+            # TPU7x: a HIGH_THROUGHPUT workload policy for the topology places the slice (GKE's Ironwood
+            # guide: `resource-policies create workload-policy --type=HIGH_THROUGHPUT
+            # --accelerator-topology=<t>`, then `node-pools create --placement-policy=<policy>`). The
+            # pool block keeps type COMPACT and the topology, as Cluster Toolkit's gke-node-pool and
+            # resource-policy modules (v1.95.0) send them: the provider requires `type`. Not checked on a
+            # real project: whether GKE then reports the block back unchanged (a plan after the first
+            # apply shows it).
+            self.workload_policy = google("compute_resource_policy").ComputeResourcePolicy(
+                self,
+                "workload-policy",
+                project=project,
+                region=location,
+                name=f"{name}-{slice_.topology}-placement",
+                workload_policy={"type": "HIGH_THROUGHPUT", "accelerator_topology": slice_.topology},
+            )
+            placement["policy_name"] = self.workload_policy.name
+        return placement
+
+
+def _gpu(pool_module: Any, slice_: Slice) -> dict[str, object]:
+    """A GPU slice's node config: its GPUs with GKE's managed driver, and gVNIC."""
+    return {
+        "guest_accelerator": [
+            pool_module.ContainerNodePoolNodeConfigGuestAccelerator(
+                type=slice_.accelerator.node_label,
+                count=slice_.chips_per_host,
+                gpu_driver_installation_config={"gpu_driver_version": "DEFAULT"},
+            )
+        ],
+        # gVNIC: the NIC driver GPUDirect needs (and the fastest for the primary NIC).
+        "gvnic": {"enabled": True},
+    }

@@ -405,129 +405,150 @@ def _policy(env: Environment, name: str, what: str, conditions: list[dict[str, A
 def alert_policies(env: Environment) -> dict[str, dict[str, Any]]:
     """The environment's alert policies by key, as the AlertPolicies API takes them (notification channels are
     added where they are created)."""
-    watch = env.monitoring
     policies: dict[str, dict[str, Any]] = {}
     if env.gke_slices:
-        conditions = [
+        policies["slices-not-ready"] = _slices_not_ready(env)
+    for key, server in watched_servers(env).items():
+        policies.update(_server_policies(env, key, server))
+    if _queue_widgets(env):
+        policies.update(_kueue_policies(env))
+    return policies
+
+
+def _slices_not_ready(env: Environment) -> dict[str, Any]:
+    """A node not Ready, or a multi-host TPU slice not whole, for the environment's minutes."""
+    watch = env.monitoring
+    conditions = [
+        _threshold(
+            "A node is not Ready",
+            _series(_not_ready(env), _aggregation("ALIGN_NEXT_OLDER", "REDUCE_COUNT_TRUE")),
+            "COMPARISON_GT",
+            0,
+            watch.not_ready_minutes,
+        )
+    ]
+    if _multi_host_pools(env):
+        conditions.append(
             _threshold(
-                "A node is not Ready",
-                _series(_not_ready(env), _aggregation("ALIGN_NEXT_OLDER", "REDUCE_COUNT_TRUE")),
-                "COMPARISON_GT",
-                0,
+                "A multi-host TPU slice is not whole",
+                _series(
+                    _filter(env, _MULTI_HOST),
+                    _aggregation("ALIGN_FRACTION_TRUE", "REDUCE_MEAN", ("resource.labels.node_pool_name",)),
+                ),
+                "COMPARISON_LT",
+                1,
                 watch.not_ready_minutes,
             )
-        ]
-        if _multi_host_pools(env):
-            conditions.append(
-                _threshold(
-                    "A multi-host TPU slice is not whole",
-                    _series(
-                        _filter(env, _MULTI_HOST),
-                        _aggregation("ALIGN_FRACTION_TRUE", "REDUCE_MEAN", ("resource.labels.node_pool_name",)),
-                    ),
-                    "COMPARISON_LT",
-                    1,
-                    watch.not_ready_minutes,
-                )
+        )
+    return _policy(
+        env,
+        "nodes or slices not ready",
+        f"A node of cluster {env.cluster.name} has not been Ready, or a multi-host TPU slice not whole, for "
+        f"{watch.not_ready_minutes} minutes: the workloads on that slice are stopped. See the node's conditions "
+        "(kubectl describe node) and GKE's repair operations.",
+        conditions,
+    )
+
+
+def _server_policies(env: Environment, key: str, server: ServerMetrics) -> dict[str, dict[str, Any]]:
+    """A serving deployment's alerts: its server errors, and its queue stuck while it generates nothing."""
+    watch = env.monitoring
+    policies: dict[str, dict[str, Any]] = {}
+    job = _job(env, key)
+    ratio = _error_ratio(env, key, server)
+    errors = _threshold(
+        f"More than {watch.error_rate:.0%} of answers are server errors",
+        ratio["numerator"],
+        "COMPARISON_GT",
+        watch.error_rate,
+        5,
+        denominator=ratio["denominator"],
+    )
+    policies[f"{key}-errors"] = _policy(
+        env,
+        f"{key} server errors",
+        f"Serving deployment {key} ({server.engine}) answers more than {watch.error_rate:.0%} of its requests "
+        "with a server error (5xx) over 5 minutes.",
+        [errors],
+    )
+    minutes = watch.queue_stuck_minutes
+    policies[f"{key}-queue-stuck"] = _policy(
+        env,
+        f"{key} queue stuck",
+        f"A server of deployment {key} has had requests waiting for {minutes} minutes while generating no "
+        "token: its engine is hung or its batch is full of requests that never finish.",
+        [
+            _threshold(
+                "Requests waiting",
+                _series(_filter(env, server.queue, *job), _aggregation("ALIGN_MEAN")),
+                "COMPARISON_GT",
+                0,
+                minutes,
+            ),
+            _threshold(
+                "No token generated",
+                _series(_filter(env, server.tokens, *job), _aggregation("ALIGN_RATE")),
+                "COMPARISON_LT",
+                0.001,
+                minutes,
+            ),
+        ],
+        combiner="AND_WITH_MATCHING_RESOURCE",
+    )
+    return policies
+
+
+def _kueue_policies(env: Environment) -> dict[str, dict[str, Any]]:
+    """Kueue's alerts: workloads stuck while nothing runs, a ClusterQueue inactive."""
+    watch = env.monitoring
+    policies: dict[str, dict[str, Any]] = {}
+    pending = KUEUE_METRICS["prometheus.googleapis.com/kueue_pending_workloads/gauge"]
+    admitted = KUEUE_METRICS["prometheus.googleapis.com/kueue_admitted_active_workloads/gauge"]
+    status = KUEUE_METRICS["prometheus.googleapis.com/kueue_cluster_queue_status/gauge"]
+    minutes = watch.queue_stuck_minutes
+    # A workload that waits while another runs is queueing, as it should (a team's job behind the training
+    # cluster, Kueue's "inadmissible": no quota free now): no page. Stuck is waiting while nothing runs at all.
+    policies["kueue-stuck"] = _policy(
+        env,
+        "Kueue queues stuck",
+        f"Kueue workloads have waited {minutes} minutes while no workload is admitted anywhere in the cluster: "
+        "nothing runs that would free their quota, so they wait for something else (a job that asks for more "
+        "than its queue and what it may borrow hold, a flavor no queue covers, a slice that does not come). "
+        "`kubectl get workloads -A` shows each one's reason. Waiting behind running work does not page.",
+        [
+            _threshold(
+                "Workloads wait",
+                _series(_filter(env, pending), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
+                "COMPARISON_GT",
+                0,
+                minutes,
+            ),
+            _threshold(
+                "No workload admitted",
+                _series(_filter(env, admitted), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
+                "COMPARISON_LT",
+                1,
+                minutes,
+            ),
+        ],
+        combiner="AND",
+    )
+    policies["kueue-queue-inactive"] = _policy(
+        env,
+        "Kueue ClusterQueue inactive",
+        f"A Kueue ClusterQueue has been inactive (status pending) for {minutes} minutes: it admits nothing (a "
+        "ResourceFlavor or an admission check it names is missing). `kubectl describe clusterqueue` says which.",
+        [
+            _threshold(
+                "ClusterQueue inactive",
+                _series(
+                    _filter(env, status, 'metric.labels.status="pending"'),
+                    _aggregation("ALIGN_MEAN", "REDUCE_MAX", ("metric.labels.cluster_queue",)),
+                ),
+                "COMPARISON_GT",
+                0,
+                minutes,
             )
-        policies["slices-not-ready"] = _policy(
-            env,
-            "nodes or slices not ready",
-            f"A node of cluster {env.cluster.name} has not been Ready, or a multi-host TPU slice not whole, for "
-            f"{watch.not_ready_minutes} minutes: the workloads on that slice are stopped. See the node's conditions "
-            "(kubectl describe node) and GKE's repair operations.",
-            conditions,
-        )
-    for key, server in watched_servers(env).items():
-        job = _job(env, key)
-        ratio = _error_ratio(env, key, server)
-        errors = _threshold(
-            f"More than {watch.error_rate:.0%} of answers are server errors",
-            ratio["numerator"],
-            "COMPARISON_GT",
-            watch.error_rate,
-            5,
-            denominator=ratio["denominator"],
-        )
-        policies[f"{key}-errors"] = _policy(
-            env,
-            f"{key} server errors",
-            f"Serving deployment {key} ({server.engine}) answers more than {watch.error_rate:.0%} of its requests "
-            "with a server error (5xx) over 5 minutes.",
-            [errors],
-        )
-        minutes = watch.queue_stuck_minutes
-        policies[f"{key}-queue-stuck"] = _policy(
-            env,
-            f"{key} queue stuck",
-            f"A server of deployment {key} has had requests waiting for {minutes} minutes while generating no "
-            "token: its engine is hung or its batch is full of requests that never finish.",
-            [
-                _threshold(
-                    "Requests waiting",
-                    _series(_filter(env, server.queue, *job), _aggregation("ALIGN_MEAN")),
-                    "COMPARISON_GT",
-                    0,
-                    minutes,
-                ),
-                _threshold(
-                    "No token generated",
-                    _series(_filter(env, server.tokens, *job), _aggregation("ALIGN_RATE")),
-                    "COMPARISON_LT",
-                    0.001,
-                    minutes,
-                ),
-            ],
-            combiner="AND_WITH_MATCHING_RESOURCE",
-        )
-    if _queue_widgets(env):
-        pending = KUEUE_METRICS["prometheus.googleapis.com/kueue_pending_workloads/gauge"]
-        admitted = KUEUE_METRICS["prometheus.googleapis.com/kueue_admitted_active_workloads/gauge"]
-        status = KUEUE_METRICS["prometheus.googleapis.com/kueue_cluster_queue_status/gauge"]
-        minutes = watch.queue_stuck_minutes
-        # A workload that waits while another runs is queueing, as it should (a team's job behind the training
-        # cluster, Kueue's "inadmissible": no quota free now): no page. Stuck is waiting while nothing runs at all.
-        policies["kueue-stuck"] = _policy(
-            env,
-            "Kueue queues stuck",
-            f"Kueue workloads have waited {minutes} minutes while no workload is admitted anywhere in the cluster: "
-            "nothing runs that would free their quota, so they wait for something else (a job that asks for more "
-            "than its queue and what it may borrow hold, a flavor no queue covers, a slice that does not come). "
-            "`kubectl get workloads -A` shows each one's reason. Waiting behind running work does not page.",
-            [
-                _threshold(
-                    "Workloads wait",
-                    _series(_filter(env, pending), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
-                    "COMPARISON_GT",
-                    0,
-                    minutes,
-                ),
-                _threshold(
-                    "No workload admitted",
-                    _series(_filter(env, admitted), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
-                    "COMPARISON_LT",
-                    1,
-                    minutes,
-                ),
-            ],
-            combiner="AND",
-        )
-        policies["kueue-queue-inactive"] = _policy(
-            env,
-            "Kueue ClusterQueue inactive",
-            f"A Kueue ClusterQueue has been inactive (status pending) for {minutes} minutes: it admits nothing (a "
-            "ResourceFlavor or an admission check it names is missing). `kubectl describe clusterqueue` says which.",
-            [
-                _threshold(
-                    "ClusterQueue inactive",
-                    _series(
-                        _filter(env, status, 'metric.labels.status="pending"'),
-                        _aggregation("ALIGN_MEAN", "REDUCE_MAX", ("metric.labels.cluster_queue",)),
-                    ),
-                    "COMPARISON_GT",
-                    0,
-                    minutes,
-                )
-            ],
-        )
+        ],
+    )
     return policies

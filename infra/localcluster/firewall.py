@@ -29,16 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-# GKE's own firewall rule for a private cluster's control plane: https and the kubelet.
-GKE_OPENS = (443, 10250)
-
 
 def opened(stack: dict[str, Any]) -> list[int] | None:
     """The tcp ports the stack's firewall opens from its private cluster's control plane range to the nodes (GKE's
     own included), or None where the stack has no private cluster (nothing stands between them)."""
-    from infra.rules.gke import _control_plane_openings
+    from infra.rules.gke_control_plane import control_plane_openings
 
-    found = [ports for _, _, ports in _control_plane_openings(stack)]
+    found = [ports for _, _, ports in control_plane_openings(stack)]
     return sorted(set().union(*found)) if found else None
 
 

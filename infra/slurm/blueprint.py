@@ -340,91 +340,117 @@ def blueprint(env: Environment) -> dict[str, Any]:
                 ],
             },
             {"group": "image-script", "modules": [_image_script(env)]},
-            {
-                "group": "image",
-                "modules": [
-                    {
-                        "id": "node_image",
-                        "source": "modules/packer/custom-image",
-                        "kind": "packer",
-                        "use": ["image_script", "network"],
-                        "settings": {
-                            "machine_type": IMAGE_BUILD_MACHINE,
-                            "source_image": SLURM_BASE_IMAGE["image"],
-                            "source_image_project_id": [SLURM_BASE_IMAGE["project"]],
-                            "image_family": image_family(env),
-                            "disk_size": 100,
-                            "omit_external_ip": True,
-                            "service_account_email": node_service_account(env),
-                            "service_account_scopes": CLOUD_PLATFORM,
-                            "tags": [node_tag(env)],
-                        },
-                    }
-                ],
-            },
+            _image_group(env),
             {
                 "group": "cluster",
                 "modules": [
-                    {
-                        "id": "bucket",
-                        "source": "modules/file-system/pre-existing-network-storage",
-                        "settings": {
-                            "remote_mount": env.bucket_name(slurm.bucket),
-                            "local_mount": f"{slurm_jobs.GCS_MOUNT}/{slurm.bucket}",
-                            "fs_type": "gcsfuse",
-                            # Mounted by root at boot, used by whoever submits a job (an OS Login user): gcsfuse
-                            # enforces these bits for everyone but the mounting uid, so 664/775 let no one else
-                            # write a checkpoint. Cluster Toolkit's A3 Mega example mounts with 777/777
-                            # (examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml @ v1.95.0); the
-                            # hosts' grant still limits writes to the bucket's slurm/ prefix (IAM condition).
-                            "mount_options": "defaults,_netdev,implicit_dirs,allow_other,file_mode=777,dir_mode=777",
-                        },
-                    },
+                    _bucket(env),
                     _compute_startup(env),
                     *partitions,
                     _controller_startup(env),
-                    {
-                        "id": "login",
-                        "source": "community/modules/scheduler/schedmd-slurm-gcp-v6-login",
-                        "use": ["network"],
-                        "settings": {
-                            "machine_type": slurm.login.machine_type,
-                            "disk_size_gb": slurm.login.disk_size_gb,
-                            "disk_type": slurm.login.disk_type,
-                            "enable_login_public_ips": False,
-                            "service_account_email": node_service_account(env),
-                            "service_account_scopes": CLOUD_PLATFORM,
-                            "tags": [node_tag(env)],
-                        },
-                    },
-                    {
-                        "id": "controller",
-                        "source": "community/modules/scheduler/schedmd-slurm-gcp-v6-controller",
-                        "use": [
-                            "network",
-                            *(f"{nodeset_id(name)}_partition" for name in slurm.partitions),
-                            "login",
-                            "bucket",
-                        ],
-                        "settings": {
-                            "machine_type": slurm.controller.machine_type,
-                            "disk_size_gb": slurm.controller.disk_size_gb,
-                            "disk_type": slurm.controller.disk_type,
-                            "enable_controller_public_ips": False,
-                            # Deletes the nodes Slurm created (not in Terraform's state) before the rest goes.
-                            "enable_cleanup_compute": True,
-                            "enable_external_prolog_epilog": True,
-                            "slurm_conf_tpl": LONG_PROLOG_TEMPLATE,
-                            "controller_startup_script": "$(controller_startup.startup_script)",
-                            "login_startup_script": literal(fill("controller/reset_enroot.sh")),
-                            "service_account_email": controller_service_account(env),
-                            "service_account_scopes": CLOUD_PLATFORM,
-                            "tags": [node_tag(env)],
-                        },
-                    },
+                    _login(env),
+                    _controller(env),
                 ],
             },
         ],
+    }
+
+
+def _image_group(env: Environment) -> dict[str, Any]:
+    """The node image, built by Packer from Slurm's base image with the image script."""
+    return {
+        "group": "image",
+        "modules": [
+            {
+                "id": "node_image",
+                "source": "modules/packer/custom-image",
+                "kind": "packer",
+                "use": ["image_script", "network"],
+                "settings": {
+                    "machine_type": IMAGE_BUILD_MACHINE,
+                    "source_image": SLURM_BASE_IMAGE["image"],
+                    "source_image_project_id": [SLURM_BASE_IMAGE["project"]],
+                    "image_family": image_family(env),
+                    "disk_size": 100,
+                    "omit_external_ip": True,
+                    "service_account_email": node_service_account(env),
+                    "service_account_scopes": CLOUD_PLATFORM,
+                    "tags": [node_tag(env)],
+                },
+            }
+        ],
+    }
+
+
+def _bucket(env: Environment) -> dict[str, Any]:
+    """The environment's bucket, mounted on every host with gcsfuse."""
+    slurm = env.slurm
+    assert slurm is not None
+    return {
+        "id": "bucket",
+        "source": "modules/file-system/pre-existing-network-storage",
+        "settings": {
+            "remote_mount": env.bucket_name(slurm.bucket),
+            "local_mount": f"{slurm_jobs.GCS_MOUNT}/{slurm.bucket}",
+            "fs_type": "gcsfuse",
+            # Mounted by root at boot, used by whoever submits a job (an OS Login user): gcsfuse
+            # enforces these bits for everyone but the mounting uid, so 664/775 let no one else
+            # write a checkpoint. Cluster Toolkit's A3 Mega example mounts with 777/777
+            # (examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml @ v1.95.0); the
+            # hosts' grant still limits writes to the bucket's slurm/ prefix (IAM condition).
+            "mount_options": "defaults,_netdev,implicit_dirs,allow_other,file_mode=777,dir_mode=777",
+        },
+    }
+
+
+def _login(env: Environment) -> dict[str, Any]:
+    """The login node: no public IP, the nodes' service account."""
+    slurm = env.slurm
+    assert slurm is not None
+    return {
+        "id": "login",
+        "source": "community/modules/scheduler/schedmd-slurm-gcp-v6-login",
+        "use": ["network"],
+        "settings": {
+            "machine_type": slurm.login.machine_type,
+            "disk_size_gb": slurm.login.disk_size_gb,
+            "disk_type": slurm.login.disk_type,
+            "enable_login_public_ips": False,
+            "service_account_email": node_service_account(env),
+            "service_account_scopes": CLOUD_PLATFORM,
+            "tags": [node_tag(env)],
+        },
+    }
+
+
+def _controller(env: Environment) -> dict[str, Any]:
+    """The controller: no public IP, its own service account, the long prolog and the startup scripts."""
+    slurm = env.slurm
+    assert slurm is not None
+    return {
+        "id": "controller",
+        "source": "community/modules/scheduler/schedmd-slurm-gcp-v6-controller",
+        "use": [
+            "network",
+            *(f"{nodeset_id(name)}_partition" for name in slurm.partitions),
+            "login",
+            "bucket",
+        ],
+        "settings": {
+            "machine_type": slurm.controller.machine_type,
+            "disk_size_gb": slurm.controller.disk_size_gb,
+            "disk_type": slurm.controller.disk_type,
+            "enable_controller_public_ips": False,
+            # Deletes the nodes Slurm created (not in Terraform's state) before the rest goes.
+            "enable_cleanup_compute": True,
+            "enable_external_prolog_epilog": True,
+            "slurm_conf_tpl": LONG_PROLOG_TEMPLATE,
+            "controller_startup_script": "$(controller_startup.startup_script)",
+            "login_startup_script": literal(fill("controller/reset_enroot.sh")),
+            "service_account_email": controller_service_account(env),
+            "service_account_scopes": CLOUD_PLATFORM,
+            "tags": [node_tag(env)],
+        },
     }
 
 

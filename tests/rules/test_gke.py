@@ -1,15 +1,13 @@
 """The rules of `infra/rules/gke.py`, each failing on its example: an edit of dev.yaml or a change to dev's
 synthesized stack or a change to one of dev's rendered releases (the dev stack as it ships passes them all:
-tests/rules/test_framework.py)."""
+tests/rules/test_framework.py). The private control plane's are in test_gke_control_plane.py."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
-from tests.helpers import of_type
 from tests.rules.examples import (
     EnvironmentExample,
     ManifestExample,
@@ -26,18 +24,6 @@ def _tpu_total_autoscaling(stack: dict[str, Any]) -> None:
     pool = node_pool(stack, "train")
     pool.pop("node_count")
     pool["autoscaling"] = {"total_min_node_count": 0, "total_max_node_count": 4, "location_policy": "ANY"}
-
-
-def _drop_webhook_firewall(stack: dict[str, Any]) -> None:
-    firewalls = of_type(stack, "google_compute_firewall")
-    (key,) = [k for k, f in firewalls.items() if f["name"].endswith("-control-plane-webhooks")]
-    del firewalls[key]
-
-
-def _webhook_firewall_ports(stack: dict[str, Any], ports: list[str]) -> None:
-    """The control plane's firewall rule opening only `ports` (dev shipped with 9443 alone)."""
-    (firewall,) = [f for f in of_type(stack, "google_compute_firewall").values() if f["name"].endswith("-webhooks")]
-    firewall["allow"] = [{"protocol": "tcp", "ports": ports}]
 
 
 def _flex_too_long(stack: dict[str, Any]) -> None:
@@ -100,19 +86,9 @@ TERRAFORM: dict[str, TerraformExample] = {
         "must be NO_RESERVATION",
     ),
     "gke.dws.flex-start-max-run-duration": (_flex_too_long, "604800s (7 days)"),
-    # Before the fix: no rule let the control plane reach 9443.
-    "gke.private.webhook-ports-open": (_drop_webhook_firewall, "reach the nodes on tcp:"),
-    "gke.private.master-cidr-28": (
-        lambda s: gke_cluster(s)["private_cluster_config"].update(master_ipv4_cidr_block="172.16.0.0/24"),
-        "must be a private /28",
-    ),
     "gke.gpudirect.multinetwork-dataplane-v2-gvnic": (
         lambda s: gke_cluster(s).pop("enable_multi_networking"),
         "the cluster needs enable_multi_networking",
-    ),
-    "gke.dns-endpoint-allows-external-traffic": (
-        lambda s: gke_cluster(s).pop("control_plane_endpoints_config"),
-        "connect through the DNS endpoint: set it true",
     ),
     "tf.node-pool.node-count-or-initial": (
         lambda s: node_pool(s, "train").update(initial_node_count=4),
@@ -127,26 +103,7 @@ TERRAFORM: dict[str, TerraformExample] = {
 
 MANIFEST: dict[str, ManifestExample] = {
     "gke.tpu.selectors-and-whole-host": ("ray-training", _two_chips, "host has 4 chips: request all"),
-    # Before the fix: the metrics adapter served custom.metrics.k8s.io on 6443 behind a rule that opened 9443 only,
-    # so no autoscaler of dev could read its metric.
-    "gke.private.control-plane-reaches-served-apis": (
-        "metrics-adapter",
-        lambda objs: None,
-        "served on the pods' port 6443, which no firewall rule opens",
-        lambda stack: _webhook_firewall_ports(stack, ["8082", "9443"]),
-    ),
 }
-
-
-def test_kueues_visibility_api_port_is_one_the_control_plane_must_reach(stacks: dict[str, dict[str, Any]]) -> None:
-    """Kueue's chart renders its visibility APIService (v1beta2.visibility.kueue.x-k8s.io) on 8082 whatever the
-    values: a firewall that opens only the webhooks' 9443 leaves discovery of that group timing out."""
-    from infra.rules import check_stack
-
-    stack = copy.deepcopy(stacks["dev"])
-    _webhook_firewall_ports(stack, ["6443", "9443"])
-    lines = [v.line() for v in check_stack(stack) if v.rule.id == "gke.private.webhook-ports-open"]
-    assert len(lines) == 1 and "tcp:8082 (kueue's aggregated API)" in lines[0], lines
 
 
 EXAMPLES = {**ENVIRONMENT, **TERRAFORM, **MANIFEST}

@@ -92,7 +92,8 @@ BUILTIN_GROUPS = {
 }
 
 # The kinds of the optional pinned CRDs (GKE's Gateway policies): validated against their schema where it is
-# available, else held to their CEL rules by a rule (infra/rules/gke.py: gke.inference-gateway-policies); and
+# available, else held to their CEL rules by a rule (infra/rules/inference_gateway.py:
+# gke.inference-gateway-policies); and
 # GKE's ComputeClass, whose CRD GKE serves but publishes in no repository to pin: rule gke.compute-class-tiers
 # holds it to the CRD's CEL rules.
 OPTIONAL_KINDS = {

@@ -4,7 +4,7 @@ environment's Python (`make vllm-options`, .venv-vllm), never imported by the pl
     .venv-vllm/bin/python workloads/serving/vllm_describe.py > workloads/serving/vllm-serve-options.json
 
 The description is checked in; `make plan` holds every deployment's arguments to it (rule vllm.args-valid,
-infra/rules/vllm.py) without the multi-gigabyte vLLM environment, and tests/test_vllm.py regenerates it and
+infra/rules/vllm_serve_args.py) without the multi-gigabyte vLLM environment, and tests/test_vllm.py regenerates it and
 compares. For each option: its value kind as vLLM's parser converts it (none for a boolean flag, int, float, str,
 json, json-or-str, human-int), its choices, whether "None" is taken, and the bounds its config dataclass field
 declares (pydantic's gt/ge/lt/le); then the cross-field checks of vLLM's config validators the platform can

@@ -132,7 +132,6 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     import jax
     import jax.numpy as jnp
     import optax
-    import orbax.checkpoint as ocp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     from workloads.trainer.canary.model import Decoder
@@ -144,7 +143,6 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     if announced != config.slices:
         raise ValueError(f"the job runs {announced} slices (MEGASCALE_NUM_SLICES), the config {config.slices}")
     grid = multislice_devices(devices, config.slices, **config.mesh)
-    shape = grid.shape
     mesh = Mesh(grid, AXES)
     model = Decoder(config.model)
     schedule = optax.linear_schedule(0.0, config.learning_rate, max(config.warmup_steps, 1))
@@ -166,47 +164,21 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
 
     checkpoint_dir = Path(config.checkpoint_dir).absolute()
     target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
-    if config.local_checkpoint_dir:
-        manager = _emergency_manager(config, mesh, target, checkpoint_dir / "state")
-    else:
-        manager = ocp.CheckpointManager(
-            checkpoint_dir / "state",
-            options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False),
-        )
+    manager = _checkpoint_manager(config, mesh, target, checkpoint_dir / "state")
     start = int(manager.latest_step() or 0)
-    if start and config.local_checkpoint_dir:
-        state = manager.restore(start).state
-    elif start:
-        state = manager.restore(start, args=ocp.args.StandardRestore(target))
+    if start:
+        state = _restore(config, manager, start, target)
     else:
         state = jax.jit(init, out_shardings=shardings)(jax.random.key(config.seed))
 
-    def loss_fn(params: Any, tokens: jax.Array) -> jax.Array:
-        logits = model.apply({"params": params}, tokens[:, :-1])
-        return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
-
-    def train_step(state: dict[str, Any], tokens: jax.Array) -> tuple[dict[str, Any], jax.Array]:
-        loss, grads = jax.value_and_grad(loss_fn)(state["params"], tokens)
-        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-        params = optax.apply_updates(state["params"], updates)
-        return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
-
-    step_fn = jax.jit(
-        train_step,
-        in_shardings=(shardings, batch_sharding),
-        out_shardings=(shardings, replicated),
-        donate_argnums=0,
-    )
+    step_fn = _step_function(model, tx, (shardings, batch_sharding), (shardings, replicated))
     text = data.corpus()
     is_writer = jax.process_index() == 0
     metrics_path = checkpoint_dir / METRICS_FILE
     if is_writer:
-        (checkpoint_dir / MODEL_FILE).write_text(json.dumps(asdict(config.model), sort_keys=True) + "\n")
+        _write_start(config, checkpoint_dir, began_at, start)
     step_times: list[float] = []
     losses: list[float] = []
-    if is_writer:  # when this attempt started, for its startup time (workloads/trainer/goodput.py)
-        with (checkpoint_dir / ATTEMPTS_FILE).open("a") as f:
-            f.write(json.dumps({"event": "start", "time": round(began_at, 3), "start_step": start}) + "\n")
     compiled = None
     for step in range(start, config.end_step):
         host = data.batch(step, seed=config.seed, global_batch=config.global_batch, seq_len=config.seq_len, text=text)
@@ -221,14 +193,7 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         loss = float(loss_value)  # waits for the step
         elapsed = time.perf_counter() - began
         done = step + 1
-        saving = time.perf_counter()
-        if config.local_checkpoint_dir:  # the manager saves each tier on its own interval
-            # The run's last step goes to both tiers, as the plain manager keeps its last step.
-            manager.save(done, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state)), force=done == config.end_step)
-            manager.wait_until_finished()
-        elif done % config.checkpoint_every == 0 or done == config.end_step:
-            manager.save(done, args=ocp.args.StandardSave(state))
-        saved = time.perf_counter() - saving
+        saved = _save(config, manager, state, done)
         step_times.append(elapsed)
         losses.append(loss)
         # `time`: when the step (and its checkpoint) ended, seconds since the epoch; the run's goodput is read from
@@ -237,11 +202,7 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         if saved > 0.001:
             record["checkpoint_s"] = round(saved, 3)
         if is_writer:
-            with metrics_path.open("a") as f:
-                f.write(json.dumps(record) + "\n")
-            # In a job, one JSON line per step (workloads/logs.py): Cloud Logging's jsonPayload.step, .loss.
-            # (Not `time`: Cloud Logging takes a payload's `time` as the entry's timestamp, in its own formats.)
-            LOG.info("step", extra={**{k: v for k, v in record.items() if k != "time"}, "end_step": config.end_step})
+            _write_step(metrics_path, record, config.end_step)
         if report is not None:
             report(record)
         if config.fail_at_step == done:
@@ -249,22 +210,109 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     manager.wait_until_finished()
     manager.close()
 
-    summary = {
+    summary = _summary(config, start, losses, step_times, checkpoint_dir, len(devices), grid.shape)
+    if is_writer:
+        (checkpoint_dir / SUMMARY_FILE).write_text(json.dumps(summary) + "\n")
+    return summary
+
+
+def _summary(
+    config: CanaryConfig,
+    start: int,
+    losses: list[float],
+    step_times: list[float],
+    checkpoint_dir: Path,
+    devices: int,
+    shape: tuple[int, ...],
+) -> dict[str, Any]:
+    """The run's summary: its steps, first and last loss, speed, devices, processes, mesh and slices."""
+    import jax
+
+    from workloads.trainer.mesh import AXES
+
+    return {
         "start_step": start,
         "end_step": config.end_step,
         "loss_first": losses[0] if losses else None,
         "loss_last": losses[-1] if losses else None,
         "checkpoint_dir": str(checkpoint_dir),
-        **_speed(config, step_times, len(devices)),
-        "devices": len(devices),
+        **_speed(config, step_times, devices),
+        "devices": devices,
         "processes": jax.process_count(),
         "mesh": dict(zip(AXES, shape, strict=True)),
         "slices": config.slices,
         "params": config.model.param_count(),
     }
-    if is_writer:
-        (checkpoint_dir / SUMMARY_FILE).write_text(json.dumps(summary) + "\n")
-    return summary
+
+
+def _step_function(model: Any, tx: Any, in_shardings: tuple[Any, Any], out_shardings: tuple[Any, Any]) -> Any:
+    """One training step (next-token cross entropy, the optimizer's update), jitted with the state donated."""
+    import jax
+    import optax
+
+    def loss_fn(params: Any, tokens: jax.Array) -> jax.Array:
+        logits = model.apply({"params": params}, tokens[:, :-1])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
+
+    def train_step(state: dict[str, Any], tokens: jax.Array) -> tuple[dict[str, Any], jax.Array]:
+        loss, grads = jax.value_and_grad(loss_fn)(state["params"], tokens)
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
+
+    return jax.jit(train_step, in_shardings=in_shardings, out_shardings=out_shardings, donate_argnums=0)
+
+
+def _checkpoint_manager(config: CanaryConfig, mesh: Any, target: Any, directory: Path) -> Any:
+    """The run's checkpoint manager: Orbax's emergency (multi-tier) one where a local tier is configured, else the
+    plain one on the bucket, keeping the last two steps."""
+    import orbax.checkpoint as ocp
+
+    if config.local_checkpoint_dir:
+        return _emergency_manager(config, mesh, target, directory)
+    return ocp.CheckpointManager(
+        directory, options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False)
+    )
+
+
+def _restore(config: CanaryConfig, manager: Any, step: int, target: Any) -> Any:
+    """The state saved at `step`, sharded as `target`."""
+    import orbax.checkpoint as ocp
+
+    if config.local_checkpoint_dir:
+        return manager.restore(step).state
+    return manager.restore(step, args=ocp.args.StandardRestore(target))
+
+
+def _save(config: CanaryConfig, manager: Any, state: Any, done: int) -> float:
+    """Saves the state after step `done` where the run's interval says so: the seconds it took."""
+    import orbax.checkpoint as ocp
+
+    saving = time.perf_counter()
+    if config.local_checkpoint_dir:  # the manager saves each tier on its own interval
+        # The run's last step goes to both tiers, as the plain manager keeps its last step.
+        manager.save(done, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state)), force=done == config.end_step)
+        manager.wait_until_finished()
+    elif done % config.checkpoint_every == 0 or done == config.end_step:
+        manager.save(done, args=ocp.args.StandardSave(state))
+    return time.perf_counter() - saving
+
+
+def _write_start(config: CanaryConfig, checkpoint_dir: Path, began_at: float, start: int) -> None:
+    """The model's shape beside its checkpoints, and when this attempt started, for its startup time
+    (workloads/trainer/goodput.py)."""
+    (checkpoint_dir / MODEL_FILE).write_text(json.dumps(asdict(config.model), sort_keys=True) + "\n")
+    with (checkpoint_dir / ATTEMPTS_FILE).open("a") as f:
+        f.write(json.dumps({"event": "start", "time": round(began_at, 3), "start_step": start}) + "\n")
+
+
+def _write_step(metrics_path: Path, record: dict[str, Any], end_step: int) -> None:
+    """The step's line in metrics.jsonl, and in the job's log."""
+    with metrics_path.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    # In a job, one JSON line per step (workloads/logs.py): Cloud Logging's jsonPayload.step, .loss.
+    # (Not `time`: Cloud Logging takes a payload's `time` as the entry's timestamp, in its own formats.)
+    LOG.info("step", extra={**{k: v for k, v in record.items() if k != "time"}, "end_step": end_step})
 
 
 def _fail_once(config: CanaryConfig, done: int, checkpoint_dir: Path, process: int, processes: int) -> None:
