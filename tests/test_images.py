@@ -170,18 +170,15 @@ def test_an_image_of_a_multi_stage_dockerfile_names_its_stage() -> None:
             assert entry.get("target") in stages, f"{name}: name one of {stages} as target"
 
 
-def test_the_trainer_runs_from_exactly_what_its_image_copies(tmp_path: Path) -> None:
-    """The trainer image copies the schema and the catalogue of infra/, not all of it and no environment file: the
-    plan `args` prints from the repository (what `submit` sends) is prepared for training by the trainer run from a
-    folder holding only what the Dockerfile's COPY lines copy, and it never imports the rules or the stacks."""
+def _copied(stage: str, root: Path) -> Path:
+    """A folder holding exactly what a Dockerfile stage's COPY lines copy into the image's /opt/platform, after
+    checking that they copy neither the whole of infra/ nor an environment file (a reshape would need a rebuild)."""
     import shutil
 
-    text = (REPO / "workloads/trainer/Dockerfile").read_text()
-    stage = text[: text.index("AS converter")]
-    copies = re.findall(r"^COPY --chown=\S+ (\S+) (\S+)$", stage, re.M)
+    copies = re.findall(r"^COPY (?:--chown=\S+ )?(\S+) (\S+)$", stage, re.M)
     assert ("infra", "./infra") not in copies, "the image copies the whole of infra/"
     assert not [c for c in copies if "environments" in c[0]], "the image holds an environment file: a reshape rebuilds"
-    root = tmp_path / "opt" / "platform"
+    root = root / "opt" / "platform"
     for source, target in copies:
         dest = root / target.removeprefix("./")
         if (REPO / source).is_dir():
@@ -189,6 +186,15 @@ def test_the_trainer_runs_from_exactly_what_its_image_copies(tmp_path: Path) -> 
         else:
             (dest if target.endswith("/") else dest.parent).mkdir(parents=True, exist_ok=True)
             shutil.copy(REPO / source, dest / Path(source).name if target.endswith("/") else dest)
+    return root
+
+
+def test_the_trainer_runs_from_exactly_what_its_image_copies(tmp_path: Path) -> None:
+    """The trainer image copies the schema and the catalogue of infra/, not all of it and no environment file: the
+    plan `args` prints from the repository (what `submit` sends) is prepared for training by the trainer run from a
+    folder holding only what the Dockerfile's COPY lines copy, and it never imports the rules or the stacks."""
+    text = (REPO / "workloads/trainer/Dockerfile").read_text()
+    root = _copied(text[: text.index("AS converter")], tmp_path)
     planned = subprocess.run(
         [sys.executable, "-m", "workloads.trainer", "args", "--env", "dev"], cwd=REPO, capture_output=True, text=True
     )
@@ -207,3 +213,23 @@ def test_the_trainer_runs_from_exactly_what_its_image_copies(tmp_path: Path) -> 
     run = subprocess.run([sys.executable, "-c", probe, plan], cwd=root, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.split() == [json.loads(plan)["slice"], "maxtext_loop"], run.stdout
+
+
+def test_the_gpu_trainer_imports_from_exactly_what_its_image_copies(tmp_path: Path) -> None:
+    """The GPU trainer image (one process per node of a JobSet, a Slurm job, a Vertex AI replica or a VM) copies no
+    environment file either: each process takes its run from its arguments, and its entry point and the canary
+    import from the copied files alone, never the rules or the stacks."""
+    root = _copied((REPO / "workloads/trainer/Dockerfile.gpu").read_text(), tmp_path)
+    probe = (
+        "import sys\n"
+        "import workloads.trainer.__main__, workloads.trainer.canary.train, infra\n"
+        f"assert infra.__file__.startswith({str(root)!r}), infra.__file__\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('infra.rules', 'infra.stacks', 'infra.synth')))\n"
+        "assert not loaded, loaded\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    help_ = subprocess.run(
+        [sys.executable, "-m", "workloads.trainer", "jobset", "--help"], cwd=root, capture_output=True, text=True
+    )
+    assert help_.returncode == 0 and "--coordinator" in help_.stdout, help_.stderr
