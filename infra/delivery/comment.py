@@ -30,10 +30,11 @@ def plan_comment(env: str, review: str, link: str, limit: int = GITHUB_COMMENT_L
             f"\n\n**The review is cut here** ({{shown:,}} of {len(body):,} characters): a pull request comment "
             f"holds {limit:,}. The rest is in the job summary of {link}"
         )
-        keep = room - len(note.format(shown=len(body)))
+        fence = "\n```"  # closes a code block the cut falls inside
+        keep = room - len(note.format(shown=len(body))) - len(fence)
         cut = body.rfind("\n", 0, max(keep, 0))
         shown = body[: cut if cut > 0 else max(keep, 0)]
-        if shown.count("```") % 2:  # a cut inside a code block: close it
-            shown += "\n```"
+        if shown.count("```") % 2:
+            shown += fence
         body = shown + note.format(shown=len(shown))
     return head + body + tail

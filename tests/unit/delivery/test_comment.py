@@ -40,6 +40,14 @@ def test_a_cut_inside_a_code_block_closes_it() -> None:
     assert len(comment) <= 10_000 and comment.count("```") % 2 == 0
 
 
+def test_a_cut_inside_a_code_block_at_the_last_character_still_fits() -> None:
+    """One-character lines put the cut right at the room left: the fence that closes the block is counted too."""
+    review = "# Plan review\n```json\n" + "\n".join("x" for _ in range(20_000))
+    for limit in range(10_000, 10_008):
+        comment = plan_comment("dev", review, LINK, limit=limit)
+        assert len(comment) <= limit and comment.count("```") % 2 == 0, (limit, len(comment))
+
+
 def test_the_command_writes_the_comment_and_refuses_a_missing_review(tmp_path: Path) -> None:
     review = tmp_path / "dev.md"
     review.write_text("# Plan review: platform-dev\n")
