@@ -91,3 +91,36 @@ def test_parse_compile_output_reads_memory_analysis_and_hbm_oom() -> None:
     assert error == "CompileTimeHbmOom: HLO temporaries need 63.54G of 15.75G HBM"
     with pytest.raises(RuntimeError, match="neither its memory analysis"):
         parse_compile_output("Traceback: something else")
+
+
+def test_check_compiles_jobs_at_once_and_reports_in_the_recipes_order(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--check --jobs 2`: two train_compile processes at a time (each mostly one core), the results in the recipes'
+    order, a difference from compiled.yaml still fails the check."""
+    import json
+    import threading
+    import time
+
+    from workloads.trainer import compiled
+
+    table = load_table()
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def fake(recipe: object) -> compiled.Compiled:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        name = recipe.name  # type: ignore[attr-defined]
+        return table[name] if name != "llama3-8b" else replace(table[name], per_chip_gib=table[name].per_chip_gib + 1)
+
+    monkeypatch.setattr(compiled, "compile_recipe", fake)
+    code = compiled.main(["--check", "--jobs", "2"])
+    out, err = capsys.readouterr()
+    assert most[0] == 2
+    assert list(json.loads(out.splitlines()[-1])) == [r.name for r in compiled_recipes()]
+    assert code == 1 and "llama3-8b: compiled.yaml says" in err

@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -383,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.trainer.compiled", description=__doc__.split("\n\n")[0])
     parser.add_argument("recipes", nargs="*", help="default: every maxtext recipe with a slice shape")
     parser.add_argument("--recipes-file", type=Path, default=None, help="compile another file's recipes (no table)")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="compiles at once (each a process; its compile_seconds then shares the CPU)"
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="record the results in compiled.yaml")
     mode.add_argument("--check", action="store_true", help="fail when a result differs from compiled.yaml")
@@ -400,7 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     problems = []
     results: dict[str, Any] = {}
     started = time.monotonic()
-    for i, recipe in enumerate(recipes, 1):
+
+    def compile_one(numbered: tuple[int, Recipe]) -> Compiled:
+        i, recipe = numbered
         target = recipe_slice(recipe)
         print(
             f"compile: {recipe.name} ({i}/{len(recipes)}) for {target.name if target else '?'} "
@@ -410,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         fresh = compile_recipe(recipe)
         print(fresh.summary(recipe.name), flush=True)
+        return fresh
+
+    # Each compile is a process of its own (train_compile, mostly one core): --jobs of them at once.
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        compiled = list(pool.map(compile_one, enumerate(recipes, 1)))
+    for recipe, fresh in zip(recipes, compiled, strict=True):
         results[recipe.name] = asdict(fresh)
         if args.check and (why := compare(fresh, table.get(recipe.name))):
             problems.append(f"{recipe.name}: {why}")
