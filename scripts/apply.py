@@ -155,10 +155,12 @@ def plan_and_gate(
         return code, ""
     try:
         plan = json.loads(plan_json.read_text())
+        forget: list[str] = []
         if env is not None:  # an entry an earlier apply carried out confirms nothing more
             in_file, spent = confirmations.spent(env, in_file, plan)
             for line in spent:
                 print(f"note: {line}", file=sys.stderr)
+            forget = confirmations.forgotten(env, body, plan)
             confirmed = [*confirmed, *(a for a in settled if a in in_file)]
         review = review_plan(stack, plan, list(confirmed), cluster_holds(stack_dir, body, plan, env), in_change=in_file)
     except (json.JSONDecodeError, PlanFormatError) as err:
@@ -188,7 +190,9 @@ def plan_and_gate(
     for change in review.blocking:
         how = confirmations.how_to_confirm(change.address, change.confirmable, env, body, change.kinds)
         print(f"BLOCKING: {change.action} {change.address} ({stack}): {change.blocked}; {how}", file=sys.stderr)
-    return (BLOCKED if review.blocking else 0), digest
+    for line in forget:
+        print(f"BLOCKING: {line}", file=sys.stderr)
+    return (BLOCKED if review.blocking or forget else 0), digest
 
 
 def cluster_holds(

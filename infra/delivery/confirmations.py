@@ -78,14 +78,37 @@ def spent(env: Environment, matched: list[str], plan: dict[str, Any]) -> tuple[l
     has carried it out, which the state records in the stack's APPLIED_CONFIRMATIONS output (the plan's
     prior_state). A spent entry confirms nothing: the same configuration replaced again (drift, a resource changed
     outside Terraform) is not the change it was written for."""
-    outputs = ((plan.get("prior_state") or {}).get("values") or {}).get("outputs") or {}
-    applied = (outputs.get(APPLIED_CONFIRMATIONS) or {}).get("value") or []
+    applied = _applied(plan)
     keys = {e.address: e.key for e in env.confirm}
-    done = [a for a in matched if isinstance(applied, list) and keys.get(a) in applied]
+    done = [a for a in matched if keys.get(a) in applied]
     return [a for a in matched if a not in done], [
         f"{env.name}.yaml: confirm: {address}: carried out by an earlier apply (the state records it): it confirms "
         "nothing now, a change the plan shows of it is another one; remove it"
         for address in done
+    ]
+
+
+def _applied(plan: dict[str, Any]) -> list[str]:
+    """The keys of the entries the state records as carried out (the stack's APPLIED_CONFIRMATIONS output in the
+    plan's prior_state)."""
+    outputs = ((plan.get("prior_state") or {}).get("values") or {}).get("outputs") or {}
+    applied = (outputs.get(APPLIED_CONFIRMATIONS) or {}).get("value") or []
+    return [str(key) for key in applied] if isinstance(applied, list) else []
+
+
+def forgotten(env: Environment, stack: dict[str, Any], plan: dict[str, Any]) -> list[str]:
+    """A line for each entry the state records as carried out whose configuration the stack no longer has. The
+    record holds only the entries written for the configuration an apply applies, so this apply would drop it, and
+    the entry, still in the file, would confirm the same change again when it comes back (a bucket deleted,
+    re-created, then deleted again by a later pull request, confirmed by the first one's entry). The apply is
+    refused until the entry is removed."""
+    applied = set(_applied(plan))
+    return [
+        f"{env.name}.yaml: confirm: {e.address}: carried out by an earlier apply (the state records it), and the stack "
+        f"no longer has the configuration it was written for ({e.config_sha256[:12]}): this apply would forget that "
+        "it was spent, and it would confirm the same change again later; remove it from the file"
+        for e in env.confirm
+        if e.key in applied and config_sha256(stack, e.address) != e.config_sha256
     ]
 
 

@@ -70,3 +70,53 @@ def test_the_synthesized_stack_records_the_entries_its_apply_carries_out(tmp_pat
     written = json.loads((tmp_path / "out" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
     assert written["output"][APPLIED_CONFIRMATIONS]["value"] == [now.key]
     assert stack["output"][APPLIED_CONFIRMATIONS]["value"] == []
+
+
+def test_an_entry_the_next_apply_would_forget_is_refused_until_it_is_removed() -> None:
+    """A bucket's deletion confirmed and applied (the state records `<bucket>@absent`); a later pull request
+    re-creates it with the entry still in the file. That apply would record nothing for it, and a third pull request
+    deleting the bucket again would be confirmed by the first one's entry: the gate refuses the second apply until
+    the entry is removed."""
+    from infra.delivery.confirmations import forgotten
+
+    bucket = "google_storage_bucket.models"
+    gone = Confirmation(address=bucket, config_sha256="absent", reason="the old models bucket goes")
+    deleted: dict[str, Any] = {"resource": {}, "output": {APPLIED_CONFIRMATIONS: {"value": []}}}
+    assert record_carried_out(deleted, [gone]) is True
+    again = {"resource": {"google_storage_bucket": {"models": {"name": "models"}}}}
+    env = SimpleNamespace(name="dev", confirm=[gone])
+    (line,) = forgotten(env, again, _prior(deleted))  # type: ignore[arg-type]
+    assert line.startswith(f"dev.yaml: confirm: {bucket}: carried out by an earlier apply") and "remove it" in line
+    # Still deleted (the entry matches, and is only spent), removed from the file, or never applied: nothing to say.
+    assert forgotten(env, deleted, _prior(deleted)) == []  # type: ignore[arg-type]
+    assert forgotten(SimpleNamespace(name="dev", confirm=[]), again, _prior(deleted)) == []  # type: ignore[arg-type]
+    assert forgotten(env, again, {}) == []  # type: ignore[arg-type]
+
+
+def test_the_gate_at_the_apply_blocks_while_such_an_entry_is_in_the_file(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """scripts/apply.py plan_and_gate, with Terraform's plan showing the state's record: blocked, saying which entry
+    to remove; without the record, the same stack goes through."""
+    from infra.review import BLOCKED
+    from scripts import apply
+
+    bucket = "google_storage_bucket.models"
+    gone = Confirmation(address=bucket, config_sha256="absent", reason="the old models bucket goes")
+    stack = {"resource": {"google_storage_bucket": {"models": {"name": "models"}}}, "output": {}}
+    (tmp_path / "cdk.tf.json").write_text(json.dumps(stack))
+    shown: dict[str, Any] = {"format_version": "1.2", "resource_changes": []}
+
+    def tf(stack_dir: Path, *args: str, stdout: Any = None) -> int:
+        if args[0] == "show":
+            stdout.write(json.dumps(shown))
+        return 0
+
+    monkeypatch.setattr(apply, "_tf", tf)
+    monkeypatch.setattr(apply, "cluster_holds", lambda *a: {})
+    monkeypatch.setattr(apply, "slurm_blueprint", lambda env: None)
+    env = SimpleNamespace(name="dev", confirm=[gone])
+    assert apply.plan_and_gate(tmp_path, "platform-dev", [], env=env)[0] == 0  # type: ignore[arg-type]
+    shown["prior_state"] = {"values": {"outputs": {APPLIED_CONFIRMATIONS: {"value": [gone.key]}}}}
+    assert apply.plan_and_gate(tmp_path, "platform-dev", [], env=env)[0] == BLOCKED  # type: ignore[arg-type]
+    assert f"BLOCKING: dev.yaml: confirm: {bucket}: carried out by an earlier apply" in capsys.readouterr().err
