@@ -8,6 +8,11 @@
       resource against the CRDs the cluster serves); its Markdown into the
       job summary ($GITHUB_STEP_SUMMARY) and the plan's digest into $GITHUB_OUTPUT (`digest=`). Exit 3 when the
       gate blocks.
+  python -m scripts.apply drift <stack dir> --stack platform-<env>
+      terraform init; a plan of the live state (no lock: it writes nothing); each resource changed outside
+      Terraform that the next apply would change back (infra/review/drift.py), with what the gate says of such a
+      change and who made it where the Admin Activity audit log says (infra/delivery/audit.py); into the job
+      summary too. Exit 0 nothing drifted, 2 something did, 1 the plan failed.
   python -m scripts.apply apply <stack dir> --stack platform-<env> [--approved DIGEST]
       the same plan, gate and summary, then `terraform apply plan.tfplan`: the file just reviewed, never a new
       plan. With --approved, the plan's digest must equal the one the approver saw (the plan job's output); where
@@ -195,6 +200,54 @@ def plan_and_gate(
     return (BLOCKED if review.blocking or forget else 0), digest
 
 
+def drift(stack_dir: Path, stack: str, *, env: Environment | None = None) -> int:
+    """The `drift` phase: 0 nothing changed outside Terraform, 2 something did (listed), 1 the plan failed."""
+    from infra.constructs.bootstrap import DEPLOYER_ID
+    from infra.delivery.audit import who_changed
+    from infra.review.drift import report
+    from infra.review.model import Change
+
+    body = json.loads((stack_dir / STACK_FILE).read_text())
+    for problem in unresolved(stack_dir, body):
+        print(f"error: {stack}: {problem}", file=sys.stderr)
+        return 1
+    for argv in (
+        ("init", "-input=false", "-no-color"),
+        ("plan", "-input=false", "-no-color", "-lock=false", f"-out={PLAN_FILE}"),
+    ):
+        if _tf(stack_dir, *argv):
+            print(f"error: drift: {stack}: terraform {argv[0]} failed", file=sys.stderr)
+            return 1
+    plan_json = stack_dir / "plan.json"
+    with plan_json.open("w") as handle:
+        if _tf(stack_dir, "show", "-json", PLAN_FILE, stdout=handle):
+            print(f"error: drift: {stack}: terraform show failed", file=sys.stderr)
+            return 1
+    try:
+        plan = json.loads(plan_json.read_text())
+        review = review_plan(stack, plan)
+    except (json.JSONDecodeError, PlanFormatError) as err:
+        print(f"error: {plan_json}: {err}", file=sys.stderr)
+        return 1
+    before = {
+        e.get("address"): (e.get("change") or {}).get("before")
+        for e in plan.get("resource_drift") or []
+        if isinstance(e, dict)
+    }
+    project = env.project if env is not None else None
+
+    def who(change: Change) -> str:
+        if project is None:
+            return "who: not looked up (no environment file for this stack)"
+        deployer = f"{DEPLOYER_ID}@{project}.iam.gserviceaccount.com"
+        return who_changed(project, change.resource_type, before.get(change.address), deployer)
+
+    code, lines = report(stack, review, who=who)
+    print("\n".join(lines))
+    _append("GITHUB_STEP_SUMMARY", "## Drift: " + stack + "\n\n```\n" + "\n".join(lines) + "\n```\n")
+    return code
+
+
 def cluster_holds(
     stack_dir: Path, body: Mapping[str, Any], plan: Mapping[str, Any], env: Environment | None
 ) -> dict[str, tuple[str, bool]]:
@@ -338,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(
         prog="python -m scripts.apply", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("phase", choices=["plan", "apply"])
+    parser.add_argument("phase", choices=["plan", "drift", "apply"])
     parser.add_argument("stack_dir", type=Path, help="a synthesized stack: cdktf.out/stacks/platform-<env>")
     parser.add_argument("--stack", default=None, help="the stack's name (default: the folder's)")
     parser.add_argument("--lock", choices=["true", "false"], default="true", help="plan: take the state lock")
@@ -352,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         env = environment_of(stack)
     except ConfigError as err:
         return refuse(err)
+    if args.phase == "drift":
+        return drift(args.stack_dir, stack, env=env)
     if args.phase == "plan":
         return plan_and_gate(args.stack_dir, stack, confirmed_from_env(), lock=args.lock == "true", env=env)[0]
     return apply(args.stack_dir, stack, confirmed_from_env(), approved=args.approved or None, env=env)

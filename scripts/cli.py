@@ -40,6 +40,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "destroy": Command("scripts.deploy", "tear an environment down; 3 refused", ["destroy"]),
     "apply": Command("scripts.apply", "plan a stack to a file, gate it, apply that file (the deploy workflows)"),
+    "drift": Command(
+        "scripts.apply", "what changed in an environment outside Terraform since its last apply", ["drift"]
+    ),
     "image": Command("scripts.image", "build, push and pin one image, or every image with --all"),
     "promote": Command("scripts.promote", "copy the release pins from one environment to another"),
     "pin": Command("scripts.pin", "set one release pin (a controller version, a chart, an image digest)"),

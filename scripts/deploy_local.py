@@ -109,9 +109,6 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if found.unexpected() else 0
 
 
-SERVER_SET = ("metadata.resource_version", "metadata.generation", "metadata.uid")
-
-
 def drift(stack_name: str, cluster: Cluster) -> int:
     """`--drift` (make drift-local): OpenTofu's plan of the state deploy-local's last apply left against what the
     cluster holds now. Each resource changed outside OpenTofu that the next apply would change back (its refresh,
@@ -119,6 +116,7 @@ def drift(stack_name: str, cluster: Cluster) -> int:
     weakened, data or capacity lost, a dependency cut), then what the next apply would do. 0 nothing drifted, 2
     something did, 1 nothing applied or the engine failed."""
     from infra.review.diff import review_plan
+    from infra.review.drift import report
 
     engine = LocalApply(cluster, stack_name)
     if not engine.applied():
@@ -129,27 +127,9 @@ def drift(stack_name: str, cluster: Cluster) -> int:
     except EngineError as err:
         print(f"error: drift-local: {err}", file=sys.stderr)
         return 1
-    # Drift is what the next apply would undo: a resource whose refresh changed only what the configuration does not
-    # set (its resourceVersion, a server-side default, the order of a set) is planned as no change, as OpenTofu's
-    # own plan shows no "changed outside" note for it.
-    repaired = {c.address for c in review.changes}
-    drifted = [c for c in review.drift if c.address in repaired]
-    if not drifted:
-        print(
-            f"drift: {stack_name}: nothing changed outside OpenTofu since the last apply ({len(review.drift)} "
-            "resource(s) refreshed with server-side fields changed that the configuration does not set)"
-        )
-        return 0
-    print(f"drift: {stack_name}: {len(drifted)} resource(s) changed outside OpenTofu since the last apply:")
-    for change in drifted:
-        # The fields changed, less those the API server sets on every write.
-        fields = [path for path, _, _ in change.values if path not in SERVER_SET] or list(change.attributes)
-        changed = f" ({', '.join(fields)})" if fields else ""
-        said = f": {change.blocked}" if change.blocked else ""
-        print(f"  {'deleted' if change.action == 'delete' else change.action} {change.address}{changed}{said}")
-    repairs = "; ".join(f"{c.action} {c.address}" for c in review.changes) or "nothing"
-    print(f"the next deploy-local would: {repairs}")
-    return 2
+    code, lines = report(stack_name, review, engine="OpenTofu", next_apply="the next deploy-local")
+    print("\n".join(lines))
+    return code
 
 
 def destroy(stack_name: str, folder: Path, cluster: Cluster) -> int:

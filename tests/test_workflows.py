@@ -161,13 +161,26 @@ esac
     "gcluster": '#!/bin/bash\necho "gcluster $*" >> "$STANDIN_LOG"\n'
     'echo "Built from: main, commit: 079cf8349a96cfd433cb89945bc467af21818424"\n'
     '[ "$1" = --version ] || exit "${GCLUSTER_EXIT:-0}"\n',
-    "gcloud": '#!/bin/bash\necho "gcloud $*" >> "$STANDIN_LOG"\n',
+    # gcloud: logged; `logging read` answers $STANDIN_GCLOUD_LOGGING (recorded audit log entries) where set.
+    "gcloud": '#!/bin/bash\necho "gcloud $*" >> "$STANDIN_LOG"\n'
+    'if [ "$1 $2" = "logging read" ] && [ -n "$STANDIN_GCLOUD_LOGGING" ]; then cat "$STANDIN_GCLOUD_LOGGING"; fi\n',
+    # gh: logged with what it reads on stdin; `issue list` answers $STANDIN_GH_ISSUES where set, else no issue.
+    "gh": r"""#!/bin/bash
+echo "gh $*" >> "$STANDIN_LOG"
+case "$*" in
+  *--body-file\ -*) sed 's/^/  | /' >> "$STANDIN_LOG" ;;
+esac
+case "$1 $2" in
+  "issue list") if [ -n "$STANDIN_GH_ISSUES" ]; then cat "$STANDIN_GH_ISSUES"; else echo "[]"; fi ;;
+  "issue create") echo "https://github.com/acme/ml-platform/issues/7" ;;
+esac
+""",
     "gke-gcloud-auth-plugin": '#!/bin/bash\necho "gke-gcloud-auth-plugin $*" >> "$STANDIN_LOG"\n',
-    # make: `make plan` synthesizes (the policy gate and the rules it also runs are tests/test_plan.py's);
-    # the set-up targets are logged only (this checkout has them).
+    # make: `make plan` and `make synth` synthesize (the policy gate and the rules plan also runs are
+    # tests/test_plan.py's); the set-up targets are logged only (this checkout has them).
     "make": r"""#!/bin/bash
 echo "make $*" >> "$STANDIN_LOG"
-if [ "$1" = plan ]; then exec "$STANDIN_PYTHON" -m infra > /dev/null; fi
+if [ "$1" = plan ] || [ "$1" = synth ]; then exec "$STANDIN_PYTHON" -m infra > /dev/null; fi
 """,
 }
 
@@ -533,3 +546,61 @@ def test_fork_pull_requests_get_the_review_in_the_job_summary() -> None:
     for step in job["steps"]:
         if str(step.get("uses", "")).startswith(("google-github-actions/auth@", "hashicorp/setup-terraform@")):
             assert "env.FORK == 'false'" in step["if"]
+
+
+@pytest.mark.slow
+def test_the_scheduled_drift_check_reports_a_hand_change_with_who_made_it_in_the_environments_issue(
+    tmp_path: Path,
+) -> None:
+    """drift.yml's job on dev: the planner's plan of the live state finds the models bucket's public access
+    prevention turned off by hand; the check names the field, what the gate says of such a change and who made it
+    (the Admin Activity audit log), and opens the issue `Drift: platform-dev` with it."""
+    bucket = "google_storage_bucket.models"
+
+    def entry(before: str, after: str) -> dict[str, Any]:
+        return {
+            "address": bucket, "mode": "managed", "type": "google_storage_bucket", "name": "models",
+            "change": {
+                "actions": ["update"],
+                "before": {"id": "acme-ml-platform-dev-models", "public_access_prevention": before},
+                "after": {"id": "acme-ml-platform-dev-models", "public_access_prevention": after},
+                "after_unknown": {},
+            },
+        }  # fmt: skip
+
+    plan = {
+        "format_version": "1.2",
+        "terraform_version": "1.12.2",
+        "resource_drift": [entry("enforced", "inherited")],
+        "resource_changes": [entry("inherited", "enforced")],
+    }
+    audit = tmp_path / "audit.json"
+    audit.write_text(
+        json.dumps(
+            [
+                {
+                    "timestamp": "2026-12-02T09:14:03Z",
+                    "protoPayload": {
+                        "methodName": "storage.buckets.update",
+                        "authenticationInfo": {"principalEmail": "alice@acme.example"},
+                    },
+                }
+            ]
+        )
+    )
+    extra = {"ENV_NAME": "dev", "GH_TOKEN": "token", "STANDIN_GCLOUD_LOGGING": str(audit)}
+    calls, _, summary = _run_job_with_plan("drift.yml", "drift", tmp_path, extra, plan)
+    assert _applied(calls, "platform-dev") == [
+        "terraform init -input=false -no-color",
+        "terraform plan -input=false -no-color -lock=false -out=plan.tfplan",
+        "terraform show -json plan.tfplan",
+    ], calls
+    (query,) = [line for line in calls.splitlines() if line.startswith("gcloud logging read")]
+    assert (
+        'protoPayload.resourceName:"acme-ml-platform-dev-models"' in query and "--project=acme-ml-platform-dev" in query
+    )
+    assert 'NOT protoPayload.authenticationInfo.principalEmail="platform-deployer@acme-ml-platform-dev' in query
+    assert "gh issue create --title Drift: platform-dev --body-file -" in calls, calls
+    said = f"  |   update {bucket} (public_access_prevention): security weakened"
+    assert said in calls and "by alice@acme.example at 2026-12-02T09:14:03Z (storage.buckets.update)" in calls, calls
+    assert "## Drift: platform-dev" in summary
