@@ -229,6 +229,14 @@ def drift(stack_dir: Path, stack: str, *, env: Environment | None = None) -> int
     except (json.JSONDecodeError, PlanFormatError) as err:
         print(f"error: {plan_json}: {err}", file=sys.stderr)
         return 1
+    if not _applied_resources(plan):
+        env_name = stack.removeprefix("platform-")
+        print(
+            f"error: drift: {stack}: the state holds no resource: the environment was never applied (or its "
+            f"backend is another one), so nothing can have drifted; deploy it first (make deploy ENV={env_name})",
+            file=sys.stderr,
+        )
+        return 1
     before = {
         e.get("address"): (e.get("change") or {}).get("before")
         for e in plan.get("resource_drift") or []
@@ -246,6 +254,17 @@ def drift(stack_dir: Path, stack: str, *, env: Environment | None = None) -> int
     print("\n".join(lines))
     _append("GITHUB_STEP_SUMMARY", "## Drift: " + stack + "\n\n```\n" + "\n".join(lines) + "\n```\n")
     return code
+
+
+def _applied_resources(plan: dict[str, Any]) -> list[Any]:
+    """The managed resources of the plan's prior state (what the last apply left), its modules' included."""
+    found: list[Any] = []
+    modules = [((plan.get("prior_state") or {}).get("values") or {}).get("root_module") or {}]
+    while modules:
+        module = modules.pop()
+        found += [r for r in module.get("resources") or [] if r.get("mode") == "managed"]
+        modules += module.get("child_modules") or []
+    return found
 
 
 def cluster_holds(

@@ -573,6 +573,7 @@ def test_the_scheduled_drift_check_reports_a_hand_change_with_who_made_it_in_the
         "terraform_version": "1.12.2",
         "resource_drift": [entry("enforced", "inherited")],
         "resource_changes": [entry("inherited", "enforced")],
+        "prior_state": {"values": {"root_module": {"resources": [{"address": bucket, "mode": "managed"}]}}},
     }
     audit = tmp_path / "audit.json"
     audit.write_text(
