@@ -177,10 +177,15 @@ esac
 """,
     "gke-gcloud-auth-plugin": '#!/bin/bash\necho "gke-gcloud-auth-plugin $*" >> "$STANDIN_LOG"\n',
     # make: `make plan` and `make synth` synthesize (the policy gate and the rules plan also runs are
-    # tests/test_plan.py's); the set-up targets are logged only (this checkout has them).
+    # tests/test_plan.py's), once per content of the environment files (the jobs of one test share a workspace, and
+    # its code does not change between them); the set-up targets are logged only (this checkout has them).
     "make": r"""#!/bin/bash
 echo "make $*" >> "$STANDIN_LOG"
-if [ "$1" = plan ] || [ "$1" = synth ]; then exec "$STANDIN_PYTHON" -m infra > /dev/null; fi
+if [ "$1" = plan ] || [ "$1" = synth ]; then
+  key=$(cat "$PLATFORM_ENVIRONMENTS_DIR"/*.yaml | sha256sum)
+  [ -f cdktf.out/.synthesized ] && [ "$(cat cdktf.out/.synthesized)" = "$key" ] && exit 0
+  "$STANDIN_PYTHON" -m infra > /dev/null && echo "$key" > cdktf.out/.synthesized
+fi
 """,
 }
 
