@@ -385,7 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("recipes", nargs="*", help="default: every maxtext recipe with a slice shape")
     parser.add_argument("--recipes-file", type=Path, default=None, help="compile another file's recipes (no table)")
     parser.add_argument(
-        "--jobs", type=int, default=1, help="compiles at once (each a process; its compile_seconds then shares the CPU)"
+        "--jobs",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) // 2),
+        help="compiles at once (default: one per two cores: a train_compile keeps about two busy, 193%% measured)",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="record the results in compiled.yaml")
