@@ -116,6 +116,10 @@ def test_the_alert_policies_page_on_nodes_errors_and_stuck_queues(envs: dict[str
     assert (waiting["comparison"], waiting["thresholdValue"]) == ("COMPARISON_GT", 0)
     assert "kueue_admitted_active_workloads" in idle["filter"]
     assert (idle["comparison"], idle["thresholdValue"]) == ("COMPARISON_LT", 1)
+    # dev's standing training cluster is admitted for good: counted, no queue of dev could ever page as stuck.
+    assert env.training is not None and env.training.runs == "cluster"
+    assert idle["filter"].endswith(f'metric.labels.cluster_queue!="{env.training.queue}"')
+    assert "make training-pause" in stuck_queues["documentation"]["content"]
     (inactive,) = policies["kueue-queue-inactive"]["conditions"]
     assert 'metric.labels.status="pending"' in inactive["conditionThreshold"]["filter"]
     errors = policies["llama70b-vllm-errors"]["conditions"][0]["conditionThreshold"]
@@ -128,6 +132,15 @@ def test_the_alert_policies_page_on_nodes_errors_and_stuck_queues(envs: dict[str
         f"{env.monitoring.queue_stuck_minutes * 60}s"
     ] * 2
     assert "crossSeriesReducer" not in json.dumps(stuck["conditions"])
+
+
+def test_with_training_runs_as_jobs_every_admitted_workload_counts_against_stuck(envs: dict[str, Environment]) -> None:
+    """Runs as jobs end and free the slice: a run admitted on it is work that ends, so waiting behind it is queueing."""
+    env = envs["dev"]
+    assert env.training is not None
+    jobs = env.model_copy(update={"training": env.training.model_copy(update={"runs": "jobs"})})
+    _, idle = (c["conditionThreshold"] for c in observability.alert_policies(jobs)["kueue-stuck"]["conditions"])
+    assert "cluster_queue" not in idle["filter"]
 
 
 def test_a_cluster_with_gpu_slices_collects_dcgm_and_charts_each_gpu_model(

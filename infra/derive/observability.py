@@ -506,15 +506,26 @@ def _kueue_policies(env: Environment) -> dict[str, dict[str, Any]]:
     admitted = KUEUE_METRICS["prometheus.googleapis.com/kueue_admitted_active_workloads/gauge"]
     status = KUEUE_METRICS["prometheus.googleapis.com/kueue_cluster_queue_status/gauge"]
     minutes = watch.queue_stuck_minutes
-    # A workload that waits while another runs is queueing, as it should (a team's job behind the training
-    # cluster, Kueue's "inadmissible": no quota free now): no page. Stuck is waiting while nothing runs at all.
+    # A workload that waits while another runs is queueing, as it should (a team's job behind a training run, Kueue's
+    # "inadmissible": no quota free now): no page. Stuck is waiting while nothing that ends runs. A standing training
+    # cluster (training.runs: cluster) is admitted for good and frees nothing by itself: counted, it kept this alert
+    # from ever firing (review of #54); a run waiting for its slice waits for a person (make training-pause).
+    training = env.training
+    standing = training.queue if training is not None and training.queue and training.runs == "cluster" else None
+    ends = (f'metric.labels.cluster_queue!="{standing}"',) if standing else ()
+    held = (
+        f" The standing training cluster (queue {standing}) is not counted: it frees its slice only when a person "
+        "pauses it (make training-pause), so a run waiting for that slice pages too."
+        if standing
+        else ""
+    )
     policies["kueue-stuck"] = _policy(
         env,
         "Kueue queues stuck",
-        f"Kueue workloads have waited {minutes} minutes while no workload is admitted anywhere in the cluster: "
-        "nothing runs that would free their quota, so they wait for something else (a job that asks for more "
-        "than its queue and what it may borrow hold, a flavor no queue covers, a slice that does not come). "
-        "`kubectl get workloads -A` shows each one's reason. Waiting behind running work does not page.",
+        f"Kueue workloads have waited {minutes} minutes while no workload that ends is admitted anywhere in the "
+        "cluster: nothing runs that would free their quota, so they wait for something else (a job that asks for "
+        "more than its queue and what it may borrow hold, a flavor no queue covers, a slice that does not come). "
+        f"`kubectl get workloads -A` shows each one's reason. Waiting behind running work does not page.{held}",
         [
             _threshold(
                 "Workloads wait",
@@ -524,8 +535,8 @@ def _kueue_policies(env: Environment) -> dict[str, dict[str, Any]]:
                 minutes,
             ),
             _threshold(
-                "No workload admitted",
-                _series(_filter(env, admitted), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
+                "No workload that ends admitted",
+                _series(_filter(env, admitted, *ends), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
                 "COMPARISON_LT",
                 1,
                 minutes,
