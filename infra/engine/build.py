@@ -154,12 +154,33 @@ def build(component: Component, *, log: Path | None = None) -> Path:
     return target
 
 
+# Seconds each component's first build took on two quiet cores with empty Go caches, module downloads included
+# (.ci/run on a new machine, 2026-12-03; docs/development.md): what a first build says to expect.
+FIRST_BUILD_S = {
+    "helm": 168, "jobset": 145, "kube": 351, "kuberay": 88, "kueue": 162, "kwok": 65, "lws": 72, "lws-0.8.0": 77,
+    "opentofu": 174,
+}  # fmt: skip
+
+
+def expect(names: list[str], first_build_s: dict[str, int], what: str) -> None:
+    """Say up front what is about to be built and about how long it takes (nothing when everything is cached)."""
+    if names:
+        minutes = sum(first_build_s.get(n, 120) for n in names) / 60
+        print(
+            f"build: {len(names)} {what} to build from source ({', '.join(names)}): about {minutes:.0f} min on two "
+            "cores the first time, cached after (more while the Go modules download on a slow network)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def build_all(names: list[str] | None = None) -> dict[str, Path]:
     """program name -> path, for every component (or those named), each built or taken from the cache."""
     found = components()
     unknown = sorted(set(names or []) - set(found))
     if unknown:
         raise BuildError(f"unknown component(s) {', '.join(unknown)}; known: {', '.join(found)}")
+    expect([n for n in names or list(found) if not is_cached(n)], FIRST_BUILD_S, "Go program group(s)")
     programs: dict[str, Path] = {}
     for name in names or list(found):
         folder = build(found[name])

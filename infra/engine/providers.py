@@ -169,8 +169,15 @@ def build(provider: ProviderSource, *, mirror: Path | None = None, sources: Path
     return target
 
 
+# Seconds each provider's first build took on two quiet cores (.ci/run on a new machine, 2026-12-03).
+FIRST_BUILD_S = {"google": 188, "kubernetes": 87, "helm": 65}
+
+
 def build_all(names: list[str] | None = None) -> dict[str, Path]:
     unknown = sorted(set(names or []) - set(PROVIDERS))
     if unknown:
         raise BuildError(f"unknown provider(s) {', '.join(unknown)}; known: {', '.join(PROVIDERS)}")
+    from infra.engine.build import expect
+
+    expect([n for n in names or list(PROVIDERS) if not cached(PROVIDERS[n])], FIRST_BUILD_S, "Terraform provider(s)")
     return {name: build(PROVIDERS[name]) for name in names or list(PROVIDERS)}
