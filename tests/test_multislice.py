@@ -186,10 +186,11 @@ def test_the_mesh_puts_the_slices_on_the_data_axis_slice_major() -> None:
 
 @pytest.mark.slow
 def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(tmp_path: Path) -> None:
-    """The canary through JaxTrainer on one slice (2 workers x 2 devices) and on two slices of two workers each;
-    in the second, after step 2 a save of step 3 is left unfinished, then both processes of slice 1 die right
-    after step 4's checkpoint: Ray restarts the job, it resumes from step 4, and every loss equals the
-    one-slice run's (the same math: no step lost, none redone, the unfinished save not taken)."""
+    """The canary through JaxTrainer on one slice (2 workers x 2 devices), then in one run on two slices of two
+    workers each: the last process compiles the first step 40 s after the others; an unfinished save of step 3 lies
+    where Orbax writes one; both processes of slice 1 die right after step 4's checkpoint. Ray restarts the job, it
+    resumes from step 4, and every loss equals the one-slice run's (the same math: no step lost, none redone, the
+    unfinished save not taken)."""
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
 
     def run(ckpt: Path, *extra: str) -> dict[str, Any]:
@@ -207,15 +208,15 @@ def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(tmp_path: Path) 
 
     two = tmp_path / "two-slices"
     slices = ("--workers", "4", "--devices-per-worker", "1", "--slices", "2", "--mesh", "data=1,fsdp=2,tensor=1")
-    # The last process compiles 40 s after the others, past the 30 s a step's first collective waits on CPU.
-    first = run(two, "--steps", "2", "--compile-delay-s", "40", *slices)
-    assert (first["slices"], first["processes"], first["mesh"]) == (2, 4, {"data": 2, "fsdp": 2, "tensor": 1})
     unfinished = two / "state" / "3.orbax-checkpoint-tmp-1795876000000"  # Orbax's name while a save is written
-    unfinished.mkdir()
+    unfinished.mkdir(parents=True)
     (unfinished / "partial").write_text("not a checkpoint")
-    second = run(two, "--steps", "3", "--fail-at-step", "4", *slices)
+    # The last process compiles 40 s after the others, past the 30 s a step's first collective waits on CPU.
+    summary = run(two, "--steps", "5", "--compile-delay-s", "40", "--fail-at-step", "4", *slices)
+    assert (summary["slices"], summary["processes"], summary["mesh"]) == (2, 4, {"data": 2, "fsdp": 2, "tensor": 1})
     assert sorted(p.name for p in two.glob(".failed-at-*")) == [".failed-at-4-process-2", ".failed-at-4-process-3"]
-    assert (second["start_step"], second["end_step"]) == (2, 5)
+    starts = [json.loads(line)["start_step"] for line in (two / "attempts.jsonl").read_text().splitlines()]
+    assert starts == [0, 4], "the restarted attempt resumed from step 4's checkpoint"
 
     assert [s for s, _ in losses(two)] == [1, 2, 3, 4, 5], "a completed step was lost or redone"
     for (step, lost), (_, whole) in zip(losses(two), losses(one), strict=True):

@@ -185,7 +185,8 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         tokens = jax.make_array_from_callback(host.shape, batch_sharding, host.__getitem__)
         began = time.perf_counter()
         if compiled is None:  # this attempt's first step: compiled (or loaded from the cache) here
-            if config.compile_delay_s and _lost(jax.process_index(), jax.process_count(), 1):
+            # A slow compiler on one host, at the run's first compile (a resumed attempt loads it from the cache).
+            if config.compile_delay_s and start == 0 and _lost(jax.process_index(), jax.process_count(), 1):
                 time.sleep(config.compile_delay_s)
             compiled = step_fn.lower(state, tokens).compile()
             _all_compiled()
