@@ -94,7 +94,7 @@ def test_an_entry_the_next_apply_would_forget_is_refused_until_it_is_removed() -
 
 
 def test_the_gate_at_the_apply_blocks_while_such_an_entry_is_in_the_file(
-    tmp_path: Path, monkeypatch: Any, capsys: Any
+    tmp_path: Path, monkeypatch: Any, capsys: Any, shown: dict[str, Any]
 ) -> None:
     """scripts/apply.py plan_and_gate, with Terraform's plan showing the state's record: blocked, saying which entry
     to remove; without the record, the same stack goes through."""
@@ -105,14 +105,6 @@ def test_the_gate_at_the_apply_blocks_while_such_an_entry_is_in_the_file(
     gone = Confirmation(address=bucket, config_sha256="absent", reason="the old models bucket goes")
     stack = {"resource": {"google_storage_bucket": {"models": {"name": "models"}}}, "output": {}}
     (tmp_path / "cdk.tf.json").write_text(json.dumps(stack))
-    shown: dict[str, Any] = {"format_version": "1.2", "resource_changes": []}
-
-    def tf(stack_dir: Path, *args: str, stdout: Any = None) -> int:
-        if args[0] == "show":
-            stdout.write(json.dumps(shown))
-        return 0
-
-    monkeypatch.setattr(apply, "_tf", tf)
     monkeypatch.setattr(apply, "cluster_holds", lambda *a: {})
     monkeypatch.setattr(apply, "slurm_blueprint", lambda env: None)
     env = SimpleNamespace(name="dev", confirm=[gone])

@@ -131,20 +131,12 @@ def test_a_refresh_that_the_next_apply_leaves_alone_is_no_drift() -> None:
 
 
 def test_a_drift_check_of_an_environment_never_applied_is_refused_with_what_to_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shown: dict[str, Any]
 ) -> None:
     """An empty state (never applied, or another backend) plans everything as new: no drift can be read from it."""
     from scripts import apply
 
     (tmp_path / "cdk.tf.json").write_text(json.dumps({"resource": {}}))
-    shown: dict[str, Any] = {"format_version": "1.2", "resource_changes": []}
-
-    def tf(stack_dir: Path, *args: str, stdout: Any = None) -> int:
-        if args[0] == "show":
-            stdout.write(json.dumps(shown))
-        return 0
-
-    monkeypatch.setattr(apply, "_tf", tf)
     assert apply.drift(tmp_path, "platform-dev") == 1
     said = capsys.readouterr().err
     assert "the environment was never applied" in said and "make deploy ENV=dev" in said, said
