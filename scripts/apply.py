@@ -208,8 +208,10 @@ def drift(stack_dir: Path, stack: str, *, env: Environment | None = None) -> int
     from infra.review.model import Change
 
     body = json.loads((stack_dir / STACK_FILE).read_text())
-    for problem in unresolved(stack_dir, body):
+    problems = unresolved(stack_dir, body)
+    for problem in problems:
         print(f"error: {stack}: {problem}", file=sys.stderr)
+    if problems:
         return 1
     for argv in (
         ("init", "-input=false", "-no-color"),
