@@ -76,6 +76,7 @@ from scripts.parser import ArgumentParser, refuse
 NOT_APPROVED = 4
 NOT_CONFIRMED = 5
 PLAN_FILE = "plan.tfplan"
+PLAN_JSON = "plan.json"  # `terraform show -json` of PLAN_FILE, what the gate reads
 
 
 def _terraform() -> list[str]:
@@ -146,18 +147,10 @@ def plan_and_gate(
     except SettingError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2, ""
-    code = _tf(stack_dir, "init", "-input=false", "-no-color")
+    code = _plan_to_file(stack_dir, lock=lock)
     if code:
         return code, ""
-    lock_flags = [] if lock else ["-lock=false"]
-    code = _tf(stack_dir, "plan", "-input=false", "-no-color", *lock_flags, f"-out={PLAN_FILE}")
-    if code:
-        return code, ""
-    plan_json = stack_dir / "plan.json"
-    with plan_json.open("w") as handle:
-        code = _tf(stack_dir, "show", "-json", PLAN_FILE, stdout=handle)
-    if code:
-        return code, ""
+    plan_json = stack_dir / PLAN_JSON
     try:
         plan = json.loads(plan_json.read_text())
         forget: list[str] = []
@@ -213,18 +206,10 @@ def drift(stack_dir: Path, stack: str, *, env: Environment | None = None) -> int
         print(f"error: {stack}: {problem}", file=sys.stderr)
     if problems:
         return 1
-    for argv in (
-        ("init", "-input=false", "-no-color"),
-        ("plan", "-input=false", "-no-color", "-lock=false", f"-out={PLAN_FILE}"),
-    ):
-        if _tf(stack_dir, *argv):
-            print(f"error: drift: {stack}: terraform {argv[0]} failed", file=sys.stderr)
-            return 1
-    plan_json = stack_dir / "plan.json"
-    with plan_json.open("w") as handle:
-        if _tf(stack_dir, "show", "-json", PLAN_FILE, stdout=handle):
-            print(f"error: drift: {stack}: terraform show failed", file=sys.stderr)
-            return 1
+    if _plan_to_file(stack_dir, lock=False):
+        print(f"error: drift: {stack}: terraform failed (its output above)", file=sys.stderr)
+        return 1
+    plan_json = stack_dir / PLAN_JSON
     try:
         plan = json.loads(plan_json.read_text())
         review = review_plan(stack, plan)
@@ -245,17 +230,31 @@ def drift(stack_dir: Path, stack: str, *, env: Environment | None = None) -> int
         if isinstance(e, dict)
     }
     project = env.project if env is not None else None
+    deployer = f"{DEPLOYER_ID}@{project}.iam.gserviceaccount.com"
 
     def who(change: Change) -> str:
         if project is None:
             return "who: not looked up (no environment file for this stack)"
-        deployer = f"{DEPLOYER_ID}@{project}.iam.gserviceaccount.com"
         return who_changed(project, change.resource_type, before.get(change.address), deployer)
 
     code, lines = report(stack, review, who=who)
     print("\n".join(lines))
     _append("GITHUB_STEP_SUMMARY", "## Drift: " + stack + "\n\n```\n" + "\n".join(lines) + "\n```\n")
     return code
+
+
+def _plan_to_file(stack_dir: Path, *, lock: bool) -> int:
+    """terraform init, plan to PLAN_FILE (without the state lock unless `lock`) and show -json of it into PLAN_JSON,
+    in `stack_dir`: 0, or the first failing command's code (Terraform prints why)."""
+    code = _tf(stack_dir, "init", "-input=false", "-no-color")
+    if code:
+        return code
+    lock_flags = [] if lock else ["-lock=false"]
+    code = _tf(stack_dir, "plan", "-input=false", "-no-color", *lock_flags, f"-out={PLAN_FILE}")
+    if code:
+        return code
+    with (stack_dir / PLAN_JSON).open("w") as handle:
+        return _tf(stack_dir, "show", "-json", PLAN_FILE, stdout=handle)
 
 
 def _applied_resources(plan: dict[str, Any]) -> list[Any]:
