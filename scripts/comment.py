@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from infra.delivery.comment import plan_comment, run_url
+from infra.delivery.comment import plan_comment, this_run
 from scripts.parser import ArgumentParser, refuse
 
 
@@ -25,12 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         review = args.review.read_text()
     except OSError as err:
         return refuse(f"{args.review}: {err.strerror or err}")
-    link = run_url(
-        os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
-        os.environ.get("GITHUB_REPOSITORY", "<repository>"),
-        os.environ.get("GITHUB_RUN_ID", "<run>"),
-    )
-    sys.stdout.write(plan_comment(args.env, review, link))
+    sys.stdout.write(plan_comment(args.env, review, this_run(os.environ)))
     return 0
 
 

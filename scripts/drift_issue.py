@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from infra.delivery.comment import this_run
 from scripts.parser import ArgumentParser
 
 TITLE = "Drift: platform-{env}"
@@ -41,11 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, required=True, help="the drift check's output")
     args = parser.parse_args(argv)
     title = TITLE.format(env=args.env)
-    run = "{}/{}/actions/runs/{}".format(
-        os.environ.get("GITHUB_SERVER_URL", "https://github.com"),
-        os.environ.get("GITHUB_REPOSITORY", "?"),
-        os.environ.get("GITHUB_RUN_ID", "?"),
-    )
+    run = this_run(os.environ)
     try:
         number = open_issue(title)
     except RuntimeError as err:

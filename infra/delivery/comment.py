@@ -9,6 +9,8 @@ find its own comment again and update it in place.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 GITHUB_COMMENT_LIMIT = 65_536
 MARKER = "<!-- platform-plan-review -->"
 
@@ -16,6 +18,16 @@ MARKER = "<!-- platform-plan-review -->"
 def run_url(server: str, repository: str, run_id: str) -> str:
     """The Actions run's page (its job summaries and logs)."""
     return f"{server.rstrip('/')}/{repository}/actions/runs/{run_id}"
+
+
+def this_run(environ: Mapping[str, str]) -> str:
+    """The page of the run a step runs in, from GitHub Actions' GITHUB_SERVER_URL, GITHUB_REPOSITORY and
+    GITHUB_RUN_ID (placeholders outside Actions)."""
+    return run_url(
+        environ.get("GITHUB_SERVER_URL", "https://github.com"),
+        environ.get("GITHUB_REPOSITORY", "<repository>"),
+        environ.get("GITHUB_RUN_ID", "<run>"),
+    )
 
 
 def plan_comment(env: str, review: str, link: str, limit: int = GITHUB_COMMENT_LIMIT) -> str:
