@@ -209,9 +209,7 @@ def partition_modules(env: Environment, name: str, partition: SlurmPartition) ->
         "disk_type": "pd-ssd",
         "disk_size_gb": 200,
         "startup_script": "$(compute_startup.startup_script)",
-        "service_account_email": node_service_account(env),
-        "service_account_scopes": CLOUD_PLATFORM,
-        "tags": [node_tag(env)],
+        **_runs_as(env, node_service_account(env)),
         **_capacity(env, partition),
     }
     if shape.sockets:
@@ -303,6 +301,12 @@ def _controller_startup(env: Environment) -> dict[str, Any]:
     }
 
 
+def _runs_as(env: Environment, account: str) -> dict[str, Any]:
+    """What every VM of the cluster is given: its service account (cloud-platform scope, IAM decides the rest) and
+    the nodes' network tag, which the firewall rules select."""
+    return {"service_account_email": account, "service_account_scopes": CLOUD_PLATFORM, "tags": [node_tag(env)]}
+
+
 def blueprint(env: Environment) -> dict[str, Any]:
     """The Cluster Toolkit blueprint of the environment's Slurm cluster."""
     slurm = env.slurm
@@ -373,9 +377,7 @@ def _image_group(env: Environment) -> dict[str, Any]:
                     "image_family": image_family(env),
                     "disk_size": 100,
                     "omit_external_ip": True,
-                    "service_account_email": node_service_account(env),
-                    "service_account_scopes": CLOUD_PLATFORM,
-                    "tags": [node_tag(env)],
+                    **_runs_as(env, node_service_account(env)),
                 },
             }
         ],
@@ -416,9 +418,7 @@ def _login(env: Environment) -> dict[str, Any]:
             "disk_size_gb": slurm.login.disk_size_gb,
             "disk_type": slurm.login.disk_type,
             "enable_login_public_ips": False,
-            "service_account_email": node_service_account(env),
-            "service_account_scopes": CLOUD_PLATFORM,
-            "tags": [node_tag(env)],
+            **_runs_as(env, node_service_account(env)),
         },
     }
 
@@ -447,9 +447,7 @@ def _controller(env: Environment) -> dict[str, Any]:
             "slurm_conf_tpl": LONG_PROLOG_TEMPLATE,
             "controller_startup_script": "$(controller_startup.startup_script)",
             "login_startup_script": literal(fill("controller/reset_enroot.sh")),
-            "service_account_email": controller_service_account(env),
-            "service_account_scopes": CLOUD_PLATFORM,
-            "tags": [node_tag(env)],
+            **_runs_as(env, controller_service_account(env)),
         },
     }
 
