@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         print(fresh.summary(recipe.name), flush=True)
         return fresh
 
-    # Each compile is a process of its own (train_compile, mostly one core): --jobs of them at once.
+    # Each compile is a process of its own (train_compile, about two cores busy): --jobs of them at once.
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         compiled = list(pool.map(compile_one, enumerate(recipes, 1)))
     for recipe, fresh in zip(recipes, compiled, strict=True):
