@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from infra.config import Environment
 from infra.synth.app import synth
 from infra.synth.load import load_all
+from tests.helpers import train_local
 
 # jsii's banner for Node 20 (past end of life) would fill every failure report.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -83,6 +85,18 @@ def jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     Vertex AI, JobSet and server tests compiles the same step): JAX_COMPILATION_CACHE_DIR, inherited by children.
     What is compiled is the same; a test compiles it once instead of in every process."""
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "jax-compilation-cache"))
+
+
+@pytest.fixture(scope="session")
+def canary_one_slice(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """The canary on one slice of 2 CPU workers x 2 devices (fsdp 4) trained in two `make train-local` runs into
+    one folder: steps 1-2, then 3-8 with a worker killed right after step 3's checkpoint (Ray restarts the group).
+    Its losses are what a run on two slices must reproduce (tests/test_multislice.py); tests/test_trainer.py holds
+    it to resuming. Both modules run in the `ray` group, so on one worker, which makes this once."""
+    ckpt = tmp_path_factory.mktemp("canary-one-slice")
+    first, first_err = train_local(ckpt, "--steps", "2")
+    second, second_err = train_local(ckpt, "--steps", "6", "--fail-at-step", "3")
+    return SimpleNamespace(ckpt=ckpt, first=first, second=second, stderr=[first_err, second_err])
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -123,3 +125,19 @@ def charts_with_fixed_jetstream_name(folder: Path) -> Path:
     assert hashed in text
     template.write_text(text.replace(hashed, "  name: {{ .Release.Name }}\n"))
     return folder
+
+
+def train_local(ckpt: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """`make train-local` (`python -m workloads.trainer local`) into `ckpt`, with its own compilation cache beside
+    the checkpoints (not the test session's: tests/conftest.py): its summary and what it printed on stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    command = [sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(ckpt), *args]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    # The summary line (Ray's raylet may print its notice of the killed workers after it).
+    return json.loads(next(line for line in reversed(done.stdout.splitlines()) if line.startswith("{"))), done.stderr
+
+
+def losses(ckpt: Path) -> list[tuple[int, float]]:
+    """Each step a run in `ckpt` completed and its loss, in the order written (metrics.jsonl)."""
+    return [(r["step"], r["loss"]) for r in map(json.loads, (ckpt / "metrics.jsonl").read_text().splitlines())]

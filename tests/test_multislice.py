@@ -5,10 +5,7 @@ and a lost slice costs no completed step."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +16,7 @@ import yaml
 from infra.config import ENVIRONMENTS_DIR, ConfigError, parse_environment
 from infra.synth.app import synth
 from infra.synth.load import load_environment
-from tests.helpers import REPO, by_name, of_type, release_values, rendered
+from tests.helpers import REPO, by_name, losses, of_type, release_values, rendered, train_local
 from workloads.trainer.compiled import environment_recipes
 from workloads.trainer.launcher import Placement
 from workloads.trainer.maxtext import maxtext_args
@@ -185,68 +182,42 @@ def test_the_mesh_puts_the_slices_on_the_data_axis_slice_major() -> None:
 
 
 @pytest.mark.slow
-def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(tmp_path: Path) -> None:
-    """The canary through JaxTrainer on one slice (2 workers x 2 devices), then in one run on two slices of two
-    workers each: the last process compiles the first step 40 s after the others; an unfinished save of step 3 lies
-    where Orbax writes one; both processes of slice 1 die right after step 4's checkpoint. Ray restarts the job, it
-    resumes from step 4, and every loss equals the one-slice run's (the same math: no step lost, none redone, the
-    unfinished save not taken)."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(
+    tmp_path: Path, canary_one_slice: SimpleNamespace
+) -> None:
+    """The canary through JaxTrainer on two slices of two CPU workers each, with Orbax's emergency checkpointing:
+    the first slice writes the bucket every 3 steps, the second its local folder (a host's RAM disk) every step.
+    Both processes of slice 1 die right after step 7.
 
-    def run(ckpt: Path, *extra: str) -> dict[str, Any]:
-        command = [sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(ckpt), *extra]
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
-        assert done.returncode == 0, done.stderr[-4000:]
-        # The summary line (Ray's raylet may print its notice of the killed workers after it).
-        return json.loads(next(line for line in reversed(done.stdout.splitlines()) if line.startswith("{")))
-
-    def losses(ckpt: Path) -> list[tuple[int, float]]:
-        return [(r["step"], r["loss"]) for r in map(json.loads, (ckpt / "metrics.jsonl").read_text().splitlines())]
-
-    one = tmp_path / "one-slice"
-    run(one, "--steps", "5", "--workers", "2", "--devices-per-worker", "2", "--mesh", "data=1,fsdp=4,tensor=1")
-
-    two = tmp_path / "two-slices"
+    A crash (the local checkpoints intact), the last process compiling the first step 40 s after the others: Ray
+    restarts the job, it resumes from step 7 (a step the bucket does not have), and every loss equals the one-slice
+    run's (conftest.py: the same math; no step lost, none redone). A lost host (the local checkpoints go with it),
+    an unfinished save of step 7 lying in the bucket where Orbax writes one: it resumes from the bucket's step 6,
+    not the unfinished 7, and redoes step 7."""
     slices = ("--workers", "4", "--devices-per-worker", "1", "--slices", "2", "--mesh", "data=1,fsdp=2,tensor=1")
-    unfinished = two / "state" / "3.orbax-checkpoint-tmp-1795876000000"  # Orbax's name while a save is written
-    unfinished.mkdir(parents=True)
-    (unfinished / "partial").write_text("not a checkpoint")
-    # The last process compiles 40 s after the others, past the 30 s a step's first collective waits on CPU.
-    summary = run(two, "--steps", "5", "--compile-delay-s", "40", "--fail-at-step", "4", *slices)
-    assert (summary["slices"], summary["processes"], summary["mesh"]) == (2, 4, {"data": 2, "fsdp": 2, "tensor": 1})
-    assert sorted(p.name for p in two.glob(".failed-at-*")) == [".failed-at-4-process-2", ".failed-at-4-process-3"]
-    starts = [json.loads(line)["start_step"] for line in (two / "attempts.jsonl").read_text().splitlines()]
-    assert starts == [0, 4], "the restarted attempt resumed from step 4's checkpoint"
 
-    assert [s for s, _ in losses(two)] == [1, 2, 3, 4, 5], "a completed step was lost or redone"
-    for (step, lost), (_, whole) in zip(losses(two), losses(one), strict=True):
+    def run(case: str, *extra: str) -> tuple[dict[str, Any], Path, list[int]]:
+        ckpt, local = tmp_path / case / "ckpt", tmp_path / case / "local"
+        summary, _ = train_local(
+            ckpt, "--local-checkpoint-dir", str(local), "--local-every", "1", "--checkpoint-every", "3",
+            "--steps", "8", "--fail-at-step", "7", *slices, *extra,
+        )  # fmt: skip
+        saved = sorted(p.name for p in (ckpt / "state").iterdir() if p.name.isdigit())
+        assert saved == ["6", "8"], "the bucket: every 3rd and the last"
+        assert sorted(p.name for p in ckpt.glob(".failed-at-*")) == [".failed-at-7-process-2", ".failed-at-7-process-3"]
+        starts = [json.loads(line)["start_step"] for line in (ckpt / "attempts.jsonl").read_text().splitlines()]
+        return summary, ckpt, starts
+
+    # The last process compiles 40 s after the others, past the 30 s a step's first collective waits on CPU.
+    summary, ckpt, starts = run("crash", "--compile-delay-s", "40")
+    assert (summary["slices"], summary["processes"], summary["mesh"]) == (2, 4, {"data": 2, "fsdp": 2, "tensor": 1})
+    assert starts == [0, 7], "resumed from slice 1's local step 7"
+    assert [s for s, _ in losses(ckpt)] == [1, 2, 3, 4, 5, 6, 7, 8], "a completed step was lost or redone"
+    for (step, lost), (_, whole) in zip(losses(ckpt), losses(canary_one_slice.ckpt), strict=True):
         assert lost == pytest.approx(whole, abs=1e-5), f"step {step}"
 
-
-@pytest.mark.slow
-def test_a_local_checkpoint_tier_loses_no_step_to_a_crash_and_the_bucket_bounds_a_lost_host(tmp_path: Path) -> None:
-    """Orbax's emergency checkpointing in the trainer, two slices of two processes: the first slice writes the
-    bucket every 3 steps, the second its local folder (a host's RAM disk) every step. Slice 1 dies after step 7:
-    with its local checkpoints intact (a crash) the job resumes from step 7, a step the bucket does not have, and
-    no step is redone; when they go with it (a lost host) it resumes from the bucket's step 6 and redoes step 7."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    slices = ("--workers", "4", "--devices-per-worker", "1", "--slices", "2", "--mesh", "data=1,fsdp=2,tensor=1")
-
-    def run(case: str, *extra: str) -> tuple[list[int], list[int]]:
-        ckpt, local = tmp_path / case / "ckpt", tmp_path / case / "local"
-        command = [
-            sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(ckpt),
-            "--local-checkpoint-dir", str(local), "--local-every", "1", "--checkpoint-every", "3",
-            "--steps", "8", "--fail-at-step", "7", *slices, *extra,
-        ]  # fmt: skip
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
-        assert done.returncode == 0, done.stderr[-4000:]
-        assert sorted(p.name for p in (ckpt / "state").iterdir()) == ["6", "8"], "the bucket: every 3rd and the last"
-        starts = [json.loads(line)["start_step"] for line in (ckpt / "attempts.jsonl").read_text().splitlines()]
-        steps = [json.loads(line)["step"] for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
-        return starts, steps
-
-    starts, steps = run("crash")
-    assert starts == [0, 7] and steps == [1, 2, 3, 4, 5, 6, 7, 8], "resumed from slice 1's local step 7"
-    starts, steps = run("lost-host", "--fail-loses-local")
-    assert starts == [0, 6] and steps == [1, 2, 3, 4, 5, 6, 7, 7, 8], "resumed from the bucket's step 6"
+    unfinished = tmp_path / "lost-host" / "ckpt" / "state" / "7.orbax-checkpoint-tmp-1795876000000"  # Orbax's name
+    unfinished.mkdir(parents=True)
+    (unfinished / "partial").write_text("not a checkpoint")
+    _, ckpt, starts = run("lost-host", "--fail-loses-local")
+    assert starts == [0, 6] and [s for s, _ in losses(ckpt)] == [1, 2, 3, 4, 5, 6, 7, 7, 8], "from the bucket's 6"

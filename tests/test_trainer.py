@@ -9,12 +9,13 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from infra.catalogue.accelerators import tpu_slice
 from infra.config import Environment
-from tests.helpers import REPO
+from tests.helpers import REPO, losses
 from workloads.trainer.launcher import Placement
 from workloads.trainer.maxtext import maxtext_args
 from workloads.trainer.recipes import Ici, RecipeError, get_recipe, load_recipes
@@ -149,40 +150,27 @@ def test_canary_trains_two_sharded_steps_and_loss_goes_down(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(tmp_path: Path) -> None:
+def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(canary_one_slice: SimpleNamespace) -> None:
     """Two `make train-local` runs; in the second a worker dies mid-run, Ray retries it and it resumes."""
-    command = [sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(tmp_path)]
-
-    progress: list[str] = []
-
-    def run(*extra: str) -> dict:
-        # make train-local's own cache beside the checkpoints, not the test session's (tests/conftest.py)
-        env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-        done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=400, env=env)
-        assert done.returncode == 0, done.stderr[-4000:]
-        progress.append(done.stderr)
-        return json.loads(done.stdout.splitlines()[-1])
-
-    first = run("--steps", "2")
+    run = canary_one_slice
+    first, second = run.first, run.second
     assert (first["start_step"], first["end_step"], first["processes"], first["devices"]) == (0, 2, 2, 4)
     # Progress as it trains (it printed nothing for minutes): the phases, then each step.
-    assert "train-local: training the canary, steps 1-2" in progress[-1]
-    assert re.search(r"^train-local: step 2/2, loss [0-9.]+, [0-9.]+ s/step \(\d+ s\)$", progress[-1], re.M)
+    assert "train-local: training the canary, steps 1-2" in run.stderr[0]
+    assert re.search(r"^train-local: step 2/2, loss [0-9.]+, [0-9.]+ s/step \(\d+ s\)$", run.stderr[0], re.M)
 
     # The compiled step is kept beside the checkpoints: the rerun and the worker group Ray restarts load it.
-    assert any((tmp_path / "jax-compilation-cache").iterdir())
+    assert any((run.ckpt / "jax-compilation-cache").iterdir())
 
-    second = run("--steps", "3", "--fail-at-step", "3")
-    assert (tmp_path / ".failed-at-3").exists(), "the worker was never killed"
-    assert (second["start_step"], second["end_step"]) == (2, 5)
+    assert (run.ckpt / ".failed-at-3").exists(), "the worker was never killed"
+    assert (second["start_step"], second["end_step"]) == (2, 8)
     assert second["loss_first"] < first["loss_first"]
     assert second["loss_last"] < second["loss_first"]
-    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [1, 2, 3, 4, 5], "a completed step was lost or redone"
+    assert [step for step, _ in losses(run.ckpt)] == [1, 2, 3, 4, 5, 6, 7, 8], "a completed step was lost or redone"
     # Goodput over both runs (three attempts: the first run, the second, Ray's restart of it), and where the rest
     # went: each attempt's startup and compilation, the checkpoints, the time down between runs.
-    assert re.search(r"^train-local: goodput \d+% of [0-9.]+ s; badput: startup [0-9.]+ s, ", progress[-1], re.M)
-    assert len((tmp_path / "attempts.jsonl").read_text().splitlines()) == 3
+    assert re.search(r"^train-local: goodput \d+% of [0-9.]+ s; badput: startup [0-9.]+ s, ", run.stderr[1], re.M)
+    assert len((run.ckpt / "attempts.jsonl").read_text().splitlines()) == 3
     lost = second["badput_s"]
     assert lost["startup"] > 0 and lost["compilation"] > 0 and lost["checkpoint"] > 0 and lost["other"] > 0
     assert 0 < second["goodput"] < 1
