@@ -87,7 +87,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
 ENGINE_RUN := UV_VERSION=$(UV_VERSION) scripts/engine.sh run
 
-.PHONY: rehearse-local drift drift-local status training-pause training-resume tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
+.PHONY: rehearse-local cost drift drift-local status training-pause training-resume tofu tofu-validate test-upstream test-unit test-integration test-e2e blue-green pin rollback plot local-cluster-build cluster-local cluster-local-down deploy-local destroy-local test-changed logs preflight images new-env image-digests cluster-toolkit pinned-scripts slurm-local vllm vllm-options vertex-submit vm-up vm-down help venv node plan synth policy rules review hcl test lint bench snapshots deploy deploy-infra destroy crds diff train-local train serve-local saxml image promote lock clean engine compile-recipes engine-check
 
 help: ## List every target, grouped by task (scripts/make_help.py)
 	@python3 scripts/make_help.py $(firstword $(MAKEFILE_LIST))
@@ -322,6 +322,9 @@ deploy: $(VENV_STAMP) $(if $(DRY_RUN),,$(NODE_STAMP)) cluster-toolkit ## Preflig
 
 drift: synth ## What changed in ENV= outside Terraform since its last apply: the real plan of the live state, each resource the next apply would change back with what the gate says of it and who changed it (the audit log); exit 2 when something did (needs terraform and credentials; .github/workflows/drift.yml runs it daily)
 	$(PLATFORM) drift cdktf.out/stacks/platform-$(ENV)
+
+cost: synth ## What ENV= spent this month (MONTH=YYYY-MM) by team, node pool and service, from its billing export (monitoring.billing_export), against the list prices and each budget; exit 2 when one is over or forecast over (needs bq and credentials; JSON=1)
+	$(PLATFORM) cost $(ENV) $(if $(MONTH),--month $(MONTH)) $(if $(JSON),--json)
 
 deploy-infra: $(VENV_STAMP) $(if $(DRY_RUN),,$(NODE_STAMP)) cluster-toolkit ## First deploy of a fresh ENV: everything but the releases of images not built yet (DRY_RUN=1)
 	$(PLATFORM) deploy-infra $(ENV) $(if $(SKIP_IMAGE),--skip-image) $(if $(AUTO_APPROVE),--auto-approve) $(if $(DRY_RUN),--dry-run)

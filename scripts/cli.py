@@ -43,6 +43,7 @@ COMMANDS: dict[str, Command] = {
     "drift": Command(
         "scripts.apply", "what changed in an environment outside Terraform since its last apply", ["drift"]
     ),
+    "cost": Command("scripts.cost", "what an environment spent by team, node pool and service; 2 over a budget"),
     "image": Command("scripts.image", "build, push and pin one image, or every image with --all"),
     "promote": Command("scripts.promote", "copy the release pins from one environment to another"),
     "pin": Command("scripts.pin", "set one release pin (a controller version, a chart, an image digest)"),

@@ -18,7 +18,7 @@ GROUPS: dict[str, list[str]] = {
     "Plan and review a change": ["synth", "rules", "policy", "review", "diff", "hcl", "snapshots"],
     "Deploy and run an environment": [
         "preflight", "deploy-infra", "deploy", "destroy", "promote", "pin", "rollback", "blue-green", "new-env",
-        "drift", "status", "training-pause", "training-resume", "logs",
+        "drift", "cost", "status", "training-pause", "training-resume", "logs",
     ],
     "Images": ["image", "images", "image-digests"],
     "Train": ["train-local", "train", "plot", "compile-recipes", "engine-check"],

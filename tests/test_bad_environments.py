@@ -577,19 +577,19 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
     ),
     "a team's budget of nothing": (
         "numbers",
-        _sub("    borrow_training: true\n", "    borrow_training: true\n    budget: {monthly_usd: 0}\n"),
+        _sub("    budget: {monthly_usd: 75000}\n", "    budget: {monthly_usd: 0}\n"),
         "teams.research.budget.monthly_usd",
         "greater than or equal to 1",
     ),
     "a team's budget in another currency than the prices'": (
         "messages",
-        _sub("    borrow_training: true\n", "    borrow_training: true\n    budget: {monthly_eur: 90000}\n"),
+        _sub("    budget: {monthly_usd: 75000}\n", "    budget: {monthly_eur: 90000}\n"),
         "teams.research.budget",
         "monthly_usd",
     ),
     "a team's quota over its budget": (
         "requests",
-        _sub("    borrow_training: true\n", "    borrow_training: true\n    budget: {monthly_usd: 50000}\n"),
+        _sub("    budget: {monthly_usd: 75000}\n", "    budget: {monthly_usd: 50000}\n"),
         "teams.research.budget.monthly_usd",
         "its guaranteed quota commits 68,188.63 USD a month at list price",
     ),

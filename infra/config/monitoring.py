@@ -6,6 +6,7 @@ environment runs); this section says where the alerts go and tunes their thresho
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
@@ -20,6 +21,13 @@ BillingAccount = Annotated[str, StringConstraints(pattern=r"^[0-9A-F]{6}-[0-9A-F
 # hashicorp/google v7.45.0 website/docs/r/billing_budget.html.markdown: "A maximum of 5 channels are allowed").
 # Cloud Monitoring: notification channels per alerting policy (https://cloud.google.com/monitoring/quotas).
 POLICY_CHANNELS = 16
+# The Cloud Billing detailed usage cost export's table, as BigQuery names it: <project>.<dataset>.<table>, the table
+# gcp_billing_export_resource_v1_<billing account id, its dashes as underscores>
+# (https://cloud.google.com/billing/docs/how-to/export-data-bigquery-tables/detailed-usage).
+DETAILED_EXPORT = re.compile(
+    r"^(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9])\.(?P<dataset>[A-Za-z0-9_]{1,1024})\."
+    r"gcp_billing_export_resource_v1_(?P<account>[0-9A-F]{6}_[0-9A-F]{6}_[0-9A-F]{6})$"
+)
 BUDGET_CHANNELS = 5
 
 
@@ -59,6 +67,28 @@ class Monitoring(Model):
     """Nodes: how long a node may be not Ready, or a multi-host TPU slice not whole, before it pages."""
     budget: Budget | None = None
     """A monthly budget of the project, alerting the same addresses. None: no budget (spend is seen in Billing only)."""
+    billing_export: str | None = None
+    """The Cloud Billing detailed usage cost export's BigQuery table
+    (`<project>.<dataset>.gcp_billing_export_resource_v1_<account>`): `make cost` reads what each team, node pool and
+    service spent from it. None: `make cost` refuses."""
+
+    @field_validator("billing_export")
+    @classmethod
+    def _detailed_export(cls, table: str | None) -> str | None:
+        if table is None or DETAILED_EXPORT.match(table):
+            return table
+        if ".gcp_billing_export_v1_" in table:
+            raise ValueError(
+                "the standard usage cost export: GKE's cost allocation (what each namespace spent) is only in the "
+                "detailed usage cost export, table gcp_billing_export_resource_v1_<account> in the same dataset "
+                "(https://cloud.google.com/kubernetes-engine/docs/how-to/cost-allocations)"
+            )
+        raise ValueError(
+            "not the detailed usage cost export's table: write <project>.<dataset>.gcp_billing_export_resource_v1_"
+            "<billing account id with underscores>, e.g. acme-billing.billing.gcp_billing_export_resource_v1_"
+            "01A2B3_C4D5E6_F7A8B9 (https://cloud.google.com/billing/docs/how-to/export-data-bigquery-tables/"
+            "detailed-usage)"
+        )
 
     @field_validator("notify")
     @classmethod
@@ -86,4 +116,17 @@ class Monitoring(Model):
                 "(Cloud Billing Budgets, all_updates_rule.monitoring_notification_channels); list at most "
                 f"{BUDGET_CHANNELS}, or a group address"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _export_of_the_budgets_account(self) -> Monitoring:
+        matched = DETAILED_EXPORT.match(self.billing_export or "")
+        if matched and self.budget is not None:
+            account = matched["account"].replace("_", "-")
+            if account != self.budget.billing_account:
+                raise ValueError(
+                    f"billing_export {self.billing_export!r} is the export of billing account {account}, and "
+                    f"budget.billing_account is {self.budget.billing_account}: the project is billed to one account; "
+                    "name that account's export"
+                )
         return self
