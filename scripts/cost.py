@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(
         prog="python -m scripts.cost",
         description=__doc__.split("\n\n")[0],
-        epilog="exit codes: 0 every budget holds; 2 a team or the project over its budget or forecast to pass it, "
-        "or refused input; 1 the export could not be read",
+        epilog="exit codes: 0 every budget holds; 2 a team or the project over its budget or forecast to pass it; 1 "
+        "refused input (no monitoring.billing_export, a bad --month) or an export that could not be read",
     )
     parser.add_argument("env")
     parser.add_argument("--month", default=None, help="YYYY-MM (default: this month, to today)")
@@ -68,20 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = load_named(args.env)
     except ConfigError as err:
-        return refuse(err)
+        return refuse(err, 1)
     table = env.monitoring.billing_export
     if table is None:
-        return refuse(
-            f"{environment_file(env.name)}: monitoring.billing_export: not set: name the billing account's detailed "
-            "usage cost export table (docs/monitoring.md#cost) for make cost to read"
-        )
+        said = "not set: name the billing account's detailed usage cost export table (docs/monitoring.md#cost)"
+        return refuse(f"{environment_file(env.name)}: monitoring.billing_export: {said}", 1)
     try:
         period = month(args.month, date.today())
         stack = read_stack(args.outdir, stack_name(env.name))
     except SpendError as err:
-        return refuse(err)
+        return refuse(err, 1)
     except FileNotFoundError:
-        return refuse(f"{args.outdir}: no synthesized {stack_name(env.name)}: run make synth first")
+        return refuse(f"{args.outdir}: no synthesized {stack_name(env.name)}: run make synth first", 1)
     try:
         found = report(env, rows(_read_export(env, table, period), table), pool_costs(stack_pools(stack)), period)
     except SpendError as err:

@@ -176,6 +176,8 @@ case "$1 $2" in
 esac
 """,
     "gke-gcloud-auth-plugin": '#!/bin/bash\necho "gke-gcloud-auth-plugin $*" >> "$STANDIN_LOG"\n',
+    # bq: logged (its first four arguments); a query answers $STANDIN_BQ_ANSWER (rows as `bq --format=json` prints).
+    "bq": '#!/bin/bash\necho "bq $1 $2 $3 $4" >> "$STANDIN_LOG"\ncat "$STANDIN_BQ_ANSWER"\n',
     # make: `make plan` and `make synth` synthesize (the policy gate and the rules plan also runs are
     # tests/test_plan.py's), once per content of the environment files (the jobs of one test share a workspace, and
     # its code does not change between them); the set-up targets are logged only (this checkout has them).
@@ -551,6 +553,21 @@ def test_fork_pull_requests_get_the_review_in_the_job_summary() -> None:
     for step in job["steps"]:
         if str(step.get("uses", "")).startswith(("google-github-actions/auth@", "hashicorp/setup-terraform@")):
             assert "env.FORK == 'false'" in step["if"]
+
+
+@pytest.mark.slow
+def test_the_scheduled_cost_check_opens_the_environments_budget_issue_when_a_team_is_over(tmp_path: Path) -> None:
+    """cost.yml's job on dev: research's namespace has spent more than its budget this month; the planner's check
+    reads it from the billing export and opens the issue `Over budget: platform-dev` with the report."""
+    answer = tmp_path / "bq.json"
+    row = {"namespace": "ml-gpu", "node_pool": "a3mega", "service": "Compute Engine", "currency": "USD"}
+    answer.write_text(json.dumps([{**row, "cost": "80000", "credits": "0"}]))
+    extra = {"ENV_NAME": "dev", "GH_TOKEN": "token", "STANDIN_BQ_ANSWER": str(answer)}
+    calls, _, summary = _run_job("cost.yml", "cost", tmp_path, extra)
+    assert "bq --project_id=acme-ml-platform-dev --format=json query --nouse_legacy_sql" in calls, calls
+    assert "gh issue create --title Over budget: platform-dev --body-file -" in calls, calls
+    assert "  | | research | 80,000.00 |" in calls and "over budget |" in calls, calls
+    assert "**Over or forecast over its budget: research" in summary
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """Drift found on a schedule: one issue per environment, opened, updated and closed by the checks
-(scripts/drift_issue.py); who changed a drifted resource, from the Admin Activity audit log
+(scripts/check_issue.py); who changed a drifted resource, from the Admin Activity audit log
 (infra/delivery/audit.py); the report (infra/review/drift.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from infra.delivery.audit import audit_filter, resource_terms, who_changed
 from infra.review.diff import review_plan
 from infra.review.drift import report
-from scripts import drift_issue
+from scripts import check_issue
 
 GH = """#!/bin/bash
 echo "gh $*" >> "$STANDIN_LOG"
@@ -46,27 +46,42 @@ def _calls(folder: Path) -> list[str]:
 
 
 def test_a_drift_opens_the_issue_then_updates_the_same_one_and_a_clean_check_closes_it(gh: Path) -> None:
-    argv = ["--env", "dev", "--report", str(gh / "report.txt")]
-    assert drift_issue.main([*argv, "--code", "2"]) == 0
+    argv = ["--check", "drift", "--env", "dev", "--report", str(gh / "report.txt")]
+    assert check_issue.main([*argv, "--code", "2"]) == 0
     assert _calls(gh)[-1].startswith("gh issue create --title Drift: platform-dev --body-file -")
     # The next check finds the open issue (and not another environment's) and updates it.
     (gh / "issues.json").write_text(
         json.dumps([{"number": 3, "title": "Drift: platform-prod"}, {"number": 9, "title": "Drift: platform-dev"}])
     )
-    assert drift_issue.main([*argv, "--code", "2"]) == 0
+    assert check_issue.main([*argv, "--code", "2"]) == 0
     assert _calls(gh)[-1].startswith("gh issue edit 9 --body-file -")
-    assert drift_issue.main([*argv, "--code", "0"]) == 0
+    assert check_issue.main([*argv, "--code", "0"]) == 0
     assert _calls(gh)[-1].startswith("gh issue close 9 --comment Nothing drifted")
     # Nothing drifted and nothing open: no call but the list.
     (gh / "issues.json").write_text("[]")
     before = len(_calls(gh))
-    assert drift_issue.main([*argv, "--code", "0"]) == 0
+    assert check_issue.main([*argv, "--code", "0"]) == 0
     assert [c.split(" --")[0] for c in _calls(gh)[before:]] == ["gh issue list"]
+
+
+def test_the_cost_check_keeps_its_own_issue(gh: Path) -> None:
+    """The cost check's issue is another than the drift check's, with its own words."""
+    (gh / "issues.json").write_text(json.dumps([{"number": 9, "title": "Drift: platform-dev"}]))
+    argv = ["--check", "cost", "--env", "dev", "--report", str(gh / "report.txt")]
+    assert check_issue.main([*argv, "--code", "2"]) == 0
+    calls = (gh / "calls.log").read_text()
+    assert "gh issue create --title Over budget: platform-dev --body-file -" in calls
+    assert "gh issue edit 9" not in calls
+    (gh / "issues.json").write_text(json.dumps([{"number": 12, "title": "Over budget: platform-dev"}]))
+    assert check_issue.main([*argv, "--code", "0"]) == 0
+    assert _calls(gh)[-1].startswith("gh issue close 12 --comment Every budget holds in the check of")
 
 
 def test_gh_failing_fails_the_step(gh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GH_EXIT", "4")
-    assert drift_issue.main(["--env", "dev", "--report", str(gh / "report.txt"), "--code", "2"]) == 1
+    assert (
+        check_issue.main(["--check", "drift", "--env", "dev", "--report", str(gh / "report.txt"), "--code", "2"]) == 1
+    )
 
 
 @pytest.mark.parametrize(

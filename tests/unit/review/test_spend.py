@@ -156,7 +156,7 @@ def test_no_export_named_is_refused_naming_the_file_and_field(
     path.write_text("".join(line for line in path.read_text().splitlines(True) if "billing_export:" not in line))
     monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(folder))
     code, _, err = _cost(synth_dir, capsys, "prod")
-    assert code == 2 and f"{path}: monitoring.billing_export: not set" in err
+    assert code == 1 and f"{path}: monitoring.billing_export: not set" in err
 
 
 @pytest.mark.parametrize(
