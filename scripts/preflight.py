@@ -139,7 +139,7 @@ def report(env: Environment, results: list[Result]) -> int:
     """Print every result (failures to stderr as well); 1 when one failed."""
     failed = [r for r in results if r.status == "fail"]
     for result in results:
-        mark = {"ok": "ok  ", "fail": "FAIL", "skip": "--  "}[result.status]
+        mark = {"ok": "ok  ", "fail": "FAIL", "warn": "WARN", "skip": "--  "}[result.status]
         out = sys.stderr if result.status == "fail" else sys.stdout
         print(f"preflight {env.name}: {mark} {result.check}", file=out)
         for line in result.lines:

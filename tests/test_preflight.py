@@ -195,7 +195,7 @@ def test_every_check_passes_against_the_granted_answers(
 ) -> None:
     code, out, err = _preflight(synth_dir, capsys)
     assert code == 0, err
-    for check in ("tools", "credentials", "apis", "roles", "planner", "billing", "quota"):
+    for check in ("tools", "credentials", "apis", "roles", "planner", "billing", "quota", "billing-export"):
         assert f"preflight dev: ok   {check}" in out
     assert "us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: 16 GPUs at most, limit 16, in use now 0" in out
     # The training slice's 16 chips and the vLLM servers' 24 should every one land on their on-demand tier.
@@ -216,6 +216,7 @@ def test_json_says_what_the_lines_say_with_the_same_exit_code(
         "planner",
         "billing",
         "quota",
+        "billing-export",
     ]
     quota = next(c for c in report["checks"] if c["check"] == "quota")
     assert "us-east5 PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS: 16 GPUs at most, limit 16, in use now 0" in quota["lines"]
@@ -351,6 +352,56 @@ def test_a_budget_the_deployer_cannot_manage_is_named_with_the_billing_account_a
         "billing.budgets.create)\n" in err
     )
     assert "gcloud billing accounts add-iam-policy-binding 01A2B3-C4D5E6-F7A8B9 --member=MEMBER" in err
+
+
+EXPORT_TABLE = "billing-export-table.json"
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (
+            {"status": 404, "body": {"error": {"code": 404, "status": "NOT_FOUND", "message": "Not found: Table"}}},
+            "no such table (NOT_FOUND: Not found: Table)",
+        ),
+        (
+            {
+                "status": 403,
+                "body": {"error": {"code": 403, "status": "PERMISSION_DENIED", "message": "Access Denied"}},
+            },
+            "roles/bigquery.dataViewer on the dataset",
+        ),
+        ({"columns": ["resource", "labels"]}, "not the detailed usage cost export: it lacks labels, resource"),
+        ({"columns": ["credits.amount"]}, "it lacks credits.amount"),
+    ],
+)
+def test_a_billing_export_make_cost_cannot_read_is_a_warning_that_does_not_stop_the_deploy(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str], answer: dict[str, Any], said: str
+) -> None:
+    if "columns" in answer:
+
+        def drop(body: dict[str, Any]) -> None:
+            for column in answer["columns"]:
+                top, _, sub = column.partition(".")
+                fields = body["schema"]["fields"]
+                if sub:
+                    (record,) = [f for f in fields if f["name"] == top]
+                    record["fields"] = [f for f in record["fields"] if f["name"] != sub]
+                else:
+                    body["schema"]["fields"] = [f for f in fields if f["name"] != top]
+
+        _edit(cloud, EXPORT_TABLE, drop)
+    else:
+        index = json.loads((cloud / "index.json").read_text())
+        (entry,) = [e for e in index if e["answer"] == EXPORT_TABLE]
+        entry["status"] = answer["status"]
+        (cloud / "index.json").write_text(json.dumps(index))
+        (cloud / EXPORT_TABLE).write_text(json.dumps(answer["body"]))
+    code, out, _ = _preflight(synth_dir, capsys)
+    assert code == 0, "a warning is no failure"
+    table = "acme-billing.billing_export.gcp_billing_export_resource_v1_01A2B3_C4D5E6_F7A8B9"
+    assert f"preflight dev: WARN billing-export\n    monitoring.billing_export {table}: " in out
+    assert said in out and "every check passed" in out
 
 
 def _limit(metric: str, limit: float) -> Any:
@@ -498,7 +549,7 @@ def test_user_credentials_bill_the_calls_to_the_environments_project(
     stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
     results = preflight.run(envs["dev"], stack=lambda: stack, transport=recorded)
     assert seen == ["acme-ml-platform-dev"]
-    assert [r.status for r in results] == ["ok"] * 7, [r.check for r in results]
+    assert [r.status for r in results] == ["ok"] * 8, [r.check for r in results]
 
 
 def test_print_roles_needs_no_credentials_and_gives_the_grant_commands(

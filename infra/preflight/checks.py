@@ -16,6 +16,7 @@ from infra.preflight.quota import Ask, asks, check_quota
 from infra.preflight.reservations import check_reservations, draws
 from infra.preflight.result import Result
 from infra.preflight.transport import (
+    BIGQUERY,
     CLOUD_BILLING,
     CLOUD_PLATFORM_SCOPE,
     CLOUD_QUOTAS_API,
@@ -219,6 +220,43 @@ def check_planner(env: Environment, transport: Transport) -> Result:
     )
 
 
+def check_billing_export(env: Environment, transport: Transport) -> Result:
+    """The table `make cost` and cost.yml read (monitoring.billing_export) is there, readable by the caller, and the
+    detailed usage cost export's (BigQuery tables.get: its schema). A warning, not a failure: the deploy does not
+    need it."""
+    from infra.catalogue.billing_export import EXPORT_COLUMNS
+
+    table = str(env.monitoring.billing_export)
+    project, dataset, name = table.split(".")
+    answer = transport.request("GET", f"{BIGQUERY}/projects/{project}/datasets/{dataset}/tables/{name}")
+    field = f"monitoring.billing_export {table}"
+    if answer.status == 404:
+        return Result("billing-export", "warn", [
+            f"{field}: no such table ({error_line(answer)})",
+            "turn on the detailed usage cost export to BigQuery for the billing account (Billing > Billing export) "
+            "into that dataset: make cost reads it, from the day it is on (no backfill)",
+        ])  # fmt: skip
+    if answer.status != 200:
+        return Result("billing-export", "warn", [
+            f"{field}: not read ({error_line(answer)})",
+            "make cost needs roles/bigquery.dataViewer on the dataset and roles/bigquery.jobUser in the project, for "
+            "whoever runs it (cost.yml: the planner)",
+        ])  # fmt: skip
+    fields = {f.get("name"): {g.get("name") for g in f.get("fields") or []} for f in answer.body.get("schema", {}).get(
+        "fields") or []}  # fmt: skip
+    lacking = [
+        f"{column}{'.' + ','.join(sorted(sub - fields[column])) if column in fields and sub - fields[column] else ''}"
+        for column, sub in EXPORT_COLUMNS.items()
+        if column not in fields or sub - fields[column]
+    ]
+    if lacking:
+        return Result("billing-export", "warn", [
+            f"{field}: not the detailed usage cost export: it lacks {', '.join(lacking)} (the standard export has "
+            "no resource column and no GKE cost allocation)",
+        ])  # fmt: skip
+    return Result("billing-export", "ok", [f"{table}: the detailed usage cost export, readable"])
+
+
 def run(
     env: Environment,
     *,
@@ -230,7 +268,8 @@ def run(
     only when credentials exist); `transport` makes the HTTP layer from the credentials."""
     credentials, found = load_credentials()
     results = [found]
-    remote = ("apis", "roles", "planner", *(["billing"] if env.monitoring.budget is not None else []), "quota")
+    export = ["billing-export"] if env.monitoring.billing_export else []
+    remote = ("apis", "roles", "planner", *(["billing"] if env.monitoring.budget is not None else []), "quota", *export)
     if credentials is None:
         return results + [Result(name, "skip", ["not checked: no credentials"]) for name in remote]
     try:
@@ -257,6 +296,8 @@ def run(
         reservations = draws(the_stack, env.project)
         if reservations:
             results.append(check_reservations(env, reservations, http))
+        if env.monitoring.billing_export:
+            results.append(check_billing_export(env, http))
     except CredentialsRefused as err:
         done = {r.check for r in results}
         results[0] = Result("credentials", "fail", [f"the credentials were refused ({err}); {LOGIN}"])

@@ -8,8 +8,9 @@ from typing import Literal
 
 @dataclass
 class Result:
-    """One check's verdict and what it says (each line a finding, or what was found)."""
+    """One check's verdict and what it says (each line a finding, or what was found). `warn`: something a command
+    after the deploy needs is missing (it does not stop the deploy)."""
 
     check: str
-    status: Literal["ok", "fail", "skip"]
+    status: Literal["ok", "fail", "warn", "skip"]
     lines: list[str] = field(default_factory=list)

@@ -29,6 +29,9 @@ CLOUD_QUOTAS = "https://cloudquotas.googleapis.com/v1"
 CLOUD_QUOTAS_API = "cloudquotas.googleapis.com"
 
 
+BIGQUERY = "https://bigquery.googleapis.com/bigquery/v2"
+
+
 LOGIN = (
     "log in with `gcloud auth application-default login` (a person), or point GOOGLE_APPLICATION_CREDENTIALS at a "
     "credential file (CI: the Workload Identity Federation configuration of the environment's deployer)"

@@ -28,13 +28,10 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from infra.catalogue.billing_export import NAMESPACE, NODE_POOL, NOT_REQUESTED
 from infra.config import Environment
 from infra.review.model import PoolCost
 
-NAMESPACE = "k8s-namespace"
-NODE_POOL = "goog-k8s-node-pool-name"
-# GKE cost allocation's namespace values for what no namespace's pods requested.
-NOT_REQUESTED = {"kube:unallocated": "unallocated", "kube:system-overhead": "system overhead"}
 # A pool's spend within this share of its list-price range is within its estimate: the catalogue's prices are rounded
 # and a month's nodes come and go by the second, not the hour.
 TOLERANCE = 0.05

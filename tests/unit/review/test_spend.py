@@ -15,6 +15,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from infra.catalogue.billing_export import EXPORT_COLUMNS
 from infra.config import ConfigError
 from infra.review.spend import SpendError, month, query
 from infra.synth.load import load_environment
@@ -32,8 +33,8 @@ cat "$STANDIN_BQ_ANSWER"
 # The detailed usage cost export's columns the query may read, with their nested fields
 # (https://cloud.google.com/billing/docs/how-to/export-data-bigquery-tables/detailed-usage: labels.key and
 # labels.value, cost, currency, credits.amount (and .name, .full_name, .id, .type), usage_start_time, project.id,
-# service.description).
-EXPORT_COLUMNS = {
+# service.description, resource.name and .global_name).
+SCHEMA = {
     "labels": {"key", "value"},
     "cost": set(),
     "currency": set(),
@@ -41,6 +42,7 @@ EXPORT_COLUMNS = {
     "usage_start_time": set(),
     "project": {"id", "number", "name"},
     "service": {"id", "description"},
+    "resource": {"name", "global_name"},
 }
 
 
@@ -205,10 +207,12 @@ def test_the_query_is_bigquery_sql_that_reads_only_the_exports_columns() -> None
     assert unnested == {"l": "labels", "c": "credits"}
     for column in tree.find_all(exp.Column):
         if column.table in unnested:
-            assert column.name in EXPORT_COLUMNS[unnested[column.table]], column.sql()
+            assert column.name in SCHEMA[unnested[column.table]], column.sql()
         elif column.table:
-            assert column.name in EXPORT_COLUMNS[column.table], column.sql()
+            assert column.name in SCHEMA[column.table], column.sql()
         else:
-            assert column.name in EXPORT_COLUMNS, column.sql()
+            assert column.name in SCHEMA, column.sql()
     assert {p.name for p in tree.find_all(exp.Parameter)} >= {"project", "start", "end"}
+    # What the preflight holds the table's schema to is the export's too.
+    assert all(fields <= SCHEMA[column] for column, fields in EXPORT_COLUMNS.items())
     assert shlex.split(shlex.join(["bq", query(TABLE)]))[1] == query(TABLE)
