@@ -21,7 +21,7 @@ from infra.review.costs import pool_costs, stack_pools
 from infra.review.diff import review_stack
 from infra.review.render import render, review_json
 from infra.rules import RULES
-from infra.rules.cloud_monitoring import filter_problems, known_metrics
+from infra.rules.cloud_monitoring import filter_problems, known_metrics, promql_problems
 from infra.rules.manifest_subject import ReleaseContext
 from infra.synth.load import load_environment
 from tests.helpers import REPO, of_type, one, rendered
@@ -399,4 +399,33 @@ def test_a_body_the_api_would_refuse_is_refused_at_plan(
     found = RULES["monitoring.bodies-parse-as-the-api-types"].run(stack)
     assert len(found) == 1 and found[0].field.endswith(field) and fragment in found[0].message, [
         v.line() for v in found
+    ]
+
+
+def test_each_vllm_deployment_charts_what_a_million_generated_tokens_cost_at_list_price(
+    envs: dict[str, Environment],
+) -> None:
+    """The replicas serving (the pods exporting the token counter) at a replica's list price an hour, over the
+    tokens they generate an hour: in PromQL, whose every series the rule holds to the catalogued metrics."""
+    env = envs["dev"]
+    queries = {
+        w["title"]: w["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
+        for w in observability.dashboard(env)["mosaicLayout"]["tiles"]
+        for w in [w["widget"]]
+        if "prometheusQuery" in json.dumps(w)
+    }
+    # serve-llama70b-vllm-mh: a replica is a v6e 4x4 slice's four hosts at the spot list price (4.86 USD an hour).
+    title = "List price per million generated tokens (a replica: 19.44 USD an hour)"
+    series = (
+        'vllm:generation_tokens_total{cluster="ml-platform-dev",namespace="ml-serving",job="serve-llama70b-vllm-mh"}'
+    )
+    assert queries[title] == (f"19.4400 * count(max by (pod) ({series})) / (sum(rate({series}[5m])) * 3600) * 1000000")
+    assert len(queries) == sum(1 for d in env.serving.values() if d.engine == "vllm")
+    metrics = known_metrics()
+    assert all(promql_problems(q, metrics) == [] for q in queries.values())
+    assert promql_problems(series.replace("generation_tokens", "generated_tokens"), metrics) == [
+        "vllm:generated_tokens_total: no metric the platform knows is exported by that name"
+    ]
+    assert promql_problems(series.replace("job=", "release="), metrics) == [
+        "vllm:generation_tokens_total: no label release (its labels: engine, model_name)"
     ]

@@ -299,6 +299,9 @@ def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[
             metric = EPP_METRICS[f"prometheus.googleapis.com/{name}/gauge"]
             series = _series(_filter(env, metric, *terms), _aggregation("ALIGN_MEAN", "REDUCE_MEAN"))
             widgets.append(_chart(title, unit, {"timeSeriesFilter": series}))
+    price = _price_per_million_tokens(env, key, server)
+    if price is not None:
+        widgets.append(price)
     if server.cache is not None:
         widgets.append(
             _chart(
@@ -312,6 +315,34 @@ def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[
             )
         )
     return widgets
+
+
+def replica_price(env: Environment, key: str) -> float | None:
+    """USD an hour of one replica of a serving deployment on one slice: the slice's hosts at the list price of its
+    primary tier (infra/catalogue/prices.py); None for a deployment on no slice, or a slice with no list price."""
+    from infra.catalogue import prices
+
+    slice_key = getattr(env.serving[key], "slice", None)
+    if slice_key not in env.slices:
+        return None
+    spec = env.slices[slice_key]
+    price = prices.node_price(spec.slice.machine_type, env.zone_of(slice_key), spec.primary.type)
+    return None if price.usd_per_hour is None else price.usd_per_hour * spec.slice.hosts
+
+
+def _price_per_million_tokens(env: Environment, key: str, server: ServerMetrics) -> dict[str, Any] | None:
+    """What a million generated tokens cost at list price, now: the replicas serving (each pod that exports the
+    token counter is one replica's server: on a multi-host slice, its leader) times a replica's price an hour, over
+    the tokens they generate an hour. PromQL (Managed Prometheus): a filter cannot multiply by a price."""
+    per_replica = replica_price(env, key)
+    if per_replica is None:
+        return None
+    namespace = env.identities[env.serving[key].identity].namespace
+    name = server.tokens.type.split("/")[1]
+    series = f'{name}{{cluster="{env.cluster.name}",namespace="{namespace}",job="{serving_release(key)}"}}'
+    query = f"{per_replica:.4f} * count(max by (pod) ({series})) / (sum(rate({series}[5m])) * 3600) * 1000000"
+    title = f"List price per million generated tokens (a replica: {per_replica:,.2f} USD an hour)"
+    return _chart(title, "USD", {"prometheusQuery": query})
 
 
 def _error_ratio(env: Environment, key: str, server: ServerMetrics) -> dict[str, Any]:

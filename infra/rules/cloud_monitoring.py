@@ -118,6 +118,43 @@ def _reads(node: Any, path: str) -> Iterator[tuple[str, str, list[dict[str, Any]
             yield from _reads(value, f"{path}[{i}]")
 
 
+def _promql(node: Any, path: str) -> Iterator[tuple[str, str]]:
+    """(path, query) of every PromQL query (a dashboard chart's `prometheusQuery`) in a body."""
+    if isinstance(node, dict):
+        if isinstance(node.get("prometheusQuery"), str):
+            yield f"{path}.prometheusQuery", node["prometheusQuery"]
+        for key, value in node.items():
+            yield from _promql(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _promql(value, f"{path}[{i}]")
+
+
+# A PromQL series selector: the metric's name and its label matchers.
+_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}")
+# The labels Managed Prometheus gives every series of a scraped target (its prometheus_target resource).
+_TARGET_LABELS = frozenset({"project_id", "location", "cluster", "namespace", "job", "instance", "pod"})
+
+
+def promql_problems(query: str, metrics: dict[str, CloudMetric]) -> list[str]:
+    """What is wrong with one PromQL query: a series of a metric the platform does not know its servers export, or a
+    label neither the metric nor its target has."""
+    exported = {m.type.split("/")[1]: m for m in metrics.values() if m.type.startswith("prometheus.googleapis.com/")}
+    problems = []
+    selectors = _SELECTOR.findall(query)
+    if not selectors:
+        problems.append("reads no series (no metric{labels} selector)")
+    for name, matchers in selectors:
+        metric = exported.get(name)
+        if metric is None:
+            problems.append(f"{name}: no metric the platform knows is exported by that name")
+            continue
+        for label in re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!=|!~|=)", matchers):
+            if label not in metric.labels | _TARGET_LABELS:
+                problems.append(f"{name}: no label {label} (its labels: {', '.join(sorted(metric.labels))})")
+    return problems
+
+
 def _terms(filter_: str) -> list[tuple[str, str, str]] | None:
     """(selector, operator, value) of each term; None where the filter is not a conjunction of such terms."""
     terms, at = [], 0
@@ -175,7 +212,8 @@ def filter_problems(filter_: str, aggregations: list[dict[str, Any]], metrics: d
     summary=(
         "Every filter of a dashboard or alert policy names one metric the platform knows is written (GKE's system "
         "metrics, what its servers export through Managed Prometheus) on its own monitored resource and labels, "
-        "and each aligner and reducer fits the metric's kind and value type."
+        "and each aligner and reducer fits the metric's kind and value type; every PromQL query's series likewise "
+        "name such a metric and its labels."
     ),
     source=f"{FILTER_DOC}; {AGGREGATION_SOURCE}; infra/catalogue/cloud_metrics.py (each metric's own source)",
     subject="terraform",
@@ -186,6 +224,9 @@ def _filters(stack: dict[str, Any]) -> Iterator[Finding]:
         for path, filter_, aggregations in _reads(body, where):
             for problem in filter_problems(filter_, aggregations, metrics):
                 yield Finding(path, filter_, problem)
+        for path, query in _promql(body, where):
+            for problem in promql_problems(query, metrics):
+                yield Finding(path, query, problem)
 
 
 DCGM_DOC = (
