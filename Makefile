@@ -180,8 +180,8 @@ cluster-local-down: $(VENV_STAMP) ## Stop the local control plane and remove its
 synth: $(VENV_STAMP) ## Synthesize every environment into cdktf.out/stacks/platform-<env>/cdk.tf.json
 	$(PY) -m infra
 
-crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (workloads/charts/crds.yaml, checksums verified) into .cache/crds
-	$(PY) -m workloads.charts.crds fetch
+crds: $(VENV_STAMP) ## Fetch the pinned upstream CRD schemas (infra/charts/crds.yaml, checksums verified) into .cache/crds
+	$(PY) -m infra.charts.crds fetch
 
 rules: $(VENV_STAMP) ## Every rule of the real systems (infra/rules) on the synthesized stacks and rendered releases
 	$(PLATFORM) rules "$$OUT/stacks"

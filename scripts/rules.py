@@ -84,9 +84,9 @@ def placement_summary(stacks: Path, report: Report) -> str:
 
 def cel_summary() -> str:
     """How many of the pinned CRDs' CEL rules run on create, and each one that does not, with why."""
-    from workloads.charts.cel import rule_counts
-    from workloads.charts.check import crd_openapi
-    from workloads.charts.crds import CrdsMissing
+    from infra.charts.cel import rule_counts
+    from infra.charts.check import crd_openapi
+    from infra.charts.crds import CrdsMissing
 
     try:
         evaluated, skipped = rule_counts(crd_openapi())
@@ -100,7 +100,7 @@ def cel_summary() -> str:
         "here"
     ]
     lines += [f"  not evaluated: {s.kind} {s.path}: {s.rule}: {s.reason}" for s in uncompiled]
-    from workloads.charts.crds import missing_optional
+    from infra.charts.crds import missing_optional
 
     missing = missing_optional()
     if missing:

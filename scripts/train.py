@@ -27,14 +27,14 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from infra.charts.check import ChartCheckError, render
+from infra.charts.runs import with_run
 from infra.config import ConfigError, Environment
 from infra.constructs.releases import ray_training_values
 from infra.synth.load import load_named
 from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl_in
 from scripts.parser import refuse
 from scripts.training import training_namespace
-from workloads.charts.check import ChartCheckError, render
-from workloads.charts.runs import with_run
 from workloads.trainer import __main__ as trainer
 from workloads.trainer.recipes import RecipeError
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from workloads.charts.check import render, validate
-from workloads.charts.crds import available
+from infra.charts.check import render, validate
+from infra.charts.crds import available
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +114,7 @@ def assert_exports(page: str, metrics: Iterable[Any]) -> None:
 def charts_with_fixed_jetstream_name(folder: Path) -> Path:
     """A copy of the charts in `folder` with the JetStream chart as it was (0.3.0): its LeaderWorkerSet named after
     the release alone, so a reshape is an upgrade of the same object (which LWS's webhook refuses)."""
-    from workloads.charts import check
+    from infra.charts import check
 
     shutil.copytree(check.CHARTS, folder, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
     template = folder / "jetstream-pathways" / "templates" / "leaderworkerset.yaml"

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from infra.charts.cel import evaluate, rule_counts
+from infra.charts.check import ChartCheckError, crd_openapi, validate
 from tests.helpers import needs_crds, one_of_kind, rendered
-from workloads.charts.cel import evaluate, rule_counts
-from workloads.charts.check import ChartCheckError, crd_openapi, validate
 
 
 def _in_order_with_depends_on(objs: list[dict[str, Any]]) -> dict[str, Any]:

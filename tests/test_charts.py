@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from infra.catalogue.images import image_name, image_users
+from infra.charts.check import ChartCheckError, lint, render, validate
 from infra.rules import containers, pod_templates, where
 from tests.helpers import REPO, needs_crds, of_type, release_values, rendered
-from workloads.charts.check import ChartCheckError, lint, render, validate
 from workloads.constants import RAY_VERSION
 
 CHART_DIRS = sorted(p.parent for p in (REPO / "workloads" / "charts").glob("*/Chart.yaml"))
@@ -199,7 +199,7 @@ def test_each_controllers_api_group_is_the_group_of_its_pinned_crds() -> None:
     """The group the stack orders releases by (infra/catalogue/controllers.py) is the one the controller's own
     CRDs define (the pinned upstream files), so a release of that group cannot be applied before them."""
     from infra.catalogue.controllers import CONTROLLERS
-    from workloads.charts import crds
+    from infra.charts import crds
 
     source = crds.locate()
     pins = yaml.safe_load(crds.PINS.read_text())["files"]

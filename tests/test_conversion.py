@@ -57,8 +57,8 @@ def test_the_script_is_the_commands_in_order_and_stops_at_the_first_failure() ->
 def test_the_jetstream_chart_job_runs_exactly_the_script_the_stack_passes() -> None:
     import yaml
 
+    from infra.charts.check import render
     from tests.helpers import REPO
-    from workloads.charts.check import render
 
     values = yaml.safe_load((REPO / "workloads/charts/jetstream-pathways/ci/dev-serve-llama405b.yaml").read_text())
     job = next(

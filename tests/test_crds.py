@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from infra.charts import crds
 from tests.helpers import REPO
-from workloads.charts import crds
 
 
 def test_ci_has_the_pinned_schemas() -> None:

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.charts.check import render, validate
 from infra.config import ENVIRONMENTS_DIR, Environment
 from infra.constructs.releases import gpu_networking_values, nccl_test_values
 from infra.synth.load import load_environment
 from tests.helpers import REPO, by_name, needs_crds, of_type, release_values, rendered
-from workloads.charts.check import render, validate
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 

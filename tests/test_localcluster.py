@@ -800,9 +800,9 @@ def test_a_field_the_served_crd_does_not_name_is_dropped_by_the_real_api_server_
     """The gate reads the CRDs the cluster serves (`kubectl get crds`): every release of dev sends only fields they
     name. A CRD without a field (a probe kind, as an older KubeRay lacks spec.authOptions): the real Helm installs
     the object, the real API server stores it without the field, and pruned_fields names that field alone."""
+    from infra.charts.check import pruned_fields
     from infra.review.served import dropped_fields
     from scripts.cluster_access import served_crds
-    from workloads.charts.check import pruned_fields
 
     cluster = Cluster((cluster_dir / "cluster").resolve())
     monkeypatch.setenv("PLATFORM_KUBECTL", str(build.build_all(["kube"])["kubectl"]))

@@ -73,7 +73,7 @@ def test_the_ray_cluster_has_one_worker_group_per_slice_each_on_its_own_pool(var
 def test_one_slice_renders_the_ray_cluster_it_always_did(stacks: dict[str, dict[str, Any]]) -> None:
     """Counting slices did not change a one-slice cluster: unqueued, its name (a hash of its spec) is what it was;
     queued (dev's `training.queue`), the queue is in the hash."""
-    from workloads.charts.check import render
+    from infra.charts.check import render
 
     release = next(r for r in of_type(stacks["dev"], "helm_release").values() if r["name"] == "ray-training")
     values = json.loads(release["values"][0])
@@ -96,7 +96,7 @@ def test_a_chart_bump_that_leaves_the_cluster_as_it_was_keeps_its_name(tmp_path:
     bump alone names no new one (0.6.0's pods carried the version, so every bump restarted training)."""
     import shutil
 
-    from workloads.charts.check import CHARTS, render
+    from infra.charts.check import CHARTS, render
 
     shutil.copytree(CHARTS / "ray-training", tmp_path / "ray-training")
     chart = tmp_path / "ray-training" / "Chart.yaml"

@@ -12,9 +12,9 @@ import pytest
 
 import scripts.shell
 import scripts.slurm
+from infra.charts import crds
 from infra.shell import pinned as pinned_scripts
 from infra.slurm import interfaces
-from workloads.charts import crds
 
 
 def _nowhere(tmp_path: Path) -> str:

@@ -90,7 +90,7 @@ def test_an_image_rollback_takes_the_previous_digest_of_the_files_history(enviro
         (
             ["pin", "dev", "release.controllers.lws", "0.9.0"],
             "VERSION='0.9.0': release.controllers.lws takes a version the platform knows: 0.7.0. A new one is added "
-            "to infra/catalogue/controllers.py with its CRDs recorded in workloads/charts/crds.yaml",
+            "to infra/catalogue/controllers.py with its CRDs recorded in infra/charts/crds.yaml",
         ),
         (["pin", "dev", "release.nodes.x", "1"], "FIELD='release.nodes.x': a release pin, release.<section>.<name>"),
         (["pin", "dev", "release.images.trainer", "trainer:v1"], "release.images.trainer: 'trainer:v1': not pinned"),

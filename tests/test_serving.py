@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from infra.catalogue.accelerators import tpu_slice
+from infra.charts.check import render
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel
 from infra.rules import RULES
 from infra.synth.load import load_environment
 from tests.helpers import by_name, needs_crds, of_type, one_of_kind, release_values, rendered
-from workloads.charts.check import render
 from workloads.serving import saxml
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
@@ -233,7 +233,7 @@ def test_multi_host_vllm_forms_a_ray_cluster_with_pipeline_parallelism_over_the_
 
 def test_vllm_chart_refuses_parallelism_that_does_not_cover_the_chips(stacks: dict[str, dict[str, Any]]) -> None:
     _, values = release_values(stacks["dev"], "serve-llama70b-vllm")
-    from workloads.charts.check import ChartCheckError
+    from infra.charts.check import ChartCheckError
 
     args = [a.replace("--tensor-parallel-size=8", "--tensor-parallel-size=4") for a in values["args"]]
     with pytest.raises(ChartCheckError, match="tensor x pipeline parallelism 4 x 1 must be the group's chips 1 x 8"):
@@ -284,8 +284,8 @@ def test_the_gateways_prerequisites_are_in_the_stack(stacks: dict[str, dict[str,
 def test_gkes_health_check_rules_refuse_the_extension_charts_shape(stacks: dict[str, dict[str, Any]]) -> None:
     """The inference extension's chart writes the health check's port without portSpecification; GKE's published
     CRD refuses that (its CEL rules). Checked with the CRD where it is available, and by the rule always."""
+    from infra.charts.check import cel_failures, crd_openapi
     from infra.rules import RULES
-    from workloads.charts.check import cel_failures, crd_openapi
 
     objects = rendered(stacks["dev"], "serve-llama70b-vllm")
     policy = one_of_kind(objects, "HealthCheckPolicy")

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from infra.charts.check import render
+from infra.charts.runs import per_run
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.constructs.releases import ray_training_values
 from infra.rules.kueue import _raycluster_queued, max_worker_groups
@@ -19,8 +21,6 @@ from infra.synth.load import load_environment
 from scripts import train
 from tests.helpers import REPO
 from tests.in_process import run_main
-from workloads.charts.check import render
-from workloads.charts.runs import per_run
 
 JOBS = ("\n  queue: training\n", "\n  queue: training\n  runs: jobs\n")
 

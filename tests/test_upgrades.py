@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.charts.cel import evaluate_update
 from infra.review import write_reviews
 from infra.review.upgrades import helm_record_objects
 from infra.rules import check_upgrade
 from infra.rules.run import render_release, stack_releases
 from tests.helpers import REPO, charts_with_fixed_jetstream_name, of_type, one_of_kind
 from tests.refused import UPGRADE_REFUSED
-from workloads.charts.cel import evaluate_update
 
 DIGEST = "sha256:" + "3" * 64
 
@@ -151,7 +151,7 @@ def current(synth_dir: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def fixed_name_charts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The charts with the JetStream chart as it was (0.3.0), for the baseline and for this checkout."""
-    from workloads.charts import check
+    from infra.charts import check
 
     charts = charts_with_fixed_jetstream_name(tmp_path / "charts")
     monkeypatch.setattr(check, "CHARTS", charts)
@@ -304,9 +304,9 @@ def test_the_apply_holds_a_release_whose_fields_the_clusters_own_crd_would_drop(
     spec.authOptions, and the API server would drop it without a word (the cluster running without token
     authentication). The gate reads the CRDs the cluster serves and refuses the training release; the CRD as
     pinned passes."""
+    from infra.charts.crds import locate
     from infra.review import review_plan
     from scripts.apply import cluster_holds
-    from workloads.charts.crds import locate
 
     stack_dir = _apply_folder(tmp_path, synth_dir, REPO / "workloads" / "charts")
     body = json.loads((stack_dir / "cdk.tf.json").read_text())

@@ -2,7 +2,7 @@
 them, the first look-up directory that does, and a fetch that verifies every file before it replaces anything.
 
 `pins` maps each file's path (relative to the directory) to its sha256; `sources` maps it to (download URL,
-sha256). The callers (workloads/charts/crds.py, infra/slurm/interfaces.py) own their pin files, their look-up
+sha256). The callers (infra/charts/crds.py, infra/slurm/interfaces.py) own their pin files, their look-up
 order and their error messages.
 """
 

@@ -1,6 +1,6 @@
 """The CRD files each controller version ships, pinned at its release tag: what the platform applies.
 
-These are not the schemas the charts' objects are validated against (workloads/charts/crds.yaml pins those at
+These are not the schemas the charts' objects are validated against (infra/charts/crds.yaml pins those at
 commits near the controllers): they are the files of the controller's chart at the tag of the version an
 environment installs, each by its path, its URL at the tag and its sha256 (computed from the repositories at
 the tags: `git show <tag>:<path> | sha256sum`).

@@ -19,7 +19,7 @@ class Controller:
     chart: str
     namespace: str
     description: str
-    # The chart versions the platform knows: their CRDs are pinned (workloads/charts/crds.yaml) and their
+    # The chart versions the platform knows: their CRDs are pinned (infra/charts/crds.yaml) and their
     # webhooks' rules are the ones infra/rules encodes. Another version is refused at load.
     versions: tuple[str, ...] = ()
     # The port the controller's admission webhook server listens on, in its pods. In a
@@ -32,7 +32,7 @@ class Controller:
     # private cluster's firewall must let the control plane through to them as to the webhooks.
     api_ports: tuple[int, ...] = ()
     # The API group of the custom resources the chart installs (its CRDs' spec.group: the pinned upstream CRD
-    # files, workloads/charts/crds.yaml, tests/test_charts.py holds them equal). A release whose objects are of
+    # files, infra/charts/crds.yaml, tests/test_charts.py holds them equal). A release whose objects are of
     # this group can be applied only once this controller's release is: its CRD then exists and, for LWS,
     # the conversion webhook its CRD names (lws-webhook-service in lws-system) answers.
     api_group: str = ""

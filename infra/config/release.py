@@ -35,7 +35,7 @@ class Release(Model):
             Finding(
                 ("release", "controllers", name),
                 version,
-                f"not a version the platform knows (its CRDs pinned in workloads/charts/crds.yaml, its webhooks' "
+                f"not a version the platform knows (its CRDs pinned in infra/charts/crds.yaml, its webhooks' "
                 f"rules in infra/rules); known: {', '.join(CONTROLLERS[name].versions)}",
             )
             for name, version in self.controllers.items()

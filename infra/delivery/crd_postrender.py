@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(as_python(crds), end="")
             print(
                 "# then: the version in infra/catalogue/controllers.py `versions` (with its schemas in "
-                "workloads/charts/crds.yaml and its webhooks' rules), make pin, make plan (the review shows what "
+                "infra/charts/crds.yaml and its webhooks' rules), make pin, make plan (the review shows what "
                 "the bump does to each CRD)"
             )
         elif args.action == "render":

@@ -4,7 +4,7 @@
 A pin is one field of `release`: a controller's chart version (`release.controllers.<name>`), a local chart's
 version (`release.charts.<name>`) or an image digest (`release.images.<name>`). The file is rewritten with its
 comments and order kept and validated with the whole folder before it is written (infra/delivery/release_file.py),
-so a version the platform does not know (no CRDs recorded in workloads/charts/crds.yaml, no webhook rules) is
+so a version the platform does not know (no CRDs recorded in infra/charts/crds.yaml, no webhook rules) is
 refused with the versions it knows. The previous value is the file's own history: the last commit in which the
 field held another value (`git log` of the file), so a rollback needs no record of its own and undoes the last
 change of that field, whoever made it.
@@ -112,7 +112,7 @@ def _known(section: str, name: str, value: str) -> None:
         raise PinError(
             f"VERSION={value!r}: release.controllers.{name} takes a version the platform knows: {', '.join(known)}. "
             f"A new one is added to infra/catalogue/controllers.py with its CRDs recorded in "
-            f"workloads/charts/crds.yaml (`make crds` fetches and checks them) and its webhooks' rules in "
+            f"infra/charts/crds.yaml (`make crds` fetches and checks them) and its webhooks' rules in "
             f"infra/rules/; then `make pin ENV=<env> FIELD=release.controllers.{name} VALUE={value}`"
         )
 

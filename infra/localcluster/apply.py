@@ -13,7 +13,7 @@ The workspace and its state live in the cluster's folder (`engine/<stack>`): a r
 the change, a destroy is `tofu destroy` of that state.
 
 Before the apply, what GKE itself provides: the Ray operator add-on's CRDs, Gateway API, InferencePool and GKE's
-networking CRDs (the pinned files, workloads/charts/crds.yaml), and stand-ins for GKE's Gateway policy CRDs
+networking CRDs (the pinned files, infra/charts/crds.yaml), and stand-ins for GKE's Gateway policy CRDs
 where their pinned files are not here (an open schema: the rule gke.inference-gateway-policies holds the objects).
 During it, the supervisor (infra/localcluster/controllers.py) does for the controllers' pods what their kubelet and
 container would.
@@ -192,7 +192,7 @@ class LocalApply:
 
     def gke_crds(self) -> list[str]:
         """Apply the CRDs GKE itself installs (see the module doc); their names."""
-        from workloads.charts import crds
+        from infra.charts import crds
 
         files = yaml.safe_load(crds.PINS.read_text())["files"]
         folder = crds.locate()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalogue.pod_owners import controller_of, template_of
-from workloads.charts.runs import per_run
+from infra.charts.runs import per_run
 
 POOL = "cloud.google.com/gke-nodepool"
 

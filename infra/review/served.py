@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from infra.charts.check import ChartCheckError, is_custom, pruned_fields
 from infra.rules.run import render_release
-from workloads.charts.check import ChartCheckError, is_custom, pruned_fields
 
 PRUNING = (
     "https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#field-pruning"

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 
 from infra.catalogue.helm_records import newest
+from infra.charts.check import ChartCheckError
 from infra.rules import check_upgrade
 from infra.rules.run import render_release
-from workloads.charts.check import ChartCheckError
 
 # How the review says a refused upgrade can go through (docs/operations.md, "Replace a release on purpose").
 WAY_THROUGH = (

@@ -236,7 +236,7 @@ def pod_templates(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"spec.workerGroupSpecs[{i}].template", group["template"]
     elif kind == "RayJob" and spec.get("submitterPodTemplate"):
         # Its own pod: the submitter. Its cluster's pods are the RayCluster KubeRay makes from spec.rayClusterSpec
-        # (held as that RayCluster: workloads/charts/runs.py made_per_run).
+        # (held as that RayCluster: infra/charts/runs.py made_per_run).
         yield "spec.submitterPodTemplate", spec["submitterPodTemplate"]
 
 

@@ -18,13 +18,13 @@ from infra.rules import Finding, rule, where
     ),
     source=(
         "https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/"
-        "#validation-rules; the CRDs pinned in workloads/charts/crds.yaml"
+        "#validation-rules; the CRDs pinned in infra/charts/crds.yaml"
     ),
     subject="manifest",
 )
 def _cel(objects: list[dict[str, Any]], ctx: Any) -> Iterator[Finding]:
-    from workloads.charts.check import OPTIONAL_KINDS, cel_failures, crd_openapi, is_custom
-    from workloads.charts.crds import CrdsMissing
+    from infra.charts.check import OPTIONAL_KINDS, cel_failures, crd_openapi, is_custom
+    from infra.charts.crds import CrdsMissing
 
     custom = [o for o in objects if is_custom(o)]
     if not custom:

@@ -61,7 +61,7 @@ def _kueue(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Findi
     summary="Every flavor of a ClusterQueue resource group lists exactly the group's coveredResources, in order.",
     source=(
         "kubernetes-sigs/kueue apis/kueue/v1beta1/clusterqueue_types.go CEL validation @ v0.17.3 (each "
-        "flavor's resources must match coveredResources); CRD pinned in workloads/charts/crds.yaml"
+        "flavor's resources must match coveredResources); CRD pinned in infra/charts/crds.yaml"
     ),
     kinds=("ClusterQueue",),
     subject="manifest",

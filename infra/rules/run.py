@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from infra.cdk.layout import STACK_FILE
+from infra.charts.check import ChartCheckError
 from infra.config import environment_file
 from infra.derive.provenance import release_field, resource_field
 from infra.rules import Violation, check_environment, check_environments, check_release, check_stack, rules_for
 from infra.rules.manifest_subject import ReleaseContext
-from workloads.charts.check import ChartCheckError
 
 
 @dataclass
@@ -67,7 +67,7 @@ def local_releases(stack: dict[str, Any]) -> list[dict[str, Any]]:
 def render_release(release: dict[str, Any], charts: Path | None = None) -> list[dict[str, Any]]:
     """The objects a local chart's helm_release (a synthesized stack's) renders: its chart from `charts` (this
     checkout's by default) with its values; ChartCheckError where Helm refuses them."""
-    from workloads.charts.check import render
+    from infra.charts.check import render
 
     chart = str(release["chart"]).rsplit("/", 1)[-1]
     return render(chart, _values(release), name=release["name"], namespace=release["namespace"], charts=charts)
@@ -81,8 +81,8 @@ def _values(release: dict[str, Any]) -> dict[str, Any]:
 def stack_releases(stack: dict[str, Any]) -> Releases:
     """(helm_release resource, rendered objects) of every local chart release of a stack, by release name; a
     release whose runs are RayJobs (ray-training, runs: jobs) also with what one run makes, marked as such
-    (workloads/charts/runs.py), so the rules, the policy and the placement hold it at plan."""
-    from workloads.charts.runs import PLAN_RUN, made_per_run, runs_as_jobs, with_run
+    (infra/charts/runs.py), so the rules, the policy and the placement hold it at plan."""
+    from infra.charts.runs import PLAN_RUN, made_per_run, runs_as_jobs, with_run
 
     out = {}
     for release in local_releases(stack):

@@ -68,14 +68,14 @@ def _changed(old: Any, new: Any) -> bool:
     ),
     source=(
         "https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/"
-        "#transition-rules; the CRDs pinned in workloads/charts/crds.yaml"
+        "#transition-rules; the CRDs pinned in infra/charts/crds.yaml"
     ),
     subject="upgrade",
 )
 def _transition_rules(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Iterator[Finding]:
-    from workloads.charts.cel import evaluate_update
-    from workloads.charts.check import crd_openapi, is_custom
-    from workloads.charts.crds import CrdsMissing
+    from infra.charts.cel import evaluate_update
+    from infra.charts.check import crd_openapi, is_custom
+    from infra.charts.crds import CrdsMissing
 
     custom = [(old, new) for old, new in pairs if is_custom(new)]
     if not custom:

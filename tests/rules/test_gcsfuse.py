@@ -200,8 +200,8 @@ def test_make_plan_refuses_a_vllm_chart_whose_xla_cache_its_user_cannot_write(
     """`make plan`'s rules step (python -m scripts.rules) on the shipped stacks, with the vllm-tpu chart edited."""
     import shutil
 
+    from infra.charts import check
     from scripts.rules import main
-    from workloads.charts import check
 
     charts = tmp_path / "charts"
     for chart in check.CHARTS.glob("*/Chart.yaml"):

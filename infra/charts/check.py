@@ -18,11 +18,11 @@ from typing import Any
 
 import yaml
 
-from workloads.charts.cel import CelFailure, evaluate
-from workloads.charts.crds import pins
+from infra.charts.cel import CelFailure, evaluate
+from infra.charts.crds import pins
 
-CHARTS = Path(__file__).resolve().parent
-REPO = CHARTS.parents[1]
+REPO = Path(__file__).resolve().parents[2]
+CHARTS = REPO / "workloads" / "charts"
 KUBERNETES_VERSION = "1.33.0"
 
 # libyaml's loader where PyYAML was built with it (its wheels are): the same documents, parsed in C. The pinned CRDs
@@ -113,7 +113,7 @@ def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
 @cache
 def crd_openapi() -> dict[tuple[str, str], dict[str, Any]]:
     """The pinned CRDs' openAPIV3Schema by (apiVersion, kind), as published (CEL rules and defaults included)."""
-    from workloads.charts.crds import locate, optional_found
+    from infra.charts.crds import locate, optional_found
 
     schemas = {}
     paths = {name: locate() / name for name in pins()} | optional_found()

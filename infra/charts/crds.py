@@ -1,7 +1,7 @@
 """The pinned upstream CRD schemas: where they are, that they are the pinned files, and `make crds` to fetch them.
 
-    python -m workloads.charts.crds fetch    download every pinned file into .cache/crds (checksums verified)
-    python -m workloads.charts.crds where    print the directory in use, or fail naming what is missing
+    python -m infra.charts.crds fetch    download every pinned file into .cache/crds (checksums verified)
+    python -m infra.charts.crds where    print the directory in use, or fail naming what is missing
 
 Look-up order: $PLATFORM_CRDS_DIR, .cache/crds (what `make crds` wrote), ../shared/crds beside the
 checkout. A directory counts only when it holds every required pinned file with its pinned checksum; an
@@ -20,9 +20,9 @@ import yaml
 from infra import settings
 from workloads import pinned_files
 
-CHARTS = Path(__file__).resolve().parent
-REPO = CHARTS.parents[1]
-PINS = CHARTS / "crds.yaml"
+REPO = Path(__file__).resolve().parents[2]
+CHARTS = REPO / "workloads" / "charts"
+PINS = Path(__file__).resolve().parent / "crds.yaml"
 FETCHED = REPO / ".cache" / "crds"
 SHARED = REPO.parent / "shared" / "crds"
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m workloads.charts.crds",
+        prog="python -m infra.charts.crds",
         description="The pinned upstream CRD schemas: fetch them, or say where they are.",
         epilog="Exit codes: 0 done, 1 a download or checksum failed (fetch) or no directory holds them (where).",
     )
