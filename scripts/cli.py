@@ -88,7 +88,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "status": Command("scripts.status", "what runs on an environment's cluster: queue, state, slices, cost so far"),
     "serve-local": Command("workloads.server.__main__", "serve the canary checkpoint of a local run over HTTP"),
-    "saxml": Command("workloads.serving.saxml", "the Saxml client: publish, list, generate, unpublish"),
+    "saxml": Command("scripts.saxml", "the Saxml client: publish, list, generate, unpublish"),
     "plot": Command("scripts.plot", "the local run's loss, step time and goodput, and each review's cost, as PNGs"),
     "completion": Command(
         "scripts.completion", 'print the bash or zsh completion script (eval "$(platform completion bash)")'

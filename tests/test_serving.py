@@ -18,8 +18,8 @@ from infra.charts.check import render
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServing, ServedModel
 from infra.rules import RULES
 from infra.synth.load import load_environment
+from scripts import saxml
 from tests.helpers import by_name, needs_crds, of_type, one_of_kind, release_values, rendered
-from workloads.serving import saxml
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 

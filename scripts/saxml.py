@@ -1,9 +1,9 @@
 """Saxml's HTTP server, driven from an environment's `serving.<key>` (engine saxml).
 
-  python -m workloads.serving.saxml publish   --env dev [--deployment saxml] [--url URL]
-  python -m workloads.serving.saxml list      --env dev
-  python -m workloads.serving.saxml generate  --env dev --prompt "How many days are in a week?"
-  python -m workloads.serving.saxml unpublish --env dev
+  python -m scripts.saxml publish   --env dev [--deployment saxml] [--url URL]
+  python -m scripts.saxml list      --env dev
+  python -m scripts.saxml generate  --env dev --prompt "How many days are in a week?"
+  python -m scripts.saxml unpublish --env dev
 
 The model is published as `<cell>/<model name>` with the deployment's model
 class and checkpoint, one replica per slice. URL is the HTTP server's address
@@ -68,7 +68,7 @@ def call(url: str, method: str, path: str, body: dict[str, Any], timeout: float 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m workloads.serving.saxml",
+        prog="python -m scripts.saxml",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
