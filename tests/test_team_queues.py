@@ -128,3 +128,14 @@ def test_a_training_queue_whose_flavor_is_named_like_a_batch_slice_is_refused(en
     found = [v.line() for v in check_environment(Environment.model_validate(data))]
     assert any("its ResourceFlavor 'gpus-head' is the name of the batch slice" in line for line in found), found
     assert any("[rule kueue.cluster-scoped-names-unique (Kueue / Helm, refused at apply)" in line for line in found)
+
+
+def test_each_namespace_is_labelled_with_the_team_its_spend_is_counted_to(stacks: dict[str, dict[str, Any]]) -> None:
+    """A team's namespace carries its team, every other the platform's (labels.team): what `make cost` counts each
+    namespace's spend to, and what a cost report by namespace label groups by."""
+    teams = {
+        ns["metadata"]["name"]: ns["metadata"]["labels"].get("team")
+        for ns in stacks["dev"]["resource"]["kubernetes_namespace_v1"].values()
+    }
+    assert teams.pop("ml-gpu") == "research"
+    assert set(teams.values()) == {"ml-platform"}, teams

@@ -383,6 +383,12 @@ class Environment(Model):
         """Release images still at the all-zero digest (not built yet)."""
         return sorted(name for name, ref in self.release.images.items() if ref.endswith(PLACEHOLDER_DIGEST))
 
+    def team_of(self, namespace: str | None) -> str | None:
+        """The team a namespace's spend is counted to: the team whose namespace it is (teams.<team>.namespace), else
+        the platform's (labels.team); None where neither says."""
+        owners = {team.namespace: name for name, team in self.teams.items()}
+        return owners.get(namespace or "", self.labels.get("team"))
+
     def zone_of(self, slice_key: str) -> str:
         return self.slices[slice_key].zone or self.zones[0]
 

@@ -57,17 +57,32 @@ class Namespaces(Construct):
     """The Kubernetes namespaces workloads run in."""
 
     def __init__(
-        self, scope: Construct, id_: str, *, names: list[str], labels: dict[str, str], pod_security: bool = False
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        names: list[str],
+        labels: dict[str, str],
+        pod_security: bool = False,
+        teams: dict[str, str] | None = None,
     ) -> None:
         """`pod_security`: label each namespace with its Pod Security admission level
-        (infra/catalogue/pod_security.py: `baseline` unless named there with the upstream reason)."""
+        (infra/catalogue/pod_security.py: `baseline` unless named there with the upstream reason). `teams`: the team
+        whose namespace it is, by name (label `team`: what a cost report by namespace label groups by)."""
         super().__init__(scope, id_)
         ns = kubernetes("namespace_v1")
         self.by_name = {
             name: ns.NamespaceV1(
                 self,
                 name,
-                metadata={"name": name, "labels": {**labels, **(namespace_labels(name) if pod_security else {})}},
+                metadata={
+                    "name": name,
+                    "labels": {
+                        **labels,
+                        **({"team": (teams or {})[name]} if name in (teams or {}) else {}),
+                        **(namespace_labels(name) if pod_security else {}),
+                    },
+                },
             )
             for name in names
         }

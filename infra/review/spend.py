@@ -143,8 +143,7 @@ def rows(answer: str, table: str) -> list[Row]:
 
 def owner(env: Environment, namespace: str | None) -> str:
     """Who a row's spend is counted to: the team whose namespace requested it, or the platform."""
-    teams = {team.namespace: name for name, team in env.teams.items()}
-    return teams.get(namespace or "", str(env.labels.get("team") or "platform"))
+    return env.team_of(namespace) or "platform"
 
 
 def _status(spent: float, forecast: float, budget: float | None) -> str:

@@ -88,6 +88,7 @@ class WorkloadIdentities:
             names=env.namespaces,
             labels={"app.kubernetes.io/managed-by": "cdktf"},
             pod_security=True,
+            teams={name: team for name in env.namespaces if (team := env.team_of(name))},
         )
         self.by_key: dict[str, WorkloadIdentity] = {}
         conversions = env.conversion_paths()
