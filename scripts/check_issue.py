@@ -28,7 +28,7 @@ class Check:
     title: str
     found: str  # the first paragraph: what the check found ({run}: the run's page, {env})
     then: str  # what a person does about it
-    nothing: str  # the closing comment's words (the check of {run} found ...)
+    nothing: str  # the closing comment: "<nothing> in the check of <run>."
 
 
 CHECKS = {
