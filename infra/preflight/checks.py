@@ -242,13 +242,13 @@ def check_billing_export(env: Environment, transport: Transport) -> Result:
             "make cost needs roles/bigquery.dataViewer on the dataset and roles/bigquery.jobUser in the project, for "
             "whoever runs it (cost.yml: the planner)",
         ])  # fmt: skip
-    fields = {f.get("name"): {g.get("name") for g in f.get("fields") or []} for f in answer.body.get("schema", {}).get(
-        "fields") or []}  # fmt: skip
-    lacking = [
-        f"{column}{'.' + ','.join(sorted(sub - fields[column])) if column in fields and sub - fields[column] else ''}"
-        for column, sub in EXPORT_COLUMNS.items()
-        if column not in fields or sub - fields[column]
-    ]
+    schema = (answer.body.get("schema") or {}).get("fields") or []
+    fields = {f.get("name"): {g.get("name") for g in f.get("fields") or []} for f in schema}
+    lacking = []
+    for column, wanted in EXPORT_COLUMNS.items():
+        if column not in fields:
+            lacking.append(column)
+        lacking += [f"{column}.{sub}" for sub in sorted(wanted - fields.get(column, wanted))]
     if lacking:
         return Result("billing-export", "warn", [
             f"{field}: not the detailed usage cost export: it lacks {', '.join(lacking)} (the standard export has "
