@@ -103,31 +103,32 @@ def _parses(stack: dict[str, Any]) -> Iterator[Finding]:
             yield Finding(f"{where}.{path}", value, message)
 
 
-def _reads(node: Any, path: str) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
-    """(path, filter, aggregations) of every filter in a body with the aggregations applied to it."""
+def _objects(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path, object) of every JSON object in a body, the body's own first."""
     if isinstance(node, dict):
-        if isinstance(node.get("filter"), str):
-            aggregations = [node["aggregation"]] if "aggregation" in node else node.get("aggregations") or []
-            yield f"{path}.filter", node["filter"], aggregations
-        if isinstance(node.get("denominatorFilter"), str):
-            yield f"{path}.denominatorFilter", node["denominatorFilter"], node.get("denominatorAggregations") or []
+        yield path, node
         for key, value in node.items():
-            yield from _reads(value, f"{path}.{key}")
+            yield from _objects(value, f"{path}.{key}")
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _reads(value, f"{path}[{i}]")
+            yield from _objects(value, f"{path}[{i}]")
+
+
+def _reads(node: Any, path: str) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """(path, filter, aggregations) of every filter in a body with the aggregations applied to it."""
+    for where, obj in _objects(node, path):
+        if isinstance(obj.get("filter"), str):
+            aggregations = [obj["aggregation"]] if "aggregation" in obj else obj.get("aggregations") or []
+            yield f"{where}.filter", obj["filter"], aggregations
+        if isinstance(obj.get("denominatorFilter"), str):
+            yield f"{where}.denominatorFilter", obj["denominatorFilter"], obj.get("denominatorAggregations") or []
 
 
 def _promql(node: Any, path: str) -> Iterator[tuple[str, str]]:
     """(path, query) of every PromQL query (a dashboard chart's `prometheusQuery`) in a body."""
-    if isinstance(node, dict):
-        if isinstance(node.get("prometheusQuery"), str):
-            yield f"{path}.prometheusQuery", node["prometheusQuery"]
-        for key, value in node.items():
-            yield from _promql(value, f"{path}.{key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _promql(value, f"{path}[{i}]")
+    for where, obj in _objects(node, path):
+        if isinstance(obj.get("prometheusQuery"), str):
+            yield f"{where}.prometheusQuery", obj["prometheusQuery"]
 
 
 # A PromQL series selector: the metric's name and its label matchers.
