@@ -35,6 +35,8 @@ from infra.review.model import PoolCost
 # A pool's spend within this share of its list-price range is within its estimate: the catalogue's prices are rounded
 # and a month's nodes come and go by the second, not the hour.
 TOLERANCE = 0.05
+# The statuses of a team or the project that `make cost` exits 2 on and the verdict names.
+OVER = frozenset({"over budget", "forecast over budget"})
 CURRENCY = "USD"  # the budgets' and the list prices' currency (monitoring.budget, teams.<team>.budget)
 
 # One row per namespace, node pool, service and currency: what the report needs, summed in BigQuery. The table path
@@ -224,7 +226,7 @@ def _pools(pools: Mapping[str, PoolCost], spent: Mapping[str, float], period: Pe
 def exit_code(found: Mapping[str, Any]) -> int:
     """2 where a team or the project is over its budget or forecast to pass it, else 0."""
     lines = [*found["teams"], found["total"]]
-    return 2 if any(line["status"] in ("over budget", "forecast over budget") for line in lines) else 0
+    return 2 if any(line["status"] in OVER for line in lines) else 0
 
 
 def _money(value: float | None) -> str:
@@ -233,8 +235,8 @@ def _money(value: float | None) -> str:
 
 def render(found: Mapping[str, Any]) -> str:
     """The report as a person reads it: the verdict first, then the tables."""
-    over = [t["team"] for t in found["teams"] if t["status"] in ("over budget", "forecast over budget")]
-    if found["total"]["status"] in ("over budget", "forecast over budget"):
+    over = [t["team"] for t in found["teams"] if t["status"] in OVER]
+    if found["total"]["status"] in OVER:
         over.append(f"the project ({found['project']})")
     days = f"{found['elapsed']:.0%} of {found['month']}"
     lines = [
