@@ -434,7 +434,8 @@ def environment_copies(n: int, target: Path) -> list[str]:
             text = text.replace(project, copy)
             text = text.replace(f"name: {base}\n", f"name: {name}\n", 1)
             text = text.replace(
-                f'project_number: "{data["project_number"]}"', f'project_number: "{int(data["project_number"]) + i}"'
+                f'project_number: "{data["project_number"]}"',
+                f'project_number: "{int(data["project_number"]) + 1000 * i}"',
             )
         (target / f"{name}.yaml").write_text(text)
         names.append(name)
