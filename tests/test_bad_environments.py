@@ -910,7 +910,7 @@ SOURCED_EDITS: dict[str, tuple[str, Edit, str, str, str]] = {
         "kube-system",
         "reserved for Kubernetes system namespaces",
     ),
-    # The engines' own value checks (vLLM's, from workloads/serving/vllm-serve-options.json)
+    # The engines' own value checks (vLLM's, from infra/catalogue/vllm-serve-options.json)
     "a vLLM memory fraction above 1": (
         "engine values",
         _extra(VLLM, "--gpu-memory-utilization=1.5"),

@@ -74,9 +74,9 @@ def test_links_between_pages_resolve() -> None:
             assert (base / target).exists(), f"{name} links {target}"
 
 
-# Not our command lines: vLLM's own (`vllm serve`), run with .venv-vllm's Python by workloads/serving/vllm_local.py
+# Not our command lines: vLLM's own (`vllm serve`), run with .venv-vllm's Python by scripts/vllm_cpu/local.py
 # and served through in tests/test_vllm.py.
-NOT_OURS = {"workloads.serving.vllm_cli"}
+NOT_OURS = {"scripts.vllm_cpu.cli"}
 
 
 def _entry_points() -> list[str]:

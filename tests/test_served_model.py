@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from infra.config import ConfigError, environments_dir
+from infra.serving import vllm_args
+from infra.serving.jetstream_args import maxtext_serving_args
 from infra.synth.load import load_environment
-from workloads.serving import vllm_args
-from workloads.serving.jetstream import maxtext_serving_args
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM = "    model: {name: meta-llama/Llama-3.3-70B-Instruct, parameters_b: 70, precision: bf16, kv_cache_gb: 60}\n"

@@ -363,7 +363,7 @@ def test_the_inference_gateway_feature_brings_its_api_and_both_ports(
     the API enabled, and the model servers' and the picker's ports open from the proxy-only subnet."""
     from infra.catalogue import upstream
     from infra.catalogue.gcp_apis import INFERENCE_GATEWAY_API
-    from workloads.serving import vllm_args
+    from infra.serving import vllm_args
 
     assert envs[env].inference_gateway
     stack = stacks[env]

@@ -17,32 +17,34 @@ import pytest
 from infra.catalogue.models import MODELS
 from infra.catalogue.serving_metrics import SERVER_METRICS
 from infra.config import Environment
+from infra.serving import vllm_args
+from scripts.vllm_cpu import local as vllm_local
 from tests.helpers import REPO, assert_exports
-from workloads.serving import vllm_args, vllm_local
 
 IN_CI = os.environ.get("CI") == "true"
 needs_vllm = pytest.mark.skipif(
     not IN_CI and not vllm_local.available(), reason="the real vLLM is not installed here: run `make vllm`"
 )
-SERVING = REPO / "workloads" / "serving"
+SERVING = REPO / "workloads" / "serving"  # the vllm-tpu image's lock
+CPU = REPO / "scripts" / "vllm_cpu"  # the CPU build the tests run
 
 
-def _locked(lock: str, package: str) -> str:
-    found = re.search(rf"^{re.escape(package)}==([^\s;]+)", (SERVING / lock).read_text(), re.M)
+def _locked(lock: Path, package: str) -> str:
+    found = re.search(rf"^{re.escape(package)}==([^\s;]+)", lock.read_text(), re.M)
     assert found, f"{package} not in {lock}"
     return found.group(1)
 
 
 def test_the_image_and_the_tests_run_one_vllm_version() -> None:
-    assert _locked("requirements-vllm-tpu.lock", "vllm-tpu") == vllm_args.VLLM_VERSION
-    assert _locked("requirements-vllm-tpu.lock", "tpu-inference") == vllm_args.VLLM_VERSION
-    assert _locked("requirements-vllm.lock", "vllm-cpu") == vllm_args.VLLM_VERSION
+    assert _locked(SERVING / "requirements-vllm-tpu.lock", "vllm-tpu") == vllm_args.VLLM_VERSION
+    assert _locked(SERVING / "requirements-vllm-tpu.lock", "tpu-inference") == vllm_args.VLLM_VERSION
+    assert _locked(CPU / "requirements-vllm.lock", "vllm-cpu") == vllm_args.VLLM_VERSION
     # The CUDA builds the CPU vLLM would pull break its imports on a CPU machine: the lock leaves them out.
-    lock = (SERVING / "requirements-vllm.lock").read_text()
+    lock = (CPU / "requirements-vllm.lock").read_text()
     assert not re.search(r"^(torchvision|torchaudio|torchcodec)==", lock, re.M)
     # vllm-cpu's own torch pin (+cpu) is on no registry this project installs from: the override names the one used.
-    override = re.search(r"^torch==(\S+)", (SERVING / "requirements-vllm.overrides").read_text(), re.M)
-    assert override and _locked("requirements-vllm.lock", "torch") == override.group(1)
+    override = re.search(r"^torch==(\S+)", (CPU / "requirements-vllm.overrides").read_text(), re.M)
+    assert override and _locked(CPU / "requirements-vllm.lock", "torch") == override.group(1)
 
 
 def _deployments(envs: dict[str, Environment]) -> dict[str, dict[str, Any]]:
@@ -126,7 +128,7 @@ def test_every_deployments_arguments_pass_vllms_own_parser_and_engine_checks(
 def test_the_recorded_flags_are_the_real_parsers(verdict: dict[str, Any]) -> None:
     """The list the load-time rule vllm.flags-known reads is exactly what vLLM's parser has."""
     recorded = [line for line in vllm_args.FLAGS_FILE.read_text().splitlines() if line.startswith("--")]
-    assert recorded == verdict["flags"], "regenerate: .venv-vllm/bin/python workloads/serving/vllm_check.py flags"
+    assert recorded == verdict["flags"], "regenerate: .venv-vllm/bin/python scripts/vllm_cpu/check.py flags"
 
 
 @needs_vllm
@@ -178,7 +180,7 @@ def _with_extra(env: Environment, extra: list[str], **fields: Any) -> Environmen
 def test_what_vllm_refuses_the_description_refuses_at_load_and_what_it_takes_it_takes(
     verdict: dict[str, Any], envs: dict[str, Environment]
 ) -> None:
-    """The real vLLM and the rule vllm.args-valid (from workloads/serving/vllm-serve-options.json) agree."""
+    """The real vLLM and the rule vllm.args-valid (from infra/catalogue/vllm-serve-options.json) agree."""
     from infra.rules import RULES
 
     results, rule = verdict["results"], RULES["vllm.args-valid"]
@@ -194,12 +196,12 @@ def test_what_vllm_refuses_the_description_refuses_at_load_and_what_it_takes_it_
 @needs_vllm
 @pytest.mark.slow
 def test_the_options_description_is_the_real_vllms() -> None:
-    """`make vllm-options` regenerates workloads/serving/vllm-serve-options.json from the pinned vLLM: the checked-in
+    """`make vllm-options` regenerates infra/catalogue/vllm-serve-options.json from the pinned vLLM: the checked-in
     description is what it writes (CI installs .venv-vllm, so this runs there)."""
     import subprocess
 
     done = subprocess.run(
-        [str(vllm_local.PYTHON), str(SERVING / "vllm_describe.py")], capture_output=True, text=True, timeout=300
+        [str(vllm_local.PYTHON), str(CPU / "describe.py")], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == json.loads(vllm_args.OPTIONS_FILE.read_text()), "regenerate: make vllm-options"

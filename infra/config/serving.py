@@ -192,7 +192,7 @@ class VllmServing(Model):
     max_model_len: int = Field(default=4096, ge=16)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     """The scheduler's budget per step and its batch; default: the published recipe's for the model
-    (workloads/serving/vllm_args.py: RECIPES), else vLLM's own defaults for the TPU generation."""
+    (infra/serving/vllm_args.py: RECIPES), else vLLM's own defaults for the TPU generation."""
     max_num_seqs: int | None = Field(default=None, ge=1)
     tensor_parallel_size: int | None = Field(default=None, ge=1)
     """Parallelism; default from the slice: tensor over each host's chips, pipeline over its hosts (the layout vLLM's

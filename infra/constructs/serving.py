@@ -24,9 +24,9 @@ from infra.config import (
 from infra.constructs.releases import COLLECTOR, NODEPOOL_LABEL, pool_selector, slice_selector, slice_tolerations
 from infra.derive.names import SYSTEM_POOL
 from infra.derive.names import serving_release as release_name
+from infra.serving import vllm_args as vllm
+from infra.serving.jetstream_args import maxtext_serving_args
 from workloads.constants import CHECKPOINT_MOUNT
-from workloads.serving import vllm_args as vllm
-from workloads.serving.jetstream import maxtext_serving_args
 
 # GKE's single-cluster regional internal Application Load Balancer
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/gatewayclass-capabilities).

@@ -27,7 +27,7 @@ def _workloads(env: Environment) -> Iterator[tuple[str, str]]:
 def _jetstream(env: Environment) -> Iterator[tuple[str, Any, dict[str, str]]]:
     """(field path, deployment, MaxText args as a dict) of every JetStream deployment."""
     from infra.catalogue.models import maxtext_names
-    from workloads.serving.jetstream import maxtext_serving_args
+    from infra.serving.jetstream_args import maxtext_serving_args
 
     for name, d in env.serving.items():
         # A model MaxText does not know has no arguments: rule maxtext.tokenizer-matches-model names it.

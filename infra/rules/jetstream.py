@@ -55,7 +55,7 @@ def _startup_probe(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterat
         "refuses a product that is not its devices."
     ),
     source=(
-        f"workloads/serving/jetstream.py (maxtext_serving_args: parallelism over the first slice's chips); {MAXTEXT} "
+        f"infra/serving/jetstream_args.py (maxtext_serving_args: parallelism over the first slice's chips); {MAXTEXT} "
         "src/maxtext/utils/max_utils.py create_device_mesh (the ici parallelism's product is the slice's devices)"
     ),
     subject="environment",

@@ -11,7 +11,7 @@ from infra.catalogue.models import MODELS
 from infra.config.serving import VllmServing
 from infra.rules import Finding, containers, pod_templates, probe_budget, rule, where
 from infra.rules.manifest_subject import at_most, autoscaled
-from workloads.serving import vllm_args
+from infra.serving import vllm_args
 
 if TYPE_CHECKING:
     from infra.config import Environment

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 from infra.config.serving import VllmServing
 from infra.rules import Finding, rule
 from infra.rules.vllm import TPU_INFERENCE, deployments
-from workloads.serving import vllm_args
+from infra.serving import vllm_args
 
 if TYPE_CHECKING:
     from infra.config import Environment
 
 
 def serve_flags() -> set[str]:
-    """Every option of `vllm serve` at the pinned version (workloads/serving/vllm-serve-flags.txt, recorded from the
+    """Every option of `vllm serve` at the pinned version (infra/catalogue/vllm-serve-flags.txt, recorded from the
     real parser; tests/test_vllm.py regenerates it)."""
     lines = vllm_args.FLAGS_FILE.read_text().splitlines()
     return {line for line in lines if line.startswith("--")}
@@ -38,7 +38,7 @@ def serve_flags() -> set[str]:
     source=(
         f"vLLM {vllm_args.VLLM_VERSION} `vllm serve` parser (vllm/entrypoints/launchers/cli_args.py "
         "make_arg_parser, FlexibleArgumentParser with argparse's allow_abbrev), recorded in "
-        "workloads/serving/vllm-serve-flags.txt"
+        "infra/catalogue/vllm-serve-flags.txt"
     ),
     subject="environment",
 )
@@ -216,7 +216,7 @@ UNREACHABLE_FLAGS = {
     ),
     source=(
         f"vLLM {vllm_args.VLLM_VERSION} `vllm serve` options --ssl-keyfile, --ssl-certfile, --ssl-ca-certs, "
-        "--ssl-cert-reqs, --uds (workloads/serving/vllm-serve-flags.txt); workloads/charts/vllm-tpu/templates/"
+        "--ssl-cert-reqs, --uds (infra/catalogue/vllm-serve-flags.txt); workloads/charts/vllm-tpu/templates/"
         "_helpers.tpl (httpGet probes on port http); https://kubernetes.io/docs/tasks/configure-pod-container/"
         "configure-liveness-readiness-startup-probes/ (httpGet scheme defaults to HTTP)"
     ),
@@ -316,7 +316,7 @@ def _no_secrets(env: Environment) -> Iterator[Finding]:
             yield Finding(f"serving.{name}.extra_args[{i}]", f"{flag}=<redacted>", SECRET_FLAGS[flag])
 
 
-CHART_SCHEMA = Path(vllm_args.__file__).resolve().parent.parent / "charts" / "vllm-tpu" / "values.schema.json"
+CHART_SCHEMA = Path(__file__).resolve().parents[2] / "workloads" / "charts" / "vllm-tpu" / "values.schema.json"
 
 
 def chart_args_pattern() -> str | None:

@@ -12,8 +12,8 @@ from infra.catalogue import upstream
 from infra.cdk import TerraformStack
 from infra.config import Environment
 from infra.constructs.network import GpuDirectNetworks, HostGroupFirewall, Network, ProxyOnlySubnet
+from infra.serving import vllm_args as vllm
 from infra.slurm.blueprint import node_tag as slurm_node_tag
-from workloads.serving import vllm_args as vllm
 
 
 class Networking:

@@ -26,10 +26,10 @@ from infra.constructs.releases import (
     ray_training_values,
 )
 from infra.constructs.serving import metrics_adapter_values, release_name, serving_values
+from infra.serving import vllm_args as vllm
 from infra.stacks.compute import Compute
 from infra.stacks.identity import WorkloadIdentities
 from infra.stacks.network import Networking
-from workloads.serving import vllm_args as vllm
 
 
 def control_plane_ports(env: Environment) -> list[int]:

