@@ -159,8 +159,14 @@ def plan_and_gate(
             for line in spent:
                 print(f"note: {line}", file=sys.stderr)
             forget = confirmations.forgotten(env, body, plan)
+        holds = cluster_holds(stack_dir, body, plan, env)
+        if env is not None:  # an entry confirms the change from the values it was written for, not another one
+            changes = review_plan(stack, plan, (), holds).changes
+            in_file, drifted = confirmations.bound(env, in_file, {c.address: c.before_values for c in changes})
+            for line in drifted:
+                print(f"note: {line}", file=sys.stderr)
             confirmed = [*confirmed, *(a for a in settled if a in in_file)]
-        review = review_plan(stack, plan, list(confirmed), cluster_holds(stack_dir, body, plan, env), in_change=in_file)
+        review = review_plan(stack, plan, list(confirmed), holds, in_change=in_file)
     except (json.JSONDecodeError, PlanFormatError) as err:
         print(f"error: {plan_json}: {err}", file=sys.stderr)
         return 2, ""
@@ -186,7 +192,9 @@ def plan_and_gate(
         for line in confirmations.unused(env, in_file, gated):
             print(f"note: {line}", file=sys.stderr)
     for change in review.blocking:
-        how = confirmations.how_to_confirm(change.address, change.confirmable, env, body, change.kinds)
+        how = confirmations.how_to_confirm(
+            change.address, change.confirmable, env, body, change.kinds, change.before_values
+        )
         print(f"BLOCKING: {change.action} {change.address} ({stack}): {change.blocked}; {how}", file=sys.stderr)
     for line in forget:
         print(f"BLOCKING: {line}", file=sys.stderr)

@@ -69,7 +69,9 @@ def _report_blocking(
         for change in review.blocking:
             blocked = True
             env, body = env_body if env_body is not None else (None, {})
-            how = confirmations.how_to_confirm(change.address, change.confirmable, env, body, change.kinds)
+            how = confirmations.how_to_confirm(
+                change.address, change.confirmable, env, body, change.kinds, change.before_values
+            )
             print(
                 f"BLOCKING: {change.action} {change.address} ({review.stack}): {change.blocked}; {how}",
                 file=sys.stderr,

@@ -60,6 +60,11 @@ class Confirmation(Model):
     address: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*\.[A-Za-z0-9_-]+$")]
     config_sha256: Annotated[str, StringConstraints(pattern=r"^([0-9a-f]{64}|absent)$")]
     reason: Annotated[str, StringConstraints(min_length=1)]
+    before: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$")], Any] | None = None
+    """What the change changes, as it was before it: each changed path's value (an update: every changed value; a
+    replacement: the paths that force it), as the gate's refusal prints them. Where the plan at the apply changes the
+    resource from other values (it was changed outside Terraform since), the change is not the one confirmed and the
+    entry confirms nothing. Without it, the entry is bound to the configuration alone."""
 
     @property
     def key(self) -> str:

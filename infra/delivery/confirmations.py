@@ -15,7 +15,9 @@ second pull request, reviewed on its own, settles it first; or a person confirms
 
 from __future__ import annotations
 
+import json
 import subprocess
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -121,16 +123,53 @@ def unused(env: Environment, matched: list[str], gated: list[str]) -> list[str]:
     ]
 
 
-def entry(env_name: str, stack: dict[str, Any], address: str) -> str:
-    """The `confirm:` entry that lets this change of `address` through, as YAML to add to `<env>.yaml`."""
+def bound(
+    env: Environment, matched: list[str], befores: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[str], list[str]]:
+    """(the addresses of `matched` whose change is the one their entry was written for, a line for each that is
+    not): an entry with `before` confirms the change from those values only. `befores`: by address, what the plan
+    to apply changes, as it was before (infra/review/model.py Change.before_values)."""
+    entries = {e.address: e for e in env.confirm}
+    kept, lines = [], []
+    for address in matched:
+        written, now = entries[address].before, befores.get(address)
+        if written is None or now is None or dict(now) == written:
+            kept.append(address)
+            continue
+        lines.append(
+            f"{env.name}.yaml: confirm: {address}: written for the change from {_values(written)}; the plan changes "
+            f"it from {_values(now)} (changed outside Terraform since?): it confirms nothing; confirm the change the "
+            "plan shows, or find who changed it (make drift)"
+        )
+    return kept, lines
+
+
+def _values(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{path} {value!r}" for path, value in sorted(values.items())) or "nothing"
+
+
+def entry(env_name: str, stack: dict[str, Any], address: str, before: Mapping[str, Any] | None = None) -> str:
+    """The `confirm:` entry that lets this change of `address` through, as YAML to add to `<env>.yaml`, bound to
+    the values it changes from where they are known."""
+    bound_to = ""
+    # A value read from another resource (`${...}` in a synthesized stack) is known only at the apply: not bound.
+    known = {path: value for path, value in (before or {}).items() if "${" not in json.dumps(value)}
+    if known:
+        shown = yaml.safe_dump({"before": known}, default_flow_style=False, sort_keys=True, width=1000)
+        bound_to = "".join(f"    {line}\n" for line in shown.splitlines())
     return (
-        f'confirm:\n  - address: {address}\n    config_sha256: "{config_sha256(stack, address)}"\n'
+        f'confirm:\n  - address: {address}\n    config_sha256: "{config_sha256(stack, address)}"\n{bound_to}'
         "    reason: <why this change is meant>"
     )
 
 
 def how_to_confirm(
-    address: str, confirmable: bool, env: Environment | None, stack: dict[str, Any], kinds: tuple[str, ...] = ()
+    address: str,
+    confirmable: bool,
+    env: Environment | None,
+    stack: dict[str, Any],
+    kinds: tuple[str, ...] = (),
+    before: Mapping[str, Any] | None = None,
 ) -> str:
     """What a refusal of a gated change says to do: nothing for a protected resource; CONFIRM_CHANGE for this run,
     and where the stack's environment file is known, the `confirm:` entry the pipeline reads (merged in a pull
@@ -140,7 +179,7 @@ def how_to_confirm(
     flag = f"confirm with CONFIRM_CHANGE={address}"
     if env is None:
         return flag
-    pipeline = entry(env.name, stack, address)
+    pipeline = entry(env.name, stack, address, before)
     if any(kind in PERSON_ONLY for kind in kinds):
         return (
             f"{flag} (a person, at the apply), or merge this entry into {env.name}.yaml in a pull request of its own "

@@ -188,7 +188,8 @@ def diff(
         if action == "update" and address in (upgrades or {}):
             (why, confirmable), kinds = (upgrades or {})[address], (CAPACITY_LOST,)
         attributes = tuple(sorted({p.split(".", 1)[0] for p in paths}))
-        changes.append(Change(action, address, attributes, forcing, tuple(values), why, confirmable, kinds))
+        was = tuple((p, b) for p, b, _ in values if action == "update" or p in forcing)
+        changes.append(Change(action, address, attributes, forcing, tuple(values), why, confirmable, kinds, was))
     return changes
 
 
@@ -288,6 +289,15 @@ def _plan_change(entry: Mapping[str, Any], held: Mapping[str, tuple[str, bool]] 
     replaced_by = tuple(sorted({".".join(map(str, path)) for path in change.get("replace_paths") or []}))
     attributes = _changed(change.get("before"), change.get("after")) if action in ("update", "replace") else ()
     values = changed_values(change.get("before"), change.get("after")) if action == "update" else []
+    # What a confirm: entry is bound to: every changed value of an update, the forcing paths of a replacement (their
+    # list indices dropped, as changed_values drops them).
+    forcing = {".".join(str(p) for p in path if not isinstance(p, int)) for path in change.get("replace_paths") or []}
+    if action == "replace":
+        values_before = [
+            (p, b) for p, b, _ in changed_values(change.get("before"), change.get("after")) if p in forcing
+        ]
+    else:
+        values_before = [(p, b) for p, b, _ in values]
     why, confirmable, kinds = gate(
         str(entry.get("type") or entry["address"].split(".", 1)[0]),
         action,
@@ -297,7 +307,8 @@ def _plan_change(entry: Mapping[str, Any], held: Mapping[str, tuple[str, bool]] 
     )
     if action in ("create", "update") and entry["address"] in (held or {}):
         (why, confirmable), kinds = (held or {})[entry["address"]], (CAPACITY_LOST,)
-    return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable, kinds)
+    before = tuple(values_before)
+    return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable, kinds, before)
 
 
 def planned(plan: Mapping[str, Any], rtype: str, *actions: str) -> list[str]:

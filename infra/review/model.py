@@ -47,10 +47,21 @@ class Change:
     confirmable: bool = True
     # The consequences the gate named (infra/catalogue/consequences.py KINDS).
     kinds: tuple[str, ...] = ()
+    # (dotted path, value before) of what the change changes (an update: every changed value; a replacement: the
+    # paths that force it): the values a `confirm:` entry is bound to (infra/delivery/confirmations.py).
+    before: tuple[tuple[str, Any], ...] = ()
 
     @property
     def resource_type(self) -> str:
         return self.address.split(".", 1)[0]
+
+    @property
+    def before_values(self) -> dict[str, Any]:
+        """`before` by path; a path changed in several blocks of a list holds their values in order."""
+        found: dict[str, list[Any]] = {}
+        for path, value in self.before:
+            found.setdefault(path, []).append(value)
+        return {path: values[0] if len(values) == 1 else values for path, values in found.items()}
 
 
 @dataclass(frozen=True)

@@ -112,3 +112,46 @@ def test_the_gate_at_the_apply_blocks_while_such_an_entry_is_in_the_file(
     shown["prior_state"] = {"values": {"outputs": {APPLIED_CONFIRMATIONS: {"value": [gone.key]}}}}
     assert apply.plan_and_gate(tmp_path, "platform-dev", [], env=env)[0] == BLOCKED  # type: ignore[arg-type]
     assert f"BLOCKING: dev.yaml: confirm: {bucket}: carried out by an earlier apply" in capsys.readouterr().err
+
+
+def _pool_update(before_zones: list[str]) -> dict[str, Any]:
+    """A real plan's update of the train pool's zones, from `before_zones` in the state to us-east5-a."""
+    config = [{"machine_type": "ct6e-standard-4t"}]
+    before = {"name": "train", "node_locations": before_zones, "node_config": config}
+    after = {"name": "train", "node_locations": ["us-east5-a"], "node_config": config}
+    change = {"actions": ["update"], "before": before, "after": after}
+    return {"address": POOL, "type": "google_container_node_pool", "change": change}
+
+
+def test_an_entry_confirms_the_change_from_the_values_it_was_written_for_and_not_one_from_a_drifted_state(
+    tmp_path: Path, monkeypatch: Any, capsys: Any, shown: dict[str, Any]
+) -> None:
+    """The gate's refusal prints the entry with the gated values before the change; the apply holds the plan to
+    them. The pool moved by hand in between (the state's zones are not those the author read), the same
+    configuration is another change: the entry confirms nothing, and the apply says why (review of #54, item 2)."""
+    import yaml
+
+    from infra.review import BLOCKED
+    from scripts import apply
+
+    (tmp_path / "cdk.tf.json").write_text(json.dumps(AFTER))
+    monkeypatch.setattr(apply, "cluster_holds", lambda *a: {})
+    monkeypatch.setattr(apply, "slurm_blueprint", lambda env: None)
+    shown["resource_changes"] = [_pool_update(["us-east5-b"])]
+    env = SimpleNamespace(name="dev", confirm=[])
+    assert apply.plan_and_gate(tmp_path, "platform-dev", [], env=env)[0] == BLOCKED  # type: ignore[arg-type]
+    said = capsys.readouterr().err
+    printed = yaml.safe_load(said[said.index("confirm:\n") :].split("\n    reason:")[0] + "\n    reason: moved")
+    (written,) = printed["confirm"]
+    assert written["before"] == {"node_locations": "us-east5-b"}, said
+    entry = Confirmation(**written)
+    env = SimpleNamespace(name="dev", confirm=[entry])
+    assert apply.plan_and_gate(tmp_path, "platform-dev", [], env=env)[0] == 0  # type: ignore[arg-type]
+    capsys.readouterr()
+    shown["resource_changes"] = [_pool_update(["us-east5-c"])]  # moved by hand since
+    assert apply.plan_and_gate(tmp_path, "platform-dev", [], env=env)[0] == BLOCKED  # type: ignore[arg-type]
+    said = capsys.readouterr().err
+    assert (
+        f"dev.yaml: confirm: {POOL}: written for the change from node_locations 'us-east5-b'; the plan changes "
+        "it from node_locations 'us-east5-c' (changed outside Terraform since?): it confirms nothing" in said
+    ), said
