@@ -274,7 +274,12 @@ def test_a_change_of_node_count_and_price_shows_each_cost_before_and_after(stack
     # 4 x (10.80 - 4.86) + 0.26805 for the sixth system node, at the most nodes (the vllm slice's three capacity
     # tiers count once: 0 nodes at the fewest, 3 on-demand at the most).
     assert "- at the most nodes: 431.09 \u2192 455.12 USD/hour (+24.03)" in text
-    assert "- at the fewest nodes: 140.19 \u2192 163.95 USD/hour (+23.76)" in text
+    assert "- at the fewest nodes: 120.75 \u2192 144.51 USD/hour (+23.76)" in text
+    # What the pools' fewest nodes leave out: the autoscalers' fewest servers, one v6e-8 host on the vllm slice's
+    # cheapest tier (9.72) and one whole v6e-16 slice of the multi-host server (4 x 4.86), whose pools all start
+    # at zero.
+    assert "fewest servers hold 29.16 USD/hour (21,286.80 USD/month) more than their pools' fewest nodes" in text
+    assert "At the fewest servers, the node pools cost 173.67 USD/hour" in text
 
 
 def test_a_pool_created_or_deleted_costs_from_or_to_none(stacks: dict[str, dict[str, Any]]) -> None:
@@ -491,13 +496,26 @@ def test_the_review_holds_the_budget_against_the_node_pools(stacks: dict[str, di
         "- Budget: 320,000 USD/month on billing account 01A2B3-C4D5E6-F7A8B9, alerting at 50%, 90%, 100%, 100% "
         "forecast of the month's spend." in text
     )
-    # 102,337.28 is under half of 320,000; 314,693.68 is past 90% of it.
+    # 109,432.88 (the pools' fewest nodes, and the servers the autoscalers keep at their fewest: the vllm slice's
+    # pools all start at zero) is under half of 320,000; 314,693.68 is past 90% of it.
     assert (
-        "The node pools alone, at list prices: at their fewest nodes 102,337.28 USD/month, within its first "
+        "The node pools alone, at list prices: at their fewest nodes 109,432.88 USD/month, within its first "
         "threshold; at their most nodes 314,693.68 USD/month, past its 90% threshold." in text
     )
     smaller = copy.deepcopy(stacks["dev"])
     (budget,) = smaller["resource"]["google_billing_budget"].values()
     budget["amount"]["specified_amount"]["units"] = "100000"
     text = render(review_stack("platform-dev", smaller, None))
-    assert "at their fewest nodes 102,337.28 USD/month, past its 100% threshold" in text
+    assert "at their fewest nodes 109,432.88 USD/month, past its 100% threshold" in text
+
+
+def test_an_autoscaled_slice_pools_creation_size_is_not_a_reason_to_replace_it(stacks: dict[str, Any]) -> None:
+    """`initial_node_count` is read only when a pool is created, and ForceNew in the provider: the autoscaled slice
+    pools ignore it (lifecycle), so a minimum that moves, or a fixed pool that comes to autoscale, is an update of
+    its autoscaling, not a replacement that loses its nodes and what runs there."""
+    after = copy.deepcopy(stacks["dev"])
+    pool = _pool(after, "vllm-multihost")
+    pool["initial_node_count"], pool["autoscaling"]["min_node_count"] = 4, 4
+    address = _address(after, "google_container_node_pool", "vllm-multihost")
+    (change,) = [c for c in review_stack("platform-dev", after, stacks["dev"]).changes if c.address == address]
+    assert (change.action, change.attributes) == ("update", ("autoscaling",))

@@ -47,7 +47,7 @@ def test_every_slice_pool_matches_its_slice(stacks: dict[str, dict[str, Any]], e
         for key, spec in env.gke_slices.items():
             s, pool = spec.slice, pools[key]
             assert pool["node_config"]["machine_type"] == s.machine_type
-            scaling = env.slice_node_range(key)
+            scaling = env.pool_node_ranges(key)[0]  # the slice's (first) pool
             if spec.falls_back:
                 # Each capacity tier's pool, from zero to a host per server, joins the slice's ComputeClass.
                 for name_, tier in spec.tier_pools(key):

@@ -301,13 +301,15 @@ class Environment(Model):
 
     def pool_node_ranges(self, key: str) -> list[tuple[int, int] | None]:
         """(min, max) nodes of each of slice `key`'s pools (in `tier_pools` order), None for a fixed count. A vLLM
-        deployment that autoscales across multi-host slices keeps the pools of its fewest servers whole and lets
-        the others grow from zero to a slice (GKE adds or removes a multi-host slice's hosts all at once)."""
+        deployment that autoscales across multi-host slices has every pool grow from zero to a slice (GKE adds or
+        removes a multi-host slice's hosts all at once), and its autoscaler's minimum holds its fewest servers'
+        slices. No pool is fixed: a group recreated after a preemption may land on any pool, and a fixed one left
+        empty would be paid for beside it (review 10, L4)."""
         spec = self.slices[key]
         d = self._vllm_on(key, multi_host=True)
         if d is None or d.autoscaling is None or spec.primary.dynamic:
             return [self.slice_node_range(key)] * len(spec.tier_pools(key))
-        return [None if i < d.autoscaling.min else (0, spec.slice.hosts) for i in range(spec.count)]
+        return [(0, spec.slice.hosts)] * spec.count
 
     def pool_sizes(self, key: str) -> list[tuple[str, int, int]]:
         """(pool, fewest nodes, most nodes) of each of slice `key`'s pools, in `tier_pools` order: its range where it

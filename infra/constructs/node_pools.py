@@ -8,6 +8,7 @@ from typing import Any
 from constructs import Construct
 
 from infra.catalogue.accelerators import Slice
+from infra.cdk import TerraformResourceLifecycle
 from infra.cdk.bindings import google
 from infra.derive.names import COMPUTE_CLASS_LABEL
 
@@ -225,6 +226,12 @@ class SliceNodePool(Construct):
             placement_policy=placement,
             management={"auto_repair": auto_repair, "auto_upgrade": auto_upgrade},
             **pool,
+            # The size an autoscaled pool is created at: read only at creation, and ForceNew in the provider, so a
+            # pool that came to autoscale (a fixed pool of a multi-host server) or whose minimum moved would be
+            # replaced, its nodes and what runs there lost, for a value GKE no longer reads.
+            lifecycle=TerraformResourceLifecycle(ignore_changes=["initial_node_count"])
+            if "initial_node_count" in pool
+            else None,
             node_config=_node_config(
                 machine_type=slice_.machine_type,
                 service_account=service_account,

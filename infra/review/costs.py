@@ -109,6 +109,22 @@ def pool_totals(costs: Iterable[PoolCost]) -> tuple[float, float]:
     return fewest, most
 
 
+def held_by_autoscalers(review: StackReview) -> float:
+    """USD per hour the serving autoscalers' fewest servers hold beyond their pools' own fewest nodes: an HPA's
+    minimum keeps its servers' nodes where their pools may shrink to zero (a multi-host server's pools, a
+    ComputeClass's tiers). At the cheapest pool or tier."""
+    extra = 0.0
+    for scaler in review.autoscalers:
+        held = scaler.usd_per_hour(scaler.fewest, review.costs_after) or 0.0
+        own = [
+            c.hourly(c.min_nodes) or 0.0
+            for c in review.costs_after.values()
+            if (c.compute_class if scaler.compute_class else c.pool) in scaler.pools
+        ]
+        extra += max(0.0, held - ((min(own) if scaler.compute_class else sum(own)) if own else 0.0))
+    return extra
+
+
 def _delta(before: float, after: float, unit: str) -> str:
     return f"{before:,.2f} \u2192 {after:,.2f} {unit} ({after - before:+,.2f})"
 
@@ -171,6 +187,15 @@ def render_costs(review: StackReview) -> list[str]:
             f"{b_fewest * month:,.2f}-{b_most * month:,.2f}", f"{fewest * month:,.2f}-{most * month:,.2f}"
         )
     lines.append(f"| **total** (priced pools) | | | | | {total_hour} | {total_month} |")
+    held = held_by_autoscalers(review)
+    if held:
+        lines += [
+            "",
+            f"The serving autoscalers' fewest servers hold {held:,.2f} USD/hour ({held * month:,.2f} USD/month) more "
+            "than their pools' fewest nodes: an HPA's minimum keeps its servers' nodes, where the pools may shrink to",
+            f"zero. At the fewest servers, the node pools cost {fewest + held:,.2f} USD/hour "
+            f"({(fewest + held) * month:,.2f} USD/month).",
+        ]
     if missing:
         lines += ["", "No price (not counted in the total):", ""] + [f"- {m}" for m in missing]
     if noted:

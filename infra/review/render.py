@@ -9,7 +9,7 @@ from typing import Any
 
 from infra.catalogue import prices
 from infra.catalogue.consequences import CAPACITY_LOST, PERSON_ONLY
-from infra.review.costs import cost_json, most_nodes_change, pool_totals, render_costs, usd
+from infra.review.costs import cost_json, held_by_autoscalers, most_nodes_change, pool_totals, render_costs, usd
 from infra.review.model import Autoscaler, Change, PoolCost, StackReview
 
 REVIEW_SCHEMA = "platform-review/1"  # docs/review.schema.json
@@ -271,7 +271,8 @@ def _budget_lines(review: StackReview) -> list[str]:
         f"{shares} of the month's spend."
     ]
     if review.costs_after:
-        fewest, most = (usd * prices.HOURS_PER_MONTH for usd in pool_totals(review.costs_after.values()))
+        fewest, most = pool_totals(review.costs_after.values())
+        fewest, most = (fewest + held_by_autoscalers(review)) * prices.HOURS_PER_MONTH, most * prices.HOURS_PER_MONTH
         said = []
         for what, usd_month in (("fewest", fewest), ("most", most)):
             crossed = budget.crossed(usd_month)
