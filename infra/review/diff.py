@@ -292,12 +292,8 @@ def _plan_change(entry: Mapping[str, Any], held: Mapping[str, tuple[str, bool]] 
     # What a confirm: entry is bound to: every changed value of an update, the forcing paths of a replacement (their
     # list indices dropped, as changed_values drops them).
     forcing = {".".join(str(p) for p in path if not isinstance(p, int)) for path in change.get("replace_paths") or []}
-    if action == "replace":
-        values_before = [
-            (p, b) for p, b, _ in changed_values(change.get("before"), change.get("after")) if p in forcing
-        ]
-    else:
-        values_before = [(p, b) for p, b, _ in values]
+    changed = changed_values(change.get("before"), change.get("after")) if action == "replace" else values
+    before = tuple((p, b) for p, b, _ in changed if action == "update" or p in forcing)
     why, confirmable, kinds = gate(
         str(entry.get("type") or entry["address"].split(".", 1)[0]),
         action,
@@ -307,7 +303,6 @@ def _plan_change(entry: Mapping[str, Any], held: Mapping[str, tuple[str, bool]] 
     )
     if action in ("create", "update") and entry["address"] in (held or {}):
         (why, confirmable), kinds = (held or {})[entry["address"]], (CAPACITY_LOST,)
-    before = tuple(values_before)
     return Change(action, entry["address"], attributes, replaced_by, tuple(values), why, confirmable, kinds, before)
 
 

@@ -155,3 +155,18 @@ def test_an_entry_confirms_the_change_from_the_values_it_was_written_for_and_not
         f"dev.yaml: confirm: {POOL}: written for the change from node_locations 'us-east5-b'; the plan changes "
         "it from node_locations 'us-east5-c' (changed outside Terraform since?): it confirms nothing" in said
     ), said
+
+
+def test_a_replacement_binds_its_entry_to_the_values_of_the_paths_that_force_it() -> None:
+    """Of a replacement, only what forces it: the attributes the provider computes anew (the id, the instance group
+    URLs) differ too, but bind nothing."""
+    from infra.review import review_plan
+
+    before = {"name": "train", "id": "p/1", "node_config": [{"machine_type": "ct6e-standard-4t", "disk_size_gb": 100}]}
+    after = {"name": "train", "id": None, "node_config": [{"machine_type": "ct6e-standard-8t", "disk_size_gb": 100}]}
+    change = {"actions": ["delete", "create"], "before": before, "after": after}
+    change["replace_paths"] = [["node_config", 0, "machine_type"]]
+    plan = {"format_version": "1.2", "resource_changes": [{"address": POOL, "type": "google_container_node_pool"}]}
+    plan["resource_changes"][0]["change"] = change
+    (replaced,) = review_plan("platform-dev", plan).changes
+    assert replaced.action == "replace" and replaced.before_values == {"node_config.machine_type": "ct6e-standard-4t"}
