@@ -26,6 +26,9 @@ PLAN ?=
 STEPS ?= 4
 # Slices of the local canary run (make train-local SLICES=2: the workers in two slices, data parallel across them).
 SLICES ?= 1
+# Elastic (make train-local SLICES=2 MIN_SLICES=1): a lost slice shrinks the run to the slices left, which go on; a
+# slice back grows it again (a local Ray node per slice).
+MIN_SLICES ?=
 # train-local's engine: `canary`, or `maxtext` (MaxText's own loop, in the engine environment)
 ENGINE ?= canary
 CKPT_DIR ?= .cache/$(ENGINE)
@@ -57,7 +60,7 @@ $(foreach v,ENV FROM TO,$(if $(call _bad_name,$($(v))),$(error $(v)='$($(v))': a
 # code: each is taken as written (make expands nothing in it: VALUE='$$(shell id)' stays those characters) and handed
 # to the recipes in the environment, where they read it as "$$NAME", one shell word. A quote, a backtick or a $$(...)
 # in it is part of the value the command then checks.
-DATA_VARS := VALUE FIELD SLICE BASE_REF BASE PLAN STEPS SLICES ENGINE PROJECT PROJECT_NUMBER REGION NAME CKPT_DIR \
+DATA_VARS := VALUE FIELD SLICE BASE_REF BASE PLAN STEPS SLICES MIN_SLICES ENGINE PROJECT PROJECT_NUMBER REGION NAME CKPT_DIR \
   TOPOLOGY CAPACITY RESERVATION RECIPE IMAGE GROUP JOB WORKLOAD PORT ACTION TESTS OUT CONFIRM
 $(foreach v,$(DATA_VARS),$(if $(filter command line environment,$(origin $(v))),$(eval override $(v) := $(subst $$,$$$$,$(value $(v))))))
 export $(DATA_VARS)

@@ -94,7 +94,8 @@ def canary_one_slice(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespac
     Its losses are what a run on two slices must reproduce (tests/test_multislice.py); tests/test_trainer.py holds
     it to resuming. Both modules run in the `ray` group, so on one worker, which makes this once."""
     ckpt = tmp_path_factory.mktemp("canary-one-slice")
-    first, first_err = train_local(ckpt, "--steps", "2")
+    # A Ray address in the environment (here one nothing answers: TEST-NET-1) is not the private instance's.
+    first, first_err = train_local(ckpt, "--steps", "2", env={"RAY_ADDRESS": "192.0.2.1:6379"})
     second, second_err = train_local(ckpt, "--steps", "6", "--fail-at-step", "3")
     return SimpleNamespace(ckpt=ckpt, first=first, second=second, stderr=[first_err, second_err])
 

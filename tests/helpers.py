@@ -127,10 +127,11 @@ def charts_with_fixed_jetstream_name(folder: Path) -> Path:
     return folder
 
 
-def train_local(ckpt: Path, *args: str) -> tuple[dict[str, Any], str]:
+def train_local(ckpt: Path, *args: str, env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
     """`make train-local` (`python -m workloads.trainer local`) into `ckpt`, with its own compilation cache beside
-    the checkpoints (not the test session's: tests/conftest.py): its summary and what it printed on stderr."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    the checkpoints (not the test session's: tests/conftest.py), `env` added to the environment: its summary and
+    what it printed on stderr."""
+    env = {**{k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}, **(env or {})}
     command = [sys.executable, "-m", "workloads.trainer", "local", "--checkpoint-dir", str(ckpt), *args]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-4000:]

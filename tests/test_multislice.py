@@ -168,6 +168,19 @@ def test_a_placement_splits_cpu_workers_into_equal_slices_or_refuses() -> None:
         Placement(cpu_workers=3, slices=2)
 
 
+def test_an_elastic_placement_asks_ray_for_whole_slices_from_the_fewest_to_all() -> None:
+    from ray.train.v2.api.config import ScalingConfig
+
+    v6e = load_environment(ENVIRONMENTS_DIR / "dev.yaml").slices["train"].slice
+    asked = Placement(slice=v6e, slices=2, min_slices=1).scaling_config_kwargs()
+    assert (asked["num_workers"], asked["elastic_resize_monitor_interval_s"]) == ((4, 8), 60.0)
+    assert ScalingConfig(**asked).elasticity_enabled, "Ray's own ScalingConfig takes it, TPU topology and all"
+    assert Placement(slice=v6e, slices=2).scaling_config_kwargs()["num_workers"] == 8
+    assert Placement(cpu_workers=4, slices=2, min_slices=2).scaling_config_kwargs()["num_workers"] == 4
+    with pytest.raises(ValueError, match="min_slices 3: from 1 to the job's 2 slices"):
+        Placement(cpu_workers=4, slices=2, min_slices=3)
+
+
 def test_the_mesh_puts_the_slices_on_the_data_axis_slice_major() -> None:
     devices = [SimpleNamespace(process_index=p, id=p * 2 + i, slice_index=0) for p in range(4) for i in range(2)]
     grid = multislice_devices(devices, 2, data=1, fsdp=-1, tensor=1)
@@ -221,3 +234,29 @@ def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(
     (unfinished / "partial").write_text("not a checkpoint")
     _, ckpt, starts = run("lost-host", "--fail-loses-local")
     assert starts == [0, 6] and [s for s, _ in losses(ckpt)] == [1, 2, 3, 4, 5, 6, 7, 7, 8], "from the bucket's 6"
+
+
+@pytest.mark.slow
+def test_an_elastic_run_goes_on_with_the_slices_left_and_grows_back_when_the_slice_returns(
+    tmp_path: Path, canary_one_slice: SimpleNamespace
+) -> None:
+    """`--min-slices 1` on two slices of two CPU workers, a local Ray node per slice (Ray's own multi-node cluster on
+    one machine): the second slice's node removed once step 3 is done, Ray Train's elastic worker group goes on
+    with the one slice left, from the bucket's newest checkpoint; a node given back once that attempt trains grows
+    it to two slices again. No step is lost, and each is the same math on any slice count (the global batch
+    stays): its loss equals the one-slice run's."""
+    ckpt = tmp_path / "ckpt"
+    summary, err = train_local(
+        ckpt, "--steps", "40", "--checkpoint-every", "1", "--workers", "4", "--devices-per-worker", "1",
+        "--slices", "2", "--mesh", "data=1,fsdp=2,tensor=1", "--min-slices", "1", "--lose-slice-at-step", "3",
+        "--slice-back-after-s", "0", "--max-failures", "2",
+    )  # fmt: skip
+    attempts = [json.loads(line) for line in (ckpt / "attempts.jsonl").read_text().splitlines()]
+    assert [a["slices"] for a in attempts] == [2, 1, 2], err[-3000:]
+    assert attempts[1]["start_step"] >= 3, "resumed from a checkpoint of the steps before the loss"
+    done = [s for s, _ in losses(ckpt)]
+    assert sorted(set(done)) == list(range(1, 41)) and summary["slices"] == 2
+    whole = dict(losses(canary_one_slice.ckpt))
+    for step, loss in losses(ckpt):
+        if step in whole:
+            assert loss == pytest.approx(whole[step], abs=1e-5), f"step {step}"

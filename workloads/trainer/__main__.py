@@ -61,13 +61,19 @@ def run_local(
     local_every: int = 1,
     fail_loses_local: bool = False,
     compile_delay_s: float = 0.0,
+    min_slices: int | None = None,
+    lose_slice_at_step: int | None = None,
+    slice_back_after_s: float | None = None,
 ) -> dict[str, Any]:
     """Train the canary `steps` more steps on local CPU workers; return the run's summary. `slices`: the workers
     split into that many slices of `mesh` each, data parallel across them (a multislice job); with
-    `local_checkpoint_dir`, Orbax's emergency checkpointing keeps a local tier there every `local_every` steps."""
+    `local_checkpoint_dir`, Orbax's emergency checkpointing keeps a local tier there every `local_every` steps.
+    `min_slices`: elastic, on a local cluster with a node per slice: a slice lost (its node removed once step
+    `lose_slice_at_step` is done) shrinks the run to the slices left, which resume from the bucket's newest
+    checkpoint; a node added back `slice_back_after_s` later grows it again (`_elastic_run`)."""
     from workloads.trainer.canary.train import METRICS_FILE, SUMMARY_FILE, CanaryConfig, latest_step, read_metrics
     from workloads.trainer.goodput import goodput, read_records
-    from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray
+    from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray, local_ray_slices
     from workloads.trainer.mesh import mesh_shape
 
     ckpt = Path(checkpoint_dir).absolute()
@@ -79,6 +85,7 @@ def run_local(
         end_step=start + steps,
         mesh=mesh,
         slices=slices,
+        min_slices=min_slices,
         fail_at_step=fail_at_step,
         checkpoint_every=checkpoint_every,
         local_checkpoint_dir=local,
@@ -86,7 +93,19 @@ def run_local(
         fail_loses_local=fail_loses_local,
         compile_delay_s=compile_delay_s,
     )
-    placement = Placement(cpu_workers=workers, devices_per_cpu_worker=devices_per_worker, slices=slices)
+    elastic = min_slices is not None and min_slices < slices
+    if elastic and local:
+        raise ValueError(
+            "an elastic run resumes from the bucket's checkpoints on the slices left; Orbax's local tier "
+            "(--local-checkpoint-dir) restores only onto the slice count that saved it"
+        )
+    placement = Placement(
+        cpu_workers=workers,
+        devices_per_cpu_worker=devices_per_worker,
+        slices=slices,
+        min_slices=min_slices,
+        resize_every_s=ELASTIC_RESIZE_LOCAL_S,
+    )
     mesh_shape(placement.devices // slices, **mesh)  # a mesh that does not fit fails here, not in a worker
     started = time.monotonic()
     # JAX's persistent compilation cache beside the checkpoints (the workers inherit the variable through Ray): a
@@ -95,7 +114,9 @@ def run_local(
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(ckpt / "jax-compilation-cache"))
     across = f" in {slices} slices" if slices > 1 else ""
     say(f"starting a local Ray instance for {workers} CPU workers x {devices_per_worker} devices{across}", started)
-    local_ray(num_cpus=workers)
+    cluster = local_ray_slices(slices, placement.per_slice) if elastic else None
+    if cluster is None:
+        local_ray(num_cpus=workers)
     trainer = build_trainer(
         canary_loop,
         config.to_dict(),
@@ -106,7 +127,13 @@ def run_local(
     )
     say(f"training the canary, steps {start + 1}-{config.end_step} (the first one compiles)", started)
     with StepProgress(lambda: [ckpt / METRICS_FILE], last_step=config.end_step):
-        trainer.fit()
+        if elastic:
+            _elastic_run(
+                trainer, cluster, placement.per_slice, ckpt / METRICS_FILE, lose_slice_at_step, slice_back_after_s,
+                started,
+            )  # fmt: skip
+        else:
+            trainer.fit()
     say(f"done: checkpoints in {ckpt}", started)
     measured = goodput(read_records(ckpt / METRICS_FILE))
     say(f"{measured.line()} (every run in {ckpt / METRICS_FILE})", started)
@@ -130,6 +157,78 @@ def run_local(
         "goodput": round(measured.final, 3),
         "badput_s": {cause: round(seconds, 2) for cause, seconds in measured.badput.items()},
     }
+
+
+# How often a local elastic run looks for slices that came back (Ray's default, 60 s, is a cluster's).
+ELASTIC_RESIZE_LOCAL_S = 2.0
+
+
+def _elastic_run(
+    trainer: Any,
+    cluster: Any,
+    per_slice: int,
+    metrics: Path,
+    lose_at: int | None,
+    back_after_s: float | None,
+    started: float,
+) -> None:
+    """`trainer.fit()` on a local cluster with a node per slice, losing one (its node removed once step `lose_at`
+    is in `metrics`) and giving one back `back_after_s` after the attempt on the slices left has trained a step.
+    Nodes come and go on this thread (Ray's Cluster installs signal handlers), so the fit runs on another."""
+    import threading
+
+    failed: list[BaseException] = []
+
+    def fit() -> None:
+        try:
+            trainer.fit()
+        except BaseException as err:  # re-raised on this thread
+            failed.append(err)
+
+    running = threading.Thread(target=fit, name="fit")
+    running.start()
+    if lose_at is not None:
+        while running.is_alive() and not any(r.get("step", 0) >= lose_at for r in _records(metrics)):
+            time.sleep(0.5)
+        if running.is_alive():
+            say(f"losing a slice after step {lose_at}: its node removed", started)
+            cluster.remove_node(_a_slice_node(cluster))
+            if back_after_s is not None:
+                while running.is_alive() and not _trained_on_fewer(metrics):
+                    time.sleep(0.5)
+                running.join(timeout=back_after_s)
+                if running.is_alive():
+                    say("the slice back: a node added", started)
+                    cluster.add_node(num_cpus=per_slice)
+    running.join()
+    import ray
+
+    ray.shutdown()  # before the nodes go: Ray refuses to remove the node this driver is connected to
+    cluster.shutdown()
+    if failed:
+        raise failed[0]
+
+
+def _a_slice_node(cluster: Any) -> Any:
+    """A slice's node this driver is not connected to (on one machine, `ray.init` may pick any node's raylet)."""
+    import ray
+
+    mine = ray._private.worker.global_worker.node._raylet_socket_name
+    return next(n for n in cluster.worker_nodes if n._raylet_socket_name != mine)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, json.JSONDecodeError):
+        return []
+
+
+def _trained_on_fewer(metrics: Path) -> bool:
+    """Whether an attempt on fewer slices than the first has started and trained a step since."""
+    starts = [r for r in _records(metrics.with_name("attempts.jsonl")) if r.get("event") == "start"]
+    fewer = [r for r in starts if starts and r.get("slices", 0) < starts[0].get("slices", 0)]
+    return bool(fewer) and any(r.get("time", 0) > fewer[-1]["time"] for r in _records(metrics))
 
 
 def run_local_maxtext(
@@ -471,6 +570,15 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("--local-every", type=int, default=1, help="steps between local checkpoints")
     local.add_argument("--fail-loses-local", action="store_true", help=argparse.SUPPRESS)
     local.add_argument("--compile-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
+    local.add_argument(
+        "--min-slices",
+        type=int,
+        default=os.environ.get("MIN_SLICES") or None,
+        help="elastic: go on with as few as this many slices when a slice is lost, and grow back when it returns "
+        "(a local node per slice; make: MIN_SLICES=)",
+    )
+    local.add_argument("--lose-slice-at-step", type=int, default=None, help=argparse.SUPPRESS)
+    local.add_argument("--slice-back-after-s", type=float, default=None, help=argparse.SUPPRESS)
     run = sub.add_parser("run", help="train a recipe on a slice (inside the cluster): the plan `submit` sends")
     run.add_argument("--plan", type=_plan_arg, required=True, help="the JSON `args` prints")
     for name, helptext in (
@@ -552,6 +660,9 @@ def main(argv: list[str] | None = None) -> int:
                     local_every=args.local_every,
                     fail_loses_local=args.fail_loses_local,
                     compile_delay_s=args.compile_delay_s,
+                    min_slices=args.min_slices,
+                    lose_slice_at_step=args.lose_slice_at_step,
+                    slice_back_after_s=args.slice_back_after_s,
                 )
         elif args.command == "args":
             out = cluster_plan(args)

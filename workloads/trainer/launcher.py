@@ -40,8 +40,10 @@ def _shutdown_process_group() -> None:
     jax.distributed.shutdown()
 
 
-def _cpu_jax_config(slices: int = 1) -> Any:
-    """A JaxConfig whose backend forms one JAX process group over CPU workers, `slices` groups of them.
+def _cpu_jax_config(per_slice: int | None = None) -> Any:
+    """A JaxConfig whose backend forms one JAX process group over CPU workers, in slices of `per_slice` workers
+    (None: one slice); an elastic run's worker group holds as many whole slices as Ray gave it, and each worker
+    is told the count of this attempt.
 
     Ray's own JAX backend does this only for TPU and GPU workers; off an
     accelerator it would leave every worker an independent replica.
@@ -53,8 +55,8 @@ def _cpu_jax_config(slices: int = 1) -> Any:
 
     class _CpuBackend(Backend):
         def on_start(self, worker_group: Any, backend_config: Any) -> None:
-            if slices > 1:
-                per_slice = len(worker_group) // slices
+            if per_slice is not None:
+                slices = len(worker_group) // per_slice
                 ray.get(
                     [
                         worker_group.execute_single_async(i, _set_slice, slices, i // per_slice)
@@ -97,14 +99,38 @@ class Placement:
     devices_per_cpu_worker: int = 2
     # Slices of one multislice job: of `slice`'s shape, or groups of the CPU workers.
     slices: int = 1
+    # Elastic: the fewest slices the job runs on (Ray Train's elastic worker group: whole slices, from this many
+    # to `slices`, resized as slices are lost and come back); None for a fixed count.
+    min_slices: int | None = None
+    # How often an elastic job looks for slices that came back (Ray's elastic_resize_monitor_interval_s).
+    resize_every_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.slices < 1 or (self.slice is None and self.cpu_workers % self.slices):
             raise ValueError(f"{self.cpu_workers} CPU workers do not split into {self.slices} slices")
+        if self.min_slices is not None and not 1 <= self.min_slices <= self.slices:
+            raise ValueError(f"min_slices {self.min_slices}: from 1 to the job's {self.slices} slices")
 
     @property
     def num_workers(self) -> int:
         return self.slice.hosts * self.slices if self.slice else self.cpu_workers
+
+    @property
+    def per_slice(self) -> int:
+        """Workers (hosts) a slice."""
+        return self.num_workers // self.slices
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_slices is not None and self.min_slices < self.slices
+
+    def _workers(self) -> dict[str, Any]:
+        """Ray's num_workers: a count, or an elastic job's (fewest, most), each a whole number of slices."""
+        if not self.elastic:
+            return {"num_workers": self.num_workers}
+        assert self.min_slices is not None
+        fewest = (self.min_slices * self.per_slice, self.num_workers)
+        return {"num_workers": fewest, "elastic_resize_monitor_interval_s": self.resize_every_s}
 
     @property
     def devices(self) -> int:
@@ -112,9 +138,9 @@ class Placement:
 
     def scaling_config_kwargs(self) -> dict[str, Any]:
         if self.slice is not None:
-            return {**self.slice.ray_scaling_config, "num_workers": self.num_workers}
+            return {**self.slice.ray_scaling_config, **self._workers()}
         return {
-            "num_workers": self.cpu_workers,
+            **self._workers(),
             "use_tpu": False,
             "use_gpu": False,
             "resources_per_worker": {"CPU": 1},
@@ -163,7 +189,9 @@ def build_trainer(
         train_loop_config=train_loop_config,
         scaling_config=ScalingConfig(**placement.scaling_config_kwargs()),
         run_config=run_config,
-        jax_config=_cpu_jax_config(placement.slices) if placement.slice is None else None,
+        jax_config=(
+            _cpu_jax_config(placement.per_slice if placement.slices > 1 else None) if placement.slice is None else None
+        ),
     )
 
 
@@ -178,8 +206,34 @@ def canary_loop(config: dict[str, Any]) -> None:
 
 
 def local_ray(num_cpus: int) -> None:
-    """Start a private local Ray instance for CPU runs (no dashboard, no usage stats)."""
+    """Start a private local Ray instance for CPU runs (no dashboard, no usage stats): a new one, whatever
+    RAY_ADDRESS says or a Ray instance on this machine, running or crashed, left in /tmp/ray (ray.init's default
+    joins it, and refuses `num_cpus` for it)."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+
+def local_ray_slices(slices: int, per_slice: int) -> Any:
+    """A private local Ray cluster with a node of its own per slice (`per_slice` CPUs, a worker each), as a
+    multislice TPU job's slices are hosts of their own: a slice is lost by removing its node
+    (`Cluster.remove_node`) and comes back with a new one (`Cluster.add_node`, from the main thread). The head
+    takes no worker. Returns the cluster (ray.cluster_utils, Ray's own multi-node cluster on one machine)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Right after a slice is lost, Ray still counts its node's CPUs, and Ray Train first asks for the whole group
+    # again: it waits this long for workers that cannot come before it starts on the slices left (default 60 s).
+    # The nodes' processes are this one's children and read it.
+    os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", "15")
+    # A node is found dead after 3 missed health checks a second apart (Ray's default: 5, 3 s apart, after 5 s).
+    health = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3, "health_check_timeout_ms": 1000}
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": health}
+    )
+    for _ in range(slices):
+        cluster.add_node(num_cpus=per_slice)
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    return cluster

@@ -9,7 +9,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,10 @@ class CanaryConfig:
     # One slice's mesh; `slices` of them split the data axis (workloads/trainer/mesh.py).
     mesh: dict[str, int] = field(default_factory=lambda: {"data": 1, "fsdp": -1, "tensor": 1})
     slices: int = 1
+    # Elastic: an attempt may run on as few as this many slices (Ray Train sizes the worker group to the slices
+    # whose hosts are up, and each worker learns the count from MEGASCALE_NUM_SLICES); the global batch stays, so
+    # every step is the same math on any count.
+    min_slices: int | None = None
     seed: int = 0
     peak_tflops_per_device: float | None = None
     # Fault injection for tests: the last process (on several slices: every process of the last slice, a lost
@@ -138,10 +142,14 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     from workloads.trainer.mesh import AXES, BATCH_SPEC, multislice_devices, param_spec
 
     devices = jax.devices()
-    # In a multislice job each worker learns the slice count as JAX does on TPU (MEGASCALE_NUM_SLICES).
+    # In a multislice job each worker learns the slice count as JAX does on TPU (MEGASCALE_NUM_SLICES); an elastic
+    # run's attempt runs on the slices it was given.
     announced = int(os.environ.get("MEGASCALE_NUM_SLICES", config.slices))
-    if announced != config.slices:
-        raise ValueError(f"the job runs {announced} slices (MEGASCALE_NUM_SLICES), the config {config.slices}")
+    fewest = config.min_slices or config.slices
+    if not fewest <= announced <= config.slices:
+        allowed = f"{fewest} to {config.slices}" if fewest < config.slices else str(config.slices)
+        raise ValueError(f"the job runs {announced} slices (MEGASCALE_NUM_SLICES), the config {allowed}")
+    config = replace(config, slices=announced)
     grid = multislice_devices(devices, config.slices, **config.mesh)
     mesh = Mesh(grid, AXES)
     model = Decoder(config.model)
@@ -304,7 +312,8 @@ def _write_start(config: CanaryConfig, checkpoint_dir: Path, began_at: float, st
     (workloads/trainer/goodput.py)."""
     (checkpoint_dir / MODEL_FILE).write_text(json.dumps(asdict(config.model), sort_keys=True) + "\n")
     with (checkpoint_dir / ATTEMPTS_FILE).open("a") as f:
-        f.write(json.dumps({"event": "start", "time": round(began_at, 3), "start_step": start}) + "\n")
+        start_event = {"event": "start", "time": round(began_at, 3), "start_step": start, "slices": config.slices}
+        f.write(json.dumps(start_event) + "\n")
 
 
 def _write_step(metrics_path: Path, record: dict[str, Any], end_step: int) -> None:
