@@ -227,7 +227,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
 def _trained_on_fewer(metrics: Path) -> bool:
     """Whether an attempt on fewer slices than the first has started and trained a step since."""
     starts = [r for r in _records(metrics.with_name("attempts.jsonl")) if r.get("event") == "start"]
-    fewer = [r for r in starts if starts and r.get("slices", 0) < starts[0].get("slices", 0)]
+    fewer = [r for r in starts if r.get("slices", 0) < starts[0].get("slices", 0)]
     return bool(fewer) and any(r.get("time", 0) > fewer[-1]["time"] for r in _records(metrics))
 
 
