@@ -254,7 +254,7 @@ train-local: engine ## Train through JaxTrainer on local CPU workers: the canary
 	$(ENGINE_RUN) python -m workloads.trainer local --engine maxtext --steps "$$STEPS" --checkpoint-dir "$$CKPT_DIR"
 else
 train-local: $(VENV_STAMP)
-	$(PLATFORM) train local --engine "$$ENGINE" --steps "$$STEPS" --slices "$$SLICES" --checkpoint-dir "$$CKPT_DIR"
+	$(PLATFORM) train local --engine "$$ENGINE" --steps "$$STEPS" --slices "$$SLICES" --min-slices "$$MIN_SLICES" --checkpoint-dir "$$CKPT_DIR"
 endif
 
 plot: $(VENV_STAMP) ## Draw the local run's loss, step time and goodput (CKPT_DIR=: CKPT_DIR/training.png) and each review's node pool cost (cdktf.out/review/<env>.cost.png, linked from the review)

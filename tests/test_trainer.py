@@ -222,6 +222,12 @@ def test_submit_sends_the_run_command_to_the_ray_job_api(
             "argument --slices: SLICES='two' (--slices): a whole number of slices, at least 1",
         ),
         (["local", "--slices", "3"], {}, "error: 2 CPU workers do not split into 3 slices"),
+        (
+            ["local", "--min-slices", "one"],
+            {},
+            "argument --min-slices: 'one' is not a number of slices (1 or more, at most --slices)",
+        ),
+        (["local", "--slices", "2", "--min-slices", "3"], {}, "error: min_slices 3: from 1 to the job's 2 slices"),
         # make train-local ENGINE=foo trained the canary; the engine now reaches the command, which refuses it.
         (
             ["local", "--engine", "foo"],
