@@ -228,11 +228,7 @@ def local_ray_slices(slices: int, per_slice: int) -> Any:
     # again: it waits this long for workers that cannot come before it starts on the slices left (default 60 s).
     # The nodes' processes are this one's children and read it.
     os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", "15")
-    # A node is found dead after 3 missed health checks a second apart (Ray's default: 5, 3 s apart, after 5 s).
-    health = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3, "health_check_timeout_ms": 1000}
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": health}
-    )
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     for _ in range(slices):
         cluster.add_node(num_cpus=per_slice)
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
