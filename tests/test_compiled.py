@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 
 from infra.catalogue.accelerators import tpu_slice
 from workloads.trainer.compiled import (
     args_key,
     compile_argv,
     compiled_recipes,
+    compiles,
     fit_problem,
     load_table,
     maxtext_version,
@@ -18,17 +21,19 @@ from workloads.trainer.compiled import (
     recipe_slice,
 )
 from workloads.trainer.maxtext import maxtext_args
-from workloads.trainer.recipes import Ici, RecipeError, get_recipe
+from workloads.trainer.recipes import Ici, RecipeError, get_recipe, load_recipes
 
 
 def test_compiled_yaml_was_regenerated_for_every_recipes_current_arguments() -> None:
+    """Every recipe on its own slice count, and an elastic one on each fewer count it runs on (`<name>@<n>`)."""
     table = load_table()
-    recipes = compiled_recipes()
-    assert {r.name for r in recipes} == set(table), "run `make compile-recipes` and commit compiled.yaml"
-    for recipe in recipes:
-        entry = table[recipe.name]
-        assert entry.key == args_key(recipe, recipe_slice(recipe)), (  # type: ignore[arg-type]
-            f"{recipe.name}: its arguments changed since compiled.yaml was written; run `make compile-recipes`"
+    jobs = compiles(compiled_recipes())
+    assert {name for name, _, _ in jobs} == set(table), "run `make compile-recipes` and commit compiled.yaml"
+    assert "llama3-8b-2-slices@1" in table
+    for name, recipe, slices in jobs:
+        entry = table[name]
+        assert entry.key == args_key(recipe, recipe_slice(recipe), slices=slices), (  # type: ignore[arg-type]
+            f"{name}: its arguments changed since compiled.yaml was written; run `make compile-recipes`"
         )
         assert entry.maxtext == maxtext_version()
         assert entry.fits and entry.headroom_gib > 0
@@ -108,19 +113,46 @@ def test_check_compiles_jobs_at_once_and_reports_in_the_recipes_order(
     running, most = [0], [0]
     lock = threading.Lock()
 
-    def fake(recipe: object) -> compiled.Compiled:
+    def fake(recipe: object, slices: int | None = None) -> compiled.Compiled:
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
         time.sleep(0.2)
         with lock:
             running[0] -= 1
-        name = recipe.name  # type: ignore[attr-defined]
+        name = compiled.table_name(recipe, slices)  # type: ignore[arg-type]
         return table[name] if name != "llama3-8b" else replace(table[name], per_chip_gib=table[name].per_chip_gib + 1)
 
     monkeypatch.setattr(compiled, "compile_recipe", fake)
     code = compiled.main(["--check", "--jobs", "2"])
     out, err = capsys.readouterr()
     assert most[0] == 2
-    assert list(json.loads(out.splitlines()[-1])) == [r.name for r in compiled_recipes()]
+    assert list(json.loads(out.splitlines()[-1])) == [name for name, _, _ in compiles(compiled_recipes())]
     assert code == 1 and "llama3-8b: compiled.yaml says" in err
+
+
+def test_an_elastic_recipe_is_compiled_for_each_count_with_that_counts_data_parallelism(tmp_path: Path) -> None:
+    """On one of its two slices the recipe is the one-slice step (no dcn axis) at the same batch per chip, and the
+    compiler's figure for it is its own (28.35 GiB a chip on one slice against 24.07 on two): every count is
+    compiled, not assumed."""
+    recipe = get_recipe("llama3-8b-2-slices")
+    v6e = tpu_slice("v6e", "4x4")
+    assert list(recipe.slice_counts) == [1, 2]
+    assert [(name, n) for name, r, n in compiles([recipe])] == [
+        ("llama3-8b-2-slices", None),
+        ("llama3-8b-2-slices@1", 1),
+    ]
+    two, one = compile_argv(recipe, v6e), compile_argv(recipe, v6e, slices=1)
+    assert "dcn_data_parallelism=2" in two and "compile_topology_num_slices=2" in two
+    assert not any(a.startswith("dcn_") for a in one) and one[-1] == "compile_topology_num_slices=1"
+    assert {a for a in two if "batch" in a} == {a for a in one if "batch" in a} == {"per_device_batch_size=2"}
+    table = load_table()
+    assert (table["llama3-8b-2-slices"].per_chip_gib, table["llama3-8b-2-slices@1"].per_chip_gib) == (24.07, 28.35)
+    del table["llama3-8b-2-slices@1"]
+    assert fit_problem(recipe, v6e, table) is None
+    problem = fit_problem(recipe, v6e, table, slices=1)
+    assert problem and "compiled.yaml has no entry for llama3-8b-2-slices@1" in problem
+    bad = tmp_path / "recipes.yaml"
+    bad.write_text(yaml.safe_dump({"wide": {**recipe.model_dump(exclude={"name"}), "min_slices": 3}}))
+    with pytest.raises(RecipeError, match=r"recipe 'wide': min_slices 3: from 1 to the recipe's slices \(2\)"):
+        load_recipes(bad)

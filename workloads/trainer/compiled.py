@@ -85,20 +85,32 @@ def recipe_slice(recipe: Recipe) -> Slice | None:
     return tpu_slice(recipe.accelerator, recipe.topology)
 
 
-def compile_argv(recipe: Recipe, slice_: Slice) -> list[str]:
-    """`train_compile`'s arguments: the recipe's `maxtext_args` (no fit check) plus the compile topology."""
+def compile_argv(recipe: Recipe, slice_: Slice, slices: int | None = None) -> list[str]:
+    """`train_compile`'s arguments: the recipe's `maxtext_args` (no fit check) on `slices` of its slices (default:
+    its own count; an elastic recipe's fewer, `Recipe.slice_counts`), plus the compile topology."""
     from workloads.trainer.maxtext import build_args
 
+    count = slices or recipe.slices
     args = build_args(
-        recipe, recipe.mesh_for_devices(slice_.devices), run_name=recipe.name, base_output_directory=COMPILE_OUTPUT
+        recipe,
+        recipe.mesh_for_devices(slice_.devices),
+        run_name=recipe.name,
+        base_output_directory=COMPILE_OUTPUT,
+        slices=count,
     )
-    return [*args, f"compile_topology={compile_topology(slice_)}", f"compile_topology_num_slices={recipe.slices}"]
+    return [*args, f"compile_topology={compile_topology(slice_)}", f"compile_topology_num_slices={count}"]
 
 
-def args_key(recipe: Recipe, slice_: Slice, version: str | None = None) -> str:
+def args_key(recipe: Recipe, slice_: Slice, version: str | None = None, slices: int | None = None) -> str:
     """Hash of the compile arguments and the MaxText version: the table entry is valid while it matches."""
-    payload = {"maxtext": version or maxtext_version(), "argv": compile_argv(recipe, slice_)}
+    payload = {"maxtext": version or maxtext_version(), "argv": compile_argv(recipe, slice_, slices)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def table_name(recipe: Recipe, slices: int | None = None) -> str:
+    """A recipe's entry in compiled.yaml: its name on its own slice count, `<name>@<n>` on `n` of an elastic
+    recipe's fewer slices."""
+    return recipe.name if slices in (None, recipe.slices) else f"{recipe.name}@{slices}"
 
 
 @dataclass(frozen=True)
@@ -142,17 +154,21 @@ def write_table(table: dict[str, Compiled], path: Path = COMPILED_FILE) -> None:
     path.write_text(header + yaml.safe_dump(body, sort_keys=False))
 
 
-def fit_problem(recipe: Recipe, slice_: Slice, table: dict[str, Compiled] | None = None) -> str | None:
-    """Why `recipe` must not run on `slice_` according to the compiler's table, or None."""
+def fit_problem(
+    recipe: Recipe, slice_: Slice, table: dict[str, Compiled] | None = None, slices: int | None = None
+) -> str | None:
+    """Why `recipe` must not run on `slice_` (on `slices` of them: default, its own count) according to the
+    compiler's table, or None."""
     target = recipe_slice(recipe)
     if target is None or (target.accelerator.name, target.topology) != (slice_.accelerator.name, slice_.topology):
         return None
-    entry = (load_table() if table is None else table).get(recipe.name)
-    key = args_key(recipe, target)
+    name = table_name(recipe, slices)
+    entry = (load_table() if table is None else table).get(name)
+    key = args_key(recipe, target, slices=slices)
     if entry is None or entry.key != key:
         return (
             f"the compiler has not checked these arguments (compiled.yaml has "
-            f"{'no entry' if entry is None else 'key ' + entry.key} for it, the arguments hash to {key}); "
+            f"{'no entry' if entry is None else 'key ' + entry.key} for {name}, the arguments hash to {key}); "
             "run `make compile-recipes` in the engine environment and commit compiled.yaml"
         )
     if not entry.fits:
@@ -160,6 +176,34 @@ def fit_problem(recipe: Recipe, slice_: Slice, table: dict[str, Compiled] | None
             f"the compiler needs {entry.per_chip_gib:.2f} GiB per chip, more than the "
             f"{entry.hbm_per_chip_gib:.2f} GiB of HBM of a {entry.slice} chip ({entry.error or 'out of HBM'})"
         )
+    return None
+
+
+def elastic_problem(
+    recipe: Recipe | None, slice_: Slice, count: int, min_slices: int, table: dict[str, Compiled] | None = None
+) -> str | None:
+    """Why `recipe` on `count` slices of `slice_` cannot go down to `min_slices` when slices are lost, or None: the
+    range must be within the slices, and a compiled recipe must run (and be compiled) on every count of it (None: a
+    recipe named later, at `make train`, which checks it then)."""
+    if count < 2:
+        return "elastic slices need a training slice of several (slices.<key>.count 2 or more); it has 1"
+    if not 1 <= min_slices < count:
+        return f"allowed: from 1 to {count - 1} (the training slice's count {count} less one)"
+    if recipe is None or recipe_slice(recipe) is None:
+        return None  # the canary (or a recipe named at `make train`): any count, its mesh built at each attempt
+    runs_on = recipe.slice_counts
+    if min_slices not in runs_on:
+        fewest = runs_on.start
+        return (
+            f"recipe {recipe.name!r} runs on {fewest if fewest == recipe.slices else f'{fewest} to {recipe.slices}'}"
+            f" slice{'s' * (recipe.slices > 1)} only (its min_slices in workloads/trainer/recipes.yaml); allowed "
+            f"here: {f'from {fewest} to {count - 1}' if fewest < count else 'none'}; or give the recipe "
+            f"`min_slices: {min_slices}` and run `make compile-recipes`"
+        )
+    for n in range(min_slices, count):
+        problem = fit_problem(recipe, slice_, table, slices=n)
+        if problem:
+            return f"on {n} slice{'s' * (n > 1)}: {problem}"
     return None
 
 
@@ -326,14 +370,15 @@ def parse_compile_output(output: str) -> tuple[float, float | None, str | None]:
     return total / GIB, None, None
 
 
-def compile_recipe(recipe: Recipe, *, python: str = sys.executable) -> Compiled:
-    """Compile `recipe` for its slice with train_compile in a fresh process; the result."""
+def compile_recipe(recipe: Recipe, slices: int | None = None, *, python: str = sys.executable) -> Compiled:
+    """Compile `recipe` for its slice (`slices` of them: default, its own count) with train_compile in a fresh
+    process; the result."""
     from workloads.trainer.maxtext import resolve_config_path
 
     slice_ = recipe_slice(recipe)
     if slice_ is None:
         raise RecipeError(f"recipe {recipe.name!r} names no slice shape to compile for")
-    argv = compile_argv(recipe, slice_)
+    argv = compile_argv(recipe, slice_, slices)
     argv[0] = resolve_config_path(argv[0])
     started = time.monotonic()
     result = subprocess.run(
@@ -344,16 +389,16 @@ def compile_recipe(recipe: Recipe, *, python: str = sys.executable) -> Compiled:
     )
     seconds = time.monotonic() - started
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    (LOG_DIR / f"{recipe.name}.log").write_text(result.stdout + result.stderr)
+    (LOG_DIR / f"{table_name(recipe, slices)}.log").write_text(result.stdout + result.stderr)
     per_chip, capacity, error = parse_compile_output(result.stdout + result.stderr)
     if result.returncode != 0 and error is None:
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
         raise RuntimeError(f"train_compile failed for {recipe.name} (exit {result.returncode}):\n{tail}")
     hbm = capacity or hbm_gib_per_chip(slice_)
     return Compiled(
-        key=args_key(recipe, slice_),
+        key=args_key(recipe, slice_, slices=slices),
         maxtext=maxtext_version(),
-        slice=slices_label(slice_, recipe.slices),
+        slice=slices_label(slice_, slices or recipe.slices),
         compile_topology=compile_topology(slice_),
         fits=error is None and per_chip <= hbm,
         per_chip_gib=round(per_chip, 2),
@@ -369,6 +414,16 @@ def compiled_recipes(recipes: dict[str, Recipe] | None = None) -> list[Recipe]:
     return [r for r in (recipes or load_recipes()).values() if recipe_slice(r) is not None]
 
 
+def compiles(recipes: list[Recipe]) -> list[tuple[str, Recipe, int | None]]:
+    """The table's entries for `recipes`: (its name, the recipe, the slice count) for each recipe on its own count
+    (None), then on each fewer count it runs on elastic (`Recipe.slice_counts`)."""
+    return [
+        (table_name(r, n), r, None if n == r.slices else n)
+        for r in recipes
+        for n in sorted(r.slice_counts, reverse=True)
+    ]
+
+
 def compare(fresh: Compiled, recorded: Compiled | None, *, tolerance_gib: float = 0.05) -> str | None:
     """Why a fresh compile disagrees with the table, or None."""
     if recorded is None:
@@ -382,7 +437,11 @@ def compare(fresh: Compiled, recorded: Compiled | None, *, tolerance_gib: float 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.trainer.compiled", description=__doc__.split("\n\n")[0])
-    parser.add_argument("recipes", nargs="*", help="default: every maxtext recipe with a slice shape")
+    parser.add_argument(
+        "recipes",
+        nargs="*",
+        help="default: every maxtext recipe with a slice shape, on each slice count it runs on (`<name>@<n>`: one)",
+    )
     parser.add_argument("--recipes-file", type=Path, default=None, help="compile another file's recipes (no table)")
     parser.add_argument(
         "--jobs",
@@ -396,39 +455,40 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.recipes_file and (args.write or args.check):
         parser.error("--recipes-file only prints: compiled.yaml is for recipes.yaml")
-    recipes = compiled_recipes(load_recipes(args.recipes_file) if args.recipes_file else None)
+    jobs = compiles(compiled_recipes(load_recipes(args.recipes_file) if args.recipes_file else None))
     if args.recipes:
-        unknown = sorted(set(args.recipes) - {r.name for r in recipes})
+        # A recipe's name compiles each of its counts; `<name>@<n>` one of them.
+        unknown = sorted(set(args.recipes) - {n for name, r, _ in jobs for n in (name, r.name)})
         if unknown:
-            parser.error(f"not compilable recipes: {unknown}; compilable: {[r.name for r in recipes]}")
-        recipes = [r for r in recipes if r.name in args.recipes]
+            parser.error(f"not compilable recipes: {unknown}; compilable: {[name for name, _, _ in jobs]}")
+        jobs = [job for job in jobs if job[0] in args.recipes or job[1].name in args.recipes]
     table = load_table()
     written = dict(table) if args.recipes else {}  # a full run drops recipes that no longer exist
     problems = []
     results: dict[str, Any] = {}
     started = time.monotonic()
 
-    def compile_one(numbered: tuple[int, Recipe]) -> Compiled:
-        i, recipe = numbered
+    def compile_one(numbered: tuple[int, tuple[str, Recipe, int | None]]) -> Compiled:
+        i, (name, recipe, slices) = numbered
         target = recipe_slice(recipe)
         print(
-            f"compile: {recipe.name} ({i}/{len(recipes)}) for {target.name if target else '?'} "
+            f"compile: {name} ({i}/{len(jobs)}) for {target.name if target else '?'} "
             f"({time.monotonic() - started:.0f} s so far)",
             file=sys.stderr,
             flush=True,
         )
-        fresh = compile_recipe(recipe)
-        print(fresh.summary(recipe.name), flush=True)
+        fresh = compile_recipe(recipe, slices)
+        print(fresh.summary(name), flush=True)
         return fresh
 
     # Each compile is a process of its own (train_compile, about two cores busy): --jobs of them at once.
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        compiled = list(pool.map(compile_one, enumerate(recipes, 1)))
-    for recipe, fresh in zip(recipes, compiled, strict=True):
-        results[recipe.name] = asdict(fresh)
-        if args.check and (why := compare(fresh, table.get(recipe.name))):
-            problems.append(f"{recipe.name}: {why}")
-        written[recipe.name] = fresh
+        compiled = list(pool.map(compile_one, enumerate(jobs, 1)))
+    for (name, _, _), fresh in zip(jobs, compiled, strict=True):
+        results[name] = asdict(fresh)
+        if args.check and (why := compare(fresh, table.get(name))):
+            problems.append(f"{name}: {why}")
+        written[name] = fresh
     if args.write:
         write_table(written)
     print(json.dumps(results))

@@ -47,8 +47,10 @@ def maxtext_args(
     config_path: str = MAXTEXT_BASE_CONFIG,
     slices: int = 1,
     goodput: bool = False,
+    on_slices: int | None = None,
 ) -> list[str]:
-    """MaxText's argv (after the program name) for `recipe` on `slice_` (`slices` of them: the recipe's own count).
+    """MaxText's argv (after the program name) for `recipe` on `slice_` (`slices` of them: the recipe's own count;
+    `on_slices`: an elastic run's attempt on fewer of them, one of `Recipe.slice_counts`).
 
     `slice_` is a platform slice, or the number of local CPU devices (the
     offline runs: the same arguments, with the mesh sized to those devices and
@@ -62,6 +64,8 @@ def maxtext_args(
     if recipe.dataset_type != "synthetic" and not recipe.dataset_path:
         raise RecipeError(f"recipe {recipe.name!r}: dataset_type {recipe.dataset_type!r} needs a dataset_path")
     mesh = recipe.mesh_for_devices(slice_) if isinstance(slice_, int) else recipe.mesh_for(slice_, slices)
+    if on_slices is not None and on_slices not in recipe.slice_counts:
+        raise RecipeError(f"recipe {recipe.name!r} runs on {list(recipe.slice_counts)} slices, not {on_slices}")
     args = build_args(
         recipe,
         mesh,
@@ -69,6 +73,7 @@ def maxtext_args(
         base_output_directory=base_output_directory,
         steps=steps,
         config_path=config_path,
+        slices=on_slices,
     )
     # Goodput: recorded (Cloud Logging, goodput_<run_name>) and uploaded to Cloud Monitoring by worker 0, with
     # the badput breakdown; not part of the compiled step (the compile table's arguments leave it out).
@@ -83,8 +88,10 @@ def build_args(
     base_output_directory: str,
     steps: int | None = None,
     config_path: str = MAXTEXT_BASE_CONFIG,
+    slices: int | None = None,
 ) -> list[str]:
-    """The argv of `maxtext_args` for a resolved mesh, without the fit checks (the compile table uses it)."""
+    """The argv of `maxtext_args` for a resolved mesh, without the fit checks (the compile table uses it), on
+    `slices` slices (default: the recipe's own count; fewer: an elastic recipe's attempt on the slices left)."""
     if not recipe.model_name:
         raise RecipeError(f"recipe {recipe.name!r} names no model_name")
     args: dict[str, str | int | float | bool] = {
@@ -102,10 +109,11 @@ def build_args(
         "ici_fsdp_parallelism": mesh["fsdp"],
         "ici_tensor_parallelism": mesh["tensor"],
     }
-    if recipe.slices > 1:
+    count = slices or recipe.slices
+    if count > 1:
         # Across slices: pure data parallelism, the gradients' one all-reduce per step over the data-center
         # network (MaxText's multislice setting; each slice keeps its ici mesh).
-        args["dcn_data_parallelism"] = recipe.slices
+        args["dcn_data_parallelism"] = count
     if recipe.dataset_path:
         args["dataset_path"] = recipe.dataset_path
     if recipe.remat_policy:
@@ -154,10 +162,23 @@ def _kill_self_after_checkpoint(checkpoint_dir: str, step: int, marker: Path) ->
     threading.Thread(target=watch, daemon=True).start()
 
 
+def attempt_argv(config: dict[str, Any]) -> list[str]:
+    """The argv of this attempt: `config["argv"]` on all the slices; on an elastic run's fewer slices (the count
+    Ray Train's JAX backend gives each worker, MEGASCALE_NUM_SLICES), `config["argv_by_slices"]` for that count."""
+    announced = os.environ.get("MEGASCALE_NUM_SLICES")
+    by_slices = config.get("argv_by_slices") or {}
+    if announced is None or announced not in by_slices:
+        if announced is not None and by_slices and int(announced) < min(map(int, by_slices)):
+            raise RecipeError(f"this attempt runs {announced} slices; the run's arguments are for {sorted(by_slices)}")
+        return list(config["argv"])
+    return list(by_slices[announced])
+
+
 def maxtext_loop(config: dict[str, Any]) -> None:
     """`train_loop_per_worker` of the maxtext engine: MaxText's own training entry.
 
-    `config["argv"]` is `maxtext_args(...)`. Local runs add `metrics_dir`:
+    `config["argv"]` is `maxtext_args(...)` (an elastic run's `argv_by_slices` those for its fewer counts: each
+    attempt takes its count's, `attempt_argv`). Local runs add `metrics_dir`:
     each worker process has MaxText write its per-step metrics to its own
     file there (`rank<r>-pid<p>.jsonl`), so every attempt of a restarted run
     is one file. `kill_after_checkpoint` (tests only): worker 0 kills itself
@@ -169,7 +190,8 @@ def maxtext_loop(config: dict[str, Any]) -> None:
     from maxtext.trainers.pre_train.train import main  # only in the engine environment
 
     rank = ray.train.get_context().get_world_rank()
-    argv = [resolve_config_path(config["argv"][0]), *config["argv"][1:]]
+    argv = attempt_argv(config)
+    argv = [resolve_config_path(argv[0]), *argv[1:]]
     if config.get("metrics_dir"):
         argv.append(f"metrics_file={config['metrics_dir']}/rank{rank}-pid{os.getpid()}.jsonl")
     kill = config.get("kill_after_checkpoint")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infra.catalogue.accelerators import Slice
 
@@ -51,6 +51,9 @@ class Recipe(BaseModel):
     # Slices of the shape above the recipe runs on: data parallel across them over the data-center network
     # (MaxText's dcn_data_parallelism), each slice's devices split by `ici` as on one slice.
     slices: int = Field(default=1, ge=1, le=64)
+    # Elastic: the fewest of those slices the recipe also runs on when slices are lost (dcn_data_parallelism the
+    # slices left, the same per-device batch), each count compiled (compiled.yaml `<name>@<n>`); None: only `slices`.
+    min_slices: int | None = Field(default=None, ge=1, le=64)
     remat_policy: str | None = None
     attention: str | None = None
     dataset_type: Literal["synthetic", "hf", "tfds", "grain"] = "synthetic"
@@ -60,6 +63,17 @@ class Recipe(BaseModel):
     # the review's lost-work figures use; none where nothing is published.
     tokens_per_second_per_chip: float | None = Field(default=None, gt=0)
     flags: dict[str, str | int | float | bool] = {}
+
+    @model_validator(mode="after")
+    def _elastic_range(self) -> Recipe:
+        if self.min_slices is not None and self.min_slices > self.slices:
+            raise ValueError(f"min_slices {self.min_slices}: from 1 to the recipe's slices ({self.slices})")
+        return self
+
+    @property
+    def slice_counts(self) -> range:
+        """The slice counts the recipe runs on: `slices`, and down to `min_slices` where it is elastic."""
+        return range(self.min_slices or self.slices, self.slices + 1)
 
     @property
     def cross_slice_gb_per_step(self) -> float:
@@ -152,7 +166,10 @@ def load_recipes(path: Path = RECIPES_FILE) -> dict[str, Recipe]:
         try:
             recipes[name] = Recipe.model_validate({"name": name, **body})
         except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+            problems = "; ".join(
+                ": ".join(filter(None, [".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, ")]))
+                for e in err.errors()
+            )
             raise RecipeError(f"{path}: recipe {name!r}: {problems}") from None
     return recipes
 
