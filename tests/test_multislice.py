@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.catalogue.accelerators import tpu_slice
 from infra.config import ENVIRONMENTS_DIR, ConfigError, parse_environment
 from infra.synth.app import synth
 from infra.synth.load import load_environment
@@ -35,10 +36,11 @@ def variant_stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return json.loads((out / "stacks/platform-dev/cdk.tf.json").read_text())
 
 
-def test_the_example_is_dev_with_two_slices_and_the_recipe_compiled_for_them() -> None:
+def test_the_example_is_dev_with_two_slices_elastic_down_to_one_and_the_recipe_compiled_for_them() -> None:
     dev = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
     dev["slices"]["train"]["count"] = 2
     dev["training"]["recipe"] = "llama3-8b-2-slices"
+    dev["training"]["resilience"] = {"min_slices": 1}
     assert yaml.safe_load(EXAMPLE.read_text()) == dev
 
 
@@ -127,7 +129,7 @@ def test_the_plan_reports_the_multislice_fit_and_the_cross_slice_traffic() -> No
 
 
 def test_the_trainer_runs_n_times_the_workers_with_dcn_data_parallelism(monkeypatch: pytest.MonkeyPatch) -> None:
-    from workloads.trainer.__main__ import cluster_plan
+    from workloads.trainer.__main__ import cluster_plan, prepared
 
     monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(EXAMPLE.parent))
     args = SimpleNamespace(
@@ -135,10 +137,77 @@ def test_the_trainer_runs_n_times_the_workers_with_dcn_data_parallelism(monkeypa
     )
     plan = cluster_plan(args)  # type: ignore[arg-type]
     assert plan["slices"] == 2
-    assert plan["scaling_config"]["num_workers"] == 8  # 4 hosts a slice: Ray Train reserves two whole slices
+    # 4 hosts a slice: Ray Train reserves whole slices, elastic from one to both (training.resilience.min_slices).
+    assert (plan["min_slices"], plan["scaling_config"]["num_workers"]) == (1, (4, 8))
     assert plan["scaling_config"]["topology"] == "4x4"
     assert "dcn_data_parallelism=2" in plan["maxtext_args"]
     assert "ici_fsdp_parallelism=16" in plan["maxtext_args"]
+    # An attempt on the one slice left takes the recipe's arguments for one slice: no dcn axis, the same batch.
+    (one,) = plan["maxtext_args_by_slices"].values()
+    assert one == [a for a in plan["maxtext_args"] if a != "dcn_data_parallelism=2"]
+    # What the cluster's `run --plan` makes of it, after the trip through JSON that `submit` sends.
+    _, _, loop_config = prepared(json.loads(json.dumps(plan)))
+    assert loop_config["argv_by_slices"] == {"1": one}
+
+
+def test_each_attempt_of_an_elastic_maxtext_run_takes_the_arguments_of_its_slice_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray Train's JAX backend tells each worker its attempt's slice count (MEGASCALE_NUM_SLICES); the worker runs
+    MaxText with that count's arguments, which the plan carries (the image holds no environment file)."""
+    from workloads.trainer.maxtext import attempt_argv
+
+    config = {"argv": ["base.yml", "dcn_data_parallelism=2"], "argv_by_slices": {"1": ["base.yml"]}}
+    monkeypatch.setenv("MEGASCALE_NUM_SLICES", "1")
+    assert attempt_argv(config) == ["base.yml"]
+    monkeypatch.setenv("MEGASCALE_NUM_SLICES", "2")
+    assert attempt_argv(config) == ["base.yml", "dcn_data_parallelism=2"]
+    monkeypatch.setenv("MEGASCALE_NUM_SLICES", "0")
+    with pytest.raises(RecipeError, match="this attempt runs 0 slices; the run's arguments are for"):
+        attempt_argv(config)
+    monkeypatch.delenv("MEGASCALE_NUM_SLICES")
+    assert attempt_argv({"argv": ["base.yml"], "argv_by_slices": None}) == ["base.yml"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ("  resilience: {min_slices: 2}\n",
+         "training.resilience.min_slices: 2: allowed: from 1 to 1 (the training slice's count 2 less one)"),
+        ("  resilience: {min_slices: 0}\n",
+         "training.resilience.min_slices: 0: Input should be greater than or equal to 1"),
+    ],
+)  # fmt: skip
+def test_an_elastic_range_the_slices_cannot_hold_is_refused_naming_the_field(
+    tmp_path: Path, edit: str, said: str
+) -> None:
+    path = tmp_path / "dev.yaml"
+    path.write_text(EXAMPLE.read_text().replace("  resilience: {min_slices: 1}\n", edit))
+    with pytest.raises(ConfigError) as refused:
+        load_environment(path)
+    assert said in str(refused.value)
+
+
+def test_elastic_on_one_slice_or_a_recipe_not_compiled_for_the_fewer_count_is_refused(tmp_path: Path) -> None:
+    from workloads.trainer.compiled import elastic_problem, load_table
+
+    path = tmp_path / "dev.yaml"
+    path.write_text((ENVIRONMENTS_DIR / "dev.yaml").read_text().replace(
+        "  shared_memory: 64Gi\n", "  shared_memory: 64Gi\n  resilience: {min_slices: 1}\n", 1
+    ))  # fmt: skip
+    with pytest.raises(ConfigError) as refused:
+        load_environment(path)
+    assert "training.resilience.min_slices: 1: elastic slices need a training slice of several" in str(refused.value)
+    assert "rule ray-train.elastic-range" in str(refused.value)
+
+    v6e, fixed = tpu_slice("v6e", "4x4"), get_recipe("llama3-8b-2-slices").model_copy(update={"min_slices": None})
+    problem = elastic_problem(fixed, v6e, 2, 1)
+    assert problem and "runs on 2 slices only" in problem and "give the recipe `min_slices: 1`" in problem
+    table = load_table()
+    del table["llama3-8b-2-slices@1"]
+    problem = elastic_problem(get_recipe("llama3-8b-2-slices"), v6e, 2, 1, table)
+    assert problem and problem.startswith("on 1 slice: the compiler has not checked these arguments")
+    assert elastic_problem(get_recipe("canary"), v6e, 4, 1) is None, "the canary builds its mesh for any count"
 
 
 def test_a_recipe_runs_only_on_the_slice_count_it_was_compiled_for() -> None:

@@ -4,13 +4,15 @@ costs."""
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 import yaml
 
 from infra.config import ENVIRONMENTS_DIR, ConfigError
-from infra.config.training import Resilience
+from infra.config.training import Resilience, TrainingResilience
 from infra.synth.load import load_environment
+from tests.helpers import REPO
 from workloads.trainer.recipes import get_recipe
 from workloads.trainer.recovery import recovery_lines
 
@@ -63,3 +65,31 @@ def test_the_review_says_what_a_failure_costs_each_training_job() -> None:
     assert "most work a failure can lose: 50 steps (2.8 min at 7,243 tokens/s/chip)" in text
     assert "25 steps (85 s at 7,243 tokens/s/chip) redone on average" in text
     assert "batch.training (JobSet, slice a3mega): up to 3 restarts on exit codes 42, 128-255" in text
+
+
+def test_the_review_prices_a_lost_slice_in_each_mode_restart_and_elastic() -> None:
+    """Two v6e-16 slices, elastic down to one (docs/examples/multislice): restart would hold the slice left idle,
+    at its list price (16 chips at 2.70 USD an hour in us-east5); elastic trains on it. With a published step time
+    the half period redone is priced too."""
+    example = REPO / "docs/examples/multislice/dev.yaml"
+    elastic = load_environment(example)
+    text = "\n".join(recovery_lines(elastic))
+    assert "one of the 2 slices lost (training.resilience.min_slices: elastic, down to 1 slice):" in text
+    assert "restart: the 1 slice left waits idle and paid for (43.20 USD an hour) until the lost one is back" in text
+    assert "elastic: the 1 slice left goes on at once: 25 steps redone on average on 1 slice" in text
+    assert "1/2 of the throughput until the slice is back; nothing waits idle" in text
+
+    fixed = elastic.model_copy(
+        update={"training": elastic.training.model_copy(update={"resilience": TrainingResilience()})}  # type: ignore[union-attr]
+    )
+    text = "\n".join(recovery_lines(fixed))
+    assert "(training.resilience.min_slices: restart, a fixed 2 slices)" in text
+    assert "elastic: off (training.resilience.min_slices unset)" in text
+    # A recipe with a published throughput: half a period on both slices, priced.
+    timed = get_recipe("llama3-8b-2-slices").model_copy(update={"tokens_per_second_per_chip": 7243.0})
+    with patch("workloads.trainer.recovery.get_recipe", return_value=timed):
+        text = "\n".join(recovery_lines(fixed))
+    seconds = 25 * 2 * 8192 / 7243
+    assert f"redone on average on 2 slices, {2 * 43.2 * seconds / 3600:,.2f} USD, plus the restart" in text
+    one_slice = "\n".join(recovery_lines(load_environment(ENVIRONMENTS_DIR / "dev.yaml")))
+    assert "slices lost" not in one_slice

@@ -60,6 +60,17 @@ class Resilience(Model):
         return self
 
 
+class TrainingResilience(Resilience):
+    """The Ray training's resilience: Ray Train's restarts, and where the slice count allows it, elastic slices."""
+
+    min_slices: int | None = Field(default=None, ge=1)
+    """Elastic: a lost slice shrinks the run to the slices left, down to this many, instead of waiting for it with
+    every slice idle; the run resumes on them from the newest complete checkpoint and grows back when the slice
+    returns (Ray Train's elastic worker group, in whole slices). From 1 to the training slice's count less one;
+    the recipe must run on every count in the range (its `min_slices`, each count compiled). None: a fixed count,
+    every restart waits for all the slices."""
+
+
 class Training(Model):
     """The Ray training cluster: which slice, identity, bucket and image it uses."""
 
@@ -77,9 +88,9 @@ class Training(Model):
     head: PodSize = PodSize(cpu="4", memory="16Gi")
     worker: PodSize
     shared_memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")] = "16Gi"
-    resilience: Resilience = Resilience()
+    resilience: TrainingResilience = TrainingResilience()
     """Ray Train restarts the worker group up to resilience.max_restarts times, each resuming from the newest
-    complete checkpoint."""
+    complete checkpoint (on fewer slices, down to resilience.min_slices, when a slice is lost)."""
     goodput: bool = True
     """MaxText records the run's goodput and badput with ML Goodput Measurement (Cloud Logging, `goodput_<run>`) and
     uploads them to Cloud Monitoring (compute.googleapis.com/workload/goodput_time, badput_time): the identity gets

@@ -37,3 +37,39 @@ def _no_exit_codes(env: Environment) -> Iterator[Finding]:
             "Ray Train restarts the worker group on any worker error (up to resilience.max_restarts) and cannot "
             "tell exit codes apart: leave retry_exit_codes out here (JobSet training, batch.training, takes them)",
         )
+
+
+RAY_ELASTIC = (
+    "ray-project/ray python/ray/train/v2/api/config.py ScalingConfig @ ray-2.60.0 (num_workers (min, max): an "
+    "elastic worker group, resized between them; TPU workers in whole slices); MaxText train_compile "
+    "(compile_topology_num_slices) for the recipe's per-chip memory on each count"
+)
+
+
+@rule(
+    id="ray-train.elastic-range",
+    system="Ray Train",
+    layer="engine-start",
+    summary=(
+        "training.resilience.min_slices is within the training slice's count (1 to count - 1, on a slice of several), "
+        "and the recipe runs on every count of the range: its own min_slices reaches it and each count is compiled "
+        "(compiled.yaml <recipe>@<n>), so the slices left hold the step."
+    ),
+    source=RAY_ELASTIC,
+    subject="environment",
+)
+def _elastic_range(env: Environment) -> Iterator[Finding]:
+    from workloads.trainer.compiled import elastic_problem
+    from workloads.trainer.recipes import RecipeError, get_recipe
+
+    training = env.training
+    if training is None or training.resilience.min_slices is None or training.slice not in env.slices:
+        return
+    spec = env.slices[training.slice]
+    try:
+        recipe = get_recipe(training.recipe) if training.recipe else None
+    except RecipeError:
+        recipe = None  # maxtext.recipe-runs-on-training-slice names it
+    problem = elastic_problem(recipe, spec.slice, spec.count, training.resilience.min_slices)
+    if problem:
+        yield Finding("training.resilience.min_slices", training.resilience.min_slices, problem)

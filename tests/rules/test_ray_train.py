@@ -12,6 +12,12 @@ from tests.rules.examples import (
 )
 
 ENVIRONMENT: dict[str, EnvironmentExample] = {
+    # dev's training slice is one v6e-16: nothing to shrink to.
+    "ray-train.elastic-range": (
+        lambda d, mp: d["training"].update(resilience={"min_slices": 1}),
+        "training.resilience.min_slices",
+        "elastic slices need a training slice of several",
+    ),
     "ray-train.restarts-on-any-worker-error": (
         lambda d, mp: d["training"].update(resilience={"retry_exit_codes": [42]}),
         "training.resilience.retry_exit_codes",

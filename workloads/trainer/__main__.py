@@ -159,6 +159,7 @@ def cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
     slice_, count = env.slices[args.slice].slice, env.slices[args.slice].count
     recipe = get_recipe(args.recipe)
     run_name = args.run_name or f"{recipe.name}-{env.name}"
+    min_slices = _min_slices(env, args.slice, recipe)
     plan: dict[str, Any] = {
         "recipe": recipe.name,
         "engine": recipe.engine,
@@ -174,7 +175,8 @@ def cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
             "machine_type": slice_.machine_type,
         },
         "run_name": run_name,
-        "scaling_config": Placement(slice=slice_, slices=count).scaling_config_kwargs(),
+        "min_slices": min_slices,
+        "scaling_config": Placement(slice=slice_, slices=count, min_slices=min_slices).scaling_config_kwargs(),
         "mesh": _fitting_mesh(recipe, slice_, count),
         "storage_path": f"{CHECKPOINT_MOUNT}/ray",
         "max_failures": args.max_failures if args.max_failures is not None else _max_failures(env),
@@ -182,10 +184,36 @@ def cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
     if recipe.engine == "maxtext":
         output = f"gs://{env.bucket_name(args.bucket)}/maxtext"
         goodput = env.training is not None and env.training.goodput
-        plan["maxtext_args"] = maxtext_args(
-            recipe, slice_, run_name=run_name, base_output_directory=output, slices=count, goodput=goodput
-        )
+
+        def args_on(n: int | None = None) -> list[str]:
+            return maxtext_args(
+                recipe, slice_, run_name=run_name, base_output_directory=output, slices=count, goodput=goodput,
+                on_slices=n,
+            )  # fmt: skip
+
+        plan["maxtext_args"] = args_on()
+        if min_slices is not None:
+            # An elastic run's attempt on fewer slices: MaxText's arguments for that count (dcn_data_parallelism).
+            plan["maxtext_args_by_slices"] = {str(n): args_on(n) for n in range(min_slices, count)}
     return plan
+
+
+def _min_slices(env: Environment, slice_key: str, recipe: Recipe) -> int | None:
+    """The environment's elastic range for a run on its training slice (training.resilience.min_slices), checked
+    against the recipe `make train` runs (another slice, or none set: a fixed count)."""
+    from workloads.trainer.compiled import elastic_problem
+
+    training = env.training
+    if training is None or training.slice != slice_key or training.resilience.min_slices is None:
+        return None
+    spec = env.slices[slice_key]
+    problem = elastic_problem(recipe, spec.slice, spec.count, training.resilience.min_slices)
+    if problem:
+        raise RecipeError(
+            f"environment {env.name!r}: training.resilience.min_slices {training.resilience.min_slices} with recipe "
+            f"{recipe.name!r}: {problem}"
+        )
+    return training.resilience.min_slices
 
 
 def _max_failures(env: Environment) -> int:
@@ -211,7 +239,11 @@ def prepared(plan: dict[str, Any]) -> tuple[Slice, Any, dict[str, Any]]:
     slice_, count = _slice_of(plan["shape"]), plan["slices"]
     recipe = get_recipe(plan["recipe"])
     if recipe.engine == "maxtext":
-        return slice_, maxtext_loop, {"argv": plan["maxtext_args"]}
+        return (
+            slice_,
+            maxtext_loop,
+            {"argv": plan["maxtext_args"], "argv_by_slices": plan.get("maxtext_args_by_slices")},
+        )
     ckpt = f"{CHECKPOINT_MOUNT}/canary/{plan['run_name']}"
     config = CanaryConfig(
         checkpoint_dir=ckpt,
@@ -220,6 +252,7 @@ def prepared(plan: dict[str, Any]) -> tuple[Slice, Any, dict[str, Any]]:
         seq_len=recipe.max_target_length,
         mesh=plan["mesh"],
         slices=count,
+        min_slices=plan.get("min_slices"),
         checkpoint_every=recipe.checkpoint_period,
         peak_tflops_per_device=slice_.accelerator.peak_bf16_tflops / slice_.accelerator.devices_per_chip,
     )
@@ -250,7 +283,7 @@ def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
     trainer = build_trainer(
         loop,
         loop_config,
-        placement=Placement(slice=slice_, slices=plan["slices"]),
+        placement=Placement(slice=slice_, slices=plan["slices"], min_slices=plan.get("min_slices")),
         run_name=plan["run_name"],
         storage_path=plan["storage_path"],
         max_failures=plan["max_failures"],

@@ -101,7 +101,53 @@ def ray_training_lines(env: Environment) -> list[str]:
     lines.append(f"  most work a failure can lose: {_steps(recipe.checkpoint_period, recipe)}{_ASYNC}")
     lines.append(f"  a restart reads {per_host:.1f} GB per host from the bucket")
     lines.append(_expected(recipe.checkpoint_period, recipe))
-    return lines
+    return [*lines, *_slice_lost(env, recipe)]
+
+
+def _slice_lost(env: Environment, recipe: Recipe) -> list[str]:
+    """What losing one of several slices costs in each mode: restart (a fixed count: the run waits for the slice,
+    the others idle and paid for) and elastic (training.resilience.min_slices: the slices left go on); the
+    in-cluster checkpoint tiers are not a mode of the Ray training (docs/training.md, "Surviving a failure")."""
+    from infra.catalogue import prices
+
+    training = env.training
+    assert training is not None
+    spec = env.slices[training.slice]
+    count, fewest = spec.count, training.resilience.min_slices
+    if count < 2:
+        return []
+    node = prices.hourly(spec.slice.machine_type, env.zone_of(training.slice), spec.primary.type)
+    slice_hour = None if node is None else spec.slice.hosts * node
+    left = count - 1
+
+    def slices(n: int) -> str:
+        return f"{n} slice{'s' * (n > 1)}"
+
+    def redone(n: int) -> str:
+        """Half a checkpoint period redone on `n` slices, with its price where the recipe publishes a step time."""
+        half = recipe.checkpoint_period // 2
+        seconds = half * recipe.step_seconds if recipe.step_seconds else None
+        paid = "" if seconds is None or slice_hour is None else f", {n * slice_hour * seconds / 3600:,.2f} USD"
+        return f"{_steps(half, recipe)} redone on average on {slices(n)}{paid}"
+
+    waits, goes = ("waits", "goes") if left == 1 else ("wait", "go")
+    idle = "" if slice_hour is None else f" ({left * slice_hour:,.2f} USD an hour)"
+    mode = f"elastic, down to {slices(fewest)}" if fewest else f"restart, a fixed {slices(count)}"
+    elastic = (
+        f"the {slices(left)} left {goes} on at once: {redone(left)}, plus a restart there (start-up, the restore, "
+        f"the step compiled for {slices(left)}), then {left}/{count} of the throughput until the slice is back; "
+        "nothing waits idle"
+        if fewest
+        else "off (training.resilience.min_slices unset)"
+    )
+    return [
+        f"  one of the {count} slices lost (training.resilience.min_slices: {mode}):",
+        f"    restart: the {slices(left)} left {waits} idle and paid for{idle} until the lost one is back (GKE "
+        f"recreates its nodes), then {redone(count)}, plus the restart",
+        f"    elastic: {elastic}",
+        "    local and peer checkpoint tiers: not offered on the Ray training (docs/training.md); each mode resumes "
+        "from the bucket",
+    ]
 
 
 def gpu_training_lines(env: Environment) -> list[str]:
