@@ -61,6 +61,9 @@ def test_synth_replaces_the_output_directory_whole(tmp_path: Path, synth_dir: Pa
     (review / "dev.md").write_text("kept")
     result = _run_app_here(tmp_path, PLATFORM_ENVS="dev")
     assert result.returncode == 0, result.stderr
+    # What was made is said on stderr: a target that synthesizes first and prints JSON (`make cost JSON=1`) keeps
+    # its standard output for the JSON.
+    assert result.stdout == "" and "synthesized platform-dev" in result.stderr
     stacks = sorted(p.name for p in (tmp_path / "cdktf.out" / "stacks").iterdir())
     assert stacks == ["platform-dev"]
     assert (review / "dev.md").read_text() == "kept"

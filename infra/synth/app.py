@@ -168,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         left_out = synth(envs, outdir, omit_unbuilt=omit)
     else:
         left_out = synth_atomically(envs, outdir, omit_unbuilt=omit)
+    # What was made, on stderr: the targets that synthesize first (`make cost JSON=1`, `make status JSON=1`) keep
+    # their standard output for what they print.
     for name in envs:
-        print(f"synthesized platform-{name}")
+        print(f"synthesized platform-{name}", file=sys.stderr)
         if left_out.get(name):
-            print(f"  left out until their images are built: {', '.join(left_out[name])}")
+            print(f"  left out until their images are built: {', '.join(left_out[name])}", file=sys.stderr)
     if not cli_outdir:
         # The bootstrap stacks (state buckets, planner and deployer, GitHub federation) beside, in their own folder.
         try:
@@ -180,5 +182,5 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         for name in bootstrap:
-            print(f"synthesized {name} (into {DEFAULT_OUTDIR}/bootstrap)")
+            print(f"synthesized {name} (into {DEFAULT_OUTDIR}/bootstrap)", file=sys.stderr)
     return 0
