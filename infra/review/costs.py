@@ -95,16 +95,23 @@ def _change(before: str, after: str) -> str:
     return after if before == after else f"{before} \u2192 {after}"
 
 
+def fewest_hourly(pools: Iterable[PoolCost], one_class: bool = False) -> float:
+    """USD per hour of `pools` at their fewest nodes: their sum, or where they are the tiers of one ComputeClass
+    (`one_class`), its cheapest tier's (its nodes are counted once, whichever tier holds them)."""
+    hourly = [c.hourly(c.min_nodes) or 0.0 for c in pools]
+    return (min(hourly) if one_class else sum(hourly)) if hourly else 0.0
+
+
 def pool_totals(costs: Iterable[PoolCost]) -> tuple[float, float]:
     """(USD per hour at the fewest nodes, at the most) of the priced pools. The tiers of one ComputeClass count
     once: its nodes are the servers' whichever tiers hold them, so at the fewest on its cheapest tier, at the most
     on its priciest."""
     priced = [c for c in costs if c.price.usd_per_hour is not None]
-    fewest = sum(c.hourly(c.min_nodes) or 0.0 for c in priced if not c.compute_class)
+    fewest = fewest_hourly(c for c in priced if not c.compute_class)
     most = sum(c.hourly(c.max_nodes) or 0.0 for c in priced if not c.compute_class)
     for name in sorted({c.compute_class for c in priced if c.compute_class}):
         tiers = [c for c in priced if c.compute_class == name]
-        fewest += min(c.hourly(c.min_nodes) or 0.0 for c in tiers)
+        fewest += fewest_hourly(tiers, one_class=True)
         most += max(c.hourly(c.max_nodes) or 0.0 for c in tiers)
     return fewest, most
 
@@ -117,11 +124,11 @@ def held_by_autoscalers(review: StackReview) -> float:
     for scaler in review.autoscalers:
         held = scaler.usd_per_hour(scaler.fewest, review.costs_after) or 0.0
         own = [
-            c.hourly(c.min_nodes) or 0.0
+            c
             for c in review.costs_after.values()
             if (c.compute_class if scaler.compute_class else c.pool) in scaler.pools
         ]
-        extra += max(0.0, held - ((min(own) if scaler.compute_class else sum(own)) if own else 0.0))
+        extra += max(0.0, held - fewest_hourly(own, one_class=bool(scaler.compute_class)))
     return extra
 
 
