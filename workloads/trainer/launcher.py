@@ -205,13 +205,23 @@ def canary_loop(config: dict[str, Any]) -> None:
     ray.train.report(summary)
 
 
+def _local_ray_env() -> None:
+    """What a private local Ray instance's processes read (they are this one's children): no usage stats, and
+    the training workers at the machine's own priority. Ray starts its workers at niceness 15 (ray_config_def.h
+    worker_niceness) so that its own daemons stay responsive on a busy host; on a machine of a few cores the
+    training step then loses the CPU to anything else running, Ray's daemons included (the canary's step through
+    JaxTrainer on two cores: 54-75 ms at 15, 50-52 at 0, 49-55 in a plain process; `make bench canary`)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_worker_niceness", "0")
+
+
 def local_ray(num_cpus: int) -> None:
     """Start a private local Ray instance for CPU runs (no dashboard, no usage stats): a new one, whatever
     RAY_ADDRESS says or a Ray instance on this machine, running or crashed, left in /tmp/ray (ray.init's default
     joins it, and refuses `num_cpus` for it)."""
     import ray
 
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    _local_ray_env()
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
@@ -223,7 +233,7 @@ def local_ray_slices(slices: int, per_slice: int) -> Any:
     import ray
     from ray.cluster_utils import Cluster
 
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    _local_ray_env()
     # Right after a slice is lost, Ray still counts its node's CPUs, and Ray Train first asks for the whole group
     # again: it waits this long for workers that cannot come before it starts on the slices left (default 60 s).
     # The nodes' processes are this one's children and read it.
