@@ -497,6 +497,36 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "cluster.deletion_protection",
         "valid boolean",
     ),
+    "two adapters of one name": (
+        "messages",
+        _sub(
+            "      - {name: llama70b-support, path: adapters/llama70b-support, rank: 16}\n",
+            "      - {name: llama70b-support, path: adapters/llama70b-support, rank: 16}\n" * 2,
+        ),
+        "serving.llama70b-vllm",
+        "adapters: 'llama70b-support' is named twice (or is the model's own name)",
+    ),
+    "an adapter named like the model's Hugging Face path": (
+        "messages",
+        _sub("{name: llama70b-support,", "{name: meta-llama/Llama-3.3-70B-Instruct,"),
+        "serving.llama70b-vllm.adapters[0].name",
+        "must match the pattern ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+    ),
+    "an adapter's rank above vLLM's largest": (
+        "messages",
+        _sub("path: adapters/llama70b-support, rank: 16}", "path: adapters/llama70b-support, rank: 1024}"),
+        "serving.llama70b-vllm.adapters[0].rank",
+        "above vLLM's largest --max-lora-rank, 512 (its choices: 1, 8, 16, 32, 64, 128, 256, 320, 512",
+    ),
+    "adapters on an engine that cannot load them": (
+        "messages",
+        _sub(
+            "    checkpoint_path: maxtext/llama3.1-405b\n",
+            "    checkpoint_path: maxtext/llama3.1-405b\n    adapters: [{name: a, path: adapters/a, rank: 8}]\n",
+        ),
+        "serving.llama405b.adapters",
+        "unknown key 'adapters'",
+    ),
     "more multi-host vLLM servers than the slice's pools": (
         "messages",
         _sub("    capacity: {type: spot}\n    count: 2\n", "    capacity: {type: spot}\n    count: 3\n"),

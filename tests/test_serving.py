@@ -214,6 +214,32 @@ def test_single_host_vllm_is_tensor_parallel_over_the_hosts_chips_and_streams_it
 
 
 @needs_crds
+def test_a_vllm_server_loads_its_adapters_from_the_bucket_read_only_under_one_lora_modules_flag(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """dev's llama70b-vllm serves one adapter: a slot for it at rank 16, the adapter after one --lora-modules (a
+    second flag would replace the first), read through a read-only mount of the models bucket. A deployment
+    without adapters mounts nothing and loads no LoRA."""
+    pod = _lws(stacks, "serve-llama70b-vllm")["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert {"--enable-lora", "--max-loras=1", "--max-lora-rank=16"} <= set(args)
+    at = args.index("--lora-modules")
+    assert args.count("--lora-modules") == 1 and json.loads(args[at + 1]) == {
+        "name": "llama70b-support",
+        "path": "/data/adapters/adapters/llama70b-support",
+        "base_model_name": "meta-llama/Llama-3.3-70B-Instruct",
+    }
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "adapters"]
+    assert mount == {"name": "adapters", "mountPath": "/data/adapters", "readOnly": True}
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "adapters"]
+    assert volume["csi"]["readOnly"] is True
+    assert volume["csi"]["volumeAttributes"]["bucketName"] == "acme-ml-platform-dev-models"
+    other = _lws(stacks, "serve-llama70b-vllm-mh")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    assert "--enable-lora" not in other["containers"][0]["args"]
+    assert "adapters" not in {v["name"] for v in other["volumes"]}
+
+
+@needs_crds
 def test_multi_host_vllm_forms_a_ray_cluster_with_pipeline_parallelism_over_the_hosts(
     stacks: dict[str, dict[str, Any]], envs: dict[str, Environment]
 ) -> None:

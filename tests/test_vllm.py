@@ -238,10 +238,17 @@ def test_a_bare_boolean_flag_is_refused_at_load_while_the_chart_demands_flag_val
         assert all("vllm.args-fit-the-chart" in line for line in lines), lines
 
 
-def _engine_args(env: Environment, key: str, model: Path) -> tuple[list[str], list[str]]:
+def _engine_args(env: Environment, key: str, model: Path, adapters: Path | None = None) -> tuple[list[str], list[str]]:
     """The deployment's flags for the CPU server: the TPU-only ones left out, the model's own values (its path,
-    its context) replaced; (arguments, what was left out)."""
+    its context) replaced, its adapters (as the chart passes them, after one --lora-modules) read from `adapters`
+    instead of the mounted bucket; (arguments, what was left out)."""
     args, left_out = [], []
+    modules = [
+        m.replace(vllm_args.ADAPTERS_MOUNT, str(adapters))
+        for m in vllm_args.lora_modules(env.serving[key])  # type: ignore[arg-type]
+    ]
+    if modules and adapters is not None:
+        args += ["--lora-modules", *modules]
     for arg in vllm_args.serve_args(env, key):
         name = vllm_args.flag(arg)
         if name in vllm_args.TPU_ONLY:
@@ -260,10 +267,14 @@ def _engine_args(env: Environment, key: str, model: Path) -> tuple[list[str], li
 def test_a_tiny_llama_serves_with_the_deployments_flags(envs: dict[str, Environment], tmp_path: Path) -> None:
     env = envs["dev"]
     model = vllm_local.build_tiny_model(tmp_path / "model")
-    args, left_out = _engine_args(env, "llama70b-vllm", model)
+    deployment = env.serving["llama70b-vllm"]
+    name = deployment.model.name
+    (adapter,) = deployment.adapters  # type: ignore[union-attr]
+    vllm_local.build_tiny_adapter(tmp_path / "bucket" / adapter.path, adapter.rank, name)
+    args, left_out = _engine_args(env, "llama70b-vllm", model, adapters=tmp_path / "bucket")
     assert sorted(left_out) == ["--pipeline-parallel-size", "--tensor-parallel-size"]
     assert "--load-format=runai_streamer" in args  # the loader the TPU deployments stream from gs:// with
-    name = env.serving["llama70b-vllm"].model.name
+    assert {"--enable-lora", "--max-loras=1", "--max-lora-rank=16", "--lora-modules"} <= set(args)
     with vllm_local.serve(args, api_key="test-key", workdir=tmp_path) as server:
         # What probes, the gateway's health check and the endpoint picker read: open without the key.
         assert server.get("/health")[0] == 200
@@ -273,7 +284,16 @@ def test_a_tiny_llama_serves_with_the_deployments_flags(envs: dict[str, Environm
         assert server.get("/v1/models")[0] == 401
         assert server.get("/v1/models", key="wrong")[0] == 401
         status, models = server.get("/v1/models", key="test-key")
-        assert status == 200 and json.loads(models)["data"][0]["id"] == name
+        assert status == 200 and [m["id"] for m in json.loads(models)["data"]] == [name, adapter.name]
+        # The adapter answers under its own name, and it is the adapter that answers: the first token's
+        # log-probabilities differ from the model's on the same prompt (greedy).
+        asked = {"prompt": "A slice is healthy when", "max_tokens": 4, "temperature": 0, "logprobs": 3}
+        answers = {}
+        for served in (name, adapter.name):
+            status, said = server.post("/v1/completions", {**asked, "model": served}, key="test-key")
+            assert status == 200, said
+            answers[served] = json.loads(said)["choices"][0]["logprobs"]["top_logprobs"][0]
+        assert answers[name] != answers[adapter.name]
         body = {"model": name, "prompt": "A slice is healthy when", "max_tokens": 8}
         assert server.post("/v1/completions", body)[0] == 401
         codes: list[int] = []
@@ -294,7 +314,7 @@ def test_a_tiny_llama_serves_with_the_deployments_flags(envs: dict[str, Environm
     # What the dashboards and alert policies read of a vLLM server, as Managed Prometheus would write it.
     assert_exports(metrics, SERVER_METRICS["vllm"].metrics)
     finished = re.findall(r"^vllm:request_success_total\{.*\} ([0-9.]+)$", metrics, re.M)
-    assert sum(float(n) for n in finished) == 8, "the 8 completions are counted"
+    assert sum(float(n) for n in finished) == 10, "the 8 completions are counted, and the 2 above"
     # --disable-access-log-for-endpoints: probes and scrapes leave no access log lines.
     log = server.log.read_text()
     assert '"GET /health' not in log and '"GET /v1/models' in log

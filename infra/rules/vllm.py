@@ -358,3 +358,33 @@ def _server_per_slice(env: Environment) -> Iterator[Finding]:
                 f"each server takes a whole {slice_.name} slice, a node pool of its own, and slices.{d.slice} "
                 f"has count {count} (one pool per slice): set slices.{d.slice}.count to {servers}",
             )
+
+
+@rule(
+    id="vllm.adapters-fit-the-slice",
+    system="vLLM",
+    layer="engine-start",
+    summary=(
+        "A vLLM deployment's LoRA adapters fit beside its model: the weights, the KV cache budget and a slot per "
+        "adapter at --max-lora-rank on every LoRA layer (in bfloat16) within the slice's HBM."
+    ),
+    source=(
+        "vllm-project/vllm vllm/lora/layers/base_linear.py create_lora_weights (per slot an A of max_lora_rank x "
+        "input and a B of output x max_lora_rank on each slice of a LoRA layer, allocated at start); "
+        "vllm/config/lora.py (max_loras, max_lora_rank); the models' config.json (infra/catalogue/models.py)"
+    ),
+    subject="environment",
+)
+def _adapters_fit(env: Environment) -> Iterator[Finding]:
+    for name, d, slice_ in deployments(env):
+        slots = vllm_args.lora_slots_gb(d)
+        if slots is None or d.model.need_gb + slots <= slice_.hbm_gb:
+            continue
+        yield Finding(
+            f"serving.{name}.adapters",
+            [a.name for a in d.adapters],
+            f"{len(d.adapters)} adapter slot(s) at rank {d.max_lora_rank} take {slots:.1f} GB beside "
+            f"{d.model.weights_gb:g} GB of weights and {d.model.kv_cache_gb:g} GB of KV cache: "
+            f"{d.model.need_gb + slots:.1f} GB, more than the {slice_.hbm_gb} GB of HBM of slice {d.slice!r}; "
+            "serve fewer adapters at once, lower their rank or the KV cache, or use a larger slice",
+        )

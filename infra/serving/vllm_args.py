@@ -151,7 +151,50 @@ def platform_args(env: Environment, key: str) -> list[str]:
     ]
     if slice_.multi_host:
         args.append("--distributed-executor-backend=ray")
+    if d.adapters:
+        # A slot per adapter, so that every adapter stays loaded (each listed in --lora-modules, lora_modules).
+        args += ["--enable-lora", f"--max-loras={len(d.adapters)}", f"--max-lora-rank={d.max_lora_rank}"]
     return args
+
+
+# Where each server reads its adapters: the deployment's bucket, mounted read-only (GCS FUSE).
+ADAPTERS_MOUNT = "/data/adapters"
+
+
+def lora_modules(d: VllmServing) -> list[str]:
+    """`--lora-modules`' values for the deployment's adapters (vLLM's JSON form: the name clients call, the folder
+    in the mounted bucket, the model it adapts); the chart passes them after one `--lora-modules`, which takes
+    several (vllm/entrypoints/launchers/cli_args.py LoRAParserAction: a second flag would replace the first)."""
+    return [
+        json.dumps({"name": a.name, "path": f"{ADAPTERS_MOUNT}/{a.path}", "base_model_name": d.model.name})
+        for a in d.adapters
+    ]
+
+
+def lora_slots_gb(d: VllmServing) -> float | None:
+    """GB of HBM the server reserves for its adapters, or None for a model the catalogue has no shape of: a slot
+    per adapter (--max-loras), each at --max-lora-rank, in the model's dtype (bfloat16), on every LoRA layer of a
+    Llama. vLLM's LoRA layers (vllm/lora/layers/base_linear.py create_lora_weights) stack, per slot, an A of rank x
+    input and a B of output x rank on each slice of: the attention's q, k and v and its output projection, the MLP's
+    gate and up and its down projection."""
+    from infra.catalogue.models import MODELS
+
+    arch = MODELS.get(d.model.catalogue_name)
+    if not d.adapters or arch is None or arch.hf is None:
+        return None
+    hidden, inner, heads = arch.hf.hidden_size, arch.hf.intermediate_size, arch.query_heads
+    kv = arch.kv_heads * hidden // heads
+    per_rank = (
+        3 * hidden
+        + (hidden + 2 * kv)  # q, k, v: an A each over the hidden state, B to their outputs
+        + hidden
+        + hidden  # the attention's output projection
+        + 2 * hidden
+        + 2 * inner  # gate and up
+        + inner
+        + hidden  # down
+    )
+    return len(d.adapters) * d.max_lora_rank * per_rank * arch.hf.layers * 2 / 1e9
 
 
 def flag(arg: str) -> str:

@@ -51,6 +51,37 @@ LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(out, safe_serializat
 """
 
 
+# A LoRA adapter of the tiny Llama in PEFT's layout (adapter_config.json, adapter_model.safetensors): random A and B
+# on every layer's q and v projections (hidden 128; v's output: 2 KV heads of 32), so it changes what the model says.
+TINY_ADAPTER = """
+import json, sys
+from pathlib import Path
+import torch
+from safetensors.torch import save_file
+out, rank, base = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+out.mkdir(parents=True, exist_ok=True)
+torch.manual_seed(1)
+tensors = {}
+for layer in range(2):
+    for name, width in (("q_proj", 128), ("v_proj", 64)):
+        key = f"base_model.model.model.layers.{layer}.self_attn.{name}"
+        tensors[f"{key}.lora_A.weight"] = (torch.randn(rank, 128) * 0.5).to(torch.bfloat16)
+        tensors[f"{key}.lora_B.weight"] = (torch.randn(width, rank) * 0.5).to(torch.bfloat16)
+save_file(tensors, str(out / "adapter_model.safetensors"))
+(out / "adapter_config.json").write_text(json.dumps({
+    "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": rank, "lora_dropout": 0.0,
+    "target_modules": ["q_proj", "v_proj"], "bias": "none", "fan_in_fan_out": False,
+    "base_model_name_or_path": base}))
+"""
+
+
+def build_tiny_adapter(target: Path, rank: int, base: str) -> Path:
+    """The tiny Llama's LoRA adapter of `rank` in `target` (TINY_ADAPTER)."""
+    cmd = [str(PYTHON), "-c", TINY_ADAPTER, str(target), str(rank), base]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    return target
+
+
 def available() -> bool:
     return PYTHON.exists()
 

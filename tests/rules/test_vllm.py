@@ -56,6 +56,15 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
         "serving.llama70b-vllm.max_model_len",
         "takes at most 131072 positions",
     ),
+    # 40 adapters at rank 512 on the 70B model: 40 slots of 13.25 GB (a rank-16 slot is 0.41 GB) beside its 200 GB.
+    "vllm.adapters-fit-the-slice": (
+        lambda d, mp: d["serving"]["llama70b-vllm"].update(
+            adapters=[{"name": f"a{i}", "path": f"adapters/a{i}", "rank": 512} for i in range(40)]
+        ),
+        "serving.llama70b-vllm.adapters",
+        "40 adapter slot(s) at rank 512 take 530.2 GB beside 140 GB of weights and 60 GB of KV cache: 730.2 GB, "
+        "more than the 256 GB of HBM of slice 'vllm'",
+    ),
 }
 
 

@@ -30,7 +30,7 @@ metadata:
     {{- end }}
   annotations:
     gke-gcsfuse/volumes: "true"
-    # The FUSE sidecar serves only the compilation cache here: unthrottled, as the GKE guides set it.
+    # The FUSE sidecar serves the compilation cache (and the adapters, read-only): unthrottled, as the GKE guides set it.
     gke-gcsfuse/cpu-limit: "0"
     gke-gcsfuse/memory-limit: "0"
     gke-gcsfuse/ephemeral-storage-limit: "0"
@@ -72,6 +72,11 @@ spec:
         - {{ .role }}
         {{- if ne .role "worker" }}
         {{- toYaml $v.args | nindent 8 }}
+        {{- with $v.loraModules }}
+        # One flag, every adapter after it (a second --lora-modules would replace the first).
+        - --lora-modules
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
         {{- end }}
       env:
         # Where this host stands in its group (labels the LeaderWorkerSet sets on each pod).
@@ -139,6 +144,12 @@ spec:
           readOnly: true
         - name: xla-cache
           mountPath: {{ $v.xlaCacheMount }}
+        {{- if $v.loraModules }}
+        # The adapters, on every host of the group (each host's workers load them).
+        - name: adapters
+          mountPath: {{ $v.adapters.mount }}
+          readOnly: true
+        {{- end }}
         - name: dshm
           mountPath: /dev/shm
   volumes:
@@ -155,4 +166,13 @@ spec:
     - name: dshm
       emptyDir:
         medium: Memory
+    {{- if $v.loraModules }}
+    - name: adapters
+      csi:
+        driver: gcsfuse.csi.storage.gke.io
+        readOnly: true
+        volumeAttributes:
+          bucketName: {{ $v.adapters.bucket | quote }}
+          mountOptions: "implicit-dirs"
+    {{- end }}
 {{- end -}}
