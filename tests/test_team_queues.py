@@ -4,6 +4,8 @@ who can use and borrow what."""
 
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from infra.derive.queues import PRIORITIES, queue_shares
 from infra.review import review_stack
 from infra.rules import check_environment
 from infra.synth.load import load_environment
-from tests.helpers import rendered
+from tests.helpers import of_type, rendered
 
 
 def _kinds(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -113,6 +115,22 @@ def test_the_review_says_who_can_use_and_borrow_what(stacks: dict[str, dict[str,
         ("training", "ml-training", "training-train", 16, 0),
     ]
     assert review_stack("platform-prod", stacks["prod"], None).queues == []
+
+
+def test_the_review_says_when_the_training_slice_is_free_to_borrow(stacks: dict[str, dict[str, Any]]) -> None:
+    """A standing cluster (dev's training.runs: cluster) holds its slice whenever Kueue admits it, training or not:
+    research borrows it only while a person pauses the cluster. Runs as jobs free it between runs."""
+    from infra.review.render import render
+
+    said = render(review_stack("platform-dev", stacks["dev"], None))
+    assert "The training queue `training` lends its slice only while the training cluster is paused (make " in said
+    jobs = copy.deepcopy(stacks["dev"])
+    release = next(r for r in of_type(jobs, "helm_release").values() if r["name"] == "ray-training")
+    values = json.loads(release["values"][0])
+    release["values"][0] = json.dumps({**values, "runs": "jobs"})
+    said = render(review_stack("platform-dev", jobs, None))
+    assert "lends its slice between runs, with no step (training.runs: jobs" in said
+    assert "lends its slice" not in render(review_stack("platform-prod", stacks["prod"], None))
 
 
 def test_a_training_queue_whose_flavor_is_named_like_a_batch_slice_is_refused(envs: dict[str, Environment]) -> None:

@@ -184,6 +184,8 @@ class TeamQueue:
     guaranteed: int
     borrow_limit: int | None
     preemption: str
+    # The training queue's rows: when its slice is free for the teams to borrow (its training.runs).
+    lends: str = ""
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
     """One row per queue and flavor; none without teams (one queue alone borrows from no one). Where teams may
     borrow the training slice, its lender too: the training cluster's queue, in the same cohort."""
     rows: list[TeamQueue] = []
-    lender: tuple[str, str, dict[str, Any]] | None = None
+    lender: tuple[str, str, dict[str, Any], str] | None = None
     for release, chart, values in release_values(stack_json):
         queue = values.get("queue") if chart == "ray-training" else None
         if queue and queue.get("cohort"):
-            lender = (queue["name"], str(release.get("namespace", "")), queue)
+            lender = (queue["name"], str(release.get("namespace", "")), queue, _lends(values.get("runs", "cluster")))
         if chart != "kueue-queues" or not values.get("teams"):
             continue
         # (queue, its LocalQueue's namespace, its borrowing limits, the values that hold its quota and preemption)
@@ -47,13 +47,24 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
                     )
                 )
     if rows and lender is not None:
-        name, namespace, queue = lender
+        name, namespace, queue, lends = lender
         for f in queue["flavors"]:
             resource = next((r for r in ACCELERATORS if r in f["quota"]), "")
             if int(f["quota"].get(resource, 0)):  # its slice's pools (the head's flavor holds no accelerator)
                 rows.append(TeamQueue(name, namespace, f["name"], resource, int(f["quota"][resource]), 0,
-                                      _preempts(queue["preemption"])))  # fmt: skip
+                                      _preempts(queue["preemption"]), lends))  # fmt: skip
     return rows
+
+
+def _lends(runs: str) -> str:
+    """When the training slice is free to borrow: a standing cluster (training.runs: cluster) holds it while it is
+    admitted, whether or not it trains; runs as jobs free it between runs."""
+    if runs == "cluster":
+        return (
+            "only while the training cluster is paused (make training-pause; training.runs: cluster holds the slice "
+            "whenever the cluster is admitted, training or not)"
+        )
+    return "between runs, with no step (training.runs: jobs: each run a RayJob Kueue admits and ends)"
 
 
 def _preempts(p: Mapping[str, Any]) -> str:

@@ -231,7 +231,9 @@ def _queues_section(review: StackReview) -> list[str]:
         lines.append(
             f"| {q.queue} | {q.namespace} | {q.flavor} | {q.guaranteed} {q.resource} | {borrow} | {q.preemption} |"
         )
-    return lines
+    lenders = {q.queue: q.lends for q in review.queues if q.lends}
+    lines += ["", *(f"The training queue `{name}` lends its slice {lends}." for name, lends in lenders.items())]
+    return lines if lenders else lines[:-1]
 
 
 def _engines_section(review: StackReview) -> list[str]:
