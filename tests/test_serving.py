@@ -226,14 +226,18 @@ def test_a_vllm_server_loads_its_adapters_from_the_bucket_read_only_under_one_lo
     at = args.index("--lora-modules")
     assert args.count("--lora-modules") == 1 and json.loads(args[at + 1]) == {
         "name": "llama70b-support",
-        "path": "/data/adapters/adapters/llama70b-support",
+        "path": "/data/adapters",
         "base_model_name": "meta-llama/Llama-3.3-70B-Instruct",
     }
     (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "adapters"]
     assert mount == {"name": "adapters", "mountPath": "/data/adapters", "readOnly": True}
     (volume,) = [v for v in pod["volumes"] if v["name"] == "adapters"]
     assert volume["csi"]["readOnly"] is True
-    assert volume["csi"]["volumeAttributes"]["bucketName"] == "acme-ml-platform-dev-models"
+    # The adapters' folder of the models bucket, not the weights beside it.
+    assert volume["csi"]["volumeAttributes"] == {
+        "bucketName": "acme-ml-platform-dev-models",
+        "mountOptions": "implicit-dirs,only-dir=adapters/llama70b-support",
+    }
     other = _lws(stacks, "serve-llama70b-vllm-mh")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     assert "--enable-lora" not in other["containers"][0]["args"]
     assert "adapters" not in {v["name"] for v in other["volumes"]}

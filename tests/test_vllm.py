@@ -241,7 +241,7 @@ def test_a_bare_boolean_flag_is_refused_at_load_while_the_chart_demands_flag_val
 def _engine_args(env: Environment, key: str, model: Path, adapters: Path | None = None) -> tuple[list[str], list[str]]:
     """The deployment's flags for the CPU server: the TPU-only ones left out, the model's own values (its path,
     its context) replaced, its adapters (as the chart passes them, after one --lora-modules) read from `adapters`
-    instead of the mounted bucket; (arguments, what was left out)."""
+    instead of the mount of their folder; (arguments, what was left out)."""
     args, left_out = [], []
     modules = [
         m.replace(vllm_args.ADAPTERS_MOUNT, str(adapters))
@@ -270,8 +270,9 @@ def test_a_tiny_llama_serves_with_the_deployments_flags(envs: dict[str, Environm
     deployment = env.serving["llama70b-vllm"]
     name = deployment.model.name
     (adapter,) = deployment.adapters  # type: ignore[union-attr]
-    vllm_local.build_tiny_adapter(tmp_path / "bucket" / adapter.path, adapter.rank, name)
-    args, left_out = _engine_args(env, "llama70b-vllm", model, adapters=tmp_path / "bucket")
+    # The adapters' folder of the bucket, as the chart mounts it (vllm_args.adapters_dir).
+    vllm_local.build_tiny_adapter(tmp_path / "adapters", adapter.rank, name)
+    args, left_out = _engine_args(env, "llama70b-vllm", model, adapters=tmp_path / "adapters")
     assert sorted(left_out) == ["--pipeline-parallel-size", "--tensor-parallel-size"]
     assert "--load-format=runai_streamer" in args  # the loader the TPU deployments stream from gs:// with
     assert {"--enable-lora", "--max-loras=1", "--max-lora-rank=16", "--lora-modules"} <= set(args)

@@ -33,7 +33,13 @@ def test_fuse_mounts_never_ask_for_parallel_downloads_without_a_file_cache(stack
     lws = one_of_kind(rendered(stacks["dev"], "serve-llama70b-vllm"), "LeaderWorkerSet")
     pod = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     assert "--load-format=runai_streamer" in pod["containers"][0]["args"]
-    assert {v["name"] for v in pod["volumes"]} == {"platform", "xla-cache", "dshm"}
+    # FUSE mounts only the compilation cache and the adapters' folder (read-only), neither with a file cache.
+    fuse = {v["name"]: v["csi"]["volumeAttributes"]["mountOptions"] for v in pod["volumes"] if "csi" in v}
+    assert (
+        set(fuse) == {"xla-cache", "adapters"}
+        and fuse["adapters"] == "implicit-dirs,only-dir=adapters/llama70b-support"
+    )
+    assert not any("parallel-downloads" in options or "file-cache" in options for options in fuse.values())
 
 
 @needs_crds

@@ -206,7 +206,11 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         **(
             {
                 "loraModules": vllm.lora_modules(d),
-                "adapters": {"bucket": env.bucket_name(d.bucket), "mount": vllm.ADAPTERS_MOUNT},
+                "adapters": {
+                    "bucket": env.bucket_name(d.bucket),
+                    "dir": vllm.adapters_dir(d),
+                    "mount": vllm.ADAPTERS_MOUNT,
+                },
             }
             if d.adapters
             else {}

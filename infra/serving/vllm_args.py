@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import posixpath
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -161,14 +162,26 @@ def platform_args(env: Environment, key: str) -> list[str]:
 ADAPTERS_MOUNT = "/data/adapters"
 
 
+def adapters_dir(d: VllmServing) -> str:
+    """The folder of the bucket that holds every adapter of the deployment (their paths' common folder): all the
+    servers mount of the bucket, read-only, and not the weights beside it."""
+    return posixpath.commonpath([a.path for a in d.adapters])
+
+
 def lora_modules(d: VllmServing) -> list[str]:
     """`--lora-modules`' values for the deployment's adapters (vLLM's JSON form: the name clients call, the folder
-    in the mounted bucket, the model it adapts); the chart passes them after one `--lora-modules`, which takes
-    several (vllm/entrypoints/launchers/cli_args.py LoRAParserAction: a second flag would replace the first)."""
-    return [
-        json.dumps({"name": a.name, "path": f"{ADAPTERS_MOUNT}/{a.path}", "base_model_name": d.model.name})
-        for a in d.adapters
-    ]
+    in the mount of `adapters_dir`, the model it adapts); the chart passes them after one `--lora-modules`, which
+    takes several (vllm/entrypoints/launchers/cli_args.py LoRAParserAction: a second flag would replace the
+    first)."""
+    if not d.adapters:
+        return []
+    common = adapters_dir(d)
+
+    def path(adapter_path: str) -> str:
+        within = posixpath.relpath(adapter_path, common)
+        return ADAPTERS_MOUNT if within == "." else f"{ADAPTERS_MOUNT}/{within}"
+
+    return [json.dumps({"name": a.name, "path": path(a.path), "base_model_name": d.model.name}) for a in d.adapters]
 
 
 def lora_slots_gb(d: VllmServing) -> float | None:

@@ -173,6 +173,6 @@ spec:
         readOnly: true
         volumeAttributes:
           bucketName: {{ $v.adapters.bucket | quote }}
-          mountOptions: "implicit-dirs"
+          mountOptions: "implicit-dirs,only-dir={{ $v.adapters.dir }}"
     {{- end }}
 {{- end -}}
