@@ -18,6 +18,9 @@
   ... plan --if-built --no-gate                      as `make plan BASE_REF=` runs it: nothing if the engine is
                                                      not built yet (never waits for a build), and the review step
                                                      judges the plans
+  python -m scripts.tofu computed [--write]          the attributes the providers keep when the configuration
+                                                     leaves them out (optional and computed in their schemas), by
+                                                     resource type: infra/catalogue/optional_computed.json
 
 Exit codes: 0 done, 1 a build failed or OpenTofu found an error (each named), 2 bad input, 3 the gate blocks a
 change of the real plan (CONFIRM_CHANGE=<address> confirms one).
@@ -32,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from infra.catalogue.optional_computed import CATALOGUE_FILE
 from infra.cdk.layout import read_stacks, stack_file
 from infra.config import ConfigError
 from infra.engine import providers
@@ -183,9 +187,25 @@ def synthesized(names: list[str]) -> dict[str, dict[str, Any]]:
         return read_stacks(Path(tmp))
 
 
+def write_computed(stacks: dict[str, dict[str, Any]], write: bool) -> int:
+    """The optional and computed attributes of every resource type the stacks declare, read from the real
+    providers' schemas (infra/catalogue/optional_computed.py): printed, or with `write` written to its file."""
+    from infra.engine.computed import catalogue, read_schemas, stack_types
+
+    found = catalogue(read_schemas(next(iter(stacks.values()))), stack_types(stacks.values()))
+    text = json.dumps(found, indent=1, sort_keys=True) + "\n"
+    if write:
+        CATALOGUE_FILE.write_text(text)
+        print(f"wrote {CATALOGUE_FILE} ({len(found)} resource types)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m scripts.tofu", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["build", "validate", "plan"])
+    parser.add_argument("action", choices=["build", "validate", "plan", "computed"])
+    parser.add_argument("--write", action="store_true", help=f"computed: write {CATALOGUE_FILE.name}")
     parser.add_argument("--env", action="append", default=[], help="this environment (default: every one)")
     parser.add_argument("--dir", type=Path, default=Path(".cache/tofu"), help="the workspaces' folder")
     parser.add_argument("--out", type=Path, default=Path("cdktf.out/tofu"), help="plan: where the plans go")
@@ -206,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input refused before anything is built.
         stacks = of_folder(args.stacks, args.env) if args.stacks else synthesized(args.env)
         build()
+        if args.action == "computed":
+            return write_computed(stacks, args.write)
         if args.action == "plan" and (args.base or args.base_ref):
             before = baseline(args.base, args.base_ref, list(stacks))
             return plan_changes(before, stacks, args.dir.resolve(), args.out, gate=not args.no_gate)

@@ -316,6 +316,8 @@ DEV_CHANGES: list[tuple[str, str, str, Any]] = [
      lambda b: b["node_config"].update(machine_type="ct6e-standard-8t")),
     ("google_container_node_pool", "slice-prefill", "a pool off spot", lambda b: b["node_config"].update(spot=False)),
     ("google_container_node_pool", "slice-sax-b", "a pool's zone", lambda b: b.update(node_locations=["us-east5-a"])),
+    # Optional and computed: left out, the pool keeps what the state holds (infra/catalogue/optional_computed.json).
+    ("google_container_node_pool", "slice-train", "a pool's node count left out", lambda b: b.pop("node_count")),
     # prevent_destroy lifted (a meta-argument, no part of the plan): the engine's own refusal is the next test.
     ("google_storage_bucket", "bucket-datasets", "a bucket's location",
      lambda b: b.update(location="US-CENTRAL1", lifecycle={"prevent_destroy": False})),
@@ -336,6 +338,20 @@ DEV_CHANGES: list[tuple[str, str, str, Any]] = [
     ("kubernetes_network_policy_v1", "network-policies_ml-gpu-default-deny", "a policy's types",
      lambda b: b["spec"].update(policy_types=["Ingress", "Egress"])),
 ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_attributes_the_offline_review_lets_the_provider_keep_are_the_real_schemas(
+    engine: None, stacks: dict[str, dict[str, Any]]
+) -> None:
+    """infra/catalogue/optional_computed.json is what the real providers' schemas mark optional and computed, for
+    every resource type the stacks declare (`python -m scripts.tofu computed --write` writes it)."""
+    from infra.catalogue.optional_computed import CATALOGUE_FILE
+    from infra.engine.computed import catalogue, read_schemas, stack_types
+
+    found = catalogue(read_schemas(stacks["dev"]), stack_types(stacks.values()))
+    assert "node_count" in found["google_container_node_pool"]
+    assert found == json.loads(CATALOGUE_FILE.read_text()), "run `python -m scripts.tofu computed --write`"
 
 
 @pytest.mark.slow
@@ -371,6 +387,7 @@ def test_the_offline_review_plans_each_change_as_the_real_providers_plan_it(
     assert actions == {
         "a subnet range shrunk": "replace", "a subnet range grown": "update", "a secondary range grown": "update",
         "a pool's machine type": "update", "a pool off spot": "replace", "a pool's zone": "update",
+        "a pool's node count left out": "no change",
         "a bucket's location": "replace", "a bucket's storage class": "update", "a namespace renamed": "replace",
         "a service account renamed": "replace", "a service account's display name": "update",
         "a grant's role": "replace", "a firewall port opened": "update", "a network renamed": "replace",

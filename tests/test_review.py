@@ -519,3 +519,24 @@ def test_an_autoscaled_slice_pools_creation_size_is_not_a_reason_to_replace_it(s
     address = _address(after, "google_container_node_pool", "vllm-multihost")
     (change,) = [c for c in review_stack("platform-dev", after, stacks["dev"]).changes if c.address == address]
     assert (change.action, change.attributes) == ("update", ("autoscaling",))
+
+
+def test_an_attribute_the_provider_keeps_is_no_change_when_the_configuration_leaves_it_out(
+    stacks: dict[str, Any],
+) -> None:
+    """A node pool's `node_count` is optional and computed in the provider's schema (infra/catalogue/
+    optional_computed.json, read from the real providers): left out, the pool keeps the nodes the state holds, and
+    Terraform plans nothing. The offline review read it as a change to no nodes, which the gate names as capacity
+    lost; a fixed pool that comes to autoscale is an update of its autoscaling alone. A new count is a change."""
+    address = _address(stacks["dev"], "google_container_node_pool", "train")
+    left_out = copy.deepcopy(stacks["dev"])
+    del _pool(left_out, "train")["node_count"]
+    assert [c for c in review_stack("platform-dev", left_out, stacks["dev"]).changes if c.address == address] == []
+    autoscaled = copy.deepcopy(left_out)
+    _pool(autoscaled, "train")["autoscaling"] = {"total_min_node_count": 0, "total_max_node_count": 4}
+    (change,) = [c for c in review_stack("platform-dev", autoscaled, stacks["dev"]).changes if c.address == address]
+    assert change.attributes == ("autoscaling",)
+    resized = copy.deepcopy(stacks["dev"])
+    _pool(resized, "train")["node_count"] = 8
+    (change,) = [c for c in review_stack("platform-dev", resized, stacks["dev"]).changes if c.address == address]
+    assert change.attributes == ("node_count",)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.catalogue.consequences import CAPACITY_LOST
+from infra.catalogue.optional_computed import optional_computed
 from infra.catalogue.terraform_google import replaces
 from infra.review.autoscaling import autoscalers, fallbacks
 from infra.review.costs import pool_costs, stack_pools
@@ -106,6 +107,14 @@ def _ignored(body: Mapping[str, Any], values: list[tuple[str, Any, Any]]) -> lis
     return [v for v in values if not any(v[0] == p or v[0].startswith(p + ".") for p in paths)]
 
 
+def _kept(address: str, values: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+    """The values whose change Terraform plans: an attribute the provider's schema marks optional and computed,
+    once the configuration leaves it out, keeps the value the state holds (a pool's `node_count` once it
+    autoscales): no change (infra/catalogue/optional_computed.py, read from the real providers' schemas)."""
+    kept = optional_computed(address.split(".", 1)[0])
+    return [v for v in values if not (v[2] is None and v[0] in kept)]
+
+
 def _followed(
     old: Mapping[str, Any], new: Mapping[str, Any], direct: Mapping[str, list[tuple[str, Any, Any]]]
 ) -> dict[str, list[tuple[str, Any, Any]]]:
@@ -162,7 +171,7 @@ def diff(
     old = resources(before or {})
     new = resources(after)
     direct = {
-        address: _ignored(new[address], changed_values(old[address], new[address]))
+        address: _kept(address, _ignored(new[address], changed_values(old[address], new[address])))
         for address in old.keys() & new.keys()
     }
     followed = {address: _ignored(new[address], values) for address, values in _followed(old, new, direct).items()}
