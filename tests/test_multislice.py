@@ -197,7 +197,10 @@ def test_elastic_on_one_slice_or_a_recipe_not_compiled_for_the_fewer_count_is_re
     ))  # fmt: skip
     with pytest.raises(ConfigError) as refused:
         load_environment(path)
-    assert "training.resilience.min_slices: 1: elastic slices need a training slice of several" in str(refused.value)
+    assert (
+        "training.resilience.min_slices: 1: elastic slices need a training slice of several (slices.train.count 2 or "
+        "more); it has 1" in str(refused.value)
+    )
     assert "rule ray-train.elastic-range" in str(refused.value)
 
     v6e, fixed = tpu_slice("v6e", "4x4"), get_recipe("llama3-8b-2-slices").model_copy(update={"min_slices": None})

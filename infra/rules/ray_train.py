@@ -70,6 +70,6 @@ def _elastic_range(env: Environment) -> Iterator[Finding]:
         recipe = get_recipe(training.recipe) if training.recipe else None
     except RecipeError:
         recipe = None  # maxtext.recipe-runs-on-training-slice names it
-    problem = elastic_problem(recipe, spec.slice, spec.count, training.resilience.min_slices)
+    problem = elastic_problem(recipe, spec.slice, spec.count, training.resilience.min_slices, slice_key=training.slice)
     if problem:
         yield Finding("training.resilience.min_slices", training.resilience.min_slices, problem)

@@ -207,7 +207,7 @@ def _min_slices(env: Environment, slice_key: str, recipe: Recipe) -> int | None:
     if training is None or training.slice != slice_key or training.resilience.min_slices is None:
         return None
     spec = env.slices[slice_key]
-    problem = elastic_problem(recipe, spec.slice, spec.count, training.resilience.min_slices)
+    problem = elastic_problem(recipe, spec.slice, spec.count, training.resilience.min_slices, slice_key=slice_key)
     if problem:
         raise RecipeError(
             f"environment {env.name!r}: training.resilience.min_slices {training.resilience.min_slices} with recipe "

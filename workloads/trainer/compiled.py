@@ -180,13 +180,18 @@ def fit_problem(
 
 
 def elastic_problem(
-    recipe: Recipe | None, slice_: Slice, count: int, min_slices: int, table: dict[str, Compiled] | None = None
+    recipe: Recipe | None,
+    slice_: Slice,
+    count: int,
+    min_slices: int,
+    table: dict[str, Compiled] | None = None,
+    slice_key: str = "<key>",
 ) -> str | None:
     """Why `recipe` on `count` slices of `slice_` cannot go down to `min_slices` when slices are lost, or None: the
     range must be within the slices, and a compiled recipe must run (and be compiled) on every count of it (None: a
     recipe named later, at `make train`, which checks it then)."""
     if count < 2:
-        return "elastic slices need a training slice of several (slices.<key>.count 2 or more); it has 1"
+        return f"elastic slices need a training slice of several (slices.{slice_key}.count 2 or more); it has 1"
     if not 1 <= min_slices < count:
         return f"allowed: from 1 to {count - 1} (the training slice's count {count} less one)"
     if recipe is None or recipe_slice(recipe) is None:
