@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from infra.catalogue import prices
+from infra.catalogue.prices import NodePrice
 from infra.config.base import (
     LabelKey,
     Model,
@@ -393,6 +395,12 @@ class Environment(Model):
 
     def zone_of(self, slice_key: str) -> str:
         return self.slices[slice_key].zone or self.zones[0]
+
+    def node_price(self, slice_key: str) -> NodePrice:
+        """One node of slice `slice_key` at the list price of its primary capacity tier, in its zone
+        (infra/catalogue/prices.py)."""
+        spec = self.slices[slice_key]
+        return prices.node_price(spec.slice.machine_type, self.zone_of(slice_key), spec.primary.type)
 
     def bucket_name(self, key: str) -> str:
         return self.buckets[key].name or f"{self.project}-{key}"

@@ -320,14 +320,11 @@ def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[
 def replica_price(env: Environment, key: str) -> float | None:
     """USD an hour of one replica of a serving deployment on one slice: the slice's hosts at the list price of its
     primary tier (infra/catalogue/prices.py); None for a deployment on no slice, or a slice with no list price."""
-    from infra.catalogue import prices
-
     slice_key = getattr(env.serving[key], "slice", None)
     if slice_key not in env.slices:
         return None
-    spec = env.slices[slice_key]
-    price = prices.node_price(spec.slice.machine_type, env.zone_of(slice_key), spec.primary.type)
-    return None if price.usd_per_hour is None else price.usd_per_hour * spec.slice.hosts
+    price = env.node_price(slice_key)
+    return None if price.usd_per_hour is None else price.usd_per_hour * env.slices[slice_key].slice.hosts
 
 
 def _price_per_million_tokens(env: Environment, key: str, server: ServerMetrics) -> dict[str, Any] | None:

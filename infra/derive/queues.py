@@ -111,7 +111,7 @@ def guaranteed_cost(env: Environment, team: str) -> Commitment:
             continue
         spec = env.slices[key]
         nodes = math.ceil(count / spec.slice.chips_per_host)
-        price = prices.node_price(spec.slice.machine_type, env.zone_of(key), spec.primary.type)
+        price = env.node_price(key)
         if price.usd_per_hour is None:
             unpriced.append(f"{key}: {price.missing}")
             continue

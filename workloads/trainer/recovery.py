@@ -108,15 +108,13 @@ def _slice_lost(env: Environment, recipe: Recipe) -> list[str]:
     """What losing one of several slices costs in each mode: restart (a fixed count: the run waits for the slice,
     the others idle and paid for) and elastic (training.resilience.min_slices: the slices left go on); the
     in-cluster checkpoint tiers are not a mode of the Ray training (docs/training.md, "Surviving a failure")."""
-    from infra.catalogue import prices
-
     training = env.training
     assert training is not None
     spec = env.slices[training.slice]
     count, fewest = spec.count, training.resilience.min_slices
     if count < 2:
         return []
-    node = prices.hourly(spec.slice.machine_type, env.zone_of(training.slice), spec.primary.type)
+    node = env.node_price(training.slice).usd_per_hour
     slice_hour = None if node is None else spec.slice.hosts * node
     left = count - 1
 
