@@ -61,6 +61,11 @@ def egress_configuration(socket_path: Path) -> str:
 
 class _Proxy(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    # The API server opens a connection per webhook call, and a Helm install calls them in bursts. socketserver's
+    # default backlog is 5: on a loaded machine the accepting thread fell behind and the sixth connect was refused
+    # ("dial unix .../firewall.sock: connect: resource temporarily unavailable", a deploy-local that failed in a
+    # full `make test`). A network path refuses nothing it lets through: the system's largest backlog.
+    request_queue_size = socket.SOMAXCONN
     rules: Path
     # Each open tunnel: its port, and its two sockets (closed when a change of the rules closes its port).
     tunnels: dict[int, tuple[int, socket.socket, socket.socket]]

@@ -85,3 +85,23 @@ def test_a_port_the_rules_do_not_open_is_refused_by_name_and_an_open_tunnel_is_c
     finally:
         proxy.terminate()
         proxy.wait()
+
+
+def test_a_burst_of_connections_waits_for_the_proxy_instead_of_being_refused(tmp_path: Path) -> None:
+    """While the proxy accepts nothing (its thread busy on a loaded machine), 64 connections at once are queued by the
+    kernel, as a network path queues them; with socketserver's backlog of 5 the sixth was refused (EAGAIN), and a
+    webhook call of the API server failed."""
+    path = tmp_path / "firewall.sock"
+    server = firewall._Proxy(str(path), firewall._Handler)  # bound and listening; nothing accepts yet
+    clients = []
+    try:
+        for _ in range(64):
+            client = socket.socket(socket.AF_UNIX)
+            client.setblocking(False)
+            client.connect(str(path))  # BlockingIOError (EAGAIN) once the backlog is full
+            clients.append(client)
+    finally:
+        for client in clients:
+            client.close()
+        server.server_close()
+    assert len(clients) == 64
