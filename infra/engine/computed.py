@@ -10,7 +10,6 @@ infra/catalogue/optional_computed.json; tests/test_engine.py checks the file aga
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -50,5 +49,4 @@ def read_schemas(stack: Mapping[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         workspace = Workspace(Path(folder), dict(stack))
         workspace.init()
-        schemas: dict[str, Any] = json.loads(workspace.run("providers", "schema", "-json").stdout)["provider_schemas"]
-        return schemas
+        return workspace.provider_schemas()

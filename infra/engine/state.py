@@ -203,7 +203,7 @@ def settle(workspace: Workspace) -> int:
         return 0
     marker.unlink(missing_ok=True)
     (workspace.folder / STATE_FILE).unlink(missing_ok=True)
-    schemas = json.loads(workspace.run("providers", "schema", "-json").stdout)["provider_schemas"]
+    schemas = workspace.provider_schemas()
     state = StandInState(schemas, {})
     with _settling(workspace):
         for rounds in range(1, ROUNDS + 1):

@@ -113,6 +113,11 @@ class Workspace:
             raise EngineError(f"tofu {' '.join(args)} failed in {self.folder} (exit {done.returncode}):\n{words}")
         return done
 
+    def provider_schemas(self) -> dict[str, Any]:
+        """The providers' schemas (`tofu providers schema -json`'s provider_schemas), once the workspace is init."""
+        schemas: dict[str, Any] = json.loads(self.run("providers", "schema", "-json").stdout)["provider_schemas"]
+        return schemas
+
     def init(self, *, backend: bool = True) -> None:
         self.run("init", "-no-color", *([] if backend else ["-backend=false"]))
 

@@ -232,8 +232,9 @@ def _queues_section(review: StackReview) -> list[str]:
             f"| {q.queue} | {q.namespace} | {q.flavor} | {q.guaranteed} {q.resource} | {borrow} | {q.preemption} |"
         )
     lenders = {q.queue: q.lends for q in review.queues if q.lends}
-    lines += ["", *(f"The training queue `{name}` lends its slice {lends}." for name, lends in lenders.items())]
-    return lines if lenders else lines[:-1]
+    if lenders:
+        lines += ["", *(f"The training queue `{name}` lends its slice {lends}." for name, lends in lenders.items())]
+    return lines
 
 
 def _engines_section(review: StackReview) -> list[str]:

@@ -197,16 +197,11 @@ def lora_slots_gb(d: VllmServing) -> float | None:
         return None
     hidden, inner, heads = arch.hf.hidden_size, arch.hf.intermediate_size, arch.query_heads
     kv = arch.kv_heads * hidden // heads
-    per_rank = (
-        3 * hidden
-        + (hidden + 2 * kv)  # q, k, v: an A each over the hidden state, B to their outputs
-        + hidden
-        + hidden  # the attention's output projection
-        + 2 * hidden
-        + 2 * inner  # gate and up
-        + inner
-        + hidden  # down
-    )
+    qkv = 3 * hidden + (hidden + 2 * kv)  # an A over the hidden state for each of q, k, v; B to their outputs
+    out = hidden + hidden  # the attention's output projection
+    gate_up = 2 * hidden + 2 * inner
+    down = inner + hidden
+    per_rank = qkv + out + gate_up + down
     return len(d.adapters) * d.max_lora_rank * per_rank * arch.hf.layers * 2 / 1e9
 
 
