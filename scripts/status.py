@@ -49,6 +49,8 @@ KINDS = {
     "LeaderWorkerSet": "leaderworkersets.leaderworkerset.x-k8s.io",
     "Deployment": "deployments.apps",
 }
+# The kinds that serve: their rows carry the last start of their pods (infra/catalogue/cold_starts.py).
+SERVERS = ("LeaderWorkerSet", "Deployment")
 READ = {**KINDS, "ReplicaSet": "replicasets.apps", "Pod": "pods", "Workload": "workloads.kueue.x-k8s.io"}
 ACCELERATORS = ("google.com/tpu", "nvidia.com/gpu")
 POOL = "cloud.google.com/gke-nodepool"
@@ -72,6 +74,9 @@ class Row:
     since: str | None  # RFC 3339: admitted (Kueue), else its first pod started; waiting: since it was created
     usd_per_hour: float | None  # None: a node without a list price
     usd_so_far: float | None
+    # A server's last start, from its pods' own timestamps (cold_start_of): node, image and serve seconds; None where
+    # no pod of it has become ready. What infra/catalogue/cold_starts.py records.
+    cold_start: dict[str, float] | None = None
 
 
 def _accelerated(obj: dict[str, Any]) -> bool:
@@ -241,9 +246,49 @@ def rows(
                 kind, namespace, name, queue, queue if queue in teams else PLATFORM, state, why, len(pods), len(ready),
                 _holds(held),
                 tuple(sorted({n["metadata"]["labels"].get(POOL, "") for n in held})), since, per_hour, so_far,
+                _last_start(ready) if kind in SERVERS else None,
             )
         )  # fmt: skip
     return out
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def cold_start_of(pod: dict[str, Any]) -> dict[str, float] | None:
+    """A ready pod's start in the phases infra/catalogue/cold_starts.py records, from its own timestamps: node
+    (created to its PodScheduled condition: a node found or provisioned), image (to its last container's
+    `startedAt`: the images pulled, the init containers run) and serve (to its Ready condition: weights, compile,
+    warm-up). None for a pod not ready, or one whose timestamps say it restarted since (a container started after
+    it became ready)."""
+    conditions = _conditions(pod)
+    created = _time(pod["metadata"].get("creationTimestamp"))
+    scheduled = _time(conditions.get("PodScheduled", {}).get("lastTransitionTime"))
+    ready = conditions.get("Ready", {})
+    became_ready = _time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
+    started = [
+        _time(((c.get("state") or {}).get("running") or {}).get("startedAt"))
+        for c in (pod.get("status") or {}).get("containerStatuses") or []
+    ]
+    if not (created and scheduled and became_ready and started) or None in started:
+        return None
+    last_started = max(t for t in started if t is not None)
+    if not created <= scheduled <= last_started <= became_ready:
+        return None
+    return {
+        "node": (scheduled - created).total_seconds(),
+        "image": (last_started - scheduled).total_seconds(),
+        "serve": (became_ready - last_started).total_seconds(),
+    }
+
+
+def _last_start(ready: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The start of the server's pod that became ready last (in a multi-host group, the host it waited for)."""
+    starts = [(p, s) for p in ready if (s := cold_start_of(p)) is not None]
+    if not starts:
+        return None
+    return max(starts, key=lambda ps: _conditions(ps[0])["Ready"]["lastTransitionTime"])[1]
 
 
 def _pending_reason(pod: dict[str, Any]) -> str:

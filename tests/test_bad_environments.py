@@ -445,6 +445,32 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "cluster.min_master_version",
         "left standard support on 2026-08-03",
     ),
+    "scale to zero without a cold-start budget": (
+        "numbers",
+        _sub(
+            "    autoscaling: {min: 1, max: 3, signal: queue}\n", "    autoscaling: {min: 0, max: 3, signal: queue}\n"
+        ),
+        "serving.llama70b-vllm.autoscaling",
+        "min 0 needs cold_start_budget_s",
+    ),
+    "scale to zero of a model whose cold start was never measured": (
+        "requests",
+        _sub(
+            "    autoscaling: {min: 1, max: 3, signal: queue}\n",
+            "    autoscaling: {min: 0, max: 3, signal: queue, cold_start_budget_s: 600}\n",
+        ),
+        "serving.llama70b-vllm.autoscaling.min",
+        "meta-llama/Llama-3.3-70B-Instruct has no measured cold start on v6e-8",
+    ),
+    "scale to zero on a GKE before the HPA's": (
+        "versions",
+        _sub(
+            "    autoscaling: {min: 1, max: 3, signal: queue}\n",
+            "    autoscaling: {min: 0, max: 3, signal: queue, cold_start_budget_s: 600}\n",
+        ),
+        "cluster.min_master_version",
+        "serving.llama70b-vllm.autoscaling.min needs GKE 1.37 or newer",
+    ),
     "a GKE minor not released": (
         "versions",
         _sub('  min_master_version: "1.35"\n', '  min_master_version: "1.38"\n'),

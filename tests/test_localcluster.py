@@ -356,6 +356,12 @@ def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_hold
             None,
         )
         assert "insufficient unused quota" in waiting["why"]
+        # A server's last start, read off its pods' timestamps as on GKE (KWOK's kubelet makes it ready at once):
+        # the phases the cold-start catalogue records, adding up to its pod's creation to Ready.
+        server = rows["ml-serving/serve-llama70b-vllm"]
+        assert (server["kind"], server["state"]) == ("LeaderWorkerSet", "running")
+        assert set(server["cold_start"]) == {"node", "image", "serve"}
+        assert all(seconds >= 0 for seconds in server["cold_start"].values()), server
     finally:
         cluster.kubectl("delete", "raycluster", "second", "-n", "ml-training", "--wait=true")
     pods = cluster.get("pods", "-n", "ml-training", "-l", f"ray.io/cluster={first['metadata']['name']}")["items"]

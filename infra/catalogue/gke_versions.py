@@ -93,6 +93,10 @@ FEATURES: dict[str, Feature] = {
         "https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler (ProvisioningRequest "
         "queued-provisioning.gke.io: 'from GKE version 1.28.3-gke.1098000 in Standard clusters')",
     ),
+    "hpa-scale-to-zero": Feature(
+        "1.37",
+        "https://kubernetes.io/blog/2026/09/02/kubernetes-v1-37-hpa-scale-to-zero-beta/ (minReplicas 0: beta, on)",
+    ),
     "native-sidecars": Feature(
         "1.29", "https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/ (on by default in 1.29)"
     ),

@@ -11,6 +11,9 @@ from infra.catalogue.accelerators import Slice
 from infra.config.base import BucketPath, KubernetesName, Model, Name
 
 BYTES_PER_PARAMETER = {"bf16": 2, "int8": 1}
+# The longest a request may wait for a server started from zero: an hour, the longest the autoscaler holds a lull
+# (stabilizationWindowSeconds <= 3600, kubernetes/kubernetes pkg/apis/autoscaling/validation).
+MAX_COLD_START_BUDGET_S = 3600
 
 
 class Autoscaling(Model):
@@ -18,17 +21,42 @@ class Autoscaling(Model):
     server exports (`signal`, infra/catalogue/serving_metrics.py) near `target`, between `min` and `max` servers,
     and the slice's node pool grows and shrinks with them. It owns the replica count (no `replicas` beside it)."""
 
-    min: int = Field(ge=1, le=16, description="fewest servers; never 0: a cold start compiles for minutes")
+    min: int = Field(
+        ge=0,
+        le=16,
+        description=(
+            "fewest servers; 0 (scale to zero) only for vLLM behind the gateway, on GKE 1.37 or newer, with a measured "
+            "cold start within cold_start_budget_s (rule vllm.scale-to-zero)"
+        ),
+    )
     max: int = Field(ge=1, le=16, description="most servers; the slice's node pool holds this many")
     signal: Literal["queue", "kv-cache"] = Field(
         default="queue", description="queue: requests waiting per server; kv-cache: the KV cache's use (0 to 1)"
     )
     target: float | None = Field(default=None, gt=0, description="the signal's average per server to hold")
+    cold_start_budget_s: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_COLD_START_BUDGET_S,
+        description=(
+            "with min 0: the longest a request may wait for a first server (the gateway's queue holds it that "
+            "long); the server's measured cold start must fit in it"
+        ),
+    )
 
     @model_validator(mode="after")
     def _range(self) -> Autoscaling:
         if self.min > self.max:
             raise ValueError(f"min {self.min} is above max {self.max}")
+        if self.min == 0 and self.cold_start_budget_s is None:
+            raise ValueError(
+                "min 0 needs cold_start_budget_s: how long a request may wait while a server starts from zero"
+            )
+        if self.min > 0 and self.cold_start_budget_s is not None:
+            raise ValueError(
+                f"cold_start_budget_s {self.cold_start_budget_s} applies to min 0 only (min is {self.min}: a server "
+                "is always warm)"
+            )
         return self
 
 

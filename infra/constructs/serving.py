@@ -25,6 +25,7 @@ from infra.constructs.releases import COLLECTOR, NODEPOOL_LABEL, pool_selector, 
 from infra.derive.names import SYSTEM_POOL
 from infra.derive.names import serving_release as release_name
 from infra.serving import vllm_args as vllm
+from infra.serving.cold_start import CANARY_WARM_UP, VLLM_WARM_UP_S, WarmUp, vllm_warm_up
 from infra.serving.jetstream_args import maxtext_serving_args
 from workloads.constants import CHECKPOINT_MOUNT
 
@@ -137,11 +138,13 @@ def quantity(value: float) -> str:
 # (kubernetes/kubernetes pkg/apis/autoscaling/validation: stabilizationWindowSeconds <= 3600, periodSeconds <= 1800).
 MAX_STABILIZATION_S = 3600
 MAX_POLICY_PERIOD_S = 1800
-# A vLLM server's cold start: the node, the image, the weights streamed and the step compiled (about 30 min for a
-# 70B model on v6e; tpu-inference PR #3408 raised its own cold-start timeout to 2400 s): the startup probe allows it.
-VLLM_WARM_UP_S = 5400
-# The canary server loads a small checkpoint from the bucket in seconds: Kubernetes' own scale-down window.
-CANARY_WARM_UP_S = 300
+# The endpoint picker's flow control queue of a pool (gateway-api-inference-extension pkg/epp/metrics/metrics.go @
+# v1.5.0: a gauge labelled inference_pool), as the Custom Metrics Stackdriver Adapter serves it to an External
+# metric: what scales a pool up from zero servers, where no server exports anything.
+FLOW_CONTROL_QUEUE = "prometheus.googleapis.com|inference_extension_flow_control_queue_size|gauge"
+# The load balancer's backend timeout of a pool's requests (GCPBackendPolicy timeoutSec), before any wait for a
+# server started from zero.
+BACKEND_TIMEOUT_S = 300
 
 
 def scaling_behavior(warm_up_s: int) -> dict[str, Any]:
@@ -156,9 +159,10 @@ def scaling_behavior(warm_up_s: int) -> dict[str, Any]:
     }
 
 
-def autoscaling_values(engine: str, autoscaling: Autoscaling | None, warm_up_s: int) -> dict[str, Any]:
-    """A chart's `autoscaling` values: the HPA's bounds, its metric as the adapter serves it and its target, and its
-    behavior from the server's warm-up (scaling_behavior)."""
+def autoscaling_values(engine: str, autoscaling: Autoscaling | None, warm_up: WarmUp) -> dict[str, Any]:
+    """A chart's `autoscaling` values: the HPA's bounds, its metric as the adapter serves it and its target, its
+    behavior from the server's warm-up (scaling_behavior, and the warm-up itself for the review), and from zero
+    servers the gateway's queue of the pool as an External metric (one server per request waiting)."""
     if autoscaling is None:
         return {"enabled": False, "minReplicas": 1, "maxReplicas": 1, "metric": "", "averageValue": "1"}
     signal = signals_of(engine)[autoscaling.signal]
@@ -169,7 +173,9 @@ def autoscaling_values(engine: str, autoscaling: Autoscaling | None, warm_up_s: 
         "maxReplicas": autoscaling.max,
         "metric": signal.hpa_metric,
         "averageValue": quantity(target),
-        "behavior": scaling_behavior(warm_up_s),
+        "behavior": scaling_behavior(warm_up.seconds),
+        "warmUp": {"seconds": warm_up.seconds, "basis": warm_up.basis},
+        **({"fromZero": {"metric": FLOW_CONTROL_QUEUE, "averageValue": "1"}} if autoscaling.min == 0 else {}),
     }
 
 
@@ -186,11 +192,12 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
     d = env.serving[key]
     assert isinstance(d, VllmServing)
     s = env.slices[d.slice].slice
+    budget = (d.autoscaling.cold_start_budget_s if d.autoscaling else None) or 0
     return {
         "image": env.release.images[d.image],
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
-        "autoscaling": autoscaling_values("vllm", d.autoscaling, VLLM_WARM_UP_S),
+        "autoscaling": autoscaling_values("vllm", d.autoscaling, vllm_warm_up(env, d)),
         "monitoring": {"interval": SCRAPE_INTERVAL, "collector": COLLECTOR},
         "hosts": s.hosts,
         "chipsPerHost": s.chips_per_host,
@@ -223,7 +230,15 @@ def vllm_values(env: Environment, key: str) -> dict[str, Any]:
         "xlaCacheMount": "/data/xla-cache",
         "startupBudgetSeconds": VLLM_WARM_UP_S,
         "rayJoinTimeoutSeconds": 1800,
-        "gateway": {"enabled": d.gateway, "className": GATEWAY_CLASS, "eppImage": upstream.GAIE_EPP},
+        "gateway": {
+            "enabled": d.gateway,
+            "className": GATEWAY_CLASS,
+            "eppImage": upstream.GAIE_EPP,
+            # From zero servers a request waits in the picker's flow control queue for at most the budget, and the
+            # load balancer waits that much longer for its answer.
+            "queueSeconds": budget,
+            "backendTimeoutSeconds": BACKEND_TIMEOUT_S + budget,
+        },
     }
 
 
@@ -234,7 +249,7 @@ def canary_values(env: Environment, key: str) -> dict[str, Any]:
         "image": env.release.images[d.image],
         "serviceAccountName": _identity(env, d)[1],
         "replicas": d.replicas,
-        "autoscaling": autoscaling_values("canary", d.autoscaling, CANARY_WARM_UP_S),
+        "autoscaling": autoscaling_values("canary", d.autoscaling, CANARY_WARM_UP),
         "monitoring": {"interval": SCRAPE_INTERVAL},
         "checkpoints": {"bucket": env.bucket_name(d.bucket), "mountPath": CHECKPOINT_MOUNT, "path": d.path},
         "maxBatch": d.max_batch,

@@ -24,6 +24,7 @@ def autoscalers(stack_json: Mapping[str, Any]) -> list[Autoscaler]:
             continue
         metric = str(scaling["metric"]).split("|")
         selector = values.get("nodeSelector") or {}
+        warm_up = scaling.get("warmUp") or {}
         out.append(
             Autoscaler(
                 release=str(release.get("name")),
@@ -34,6 +35,8 @@ def autoscalers(stack_json: Mapping[str, Any]) -> list[Autoscaler]:
                 pools=_pools(selector, values),
                 hosts=int(values.get("hosts", 0)) if selector else 0,
                 compute_class=COMPUTE_CLASS_LABEL in selector,
+                warm_up_s=int(warm_up.get("seconds", 0)),
+                warm_up_basis=str(warm_up.get("basis", "")),
             )
         )
     return sorted(out, key=lambda a: a.release)

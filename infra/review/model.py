@@ -139,6 +139,8 @@ class Autoscaler:
     pools: tuple[str, ...] = ()  # the accelerator pool(s) its servers run on, or the ComputeClass over its tiers'
     hosts: int = 0  # the pool's nodes one server takes
     compute_class: bool = False  # `pools` names a ComputeClass
+    warm_up_s: int = 0  # how long a server takes from node to ready: what the autoscaler holds a warm one for
+    warm_up_basis: str = ""  # where that comes from: measured (and when), or the startup probe's allowance
 
     @property
     def pool(self) -> str:

@@ -68,6 +68,7 @@ def review_json(review: StackReview) -> dict[str, Any]:
                 "metric": a.metric,
                 "target": a.target,
                 "pool": a.pool or None,
+                "warm_up": {"seconds": a.warm_up_s, "basis": a.warm_up_basis} if a.warm_up_s else None,
                 "usd_per_hour": dict(zip(("fewest", "most"), map(_rounded, _scaler_usd(a, review)), strict=True)),
             }
             for a in review.autoscalers
@@ -141,17 +142,21 @@ def _autoscaling_section(review: StackReview) -> list[str]:
         "## Serving autoscaling",
         "",
         "Servers a Horizontal Pod Autoscaler adds and removes, holding the average of its metric per server near",
-        "the target; the pool grows and shrinks with them (its cost above, from its fewest to its most nodes).",
+        "the target; the pool grows and shrinks with them (its cost above, from its fewest to its most nodes). A",
+        "server's warm-up (node to ready) is how long a lull must last before one goes (up to the API's hour), and",
+        "at 0 servers how long the first request waits.",
         "",
-        "| release | servers | scales on | target per server | pool | USD/hour at fewest | USD/hour at most |",
-        "|---|---|---|---|---|---|---|",
+        "| release | servers | scales on | target per server | pool | warm-up | USD/hour at fewest "
+        "| USD/hour at most |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for scaler in review.autoscalers:
         low, high = _scaler_usd(scaler, review)
         servers = f"{scaler.fewest}-{scaler.most}"
         pool = (f"ComputeClass {scaler.pool}" if scaler.compute_class else scaler.pool) or "(CPU nodes)"
+        warm_up = f"{scaler.warm_up_s} s ({scaler.warm_up_basis})" if scaler.warm_up_s else "\u2014"
         lines.append(
-            f"| {scaler.release} | {servers} | `{scaler.metric}` | {scaler.target} | {pool} | {usd(low)} | "
+            f"| {scaler.release} | {servers} | `{scaler.metric}` | {scaler.target} | {pool} | {warm_up} | {usd(low)} | "
             f"{usd(high)} |"
         )
     if any(s.compute_class for s in review.autoscalers):

@@ -89,6 +89,9 @@ def features_used(env: Environment) -> dict[str, str]:
             used.setdefault("native-sidecars", f"serving.{key}.engine")
         if getattr(d, "gateway", False):
             used.setdefault("gateway-inference-crds", f"serving.{key}.gateway")
+        scaling = getattr(d, "autoscaling", None)
+        if scaling is not None and scaling.min == 0:
+            used.setdefault("hpa-scale-to-zero", f"serving.{key}.autoscaling.min")
     return used
 
 

@@ -11,7 +11,7 @@ from infra.catalogue.models import MODELS
 from infra.config.serving import VllmServing
 from infra.rules import Finding, containers, pod_templates, probe_budget, rule, where
 from infra.rules.manifest_subject import at_most, autoscaled
-from infra.serving import vllm_args
+from infra.serving import cold_start, vllm_args
 
 if TYPE_CHECKING:
     from infra.config import Environment
@@ -388,3 +388,57 @@ def _adapters_fit(env: Environment) -> Iterator[Finding]:
             f"{d.model.need_gb + slots:.1f} GB, more than the {slice_.hbm_gb} GB of HBM of slice {d.slice!r}; "
             "serve fewer adapters at once, lower their rank or the KV cache, or use a larger slice",
         )
+
+
+@rule(
+    id="vllm.scale-to-zero",
+    system="vLLM / Inference Gateway / HPA",
+    layer="platform",
+    summary=(
+        "A deployment scales to zero (autoscaling.min 0) only where a request can wait for a first server and that "
+        "wait is known: a vLLM deployment behind the gateway (its endpoint picker's flow control queues requests "
+        "while no server runs, and the queue's length is what scales it up), whose model has a measured cold start "
+        "on its slice (infra/catalogue/cold_starts.py) within autoscaling.cold_start_budget_s."
+    ),
+    source=(
+        "kubernetes.io/blog/2026/09/02/kubernetes-v1-37-hpa-scale-to-zero-beta ('Kubernetes Services do not buffer "
+        "requests while no Pods are ready'; from zero the HPA needs an Object or External metric); "
+        "kubernetes-sigs/gateway-api-inference-extension @ v1.5.0: pkg/epp/framework/plugins/flowcontrol/"
+        "saturationdetector/utilization/detector.go (no endpoints: saturation 1.0, requests held), "
+        "pkg/epp/metrics/metrics.go (inference_extension_flow_control_queue_size by inference_pool), "
+        "apix/config/v1alpha1/endpointpickerconfig_types.go (featureGates flowControl, defaultRequestTTL)"
+    ),
+    subject="environment",
+)
+def _scale_to_zero(env: Environment) -> Iterator[Finding]:
+    for name, d in env.serving.items():
+        scaling = getattr(d, "autoscaling", None)
+        if scaling is None or scaling.min > 0:
+            continue
+        at = f"serving.{name}.autoscaling.min"
+        if not isinstance(d, VllmServing):
+            yield Finding(at, 0, f"scale to zero is offered for vLLM behind the gateway; engine {d.engine!r} is not")
+            continue
+        if not d.gateway:
+            yield Finding(
+                at,
+                0,
+                "nothing holds a request while no server runs (a Service does not buffer): set "
+                f"serving.{name}.gateway: true (the endpoint picker's flow control queues it)",
+            )
+        warm = cold_start.vllm_warm_up(env, d)
+        slice_name = env.slices[d.slice].slice.name
+        if warm.measured is None:
+            yield Finding(
+                at,
+                0,
+                f"{d.model.catalogue_name} has no measured cold start on {slice_name} (infra/catalogue/"
+                "cold_starts.py: read one with make status JSON=1 on a cluster that runs it)",
+            )
+        elif warm.seconds > (scaling.cold_start_budget_s or 0):
+            yield Finding(
+                f"serving.{name}.autoscaling.cold_start_budget_s",
+                scaling.cold_start_budget_s,
+                f"{d.model.catalogue_name} on {slice_name} takes {warm.seconds} s from node to ready ({warm.basis}): "
+                "a request would wait longer than the budget",
+            )

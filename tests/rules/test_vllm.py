@@ -3,16 +3,22 @@ rendered releases (the dev stack as it ships passes them all: tests/rules/test_f
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
+from infra.catalogue.cold_starts import MEASURED, ColdStart
 from infra.catalogue.models import MODELS, ModelArch
+from infra.constructs.serving import vllm_values
+from infra.rules import RULES
 from tests.helpers import one_of_kind
 from tests.rules.examples import (
+    DEV,
     EnvironmentExample,
     ManifestExample,
     assert_every_rule_has_an_example,
+    environment,
     fails_on_its_example,
     vllm_container,
 )
@@ -65,6 +71,12 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
         "40 adapter slot(s) at rank 512 take 530.2 GB beside 140 GB of weights and 60 GB of KV cache: 730.2 GB, "
         "more than the 256 GB of HBM of slice 'vllm'",
     ),
+    # Scale to zero with a budget, for a model no cold start was measured for on its slice.
+    "vllm.scale-to-zero": (
+        lambda d, mp: d["serving"]["llama70b-vllm"]["autoscaling"].update(min=0, cold_start_budget_s=900),
+        "serving.llama70b-vllm.autoscaling.min",
+        "meta-llama/Llama-3.3-70B-Instruct has no measured cold start on v6e-8",
+    ),
 }
 
 
@@ -103,3 +115,53 @@ def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureReq
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
     assert_every_rule_has_an_example("vllm", EXAMPLES)
+
+
+def _scale_to_zero(budget: int, **deployment: Any) -> list[tuple[str, str]]:
+    """(field, message) of every refusal of rule vllm.scale-to-zero for dev's 70B vLLM deployment at 0 servers."""
+    data = copy.deepcopy(DEV)
+    d = data["serving"]["llama70b-vllm"]
+    d["autoscaling"].update(min=0, cold_start_budget_s=budget)
+    d.update(deployment)
+    return [(f.field, f.message) for f in RULES["vllm.scale-to-zero"].run(environment(data))]
+
+
+MEASURED_70B = ColdStart(node_s=240, image_s=95, serve_s=410, measured="2026-12-04", source="a test's figure")
+
+
+def test_scale_to_zero_is_held_to_the_measured_cold_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A measured cold start within the budget lets the deployment scale to zero; one over it is refused naming
+    both, the budget's field and the phases; without the gateway nothing holds the first request."""
+    monkeypatch.setitem(MEASURED, ("meta-llama/Llama-3.3-70B-Instruct", "v6e-8"), MEASURED_70B)
+    assert _scale_to_zero(745) == []
+    ((field, message),) = _scale_to_zero(744)
+    assert field == "serving.llama70b-vllm.autoscaling.cold_start_budget_s"
+    assert "takes 745 s from node to ready (measured 2026-12-04 (node 240 s, image 95 s, serve 410 s))" in message
+    ((field, message),) = _scale_to_zero(900, gateway=False)
+    assert field == "serving.llama70b-vllm.autoscaling.min"
+    assert "set serving.llama70b-vllm.gateway: true" in message
+
+
+def test_scale_to_zero_is_for_vllm_only() -> None:
+    data = copy.deepcopy(DEV)
+    data["serving"]["canary"]["autoscaling"] = {"min": 0, "max": 2, "cold_start_budget_s": 60}
+    found = RULES["vllm.scale-to-zero"].run(environment(data))
+    assert [(f.field, f.message) for f in found] == [
+        (
+            "serving.canary.autoscaling.min",
+            "scale to zero is offered for vLLM behind the gateway; engine 'canary' is not",
+        )
+    ]
+
+
+def test_a_measured_cold_start_sets_the_hold_and_the_review_shows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The autoscaler holds a warm server for the measured cold start (not the probe's 90 minutes), and the values
+    carry where the figure comes from; unmeasured, it holds for the probe's allowance."""
+    env = environment(copy.deepcopy(DEV))
+    unmeasured = vllm_values(env, "llama70b-vllm")["autoscaling"]
+    assert unmeasured["warmUp"] == {"seconds": 5400, "basis": "not measured: the startup probe's allowance"}
+    monkeypatch.setitem(MEASURED, ("meta-llama/Llama-3.3-70B-Instruct", "v6e-8"), MEASURED_70B)
+    scaling = vllm_values(env, "llama70b-vllm")["autoscaling"]
+    assert scaling["warmUp"]["seconds"] == 745
+    assert scaling["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 745
+    assert "fromZero" not in scaling, "min 1: nothing scales from zero"

@@ -235,3 +235,33 @@ def test_the_cluster_is_read_once_per_namespace_and_a_kind_it_does_not_serve_rea
     assert objects["RayJob"] == objects["RayCluster"] == [] and len(objects["Node"]) == 1
     # Two kinds not served: two retries in the first namespace, then one read per namespace.
     assert len(calls) == 3 + 1 + 1
+
+
+def _server_pod(name: str, created: str, scheduled: str, started: str, ready: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ml-serving", "creationTimestamp": created},
+        "spec": {"nodeName": "vllm-0"},
+        "status": {
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled},
+                {"type": "Ready", "status": "True", "lastTransitionTime": ready},
+            ],
+            "containerStatuses": [{"name": "vllm", "state": {"running": {"startedAt": started}}}],
+        },
+    }
+
+
+def test_a_servers_start_is_read_in_the_phases_the_cold_start_catalogue_records() -> None:
+    """Created 10:00:00, on a node at 10:04:00 (provisioned), its image running at 10:05:35, ready at 10:12:25: 240 s
+    for the node, 95 for the image, 410 to serve (the weights and the compile)."""
+    pod = _server_pod("serve-0", "2026-12-02T10:00:00Z", "2026-12-02T10:04:00Z", "2026-12-02T10:05:35Z",
+                      "2026-12-02T10:12:25Z")  # fmt: skip
+    assert status.cold_start_of(pod) == {"node": 240.0, "image": 95.0, "serve": 410.0}
+    # Restarted since it became ready (its container started after): not a cold start to record.
+    restarted = _server_pod("serve-0", "2026-12-02T10:00:00Z", "2026-12-02T10:04:00Z", "2026-12-02T11:00:00Z",
+                            "2026-12-02T10:12:25Z")  # fmt: skip
+    assert status.cold_start_of(restarted) is None
+    not_ready = _server_pod("serve-0", "2026-12-02T10:00:00Z", "2026-12-02T10:04:00Z", "2026-12-02T10:05:35Z",
+                            "2026-12-02T10:12:25Z")  # fmt: skip
+    not_ready["status"]["conditions"][1]["status"] = "False"
+    assert status.cold_start_of(not_ready) is None

@@ -1,0 +1,42 @@
+"""How long a server takes to warm, from its node to Ready: what its autoscaler holds a warm server for, and what
+scale to zero is held to.
+
+A vLLM server's warm-up is its model's measured cold start on its slice (infra/catalogue/cold_starts.py), or, where
+none is measured, the startup probe's whole allowance: a cold start streams the weights from gs:// (the Run:ai
+streamer, the fastest path a TPU host has: infra/serving/vllm_args.py) and compiles every program from nothing
+(about 30 minutes for a 70B model, tpu-inference PR #3408) after the node and the image.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from infra.catalogue.cold_starts import MEASURED, ColdStart
+from infra.config import Environment
+from infra.config.serving import VllmServing
+
+# A vLLM server's startup probe allows 90 minutes: a cold 70B compile is about 30 (tpu-inference PR #3408 raised
+# its own cold-start timeout to 2400 s), after the node, the image and the weights.
+VLLM_WARM_UP_S = 5400
+# The canary server loads a small checkpoint from the bucket in seconds: Kubernetes' own scale-down window.
+CANARY_WARM_UP_S = 300
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    seconds: int
+    basis: str  # where `seconds` comes from, as the review shows it
+    measured: ColdStart | None = None
+
+
+CANARY_WARM_UP = WarmUp(CANARY_WARM_UP_S, "the canary loads a small checkpoint in seconds: Kubernetes' default")
+
+
+def vllm_warm_up(env: Environment, d: VllmServing) -> WarmUp:
+    """The deployment's server warm-up: its model's measured cold start on its slice, else the probe's allowance."""
+    measured = MEASURED.get((d.model.catalogue_name, env.slices[d.slice].slice.name))
+    if measured is None:
+        return WarmUp(VLLM_WARM_UP_S, "not measured: the startup probe's allowance")
+    phases = ", ".join(f"{name} {s:g} s" for name, s in measured.phases().items())
+    return WarmUp(math.ceil(measured.total_s), f"measured {measured.measured} ({phases})", measured)
