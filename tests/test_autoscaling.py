@@ -4,6 +4,7 @@ the metrics it reads and who collects them, and the replica count it would choos
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +304,40 @@ def test_a_deployment_at_zero_servers_scales_up_on_the_gateways_queue(stacks: di
     assert "featureGates" not in picker and "flowControl" not in picker
     assert one_of_kind(dev, "GCPBackendPolicy")["spec"]["default"]["timeoutSec"] == 300
     assert len(one_of_kind(dev, "HorizontalPodAutoscaler")["spec"]["metrics"]) == 1
+
+
+def test_a_deployment_whose_measured_cold_start_fits_its_budget_scales_to_zero_through_every_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dev's 70B vLLM deployment at 0 servers with a 900 s budget, on GKE 1.37 (RAPID), given a cold start of 745 s
+    measured on its v6e-8: loaded, synthesized and held to every rule (environment, Terraform and the rendered
+    releases), nothing is refused. GKE's calendar has no support dates for 1.37 yet (Rapid only), so this test
+    gives it the 24-month policy's; today the platform refuses 1.37 until they are published."""
+    from datetime import date
+
+    from infra.catalogue import gke_versions as gv
+    from infra.catalogue.cold_starts import MEASURED, ColdStart
+    from infra.rules.run import run
+    from infra.synth.app import synth
+
+    monkeypatch.setitem(gv.MINORS, "1.37", gv.Minor(date(2027, 12, 1), date(2028, 10, 1), estimated=True))
+    measured = ColdStart(node_s=240, image_s=95, serve_s=410, measured="2026-12-04", source="a test's figure")
+    monkeypatch.setitem(MEASURED, ("meta-llama/Llama-3.3-70B-Instruct", "v6e-8"), measured)
+    text = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
+    for old, new in (
+        ("    autoscaling: {min: 1, max: 3, signal: queue}\n", "    autoscaling: {min: 0, max: 3, signal: queue, "
+         "cold_start_budget_s: 900}\n"),
+        ("  release_channel: REGULAR\n", "  release_channel: RAPID\n"),
+        ('  min_master_version: "1.35"\n', '  min_master_version: "1.37"\n'),
+    ):  # fmt: skip
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "dev.yaml"
+    path.write_text(text)
+    env = load_environment(path)
+    synth({"dev": env}, tmp_path / "out")
+    assert run({"dev": env}, tmp_path / "out" / "stacks").lines == []
+    (stack,) = (tmp_path / "out" / "stacks").glob("*/cdk.tf.json")
+    hpa = one_of_kind(rendered(json.loads(stack.read_text()), "serve-llama70b-vllm"), "HorizontalPodAutoscaler")
+    assert hpa["spec"]["minReplicas"] == 0
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 745
