@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from infra.catalogue.cold_starts import MEASURED, ColdStart
+from infra.catalogue.serving_metrics import HPA_SYNC_SECONDS, SCRAPE_INTERVAL
 from infra.config import Environment
 from infra.config.serving import VllmServing
 
@@ -21,6 +22,9 @@ from infra.config.serving import VllmServing
 VLLM_WARM_UP_S = 5400
 # The canary server loads a small checkpoint from the bucket in seconds: Kubernetes' own scale-down window.
 CANARY_WARM_UP_S = 300
+# From zero, before a server starts: the endpoint picker's queue scraped (every 15 s) and read by the HPA (every 15 s).
+# What Cloud Monitoring takes to make the scraped point readable to the adapter is not counted (not published).
+FROM_ZERO_LAG_S = int(SCRAPE_INTERVAL.removesuffix("s")) + HPA_SYNC_SECONDS
 
 
 @dataclass(frozen=True)
