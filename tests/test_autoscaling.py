@@ -238,7 +238,9 @@ def test_the_review_prices_the_autoscaled_servers_at_their_fewest_and_most(synth
     # One v6e-8 host (ct6e-standard-8t) a server: 9.72 USD/hour on spot, the first tier, at the fewest; 21.60 on
     # demand, the priciest tier, at the most.
     # Held warm for the startup probe's 90 minutes: no cold start of the model on a v6e-8 is measured yet.
-    unmeasured = "5400 s (not measured: the startup probe's allowance)"
+    unmeasured = (
+        "5400 s (not measured: the startup probe's allowance; 140 GB of weights streamed from gs:// (runai_streamer))"
+    )
     row = (
         f"| serve-llama70b-vllm | 1-3 | `vllm:num_requests_waiting` | 10 | ComputeClass slice-vllm | {unmeasured} | "
         "9.72 | 64.80 |"
@@ -256,7 +258,7 @@ def test_the_review_prices_the_autoscaled_servers_at_their_fewest_and_most(synth
     assert scalers["serve-llama70b-vllm"]["usd_per_hour"] == {"fewest": 9.72, "most": 64.8}
     assert scalers["serve-llama70b-vllm"]["warm_up"] == {
         "seconds": 5400,
-        "basis": "not measured: the startup probe's allowance",
+        "basis": "not measured: the startup probe's allowance; 140 GB of weights streamed from gs:// (runai_streamer)",
     }
     assert scalers["serve-llama70b-vllm-mh"]["usd_per_hour"] == {"fewest": 19.44, "most": 38.88}
     assert "## Serving autoscaling" not in (out / "review" / "prod.md").read_text()

@@ -16,6 +16,7 @@ from infra.catalogue.cold_starts import MEASURED, ColdStart
 from infra.catalogue.serving_metrics import HPA_SYNC_SECONDS, SCRAPE_INTERVAL
 from infra.config import Environment
 from infra.config.serving import VllmServing
+from infra.serving import vllm_args
 
 # A vLLM server's startup probe allows 90 minutes: a cold 70B compile is about 30 (tpu-inference PR #3408 raised
 # its own cold-start timeout to 2400 s), after the node, the image and the weights.
@@ -40,7 +41,9 @@ CANARY_WARM_UP = WarmUp(CANARY_WARM_UP_S, "the canary loads a small checkpoint i
 def vllm_warm_up(env: Environment, d: VllmServing) -> WarmUp:
     """The deployment's server warm-up: its model's measured cold start on its slice, else the probe's allowance."""
     measured = MEASURED.get((d.model.catalogue_name, env.slices[d.slice].slice.name))
+    # Which path the weights take (the fastest a TPU host has: vllm_args.LOAD_FORMAT), for the review to say.
+    load = f"{d.model.weights_gb:g} GB of weights streamed from gs:// ({vllm_args.LOAD_FORMAT})"
     if measured is None:
-        return WarmUp(VLLM_WARM_UP_S, "not measured: the startup probe's allowance")
+        return WarmUp(VLLM_WARM_UP_S, f"not measured: the startup probe's allowance; {load}")
     phases = ", ".join(f"{name} {s:g} s" for name, s in measured.phases().items())
-    return WarmUp(math.ceil(measured.total_s), f"measured {measured.measured} ({phases})", measured)
+    return WarmUp(math.ceil(measured.total_s), f"measured {measured.measured} ({phases}); {load}", measured)

@@ -139,7 +139,9 @@ def test_scale_to_zero_is_held_to_the_measured_cold_start(monkeypatch: pytest.Mo
     ((field, message),) = _scale_to_zero(774)
     assert field == "serving.llama70b-vllm.autoscaling.cold_start_budget_s"
     assert message.startswith("the first request waits 775 s: 30 s for the autoscaler to see it, then ")
-    assert "takes 745 s from node to ready (measured 2026-12-04 (node 240 s, image 95 s, serve 410 s))" in message
+    assert (
+        "takes 745 s from node to ready (measured 2026-12-04 (node 240 s, image 95 s, serve 410 s); 140 GB" in message
+    )
     ((field, message),) = _scale_to_zero(900, gateway=False)
     assert field == "serving.llama70b-vllm.autoscaling.min"
     assert "set serving.llama70b-vllm.gateway: true" in message
@@ -162,7 +164,10 @@ def test_a_measured_cold_start_sets_the_hold_and_the_review_shows_it(monkeypatch
     carry where the figure comes from; unmeasured, it holds for the probe's allowance."""
     env = environment(copy.deepcopy(DEV))
     unmeasured = vllm_values(env, "llama70b-vllm")["autoscaling"]
-    assert unmeasured["warmUp"] == {"seconds": 5400, "basis": "not measured: the startup probe's allowance"}
+    assert unmeasured["warmUp"] == {
+        "seconds": 5400,
+        "basis": "not measured: the startup probe's allowance; 140 GB of weights streamed from gs:// (runai_streamer)",
+    }
     monkeypatch.setitem(MEASURED, ("meta-llama/Llama-3.3-70B-Instruct", "v6e-8"), MEASURED_70B)
     scaling = vllm_values(env, "llama70b-vllm")["autoscaling"]
     assert scaling["warmUp"]["seconds"] == 745
