@@ -345,6 +345,9 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
         )  # fmt: skip
         if row.why:
             notes[len(lines) - 1] = row.why
+        elif row.cold_start:
+            parts = ", ".join(f"{phase} {seconds:g} s" for phase, seconds in row.cold_start.items())
+            notes[len(lines) - 1] = f"last start {sum(row.cold_start.values()):g} s from creation to ready: {parts}"
     text = columns(lines, notes)
     total = _sum([r.usd_per_hour for r in found if r.holds])
     by_team = {

@@ -265,3 +265,22 @@ def test_a_servers_start_is_read_in_the_phases_the_cold_start_catalogue_records(
                             "2026-12-02T10:12:25Z")  # fmt: skip
     not_ready["status"]["conditions"][1]["status"] = "False"
     assert status.cold_start_of(not_ready) is None
+
+
+def test_a_running_servers_last_start_is_said_under_its_row() -> None:
+    pod = _server_pod("serve-0", "2026-12-02T10:00:00Z", "2026-12-02T10:04:00Z", "2026-12-02T10:05:35Z",
+                      "2026-12-02T10:12:25Z")  # fmt: skip
+    pod["metadata"]["labels"] = {
+        "leaderworkerset.sigs.k8s.io/name": "serve",
+        "leaderworkerset.sigs.k8s.io/worker-index": "0",
+    }
+    worker = {"containers": [{"name": "vllm", "resources": {"limits": {"google.com/tpu": "8"}}}]}
+    server = {
+        "metadata": {"name": "serve", "namespace": "ml-serving"},
+        "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": worker}}},
+    }
+    nodes = [_node("vllm-0", "vllm", "ct6e-standard-8t", **{"cloud.google.com/gke-tpu-topology": "2x4"})]
+    (row,) = status.rows({"LeaderWorkerSet": [server], "Pod": [pod]}, nodes, NOW)
+    assert (row.kind, row.state) == ("LeaderWorkerSet", "running")
+    assert row.cold_start == {"node": 240.0, "image": 95.0, "serve": 410.0}
+    assert "last start 745 s from creation to ready: node 240 s, image 95 s, serve 410 s" in status.table([row], NOW)
