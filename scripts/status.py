@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from infra.catalogue import prices
 from infra.catalogue.accelerators import accelerator_for_machine
@@ -239,7 +239,7 @@ def rows(
         per_hour = _sum([_node_price(n) for n in held])
         so_far = None
         if per_hour is not None and since and state in ("running", "admitted"):
-            hours = max(0.0, (now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds() / 3600)
+            hours = max(0.0, (now - _time(since)).total_seconds() / 3600)
             so_far = round(per_hour * hours, 2)
         out.append(
             Row(
@@ -252,7 +252,12 @@ def rows(
     return out
 
 
+@overload
+def _time(value: str) -> datetime: ...
+@overload
+def _time(value: str | None) -> datetime | None: ...
 def _time(value: str | None) -> datetime | None:
+    """An RFC 3339 timestamp as the API server writes it (`Z` for UTC), or None."""
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
@@ -309,7 +314,7 @@ def _sum(values: list[float | None]) -> float | None:
 def _age(since: str | None, now: datetime) -> str:
     if not since:
         return "-"
-    seconds = int((now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds())
+    seconds = int((now - _time(since)).total_seconds())
     hours, rest = divmod(max(seconds, 0), 3600)
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
