@@ -30,10 +30,12 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any, overload
 
 from infra.catalogue import prices
 from infra.catalogue.accelerators import accelerator_for_machine
+from infra.catalogue.cold_starts import PHASES, phases_text
 from infra.catalogue.pod_owners import controller_of, template_of
 from infra.config import ConfigError
 from infra.synth.load import load_named
@@ -281,11 +283,8 @@ def cold_start_of(pod: dict[str, Any]) -> dict[str, float] | None:
     last_started = max(t for t in started if t is not None)
     if not created <= scheduled <= last_started <= became_ready:
         return None
-    return {
-        "node": (scheduled - created).total_seconds(),
-        "image": (last_started - scheduled).total_seconds(),
-        "serve": (became_ready - last_started).total_seconds(),
-    }
+    marks = (created, scheduled, last_started, became_ready)
+    return {phase: (end - start).total_seconds() for phase, (start, end) in zip(PHASES, pairwise(marks), strict=True)}
 
 
 def _last_start(ready: list[dict[str, Any]]) -> dict[str, float] | None:
@@ -351,8 +350,9 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
         if row.why:
             notes[len(lines) - 1] = row.why
         elif row.cold_start:
-            parts = ", ".join(f"{phase} {seconds:g} s" for phase, seconds in row.cold_start.items())
-            notes[len(lines) - 1] = f"last start {sum(row.cold_start.values()):g} s from creation to ready: {parts}"
+            notes[len(lines) - 1] = (
+                f"last start {sum(row.cold_start.values()):g} s from creation to ready: {phases_text(row.cold_start)}"
+            )
     text = columns(lines, notes)
     total = _sum([r.usd_per_hour for r in found if r.holds])
     by_team = {

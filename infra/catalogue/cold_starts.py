@@ -23,6 +23,11 @@ from dataclasses import dataclass
 PHASES = ("node", "image", "serve")
 
 
+def phases_text(phases: dict[str, float]) -> str:
+    """The phases as the review and `make status` say them: `node 240 s, image 95 s, serve 410 s`."""
+    return ", ".join(f"{name} {seconds:g} s" for name, seconds in phases.items())
+
+
 @dataclass(frozen=True)
 class ColdStart:
     node_s: float

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.catalogue.cold_starts import MEASURED, ColdStart
+from infra.catalogue.cold_starts import MEASURED, ColdStart, phases_text
 from infra.catalogue.serving_metrics import HPA_SYNC_SECONDS, SCRAPE_INTERVAL
 from infra.config import Environment
 from infra.config.serving import VllmServing
@@ -45,5 +45,5 @@ def vllm_warm_up(env: Environment, d: VllmServing) -> WarmUp:
     load = f"{d.model.weights_gb:g} GB of weights streamed from gs:// ({vllm_args.LOAD_FORMAT})"
     if measured is None:
         return WarmUp(VLLM_WARM_UP_S, f"not measured: the startup probe's allowance; {load}")
-    phases = ", ".join(f"{name} {s:g} s" for name, s in measured.phases().items())
+    phases = phases_text(measured.phases())
     return WarmUp(math.ceil(measured.total_s), f"measured {measured.measured} ({phases}); {load}", measured)
