@@ -55,11 +55,12 @@ def job_name(run_name: str, submission_id: str | None, now: datetime) -> str:
     return name
 
 
-def run_job(env: Environment, name: str, entrypoint: str) -> dict[str, Any]:
-    """The RayJob of one run: the ray-training chart with the deploy's values and the run."""
-    values = with_run(ray_training_values(env), name, entrypoint)
+def run_job(env: Environment, name: str, command: list[str]) -> dict[str, Any]:
+    """The RayJob, or the JobSet (training.launcher: jobset), of one run: the ray-training chart with the deploy's
+    values and the run."""
+    values = with_run(ray_training_values(env), name, command)
     (job,) = [o for o in render("ray-training", values, name=RELEASE, namespace=training_namespace(env)) if
-              o["kind"] == "RayJob"]  # fmt: skip
+              o["kind"] in ("RayJob", "JobSet")]  # fmt: skip
     return job
 
 
@@ -69,7 +70,7 @@ def submit(env: Environment, args: Any) -> int:
     try:
         plan = trainer.cluster_plan(args)
         name = job_name(plan["run_name"], args.submission_id, datetime.now(UTC))
-        job = run_job(env, name, trainer.run_entrypoint(plan))
+        job = run_job(env, name, trainer.run_command(plan))
     except (RecipeError, ValueError, ChartCheckError) as err:
         return refuse(err, then="nothing was submitted")
     namespace = training_namespace(env)
@@ -83,9 +84,10 @@ def submit(env: Environment, args: Any) -> int:
         print(f"error: {namespace}/{name}: {' '.join(done.stderr.split())}", file=sys.stderr)
         return 1
     queue = env.training.queue
-    print(json.dumps({**plan, "rayjob": f"{namespace}/{name}", "queue": queue}))
+    kind = job["kind"]
+    print(json.dumps({**plan, kind.lower(): f"{namespace}/{name}", "queue": queue}))
     print(
-        f"submitted: RayJob {namespace}/{name} in queue {queue}: Kueue admits it when the whole slice is free "
+        f"submitted: {kind} {namespace}/{name} in queue {queue}: Kueue admits it when the whole slice is free "
         f"(`make status ENV={env.name}` says whether it runs or waits, and why)",
         file=sys.stderr,
     )

@@ -15,3 +15,12 @@ DEFAULT_LOCAL_CKPT = ".cache/canary"
 # JAX on the TPU, and libtpu's PJRT compatibility mode. The tutorial's TPU_SLICE_BUILDER_DUMP_*
 # and --xla_dump_to are debugging output, left out.
 TPU_WORKER_ENV = {"JAX_PLATFORMS": "tpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
+
+# The port a multislice run's slices join on (MEGASCALE_PORT): Ray 2.60's DEFAULT_MEGASCALE_PORT
+# (ray/_private/accelerators/tpu.py), which a JobSet run sets itself.
+MEGASCALE_PORT = 8081
+
+# GKE's multi-tier checkpointing: the CSI driver of the RAM-disk volume its add-on serves, and where a JobSet run's
+# pods mount it (MaxText's local_checkpoint_directory).
+MTC_CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
+MTC_MOUNT = "/local"

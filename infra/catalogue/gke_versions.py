@@ -97,6 +97,11 @@ FEATURES: dict[str, Feature] = {
         "1.37",
         "https://kubernetes.io/blog/2026/09/02/kubernetes-v1-37-hpa-scale-to-zero-beta/ (minReplicas 0: beta, on)",
     ),
+    "multi-tier-checkpointing": Feature(
+        "1.32.4-gke.1415000",
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/machine-learning/training/multi-tier-checkpointing "
+        "('requires GKE cluster version 1.32.4-gke.1415000 or later')",
+    ),
     "native-sidecars": Feature(
         "1.29", "https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/ (on by default in 1.29)"
     ),

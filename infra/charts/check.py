@@ -101,6 +101,8 @@ OPTIONAL_KINDS = {
     ("networking.gke.io/v1", "GCPBackendPolicy"),
     ("monitoring.googleapis.com/v1", "PodMonitoring"),
     ("cloud.google.com/v1", "ComputeClass"),
+    # GKE's multi-tier checkpointing (rule gke.checkpoint-configuration-fields where its CRD is not here).
+    ("checkpointing.gke.io/v1", "CheckpointConfiguration"),
 }
 
 

@@ -31,6 +31,9 @@ class BucketSpec(Model):
     """Deleted objects stay restorable this many days (Cloud Storage's soft delete, 7 to 90)."""
     lifecycle: Lifecycle
     """When objects move to Nearline and noncurrent versions are deleted."""
+    hierarchical_namespace: bool = False
+    """Folders (Cloud Storage's hierarchical namespace), as GKE's multi-tier checkpointing's backups need. Set only
+    when the bucket is created: changing it replaces the bucket (https://cloud.google.com/storage/docs/create-hns-bucket)."""
 
 
 class RegistryCleanup(Model):

@@ -60,6 +60,42 @@ class Resilience(Model):
         return self
 
 
+class LocalTier(Model):
+    """GKE's multi-tier checkpointing for MaxText (its `enable_multi_tier_checkpointing`): each host saves to a RAM
+    disk the GKE add-on mounts (`/local`), the add-on's replicator copies each save to a peer node and backs it up to
+    the bucket, and a restart restores from the nearest copy: the host's own, a peer's, else the bucket. Only with
+    `training.launcher: jobset` (docs/training.md, "Checkpoint tiers by launcher")."""
+
+    bucket: Name
+    """The bucket (a `buckets` key) the add-on backs the saves up to: one with `hierarchical_namespace: true`, as
+    the add-on's backups need."""
+    every_steps: int = Field(ge=1)
+    """Steps between saves to the RAM disk (MaxText's local_checkpoint_period)."""
+    bucket_every_steps: int = Field(ge=1)
+    """Steps between the replicator's backups of a local save to the bucket (MaxText's
+    multi_tier_checkpointing_backup_interval_steps): a multiple of every_steps, at least every_steps."""
+    ram_disk: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]*Gi$")]
+    """The RAM disk per node (the CheckpointConfiguration's inMemoryVolumeSize): at least two of this host's
+    checkpoints (its own and a peer's replica; rule maxtext.local-tier-holds-two-checkpoints) and inside the node's
+    memory beside the worker."""
+
+    @model_validator(mode="after")
+    def _backup_after_save(self) -> LocalTier:
+        # MaxText refuses a backup interval shorter than the local period (maxtext configs/types.py, 0.2.5); a backup
+        # between two local saves would copy the same save again.
+        if self.bucket_every_steps % self.every_steps:
+            raise ValueError(
+                f"bucket_every_steps {self.bucket_every_steps} is not a multiple of every_steps {self.every_steps}: "
+                "the replicator backs up a local save, so the bucket's steps are some of the RAM disk's "
+                "(MaxText refuses a shorter interval: maxtext configs/types.py @ 0.2.5)"
+            )
+        return self
+
+    @property
+    def ram_disk_gib(self) -> int:
+        return int(self.ram_disk.removesuffix("Gi"))
+
+
 class TrainingResilience(Resilience):
     """The Ray training's resilience: Ray Train's restarts, and where the slice count allows it, elastic slices."""
 
@@ -69,6 +105,10 @@ class TrainingResilience(Resilience):
     returns (Ray Train's elastic worker group, in whole slices). From 1 to the training slice's count less one;
     the recipe must run on every count in the range (its `min_slices`, each count compiled). None: a fixed count,
     every restart waits for all the slices."""
+    local_tier: LocalTier | None = None
+    """A RAM-disk and peer tier under the bucket (GKE's multi-tier checkpointing): a restart reads the newest save
+    from the host's own RAM disk or a peer's instead of the bucket. Needs `training.launcher: jobset`. None: the
+    bucket is the only tier."""
 
 
 class Training(Model):
@@ -105,6 +145,12 @@ class Training(Model):
     cluster), and `make train` submits each run to it. `jobs`: no standing cluster; each `make train` is a RayJob that
     Kueue admits whole through `queue` (its own Ray cluster, made for the run and deleted when it ends), so a second
     run waits in the queue and the slice is free (to a team with borrow_training) between runs. Needs `queue`."""
+    launcher: Literal["ray", "jobset"] = "ray"
+    """What runs a MaxText run on the slices. `ray`: Ray Train's JaxTrainer (restarts, elastic slices; the bucket is
+    the only checkpoint tier). `jobset`: each run is a JobSet of one Job per slice, one pod per host, running MaxText's
+    own trainer, which GKE's multi-tier checkpointing needs (resilience.local_tier): MaxText then starts JAX's
+    distributed runtime itself, which Ray's JAX backend does under `ray`. Needs `runs: jobs` (no standing cluster) and
+    a maxtext recipe; refuses resilience.min_slices (elastic slices are Ray Train's)."""
 
     @model_validator(mode="before")
     @classmethod

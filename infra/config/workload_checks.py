@@ -56,6 +56,57 @@ def training_problems(env: Environment) -> list[Problem]:
                 "each run is a RayJob Kueue admits through training.queue: set training.queue, or runs: cluster",
             )
         )
+    return problems + _launcher_problems(env)
+
+
+# MaxText starts JAX's distributed runtime itself for multi-tier checkpointing (maxtext utils/max_utils.py
+# initialize_jax_for_tpu, the enable_multi_tier_checkpointing branch @ 0.2.5); under Ray Train's JAX backend the
+# runtime is Ray's, started before MaxText runs.
+MAXTEXT_MTC = "maxtext utils/max_utils.py (initialize_multi_tier_checkpointing) @ 0.2.5"
+
+
+def _launcher_problems(env: Environment) -> list[Problem]:
+    t = env.training
+    assert t is not None
+    problems: list[Problem] = []
+    if t.launcher == "ray":
+        if t.resilience.local_tier is not None:
+            problems.append(
+                Finding(
+                    ("training", "resilience", "local_tier"),
+                    t.resilience.local_tier.model_dump(),
+                    "MaxText's multi-tier checkpointing starts JAX's distributed runtime itself, which Ray Train "
+                    f"has started under launcher ray: set training.launcher: jobset [source: {MAXTEXT_MTC}]",
+                )
+            )
+        return problems
+    if t.runs != "jobs":
+        problems.append(
+            Finding(
+                ("training", "runs"),
+                t.runs,
+                "launcher jobset makes each run a JobSet, with no standing cluster: write runs: jobs",
+            )
+        )
+    if t.resilience.min_slices is not None:
+        problems.append(
+            Finding(
+                ("training", "resilience", "min_slices"),
+                t.resilience.min_slices,
+                "elastic slices are Ray Train's (launcher ray); a JobSet restarts the run on all its slices",
+            )
+        )
+    tier = t.resilience.local_tier
+    if tier is not None:
+        problems += _local_tier_problems(env, tier)
+    if "jobset" not in env.release.controllers:
+        problems.append(
+            Finding(
+                ("training", "launcher"),
+                t.launcher,
+                "a JobSet run needs the JobSet controller: pin release.controllers.jobset",
+            )
+        )
     return problems
 
 
@@ -172,4 +223,38 @@ def team_problems(env: Environment) -> list[Problem]:
                     "the training slice is lent through its cluster's Kueue queue: set training.queue (or remove it)",
                 )
             )
+    return problems
+
+
+# GKE's multi-tier checkpointing: https://cloud.google.com/kubernetes-engine/docs/how-to/machine-learning/training/multi-tier-checkpointing
+# (its backup bucket needs hierarchical namespace); MaxText's guide assumes a job of several slices, whose peers hold
+# each other's saves (maxtext docs/guides/checkpointing_solutions/multi_tier_checkpointing.md).
+GKE_MTC = "https://cloud.google.com/kubernetes-engine/docs/how-to/machine-learning/training/multi-tier-checkpointing"
+
+
+def _local_tier_problems(env: Environment, tier: Any) -> list[Problem]:
+    t = env.training
+    assert t is not None
+    at = ("training", "resilience", "local_tier")
+    problems: list[Problem] = list(_not_in((*at, "bucket"), tier.bucket, env.buckets, "buckets"))
+    if tier.bucket in env.buckets and not env.buckets[tier.bucket].hierarchical_namespace:
+        problems.append(
+            Finding(
+                (*at, "bucket"),
+                tier.bucket,
+                f"the add-on's backups need a bucket with hierarchical namespace: give one with "
+                f"`hierarchical_namespace: true` (set when a bucket is made; an existing bucket would be replaced) "
+                f"[source: {GKE_MTC}]",
+            )
+        )
+    if t.slice in env.slices and env.slices[t.slice].count < 2:
+        problems.append(
+            Finding(
+                at,
+                tier.model_dump(),
+                f"slice {t.slice!r} is one slice: the peer tier keeps each host's save on the same host of another "
+                f"slice, so a lost host loses it; the local tier needs slices.{t.slice}.count 2 or more "
+                "[source: maxtext docs/guides/checkpointing_solutions/multi_tier_checkpointing.md, its assumptions]",
+            )
+        )
     return problems

@@ -43,6 +43,7 @@ class GkeCluster(Construct):
         gateway_api: bool = False,
         maintenance: Maintenance | None = None,
         gpu_metrics: bool = False,
+        multi_tier_checkpointing: bool = False,
     ) -> None:
         super().__init__(scope, id_)
         cc = google("container_cluster")
@@ -71,7 +72,7 @@ class GkeCluster(Construct):
             min_master_version=min_master_version,
             maintenance_policy=_maintenance_policy(maintenance),
             workload_identity_config={"workload_pool": workload_pool},
-            addons_config=_addons(cc),
+            addons_config=_addons(cc, multi_tier_checkpointing),
             enable_shielded_nodes=True,
             enable_intranode_visibility=True,
             remove_default_node_pool=True,
@@ -134,10 +135,13 @@ def _endpoints(cc: Any, authorized_networks: dict[str, str], master_cidr: str) -
     }
 
 
-def _addons(cc: Any) -> dict[str, Any]:
+def _addons(cc: Any, multi_tier_checkpointing: bool) -> dict[str, Any]:
     """The GKE add-ons the platform's workloads use: the Ray operator (logs and metrics of every RayCluster), Cloud
-    Storage FUSE (the buckets in pods), the persistent disk CSI driver."""
+    Storage FUSE (the buckets in pods), the persistent disk CSI driver; and where a training run keeps a local tier,
+    multi-tier checkpointing (gcloud's HighScaleCheckpointing, which needs the FUSE driver and Workload Identity)."""
+    mtc = {"high_scale_checkpointing_config": {"enabled": True}} if multi_tier_checkpointing else {}
     return {
+        **mtc,
         "ray_operator_config": [
             cc.ContainerClusterAddonsConfigRayOperatorConfig(
                 enabled=True,

@@ -125,6 +125,35 @@ class ProjectRoleOfKubernetesAccount(Construct):
         )
 
 
+class BucketRoleOfKubernetesAccount(Construct):
+    """One bucket role held by a Kubernetes service account's own principal (GKE's multi-tier checkpointing
+    replicator, which backs the RAM-disk saves up to the bucket)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        bucket: object,
+        project_number: str,
+        workload_pool: str,
+        namespace: str,
+        service_account: str,
+        role: str,
+        cluster: object,
+    ) -> None:
+        super().__init__(scope, id_)
+        # The workload pool exists once the cluster does, as above.
+        self.member = google("storage_bucket_iam_member").StorageBucketIamMember(
+            self,
+            "member",
+            bucket=bucket,
+            role=role,
+            member=kubernetes_principal(project_number, workload_pool, namespace, service_account),
+            depends_on=[cluster],
+        )
+
+
 class WorkloadIdentity(Construct):
     """A Kubernetes service account and its bucket roles, in one of the two shapes the seeds use.
 

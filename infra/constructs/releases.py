@@ -11,14 +11,15 @@ from constructs import Construct
 from infra.catalogue import upstream
 from infra.catalogue.accelerators import Slice
 from infra.catalogue.charts import local_chart_versions
+from infra.catalogue.checkpointing import MTC_FUSE_OPTIONS
 from infra.catalogue.cloud_metrics import COLLECTOR_SERVICE_ACCOUNT, MONITORING_NAMESPACE
 from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
 from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
-from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares
-from workloads.constants import CHECKPOINT_MOUNT, RAY_VERSION, TPU_WORKER_ENV
+from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares, training_flavors
+from workloads.constants import CHECKPOINT_MOUNT, MEGASCALE_PORT, MTC_CSI_DRIVER, MTC_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 CHARTS = REPO / "workloads" / "charts"
@@ -48,7 +49,14 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
         "image": env.release.images[training.image],
         "rayVersion": RAY_VERSION,
         "runs": training.runs,
-        **({"submitter": dict(SUBMITTER)} if training.runs == "jobs" else {}),
+        "launcher": training.launcher,
+        **({"submitter": dict(SUBMITTER)} if training.runs == "jobs" and training.launcher == "ray" else {}),
+        "resilience": {
+            "maxRestarts": training.resilience.max_restarts,
+            "retryExitCodes": training.resilience.exit_codes,
+        },
+        "megascalePort": MEGASCALE_PORT,
+        "localTier": local_tier_values(env),
         "serviceAccountName": env.identities[training.identity].service_account,
         "head": {"resources": {"cpu": training.head.cpu, "memory": training.head.memory}, "nodeSelector": {}},
         "worker": {
@@ -65,6 +73,24 @@ def ray_training_values(env: Environment) -> dict[str, Any]:
         },
         "checkpoints": {"bucket": env.bucket_name(training.bucket), "mountPath": CHECKPOINT_MOUNT},
         **({"queue": training_queue_values(env)} if training.queue else {}),
+    }
+
+
+def local_tier_values(env: Environment) -> dict[str, Any]:
+    """GKE's multi-tier checkpointing for the training slices (training.resilience.local_tier): the
+    CheckpointConfiguration's bucket, RAM disk and node selector, and the CSI volume each JobSet pod mounts."""
+    training = env.training
+    assert training is not None
+    tier = training.resilience.local_tier
+    if tier is None:
+        return {}
+    return {
+        "bucket": env.bucket_name(tier.bucket),
+        "ramDisk": tier.ram_disk,
+        "mountPath": MTC_MOUNT,
+        "csiDriver": MTC_CSI_DRIVER,
+        "nodeSelector": dict(env.slices[training.slice].slice.node_selector),
+        "fuseMountOptions": list(MTC_FUSE_OPTIONS),
     }
 
 
@@ -103,29 +129,35 @@ def training_queue_values(env: Environment) -> dict[str, Any]:
     cpu, memory = _milli(training.head.cpu), _mebi(training.head.memory)
     if training.runs == "jobs":
         cpu, memory = cpu + _milli(SUBMITTER["cpu"]), memory + _mebi(SUBMITTER["memory"])
-    flavors = [
-        {
-            "name": f"{training.queue}-head",
-            "nodeLabels": {},
-            "quota": {
-                "cpu": f"{cpu}m" if cpu % 1000 else str(cpu // 1000),
-                "memory": f"{memory}Mi" if memory % 1024 else f"{memory // 1024}Gi",
-                resource: "0",
-            },
+    head = {
+        "name": f"{training.queue}-head",
+        "nodeLabels": {},
+        "quota": {
+            "cpu": f"{cpu}m" if cpu % 1000 else str(cpu // 1000),
+            "memory": f"{memory}Mi" if memory % 1024 else f"{memory // 1024}Gi",
+            resource: "0",
+        },
+    }
+
+    def flavor(name: str, labels: dict[str, str], hosts: int) -> dict[str, Any]:
+        quota = {
+            "cpu": _times(training.worker.cpu, hosts),
+            "memory": _times(training.worker.memory, hosts),
+            resource: str(slice_.chips_per_host * hosts),
         }
-    ]
-    for pool in spec.pools(training.slice):
-        flavors.append(
-            {
-                "name": f"{training.queue}-{pool}",
-                "nodeLabels": {NODEPOOL_LABEL: pool},
-                "quota": {
-                    "cpu": _times(training.worker.cpu, hosts),
-                    "memory": _times(training.worker.memory, hosts),
-                    resource: str(slice_.chips_per_host * hosts),
-                },
-            }
-        )
+        return {"name": name, "nodeLabels": labels, "quota": quota}
+
+    if training.launcher == "jobset":
+        # A JobSet run is one pod set of every slice's hosts (one replicated Job, as multi-tier checkpointing needs),
+        # which Kueue admits in one flavor: the slices' shape, every slice's quota; JobSet keeps each slice's Job
+        # on a pool of its own (exclusive-topology). No head.
+        (name,) = training_flavors(env)
+        flavors = [flavor(name, dict(slice_.node_selector), hosts * spec.count)]
+    else:
+        flavors = [head] + [
+            flavor(name, {NODEPOOL_LABEL: pool}, hosts)
+            for name, pool in zip(training_flavors(env), spec.pools(training.slice), strict=True)
+        ]
     values: dict[str, Any] = {
         "name": training.queue,
         "coveredResources": ["cpu", "memory", resource],
@@ -159,10 +191,7 @@ def _lent_flavors(env: Environment) -> list[dict[str, Any]]:
     training = env.training
     assert training is not None and training.queue is not None
     quota = {"cpu": "0", "memory": "0", env.slices[training.slice].slice.resource_name: "0"}
-    return [
-        {"name": f"{training.queue}-{pool}", "external": True, "quota": quota}
-        for pool in env.slices[training.slice].pools(training.slice)
-    ]
+    return [{"name": name, "external": True, "quota": quota} for name in training_flavors(env)]
 
 
 def _group_name(slice_: Slice, index: int) -> str:

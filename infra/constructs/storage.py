@@ -62,6 +62,7 @@ class Bucket(Construct):
         soft_delete_days: int,
         delete_noncurrent_after_days: int,
         nearline_after_days: int | None,
+        hierarchical_namespace: bool = False,
     ) -> None:
         super().__init__(scope, id_)
         sb = google("storage_bucket")
@@ -90,6 +91,8 @@ class Bucket(Construct):
             versioning={"enabled": versioning},
             soft_delete_policy={"retention_duration_seconds": soft_delete_days * DAY},
             lifecycle_rule=rules,
+            # Folders; only at creation (replaces the bucket otherwise) and with uniform access, as above.
+            hierarchical_namespace={"enabled": True} if hierarchical_namespace else None,
             force_destroy=not protect,
             lifecycle=TerraformResourceLifecycle(prevent_destroy=protect),
         )

@@ -120,3 +120,13 @@ def guaranteed_cost(env: Environment, team: str) -> Commitment:
         parts.append(f"{key}: {count} {spec.slice.resource_name} = {nodes} x {spec.slice.machine_type} "
                      f"at {price.usd_per_hour:,.2f} USD/hour, {month:,.2f} USD/month")  # fmt: skip
     return Commitment(None if unpriced else round(total, 2), tuple(parts), tuple(unpriced))
+
+
+def training_flavors(env: Environment) -> list[str]:
+    """The training queue's slice flavors: one per slice's pool (a Ray cluster's worker groups), or one for every
+    slice (a JobSet run's one pod set)."""
+    training = env.training
+    assert training is not None and training.queue is not None
+    if training.launcher == "jobset":
+        return [f"{training.queue}-slices"]
+    return [f"{training.queue}-{pool}" for pool in env.slices[training.slice].pools(training.slice)]

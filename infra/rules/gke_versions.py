@@ -84,6 +84,8 @@ def features_used(env: Environment) -> dict[str, str]:
             used.setdefault("compute-class", f"slices.{key}.capacity")
     if env.training is not None:
         used["ray-operator"] = "training"
+        if env.training.resilience.local_tier is not None:
+            used["multi-tier-checkpointing"] = "training.resilience.local_tier"
     for key, d in env.serving.items():
         if d.engine == "jetstream":
             used.setdefault("native-sidecars", f"serving.{key}.engine")

@@ -290,8 +290,9 @@ def _cluster_scoped_names(env: Environment) -> Iterator[Finding]:
     taken |= {team: f"teams.{team}" for team in env.teams}
     if t.queue in taken:
         yield Finding(("training", "queue"), t.queue, f"{taken[t.queue]} names a ClusterQueue {t.queue!r} already")
-    pools = env.slices[t.slice].pools(t.slice) if t.slice in env.slices else []
-    flavors = {f"{t.queue}-head", *(f"{t.queue}-{pool}" for pool in pools)}
+    from infra.derive.queues import training_flavors
+
+    flavors = {f"{t.queue}-head", *(training_flavors(env) if t.slice in env.slices else [])}
     for key in sorted(flavors & set(batch.slices if batch is not None else ())):
         yield Finding(
             ("training", "queue"),

@@ -249,3 +249,93 @@ def _conversion_size(env: Environment) -> Iterator[Finding]:
                 size,
                 f"converts {size}, but serving.{key} serves {d.model.catalogue_name} ({d.model.catalogue_field})",
             )
+
+
+MAXTEXT_MTC_GUIDE = (
+    "maxtext docs/guides/checkpointing_solutions/multi_tier_checkpointing.md (a RAM disk of two saves per host, 10-15 "
+    "% spare); GoogleCloudPlatform/high-scale-checkpointing-controller pkg/localvolume/tmpfs.go (a tmpfs of "
+    "inMemoryVolumeSize on every node)"
+)
+
+
+@rule(
+    id="maxtext.local-tier-holds-two-saves",
+    system="MaxText",
+    layer="platform",
+    summary=(
+        "The local tier's RAM disk (training.resilience.local_tier.ram_disk) holds two of a host's saves of the "
+        "recipe (its own and a peer's) with 15 % spare, and fits the node's memory beside the worker's."
+    ),
+    source=MAXTEXT_MTC_GUIDE,
+    subject="environment",
+)
+def _local_tier_fits(env: Environment) -> Iterator[Finding]:
+    from infra.catalogue.checkpointing import RAM_DISK_SPARE, SAVES_PER_RAM_DISK
+    from workloads.trainer.recipes import RecipeError, get_recipe
+
+    training = env.training
+    tier = training.resilience.local_tier if training is not None else None
+    if training is None or tier is None or training.slice not in env.slices:
+        return
+    slice_ = env.slices[training.slice].slice
+    field, have = "training.resilience.local_tier.ram_disk", tier.ram_disk_gib * 2**30 / 1e9
+    worker = _gigabytes(training.worker.memory)
+    if have + worker > slice_.shape.memory_gb * 2**30 / 1e9:
+        yield Finding(
+            field,
+            tier.ram_disk,
+            f"the RAM disk ({have:.0f} GB) and the worker ({training.worker.memory}, {worker:.0f} GB) pass the "
+            f"{slice_.machine_type} node's {slice_.shape.memory_gb} GiB",
+        )
+    try:
+        recipe = get_recipe(training.recipe) if training.recipe else None
+    except RecipeError:
+        return  # maxtext.recipe-runs-on-training-slice names it
+    if recipe is None or recipe.engine != "maxtext":
+        return
+    per_host = recipe.checkpoint_gb_per_host(slice_)
+    need = SAVES_PER_RAM_DISK * per_host * (1 + RAM_DISK_SPARE)
+    if have < need:
+        yield Finding(
+            field,
+            tier.ram_disk,
+            f"{have:.1f} GB holds less than {SAVES_PER_RAM_DISK} saves of {training.recipe!r} per host "
+            f"({per_host:.1f} GB each on {slice_.name}) with {RAM_DISK_SPARE:.0%} spare: {need:.1f} GB; give "
+            f"{math.ceil(need * 1e9 / 2**30)}Gi or more",
+        )
+
+
+def _gigabytes(quantity: str) -> float:
+    """A memory quantity of the forms the config allows (`512Mi`, `200Gi`) in GB."""
+    return int(quantity[:-2]) * (2**30 if quantity.endswith("Gi") else 2**20) / 1e9
+
+
+@rule(
+    id="maxtext.jobset-launcher-runs-maxtext",
+    system="MaxText",
+    layer="engine-start",
+    summary=(
+        "A training launched as a JobSet (training.launcher: jobset) names a maxtext recipe: each pod runs MaxText's "
+        "own trainer, which starts JAX's distributed runtime itself; the canary runs under Ray's JaxTrainer."
+    ),
+    source=f"{MAXTEXT} src/maxtext/trainers/pre_train/train.py; src/maxtext/utils/max_utils.py "
+    "(maybe_initialize_jax_distributed_system)",
+    subject="environment",
+)
+def _jobset_runs_maxtext(env: Environment) -> Iterator[Finding]:
+    from workloads.trainer.recipes import RecipeError, get_recipe
+
+    training = env.training
+    if training is None or training.launcher != "jobset" or training.recipe is None:
+        return
+    try:
+        recipe = get_recipe(training.recipe)
+    except RecipeError:
+        return  # maxtext.recipe-runs-on-training-slice names it
+    if recipe.engine != "maxtext":
+        yield Finding(
+            "training.recipe",
+            training.recipe,
+            f"is for the {recipe.engine} engine; a JobSet run runs MaxText's own trainer: name a maxtext recipe, or "
+            "launcher: ray",
+        )

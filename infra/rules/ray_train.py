@@ -30,12 +30,13 @@ RAY_FAILURE_CONFIG = (
     subject="environment",
 )
 def _no_exit_codes(env: Environment) -> Iterator[Finding]:
-    if env.training is not None and env.training.resilience.retry_exit_codes:
+    if env.training is not None and env.training.launcher == "ray" and env.training.resilience.retry_exit_codes:
         yield Finding(
             "training.resilience.retry_exit_codes",
             list(env.training.resilience.retry_exit_codes),
             "Ray Train restarts the worker group on any worker error (up to resilience.max_restarts) and cannot "
-            "tell exit codes apart: leave retry_exit_codes out here (JobSet training, batch.training, takes them)",
+            "tell exit codes apart: leave retry_exit_codes out here, or launch with a JobSet (training.launcher: "
+            "jobset, or batch.training), which takes them",
         )
 
 

@@ -82,7 +82,7 @@ def stack_releases(stack: dict[str, Any]) -> Releases:
     """(helm_release resource, rendered objects) of every local chart release of a stack, by release name; a
     release whose runs are RayJobs (ray-training, runs: jobs) also with what one run makes, marked as such
     (infra/charts/runs.py), so the rules, the policy and the placement hold it at plan."""
-    from infra.charts.runs import PLAN_RUN, made_per_run, runs_as_jobs, with_run
+    from infra.charts.runs import PLAN_RUN_COMMAND, PLAN_RUN_NAME, made_per_run, runs_as_jobs, with_run
 
     out = {}
     for release in local_releases(stack):
@@ -90,7 +90,7 @@ def stack_releases(stack: dict[str, Any]) -> Releases:
             objects = render_release(release)
             values = _values(release)
             if runs_as_jobs(values):
-                run = {**release, "values": [with_run(values, **PLAN_RUN)]}
+                run = {**release, "values": [with_run(values, PLAN_RUN_NAME, PLAN_RUN_COMMAND)]}
                 objects += made_per_run(render_release(run))
         except ChartCheckError as err:
             raise ReleaseRefused(release["name"], err) from None

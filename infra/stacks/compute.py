@@ -38,6 +38,7 @@ class Compute:
             gateway_api=env.inference_gateway,
             maintenance=env.cluster.maintenance,
             gpu_metrics=any(spec.slice.kind == "gpu" for spec in env.gke_slices.values()),
+            multi_tier_checkpointing=env.training is not None and env.training.resilience.local_tier is not None,
         )
         self.cluster = gke.cluster
         system = env.cluster.system_pool

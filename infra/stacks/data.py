@@ -30,6 +30,7 @@ class Data:
                 soft_delete_days=spec.soft_delete_days,
                 delete_noncurrent_after_days=spec.lifecycle.delete_noncurrent_after_days,
                 nearline_after_days=spec.lifecycle.nearline_after_days,
+                hierarchical_namespace=spec.hierarchical_namespace,
             )
             for key, spec in env.buckets.items()
         }

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from constructs import Construct
 
+from infra.catalogue.checkpointing import MTC_BUCKET_ROLE, MTC_NAMESPACE, MTC_SERVICE_ACCOUNT
 from infra.catalogue.gcp_apis import VERTEX_API, platform_apis
 from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import Environment
 from infra.config.delivery import APPLIED_CONFIRMATIONS
 from infra.constructs.apis import ProjectApis
+from infra.constructs.identity import BucketRoleOfKubernetesAccount
 from infra.constructs.monitoring import Observability, ProjectBudget
 from infra.constructs.providers import Providers
 from infra.constructs.vertex import custom_code_agent
@@ -62,6 +64,20 @@ class PlatformStack(TerraformStack):
             )
         nodes.grant_pathways_buckets(data.buckets)
         identities = WorkloadIdentities(self, env, data.buckets, compute.cluster)
+        tier = env.training.resilience.local_tier if env.training is not None else None
+        if tier is not None:
+            # GKE's multi-tier checkpointing backs the RAM disks up as its node agent's own principal.
+            BucketRoleOfKubernetesAccount(
+                self,
+                "multi-tier-checkpointing-backups",
+                bucket=data.buckets[tier.bucket].bucket.name,
+                project_number=env.project_number,
+                workload_pool=env.workload_pool,
+                namespace=MTC_NAMESPACE,
+                service_account=MTC_SERVICE_ACCOUNT,
+                role=MTC_BUCKET_ROLE,
+                cluster=compute.cluster,
+            )
         releases = Releases(
             self,
             env,

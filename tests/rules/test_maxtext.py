@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,26 @@ def _patch_args(monkeypatch: pytest.MonkeyPatch, change: Callable[[list[str]], l
     monkeypatch.setattr(jetstream, "maxtext_serving_args", lambda env, d: change(real(env, d)))
 
 
+def _jobset_run(d: dict[str, Any], *, recipe: str = "llama3-8b-2-slices", ram_disk: str = "32Gi") -> None:
+    """dev's training launched as JobSets on two slices with a local tier (tests/test_training_jobset.py)."""
+    d["slices"]["train"]["count"] = 2
+    d["buckets"]["mtc-backups"] = {**d["buckets"]["checkpoints"], "versioning": False, "hierarchical_namespace": True}
+    tier = {"bucket": "mtc-backups", "every_steps": 25, "bucket_every_steps": 100, "ram_disk": ram_disk}
+    d["training"].update(recipe=recipe, runs="jobs", launcher="jobset", resilience={"local_tier": tier})
+
+
 ENVIRONMENT: dict[str, EnvironmentExample] = {
+    # 16 GiB holds one save of llama3-8b on a v6e-16 host (12.0 GB), not its own and a peer's.
+    "maxtext.local-tier-holds-two-saves": (
+        lambda d, mp: _jobset_run(d, ram_disk="16Gi"),
+        "training.resilience.local_tier.ram_disk",
+        "holds less than 2 saves of 'llama3-8b-2-slices' per host",
+    ),
+    "maxtext.jobset-launcher-runs-maxtext": (
+        lambda d, mp: _jobset_run(d, recipe="canary"),
+        "training.recipe",
+        "a JobSet run runs MaxText's own trainer",
+    ),
     "maxtext.conversion-matches-model": (
         lambda d, mp: d["serving"]["llama405b"]["conversion"].update(model_size="llama3.1-70b"),
         "serving.llama405b.conversion.model_size",

@@ -28,7 +28,7 @@ from typing import Any
 from infra.catalogue.accelerators import Slice
 from infra.config import ConfigError, Environment, environment_file, parse_environment
 from infra.config.base import did_you_mean
-from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT
+from workloads.constants import CHECKPOINT_MOUNT, DEFAULT_LOCAL_CKPT, MTC_MOUNT
 from workloads.logs import configure
 from workloads.trainer.discovery import ORCHESTRATORS, DiscoveryError, ProcessGroup, discover, from_jobset
 from workloads.trainer.local import run_local, run_local_maxtext
@@ -139,7 +139,7 @@ def _fitting_mesh(recipe: Recipe, slice_: Slice, count: int = 1) -> dict[str, in
 def cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
     """What `run` does for a recipe on an environment's slice (no Ray, no MaxText needed)."""
     from workloads.trainer.launcher import Placement
-    from workloads.trainer.maxtext import maxtext_args
+    from workloads.trainer.maxtext import local_tier_args, maxtext_args
 
     env = _env(args.env)
     if args.recipe is None:
@@ -181,6 +181,13 @@ def cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
         "storage_path": f"{CHECKPOINT_MOUNT}/ray",
         "max_failures": args.max_failures if args.max_failures is not None else _max_failures(env),
     }
+    launcher = env.training.launcher if env.training is not None and env.training.slice == args.slice else "ray"
+    plan["launcher"] = launcher
+    if launcher == "jobset" and recipe.engine != "maxtext":
+        raise RecipeError(
+            f"environment {env.name!r} launches runs as JobSets (training.launcher: jobset), which run MaxText's own "
+            f"trainer: recipe {recipe.name!r} is for the {recipe.engine} engine"
+        )
     if recipe.engine == "maxtext":
         output = f"gs://{env.bucket_name(args.bucket)}/maxtext"
         goodput = env.training is not None and env.training.goodput
@@ -192,6 +199,9 @@ def cluster_plan(args: argparse.Namespace) -> dict[str, Any]:
             )  # fmt: skip
 
         plan["maxtext_args"] = args_on()
+        tier = env.training.resilience.local_tier if env.training is not None and launcher == "jobset" else None
+        if tier is not None:
+            plan["maxtext_args"] += local_tier_args(tier.every_steps, tier.bucket_every_steps, MTC_MOUNT)
         if min_slices is not None:
             # An elastic run's attempt on fewer slices: MaxText's arguments for that count (dcn_data_parallelism).
             plan["maxtext_args_by_slices"] = {str(n): args_on(n) for n in range(min_slices, count)}
@@ -273,11 +283,17 @@ def _plan_arg(text: str) -> dict[str, Any]:
 
 
 def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
+    plan = args.plan
+    if plan.get("launcher") == "jobset":
+        from workloads.trainer.maxtext import jobset_host
+
+        jobset_host(plan)  # this host's part of the run; MaxText raises on a failure, and the JobSet restarts the run
+        return {**plan, "error": None}
+
     import ray
 
     from workloads.trainer.launcher import Placement, build_trainer
 
-    plan = args.plan
     slice_, loop, loop_config = prepared(plan)
     ray.init()
     trainer = build_trainer(
@@ -292,9 +308,15 @@ def _run_in_cluster(args: argparse.Namespace) -> dict[str, Any]:
     return {**plan, "error": str(result.error) if result.error else None}
 
 
+def run_command(plan: dict[str, Any]) -> list[str]:
+    """The command that trains `plan` in the cluster (a JobSet pod's, or a RayJob's entrypoint). The run carries its
+    plan: the image holds no environment file."""
+    return ["python", "-m", "workloads.trainer", "run", "--plan", json.dumps(plan, sort_keys=True)]
+
+
 def run_entrypoint(plan: dict[str, Any]) -> str:
-    """The command that trains `plan` in the cluster. The run carries its plan: the image holds no environment file."""
-    return f"python -m workloads.trainer run --plan {shlex.quote(json.dumps(plan, sort_keys=True))}"
+    """run_command as one shell line (Ray's job API takes a string)."""
+    return shlex.join(run_command(plan))
 
 
 def _submit(args: argparse.Namespace) -> dict[str, Any]:

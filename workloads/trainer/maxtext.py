@@ -80,6 +80,28 @@ def maxtext_args(
     return [*args, *GOODPUT_ARGS] if goodput else args
 
 
+def local_tier_args(every_steps: int, bucket_every_steps: int, directory: str) -> list[str]:
+    """MaxText's multi-tier checkpointing (configs/base.yml, "Multi-tier checkpointing", @ 0.2.5): saves to
+    `directory` (the RAM disk GKE's add-on mounts) every `every_steps`, the add-on's replicator copying each to a
+    peer and every `bucket_every_steps` to the bucket; a restart restores the newest save of any tier."""
+    return [
+        "enable_multi_tier_checkpointing=true",
+        f"local_checkpoint_directory={directory}",
+        f"local_checkpoint_period={every_steps}",
+        f"multi_tier_checkpointing_backup_interval_steps={bucket_every_steps}",
+    ]
+
+
+def jobset_host(plan: dict[str, Any]) -> None:
+    """One host of a JobSet run (training.launcher: jobset): MaxText's own trainer with the plan's arguments, in this
+    process. MaxText starts JAX's distributed runtime (from the TPU's metadata, and across slices the MEGASCALE
+    variables the JobSet sets)."""
+    from maxtext.trainers.pre_train.train import main  # only in the trainer image and the engine environment
+
+    argv = list(plan["maxtext_args"])
+    main([TRAIN_MODULE, resolve_config_path(argv[0]), *argv[1:]])
+
+
 def build_args(
     recipe: Recipe,
     mesh: dict[str, int],

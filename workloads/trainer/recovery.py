@@ -78,14 +78,16 @@ def ray_training_lines(env: Environment) -> list[str]:
             recipe = get_recipe(training.recipe)
         except RecipeError:
             recipe = None
+    by = (
+        "each of every slice's Job from the newest save of any tier (JobSet failurePolicy)"
+        if training.launcher == "jobset"
+        else "each of the worker group from the newest complete checkpoint (Ray Train FailureConfig; a node's "
+        "preemption counts apart, unbounded)"
+    )
+    launcher = "JobSet" if training.launcher == "jobset" else "Ray"
     head = (
-        f"training (Ray, slice {training.slice}: {spec.count} x {slice_.name}), recipe "
-        f"{training.recipe or '(none)'}: "
-        + _restarts(
-            resilience,
-            "each of the worker group from the newest complete checkpoint (Ray Train "
-            "FailureConfig; a node's preemption counts apart, unbounded)",
-        )
+        f"training ({launcher}, slice {training.slice}: {spec.count} x {slice_.name}), recipe "
+        f"{training.recipe or '(none)'}: " + _restarts(resilience, by)
     )
     lines = [head]
     if recipe is None or recipe.engine != "maxtext":
@@ -96,18 +98,31 @@ def ray_training_lines(env: Environment) -> list[str]:
         f"  state: {recipe.checkpoint_gb:.1f} GB a checkpoint ({recipe.params_billion} B parameters, weights and "
         f"AdamW's two moments), {per_host:.1f} GB per host ({slice_.hosts} hosts a slice)"
     )
-    bucket = f"gs://{env.bucket_name(training.bucket)}"
-    lines.append(f"  checkpoints: {bucket} every {recipe.checkpoint_period} steps (MaxText checkpoint_period)")
-    lines.append(f"  most work a failure can lose: {_steps(recipe.checkpoint_period, recipe)}{_ASYNC}")
-    lines.append(f"  a restart reads {per_host:.1f} GB per host from the bucket")
-    lines.append(_expected(recipe.checkpoint_period, recipe))
-    return [*lines, *_slice_lost(env, recipe)]
+    tier = resilience.local_tier if training.launcher == "jobset" else None
+    if tier is None:
+        bucket = f"gs://{env.bucket_name(training.bucket)}"
+        lines.append(f"  checkpoints: {bucket} every {recipe.checkpoint_period} steps (MaxText checkpoint_period)")
+        lines.append(f"  most work a failure can lose: {_steps(recipe.checkpoint_period, recipe)}{_ASYNC}")
+        lines.append(f"  a restart reads {per_host:.1f} GB per host from the bucket")
+        lines.append(_expected(recipe.checkpoint_period, recipe))
+        return [*lines, *_slice_lost(env, recipe)]
+    backups = f"gs://{env.bucket_name(tier.bucket)}"
+    lines += [
+        f"  tiers (GKE multi-tier checkpointing): each host's RAM disk ({tier.ram_disk}) every {tier.every_steps} "
+        f"steps, copied to a peer host of another slice; {backups} every {tier.bucket_every_steps} steps",
+        f"  most work a failure can lose: {_steps(tier.every_steps, recipe)}{_ASYNC}; "
+        f"{_steps(tier.bucket_every_steps, recipe)} where every copy of a save in the cluster is lost",
+        f"  a restart reads {per_host:.1f} GB per host from its own RAM disk, else a peer's, else the bucket",
+        _expected(tier.every_steps, recipe),
+    ]
+    return [*lines, *_slice_lost(env, recipe, redo_period=tier.every_steps)]
 
 
-def _slice_lost(env: Environment, recipe: Recipe) -> list[str]:
+def _slice_lost(env: Environment, recipe: Recipe, redo_period: int | None = None) -> list[str]:
     """What losing one of several slices costs in each mode: restart (a fixed count: the run waits for the slice,
     the others idle and paid for) and elastic (training.resilience.min_slices: the slices left go on); the
-    in-cluster checkpoint tiers are not a mode of the Ray training (docs/training.md, "Surviving a failure")."""
+    in-cluster checkpoint tiers are a JobSet run's (training.launcher: jobset): its restart redoes half of
+    `redo_period`, the RAM disk's, from a peer's copy of the lost slice's saves (docs/training.md)."""
     training = env.training
     assert training is not None
     spec = env.slices[training.slice]
@@ -123,7 +138,7 @@ def _slice_lost(env: Environment, recipe: Recipe) -> list[str]:
 
     def redone(n: int) -> str:
         """Half a checkpoint period redone on `n` slices, with its price where the recipe publishes a step time."""
-        half = recipe.checkpoint_period // 2
+        half = (redo_period or recipe.checkpoint_period) // 2
         seconds = half * recipe.step_seconds if recipe.step_seconds else None
         paid = "" if seconds is None or slice_hour is None else f", {n * slice_hour * seconds / 3600:,.2f} USD"
         return f"{_steps(half, recipe)} redone on average on {slices(n)}{paid}"
@@ -143,8 +158,13 @@ def _slice_lost(env: Environment, recipe: Recipe) -> list[str]:
         f"    restart: the {slices(left)} left {waits} idle and paid for{idle} until the lost one is back (GKE "
         f"recreates its nodes), then {redone(count)}, plus the restart",
         f"    elastic: {elastic}",
-        "    local and peer checkpoint tiers: not offered on the Ray training (docs/training.md); each mode resumes "
-        "from the bucket",
+        "    local and peer checkpoint tiers: "
+        + (
+            "the lost slice's saves are on its peers' RAM disks: the restart restores from them, not the bucket"
+            if redo_period
+            else "a JobSet run's (training.launcher: jobset, resilience.local_tier); each mode here resumes from "
+            "the bucket"
+        ),
     ]
 
 
