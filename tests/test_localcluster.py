@@ -1029,6 +1029,65 @@ def test_runs_as_jobs_wait_their_turn_and_a_team_borrows_the_slice_between_runs(
 
 
 @pytest.mark.slow
+def test_jobset_runs_of_maxtext_wait_their_turn_and_each_takes_the_whole_slice(cluster_dir: Path) -> None:
+    """dev with training.launcher: jobset. Each `make train` is a JobSet of MaxText's own trainer (one replicated Job
+    of a Job per slice, as multi-tier checkpointing needs) that the real Kueue admits whole through the training
+    queue's one flavor, or holds: the second waits while the first holds the slice and is admitted when the first
+    ends. KWOK completes a Job's pods at once, so a run lasts a few seconds: the test reads what the real Kueue and
+    JobSet did from their events, and the JobSets are gone when they end (ttlSecondsAfterFinished: 0)."""
+    edits = {"  queue: training\n": "  queue: training\n  runs: jobs\n  launcher: jobset\n"}
+    envs = _envs(cluster_dir, "jobset-runs", edits=edits)
+    code, out, err = _deploy(cluster_dir, envs)
+    assert code == 0, (out + err)[-4000:]
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+
+    def train() -> str:
+        """make train ENV=dev (its recipe, llama3-8b): the JobSet's name."""
+        submitted: str = json.loads(_platform(cluster, "train", "submit", "--env", "dev", envs=envs))["jobset"]
+        assert submitted.startswith("ml-training/"), submitted
+        return submitted.split("/")[1]
+
+    def events() -> list[dict[str, Any]]:
+        return sorted(
+            cluster.get("events", "-n", "ml-training")["items"],
+            key=lambda e: e.get("eventTime") or e.get("firstTimestamp") or "",
+        )
+
+    def of(run: str, reason: str, kind: str = "Workload") -> list[dict[str, Any]]:
+        """The events of `reason` on the run's JobSet, or on its Kueue Workload (named jobset-<run>-<hash>)."""
+        prefix = f"jobset-{run}-" if kind == "Workload" else run
+        return [e for e in events() if e["reason"] == reason and e["involvedObject"]["kind"] == kind
+                and e["involvedObject"]["name"].startswith(prefix)]  # fmt: skip
+
+    first, second = train(), train()
+    try:
+        _until(
+            "both runs finished",
+            lambda: of(first, "AllJobsCompleted", "JobSet") and of(second, "AllJobsCompleted", "JobSet"),
+            describe=lambda: [(e["reason"], e["involvedObject"]["name"], e["message"][:120]) for e in events()],
+        )
+        # The second waited for the whole slice, which the first held, and was admitted only once the first ended.
+        (waited,) = of(second, "Pending")[:1]
+        assert "insufficient unused quota for google.com/tpu in flavor training-slices" in waited["message"]
+        ended = of(first, "FinishedWorkload", "JobSet")[0]
+        admitted = of(second, "QuotaReserved")[0]
+
+        def at(e: dict[str, Any]) -> str:
+            return str(e.get("eventTime") or e.get("firstTimestamp"))
+
+        assert at(admitted) >= at(ended), (at(admitted), at(ended))
+        # Each run's pods, one per host, on the training pool alone (the required affinity), by the real scheduler.
+        nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in cluster.get("nodes")["items"]}
+        for run in (first, second):
+            placed = [e["message"].rsplit(" to ", 1)[1] for e in of(run, "Scheduled", "Pod")]
+            assert len(placed) == 4, placed
+            assert {nodes[n]["cloud.google.com/gke-nodepool"] for n in placed} == {"train"}
+        _until("the finished runs deleted", lambda: not cluster.get("jobsets", "-n", "ml-training")["items"])
+    finally:
+        cluster.kubectl("delete", "jobsets", "--all", "-n", "ml-training", "--wait=true", check=False)
+
+
+@pytest.mark.slow
 def test_rehearse_local_fills_every_queue_and_reports_what_the_real_kueue_did(cluster_dir: Path) -> None:
     """`make rehearse-local ENV=dev` with training runs as jobs (as the test before deployed it): each queue filled
     with two runs of its shapes, one at a time. The real Kueue admits research's run on the idle training slice (it
