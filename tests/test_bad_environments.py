@@ -598,6 +598,50 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "resilience.max_restarts",
         "less than or equal to 2147483647",
     ),
+    # Training launched as JobSets, with GKE's multi-tier checkpointing (docs/training.md, "Checkpoint tiers").
+    "a JobSet launcher with a standing cluster": (
+        "requests",
+        _sub("  queue: training\n", "  queue: training\n  launcher: jobset\n"),
+        "training.runs",
+        "launcher jobset makes each run a JobSet, with no standing cluster: write runs: jobs",
+    ),
+    "a local tier under Ray's launcher": (
+        "requests",
+        _sub(
+            "  queue: training\n",
+            "  queue: training\n  resilience:\n    local_tier: {bucket: checkpoints, every_steps: 25, bucket_every_steps: 100, ram_disk: 32Gi}\n",
+        ),
+        "training.resilience.local_tier",
+        "starts JAX's distributed runtime itself",
+    ),
+    "a local tier backed up to a bucket without folders": (
+        "places",
+        _sub(
+            "  queue: training\n",
+            "  queue: training\n  runs: jobs\n  launcher: jobset\n  resilience:\n    local_tier: {bucket: checkpoints, every_steps: 25, bucket_every_steps: 100, ram_disk: 32Gi}\n",
+        ),
+        "training.resilience.local_tier.bucket",
+        "need a bucket with hierarchical namespace",
+    ),
+    "a bucket backup between two local saves": (
+        "numbers",
+        _sub(
+            "  queue: training\n",
+            "  queue: training\n  runs: jobs\n  launcher: jobset\n  resilience:\n    local_tier: "
+            "{bucket: checkpoints, every_steps: 25, bucket_every_steps: 30, ram_disk: 32Gi}\n",
+        ),
+        "training.resilience.local_tier",
+        "bucket_every_steps 30 is not a multiple of every_steps 25",
+    ),
+    "elastic slices under a JobSet launcher": (
+        "requests",
+        _sub(
+            "  queue: training\n",
+            "  queue: training\n  runs: jobs\n  launcher: jobset\n  resilience: {min_slices: 1}\n",
+        ),
+        "training.resilience.min_slices",
+        "elastic slices are Ray Train's (launcher ray)",
+    ),
     "multislice training on single-host slices": (
         "places",
         _sub(
