@@ -25,6 +25,9 @@ from tests.helpers import REPO
 from tests.in_process import run_main
 
 DEV = (ENVIRONMENTS_DIR / "dev.yaml").read_text()
+# A local tier (resilience.local_tier) backed up to dev's checkpoints bucket, which has no folders.
+LOCAL_TIER = "{bucket: checkpoints, every_steps: 25, bucket_every_steps: 100, ram_disk: 32Gi}"
+JOBSET_TIER = "  queue: training\n  runs: jobs\n  launcher: jobset\n  resilience:\n    local_tier: "
 Edit = Callable[[str], str | bytes]
 
 
@@ -609,7 +612,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "requests",
         _sub(
             "  queue: training\n",
-            "  queue: training\n  resilience:\n    local_tier: {bucket: checkpoints, every_steps: 25, bucket_every_steps: 100, ram_disk: 32Gi}\n",
+            "  queue: training\n  resilience:\n    local_tier: " + LOCAL_TIER + "\n",
         ),
         "training.resilience.local_tier",
         "starts JAX's distributed runtime itself",
@@ -618,7 +621,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "places",
         _sub(
             "  queue: training\n",
-            "  queue: training\n  runs: jobs\n  launcher: jobset\n  resilience:\n    local_tier: {bucket: checkpoints, every_steps: 25, bucket_every_steps: 100, ram_disk: 32Gi}\n",
+            JOBSET_TIER + LOCAL_TIER + "\n",
         ),
         "training.resilience.local_tier.bucket",
         "need a bucket with hierarchical namespace",
@@ -627,8 +630,7 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
         "numbers",
         _sub(
             "  queue: training\n",
-            "  queue: training\n  runs: jobs\n  launcher: jobset\n  resilience:\n    local_tier: "
-            "{bucket: checkpoints, every_steps: 25, bucket_every_steps: 30, ram_disk: 32Gi}\n",
+            JOBSET_TIER + LOCAL_TIER.replace("100", "30") + "\n",
         ),
         "training.resilience.local_tier",
         "bucket_every_steps 30 is not a multiple of every_steps 25",

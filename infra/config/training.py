@@ -76,7 +76,7 @@ class LocalTier(Model):
     multi_tier_checkpointing_backup_interval_steps): a multiple of every_steps, at least every_steps."""
     ram_disk: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]*Gi$")]
     """The RAM disk per node (the CheckpointConfiguration's inMemoryVolumeSize): at least two of this host's
-    checkpoints (its own and a peer's replica; rule maxtext.local-tier-holds-two-checkpoints) and inside the node's
+    checkpoints (its own and a peer's replica; rule maxtext.local-tier-holds-two-saves) and inside the node's
     memory beside the worker."""
 
     @model_validator(mode="after")
