@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -1053,28 +1054,31 @@ def test_jobset_runs_of_maxtext_wait_their_turn_and_each_takes_the_whole_slice(c
             key=lambda e: e.get("eventTime") or e.get("firstTimestamp") or "",
         )
 
+    def at(e: dict[str, Any]) -> str:
+        return str(e.get("eventTime") or e.get("firstTimestamp"))
+
     def of(run: str, reason: str, kind: str = "Workload") -> list[dict[str, Any]]:
         """The events of `reason` on the run's JobSet, or on its Kueue Workload (named jobset-<run>-<hash>)."""
         prefix = f"jobset-{run}-" if kind == "Workload" else run
         return [e for e in events() if e["reason"] == reason and e["involvedObject"]["kind"] == kind
                 and e["involvedObject"]["name"].startswith(prefix)]  # fmt: skip
 
-    first, second = train(), train()
+    # Submitted together: a run lasts a few seconds here, so one submitted after the other could find the slice free.
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: train(), range(2)))
     try:
         _until(
             "both runs finished",
-            lambda: of(first, "AllJobsCompleted", "JobSet") and of(second, "AllJobsCompleted", "JobSet"),
+            lambda: all(of(run, "AllJobsCompleted", "JobSet") for run in runs),
             describe=lambda: [(e["reason"], e["involvedObject"]["name"], e["message"][:120]) for e in events()],
         )
-        # The second waited for the whole slice, which the first held, and was admitted only once the first ended.
-        (waited,) = of(second, "Pending")[:1]
-        assert "insufficient unused quota for google.com/tpu in flavor training-slices" in waited["message"]
-        ended = of(first, "FinishedWorkload", "JobSet")[0]
-        admitted = of(second, "QuotaReserved")[0]
-
-        def at(e: dict[str, Any]) -> str:
-            return str(e.get("eventTime") or e.get("firstTimestamp"))
-
+        # One waited for the whole slice, which the other held, and was admitted only once the other ended: its Jobs
+        # completed (the JobSet controller's event; Kueue's FinishedWorkload can come after the JobSet went).
+        quota = "insufficient unused quota for google.com/tpu in flavor training-slices"
+        (second,) = [run for run in runs if any(quota in e["message"] for e in of(run, "Pending"))]
+        (first,) = [run for run in runs if run != second]
+        (ended,) = of(first, "AllJobsCompleted", "JobSet")
+        (admitted,) = of(second, "QuotaReserved")
         assert at(admitted) >= at(ended), (at(admitted), at(ended))
         # Each run's pods, one per host, on the training pool alone (the required affinity), by the real scheduler.
         nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in cluster.get("nodes")["items"]}

@@ -105,6 +105,8 @@ def test_the_plan_holds_a_jobset_of_one_job_per_slice_that_joins_the_slices_and_
     assert (template["parallelism"], template["completions"]) == (4, 4)  # one pod per host
     exit_rule = template["podFailurePolicy"]["rules"][0]["onExitCodes"]
     assert exit_rule["operator"] == "NotIn" and 42 in exit_rule["values"] and 137 in exit_rule["values"]
+    # The release's pods reach each other (its NetworkPolicy `<release>-within` selects the instance label).
+    assert template["template"]["metadata"]["labels"]["app.kubernetes.io/instance"] == "ray-training"
     pod = template["template"]["spec"]
     assert pod["nodeSelector"] == dict(env.slices["train"].slice.node_selector)
     # Only the training slices' pools: the serving pool of the same shape matches the labels too.

@@ -97,12 +97,22 @@ def features_used(env: Environment) -> dict[str, str]:
     return used
 
 
+GKE_DOCS = "https://cloud.google.com/kubernetes-engine/docs/"
+
+
+def _feature_sources() -> str:
+    """The features' pages, GKE's under one prefix: a refusal names them all and stays short enough to read."""
+    urls = sorted({re.search(r"https://[^\s;]+", f.source).group(0) for f in gv.FEATURES.values()})  # type: ignore[union-attr]
+    gke = [u.removeprefix(GKE_DOCS) for u in urls if u.startswith(GKE_DOCS)]
+    return "; ".join([f"{GKE_DOCS}{{{', '.join(gke)}}}", *(u for u in urls if not u.startswith(GKE_DOCS))])
+
+
 @rule(
     id="gke.features-need-versions",
     system="GKE",
     layer="apply",
     summary="The pinned GKE version is at or above the minimum of every feature the environment uses.",
-    source="; ".join(sorted({re.search(r"https://\S+", f.source).group(0) for f in gv.FEATURES.values()})),  # type: ignore[union-attr]
+    source=_feature_sources(),
     subject="environment",
 )
 def _features(env: Environment) -> Iterator[Finding]:
