@@ -96,62 +96,38 @@ def kubernetes_principal(project_number: str, workload_pool: str, namespace: str
     )
 
 
-class ProjectRoleOfKubernetesAccount(Construct):
-    """One project role held by a Kubernetes service account's own principal (the metrics adapter's
-    roles/monitoring.viewer: it reads Cloud Monitoring for the autoscalers)."""
+class RoleOfKubernetesAccount(Construct):
+    """One role held by a Kubernetes service account's own principal: on the project (`project`: the metrics
+    adapter's roles/monitoring.viewer, it reads Cloud Monitoring for the autoscalers) or on a bucket (`bucket`: GKE's
+    multi-tier checkpointing agent's roles/storage.objectUser, it backs the RAM-disk saves up there)."""
 
     def __init__(
         self,
         scope: Construct,
         id_: str,
         *,
-        project: str,
         project_number: str,
         workload_pool: str,
         namespace: str,
         service_account: str,
         role: str,
         cluster: object,
+        project: str | None = None,
+        bucket: object | None = None,
     ) -> None:
         super().__init__(scope, id_)
+        if (project is None) == (bucket is None):
+            raise ValueError("RoleOfKubernetesAccount: give the project or the bucket the role is on, one of them")
+        member = kubernetes_principal(project_number, workload_pool, namespace, service_account)
         # The workload pool exists once the cluster does ("Identity Pool does not exist" before).
-        self.member = google("project_iam_member").ProjectIamMember(
-            self,
-            "member",
-            project=project,
-            role=role,
-            member=kubernetes_principal(project_number, workload_pool, namespace, service_account),
-            depends_on=[cluster],
-        )
-
-
-class BucketRoleOfKubernetesAccount(Construct):
-    """One bucket role held by a Kubernetes service account's own principal (GKE's multi-tier checkpointing
-    replicator, which backs the RAM-disk saves up to the bucket)."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        id_: str,
-        *,
-        bucket: object,
-        project_number: str,
-        workload_pool: str,
-        namespace: str,
-        service_account: str,
-        role: str,
-        cluster: object,
-    ) -> None:
-        super().__init__(scope, id_)
-        # The workload pool exists once the cluster does, as above.
-        self.member = google("storage_bucket_iam_member").StorageBucketIamMember(
-            self,
-            "member",
-            bucket=bucket,
-            role=role,
-            member=kubernetes_principal(project_number, workload_pool, namespace, service_account),
-            depends_on=[cluster],
-        )
+        if bucket is not None:
+            self.member = google("storage_bucket_iam_member").StorageBucketIamMember(
+                self, "member", bucket=bucket, role=role, member=member, depends_on=[cluster]
+            )
+        else:
+            self.member = google("project_iam_member").ProjectIamMember(
+                self, "member", project=project, role=role, member=member, depends_on=[cluster]
+            )
 
 
 class WorkloadIdentity(Construct):

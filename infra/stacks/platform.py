@@ -15,7 +15,7 @@ from infra.cdk import GcsBackend, TerraformOutput, TerraformStack
 from infra.config import Environment
 from infra.config.delivery import APPLIED_CONFIRMATIONS
 from infra.constructs.apis import ProjectApis
-from infra.constructs.identity import BucketRoleOfKubernetesAccount
+from infra.constructs.identity import RoleOfKubernetesAccount
 from infra.constructs.monitoring import Observability, ProjectBudget
 from infra.constructs.providers import Providers
 from infra.constructs.vertex import custom_code_agent
@@ -67,7 +67,7 @@ class PlatformStack(TerraformStack):
         tier = env.training.resilience.local_tier if env.training is not None else None
         if tier is not None:
             # GKE's multi-tier checkpointing backs the RAM disks up as its node agent's own principal.
-            BucketRoleOfKubernetesAccount(
+            RoleOfKubernetesAccount(
                 self,
                 "multi-tier-checkpointing-backups",
                 bucket=data.buckets[tier.bucket].bucket.name,

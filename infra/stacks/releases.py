@@ -13,7 +13,7 @@ from infra.catalogue.serving_metrics import ADAPTER_NAMESPACE, ADAPTER_PORT, ADA
 from infra.cdk import TerraformStack
 from infra.config import PLACEHOLDER_DIGEST, Environment, SaxmlServing
 from infra.constructs.compute_class import compute_class_values, fallback_slices
-from infra.constructs.identity import ProjectRoleOfKubernetesAccount
+from infra.constructs.identity import RoleOfKubernetesAccount
 from infra.constructs.network import HEALTH_CHECK_RANGES, ControlPlaneWebhooks
 from infra.constructs.network_policy import NamespacePolicies
 from infra.constructs.releases import (
@@ -166,7 +166,7 @@ class Releases:
         autoscales, the metrics adapter its autoscaler reads through, with its Cloud Monitoring role."""
         env = self.env
         if env.autoscales:
-            ProjectRoleOfKubernetesAccount(
+            RoleOfKubernetesAccount(
                 self.stack,
                 "metrics-adapter-monitoring-viewer",
                 project=env.project,
