@@ -142,3 +142,20 @@ def train_local(ckpt: Path, *args: str, env: dict[str, str] | None = None) -> tu
 def losses(ckpt: Path) -> list[tuple[int, float]]:
     """Each step a run in `ckpt` completed and its loss, in the order written (metrics.jsonl)."""
     return [(r["step"], r["loss"]) for r in map(json.loads, (ckpt / "metrics.jsonl").read_text().splitlines())]
+
+
+def dev_edited(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    """dev.yaml with `edits` (text, replacement; each text must be there), beside the other environments, in
+    `tmp_path`/environments: the path of the edited dev.yaml."""
+    from infra.config import ENVIRONMENTS_DIR
+
+    folder = tmp_path / "environments"
+    folder.mkdir()
+    for path in ENVIRONMENTS_DIR.glob("*.yaml"):
+        text = path.read_text()
+        if path.stem == "dev":
+            for old, new in edits:
+                assert old in text, old
+                text = text.replace(old, new, 1)
+        (folder / path.name).write_text(text)
+    return folder / "dev.yaml"

@@ -19,28 +19,14 @@ from infra.rules.kueue import _raycluster_queued, max_worker_groups
 from infra.rules.run import stack_releases
 from infra.synth.load import load_environment
 from scripts import train
-from tests.helpers import REPO
+from tests.helpers import REPO, dev_edited
 from tests.in_process import run_main
 
 JOBS = ("\n  queue: training\n", "\n  queue: training\n  runs: jobs\n")
 
 
-def _dev(tmp_path: Path, *edits: tuple[str, str]) -> Path:
-    """dev.yaml with `edits` (text, replacement), beside the other environments."""
-    folder = tmp_path / "environments"
-    folder.mkdir()
-    for path in ENVIRONMENTS_DIR.glob("*.yaml"):
-        text = path.read_text()
-        if path.stem == "dev":
-            for old, new in edits:
-                assert old in text, old
-                text = text.replace(old, new, 1)
-        (folder / path.name).write_text(text)
-    return folder / "dev.yaml"
-
-
 def _jobs_env(tmp_path: Path) -> Environment:
-    return load_environment(_dev(tmp_path, JOBS))
+    return load_environment(dev_edited(tmp_path, JOBS))
 
 
 def _releases(env: Environment) -> list[dict[str, Any]]:
@@ -53,7 +39,7 @@ def _releases(env: Environment) -> list[dict[str, Any]]:
 
 
 def test_runs_as_jobs_without_a_queue_are_refused_at_load_naming_the_field(tmp_path: Path) -> None:
-    path = _dev(tmp_path, ("\n  queue: training\n", "\n  runs: jobs\n"), ("    borrow_training: true\n", ""))
+    path = dev_edited(tmp_path, ("\n  queue: training\n", "\n  runs: jobs\n"), ("    borrow_training: true\n", ""))
     with pytest.raises(ConfigError, match=r"training\.runs: 'jobs': each run is a RayJob .*set training\.queue"):
         load_environment(path)
 
@@ -114,7 +100,7 @@ def test_each_submission_is_a_rayjob_of_its_own_named_as_kuberay_allows() -> Non
 
 
 def test_make_train_refuses_a_bad_recipe_before_it_reaches_the_cluster(tmp_path: Path) -> None:
-    folder = _dev(tmp_path, JOBS).parent
+    folder = dev_edited(tmp_path, JOBS).parent
     env = {"PATH": "/usr/bin:/bin", "PLATFORM_ENVIRONMENTS_DIR": str(folder), "PLATFORM_KUBECONFIG": "/nonexistent"}
     done = run_main(train.main, ["submit", "--env", "dev", "--recipe", "no-such"], env=env, cwd=REPO)
     assert done.returncode == 2 and "no-such" in done.stderr and "nothing was submitted" in done.stderr
