@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.charts.check import render
 from infra.charts.runs import per_run
@@ -19,49 +20,39 @@ from infra.rules import check_environment
 from infra.rules.run import stack_releases
 from infra.synth.load import load_environment
 from scripts import train
-from tests.helpers import by_name, of_type
+from tests.helpers import REPO, by_name, dev_edited, of_type
 from workloads.trainer import __main__ as trainer
 from workloads.trainer.recipes import RecipeError
 from workloads.trainer.recovery import recovery_lines
 
-HNS_BUCKET = (
-    "buckets:\n",
-    "buckets:\n  mtc-backups:\n    protect: false\n    versioning: false\n    hierarchical_namespace: true\n"
-    "    soft_delete_days: 7\n    lifecycle:\n      delete_noncurrent_after_days: 14\n",
-)
-TWO_SLICES = (
-    "  train:\n    accelerator: v6e\n    topology: 4x4\n",
-    "  train:\n    accelerator: v6e\n    topology: 4x4\n    count: 2\n",
-)
-TIER = "{bucket: mtc-backups, every_steps: 25, bucket_every_steps: 100, ram_disk: 32Gi}"
-JOBSET = (
-    "  recipe: llama3-8b\n",
-    "  recipe: llama3-8b-2-slices\n",
-)
-QUEUED = (
-    "\n  queue: training\n",
-    "\n  queue: training\n  runs: jobs\n  launcher: jobset\n  resilience:\n    max_restarts: 5\n"
-    f'    retry_exit_codes: [42, "128-255"]\n    local_tier: {TIER}\n',
-)
+EXAMPLE = REPO / "docs/examples/multi-tier/dev.yaml"
 
 
-def _dev(tmp_path: Path, *edits: tuple[str, str]) -> Path:
-    """dev.yaml with `edits` (text, replacement), beside the other environments."""
-    folder = tmp_path / "environments"
-    folder.mkdir()
-    for path in ENVIRONMENTS_DIR.glob("*.yaml"):
-        text = path.read_text()
-        if path.stem == "dev":
-            for old, new in edits:
-                assert old in text, old
-                text = text.replace(old, new, 1)
-        (folder / path.name).write_text(text)
-    return folder / "dev.yaml"
+def test_the_example_is_dev_with_two_slices_a_jobset_launcher_and_a_local_tier() -> None:
+    dev = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
+    example = yaml.safe_load(EXAMPLE.read_text())
+    assert example["buckets"].pop("mtc-backups")["hierarchical_namespace"] is True
+    assert example["slices"]["train"].pop("count") == 2
+    assert example["training"].pop("recipe") == "llama3-8b-2-slices" and dev["training"].pop("recipe")
+    assert (example["training"].pop("runs"), example["training"].pop("launcher")) == ("jobs", "jobset")
+    assert example["training"].pop("resilience")["local_tier"]["bucket"] == "mtc-backups"
+    assert example == dev
+
+
+def _example_beside_the_others(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    """The example as dev.yaml (with `edits`) beside the other environments, for `make train` to read."""
+    text = EXAMPLE.read_text()
+    path = dev_edited(tmp_path)
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    return path
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Environment:
-    return load_environment(_dev(tmp_path, HNS_BUCKET, TWO_SLICES, JOBSET, QUEUED))
+    return load_environment(_example_beside_the_others(tmp_path))
 
 
 def _releases(env: Environment) -> list[dict[str, Any]]:
@@ -205,8 +196,7 @@ def test_the_stack_turns_the_add_on_on_makes_the_bucket_with_folders_and_lets_th
 
 
 def test_a_ram_disk_that_cannot_hold_two_saves_of_the_recipe_is_refused_naming_what_it_needs(tmp_path: Path) -> None:
-    small = (QUEUED[0], QUEUED[1].replace("ram_disk: 32Gi", "ram_disk: 16Gi"))
-    path = _dev(tmp_path, HNS_BUCKET, TWO_SLICES, JOBSET, small)
+    path = _example_beside_the_others(tmp_path, ("ram_disk: 32Gi}", "ram_disk: 16Gi}"))
     with pytest.raises(ConfigError) as err:
         load_environment(path)
     (problem,) = err.value.problems
