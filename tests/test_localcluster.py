@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -1063,10 +1062,13 @@ def test_jobset_runs_of_maxtext_wait_their_turn_and_each_takes_the_whole_slice(c
         return [e for e in events() if e["reason"] == reason and e["involvedObject"]["kind"] == kind
                 and e["involvedObject"]["name"].startswith(prefix)]  # fmt: skip
 
-    # Submitted together: a run lasts a few seconds here, so one submitted after the other could find the slice free.
-    with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(lambda _: train(), range(2)))
+    # A run lasts a few seconds here, so one submitted after the other could find the slice free: the queue holds its
+    # admissions (Kueue's stopPolicy, as an operator pausing it) until both are in it.
+    hold = {"spec": {"stopPolicy": "Hold"}}
+    cluster.kubectl("patch", "clusterqueue", "training", "--type=merge", "-p", json.dumps(hold))
     try:
+        runs = [train(), train()]
+        cluster.kubectl("patch", "clusterqueue", "training", "--type=merge", "-p", '{"spec":{"stopPolicy":"None"}}')
         _until(
             "both runs finished",
             lambda: all(of(run, "AllJobsCompleted", "JobSet") for run in runs),
@@ -1088,6 +1090,7 @@ def test_jobset_runs_of_maxtext_wait_their_turn_and_each_takes_the_whole_slice(c
             assert {nodes[n]["cloud.google.com/gke-nodepool"] for n in placed} == {"train"}
         _until("the finished runs deleted", lambda: not cluster.get("jobsets", "-n", "ml-training")["items"])
     finally:
+        cluster.kubectl("patch", "clusterqueue", "training", "--type=merge", "-p", '{"spec":{"stopPolicy":"None"}}')
         cluster.kubectl("delete", "jobsets", "--all", "-n", "ml-training", "--wait=true", check=False)
 
 
