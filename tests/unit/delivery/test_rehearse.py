@@ -14,9 +14,9 @@ from infra.catalogue import prices
 from infra.synth.load import load_environment, load_named
 from scripts import rehearse
 from scripts.rehearse import Rehearsal, Run, Shape
-from tests.helpers import REPO
+from tests.helpers import REPO, dev_edited
 from tests.in_process import run_main
-from tests.test_training_runs import JOBS, _dev
+from tests.test_training_runs import JOBS
 
 
 def test_each_queue_is_filled_with_its_own_shapes_the_borrowers_first() -> None:
@@ -31,7 +31,7 @@ def test_each_queue_is_filled_with_its_own_shapes_the_borrowers_first() -> None:
 
 
 def test_training_runs_as_jobs_fill_the_training_queue_last(tmp_path: Path) -> None:
-    shapes = rehearse.shapes(load_environment(_dev(tmp_path, JOBS)))
+    shapes = rehearse.shapes(load_environment(dev_edited(tmp_path, JOBS)))
     assert (shapes[-1].queue, shapes[-1].team, shapes[-1].asks) == (
         "training",
         "platform",
