@@ -641,23 +641,25 @@ def test_multi_host_servers_added_by_the_scale_subresource_take_a_whole_pool_eac
     def pods() -> list[dict[str, Any]]:
         return cluster.get("pods", "-n", "ml-serving", "-l", f"app.kubernetes.io/instance={release}")["items"]
 
-    def placed() -> dict[str, set[str]]:
+    def placed() -> tuple[dict[str, set[str]], list[dict[str, Any]]] | None:
+        """The groups' pools and the pods, once two groups of four are bound (one reading: LWS may recreate a pod
+        between two, and a later reading's group had no leader in an earlier one: a CI failure)."""
         found, groups = pods(), {}
         for pod in found:
             group = pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
             groups.setdefault(group, set()).add(pool_of.get(pod["spec"].get("nodeName") or "", "pending"))
         bound = sum(bool(p["spec"].get("nodeName")) for p in found)
-        return groups if len(groups) == 2 and bound == len(found) == 8 else {}
+        return (groups, found) if len(groups) == 2 and bound == len(found) == 8 else None
 
     cluster.kubectl("scale", "leaderworkerset", release, "-n", "ml-serving", "--replicas=2")
     try:
-        groups = _until("two groups of four bound pods", placed)
+        groups, found = _until("two groups of four bound pods", placed)
         assert sorted(map(sorted, groups.values())) == [["vllm-multihost"], ["vllm-multihost-1"]], groups
         # How: LWS's webhook gave each leader an anti-affinity to other groups on the pool label, and its controller
         # pinned each group's workers to the leader's pool.
-        leaders = {p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]: p for p in pods()
+        leaders = {p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]: p for p in found
                    if p["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/worker-index") == "0"}  # fmt: skip
-        for pod in pods():
+        for pod in found:
             group = pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
             if pod["metadata"]["name"] == leaders[group]["metadata"]["name"]:
                 (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
