@@ -87,7 +87,7 @@ def test_the_review_prices_a_lost_slice_in_each_mode_restart_and_elastic() -> No
     assert "elastic: off (training.resilience.min_slices unset)" in text
     # A recipe with a published throughput: half a period on both slices, priced.
     timed = get_recipe("llama3-8b-2-slices").model_copy(update={"tokens_per_second_per_chip": 7243.0})
-    with patch("workloads.trainer.recovery.get_recipe", return_value=timed):
+    with patch("workloads.trainer.recovery.named_recipe", return_value=timed):
         text = "\n".join(recovery_lines(fixed))
     seconds = 25 * 2 * 8192 / 7243
     assert f"redone on average on 2 slices, {2 * 43.2 * seconds / 3600:,.2f} USD, plus the restart" in text

@@ -271,7 +271,7 @@ MAXTEXT_MTC_GUIDE = (
 )
 def _local_tier_fits(env: Environment) -> Iterator[Finding]:
     from infra.catalogue.checkpointing import RAM_DISK_SPARE, SAVES_PER_RAM_DISK
-    from workloads.trainer.recipes import RecipeError, get_recipe
+    from workloads.trainer.recipes import named_recipe
 
     training = env.training
     tier = training.resilience.local_tier if training is not None else None
@@ -287,10 +287,7 @@ def _local_tier_fits(env: Environment) -> Iterator[Finding]:
             f"the RAM disk ({have:.0f} GB) and the worker ({training.worker.memory}, {worker:.0f} GB) pass the "
             f"{slice_.machine_type} node's {slice_.shape.memory_gb} GiB",
         )
-    try:
-        recipe = get_recipe(training.recipe) if training.recipe else None
-    except RecipeError:
-        return  # maxtext.recipe-runs-on-training-slice names it
+    recipe = named_recipe(training.recipe)
     if recipe is None or recipe.engine != "maxtext":
         return
     per_host = recipe.checkpoint_gb_per_host(slice_)
@@ -323,16 +320,13 @@ def _gigabytes(quantity: str) -> float:
     subject="environment",
 )
 def _jobset_runs_maxtext(env: Environment) -> Iterator[Finding]:
-    from workloads.trainer.recipes import RecipeError, get_recipe
+    from workloads.trainer.recipes import named_recipe
 
     training = env.training
     if training is None or training.launcher != "jobset" or training.recipe is None:
         return
-    try:
-        recipe = get_recipe(training.recipe)
-    except RecipeError:
-        return  # maxtext.recipe-runs-on-training-slice names it
-    if recipe.engine != "maxtext":
+    recipe = named_recipe(training.recipe)
+    if recipe is not None and recipe.engine != "maxtext":
         yield Finding(
             "training.recipe",
             training.recipe,

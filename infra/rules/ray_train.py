@@ -61,16 +61,13 @@ RAY_ELASTIC = (
 )
 def _elastic_range(env: Environment) -> Iterator[Finding]:
     from workloads.trainer.compiled import elastic_problem
-    from workloads.trainer.recipes import RecipeError, get_recipe
+    from workloads.trainer.recipes import named_recipe
 
     training = env.training
     if training is None or training.resilience.min_slices is None or training.slice not in env.slices:
         return
     spec = env.slices[training.slice]
-    try:
-        recipe = get_recipe(training.recipe) if training.recipe else None
-    except RecipeError:
-        recipe = None  # maxtext.recipe-runs-on-training-slice names it
+    recipe = named_recipe(training.recipe)
     problem = elastic_problem(recipe, spec.slice, spec.count, training.resilience.min_slices, slice_key=training.slice)
     if problem:
         yield Finding("training.resilience.min_slices", training.resilience.min_slices, problem)

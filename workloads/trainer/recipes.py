@@ -179,3 +179,12 @@ def get_recipe(name: str) -> Recipe:
     if name not in recipes:
         raise RecipeError(f"unknown recipe {name!r}; recipes: {', '.join(sorted(recipes))}")
     return recipes[name]
+
+
+def named_recipe(name: str | None) -> Recipe | None:
+    """The recipe `name` names; None where none is named or the name is unknown (the rule
+    maxtext.recipe-runs-on-training-slice refuses an unknown one, so the others need not)."""
+    try:
+        return get_recipe(name) if name else None
+    except RecipeError:
+        return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from workloads.trainer.recipes import Recipe, RecipeError, get_recipe
+from workloads.trainer.recipes import Recipe, named_recipe
 
 if TYPE_CHECKING:
     from infra.config import Environment
@@ -72,12 +72,7 @@ def ray_training_lines(env: Environment) -> list[str]:
     spec = env.slices[training.slice]
     slice_ = spec.slice
     resilience = training.resilience
-    recipe: Recipe | None = None
-    if training.recipe:
-        try:
-            recipe = get_recipe(training.recipe)
-        except RecipeError:
-            recipe = None
+    recipe = named_recipe(training.recipe)
     by = (
         "each of every slice's Job from the newest save of any tier (JobSet failurePolicy)"
         if training.launcher == "jobset"
