@@ -141,7 +141,8 @@ def train_local(ckpt: Path, *args: str, env: dict[str, str] | None = None) -> tu
 
 def losses(ckpt: Path) -> list[tuple[int, float]]:
     """Each step a run in `ckpt` completed and its loss, in the order written (metrics.jsonl)."""
-    return [(r["step"], r["loss"]) for r in map(json.loads, (ckpt / "metrics.jsonl").read_text().splitlines())]
+    records = map(json.loads, (ckpt / "metrics.jsonl").read_text().splitlines())
+    return [(r["step"], r["loss"]) for r in records if "step" in r]  # not a checkpoint's line (`saved`)
 
 
 def dev_edited(tmp_path: Path, *edits: tuple[str, str]) -> Path:

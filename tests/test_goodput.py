@@ -48,6 +48,21 @@ def test_badput_is_startup_compilation_checkpoints_work_redone_and_the_time_down
     )
 
 
+def test_a_checkpoint_written_after_its_step_record_counts_as_in_one_record(tmp_path: Path) -> None:
+    """The canary writes a step's record before its save and the save's line after it: the same goodput as one
+    record of the step that ended with its checkpoint; a save that never ended leaves the step without one."""
+    one = [{"step": 1, "step_time_s": 1.0, "time": 1001.0}, {"step": 2, "step_time_s": 1.0, "time": 1002.5,
+           "checkpoint_s": 0.5}]  # fmt: skip
+    two = [one[0], {"step": 2, "step_time_s": 1.0, "time": 1002.0}, {"saved": 2, "checkpoint_s": 0.5, "time": 1002.5}]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    folded = read_records(_write(tmp_path / "two", two, [1000.0]))
+    assert goodput(folded) == goodput(read_records(_write(tmp_path / "one", one, [1000.0])))
+    assert [r.get("checkpoint_s") for r in folded if "step" in r] == [None, 0.5]
+    unsaved = read_records(_write(tmp_path / "two", two[:2], [1000.0]))
+    assert goodput(unsaved).badput["checkpoint"] == 0.0
+
+
 def test_a_run_without_attempts_counts_from_its_first_step(tmp_path: Path) -> None:
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "step_time_s": 2.0, "time": 10.0}) + "\n")
     measured = goodput(read_records(tmp_path / "metrics.jsonl"))

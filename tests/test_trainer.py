@@ -16,6 +16,7 @@ import pytest
 from infra.catalogue.accelerators import tpu_slice
 from infra.config import Environment
 from tests.helpers import REPO, losses
+from workloads.trainer.goodput import read_records
 from workloads.trainer.launcher import Placement
 from workloads.trainer.maxtext import maxtext_args
 from workloads.trainer.recipes import Ici, RecipeError, get_recipe, load_recipes
@@ -129,6 +130,33 @@ def _cpu_env(devices: int) -> dict[str, str]:
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
         "PYTHONPATH": str(REPO),
     }
+
+
+CANARY_STOPPED_AFTER_A_SAVE = """
+import os, sys
+import workloads.trainer.canary.train as canary
+saving = canary._save
+def save_then_stop(config, manager, state, done):
+    took = saving(config, manager, state, done)
+    if done == 2:
+        os._exit(137)  # stopped once step 2 is saved, as Ray's elastic resize stops a worker group
+    return took
+canary._save = save_then_stop
+canary.train(canary.CanaryConfig(checkpoint_dir=sys.argv[1], end_step=3, mesh={"data": 1, "fsdp": 2, "tensor": 2}))
+"""
+
+
+def test_a_step_saved_just_before_its_worker_is_stopped_keeps_its_record(tmp_path: Path) -> None:
+    """A resumed attempt starts after the newest checkpoint, so the step of that checkpoint is never trained again:
+    its record must already be written when the worker is stopped (an elastic run lost step 34's record this way,
+    and train-local then said "steps [34] were never completed")."""
+    out = subprocess.run(
+        [sys.executable, "-c", CANARY_STOPPED_AFTER_A_SAVE, str(tmp_path)], env=_cpu_env(4), capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert out.returncode == 137, out.stderr[-3000:]
+    assert (tmp_path / "state" / "2").is_dir()
+    assert [r["step"] for r in read_records(tmp_path / "metrics.jsonl") if "step" in r] == [1, 2]
 
 
 def test_canary_trains_two_sharded_steps_and_loss_goes_down(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """Goodput of a local run, from its `metrics.jsonl`, in ML Goodput Measurement's terms (the library MaxText records
 with on a cluster): the share of the elapsed time spent on training steps that count, and where the rest went.
 
-The canary writes one record per step to `metrics.jsonl` (`step`, `step_time_s`, `time` when it ended,
-`checkpoint_s` when it saved) and one `{"event": "start", "time": ...}` to `attempts.jsonl` beside it when a process
-starts training (a run, or Ray's restart of it). From them:
+The canary writes one record per step to `metrics.jsonl` (`step`, `step_time_s`, `time` when it ended) and, after
+a step it saved, `{"saved": step, "checkpoint_s", "time"}`, which `read_records` folds into the step's record; and
+one `{"event": "start", "time": ...}` to `attempts.jsonl` beside it when a process starts training (a run, or
+Ray's restart of it). From them:
 
 - startup: from a start to that attempt's first step (JAX, the mesh, restoring the checkpoint);
 - compilation: an attempt's first step beyond the run's usual step time (the step is compiled then);
@@ -33,9 +34,10 @@ def well_formed(record: Any) -> bool:
     finite numbers): a hand-edited or half-written file may hold others."""
     if not isinstance(record, dict):
         return False
-    step = record.get("step")
-    if "step" in record and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
-        return False
+    for field in ("step", "saved"):
+        step = record.get(field)
+        if field in record and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+            return False
     for key in _NUMBERS:
         value = record.get(key)
         if key in record and value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
@@ -64,7 +66,14 @@ def _lines(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]
 def read_records(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """The step records of a metrics file and the start events of the `attempts.jsonl` beside it, in time order
     (a start before its attempt's first step ends); the lines that are no record go to `skipped`."""
-    steps = [r for r in _lines(path, skipped) if "step" in r]
+    steps: list[dict[str, Any]] = []
+    for record in _lines(path, skipped):
+        if "step" in record:
+            steps.append(record)
+        elif "saved" in record:  # the checkpoint of the newest record of its step: when it ended, and its time
+            step = next((r for r in reversed(steps) if r["step"] == record["saved"]), None)
+            if step is not None:
+                step.update(checkpoint_s=record.get("checkpoint_s"), time=record.get("time", step.get("time")))
     starts = [r for r in _lines(path.with_name("attempts.jsonl"), skipped) if r.get("event") == "start"]
     if not starts:
         return steps

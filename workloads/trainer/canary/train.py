@@ -202,16 +202,20 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         loss = float(loss_value)  # waits for the step
         elapsed = time.perf_counter() - began
         done = step + 1
-        saved = _save(config, manager, state, done)
         step_times.append(elapsed)
         losses.append(loss)
-        # `time`: when the step (and its checkpoint) ended, seconds since the epoch; the run's goodput is read from
-        # these (workloads/trainer/goodput.py).
+        # `time`: when the step ended, seconds since the epoch; the run's goodput is read from these
+        # (workloads/trainer/goodput.py). Written before the step's checkpoint: a worker stopped after the save
+        # (Ray's elastic resize, a lost host) would otherwise leave a saved step, which no attempt trains again,
+        # with no record.
         record = {"step": done, "loss": loss, "step_time_s": elapsed, "time": round(time.time(), 3)}
-        if saved > 0.001:
-            record["checkpoint_s"] = round(saved, 3)
         if is_writer:
             _write_step(metrics_path, record, config.end_step)
+        saved = _save(config, manager, state, done)
+        if saved > 0.001:
+            record = {**record, "checkpoint_s": round(saved, 3), "time": round(time.time(), 3)}
+            if is_writer:
+                _write_saved(metrics_path, done, record)
         if report is not None:
             report(record)
         if config.fail_at_step == done:
@@ -325,6 +329,14 @@ def _write_step(metrics_path: Path, record: dict[str, Any], end_step: int) -> No
     LOG.info("step", extra={**{k: v for k, v in record.items() if k != "time"}, "end_step": end_step})
 
 
+def _write_saved(metrics_path: Path, step: int, record: dict[str, Any]) -> None:
+    """The step's checkpoint: `{"saved": step, "checkpoint_s", "time"}` in metrics.jsonl (goodput.read_records
+    folds it into the step's record), and in the job's log."""
+    with metrics_path.open("a") as f:
+        f.write(json.dumps({"saved": step, "checkpoint_s": record["checkpoint_s"], "time": record["time"]}) + "\n")
+    LOG.info("checkpoint", extra={"step": step, "checkpoint_s": record["checkpoint_s"]})
+
+
 def _fail_once(config: CanaryConfig, done: int, checkpoint_dir: Path, process: int, processes: int) -> None:
     """The injected failure (config.fail_at_step): the processes of the lost slice exit once, leaving a marker so the
     restarted attempt goes on; with `fail_loses_local`, a process's local checkpoints are lost with it."""
@@ -364,7 +376,8 @@ def read_metrics(checkpoint_dir: str | Path) -> dict[int, dict[str, Any]]:
     records: dict[int, dict[str, Any]] = {}
     for line in path.read_text().splitlines():
         record = json.loads(line)
-        records[record["step"]] = record
+        if "step" in record:  # not a checkpoint's line (`saved`)
+            records[record["step"]] = record
     return records
 
 
