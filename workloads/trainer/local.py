@@ -38,8 +38,9 @@ def run_local(
     split into that many slices of `mesh` each, data parallel across them (a multislice job); with
     `local_checkpoint_dir`, Orbax's emergency checkpointing keeps a local tier there every `local_every` steps.
     `min_slices`: elastic, on a local cluster with a node per slice: a slice lost (its node removed once step
-    `lose_slice_at_step` is done) shrinks the run to the slices left, which resume from the bucket's newest
-    checkpoint; a node added back `slice_back_after_s` later grows it again (`_elastic_run`)."""
+    `lose_slice_at_step` is saved) shrinks the run to the slices left, which resume from the bucket's newest
+    checkpoint; a node added back `slice_back_after_s` later grows it again (`_elastic_run`), while the attempt on
+    the slices left waits after 2 steps (so the growth does not race the run's end)."""
     from workloads.trainer.canary.train import METRICS_FILE, CanaryConfig, latest_step
     from workloads.trainer.launcher import Placement, build_trainer, canary_loop, local_ray, local_ray_slices
     from workloads.trainer.mesh import mesh_shape
@@ -60,6 +61,8 @@ def run_local(
         local_every=local_every,
         fail_loses_local=fail_loses_local,
         compile_delay_s=compile_delay_s,
+        # The slice given back: the attempt on the slices left trains 2 steps, then waits for the run to grow.
+        hold_fewer_after=2 if slice_back_after_s is not None else None,
     )
     elastic = min_slices is not None and min_slices < slices
     if elastic and local:
@@ -149,7 +152,8 @@ def _elastic_run(
     started: float,
 ) -> None:
     """`trainer.fit()` on a local cluster with a node per slice, losing one (its node removed once step `lose_at`
-    is in `metrics`) and giving one back `back_after_s` after the attempt on the slices left has trained a step.
+    is saved: its `saved` line in `metrics`) and giving one back `back_after_s` after the attempt on the slices
+    left has trained a step.
     Nodes come and go on this thread (Ray's Cluster installs signal handlers), so the fit runs on another."""
     import threading
 
@@ -164,7 +168,7 @@ def _elastic_run(
     running = threading.Thread(target=fit, name="fit")
     running.start()
     if lose_at is not None:
-        while running.is_alive() and not any(r.get("step", 0) >= lose_at for r in _records(metrics)):
+        while running.is_alive() and not any(r.get("saved", 0) >= lose_at for r in _records(metrics)):
             time.sleep(0.5)
         if running.is_alive():
             say(f"losing a slice after step {lose_at}: its node removed", started)

@@ -58,6 +58,9 @@ class CanaryConfig:
     fail_loses_local: bool = False
     # ... and the last process starts compiling its step this many seconds after the others (a slow host).
     compile_delay_s: float = 0.0
+    # ... and an attempt on fewer slices than `slices` (elastic), once it has trained this many steps, waits to be
+    # stopped (the run growing back when its slice returns), at most HOLD_S, instead of racing it to the end.
+    hold_fewer_after: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,6 +152,7 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     if not fewest <= announced <= config.slices:
         allowed = f"{fewest} to {config.slices}" if fewest < config.slices else str(config.slices)
         raise ValueError(f"the job runs {announced} slices (MEGASCALE_NUM_SLICES), the config {allowed}")
+    hold_after = config.hold_fewer_after if announced < config.slices else None
     config = replace(config, slices=announced)
     grid = multislice_devices(devices, config.slices, **config.mesh)
     mesh = Mesh(grid, AXES)
@@ -220,6 +224,8 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
             report(record)
         if config.fail_at_step == done:
             _fail_once(config, done, checkpoint_dir, jax.process_index(), jax.process_count())
+        if hold_after is not None and done - start == hold_after:
+            _hold(HOLD_S)
     manager.wait_until_finished()
     manager.close()
 
@@ -309,6 +315,17 @@ def _save(config: CanaryConfig, manager: Any, state: Any, done: int) -> float:
     elif done % config.checkpoint_every == 0 or done == config.end_step:
         manager.save(done, args=ocp.args.StandardSave(state))
     return time.perf_counter() - saving
+
+
+# How long an attempt on fewer slices waits for the run to grow back (CanaryConfig.hold_fewer_after).
+HOLD_S = 300.0
+
+
+def _hold(seconds: float) -> None:
+    """Wait to be stopped, at most `seconds`; then train on."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def _write_start(config: CanaryConfig, checkpoint_dir: Path, began_at: float, start: int) -> None:
