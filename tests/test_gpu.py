@@ -19,7 +19,7 @@ from infra.charts.check import render, validate
 from infra.config import ENVIRONMENTS_DIR, Environment
 from infra.constructs.releases import gpu_networking_values, nccl_test_values
 from infra.synth.load import load_environment
-from tests.helpers import REPO, by_name, needs_crds, of_type, release_values, rendered
+from tests.helpers import REPO, by_name, losses, needs_crds, of_type, release_values, rendered
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 
@@ -332,5 +332,5 @@ def test_jobset_processes_form_one_jax_group_and_train(tmp_path: Path) -> None:
     assert [s["process_id"] for s in summaries] == [0, 1]
     assert all(s["devices"] == 4 and s["end_step"] == 2 for s in summaries)
     assert summaries[0]["loss_last"] == summaries[1]["loss_last"]
-    metrics = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    metrics = [step for step, _ in losses(tmp_path)]
     assert metrics == [1, 2]

@@ -22,7 +22,7 @@ from infra.config import Environment
 from infra.shell.slurm import gcsfuse_mount
 from infra.slurm.blueprint import blueprint
 from infra.slurm.jobs import BatchJob, render, trainer_command, training_job
-from tests.helpers import REPO
+from tests.helpers import REPO, losses
 from tests.slurm_local import JOB_USER, local_slurm, missing
 
 IN_CI = os.environ.get("CI") == "true"
@@ -124,7 +124,7 @@ def test_the_generated_trainer_job_trains_and_resumes_on_a_real_slurm_as_the_sub
         assert len({r["loss_last"] for r in results}) == 1, "one process group: every task saw the same loss"
     assert {(r["start_step"], r["end_step"]) for r in first} == {(0, 2)}
     assert {(r["start_step"], r["end_step"]) for r in second} == {(2, 4)}, "the second submission resumed"
-    steps = [json.loads(line)["step"] for line in (checkpoint / "metrics.jsonl").read_text().splitlines()]
+    steps = [step for step, _ in losses(checkpoint)]
     assert steps == [1, 2, 3, 4]
     assert checkpoint.stat().st_uid == pwd.getpwnam(JOB_USER).pw_uid, "written by the person, not root"
 

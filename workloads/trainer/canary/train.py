@@ -129,6 +129,17 @@ def _emergency_manager(config: CanaryConfig, mesh: Any, target: Any, persistent:
     )
 
 
+def _announced_slices(config: CanaryConfig) -> int:
+    """The slices this attempt runs on: in a multislice job each worker learns the count as JAX does on TPU
+    (MEGASCALE_NUM_SLICES); an elastic run's attempt runs on the slices it was given, within its range."""
+    announced = int(os.environ.get("MEGASCALE_NUM_SLICES", config.slices))
+    fewest = config.min_slices or config.slices
+    if not fewest <= announced <= config.slices:
+        allowed = f"{fewest} to {config.slices}" if fewest < config.slices else str(config.slices)
+        raise ValueError(f"the job runs {announced} slices (MEGASCALE_NUM_SLICES), the config {allowed}")
+    return announced
+
+
 def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train from the latest checkpoint in `config.checkpoint_dir` up to `config.end_step`.
 
@@ -145,13 +156,7 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
     from workloads.trainer.mesh import AXES, BATCH_SPEC, multislice_devices, param_spec
 
     devices = jax.devices()
-    # In a multislice job each worker learns the slice count as JAX does on TPU (MEGASCALE_NUM_SLICES); an elastic
-    # run's attempt runs on the slices it was given.
-    announced = int(os.environ.get("MEGASCALE_NUM_SLICES", config.slices))
-    fewest = config.min_slices or config.slices
-    if not fewest <= announced <= config.slices:
-        allowed = f"{fewest} to {config.slices}" if fewest < config.slices else str(config.slices)
-        raise ValueError(f"the job runs {announced} slices (MEGASCALE_NUM_SLICES), the config {allowed}")
+    announced = _announced_slices(config)
     hold_after = config.hold_fewer_after if announced < config.slices else None
     config = replace(config, slices=announced)
     grid = multislice_devices(devices, config.slices, **config.mesh)
