@@ -1011,10 +1011,12 @@ def test_runs_as_jobs_wait_their_turn_and_a_team_borrows_the_slice_between_runs(
         assert now[first]["holds"] == ""
         clusters = cluster.get("rayclusters", "-n", "ml-training")["items"]
         assert [c for c in clusters if c["metadata"]["ownerReferences"][0]["name"] == first.split("/")[1]] == []
-        _until("the second run ended", lambda: rows()[second]["state"] == "finished", describe=rows)
-        # Between runs the slice is idle: the team's job borrows it, with no training-pause.
         job = cluster.get("rayjobs", second.split("/")[1], "-n", "ml-training")
         worker = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+        # The second is cancelled (`kubectl delete rayjob`: its cluster goes with it) rather than waited for: it would
+        # end as the first did, 30 s on.
+        cluster.kubectl("delete", "rayjob", second.split("/")[1], "-n", "ml-training", "--wait=true")
+        # Between runs the slice is idle: the team's job borrows it, with no training-pause.
         cluster.kubectl("apply", "-f", "-", input=json.dumps(_team_tpu_job(worker)))
         _until("the team's job admitted on the idle slice", lambda: rows()[team]["state"] == "admitted", describe=rows)
         # The next run takes the slice back: Kueue preempts the team's job and admits the run whole.
