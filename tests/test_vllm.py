@@ -295,6 +295,16 @@ def test_a_tiny_llama_serves_with_the_deployments_flags(envs: dict[str, Environm
             assert status == 200, said
             answers[served] = json.loads(said)["choices"][0]["logprobs"]["top_logprobs"][0]
         assert answers[name] != answers[adapter.name]
+        # What the router's LoRA affinity reads (gateway-api-inference-extension v1.5.0's core metrics extractor:
+        # the newest series of vllm:lora_requests_info, its running_lora_adapters, waiting_lora_adapters and
+        # max_lora labels): the adapter among those running while it answered, one slot.
+        series = [
+            dict(re.findall(r'(\w+)="([^"]*)"', line))
+            for line in server.get("/metrics")[1].splitlines()
+            if line.startswith("vllm:lora_requests_info{")
+        ]
+        assert series and {s["max_lora"] for s in series} == {"1"}, series
+        assert any(adapter.name in s["running_lora_adapters"].split(",") for s in series), series
         body = {"model": name, "prompt": "A slice is healthy when", "max_tokens": 8}
         assert server.post("/v1/completions", body)[0] == 401
         codes: list[int] = []
