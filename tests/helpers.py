@@ -160,3 +160,13 @@ def dev_edited(tmp_path: Path, *edits: tuple[str, str]) -> Path:
                 text = text.replace(old, new, 1)
         (folder / path.name).write_text(text)
     return folder / "dev.yaml"
+
+
+def picker_config(objects: list[dict[str, Any]], release: str) -> dict[str, Any]:
+    """The endpoint picker's configuration among a vLLM release's rendered objects (its `<release>-epp`
+    ConfigMap's default-plugins.yaml)."""
+    import yaml
+
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == f"{release}-epp"]
+    picker: dict[str, Any] = yaml.safe_load(config["data"]["default-plugins.yaml"])
+    return picker

@@ -14,7 +14,7 @@ import yaml
 from infra.catalogue.serving_metrics import HPA_TOLERANCE, desired_replicas, signals_of
 from infra.config import ENVIRONMENTS_DIR, ConfigError
 from infra.synth.load import load_environment
-from tests.helpers import by_name, needs_crds, of_type, one_of_kind, rendered
+from tests.helpers import by_name, needs_crds, of_type, one_of_kind, picker_config, rendered
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 
@@ -264,11 +264,6 @@ def test_the_review_prices_the_autoscaled_servers_at_their_fewest_and_most(synth
     assert "## Serving autoscaling" not in (out / "review" / "prod.md").read_text()
 
 
-def _named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
-    return found
-
-
 @needs_crds
 def test_a_deployment_at_zero_servers_scales_up_on_the_gateways_queue(stacks: dict[str, dict[str, Any]]) -> None:
     """At 0 servers the HPA reads the endpoint picker's flow control queue of the pool (an External metric: no server
@@ -296,13 +291,13 @@ def test_a_deployment_at_zero_servers_scales_up_on_the_gateways_queue(stacks: di
             "target": {"type": "AverageValue", "averageValue": "1"},
         },
     }
-    picker = yaml.safe_load(_named(objects, "ConfigMap", "serve-llama70b-vllm-epp")["data"]["default-plugins.yaml"])
+    picker = picker_config(objects, "serve-llama70b-vllm")
     assert picker["featureGates"] == ["flowControl"]
     assert picker["flowControl"] == {"defaultRequestTTL": "900s"}
     assert one_of_kind(objects, "GCPBackendPolicy")["spec"]["default"]["timeoutSec"] == 1200
     # At one server or more: no flow control, no external metric, the load balancer's 300 s.
     dev = rendered(stacks["dev"], "serve-llama70b-vllm")
-    picker = yaml.safe_load(_named(dev, "ConfigMap", "serve-llama70b-vllm-epp")["data"]["default-plugins.yaml"])
+    picker = picker_config(dev, "serve-llama70b-vllm")
     assert "featureGates" not in picker and "flowControl" not in picker
     assert one_of_kind(dev, "GCPBackendPolicy")["spec"]["default"]["timeoutSec"] == 300
     assert len(one_of_kind(dev, "HorizontalPodAutoscaler")["spec"]["metrics"]) == 1

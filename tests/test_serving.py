@@ -19,7 +19,7 @@ from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment, SaxmlServin
 from infra.rules import RULES
 from infra.synth.load import load_environment
 from scripts import saxml
-from tests.helpers import by_name, needs_crds, of_type, one_of_kind, release_values, rendered
+from tests.helpers import by_name, needs_crds, of_type, one_of_kind, picker_config, release_values, rendered
 
 DEV = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
 
@@ -243,15 +243,6 @@ def test_a_vllm_server_loads_its_adapters_from_the_bucket_read_only_under_one_lo
     assert "adapters" not in {v["name"] for v in other["volumes"]}
 
 
-def _picker(stack: dict[str, Any], release: str) -> dict[str, Any]:
-    """The endpoint picker's configuration of a vLLM release (its ConfigMap's default-plugins.yaml)."""
-    (config,) = [
-        o for o in rendered(stack, release) if o["kind"] == "ConfigMap" and o["metadata"]["name"] == f"{release}-epp"
-    ]
-    picker: dict[str, Any] = yaml.safe_load(config["data"]["default-plugins.yaml"])
-    return picker
-
-
 @needs_crds
 def test_the_router_sends_an_adapters_requests_to_a_server_already_running_it(
     stacks: dict[str, dict[str, Any]],
@@ -260,13 +251,15 @@ def test_the_router_sends_an_adapters_requests_to_a_server_already_running_it(
     v1.5.0's lora-affinity-scorer, at the EPP's default weight): a server running the requested adapter first, then
     one with a free slot, read from vLLM's vllm:lora_requests_info (tests/test_vllm.py holds the real vLLM to
     exporting it). A deployment without adapters routes as before."""
-    picker = _picker(stacks["dev"], "serve-llama70b-vllm")
+    picker = picker_config(rendered(stacks["dev"], "serve-llama70b-vllm"), "serve-llama70b-vllm")
     assert {"type": "lora-affinity-scorer"} in picker["plugins"]
     (profile,) = picker["schedulingProfiles"]
     assert {"pluginRef": "lora-affinity-scorer", "weight": 1} in profile["plugins"]
     declared = {p.get("name", p["type"]) for p in picker["plugins"]}
     assert {p["pluginRef"] for p in profile["plugins"]} <= declared
-    without = _picker(stacks["prod"], "serve-llama70b-vllm")  # prod's serves no adapter
+    without = picker_config(
+        rendered(stacks["prod"], "serve-llama70b-vllm"), "serve-llama70b-vllm"
+    )  # prod's serves no adapter
     assert "lora-affinity-scorer" not in {p["type"] for p in without["plugins"]}
 
 

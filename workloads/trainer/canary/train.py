@@ -224,13 +224,13 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
         if saved > 0.001:
             record = {**record, "checkpoint_s": round(saved, 3), "time": round(time.time(), 3)}
             if is_writer:
-                _write_saved(metrics_path, done, record)
+                _write_saved(metrics_path, record)
         if report is not None:
             report(record)
         if config.fail_at_step == done:
             _fail_once(config, done, checkpoint_dir, jax.process_index(), jax.process_count())
         if hold_after is not None and done - start == hold_after:
-            _hold(HOLD_S)
+            time.sleep(HOLD_S)  # stopped by the resize; else trains on
     manager.wait_until_finished()
     manager.close()
 
@@ -322,15 +322,8 @@ def _save(config: CanaryConfig, manager: Any, state: Any, done: int) -> float:
     return time.perf_counter() - saving
 
 
-# How long an attempt on fewer slices waits for the run to grow back (CanaryConfig.hold_fewer_after).
+# How long an attempt on fewer slices waits to be stopped for the run to grow back (CanaryConfig.hold_fewer_after).
 HOLD_S = 300.0
-
-
-def _hold(seconds: float) -> None:
-    """Wait to be stopped, at most `seconds`; then train on."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
 
 
 def _write_start(config: CanaryConfig, checkpoint_dir: Path, began_at: float, start: int) -> None:
@@ -351,12 +344,13 @@ def _write_step(metrics_path: Path, record: dict[str, Any], end_step: int) -> No
     LOG.info("step", extra={**{k: v for k, v in record.items() if k != "time"}, "end_step": end_step})
 
 
-def _write_saved(metrics_path: Path, step: int, record: dict[str, Any]) -> None:
+def _write_saved(metrics_path: Path, record: dict[str, Any]) -> None:
     """The step's checkpoint: `{"saved": step, "checkpoint_s", "time"}` in metrics.jsonl (goodput.read_records
     folds it into the step's record), and in the job's log."""
+    saved = {"saved": record["step"], "checkpoint_s": record["checkpoint_s"], "time": record["time"]}
     with metrics_path.open("a") as f:
-        f.write(json.dumps({"saved": step, "checkpoint_s": record["checkpoint_s"], "time": record["time"]}) + "\n")
-    LOG.info("checkpoint", extra={"step": step, "checkpoint_s": record["checkpoint_s"]})
+        f.write(json.dumps(saved) + "\n")
+    LOG.info("checkpoint", extra={"step": record["step"], "checkpoint_s": record["checkpoint_s"]})
 
 
 def _fail_once(config: CanaryConfig, done: int, checkpoint_dir: Path, process: int, processes: int) -> None:
