@@ -112,6 +112,23 @@ def engine() -> None:
     build()
 
 
+@pytest.fixture(scope="module")
+def example_stacks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Each environment of docs/examples (dev on two slices; dev with MaxText's local checkpoint tier) synthesized,
+    by the example's folder name: stack pieces no shipped environment has (the add-on, a bucket with folders)."""
+    from infra.cdk.layout import read_stack, stack_name
+    from infra.synth.app import synth
+    from infra.synth.load import load_environment
+
+    found = {}
+    for path in sorted((REPO / "docs" / "examples").glob("*/dev.yaml")):
+        out = tmp_path_factory.mktemp(path.parent.name)
+        synth({"dev": load_environment(path)}, out)
+        found[f"example-{path.parent.name}"] = read_stack(out, stack_name("dev"))
+    assert set(found) == {"example-multi-tier", "example-multislice"}
+    return found
+
+
 def _validate(tmp_path: Path, name: str, stack: dict[str, Any]) -> list[dict[str, Any]]:
     workspace = Workspace(tmp_path / name, stack)
     workspace.init(backend=False)
@@ -120,11 +137,12 @@ def _validate(tmp_path: Path, name: str, stack: dict[str, Any]) -> list[dict[str
 
 @pytest.mark.slow
 def test_every_environments_stack_is_valid_for_the_real_providers(
-    engine: None, stacks: dict[str, dict[str, Any]], tmp_path: Path
+    engine: None, stacks: dict[str, dict[str, Any]], example_stacks: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
     """`tofu validate` with the providers the stacks pin: every attribute the prebuilt bindings write (helm's are
-    3.2.0's, the provider built and pinned is 3.1.2) is one the provider's schema has, with a value of its type."""
-    for name, stack in stacks.items():
+    3.2.0's, the provider built and pinned is 3.1.2) is one the provider's schema has, with a value of its type; the
+    documented examples' too."""
+    for name, stack in {**stacks, **example_stacks}.items():
         found = _validate(tmp_path, name, stack)
         assert [d for d in found if d["severity"] == "error"] == [], "\n".join(diagnostics_text(name, found))
 
@@ -152,30 +170,38 @@ def test_the_workspace_keeps_the_stack_as_synthesized_and_overrides_only_its_bac
 
 @pytest.mark.slow
 def test_the_real_plan_of_each_environment_creates_what_the_stack_declares_and_the_gate_reads_it(
-    engine: None, stacks: dict[str, dict[str, Any]], tmp_path: Path
+    engine: None, stacks: dict[str, dict[str, Any]], example_stacks: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
     """`tofu plan` with the real providers, offline (a token that is no credential, no refresh), from an empty
     state: every resource of the stack is one create in OpenTofu's own plan, and the review's gate reads that plan
-    as the apply's gate does (`platform review --plan`), with the same addresses and actions."""
+    as the apply's gate does (`platform review --plan`), with the same addresses and actions. The examples' too:
+    the local checkpoint tier's add-on and bucket with folders are in the provider's planned values."""
     from infra.review import review_plan
     from scripts.tofu import plan_all, summary
 
     # Three folders below the repository, as make deploy's (the charts' ../../../ paths), one per test process.
     work = REPO / ".cache" / f"tofu-test-{os.getpid()}"
-    for name in ("dev", "prod"):
+    plans = {}
+    for name, declaring in {"dev": stacks["dev"], "prod": stacks["prod"], **example_stacks}.items():
         stack = f"platform-{name}"
         try:
-            plan_all({stack: stacks[name]}, work, tmp_path / "out")
+            plan_all({stack: declaring}, work, tmp_path / "out")
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        planned = json.loads((tmp_path / "out" / f"{stack}.plan.json").read_text())
-        declared = {f"{t}.{k}" for t, items in stacks[name]["resource"].items() for k in items}
+        planned = plans[name] = json.loads((tmp_path / "out" / f"{stack}.plan.json").read_text())
+        declared = {f"{t}.{k}" for t, items in declaring["resource"].items() for k in items}
         actions = {e["address"]: e["change"]["actions"] for e in planned["resource_changes"]}
         assert actions == {address: ["create"] for address in declared}
         assert summary(planned) == f"Plan: {len(declared)} to add, 0 to change, 0 to destroy."
         review = review_plan(stack, planned)
         assert {c.address: c.action for c in review.changes} == dict.fromkeys(declared, "create")
         assert review.blocking == []
+
+    after = {e["address"]: e["change"]["after"] for e in plans["example-multi-tier"]["resource_changes"]}
+    (cluster,) = [v for a, v in after.items() if a.startswith("google_container_cluster.")]
+    assert cluster["addons_config"][0]["high_scale_checkpointing_config"] == [{"enabled": True}]
+    (backups,) = [v for a, v in after.items() if a.startswith("google_storage_bucket.bucket-mtc-backups")]
+    assert backups["hierarchical_namespace"] == [{"enabled": True}] and backups["uniform_bucket_level_access"]
 
 
 # --- the providers' plan of a change, against a stand-in state (infra/engine/state.py) ------------------------------
