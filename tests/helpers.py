@@ -170,3 +170,15 @@ def picker_config(objects: list[dict[str, Any]], release: str) -> dict[str, Any]
     (config,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == f"{release}-epp"]
     picker: dict[str, Any] = yaml.safe_load(config["data"]["default-plugins.yaml"])
     return picker
+
+
+def training_objects(env: Any) -> list[dict[str, Any]]:
+    """The ray-training release's objects for `env` as the plan holds them (stack_releases), from a stack of this
+    one release."""
+    from infra.constructs.releases import ray_training_values
+    from infra.rules.run import stack_releases
+
+    release = {"name": "ray-training", "namespace": "ml-training", "chart": "../../../workloads/charts/ray-training",
+               "values": [json.dumps(ray_training_values(env))]}  # fmt: skip
+    ((_, objects),) = stack_releases({"resource": {"helm_release": {"ray_training": release}}}).values()
+    return objects

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,10 +16,9 @@ from infra.charts.runs import per_run
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.constructs.releases import ray_training_values
 from infra.rules import check_environment
-from infra.rules.run import stack_releases
 from infra.synth.load import load_environment
 from scripts import train
-from tests.helpers import REPO, by_name, dev_edited, of_type
+from tests.helpers import REPO, by_name, dev_edited, of_type, training_objects
 from workloads.trainer import __main__ as trainer
 from workloads.trainer.recipes import RecipeError
 from workloads.trainer.recovery import recovery_lines
@@ -55,13 +53,6 @@ def env(tmp_path: Path) -> Environment:
     return load_environment(_example_beside_the_others(tmp_path))
 
 
-def _releases(env: Environment) -> list[dict[str, Any]]:
-    release = {"name": "ray-training", "namespace": "ml-training", "chart": "../../../workloads/charts/ray-training",
-               "values": [json.dumps(ray_training_values(env))]}  # fmt: skip
-    ((_, objects),) = stack_releases({"resource": {"helm_release": {"ray_training": release}}}).values()
-    return objects
-
-
 def test_the_deploy_renders_the_checkpoint_configuration_and_no_cluster(env: Environment) -> None:
     deployed = render("ray-training", ray_training_values(env), name="ray-training", namespace="ml-training")
     assert {o["kind"] for o in deployed} == {"ResourceFlavor", "ClusterQueue", "LocalQueue", "CheckpointConfiguration"}
@@ -79,7 +70,7 @@ def test_the_deploy_renders_the_checkpoint_configuration_and_no_cluster(env: Env
 def test_the_plan_holds_a_jobset_of_one_job_per_slice_that_joins_the_slices_and_mounts_the_ram_disk(
     env: Environment,
 ) -> None:
-    (jobset,) = [o for o in _releases(env) if per_run(o)]
+    (jobset,) = [o for o in training_objects(env) if per_run(o)]
     assert jobset["kind"] == "JobSet"
     assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     spec = jobset["spec"]
@@ -118,11 +109,11 @@ def test_the_plan_holds_a_jobset_of_one_job_per_slice_that_joins_the_slices_and_
 
 
 def test_the_training_queue_admits_every_slice_of_a_jobset_run_in_one_flavor(env: Environment) -> None:
-    (queue,) = [o for o in _releases(env) if o["kind"] == "ClusterQueue"]
+    (queue,) = [o for o in training_objects(env) if o["kind"] == "ClusterQueue"]
     ((flavor,),) = [g["flavors"] for g in queue["spec"]["resourceGroups"]]
     quota = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
     assert (flavor["name"], quota["google.com/tpu"], quota["cpu"]) == ("training-slices", "32", "192")
-    (rf,) = [o for o in _releases(env) if o["kind"] == "ResourceFlavor"]
+    (rf,) = [o for o in training_objects(env) if o["kind"] == "ResourceFlavor"]
     assert rf["spec"]["nodeLabels"] == dict(env.slices["train"].slice.node_selector)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,10 +15,9 @@ from infra.charts.runs import per_run
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.constructs.releases import ray_training_values
 from infra.rules.kueue import _raycluster_queued, max_worker_groups
-from infra.rules.run import stack_releases
 from infra.synth.load import load_environment
 from scripts import train
-from tests.helpers import REPO, dev_edited
+from tests.helpers import REPO, dev_edited, training_objects
 from tests.in_process import run_main
 
 JOBS = ("\n  queue: training\n", "\n  queue: training\n  runs: jobs\n")
@@ -27,15 +25,6 @@ JOBS = ("\n  queue: training\n", "\n  queue: training\n  runs: jobs\n")
 
 def _jobs_env(tmp_path: Path) -> Environment:
     return load_environment(dev_edited(tmp_path, JOBS))
-
-
-def _releases(env: Environment) -> list[dict[str, Any]]:
-    """The ray-training release's objects as the plan holds them (stack_releases), for a stack of this release."""
-    values = ray_training_values(env)
-    release = {"name": "ray-training", "namespace": "ml-training", "chart": "../../../workloads/charts/ray-training",
-               "values": [json.dumps(values)]}  # fmt: skip
-    ((_, objects),) = stack_releases({"resource": {"helm_release": {"ray_training": release}}}).values()
-    return objects
 
 
 def test_runs_as_jobs_without_a_queue_are_refused_at_load_naming_the_field(tmp_path: Path) -> None:
@@ -48,21 +37,21 @@ def test_the_deploy_renders_no_standing_cluster_and_the_plan_holds_what_a_run_ma
     env = _jobs_env(tmp_path)
     deployed = render("ray-training", ray_training_values(env), name="ray-training", namespace="ml-training")
     assert {o["kind"] for o in deployed} == {"ResourceFlavor", "ClusterQueue", "LocalQueue"}
-    held = [o for o in _releases(env) if per_run(o)]
+    held = [o for o in training_objects(env) if per_run(o)]
     assert [(o["kind"], o["metadata"]["name"]) for o in held] == [("RayJob", "run"), ("RayCluster", "run-xxxxx")]
     job, cluster = held
     # Queued through the training queue, its cluster the standing cluster's spec (each run its own head Service).
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     assert (job["spec"]["shutdownAfterJobFinishes"], job["spec"]["ttlSecondsAfterFinished"]) == (True, 0)
     standing = load_environment(ENVIRONMENTS_DIR / "dev.yaml")
-    (was,) = [o for o in _releases(standing) if o["kind"] == "RayCluster"]
+    (was,) = [o for o in training_objects(standing) if o["kind"] == "RayCluster"]
     assert was["spec"]["headGroupSpec"].pop("headService")
     assert cluster["spec"] == job["spec"]["rayClusterSpec"] == was["spec"]
 
 
 def test_the_training_queue_holds_the_submitter_with_the_head_where_runs_are_jobs(tmp_path: Path) -> None:
     def head_quota(env: Environment) -> dict[str, str]:
-        (queue,) = [o for o in _releases(env) if o["kind"] == "ClusterQueue"]
+        (queue,) = [o for o in training_objects(env) if o["kind"] == "ClusterQueue"]
         (flavors,) = [g["flavors"] for g in queue["spec"]["resourceGroups"]]
         (head,) = [f for f in flavors if f["name"] == "training-head"]
         return {r["name"]: r["nominalQuota"] for r in head["resources"]}
@@ -77,7 +66,7 @@ def test_the_training_queue_holds_the_submitter_with_the_head_where_runs_are_job
 
 
 def test_a_queued_rayjob_has_room_for_one_worker_group_fewer_than_a_queued_raycluster(tmp_path: Path) -> None:
-    (job,) = [o for o in _releases(_jobs_env(tmp_path)) if o["kind"] == "RayJob"]
+    (job,) = [o for o in training_objects(_jobs_env(tmp_path)) if o["kind"] == "RayJob"]
     group = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
     job["spec"]["rayClusterSpec"]["workerGroupSpecs"] = [
         {**group, "groupName": f"s{i}"} for i in range(max_worker_groups("RayJob") + 1)

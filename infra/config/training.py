@@ -19,6 +19,11 @@ class PodSize(Model):
     memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")]
 
 
+def mebibytes(memory: str) -> int:
+    """A memory quantity of the forms PodSize allows (`512Mi`, `16Gi`) in MiB."""
+    return int(memory[:-2]) * (1024 if memory.endswith("Gi") else 1)
+
+
 def _exit_codes(value: int | str) -> list[int]:
     if isinstance(value, int):
         return [value]

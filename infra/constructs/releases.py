@@ -17,6 +17,7 @@ from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
+from infra.config.training import mebibytes
 from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
 from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares, training_flavors
 from workloads.constants import CHECKPOINT_MOUNT, MEGASCALE_PORT, MTC_CSI_DRIVER, MTC_MOUNT, RAY_VERSION, TPU_WORKER_ENV
@@ -103,11 +104,6 @@ def _milli(cpu: str) -> int:
     return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
 
 
-def _mebi(memory: str) -> int:
-    """A memory quantity of the forms the config allows (`512Mi`, `16Gi`) in MiB."""
-    return int(memory[:-2]) * (1024 if memory.endswith("Gi") else 1)
-
-
 def _times(quantity: str, n: int) -> str:
     """A Kubernetes quantity of the forms the config allows (`24`, `500m`, `200Gi`) times n."""
     number = quantity.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -126,9 +122,9 @@ def training_queue_values(env: Environment) -> dict[str, Any]:
     hosts = slice_.hosts
     # The head's flavor holds the head, and where each run is a RayJob its submitter too (Kueue admits the RayJob's
     # submitter pod with its cluster: kueue pkg/controller/jobs/rayjob addSubmitterPodSet @ v0.17).
-    cpu, memory = _milli(training.head.cpu), _mebi(training.head.memory)
+    cpu, memory = _milli(training.head.cpu), mebibytes(training.head.memory)
     if training.runs == "jobs":
-        cpu, memory = cpu + _milli(SUBMITTER["cpu"]), memory + _mebi(SUBMITTER["memory"])
+        cpu, memory = cpu + _milli(SUBMITTER["cpu"]), memory + mebibytes(SUBMITTER["memory"])
     head = {
         "name": f"{training.queue}-head",
         "nodeLabels": {},

@@ -194,7 +194,9 @@ class Cluster:
     def _start(self, name: str, command: list[str]) -> None:
         start_detached(command, self.logs / f"{name}.log", self._pid(name))
 
-    def _wait(self, what: str, test: Any, log: str, timeout: float = 300) -> None:
+    def _wait(self, what: str, test: Any, log: str, timeout: float = 600) -> None:
+        """Until `test()` holds; a component that exits fails it at once, so the deadline is only for one that hangs:
+        600 s, since the API server once took more than 300 s to answer beside a full test run (load 10 and more)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if test():

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from infra.catalogue.models import MODELS
+from infra.config.training import mebibytes
 from infra.rules import Finding, rule
 from infra.rules.sources import JETSTREAM_TUTORIAL, MAXTEXT
 
@@ -279,7 +280,7 @@ def _local_tier_fits(env: Environment) -> Iterator[Finding]:
         return
     slice_ = env.slices[training.slice].slice
     field, have = "training.resilience.local_tier.ram_disk", tier.ram_disk_gib * 2**30 / 1e9
-    worker = _gigabytes(training.worker.memory)
+    worker = mebibytes(training.worker.memory) * 2**20 / 1e9
     if have + worker > slice_.shape.memory_gb * 2**30 / 1e9:
         yield Finding(
             field,
@@ -300,11 +301,6 @@ def _local_tier_fits(env: Environment) -> Iterator[Finding]:
             f"({per_host:.1f} GB each on {slice_.name}) with {RAM_DISK_SPARE:.0%} spare: {need:.1f} GB; give "
             f"{math.ceil(need * 1e9 / 2**30)}Gi or more",
         )
-
-
-def _gigabytes(quantity: str) -> float:
-    """A memory quantity of the forms the config allows (`512Mi`, `200Gi`) in GB."""
-    return int(quantity[:-2]) * (2**30 if quantity.endswith("Gi") else 2**20) / 1e9
 
 
 @rule(
