@@ -20,10 +20,11 @@ from tests.helpers import train_local
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
-# `make test` runs the suite on every core (pytest-xdist, --dist loadgroup). Tests of one group run on one worker,
-# one after the other: those that share one machine-wide thing (the one local Slurm; a local Ray cluster and the
-# cores it takes) and the modules whose module-scoped fixture is expensive (built once per worker that runs them); a
-# key ending in / is a folder of tests/ (tests/rules/ shares its rendered releases).
+# `make test` runs the suite on one worker per core and one more (pytest-xdist, --dist loadgroup). Tests of one group
+# run on one worker, one after the other: those that share one machine-wide thing (the one local Slurm; a local Ray
+# cluster and the cores it takes) and the modules whose module-scoped fixture is expensive (built once per worker
+# that runs them); a key ending in / is a folder of tests/ (tests/rules/ shares its rendered releases).
+TESTS = Path(__file__).resolve().parent
 XDIST_GROUPS: dict[str, str] = {
     "test_slurm_local.py": "slurm",
     "test_trainer.py": "ray",
@@ -37,6 +38,12 @@ XDIST_GROUPS: dict[str, str] = {
     "test_bootstrap.py": "bootstrap",
     "test_localcluster.py": "localcluster",
 }
+
+# The groups in the order their first test is handed out, the longest first (`make test` keeps this order:
+# --no-loadscope-reorder; xdist would otherwise start the groups of most tests first). A long group begun when
+# another worker is nearly done holds up the end of the run: the local cluster's (about 550 test-seconds on two
+# workers, 700 on three) is the run's longest pole, then the Ray runs' (400).
+LONGEST_FIRST = ("localcluster", "ray", "vllm", "slurm", "server")
 
 
 # The tiers (`make test-unit`, `make test-integration`, `make test-e2e`; `make test` runs all three). A test is
@@ -67,16 +74,21 @@ def tier(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test's tier marker (`unit`, `integration`, `e2e`); the slow tests first (so that the longest ones do
-    not start last on a worker and hold up the end of the run), then the rest in their usual order; each test of a
-    module in XDIST_GROUPS in its group. Runs before xdist's own hook, which reads the groups; the same order on
-    every worker, as xdist requires."""
+    """Each test's tier marker (`unit`, `integration`, `e2e`); each test of a module in XDIST_GROUPS in its group;
+    the groups of LONGEST_FIRST first, in its order, then the slow tests (so that the longest ones do not start last
+    on a worker and hold up the end of the run), then the rest in their usual order. Runs before xdist's own hook,
+    which reads the groups; the same order on every worker, as xdist requires."""
+    rank = {}
     for item in items:
         item.add_marker(getattr(pytest.mark, tier(item)))
-        group = XDIST_GROUPS.get(item.path.name) or XDIST_GROUPS.get(f"{item.path.parent.name}/")
+        # By the path below tests/: tests/rules/test_vllm.py is of rules/, not of test_vllm.py's group.
+        group = XDIST_GROUPS.get(item.path.relative_to(TESTS).as_posix()) or XDIST_GROUPS.get(
+            f"{item.path.parent.name}/"
+        )
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        rank[item.nodeid] = LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=lambda item: (rank[item.nodeid], item.get_closest_marker("slow") is None))
 
 
 @pytest.fixture(scope="session", autouse=True)
