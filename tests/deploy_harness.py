@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.catalogue.cluster_toolkit import PACKER_VERSION, TERRAFORM_VERSION
+from infra.cdk.layout import read_stack
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
 from scripts import deploy
 from tests.helpers import REPO
@@ -292,7 +293,7 @@ def recorded_calls(tmp_path: Path, tool: str = "calls") -> list[dict[str, Any]]:
 
 
 def stack_releases(tmp_path: Path, env: str) -> set[str]:
-    stack = json.loads((tmp_path / "cdktf.out" / "stacks" / f"platform-{env}" / "cdk.tf.json").read_text())
+    stack = read_stack(tmp_path / "cdktf.out", f"platform-{env}")
     return {r["name"] for r in stack["resource"]["helm_release"].values()}
 
 

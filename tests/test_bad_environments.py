@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.cdk.layout import stack_file
 from infra.config import ENVIRONMENTS_DIR, ConfigError
 from infra.synth.load import load_all, load_environment
 from scripts.plan import main as plan_main
@@ -1476,7 +1477,7 @@ def test_an_environment_named_like_a_stack_is_refused_and_leaves_the_others_outp
         load_environment(envs / "platform-dev.yaml")
     out = tmp_path / "out"
     (out / "stacks" / "platform-dev").mkdir(parents=True)
-    (out / "stacks" / "platform-dev" / "cdk.tf.json").write_text("{}")
+    stack_file(out, "platform-dev").write_text("{}")
     done = run_main(
         plan_main,
         ["--outdir", str(out), "--env", "platform-dev"],
@@ -1484,7 +1485,7 @@ def test_an_environment_named_like_a_stack_is_refused_and_leaves_the_others_outp
         cwd=REPO,
     )
     assert done.returncode == 2 and "starts with 'platform-'" in done.stderr, done.stderr[-2000:]
-    assert (out / "stacks" / "platform-dev" / "cdk.tf.json").read_text() == "{}"
+    assert stack_file(out, "platform-dev").read_text() == "{}"
 
 
 @pytest.mark.parametrize(

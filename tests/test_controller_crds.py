@@ -26,6 +26,7 @@ import yaml
 
 from infra.catalogue.controller_crds import CRD_SETS, KEEP_ANNOTATION, REPOSITORIES, crd_changes, crd_set
 from infra.catalogue.controllers import CONTROLLERS
+from infra.cdk.layout import stack_file
 from infra.delivery.crd_postrender import PostRenderError, module_source, render
 from tests.helpers import REPO, of_type
 
@@ -402,7 +403,7 @@ def _bumped(synth_dir: Path, tmp_path: Path, controller: str, version: str) -> t
 
     current = tmp_path / "current"
     shutil.copytree(synth_dir / "stacks", current / "stacks")
-    path = current / "stacks" / "platform-dev" / "cdk.tf.json"
+    path = stack_file(current, "platform-dev")
     stack = json.loads(path.read_text())
     (key,) = (k for k, r in of_type(stack, "helm_release").items() if r["name"] == controller)
     release = stack["resource"]["helm_release"][key]

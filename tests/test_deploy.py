@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from infra.cdk.layout import read_stack
 from infra.delivery import apply_paths
 from tests.deploy_harness import (
     GKE_LB,
@@ -58,7 +59,7 @@ def test_a_fresh_environment_is_deployed_in_three_steps(tmp_path: Path) -> None:
     releases = stack_releases(tmp_path, "dev")
     assert "ray-training" not in releases and "serve-llama405b" not in releases
     assert {"jobset", "kueue", "lws", "kueue-queues", "nccl-test", "serve-saxml"} <= releases
-    stack = json.loads((tmp_path / "cdktf.out" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(tmp_path / "cdktf.out", "platform-dev")
     assert stack["resource"]["google_artifact_registry_repository"], "the registry images are pushed to"
     # 2. `make image` pins the digests (here: written directly). 3. Deploy everything.
     done = run_deploy(["deploy", "dev", "--auto-approve"], tmp_path, built_environments(tmp_path))
@@ -430,6 +431,6 @@ def test_a_dry_run_offline_goes_to_the_end_keeps_its_stack_and_says_what_would_s
     kept = re.search(r"dry run: platform-dev synthesized as the deploy applies it, kept: (\S+)", out)
     assert kept and kept[1].endswith("/stacks/platform-dev/cdk.tf.json")
     # The harness moves the kept folder into the test's own (tests run side by side); it held the stack.
-    stack = json.loads((tmp_path / "dry-run" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(tmp_path / "dry-run", "platform-dev")
     assert "ray-training" in {r["name"] for r in stack["resource"]["helm_release"].values()}
     assert recorded_calls(tmp_path) == [] and recorded_calls(tmp_path, "gcluster") == []

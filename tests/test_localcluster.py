@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from infra.catalogue import upstream
+from infra.cdk.layout import read_stack
 from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
 from infra.engine import build
 from infra.localcluster import apply, nodes
@@ -585,7 +586,7 @@ def test_the_real_autoscaler_scales_a_vllm_server_on_its_metric_only_through_the
 
     cluster = Cluster((cluster_dir / "cluster").resolve())
     release = "serve-llama70b-vllm"
-    stack = json.loads((REPO / "cdktf.out.local-dev" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(REPO / "cdktf.out.local-dev", "platform-dev")
     before_fix = copy.deepcopy(stack)
     for rule in before_fix["resource"]["google_compute_firewall"].values():
         for allow in rule.get("allow") or []:
@@ -730,7 +731,7 @@ def test_the_real_api_server_and_webhooks_refuse_what_the_upgrade_rules_refuse(c
     from tests.refused import UPGRADE_REFUSED
 
     cluster = Cluster((cluster_dir / "cluster").resolve())
-    stack = json.loads((REPO / "cdktf.out.local-dev" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(REPO / "cdktf.out.local-dev", "platform-dev")
     rendered = {name: objects for name, (_, objects) in stack_releases(stack).items()}
     for case, (release, edit, (kind, field), rule_id, _) in UPGRADE_REFUSED.items():
         names = [o["metadata"]["name"] for o in rendered[release] if o["kind"] == kind]

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from infra.cdk.layout import read_stack
+
 
 def _maintenance(**window: str) -> dict[str, Any]:
     return {
@@ -96,7 +98,6 @@ def test_the_maintenance_policy_reaches_the_cluster_and_slices_upgrade_without_s
 def test_an_exclusion_reaches_the_cluster(envs: dict[str, Any], tmp_path: Any) -> None:
     """Before the fix any exclusion (the one dev.yaml's comment suggests) stopped the synth with a jsii
     deserialization error: the list of blocks was given as dicts."""
-    import json
 
     from infra.config.maintenance import Maintenance
     from infra.synth.app import synth
@@ -107,7 +108,7 @@ def test_an_exclusion_reaches_the_cluster(envs: dict[str, Any], tmp_path: Any) -
     maintenance = Maintenance(window=window, exclusions=[{**campaign, "scope": "NO_MINOR_OR_NODE_UPGRADES"}])
     env = dev.model_copy(update={"cluster": dev.cluster.model_copy(update={"maintenance": maintenance})})
     synth({"dev": env}, tmp_path)
-    stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(tmp_path, "platform-dev")
     (cluster,) = stack["resource"]["google_container_cluster"].values()
     assert cluster["maintenance_policy"]["maintenance_exclusion"] == [
         {

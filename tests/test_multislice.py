@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from infra.catalogue.accelerators import tpu_slice
+from infra.cdk.layout import read_stack
 from infra.config import ENVIRONMENTS_DIR, ConfigError, parse_environment
 from infra.synth.app import synth
 from infra.synth.load import load_environment
@@ -33,7 +34,7 @@ def variant_stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env = load_environment(EXAMPLE)
     out = tmp_path_factory.mktemp("multislice")
     synth({"dev": env}, out)
-    return json.loads((out / "stacks/platform-dev/cdk.tf.json").read_text())
+    return read_stack(out, "platform-dev")
 
 
 def test_the_example_is_dev_with_two_slices_elastic_down_to_one_and_the_recipe_compiled_for_them() -> None:

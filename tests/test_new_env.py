@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra.cdk.layout import stack_file
 from infra.config import ENVIRONMENTS_DIR
 from infra.delivery.new_env import NewEnvironmentError, place, write_new_environment
 from infra.synth.load import load_environment
@@ -64,7 +65,7 @@ def test_make_new_env_in_another_region_is_planned_with_no_edit(tmp_path: Path) 
         ["make", "--no-print-directory", "plan", f"OUT={out}"], cwd=REPO, capture_output=True, text=True, env=env
     )
     assert planned.returncode == 0, planned.stderr[-3000:]
-    assert (out / "review" / "staging.md").exists() and (out / "stacks" / "platform-staging" / "cdk.tf.json").exists()
+    assert (out / "review" / "staging.md").exists() and stack_file(out, "platform-staging").exists()
 
 
 def test_a_region_without_the_accelerators_is_refused_listing_each_and_where_they_are(tmp_path: Path) -> None:

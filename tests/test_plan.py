@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from infra.cdk.layout import read_stack, stack_file
 from scripts.plan import main, run_plan, steps
 from tests.helpers import ENVIRONMENT_NAMES, REPO
 from tests.in_process import run_main
@@ -181,15 +182,15 @@ def test_the_real_synth_and_review_of_one_environment_leave_the_other_review(tmp
     (outdir / "review").mkdir(parents=True)
     (outdir / "review" / "prod.md").write_text("prod's review as it was")
     (outdir / "stacks" / "platform-prod").mkdir(parents=True)
-    (outdir / "stacks" / "platform-prod" / "cdk.tf.json").write_text("{}")
+    stack_file(outdir, "platform-prod").write_text("{}")
     planned = [
         s for s in steps(outdir.with_name("cdktf.out.next"), base=None, env="dev") if s[0] in ("synth", "review")
     ]
     assert run_plan(outdir, planned, env="dev") == 0
     assert (outdir / "review" / "prod.md").read_text() == "prod's review as it was"
-    assert (outdir / "stacks" / "platform-prod" / "cdk.tf.json").read_text() == "{}"
+    assert stack_file(outdir, "platform-prod").read_text() == "{}"
     assert (outdir / "review" / "dev.md").read_text().startswith("#")
-    assert json.loads((outdir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())["resource"]
+    assert read_stack(outdir, "platform-dev")["resource"]
 
 
 def _py(code: str) -> list[str]:

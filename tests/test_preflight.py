@@ -20,6 +20,7 @@ from infra.catalogue.cluster_toolkit import CLUSTER_TOOLKIT, PACKER_VERSION, TER
 from infra.catalogue.deployer_roles import RESOURCE_ROLES, roles_for
 from infra.catalogue.gcp_apis import platform_apis
 from infra.catalogue.quota_metrics import QuotaMetric
+from infra.cdk.layout import read_stack, stack_file
 from infra.config import Environment
 from scripts import preflight
 from tests.helpers import REPO
@@ -184,7 +185,7 @@ def _edit(answers: Path, name: str, change: Any) -> None:
 
 
 def _preflight(synth_dir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    stack = synth_dir / "stacks" / "platform-dev" / "cdk.tf.json"
+    stack = stack_file(synth_dir, "platform-dev")
     code = preflight.main(["dev", "--stack", str(stack), *args])
     out = capsys.readouterr()
     return code, out.out, out.err
@@ -275,7 +276,7 @@ def test_before_a_deploy_an_api_the_deploy_enables_is_no_failure_and_its_quota_w
         }
     }  # fmt: skip
     (cloud / "disabled.json").write_text(json.dumps(disabled))
-    stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(synth_dir, "platform-dev")
     dev = envs["dev"]
     enabled_by_deploy = platform_apis(vertex=dev.vertex is not None, inference_gateway=dev.inference_gateway)
     results = preflight.run(
@@ -528,7 +529,7 @@ def test_refused_credentials_read_as_a_login_problem_not_as_the_service_refusing
         def request(self, method: str, url: str, body: dict[str, Any] | None = None) -> preflight.Answer:
             raise preflight.CredentialsRefused("Reauthentication is needed. Please run `gcloud auth login`")
 
-    stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(synth_dir, "platform-dev")
     results = preflight.run(envs["dev"], stack=lambda: stack, transport=lambda _: Expired())
     code = preflight.report(envs["dev"], results)
     err = capsys.readouterr().err
@@ -546,7 +547,7 @@ def test_user_credentials_bill_the_calls_to_the_environments_project(
         seen.append(credentials.quota_project_id)
         return preflight.RecordedTransport(cloud)
 
-    stack = json.loads((synth_dir / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(synth_dir, "platform-dev")
     results = preflight.run(envs["dev"], stack=lambda: stack, transport=recorded)
     assert seen == ["acme-ml-platform-dev"]
     assert [r.status for r in results] == ["ok"] * 8, [r.check for r in results]
@@ -624,7 +625,7 @@ def test_each_reservation_holds_what_its_pools_take(
     cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """prod's training slice and A3 Mega pool each draw on a reservation of their machines: read and held."""
-    _, out, err = _preflight_prod(synth_dir / "stacks" / "platform-prod" / "cdk.tf.json", capsys)
+    _, out, err = _preflight_prod(stack_file(synth_dir, "platform-prod"), capsys)
     assert "preflight prod: ok   reservations" in out, out + err
     assert (
         "reservation ml-platform-v6e-train (acme-ml-platform-prod, us-east5-b): 4 x ct6e-standard-4t taken by pools "
@@ -650,7 +651,7 @@ def test_a_counted_slice_beyond_its_reservation_is_refused(
     prod.write_text(text.replace("  recipe: llama3-8b\n", "  recipe: llama3-8b-2-slices\n", 1))
     monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(folder))
     synth({"prod": load_environment(prod)}, tmp_path / "out")
-    code, _, err = _preflight_prod(tmp_path / "out" / "stacks" / "platform-prod" / "cdk.tf.json", capsys)
+    code, _, err = _preflight_prod(stack_file(tmp_path / "out", "platform-prod"), capsys)
     assert code == 1
     assert (
         "short: reservation ml-platform-v6e-train (acme-ml-platform-prod, us-east5-b) holds 4 x ct6e-standard-4t; "

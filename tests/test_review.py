@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from infra.catalogue.consequences import CAPACITY_LOST, DATA_LOST
+from infra.cdk.layout import stack_file
 from infra.review import accelerator_inventory, diff, render, review_stack
 from tests.helpers import REPO
 
@@ -159,7 +160,7 @@ def test_depends_on_alone_changes_nothing_and_values_show_before_and_after(stack
 def test_review_command_exits_3_when_blocked(synth_dir: Path, tmp_path: Path) -> None:
     current = tmp_path / "current"
     shutil.copytree(synth_dir / "stacks", current / "stacks")
-    path = current / "stacks" / "platform-prod" / "cdk.tf.json"
+    path = stack_file(current, "platform-prod")
     stack = json.loads(path.read_text())
     del stack["resource"]["google_container_cluster"]
     path.write_text(json.dumps(stack))
@@ -175,7 +176,7 @@ def test_review_command_exits_3_when_blocked(synth_dir: Path, tmp_path: Path) ->
 def test_make_review_names_a_replaced_slice_and_lets_a_confirmed_one_through(synth_dir: Path, tmp_path: Path) -> None:
     current = tmp_path / "current"
     shutil.copytree(synth_dir / "stacks", current / "stacks")
-    path = current / "stacks" / "platform-dev" / "cdk.tf.json"
+    path = stack_file(current, "platform-dev")
     stack = json.loads(path.read_text())
     _pool(stack, "serve")["node_locations"] = ["us-east5-a"]
     _pool(stack, "serve")["placement_policy"]["tpu_topology"] = "2x8"
@@ -451,7 +452,7 @@ def test_the_json_review_holds_the_markdowns_facts_and_its_schema(synth_dir: Pat
 
     current = tmp_path / "current"
     shutil.copytree(synth_dir / "stacks", current / "stacks")
-    path = current / "stacks" / "platform-dev" / "cdk.tf.json"
+    path = stack_file(current, "platform-dev")
     stack = json.loads(path.read_text())
     _pool(stack, "train")["placement_policy"]["tpu_topology"] = "4x8"  # a replaced slice: gated
     _pool(stack, "system")["autoscaling"]["total_max_node_count"] = 6  # an update

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.cdk.layout import stack_file
 from infra.config import ConfigError, environments_dir
 from infra.serving import vllm_args
 from infra.serving.jetstream_args import maxtext_serving_args
@@ -121,5 +122,5 @@ def test_a_fine_tuned_model_passes_the_plans_synth_and_rules(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr[-3000:]
     report = run({"dev": load_environment(path)}, out / "stacks")
     assert report.ok, report.lines
-    stack = (out / "stacks" / "platform-dev" / "cdk.tf.json").read_text()
+    stack = stack_file(out, "platform-dev").read_text()
     assert f"--served-model-name={FINE_TUNED}" in stack and "model_name=llama2-70b" in stack

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from infra.cdk.layout import read_stack
 from infra.config import Environment
 from infra.review import accelerator_inventory
 from infra.rules.run import check_synthesized
@@ -243,7 +244,7 @@ def test_gpu_and_spot_slices_get_their_accelerators_and_capacity(tmp_path: Path,
     data["slices"]["elastic"] = {"accelerator": "a3-high", "nodes": 4, "min_nodes": 1, "capacity": {"type": "spot"}}
     env = Environment.model_validate(data)
     synth({"dev": env}, tmp_path)
-    stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(tmp_path, "platform-dev")
     pools = by_name(stack, "google_container_node_pool")
     gpu = pools["gpu"]
     assert gpu["node_count"] == 2
@@ -285,7 +286,7 @@ def test_dynamic_workload_scheduler_pools_have_no_static_node_count(
     data["slices"]["queued"] = {"accelerator": "a3-mega", "nodes": 2, "capacity": {"type": "queued"}}
     data["batch"]["slices"].append("queued")  # only Kueue requests queued capacity
     synth({"dev": Environment.model_validate(data)}, tmp_path)
-    stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(tmp_path, "platform-dev")
     pools = by_name(stack, "google_container_node_pool")
     flex, queued = pools["flex"], pools["queued"]
     # GKE's DWS guides: --enable-autoscaling --num-nodes=0 --location-policy=ANY --reservation-affinity=none
@@ -319,7 +320,7 @@ def test_an_ironwood_slice_gets_its_workload_policy_as_gke_documents_it(
     data["slices"]["iron"] = {"accelerator": "tpu7x", "topology": "2x2x2", "capacity": {"type": "spot"}}
     data["slices"]["iron-one"] = {"accelerator": "tpu7x", "topology": "2x2x1", "capacity": {"type": "spot"}}
     synth({"dev": Environment.model_validate(data)}, tmp_path)
-    stack = json.loads((tmp_path / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(tmp_path, "platform-dev")
     (policy_id, policy), *_ = of_type(stack, "google_compute_resource_policy").items()
     assert policy["workload_policy"] == {"type": "HIGH_THROUGHPUT", "accelerator_topology": "2x2x2"}
     assert policy["region"] == "us-east5"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.cdk.layout import stack_file
 from infra.charts.cel import evaluate_update
 from infra.review import write_reviews
 from infra.review.upgrades import helm_record_objects
@@ -126,7 +127,7 @@ def _baseline(tmp_path: Path, synth_dir: Path, charts: Path | None) -> Path:
 
 def _edit_values(out: Path, release: str, edit: Callable[[dict[str, Any]], None]) -> str:
     """Edit the values of dev's `release` in the stack under `out`; its helm_release address."""
-    path = out / "stacks" / "platform-dev" / "cdk.tf.json"
+    path = stack_file(out, "platform-dev")
     stack = json.loads(path.read_text())
     key, body = next((k, r) for k, r in of_type(stack, "helm_release").items() if r["name"] == release)
     values = json.loads(body["values"][0])

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from infra.cdk.layout import read_stack
 from infra.config.delivery import APPLIED_CONFIRMATIONS, Confirmation, carried_out, config_sha256, record_carried_out
 from infra.delivery.confirmations import spent
 from infra.synth.app import synth
@@ -61,13 +62,13 @@ def test_the_synthesized_stack_records_the_entries_its_apply_carries_out(tmp_pat
     dev = load_named("dev")
     bare = tmp_path / "bare"
     synth({"dev": dev}, bare)
-    stack = json.loads((bare / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    stack = read_stack(bare, "platform-dev")
     (name,) = [n for n in stack["resource"]["google_storage_bucket"] if n.startswith("bucket-datasets")]
     address = f"google_storage_bucket.{name}"
     now = Confirmation(address=address, config_sha256=config_sha256(stack, address), reason="kept as it is")
     ahead = Confirmation(address=address, config_sha256="1" * 64, reason="the change to come")
     synth({"dev": dev.model_copy(update={"confirm": [now, ahead]})}, tmp_path / "out")
-    written = json.loads((tmp_path / "out" / "stacks" / "platform-dev" / "cdk.tf.json").read_text())
+    written = read_stack(tmp_path / "out", "platform-dev")
     assert written["output"][APPLIED_CONFIRMATIONS]["value"] == [now.key]
     assert stack["output"][APPLIED_CONFIRMATIONS]["value"] == []
 

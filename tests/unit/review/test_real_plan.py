@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonschema
 
+from infra.cdk.layout import stack_file
 from infra.review import diff, real_plan, write_reviews
 from tests.helpers import REPO
 
@@ -105,7 +106,7 @@ def _outdirs(tmp_path: Path, before: dict[str, Any], after: dict[str, Any]) -> t
     out, base = tmp_path / "cdktf.out", tmp_path / "base"
     for folder, stack in ((out, after), (base, before)):
         (folder / "stacks" / "platform-dev").mkdir(parents=True)
-        (folder / "stacks" / "platform-dev" / "cdk.tf.json").write_text(json.dumps(stack))
+        stack_file(folder, "platform-dev").write_text(json.dumps(stack))
     return out, base
 
 
