@@ -72,6 +72,12 @@ def tier(item: pytest.Item) -> str:
     return "unit"
 
 
+def group_of(path: Path) -> str | None:
+    """The XDIST_GROUPS group of the test module at `path`, by its path below tests/: tests/rules/test_vllm.py is of
+    rules/, not of tests/test_vllm.py's group."""
+    return XDIST_GROUPS.get(path.relative_to(TESTS).as_posix()) or XDIST_GROUPS.get(f"{path.parent.name}/")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test's tier marker (`unit`, `integration`, `e2e`); each test of a module in XDIST_GROUPS in its group;
@@ -81,10 +87,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rank = {}
     for item in items:
         item.add_marker(getattr(pytest.mark, tier(item)))
-        # By the path below tests/: tests/rules/test_vllm.py is of rules/, not of test_vllm.py's group.
-        group = XDIST_GROUPS.get(item.path.relative_to(TESTS).as_posix()) or XDIST_GROUPS.get(
-            f"{item.path.parent.name}/"
-        )
+        group = group_of(item.path)
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
         rank[item.nodeid] = LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
