@@ -19,6 +19,11 @@ class PodSize(Model):
     memory: Annotated[str, StringConstraints(pattern=r"^[0-9]+(Mi|Gi)$")]
 
 
+def millicores(cpu: str) -> int:
+    """A CPU quantity of the forms PodSize allows (`24`, `500m`) in millicores."""
+    return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
+
+
 def mebibytes(memory: str) -> int:
     """A memory quantity of the forms PodSize allows (`512Mi`, `16Gi`) in MiB."""
     return int(memory[:-2]) * (1024 if memory.endswith("Gi") else 1)

@@ -17,7 +17,7 @@ from infra.catalogue.controllers import CONTROLLERS
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
-from infra.config.training import mebibytes
+from infra.config.training import mebibytes, millicores
 from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
 from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares, training_flavors
 from workloads.constants import CHECKPOINT_MOUNT, MEGASCALE_PORT, MTC_CSI_DRIVER, MTC_MOUNT, RAY_VERSION, TPU_WORKER_ENV
@@ -99,11 +99,6 @@ def local_tier_values(env: Environment) -> dict[str, Any]:
 SUBMITTER = {"cpu": "500m", "memory": "512Mi"}
 
 
-def _milli(cpu: str) -> int:
-    """A CPU quantity of the forms the config allows (`24`, `500m`) in millicores."""
-    return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
-
-
 def _times(quantity: str, n: int) -> str:
     """A Kubernetes quantity of the forms the config allows (`24`, `500m`, `200Gi`) times n."""
     number = quantity.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -122,9 +117,9 @@ def training_queue_values(env: Environment) -> dict[str, Any]:
     hosts = slice_.hosts
     # The head's flavor holds the head, and where each run is a RayJob its submitter too (Kueue admits the RayJob's
     # submitter pod with its cluster: kueue pkg/controller/jobs/rayjob addSubmitterPodSet @ v0.17).
-    cpu, memory = _milli(training.head.cpu), mebibytes(training.head.memory)
+    cpu, memory = millicores(training.head.cpu), mebibytes(training.head.memory)
     if training.runs == "jobs":
-        cpu, memory = cpu + _milli(SUBMITTER["cpu"]), memory + mebibytes(SUBMITTER["memory"])
+        cpu, memory = cpu + millicores(SUBMITTER["cpu"]), memory + mebibytes(SUBMITTER["memory"])
     head = {
         "name": f"{training.queue}-head",
         "nodeLabels": {},
