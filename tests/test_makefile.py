@@ -169,3 +169,24 @@ def test_every_typed_variable_reaches_its_command_as_one_quoted_word_and_no_make
         lines = [line for line in done.stdout.splitlines() if f'"${name}"' in line]
         assert lines, (name, target, done.stdout[-2000:], done.stderr[-2000:])
         assert not [line for line in done.stdout.splitlines() if "touch " in line], (name, "the value was spliced")
+
+
+def test_ci_refuses_to_start_without_room_on_the_disk_naming_the_folder_and_what_it_has(tmp_path: Path) -> None:
+    """A full disk failed a CI run 85 s in, inside uv ("No space left on device" extracting libtpu). The entry point
+    refuses before it installs or runs anything, naming the folder, the free space and the setting."""
+    marker = tmp_path / "started"
+    make = tmp_path / "make"  # first on PATH: any step the entry point starts leaves the marker
+    make.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    make.chmod(0o755)
+    done = subprocess.run(
+        [str(REPO / ".ci/run")],
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path), "CI_FREE_GB": "1000000000"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert re.match(
+        r"ci: \d+ GB free on /\S* \(holding \.\); a run needs about 1000000000 GB there \(CI_FREE_GB\)\.\n"
+        r"ci: nothing was started; free some space there and run again\.\n$",
+        done.stderr,
+    ), done.stderr
+    assert done.stdout == "" and not marker.exists()
