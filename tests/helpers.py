@@ -182,3 +182,16 @@ def training_objects(env: Any) -> list[dict[str, Any]]:
                "values": [json.dumps(ray_training_values(env))]}  # fmt: skip
     ((_, objects),) = stack_releases({"resource": {"helm_release": {"ray_training": release}}}).values()
     return objects
+
+
+def kueue_module() -> tuple[str, Path]:
+    """The Kueue Go module the local cluster builds: its version (its go.mod's; the module proxy does not serve the
+    pinned patch release) and its folder in the module cache (downloaded there the first time)."""
+    from infra.engine.build import components
+
+    folder = components()["kueue"].folder
+    module = re.search(r"^\s*sigs\.k8s\.io/kueue (v\d+\.\d+\.\d+)", (folder / "go.mod").read_text(), re.M)
+    assert module, f"{folder / 'go.mod'} requires no sigs.k8s.io/kueue"
+    where = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@{module.group(1)}"], cwd=folder,
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    return module.group(1), Path(json.loads(where.stdout)["Dir"])

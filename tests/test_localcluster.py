@@ -1174,6 +1174,64 @@ def test_drift_local_reports_each_object_edited_by_hand_with_what_the_gate_says_
 
 
 @pytest.mark.slow
+def test_teams_borrow_by_their_weights_under_the_real_kueues_fair_sharing_and_give_it_back(cluster_dir: Path) -> None:
+    """dev (as the JobSet runs' test deployed it) with research weighing 3 and a second team, vision, weighing 1
+    and guaranteed nothing. The deploy rolls Kueue onto the Configuration with fair sharing on. Both teams ask for
+    more than the cohort has: 16 and 8 jobs of one A3 Mega GPU each, on 16 GPUs of which research is guaranteed 8
+    and the platform's queue, idle, lends its 8. The real Kueue splits what is lent 3 to 1 (research 8 + 6,
+    vision 2). Then the platform's queue asks for its own 8: Kueue preempts the borrowers until both hold no more
+    than they are guaranteed."""
+    edits = {
+        "  queue: training\n": "  queue: training\n  runs: jobs\n  launcher: jobset\n",
+        "    borrow_training: true\n": "    borrow_training: true\n    weight: 3\n"
+        "  vision:\n    namespace: ml-gpu\n    quota: {a3mega: 0}\n    weight: 1\n",
+    }
+    code, out, err = _deploy(cluster_dir, _envs(cluster_dir, "fair-sharing", edits=edits))
+    assert code == 0, (out + err)[-4000:]
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    label = "platform.local/fair-sharing"
+
+    def submit(queue: str, count: int) -> None:
+        shape = rehearse.Shape(queue, "ml-gpu", queue, "a3mega", "nvidia.com/gpu", 1, 1)
+        jobs = [rehearse.stand_in(shape, f"fair-{queue}-{n}", "fair-sharing") for n in range(count)]
+        for job in jobs:
+            job["metadata"]["labels"][label] = queue
+        cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": jobs}))
+
+    def reserved() -> dict[str, int]:
+        """GPUs each queue's jobs hold (Kueue's QuotaReserved: the A3 Mega flavor's ProvisioningRequest check,
+        which no one grants here, comes after it)."""
+        held = {"research": 0, "vision": 0, "gpu": 0}
+        for w in cluster.get("workloads.kueue.x-k8s.io", "-n", "ml-gpu")["items"]:
+            if w["metadata"]["ownerReferences"][0]["name"].startswith("fair-") and (
+                _conditions(w).get("QuotaReserved", {}).get("status") == "True"
+            ):
+                held[w["spec"]["queueName"]] += 1
+        return held
+
+    def queues() -> dict[str, Any]:
+        return {q["metadata"]["name"]: q for q in cluster.get("clusterqueues.kueue.x-k8s.io")["items"]}
+
+    try:
+        # Kueue records each queue's weighted share only with fair sharing on: the running Kueue read it.
+        _until("the real Kueue running with fair sharing on", lambda: "weightedShare" in (
+            queues()["vision"].get("status", {}).get("fairSharing") or {}
+        ), describe=lambda: queues()["vision"].get("status"))  # fmt: skip
+        assert queues()["research"]["spec"]["fairSharing"] == {"weight": "3"}
+        submit("research", 16)
+        submit("vision", 8)
+        _until("the lent GPUs split 3 to 1", lambda: reserved() == {"research": 14, "vision": 2, "gpu": 0},
+               describe=reserved)  # fmt: skip
+        time.sleep(10)  # and it stays so: no preemption back and forth
+        assert reserved() == {"research": 14, "vision": 2, "gpu": 0}
+        submit("gpu", 8)
+        _until("the platform's queue given its own 8 back",
+               lambda: reserved() == {"research": 8, "vision": 0, "gpu": 8}, describe=reserved)  # fmt: skip
+    finally:
+        cluster.kubectl("delete", "jobs", "-n", "ml-gpu", "-l", label, "--wait=true", check=False)
+
+
+@pytest.mark.slow
 def test_destroy_local_takes_the_stack_down_and_leaves_only_what_helm_keeps(cluster_dir: Path) -> None:
     """make destroy-local: every resource in a destroy order (controllers as early as the graph allows), the
     namespaces gone, nothing of the stack left but what is kept by design. Kueue's aggregated ClusterRoles, deleted

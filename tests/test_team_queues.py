@@ -157,3 +157,121 @@ def test_each_namespace_is_labelled_with_the_team_its_spend_is_counted_to(stacks
     }
     assert teams.pop("ml-gpu") == "research"
     assert set(teams.values()) == {"ml-platform"}, teams
+
+
+# research weighs 3 and a second team, vision (no quota of its own), 1.5: Kueue's fair sharing is on.
+WEIGHTED = (
+    "    borrow_training: true\n",
+    "    borrow_training: true\n    weight: 3\n"
+    "  vision:\n    namespace: ml-gpu\n    quota: {a3mega: 0}\n    weight: 1.5\n",
+)
+
+
+@pytest.fixture(scope="module")
+def weighted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """dev with two weighted teams, loaded with every rule and synthesized."""
+    from infra.cdk.layout import read_stack
+    from infra.synth.app import synth
+    from tests.helpers import dev_edited
+
+    folder = tmp_path_factory.mktemp("weighted")
+    env = load_environment(dev_edited(folder, WEIGHTED))
+    synth({"dev": env}, folder / "out")
+    return read_stack(folder / "out", "platform-dev")
+
+
+def test_a_teams_weight_turns_kueues_fair_sharing_on_and_weighs_its_queue(
+    weighted: dict[str, Any], stacks: dict[str, dict[str, Any]]
+) -> None:
+    """Each weighted team's ClusterQueue carries its weight (the platform's queue Kueue's default, 1), and Kueue's
+    release writes the chart's own Configuration with fair sharing's preemption strategies added: nothing else of
+    it changes. Without a weight (dev as it is) the release sets no values: the chart's Configuration as it was."""
+    import yaml
+
+    from infra.catalogue.controllers import KUEUE_MANAGER_CONFIG
+    from tests.helpers import release_values
+
+    queues = _kinds(rendered(weighted, "kueue-queues"), "ClusterQueue")
+    assert {name: q["spec"].get("fairSharing") for name, q in queues.items()} == {
+        "gpu": None,
+        "research": {"weight": "3"},
+        "vision": {"weight": "1.5"},
+    }
+    release, values = release_values(weighted, "kueue")
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert config.pop("fairSharing") == {
+        "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+    }
+    assert config == KUEUE_MANAGER_CONFIG[release["version"]]
+    plain = next(r for r in of_type(stacks["dev"], "helm_release").values() if r["name"] == "kueue")
+    assert "values" not in plain
+
+
+def test_the_review_shows_each_queues_weight_where_fair_sharing_is_on(
+    weighted: dict[str, Any], stacks: dict[str, dict[str, Any]]
+) -> None:
+    from infra.review.render import render
+
+    review = review_stack("platform-dev", weighted, None)
+    assert {(q.queue, q.weight) for q in review.queues} == {
+        ("gpu", 1.0), ("research", 3.0), ("vision", 1.5), ("training", 1.0)
+    }  # fmt: skip
+    said = render(review)
+    assert "Fair sharing is on: when several queues want more than is left unused, Kueue admits from" in said
+    assert "| vision | ml-gpu | a3mega | 0 nvidia.com/gpu | all unused | " in said and " | 1.5 |" in said
+    assert {q.weight for q in review_stack("platform-dev", stacks["dev"], None).queues} == {None}
+    assert "Fair sharing" not in render(review_stack("platform-dev", stacks["dev"], None))
+
+
+@pytest.mark.parametrize("weight", ["0", "-1", "1001"])
+def test_a_weight_kueue_would_read_as_never_borrowing_or_out_of_range_is_refused(tmp_path: Path, weight: str) -> None:
+    from tests.helpers import dev_edited
+
+    path = dev_edited(tmp_path, ("    borrow_training: true\n", f"    borrow_training: true\n    weight: {weight}\n"))
+    bound = "greater than or equal to 0.001" if weight != "1001" else "less than or equal to 1000"
+    with pytest.raises(ConfigError, match=rf"dev\.yaml: teams\.research\.weight: {weight}: Input should be {bound}"):
+        load_environment(path)
+
+
+def test_preempting_while_borrowing_beside_a_weight_is_refused_naming_kueues_rule(tmp_path: Path) -> None:
+    """Kueue takes borrowWithinCohort with its classic preemption only; a weight turns fair sharing on."""
+    from tests.helpers import dev_edited
+
+    path = dev_edited(
+        tmp_path,
+        (
+            WEIGHTED[0],
+            WEIGHTED[1] + "    preemption: {reclaim_within_cohort: Any, borrow_within_cohort: LowerPriority}\n",
+        ),
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_environment(path)
+    assert (
+        "teams.vision.preemption.borrow_within_cohort: 'LowerPriority': Kueue allows it with its classic preemption "
+        "only, and teams.research.weight turns fair sharing on: set Never, or remove every team's weight "
+        "(apis/kueue/v1beta2/clusterqueue_types.go BorrowWithinCohort @ v0.17.0)"
+    ) in str(refused.value)
+
+
+@pytest.mark.slow  # reads a Go module: downloaded into the module cache the first time
+def test_the_configuration_a_weighted_release_writes_is_kueues_chart_default_and_fair_sharing() -> None:
+    """The chart takes Kueue's Configuration as one value, so the release that turns fair sharing on writes all of
+    it: KUEUE_MANAGER_CONFIG is the chart's default (values.yaml managerConfig) of the module the local cluster
+    builds, field for field, and fair sharing's strategies are a set Kueue's own validation accepts."""
+    import re
+
+    import yaml
+
+    from infra.catalogue.controllers import CONTROLLERS, KUEUE_FAIR_SHARING, KUEUE_MANAGER_CONFIG
+    from tests.helpers import kueue_module
+
+    version, module = kueue_module()
+    (pinned,) = CONTROLLERS["kueue"].versions
+    assert version.lstrip("v").rsplit(".", 1)[0] == pinned.rsplit(".", 1)[0]  # the same minor
+    chart = yaml.safe_load((module / "charts/kueue/values.yaml").read_text())
+    assert yaml.safe_load(chart["managerConfig"]["controllerManagerConfigYaml"]) == KUEUE_MANAGER_CONFIG[pinned]
+    validation = (module / "pkg/config/validation.go").read_text()
+    sets = re.search(r"validStrategySets = \[\]\[\]configapi\.PreemptionStrategy\{(.*?)\n\t\}\n", validation, re.S)
+    assert sets, "validStrategySets not found"
+    accepted = [re.findall(r"configapi\.(\w+)", s) for s in re.findall(r"\{([^{}]*)\}", sets.group(1))]
+    assert KUEUE_FAIR_SHARING["preemptionStrategies"] in accepted, accepted

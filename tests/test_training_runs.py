@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -103,21 +102,16 @@ def test_the_pod_set_limit_is_the_kueue_apis_own() -> None:
     """KUEUE_MAX_POD_SETS against Kueue's Workload API in the Go module the local cluster builds (its go.mod's
     version: the module proxy does not serve the pinned patch release), so the cap follows the version."""
     import re
-    import subprocess
 
     from infra.catalogue.controllers import CONTROLLERS, kueue_max_pod_sets
-    from infra.engine.build import components
+    from tests.helpers import kueue_module
 
-    folder = components()["kueue"].folder
-    module = re.search(r"^\s*sigs\.k8s\.io/kueue (v\d+\.\d+\.\d+)", (folder / "go.mod").read_text(), re.M)
-    assert module
-    where = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@{module.group(1)}"], cwd=folder,
-                           capture_output=True, text=True, check=True)  # fmt: skip
-    source = (Path(json.loads(where.stdout)["Dir"]) / "apis/kueue/v1beta2/workload_types.go").read_text()
+    version, module = kueue_module()
+    source = (module / "apis/kueue/v1beta2/workload_types.go").read_text()
     found = re.search(r"\+kubebuilder:validation:MaxItems=(\d+)\n(?:\s*//.*\n)*?\s*PodSets \[\]PodSet", source)
     assert found, "WorkloadSpec.PodSets' MaxItems not found"
     (pinned,) = CONTROLLERS["kueue"].versions
-    assert module.group(1).lstrip("v").rsplit(".", 1)[0] == pinned.rsplit(".", 1)[0]  # the same minor
+    assert version.lstrip("v").rsplit(".", 1)[0] == pinned.rsplit(".", 1)[0]  # the same minor
     assert kueue_max_pod_sets(pinned) == int(found.group(1)) == 8
     with pytest.raises(KeyError, match=r"Kueue 0\.99\.0: its Workload's pod-set limit is not in"):
         kueue_max_pod_sets("0.99.0")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from infra.catalogue.charts import chart_api_groups, chart_kinds
 
@@ -123,6 +124,60 @@ CONTROLLERS = {
 # module the local cluster builds, v0.17.0: tests/test_training_runs.py reads it there). A queued RayCluster's pod
 # sets are its head's and one per worker group; a RayJob's also its submitter's.
 KUEUE_MAX_POD_SETS = {"0.17.3": 8}
+
+
+# Kueue's Configuration as its chart writes it (values.yaml managerConfig.controllerManagerConfigYaml, the same at
+# v0.17.0 and v0.17.3, comments left out). The chart takes the whole file as one value: a release that sets it, to
+# turn fair sharing on, writes all of it (tests/test_kueue_config.py holds it to the chart's). Keyed by the versions
+# CONTROLLERS["kueue"] pins.
+KUEUE_MANAGER_CONFIG: dict[str, dict[str, Any]] = {
+    "0.17.3": {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 5,
+                "LocalQueue.kueue.x-k8s.io": 1,
+                "ClusterQueue.kueue.x-k8s.io": 1,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 50, "burst": 100},
+        "integrations": {
+            "frameworks": [
+                "batch/job",
+                "kubeflow.org/mpijob",
+                "ray.io/rayjob",
+                "ray.io/rayservice",
+                "ray.io/raycluster",
+                "jobset.x-k8s.io/jobset",
+                "trainer.kubeflow.org/trainjob",
+                "kubeflow.org/paddlejob",
+                "kubeflow.org/pytorchjob",
+                "kubeflow.org/tfjob",
+                "kubeflow.org/xgboostjob",
+                "kubeflow.org/jaxjob",
+                "workload.codeflare.dev/appwrapper",
+                "pod",
+                "deployment",
+                "statefulset",
+                "leaderworkerset.x-k8s.io/leaderworkerset",
+            ]
+        },
+    }
+}
+
+# Fair sharing's preemption (Configuration.fairSharing): first preempt only a workload whose queue keeps a share at
+# least the preemptor's after it, then one whose queue's share is above the preemptor's; the set Kueue's chart
+# suggests (values.yaml) and its own docs use (site/content/en/docs/concepts/preemption.md @ v0.17.3; the sets it
+# accepts: pkg/config/validation.go validStrategySets).
+KUEUE_FAIR_SHARING = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 
 
 def kueue_max_pod_sets(version: str) -> int:

@@ -258,6 +258,12 @@ class Team(Model):
     borrowing_limit: dict[Name, Annotated[int, Field(ge=0)]] = {}  # noqa: RUF012
     """At most this many more of each slice it may borrow from what the other queues leave unused (default: all)."""
     preemption: Preemption = Preemption()
+    weight: Annotated[float, Field(ge=0.001, le=1000)] | None = None
+    """The team's weight in Kueue's fair sharing of what the cohort's queues leave unused (its ClusterQueue's
+    `fairSharing.weight`): a team of weight 3 borrows three times what a team of weight 1 does when both want more
+    than is left. Any team's weight turns fair sharing on in Kueue's configuration, for every queue (the others
+    weigh 1). From 0.001 to 1000: Kueue reads 0 as an infinite share, the first preempted and never lent anything
+    (apis/kueue/v1beta2/fairsharing_types.go @ v0.17.0)."""
     borrow_training: bool = False
     """May borrow the TPU training slice (its chips, and the CPU and memory of its hosts) while the platform's
     training cluster does not hold it; the training queue takes it back when its cluster returns (Kueue's

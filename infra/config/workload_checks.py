@@ -210,11 +210,22 @@ def team_problems(env: Environment) -> list[Problem]:
     if env.batch is None:
         return [Finding(("teams",), sorted(env.teams), "teams share the batch slices through Kueue: add `batch`")]
     problems: list[Problem] = []
+    weighted = next((f"teams.{name}.weight" for name, team in sorted(env.teams.items()) if team.weight), None)
     for name, team in env.teams.items():
         problems += _not_in(("teams", name, "namespace"), team.namespace, env.namespaces, "the identities' namespaces")
         for field in ("quota", "borrowing_limit"):
             for key in getattr(team, field):
                 problems += _not_in(("teams", name, field, key), key, env.batch.slices, "batch.slices")
+        if weighted and team.preemption.borrow_within_cohort != "Never":
+            problems.append(
+                Finding(
+                    ("teams", name, "preemption", "borrow_within_cohort"),
+                    team.preemption.borrow_within_cohort,
+                    f"Kueue allows it with its classic preemption only, and {weighted} turns fair sharing on: "
+                    "set Never, or remove every team's weight (apis/kueue/v1beta2/clusterqueue_types.go "
+                    "BorrowWithinCohort @ v0.17.0)",
+                )
+            )
         if team.borrow_training and (env.training is None or env.training.queue is None):
             problems.append(
                 Finding(

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
 from constructs import Construct
 
 from infra.catalogue import upstream
@@ -13,13 +14,13 @@ from infra.catalogue.accelerators import Slice
 from infra.catalogue.charts import local_chart_versions
 from infra.catalogue.checkpointing import MTC_FUSE_OPTIONS
 from infra.catalogue.cloud_metrics import COLLECTOR_SERVICE_ACCOUNT, MONITORING_NAMESPACE
-from infra.catalogue.controllers import CONTROLLERS
+from infra.catalogue.controllers import CONTROLLERS, KUEUE_FAIR_SHARING, KUEUE_MANAGER_CONFIG
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
 from infra.config.training import mebibytes, millicores
 from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
-from infra.derive.queues import COHORT, PRIORITIES, QueueShare, queue_shares, training_flavors
+from infra.derive.queues import COHORT, PRIORITIES, QueueShare, fair_sharing, queue_shares, training_flavors
 from workloads.constants import CHECKPOINT_MOUNT, MEGASCALE_PORT, MTC_CSI_DRIVER, MTC_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -254,6 +255,12 @@ def _quantities(share: dict[str, int]) -> dict[str, str]:
     return {r: f"{n}G" if r == "memory" else str(n) for r, n in share.items()}
 
 
+def _weight(weight: float) -> str:
+    """A fair-sharing weight as a Kubernetes quantity (`3`, `0.5`): Python writes a float of 0.001 to 1000 (the
+    config's range) without an exponent."""
+    return str(weight).removesuffix(".0")
+
+
 def _preemption(queue: QueueShare) -> dict[str, Any]:
     """A ClusterQueue's `preemption`, as Kueue names its fields."""
     p = queue.preemption
@@ -325,10 +332,24 @@ def kueue_values(env: Environment) -> dict[str, Any]:
                     **({} if env.teams[t.name].borrow_training else none),
                 },
                 "preemption": _preemption(t),
+                **({"weight": _weight(t.weight)} if t.weight is not None else {}),
             }
             for t in teams
         ]
     return values
+
+
+def kueue_controller_values(env: Environment) -> dict[str, Any] | None:
+    """The Kueue release's values where a team has a fair-sharing weight: Kueue's Configuration with fair sharing on
+    (the chart takes the whole file as one value). None otherwise: the chart's own Configuration."""
+    if not fair_sharing(env):
+        return None
+    version = env.release.controllers["kueue"]
+    if version not in KUEUE_MANAGER_CONFIG:
+        raise KeyError(f"Kueue {version}: its chart's Configuration is not in infra/catalogue/controllers.py "
+                       "KUEUE_MANAGER_CONFIG (charts/kueue/values.yaml managerConfig at that version)")  # fmt: skip
+    config = {**KUEUE_MANAGER_CONFIG[version], "fairSharing": KUEUE_FAIR_SHARING}
+    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config, sort_keys=False)}}
 
 
 def _gpu_pod_values(env: Environment, key: str, nodes: int) -> dict[str, Any]:
@@ -422,7 +443,9 @@ class ControllerRelease(Construct):
     it): infra/delivery/crd_postrender.py, infra/catalogue/controller_crds.py.
     """
 
-    def __init__(self, scope: Construct, id_: str, *, version: str, depends_on: list[Any]) -> None:
+    def __init__(
+        self, scope: Construct, id_: str, *, version: str, depends_on: list[Any], values: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(scope, id_)
         controller = CONTROLLERS[id_]
         self.release = helm("release").Release(
@@ -440,6 +463,7 @@ class ControllerRelease(Construct):
             timeout=900,
             skip_crds=True,
             postrender={"binary_path": CRD_POSTRENDER, "args": ["render", id_, version]},
+            **({"values": [json.dumps(values, sort_keys=True)]} if values else {}),
             depends_on=depends_on,
         )
 

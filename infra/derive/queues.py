@@ -53,6 +53,13 @@ class QueueShare:
     nominal: dict[str, dict[str, int]]
     preemption: Preemption
     borrowing_limit: dict[str, dict[str, int] | None] = field(default_factory=dict)
+    weight: float | None = None  # in Kueue's fair sharing; None: Kueue's default, 1
+
+
+def fair_sharing(env: Environment) -> bool:
+    """Whether Kueue shares what the cohort's queues leave unused by weight (any team's `weight`) rather than first
+    come, first served (Kueue's classic preemption)."""
+    return any(team.weight is not None for team in env.teams.values())
 
 
 def capacity(env: Environment, key: str) -> SliceCapacity:
@@ -80,7 +87,7 @@ def queue_shares(env: Environment) -> list[QueueShare]:
             key: (capacity(env, key).share(team.borrowing_limit[key]) if key in team.borrowing_limit else None)
             for key in batch.slices
         }
-        teams.append(QueueShare(name, team.namespace, nominal, team.preemption, limits))
+        teams.append(QueueShare(name, team.namespace, nominal, team.preemption, limits, team.weight))
     platform = {
         key: {r: amount - taken[key].get(r, 0) for r, amount in capacity(env, key).whole.items()}
         for key in batch.slices

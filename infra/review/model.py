@@ -188,6 +188,8 @@ class TeamQueue:
     preemption: str
     # The training queue's rows: when its slice is free for the teams to borrow (its training.runs).
     lends: str = ""
+    # Its weight in Kueue's fair sharing (1 unless the team sets one); None where fair sharing is off.
+    weight: float | None = None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
             (values["clusterQueue"], values["localQueue"]["namespace"], values.get("borrowingLimit") or {}, values)
         ]
         queues += [(t["name"], t["namespace"], t["borrowingLimit"], t) for t in values["teams"]]
+        fair = any("weight" in t for t in values["teams"])
         for f in values["flavors"]:
             resource = next((r for r in ACCELERATORS if r in f["quota"]), "")
             for name, namespace, limits, holder in queues:
@@ -44,6 +45,7 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
                         int(quota.get(resource, 0)),
                         None if limit is None else int(limit),
                         _preempts(holder["preemption"]),
+                        weight=float(holder.get("weight", 1)) if fair else None,
                     )
                 )
     if rows and lender is not None:
@@ -51,8 +53,9 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
         for f in queue["flavors"]:
             resource = next((r for r in ACCELERATORS if r in f["quota"]), "")
             if int(f["quota"].get(resource, 0)):  # its slice's pools (the head's flavor holds no accelerator)
+                weight = 1.0 if rows[0].weight is not None else None
                 rows.append(TeamQueue(name, namespace, f["name"], resource, int(f["quota"][resource]), 0,
-                                      _preempts(queue["preemption"]), lends))  # fmt: skip
+                                      _preempts(queue["preemption"]), lends, weight))  # fmt: skip
     return rows
 
 

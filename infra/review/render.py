@@ -228,13 +228,24 @@ def _queues_section(review: StackReview) -> list[str]:
         "(and of the training slice's pools, where teams may borrow it), and at most how many more each may borrow",
         "while the others leave them unused (the queues lend all of theirs; the training queue takes its slice back).",
         "",
-        "| queue | namespace | slice | guaranteed | may borrow | preemption |",
-        "|---|---|---|---|---|---|",
+    ]
+    fair = review.queues[0].weight is not None
+    if fair:
+        lines[-1:] = [
+            "Fair sharing is on: when several queues want more than is left unused, Kueue admits from the one with the",
+            "lowest share (what it borrows over its weight) first, and preempts from the highest.",
+            "",
+        ]
+    lines += [
+        "| queue | namespace | slice | guaranteed | may borrow | preemption |" + (" weight |" if fair else ""),
+        "|---|---|---|---|---|---|" + ("---|" if fair else ""),
     ]
     for q in review.queues:
         borrow = "all unused" if q.borrow_limit is None else str(q.borrow_limit)
+        weight = f" {q.weight:g} |" if q.weight is not None else ""
         lines.append(
             f"| {q.queue} | {q.namespace} | {q.flavor} | {q.guaranteed} {q.resource} | {borrow} | {q.preemption} |"
+            + weight
         )
     lenders = {q.queue: q.lends for q in review.queues if q.lends}
     if lenders:

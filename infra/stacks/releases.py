@@ -21,6 +21,7 @@ from infra.constructs.releases import (
     ControllerRelease,
     gpu_networking_values,
     gpu_training_values,
+    kueue_controller_values,
     kueue_values,
     nccl_test_values,
     ray_training_values,
@@ -93,8 +94,9 @@ class Releases:
                 for o in webhook_owners(CONTROLLERS[name].chart_kinds, besides=name)
                 if o in self.controllers
             ]
+            values = kueue_controller_values(env) if name == "kueue" else None
             self.controllers[name] = ControllerRelease(
-                stack, name, version=pinned[name], depends_on=[*controller_needs, *after]
+                stack, name, version=pinned[name], depends_on=[*controller_needs, *after], values=values
             )
         if env.training is not None:  # after the controllers: a queued cluster's queue is Kueue's objects
             self._chart_release(
