@@ -126,10 +126,10 @@ CONTROLLERS = {
 KUEUE_MAX_POD_SETS = {"0.17.3": 8}
 
 
-# Kueue's Configuration as its chart writes it (values.yaml managerConfig.controllerManagerConfigYaml, the same at
-# v0.17.0 and v0.17.3, comments left out). The chart takes the whole file as one value: a release that sets it, to
-# turn fair sharing on, writes all of it (tests/test_kueue_config.py holds it to the chart's). Keyed by the versions
-# CONTROLLERS["kueue"] pins.
+# Kueue's Configuration as its chart writes it (kubernetes-sigs/kueue charts/kueue/values.yaml
+# managerConfig.controllerManagerConfigYaml, the same at v0.17.0 and v0.17.3, comments left out). The chart takes the
+# whole file as one value: a release that sets it, to turn fair sharing on, writes all of it (tests/test_team_queues.py
+# holds it to the chart of the module the local cluster builds). Keyed by the versions CONTROLLERS["kueue"] pins.
 KUEUE_MANAGER_CONFIG: dict[str, dict[str, Any]] = {
     "0.17.3": {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",

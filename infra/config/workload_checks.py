@@ -210,7 +210,9 @@ def team_problems(env: Environment) -> list[Problem]:
     if env.batch is None:
         return [Finding(("teams",), sorted(env.teams), "teams share the batch slices through Kueue: add `batch`")]
     problems: list[Problem] = []
-    weighted = next((f"teams.{name}.weight" for name, team in sorted(env.teams.items()) if team.weight), None)
+    weighted = next(
+        (f"teams.{name}.weight" for name, team in sorted(env.teams.items()) if team.weight is not None), None
+    )
     for name, team in env.teams.items():
         problems += _not_in(("teams", name, "namespace"), team.namespace, env.namespaces, "the identities' namespaces")
         for field in ("quota", "borrowing_limit"):

@@ -231,7 +231,7 @@ def _queues_section(review: StackReview) -> list[str]:
     ]
     fair = review.queues[0].weight is not None
     if fair:
-        lines[-1:] = [
+        lines += [
             "Fair sharing is on: when several queues want more than is left unused, Kueue admits from the one with the",
             "lowest share (what it borrows over its weight) first, and preempts from the highest.",
             "",
