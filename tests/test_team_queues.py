@@ -275,3 +275,39 @@ def test_the_configuration_a_weighted_release_writes_is_kueues_chart_default_and
     assert sets, "validStrategySets not found"
     accepted = [re.findall(r"configapi\.(\w+)", s) for s in re.findall(r"\{([^{}]*)\}", sets.group(1))]
     assert KUEUE_FAIR_SHARING["preemptionStrategies"] in accepted, accepted
+
+
+def test_with_fair_sharing_on_the_dashboard_charts_each_queues_weighted_share(
+    weighted: dict[str, Any], stacks: dict[str, dict[str, Any]]
+) -> None:
+    """The figure Kueue admits the lowest of first and preempts the highest of, per queue; Kueue reports it only with
+    fair sharing on, so dev as it is has no such chart."""
+    from tests.helpers import one
+
+    def charts(stack: dict[str, Any]) -> dict[str, str]:
+        tiles = json.loads(one(stack, "google_monitoring_dashboard")["dashboard_json"])["mosaicLayout"]["tiles"]
+        return {t["widget"]["title"]: json.dumps(t["widget"]["xyChart"]) for t in tiles if "xyChart" in t["widget"]}
+
+    chart = charts(weighted)["Fair sharing: borrowed share over weight"]
+    assert "prometheus.googleapis.com/kueue_cluster_queue_weighted_share/gauge" in chart
+    assert '"groupByFields": ["metric.labels.cluster_queue"]' in chart
+    assert "Fair sharing: borrowed share over weight" not in charts(stacks["dev"])
+
+
+@pytest.mark.slow  # reads a Go module: downloaded into the module cache the first time
+def test_the_weighted_share_metric_is_the_one_kueue_exports() -> None:
+    """Name and labels of the charted series against Kueue's pkg/metrics/metrics.go in the module the local cluster
+    builds (subsystem kueue)."""
+    import re
+
+    from infra.catalogue.cloud_metrics import KUEUE_METRICS
+    from tests.helpers import kueue_module
+
+    _, module = kueue_module()
+    source = (module / "pkg/metrics/metrics.go").read_text()
+    found = re.search(
+        r'Name:\s+"cluster_queue_weighted_share",.*?append\(\[\]string\{([^}]*)\}, extraLabels', source, re.S
+    )
+    assert found, "cluster_queue_weighted_share not found"
+    labels = frozenset(re.findall(r'"(\w+)"', found.group(1)))
+    assert KUEUE_METRICS["prometheus.googleapis.com/kueue_cluster_queue_weighted_share/gauge"].labels == labels

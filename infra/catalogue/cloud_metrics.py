@@ -216,7 +216,8 @@ KUEUE_SOURCE = (
     "status: active | inadmissible, replica_role}; admission_wait_time_seconds histogram {cluster_queue, "
     "priority_class, replica_role}; admitted_active_workloads gauge {cluster_queue, replica_role}; "
     "cluster_queue_status gauge {cluster_queue, status: pending | active | terminated, replica_role}, 1 for the "
-    "queue's one status), scraped by the kueue-queues release's PodMonitoring"
+    "queue's one status; cluster_queue_weighted_share gauge {cluster_queue, cohort, replica_role}: what the queue "
+    "borrows over the cohort's lendable, divided by its weight), scraped by the kueue-queues release's PodMonitoring"
 )
 # What Kueue's controller exports, as Managed Prometheus writes it (the kueue-queues chart's metrics.yaml scrapes it).
 KUEUE_METRICS: dict[str, CloudMetric] = {
@@ -230,6 +231,10 @@ KUEUE_METRICS: dict[str, CloudMetric] = {
             "histogram",
             ("cluster_queue", "priority_class", "replica_role"),
             KUEUE_SOURCE,
+        ),
+        # Reported only with fair sharing on (pkg/cache/scheduler/clusterqueue.go reportResourceMetrics).
+        prometheus(
+            "kueue_cluster_queue_weighted_share", "gauge", ("cluster_queue", "cohort", "replica_role"), KUEUE_SOURCE
         ),
     )
 }

@@ -35,6 +35,7 @@ from infra.catalogue.cloud_metrics import (
 from infra.catalogue.serving_metrics import SERVER_METRICS, ServerMetrics
 from infra.config import Environment
 from infra.derive.names import endpoint_picker, serving_release
+from infra.derive.queues import fair_sharing
 
 PERIOD = "60s"
 COLUMNS = 48  # a mosaic layout's width
@@ -82,6 +83,11 @@ def _series(filter_: str, aggregation: dict[str, Any]) -> dict[str, Any]:
     return {"filter": filter_, "aggregation": aggregation}
 
 
+def _line(filter_: str, aggregation: dict[str, Any]) -> dict[str, Any]:
+    """A chart's query of one filter's series."""
+    return {"timeSeriesFilter": _series(filter_, aggregation)}
+
+
 def _chart(title: str, unit: str, query: dict[str, Any]) -> dict[str, Any]:
     return {
         "title": title,
@@ -106,7 +112,7 @@ def _accelerator_widgets(env: Environment) -> list[dict[str, Any]]:
         _chart(
             "Accelerator duty cycle",
             "% of time busy",
-            {"timeSeriesFilter": _series(_filter(env, _DUTY), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_namespace))},
+            _line(_filter(env, _DUTY), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_namespace)),
         ),
         _chart(
             "Accelerator memory in use (HBM)",
@@ -126,18 +132,14 @@ def _accelerator_widgets(env: Environment) -> list[dict[str, Any]]:
             _chart(
                 "TPU TensorCore utilization",
                 "% of TensorCore",
-                {
-                    "timeSeriesFilter": _series(
-                        _filter(env, _TENSORCORE), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_namespace)
-                    )
-                },
+                _line(_filter(env, _TENSORCORE), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_namespace)),
             )
         )
     widgets.append(
         _chart(
             "Nodes not Ready",
             "nodes",
-            {"timeSeriesFilter": _series(_not_ready(env), _aggregation("ALIGN_NEXT_OLDER", "REDUCE_COUNT_TRUE"))},
+            _line(_not_ready(env), _aggregation("ALIGN_NEXT_OLDER", "REDUCE_COUNT_TRUE")),
         )
     )
     if _multi_host_pools(env):
@@ -145,12 +147,10 @@ def _accelerator_widgets(env: Environment) -> list[dict[str, Any]]:
             _chart(
                 "Multi-host TPU slices whole",
                 "fraction of time available",
-                {
-                    "timeSeriesFilter": _series(
-                        _filter(env, _MULTI_HOST),
-                        _aggregation("ALIGN_FRACTION_TRUE", "REDUCE_MEAN", ("resource.labels.node_pool_name",)),
-                    )
-                },
+                _line(
+                    _filter(env, _MULTI_HOST),
+                    _aggregation("ALIGN_FRACTION_TRUE", "REDUCE_MEAN", ("resource.labels.node_pool_name",)),
+                ),
             )
         )
     return widgets
@@ -164,7 +164,7 @@ def _gpu_widgets(env: Environment) -> list[dict[str, Any]]:
 
     def mean(name: str) -> dict[str, Any]:
         metric = DCGM_METRICS[f"prometheus.googleapis.com/{name}/gauge"]
-        return {"timeSeriesFilter": _series(_filter(env, metric), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_model))}
+        return _line(_filter(env, metric), _aggregation("ALIGN_MEAN", "REDUCE_MEAN", by_model))
 
     return [
         _header("GPUs (DCGM)", "Every GPU of the GKE GPU slices, by model: NVIDIA's DCGM exporter, run by GKE"),
@@ -187,22 +187,32 @@ def _queue_widgets(env: Environment) -> list[dict[str, Any]]:
         _chart(
             "Workloads waiting",
             "workloads (active: may be admitted; inadmissible: cannot be as things stand)",
-            {
-                "timeSeriesFilter": _series(
-                    _filter(env, pending),
-                    _aggregation("ALIGN_MEAN", "REDUCE_SUM", (*by_queue, "metric.labels.status")),
-                )
-            },
+            _line(
+                _filter(env, pending),
+                _aggregation("ALIGN_MEAN", "REDUCE_SUM", (*by_queue, "metric.labels.status")),
+            ),
         ),
         _chart(
             "Admission wait (p95)",
             "seconds from creation to admission",
-            {
-                "timeSeriesFilter": _series(
-                    _filter(env, wait), _aggregation("ALIGN_DELTA", "REDUCE_PERCENTILE_95", by_queue)
-                )
-            },
+            _line(_filter(env, wait), _aggregation("ALIGN_DELTA", "REDUCE_PERCENTILE_95", by_queue)),
         ),
+        *_fair_share_widgets(env),
+    ]
+
+
+def _fair_share_widgets(env: Environment) -> list[dict[str, Any]]:
+    """With fair sharing on (a team's weight): each queue's weighted share, the figure Kueue admits the lowest of
+    first and preempts the highest of; 0 while the queue uses no more than it is guaranteed."""
+    if not fair_sharing(env):
+        return []
+    share = KUEUE_METRICS["prometheus.googleapis.com/kueue_cluster_queue_weighted_share/gauge"]
+    return [
+        _chart(
+            "Fair sharing: borrowed share over weight",
+            "share (0: within its guarantee)",
+            _line(_filter(env, share), _aggregation("ALIGN_MEAN", "REDUCE_MAX", ("metric.labels.cluster_queue",))),
+        )
     ]
 
 
@@ -228,11 +238,7 @@ def _training_widgets(env: Environment) -> list[dict[str, Any]]:
     ):
         metric = GOODPUT_METRICS[f"compute.googleapis.com/workload/{name}"]
         filter_ = f'metric.type="{metric.type}" resource.type="{metric.resource}" resource.labels.workload_id="{job}"'
-        charts.append(
-            _chart(
-                title, "seconds", {"timeSeriesFilter": _series(filter_, _aggregation("ALIGN_MAX", "REDUCE_SUM", (by,)))}
-            )
-        )
+        charts.append(_chart(title, "seconds", _line(filter_, _aggregation("ALIGN_MAX", "REDUCE_SUM", (by,)))))
     return [_header("Training", f"goodput of the run {job} (MaxText, ML Goodput Measurement)"), *charts]
 
 
@@ -262,16 +268,12 @@ def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[
         _chart(
             "Requests waiting",
             "requests",
-            {"timeSeriesFilter": _series(_filter(env, server.queue, *job), _aggregation("ALIGN_MEAN", "REDUCE_SUM"))},
+            _line(_filter(env, server.queue, *job), _aggregation("ALIGN_MEAN", "REDUCE_SUM")),
         ),
         _chart(
             f"{server.latency_meaning.capitalize()}, 95th percentile",
             "seconds",
-            {
-                "timeSeriesFilter": _series(
-                    _filter(env, server.latency, *job), _aggregation("ALIGN_DELTA", "REDUCE_PERCENTILE_95")
-                )
-            },
+            _line(_filter(env, server.latency, *job), _aggregation("ALIGN_DELTA", "REDUCE_PERCENTILE_95")),
         ),
         _chart(
             "Server errors (5xx), share of answers",
@@ -281,7 +283,7 @@ def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[
         _chart(
             "Tokens generated",
             "tokens/s",
-            {"timeSeriesFilter": _series(_filter(env, server.tokens, *job), _aggregation("ALIGN_RATE", "REDUCE_SUM"))},
+            _line(_filter(env, server.tokens, *job), _aggregation("ALIGN_RATE", "REDUCE_SUM")),
         ),
     ]
     deployment = env.serving[key]
@@ -297,8 +299,9 @@ def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[
             ("inference_pool_ready_pods", "Gateway: servers ready in the pool", "servers"),
         ):
             metric = EPP_METRICS[f"prometheus.googleapis.com/{name}/gauge"]
-            series = _series(_filter(env, metric, *terms), _aggregation("ALIGN_MEAN", "REDUCE_MEAN"))
-            widgets.append(_chart(title, unit, {"timeSeriesFilter": series}))
+            widgets.append(
+                _chart(title, unit, _line(_filter(env, metric, *terms), _aggregation("ALIGN_MEAN", "REDUCE_MEAN")))
+            )
     price = _price_per_million_tokens(env, key, server)
     if price is not None:
         widgets.append(price)
@@ -307,11 +310,7 @@ def _serving_widgets(env: Environment, key: str, server: ServerMetrics) -> list[
             _chart(
                 "KV cache in use",
                 "fraction",
-                {
-                    "timeSeriesFilter": _series(
-                        _filter(env, server.cache, *job), _aggregation("ALIGN_MEAN", "REDUCE_MEAN")
-                    )
-                },
+                _line(_filter(env, server.cache, *job), _aggregation("ALIGN_MEAN", "REDUCE_MEAN")),
             )
         )
     return widgets
