@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from infra.catalogue.cloud_metrics import KUEUE_METRICS
+from infra.catalogue.controllers import CONTROLLERS, KUEUE_FAIR_SHARING, KUEUE_MANAGER_CONFIG
+from infra.cdk.layout import read_stack
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.derive.queues import PRIORITIES, queue_shares
 from infra.review import review_stack
+from infra.review.render import render
 from infra.rules import check_environment
+from infra.synth.app import synth
 from infra.synth.load import load_environment
-from tests.helpers import of_type, rendered
+from tests.helpers import dev_edited, kueue_module, of_type, one, release_values, rendered
 
 
 def _kinds(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -120,8 +127,6 @@ def test_the_review_says_who_can_use_and_borrow_what(stacks: dict[str, dict[str,
 def test_the_review_says_when_the_training_slice_is_free_to_borrow(stacks: dict[str, dict[str, Any]]) -> None:
     """A standing cluster (dev's training.runs: cluster) holds its slice whenever Kueue admits it, training or not:
     research borrows it only while a person pauses the cluster. Runs as jobs free it between runs."""
-    from infra.review.render import render
-
     said = render(review_stack("platform-dev", stacks["dev"], None))
     assert "The training queue `training` lends its slice only while the training cluster is paused (make " in said
     jobs = copy.deepcopy(stacks["dev"])
@@ -170,9 +175,6 @@ WEIGHTED = (
 @pytest.fixture(scope="module")
 def weighted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """dev with two weighted teams, loaded with every rule and synthesized."""
-    from infra.cdk.layout import read_stack
-    from infra.synth.app import synth
-    from tests.helpers import dev_edited
 
     folder = tmp_path_factory.mktemp("weighted")
     env = load_environment(dev_edited(folder, WEIGHTED))
@@ -186,10 +188,6 @@ def test_a_teams_weight_turns_kueues_fair_sharing_on_and_weighs_its_queue(
     """Each weighted team's ClusterQueue carries its weight (the platform's queue Kueue's default, 1), and Kueue's
     release writes the chart's own Configuration with fair sharing's preemption strategies added: nothing else of
     it changes. Without a weight (dev as it is) the release sets no values: the chart's Configuration as it was."""
-    import yaml
-
-    from infra.catalogue.controllers import KUEUE_MANAGER_CONFIG
-    from tests.helpers import release_values
 
     queues = _kinds(rendered(weighted, "kueue-queues"), "ClusterQueue")
     assert {name: q["spec"].get("fairSharing") for name, q in queues.items()} == {
@@ -210,8 +208,6 @@ def test_a_teams_weight_turns_kueues_fair_sharing_on_and_weighs_its_queue(
 def test_the_review_shows_each_queues_weight_where_fair_sharing_is_on(
     weighted: dict[str, Any], stacks: dict[str, dict[str, Any]]
 ) -> None:
-    from infra.review.render import render
-
     review = review_stack("platform-dev", weighted, None)
     assert {(q.queue, q.weight) for q in review.queues} == {
         ("gpu", 1.0), ("research", 3.0), ("vision", 1.5), ("training", 1.0)
@@ -225,7 +221,6 @@ def test_the_review_shows_each_queues_weight_where_fair_sharing_is_on(
 
 @pytest.mark.parametrize("weight", ["0", "-1", "1001"])
 def test_a_weight_kueue_would_read_as_never_borrowing_or_out_of_range_is_refused(tmp_path: Path, weight: str) -> None:
-    from tests.helpers import dev_edited
 
     path = dev_edited(tmp_path, ("    borrow_training: true\n", f"    borrow_training: true\n    weight: {weight}\n"))
     bound = "greater than or equal to 0.001" if weight != "1001" else "less than or equal to 1000"
@@ -235,7 +230,6 @@ def test_a_weight_kueue_would_read_as_never_borrowing_or_out_of_range_is_refused
 
 def test_preempting_while_borrowing_beside_a_weight_is_refused_naming_kueues_rule(tmp_path: Path) -> None:
     """Kueue takes borrowWithinCohort with its classic preemption only; a weight turns fair sharing on."""
-    from tests.helpers import dev_edited
 
     path = dev_edited(
         tmp_path,
@@ -258,12 +252,6 @@ def test_the_configuration_a_weighted_release_writes_is_kueues_chart_default_and
     """The chart takes Kueue's Configuration as one value, so the release that turns fair sharing on writes all of
     it: KUEUE_MANAGER_CONFIG is the chart's default (values.yaml managerConfig) of the module the local cluster
     builds, field for field, and fair sharing's strategies are a set Kueue's own validation accepts."""
-    import re
-
-    import yaml
-
-    from infra.catalogue.controllers import CONTROLLERS, KUEUE_FAIR_SHARING, KUEUE_MANAGER_CONFIG
-    from tests.helpers import kueue_module
 
     version, module = kueue_module()
     (pinned,) = CONTROLLERS["kueue"].versions
@@ -282,7 +270,6 @@ def test_with_fair_sharing_on_the_dashboard_charts_each_queues_weighted_share(
 ) -> None:
     """The figure Kueue admits the lowest of first and preempts the highest of, per queue; Kueue reports it only with
     fair sharing on, so dev as it is has no such chart."""
-    from tests.helpers import one
 
     def charts(stack: dict[str, Any]) -> dict[str, str]:
         tiles = json.loads(one(stack, "google_monitoring_dashboard")["dashboard_json"])["mosaicLayout"]["tiles"]
@@ -298,10 +285,6 @@ def test_with_fair_sharing_on_the_dashboard_charts_each_queues_weighted_share(
 def test_the_weighted_share_metric_is_the_one_kueue_exports() -> None:
     """Name and labels of the charted series against Kueue's pkg/metrics/metrics.go in the module the local cluster
     builds (subsystem kueue)."""
-    import re
-
-    from infra.catalogue.cloud_metrics import KUEUE_METRICS
-    from tests.helpers import kueue_module
 
     _, module = kueue_module()
     source = (module / "pkg/metrics/metrics.go").read_text()

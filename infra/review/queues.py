@@ -19,6 +19,7 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
     borrow the training slice, its lender too: the training cluster's queue, in the same cohort."""
     rows: list[TeamQueue] = []
     lender: tuple[str, str, dict[str, Any], str] | None = None
+    fair = False  # Kueue's fair sharing: on where a team has a weight (every other queue then weighs 1)
     for release, chart, values in release_values(stack_json):
         queue = values.get("queue") if chart == "ray-training" else None
         if queue and queue.get("cohort"):
@@ -53,9 +54,8 @@ def team_queues(stack_json: Mapping[str, Any]) -> list[TeamQueue]:
         for f in queue["flavors"]:
             resource = next((r for r in ACCELERATORS if r in f["quota"]), "")
             if int(f["quota"].get(resource, 0)):  # its slice's pools (the head's flavor holds no accelerator)
-                weight = 1.0 if rows[0].weight is not None else None
                 rows.append(TeamQueue(name, namespace, f["name"], resource, int(f["quota"][resource]), 0,
-                                      _preempts(queue["preemption"]), lends, weight))  # fmt: skip
+                                      _preempts(queue["preemption"]), lends, 1.0 if fair else None))  # fmt: skip
     return rows
 
 
