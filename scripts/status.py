@@ -7,6 +7,9 @@ queues (a RayCluster or RayJob, a JobSet, a Job, a LeaderWorkerSet, a Deployment
 state (running, waiting and why, reserved while an admission check is pending, evicted and why, paused, finished),
 its pods, the slices it holds (TPU slices of the node's topology, or GPUs) and on which pools, since when, and what
 those accelerator nodes cost per hour at list price and since then.
+Under them, each of Kueue's ClusterQueues: its team, how many workloads wait, reserve quota and run, what it
+holds of each flavor and how much of that is borrowed, and where fair sharing is on (teams.<team>.weight) its
+weight and the weighted share Kueue lends and preempts by.
 
 Read, not modelled: the states are Kueue's conditions and the pods' as the cluster holds them; the prices are the
 review's (infra/catalogue/prices.py) for each node's machine type, location and capacity (its GKE labels: spot,
@@ -42,6 +45,7 @@ from infra.synth.load import load_named
 from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl_in
 from scripts.parser import ArgumentParser, refuse
 
+PLATFORM = "platform"
 # The kinds a row can be, as `kubectl get` names them; the pods and what they need to be followed to a row.
 KINDS = {
     "RayJob": "rayjobs.ray.io",
@@ -79,6 +83,69 @@ class Row:
     # A server's last start, from its pods' own timestamps (cold_start_of): node, image and serve seconds; None where
     # no pod of it has become ready. What infra/catalogue/cold_starts.py records.
     cold_start: dict[str, float] | None = None
+
+
+CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One of Kueue's ClusterQueues as its status says it now (apis/kueue/v1beta2/clusterqueue_types.go)."""
+
+    name: str
+    team: str  # as Row.team: the team the queue is named after, else the platform's
+    weight: str | None  # spec.fairSharing.weight where set (Kueue weighs a queue without one 1)
+    waiting: int  # status.pendingWorkloads
+    reserving: int  # status.reservingWorkloads: quota reserved (admitted, or waiting on admission checks)
+    admitted: int  # status.admittedWorkloads
+    holds: tuple[str, ...]  # per flavor and resource reserved: "a3mega nvidia.com/gpu 14 (6 borrowed)"
+    share: int | None  # status.fairSharing.weightedShare: None where fair sharing is off
+
+
+def queue_rows(queues: list[dict[str, Any]], teams: Iterable[str] = ()) -> list[QueueRow]:
+    """The ClusterQueues read, by name; a queue named after one of `teams` is that team's."""
+    teams = set(teams)
+    out = []
+    for queue in sorted(queues, key=lambda q: q["metadata"]["name"]):
+        name, spec, state = queue["metadata"]["name"], queue.get("spec") or {}, queue.get("status") or {}
+        holds = tuple(
+            f"{flavor['name']} {r['name']} {r['total']}"
+            + (f" ({r['borrowed']} borrowed)" if r.get("borrowed", "0") != "0" else "")
+            for flavor in state.get("flavorsReservation") or []
+            for r in flavor.get("resources") or []
+            if str(r.get("total", "0")) != "0"
+        )
+        fair = state.get("fairSharing")
+        out.append(
+            QueueRow(
+                name, name if name in teams else PLATFORM, (spec.get("fairSharing") or {}).get("weight"),
+                int(state.get("pendingWorkloads", 0)), int(state.get("reservingWorkloads", 0)),
+                int(state.get("admittedWorkloads", 0)), holds, None if fair is None else int(fair["weightedShare"]),
+            )
+        )  # fmt: skip
+    return out
+
+
+def queue_table(found: list[QueueRow]) -> list[str]:
+    """The queues as lines a person reads, under the rows' table; the weight and share columns only where fair
+    sharing is on (a queue carries a weighted share)."""
+    fair = any(q.share is not None for q in found)
+    header = ("QUEUE", "TEAM", *(("WEIGHT",) if fair else ()), "WAITING", "RESERVING", "ADMITTED", "HOLDS",
+              *(("SHARE",) if fair else ()))  # fmt: skip
+    lines = [header]
+    for q in found:
+        weight = ((q.weight or "1"),) if fair else ()
+        share = (("-" if q.share is None else str(q.share)),) if fair else ()
+        lines.append((q.name, q.team, *weight, str(q.waiting), str(q.reserving), str(q.admitted),
+                      ", ".join(q.holds) or "-", *share))  # fmt: skip
+    said = "queues (Kueue's ClusterQueues"
+    said += (
+        "; fair sharing on: a queue's share is what it borrows over what its cohort lends, divided by its weight, "
+        "and Kueue lends to the lowest and preempts the highest)"
+        if fair
+        else ")"
+    )
+    return [said, *columns(lines)]
 
 
 def _accelerated(obj: dict[str, Any]) -> bool:
@@ -174,9 +241,6 @@ def _holds(bound: list[dict[str, Any]]) -> str:
     if gpus:
         parts.append(f"{gpus} GPUs")
     return f"{', '.join(parts)} ({len(bound)} node{'s' if len(bound) != 1 else ''})"
-
-
-PLATFORM = "platform"
 
 
 def rows(
@@ -372,8 +436,8 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
 
 
 def read(run: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[str]) -> dict[str, list[Any]]:
-    """Every object of READ in `namespaces` (one read per namespace), and the cluster's nodes; a kind the cluster
-    does not serve (its controller is not installed) reads as none."""
+    """Every object of READ in `namespaces` (one read per namespace), the cluster's nodes and Kueue's ClusterQueues;
+    a kind the cluster does not serve (its controller is not installed) reads as none."""
     objects: dict[str, list[Any]] = {kind: [] for kind in READ}
     served = list(READ.values())
     for namespace in namespaces:
@@ -392,6 +456,10 @@ def read(run: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[
     if done.returncode:
         raise Unreachable(" ".join(done.stderr.split()))
     objects["Node"] = json.loads(done.stdout).get("items", [])
+    done = run("get", CLUSTER_QUEUES, "-o", "json")
+    if done.returncode and "the server doesn't have a resource type" not in done.stderr:
+        raise Unreachable(" ".join(done.stderr.split()))
+    objects["ClusterQueue"] = [] if done.returncode else json.loads(done.stdout).get("items", [])
     return objects
 
 
@@ -411,14 +479,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     now = datetime.now(UTC)
+    queues = queue_rows(objects.pop("ClusterQueue"), env.teams)
     found = rows(objects, objects.pop("Node"), now, env.teams)
     if args.json:
         print(json.dumps({"environment": env.name, "read_at": now.isoformat(timespec="seconds"),
-                          "rows": [asdict(r) for r in found]}, indent=2))  # fmt: skip
+                          "rows": [asdict(r) for r in found], "queues": [asdict(q) for q in queues]},
+                         indent=2))  # fmt: skip
     else:
         print(f"{env.name}: cluster {env.cluster.name}, read {now:%Y-%m-%d %H:%M} UTC")
         budgets = {n: float(t.budget.monthly_usd) for n, t in env.teams.items() if t.budget is not None}
         print(table(found, now, budgets))
+        if queues:
+            print("\n".join(queue_table(queues)))
     return 0
 
 

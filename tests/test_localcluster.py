@@ -307,6 +307,34 @@ def test_deploy_local_applies_dev_and_the_real_components_agree_with_the_placeme
 
 
 @pytest.mark.slow
+def test_a_redeploy_sends_gkes_crds_again_only_where_one_changed_since(
+    cluster_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deploy before applied GKE's CRDs (3 MB); the next sends them only where one was edited or deleted since
+    (its generation moved), and then all of them, as they are pinned."""
+    cluster = Cluster((cluster_dir / "cluster").resolve())
+    sent: list[str] = []
+    kubectl = Cluster.kubectl
+
+    def recorded(self: Cluster, *args: str, **kwargs: Any) -> Any:
+        sent.append(args[0])
+        return kubectl(self, *args, **kwargs)
+
+    monkeypatch.setattr(Cluster, "kubectl", recorded)
+    local = apply.LocalApply(cluster, "platform-dev")
+    names = local.gke_crds()
+    assert "computeclasses.cloud.google.com" in names and "apply" not in sent
+    # A person's edit of one (a short name added): its generation moves, and the next deploy applies them again.
+    short_name = '{"spec":{"names":{"shortNames":["cc"]}}}'
+    kubectl(cluster, "patch", "crd", "computeclasses.cloud.google.com", "--type=merge", "-p", short_name)
+    assert local.gke_crds() == names and sent.count("apply") == 1
+    assert json.loads((cluster.folder / apply.CRDS_APPLIED).read_text())["generations"] == local.established(names)
+    sent.clear()
+    local.gke_crds()
+    assert "apply" not in sent
+
+
+@pytest.mark.slow
 def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_holds_the_slice(
     cluster_dir: Path, stacks: dict[str, dict[str, Any]]
 ) -> None:
@@ -1225,6 +1253,16 @@ def test_teams_borrow_by_their_weights_under_the_real_kueues_fair_sharing_and_gi
         submit("vision", 8)
         _until("the lent GPUs split 3 to 1", lambda: reserved() == {"research": 14, "vision": 2, "gpu": 0},
                describe=reserved)  # fmt: skip
+        # make status ENV=dev: each queue with its weight and the share Kueue weighs it by. The lent GPUs are split
+        # where the weighted shares meet: research's 6 borrowed over weight 3 is vision's 2 over 1.
+        shown = json.loads(_platform(cluster, "status", "dev", "--json", envs=cluster_dir / "jobset-runs"))
+        by_name = {q["name"]: q for q in shown["queues"]}
+        research, vision = by_name["research"], by_name["vision"]
+        assert (research["team"], research["weight"], vision["weight"]) == ("research", "3", "1")
+        gpus = {name: [h for h in q["holds"] if "nvidia.com/gpu" in h] for name, q in by_name.items()}
+        assert gpus["research"] == ["a3mega nvidia.com/gpu 14 (6 borrowed)"], research
+        assert gpus["vision"] == ["a3mega nvidia.com/gpu 2 (2 borrowed)"], vision
+        assert research["share"] == vision["share"] > 0 and by_name["gpu"]["share"] == 0, shown["queues"]
         submit("gpu", 8)
         _until("the platform's queue given its own 8 back",
                lambda: reserved() == {"research": 8, "vision": 0, "gpu": 8}, describe=reserved)  # fmt: skip

@@ -233,8 +233,10 @@ def test_the_cluster_is_read_once_per_namespace_and_a_kind_it_does_not_serve_rea
     objects = status.read(run, ["ml-training", "ml-serving"])
     assert [p["metadata"]["name"] for p in objects["Pod"]] == ["p-ml-training", "p-ml-serving"]
     assert objects["RayJob"] == objects["RayCluster"] == [] and len(objects["Node"]) == 1
-    # Two kinds not served: two retries in the first namespace, then one read per namespace.
-    assert len(calls) == 3 + 1 + 1
+    # Kueue not installed: no ClusterQueue.
+    assert objects["ClusterQueue"] == [] and calls[-1][1] == status.CLUSTER_QUEUES
+    # Two kinds not served: two retries in the first namespace, then one read per namespace; the nodes, the queues.
+    assert len(calls) == 3 + 1 + 1 + 1
 
 
 def _server_pod(name: str, created: str, scheduled: str, started: str, ready: str) -> dict[str, Any]:
@@ -284,3 +286,47 @@ def test_a_running_servers_last_start_is_said_under_its_row() -> None:
     assert (row.kind, row.state) == ("LeaderWorkerSet", "running")
     assert row.cold_start == {"node": 240.0, "image": 95.0, "serve": 410.0}
     assert "last start 745 s from creation to ready: node 240 s, image 95 s, serve 410 s" in status.table([row], NOW)
+
+
+def _cluster_queue(name: str, reserved: str, borrowed: str, weight: str | None, share: int | None) -> dict[str, Any]:
+    """A ClusterQueue as Kueue's status writes it (apis/kueue/v1beta2/clusterqueue_types.go)."""
+    usage = [
+        {
+            "name": "a3mega",
+            "resources": [
+                {"name": "nvidia.com/gpu", "total": reserved, "borrowed": borrowed},
+                {"name": "cpu", "total": "0"},
+            ],
+        }
+    ]
+    state: dict[str, Any] = {
+        "flavorsReservation": usage,
+        "pendingWorkloads": 2,
+        "reservingWorkloads": 3,
+        "admittedWorkloads": 1,
+    }
+    if share is not None:
+        state["fairSharing"] = {"weightedShare": share}
+    spec = {"fairSharing": {"weight": weight}} if weight else {}
+    return {"metadata": {"name": name}, "spec": spec, "status": state}  # fmt: skip
+
+
+def test_each_queue_says_what_waits_what_it_holds_and_borrows_and_with_fair_sharing_its_weight_and_share() -> None:
+    queues = [_cluster_queue("vision", "2", "2", "1", 333), _cluster_queue("research", "14", "6", "3", 333),
+              _cluster_queue("gpu", "0", "0", None, 0)]  # fmt: skip
+    found = status.queue_rows(queues, teams=["research", "vision"])
+    assert [(q.name, q.team, q.weight, q.share) for q in found] == [
+        ("gpu", "platform", None, 0), ("research", "research", "3", 333), ("vision", "vision", "1", 333)
+    ]  # fmt: skip
+    research = found[1]
+    assert (research.waiting, research.reserving, research.admitted) == (2, 3, 1)
+    assert research.holds == ("a3mega nvidia.com/gpu 14 (6 borrowed)",) and found[0].holds == ()
+    text = status.queue_table(found)
+    assert "fair sharing on" in text[0]
+    assert text[1].split() == ["QUEUE", "TEAM", "WEIGHT", "WAITING", "RESERVING", "ADMITTED", "HOLDS", "SHARE"]
+    # A queue without a weight weighs 1 (Kueue's default, kubebuilder:default=1).
+    assert text[2].split() == ["gpu", "platform", "1", "2", "3", "1", "-", "0"]
+    # Fair sharing off: no weight, no share.
+    off = status.queue_rows([_cluster_queue("gpu", "8", "0", None, None)])
+    assert status.queue_table(off)[1].split() == ["QUEUE", "TEAM", "WAITING", "RESERVING", "ADMITTED", "HOLDS"]
+    assert status.queue_table(off)[2].split() == ["gpu", "platform", "2", "3", "1", "a3mega", "nvidia.com/gpu", "8"]
