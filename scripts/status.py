@@ -58,6 +58,8 @@ KINDS = {
 # The kinds that serve: their rows carry the last start of their pods (infra/catalogue/cold_starts.py).
 SERVERS = ("LeaderWorkerSet", "Deployment")
 READ = {**KINDS, "ReplicaSet": "replicasets.apps", "Pod": "pods", "Workload": "workloads.kueue.x-k8s.io"}
+# Cluster-scoped, read once: Kueue's queues (a team's is named after it).
+CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
 ACCELERATORS = ("google.com/tpu", "nvidia.com/gpu")
 POOL = "cloud.google.com/gke-nodepool"
 # GKE's provisioning label (infra/derive/gke_nodes.py) -> the capacity type the price table knows.
@@ -83,9 +85,6 @@ class Row:
     # A server's last start, from its pods' own timestamps (cold_start_of): node, image and serve seconds; None where
     # no pod of it has become ready. What infra/catalogue/cold_starts.py records.
     cold_start: dict[str, float] | None = None
-
-
-CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
 
 
 @dataclass(frozen=True)
@@ -138,12 +137,11 @@ def queue_table(found: list[QueueRow]) -> list[str]:
         share = (("-" if q.share is None else str(q.share)),) if fair else ()
         lines.append((q.name, q.team, *weight, str(q.waiting), str(q.reserving), str(q.admitted),
                       ", ".join(q.holds) or "-", *share))  # fmt: skip
-    said = "queues (Kueue's ClusterQueues"
-    said += (
-        "; fair sharing on: a queue's share is what it borrows over what its cohort lends, divided by its weight, "
-        "and Kueue lends to the lowest and preempts the highest)"
+    said = (
+        "queues (Kueue's ClusterQueues; fair sharing on: a queue's share is what it borrows over what its cohort "
+        "lends, divided by its weight, and Kueue lends to the lowest and preempts the highest)"
         if fair
-        else ")"
+        else "queues (Kueue's ClusterQueues)"
     )
     return [said, *columns(lines)]
 
