@@ -46,6 +46,8 @@ from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubec
 from scripts.parser import ArgumentParser, refuse
 
 PLATFORM = "platform"
+# kubectl's words for a kind the cluster does not serve (its CRD not installed).
+NOT_SERVED = "the server doesn't have a resource type"
 # The kinds a row can be, as `kubectl get` names them; the pods and what they need to be followed to a row.
 KINDS = {
     "RayJob": "rayjobs.ray.io",
@@ -101,6 +103,11 @@ class QueueRow:
     share: int | None  # status.fairSharing.weightedShare: None where fair sharing is off
 
 
+def team_of(queue: str | None, teams: set[str]) -> str:
+    """The team whose queue `queue` is (each team's queue is named after it), else the platform's."""
+    return queue if queue in teams else PLATFORM
+
+
 def queue_rows(queues: list[dict[str, Any]], teams: Iterable[str] = ()) -> list[QueueRow]:
     """The ClusterQueues read, by name; a queue named after one of `teams` is that team's."""
     teams = set(teams)
@@ -117,7 +124,7 @@ def queue_rows(queues: list[dict[str, Any]], teams: Iterable[str] = ()) -> list[
         fair = state.get("fairSharing")
         out.append(
             QueueRow(
-                name, name if name in teams else PLATFORM, (spec.get("fairSharing") or {}).get("weight"),
+                name, team_of(name, teams), (spec.get("fairSharing") or {}).get("weight"),
                 int(state.get("pendingWorkloads", 0)), int(state.get("reservingWorkloads", 0)),
                 int(state.get("admittedWorkloads", 0)), holds, None if fair is None else int(fair["weightedShare"]),
             )
@@ -307,7 +314,7 @@ def rows(
             so_far = round(per_hour * hours, 2)
         out.append(
             Row(
-                kind, namespace, name, queue, queue if queue in teams else PLATFORM, state, why, len(pods), len(ready),
+                kind, namespace, name, queue, team_of(queue, teams), state, why, len(pods), len(ready),
                 _holds(held),
                 tuple(sorted({n["metadata"]["labels"].get(POOL, "") for n in held})), since, per_hour, so_far,
                 _last_start(ready) if kind in SERVERS else None,
@@ -441,7 +448,7 @@ def read(run: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[
     for namespace in namespaces:
         while True:
             done = run("get", ",".join(served), "-n", namespace, "-o", "json")
-            missing = re.search(r"the server doesn't have a resource type \"([^\"]+)\"", done.stderr)
+            missing = re.search(NOT_SERVED + r' "([^"]+)"', done.stderr)
             if not done.returncode or missing is None or len(served) == 1:
                 break
             # kubectl names the resource as given, or by its first part.
@@ -455,7 +462,7 @@ def read(run: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[
         raise Unreachable(" ".join(done.stderr.split()))
     objects["Node"] = json.loads(done.stdout).get("items", [])
     done = run("get", CLUSTER_QUEUES, "-o", "json")
-    if done.returncode and "the server doesn't have a resource type" not in done.stderr:
+    if done.returncode and NOT_SERVED not in done.stderr:
         raise Unreachable(" ".join(done.stderr.split()))
     objects["ClusterQueue"] = [] if done.returncode else json.loads(done.stdout).get("items", [])
     return objects

@@ -175,7 +175,6 @@ WEIGHTED = (
 @pytest.fixture(scope="module")
 def weighted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """dev with two weighted teams, loaded with every rule and synthesized."""
-
     folder = tmp_path_factory.mktemp("weighted")
     env = load_environment(dev_edited(folder, WEIGHTED))
     synth({"dev": env}, folder / "out")
@@ -188,7 +187,6 @@ def test_a_teams_weight_turns_kueues_fair_sharing_on_and_weighs_its_queue(
     """Each weighted team's ClusterQueue carries its weight (the platform's queue Kueue's default, 1), and Kueue's
     release writes the chart's own Configuration with fair sharing's preemption strategies added: nothing else of
     it changes. Without a weight (dev as it is) the release sets no values: the chart's Configuration as it was."""
-
     queues = _kinds(rendered(weighted, "kueue-queues"), "ClusterQueue")
     assert {name: q["spec"].get("fairSharing") for name, q in queues.items()} == {
         "gpu": None,
@@ -221,7 +219,6 @@ def test_the_review_shows_each_queues_weight_where_fair_sharing_is_on(
 
 @pytest.mark.parametrize("weight", ["0", "-1", "1001"])
 def test_a_weight_kueue_would_read_as_never_borrowing_or_out_of_range_is_refused(tmp_path: Path, weight: str) -> None:
-
     path = dev_edited(tmp_path, ("    borrow_training: true\n", f"    borrow_training: true\n    weight: {weight}\n"))
     bound = "greater than or equal to 0.001" if weight != "1001" else "less than or equal to 1000"
     with pytest.raises(ConfigError, match=rf"dev\.yaml: teams\.research\.weight: {weight}: Input should be {bound}"):
@@ -230,7 +227,6 @@ def test_a_weight_kueue_would_read_as_never_borrowing_or_out_of_range_is_refused
 
 def test_preempting_while_borrowing_beside_a_weight_is_refused_naming_kueues_rule(tmp_path: Path) -> None:
     """Kueue takes borrowWithinCohort with its classic preemption only; a weight turns fair sharing on."""
-
     path = dev_edited(
         tmp_path,
         (
@@ -252,7 +248,6 @@ def test_the_configuration_a_weighted_release_writes_is_kueues_chart_default_and
     """The chart takes Kueue's Configuration as one value, so the release that turns fair sharing on writes all of
     it: KUEUE_MANAGER_CONFIG is the chart's default (values.yaml managerConfig) of the module the local cluster
     builds, field for field, and fair sharing's strategies are a set Kueue's own validation accepts."""
-
     version, module = kueue_module()
     (pinned,) = CONTROLLERS["kueue"].versions
     assert version.lstrip("v").rsplit(".", 1)[0] == pinned.rsplit(".", 1)[0]  # the same minor
@@ -285,7 +280,6 @@ def test_with_fair_sharing_on_the_dashboard_charts_each_queues_weighted_share(
 def test_the_weighted_share_metric_is_the_one_kueue_exports() -> None:
     """Name and labels of the charted series against Kueue's pkg/metrics/metrics.go in the module the local cluster
     builds (subsystem kueue)."""
-
     _, module = kueue_module()
     source = (module / "pkg/metrics/metrics.go").read_text()
     found = re.search(

@@ -308,7 +308,7 @@ def _cluster_queue(name: str, reserved: str, borrowed: str, weight: str | None, 
     if share is not None:
         state["fairSharing"] = {"weightedShare": share}
     spec = {"fairSharing": {"weight": weight}} if weight else {}
-    return {"metadata": {"name": name}, "spec": spec, "status": state}  # fmt: skip
+    return {"metadata": {"name": name}, "spec": spec, "status": state}
 
 
 def test_each_queue_says_what_waits_what_it_holds_and_borrows_and_with_fair_sharing_its_weight_and_share() -> None:
