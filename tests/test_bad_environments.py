@@ -421,9 +421,9 @@ CASES: dict[str, tuple[str, Edit, str, str]] = {
     ),
     "a Kueue version without pinned CRDs": (
         "versions",
-        _sub("    kueue: 0.17.3\n", "    kueue: 0.18.0\n"),
+        _sub("    kueue: 0.19.2\n", "    kueue: 0.18.0\n"),
         "release.controllers.kueue",
-        "known: 0.17.3",
+        "known: 0.17.3, 0.19.2",
     ),
     "a controller range instead of a version": (
         "versions",

@@ -14,7 +14,12 @@ import pytest
 import yaml
 
 from infra.catalogue.cloud_metrics import KUEUE_METRICS
-from infra.catalogue.controllers import CONTROLLERS, KUEUE_FAIR_SHARING, KUEUE_MANAGER_CONFIG
+from infra.catalogue.controllers import (
+    CONTROLLERS,
+    KUEUE_FAIR_SHARING,
+    KUEUE_MANAGER_CONFIG,
+    KUEUE_WAIT_FOR_PODS_READY,
+)
 from infra.cdk.layout import read_stack
 from infra.config import ENVIRONMENTS_DIR, ConfigError, Environment
 from infra.derive.queues import PRIORITIES, queue_shares
@@ -185,8 +190,9 @@ def test_a_teams_weight_turns_kueues_fair_sharing_on_and_weighs_its_queue(
     weighted: dict[str, Any], stacks: dict[str, dict[str, Any]]
 ) -> None:
     """Each weighted team's ClusterQueue carries its weight (the platform's queue Kueue's default, 1), and Kueue's
-    release writes the chart's own Configuration with fair sharing's preemption strategies added: nothing else of
-    it changes. Without a weight (dev as it is) the release sets no values: the chart's Configuration as it was."""
+    release writes the chart's own Configuration with fair sharing's preemption strategies added, beside the wait for
+    pods to be Ready the platform always writes at this Kueue: nothing else of it changes. Without a weight (dev as it
+    is) the release writes no fair sharing."""
     queues = _kinds(rendered(weighted, "kueue-queues"), "ClusterQueue")
     assert {name: q["spec"].get("fairSharing") for name, q in queues.items()} == {
         "gpu": None,
@@ -198,9 +204,10 @@ def test_a_teams_weight_turns_kueues_fair_sharing_on_and_weighs_its_queue(
     assert config.pop("fairSharing") == {
         "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
     }
+    assert config.pop("waitForPodsReady") == KUEUE_WAIT_FOR_PODS_READY[release["version"]]
     assert config == KUEUE_MANAGER_CONFIG[release["version"]]
-    plain = next(r for r in of_type(stacks["dev"], "helm_release").values() if r["name"] == "kueue")
-    assert "values" not in plain
+    plain = release_values(stacks["dev"], "kueue")[1]["managerConfig"]["controllerManagerConfigYaml"]
+    assert yaml.safe_load(plain) == {**config, "waitForPodsReady": KUEUE_WAIT_FOR_PODS_READY[release["version"]]}
 
 
 def test_the_review_shows_each_queues_weight_where_fair_sharing_is_on(
@@ -239,7 +246,7 @@ def test_preempting_while_borrowing_beside_a_weight_is_refused_naming_kueues_rul
     assert (
         "teams.vision.preemption.borrow_within_cohort: 'LowerPriority': Kueue allows it with its classic preemption "
         "only, and teams.research.weight turns fair sharing on: set Never, or remove every team's weight "
-        "(apis/kueue/v1beta2/clusterqueue_types.go BorrowWithinCohort @ v0.17.0)"
+        "(apis/kueue/v1beta2/clusterqueue_types.go BorrowWithinCohort @ v0.19.2)"
     ) in str(refused.value)
 
 
@@ -249,8 +256,8 @@ def test_the_configuration_a_weighted_release_writes_is_kueues_chart_default_and
     it: KUEUE_MANAGER_CONFIG is the chart's default (values.yaml managerConfig) of the module the local cluster
     builds, field for field, and fair sharing's strategies are a set Kueue's own validation accepts."""
     version, module = kueue_module()
-    (pinned,) = CONTROLLERS["kueue"].versions
-    assert version.lstrip("v").rsplit(".", 1)[0] == pinned.rsplit(".", 1)[0]  # the same minor
+    pinned = version.lstrip("v")
+    assert pinned in CONTROLLERS["kueue"].versions
     chart = yaml.safe_load((module / "charts/kueue/values.yaml").read_text())
     assert yaml.safe_load(chart["managerConfig"]["controllerManagerConfigYaml"]) == KUEUE_MANAGER_CONFIG[pinned]
     validation = (module / "pkg/config/validation.go").read_text()
@@ -283,7 +290,7 @@ def test_the_weighted_share_metric_is_the_one_kueue_exports() -> None:
     _, module = kueue_module()
     source = (module / "pkg/metrics/metrics.go").read_text()
     found = re.search(
-        r'Name:\s+"cluster_queue_weighted_share",.*?append\(\[\]string\{([^}]*)\}, extraLabels', source, re.S
+        r'Name:\s+"cluster_queue_weighted_share",.*?append\(\[\]string\{([^}]*)\}, \w+Labels', source, re.S
     )
     assert found, "cluster_queue_weighted_share not found"
     labels = frozenset(re.findall(r'"(\w+)"', found.group(1)))

@@ -212,9 +212,9 @@ DCGM_METRICS: dict[str, CloudMetric] = {
 
 
 KUEUE_SOURCE = (
-    "kubernetes-sigs/kueue pkg/metrics/metrics.go @ v0.17.3 (subsystem kueue: pending_workloads gauge {cluster_queue, "
-    "status: active | inadmissible, replica_role}; admission_wait_time_seconds histogram {cluster_queue, "
-    "priority_class, replica_role}; admitted_active_workloads gauge {cluster_queue, replica_role}; "
+    "kubernetes-sigs/kueue pkg/metrics/metrics.go @ v0.17.3 and v0.19.2 (subsystem kueue: pending_workloads gauge "
+    "{cluster_queue, status: active | inadmissible, replica_role}; admission_wait_time_seconds histogram "
+    "{cluster_queue, priority_class, replica_role}; admitted_active_workloads gauge {cluster_queue, replica_role}; "
     "cluster_queue_status gauge {cluster_queue, status: pending | active | terminated, replica_role}, 1 for the "
     "queue's one status; cluster_queue_weighted_share gauge {cluster_queue, cohort, replica_role}: what the queue "
     "borrows over the cohort's lendable, divided by its weight), scraped by the kueue-queues release's PodMonitoring"

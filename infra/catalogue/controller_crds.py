@@ -10,7 +10,7 @@ custom_resource_definitions/; helm/helm#8163):
 - `crds/` (JobSet 0.12.0, LWS 0.8.0): installed on the first install only, never upgraded, never deleted. The
   platform installs the release with `skip_crds` and its post-renderer (infra/delivery/crd_postrender.py) adds these
   files to the release's manifest instead, so Helm installs *and upgrades* them.
-- `templates/` (LWS 0.7.0, Kueue 0.17.3): rendered and applied with the release, so an upgrade whose chart no
+- `templates/` (LWS 0.7.0, Kueue 0.17.3 and 0.19.2): rendered and applied with the release, so an upgrade whose chart no
   longer renders one deletes it, and every object of its kind, and an uninstall deletes them all. The
   post-renderer marks every CRD `helm.sh/resource-policy: keep`, which Helm honours on uninstall and on an
   upgrade's removal of what the old manifest had and the new one lacks.
@@ -145,6 +145,22 @@ _SETS = (
             "topologies": "eb0c347613a3bc7c7ca54651d7ecf9cb98fd155c1f71dff4f8bde39d51d2b0fa",
             "workloadpriorityclasses": "b4231f491823682fce1eecffd0ed571774b4608e9923ff25f1e34788fe7f028b",
             "workloads": "6d75735167f2bab1b7905aecd1b871c1eedb59bce407994f094d8a6982d1cf17",
+        },
+    ),
+    _kueue(
+        "0.19.2",
+        {
+            "admissionchecks": "5631a832c00c441ecf7dd257eedd05db390298cd752da9f1a5dd9daa27a8c54c",
+            "clusterqueues": "41eef808a233c44722acc87a7d48e9a50537e72650222a5699a4212fcec4a877",
+            "cohorts": "4ce98f9fc39f845ce8320ce965527e11c29797bd9fb5c324d2644f25c9cb641b",
+            "localqueues": "514543b2d977532c10080b26f6f9e09e220f3c3a0c8d0e8773a2280b6d85d955",
+            "multikueueclusters": "c939c5fcdb68ee6b820234b334fbd81fc8d1491452d933aa264cf896004e5497",
+            "multikueueconfigs": "c384a9609d4dbd5e185fcad6c71826feb3e8382abb4fd2a3441029ad857483c7",
+            "provisioningrequestconfigs": "a0efeeca4210585b2cb2136934bd5d4d26d31ffa28fd9ffd88f228e5689775c7",
+            "resourceflavors": "ccd48c3b63b744fae05eaeef958eac1bd2969d4769cb7a2762a8339b88bfc2d1",
+            "topologies": "4edd48facfe379698e05f80ffbb8161cda689b759927248e6ea4c4d664a51232",
+            "workloadpriorityclasses": "69667f891ff35c114c2bf8e6b4d07badbeb7eb3f9e4278b27925fc1e2f85d278",
+            "workloads": "5a0e30b8e764786e2e37f73768270b4a825fe9635615602267417a0d057c013f",
         },
     ),
 )

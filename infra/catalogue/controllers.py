@@ -72,12 +72,15 @@ CONTROLLERS = {
         chart="kueue",
         namespace="kueue-system",
         description="Kueue: job queueing, quota and ProvisioningRequest admission",
-        versions=("0.17.3",),
+        # 0.17.3: the version before, kept so that an environment still on it plans, and its bump is reviewed.
+        versions=("0.17.3", "0.19.2"),
         api_group="kueue.x-k8s.io",
-        # kubernetes-sigs/kueue charts/kueue/values.yaml @ v0.17.3 controllerManager: requests cpu 500m, memory 512Mi.
+        # kubernetes-sigs/kueue charts/kueue/values.yaml @ v0.17.3 and v0.19.2 controllerManager: requests cpu 500m,
+        # memory 512Mi.
         requests=(("cpu", 0.5), ("memory", 0.5)),
         # charts/kueue/templates/_helpers.tpl kueue.selectorLabels and manager/manager.yaml (containerPort 8443,
-        # name metrics) @ v0.17.3; cmd/kueue/main.go: SecureServing, filters.WithAuthenticationAndAuthorization.
+        # name metrics) @ v0.17.3 and v0.19.2; cmd/kueue/main.go: SecureServing,
+        # filters.WithAuthenticationAndAuthorization.
         metrics_pod_labels=(
             ("app.kubernetes.io/name", "kueue"),
             ("app.kubernetes.io/instance", "kueue"),
@@ -85,13 +88,14 @@ CONTROLLERS = {
         ),
         metrics_port=("metrics", 8443),
         # The visibility API (v1beta1 and v1beta2.visibility.kueue.x-k8s.io, the pending workloads' positions):
-        # charts/kueue/templates/visibility/apiservice_v1beta2.yaml and service.yaml (targetPort 8082) @ v0.17.3,
-        # rendered whatever the values.
+        # charts/kueue/templates/visibility/apiservice_v1beta2.yaml and service.yaml (targetPort 8082) @ v0.17.3 and
+        # v0.19.2, rendered whatever the values.
         api_ports=(8082,),
         # charts/kueue/templates/webhook/manifests.yaml and values.yaml integrations.frameworks @ v0.17.3: Fail
         # for Jobs, JobSets, LeaderWorkerSets and Ray's kinds in every namespace, and for Pods, Deployments and
         # StatefulSets (frameworks pod, deployment, statefulset are on by default) in every namespace but
-        # kube-system and Kueue's own.
+        # kube-system and Kueue's own. At v0.19.2 every one of them leaves those two namespaces out (the same file):
+        # no release of the platform writes one of these kinds there, so the two read alike.
         intercepts=frozenset(
             {
                 ("", "Pod"),
@@ -120,16 +124,17 @@ CONTROLLERS = {
 
 
 # How many pod sets one Kueue Workload holds, per Kueue version the platform knows (CONTROLLERS["kueue"].versions):
-# apis/kueue/v1beta2/workload_types.go WorkloadSpec.PodSets `+kubebuilder:validation:MaxItems=8` @ v0.17 (the Go
-# module the local cluster builds, v0.17.0: tests/test_training_runs.py reads it there). A queued RayCluster's pod
-# sets are its head's and one per worker group; a RayJob's also its submitter's.
-KUEUE_MAX_POD_SETS = {"0.17.3": 8}
+# apis/kueue/v1beta2/workload_types.go WorkloadSpec.PodSets `+kubebuilder:validation:MaxItems`: 8 @ v0.17 (v0.17.0,
+# the module the local cluster built for 0.17.3), 18 @ v0.19.2 (the module it builds: tests/test_training_runs.py reads
+# it there). A queued RayCluster's pod sets are its head's and one per worker group; a RayJob's also its submitter's.
+KUEUE_MAX_POD_SETS = {"0.17.3": 8, "0.19.2": 18}
 
 
 # Kueue's Configuration as its chart writes it (kubernetes-sigs/kueue charts/kueue/values.yaml
-# managerConfig.controllerManagerConfigYaml, the same at v0.17.0 and v0.17.3, comments left out). The chart takes the
-# whole file as one value: a release that sets it, to turn fair sharing on, writes all of it (tests/test_team_queues.py
-# holds it to the chart of the module the local cluster builds). Keyed by the versions CONTROLLERS["kueue"] pins.
+# managerConfig.controllerManagerConfigYaml, comments left out; 0.17.3's as at v0.17.0, the same file). The chart takes
+# the whole file as one value: a release that sets it, to turn fair sharing on or to say how long pods may take to be
+# Ready, writes all of it (tests/test_team_queues.py holds it to the chart of the module the local cluster builds).
+# Keyed by the versions CONTROLLERS["kueue"] pins.
 KUEUE_MANAGER_CONFIG: dict[str, dict[str, Any]] = {
     "0.17.3": {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -170,13 +175,66 @@ KUEUE_MANAGER_CONFIG: dict[str, dict[str, Any]] = {
                 "leaderworkerset.x-k8s.io/leaderworkerset",
             ]
         },
+    },
+    "0.19.2": {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 10,
+                "LocalQueue.kueue.x-k8s.io": 5,
+                "ClusterQueue.kueue.x-k8s.io": 5,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 300, "burst": 500},
+        "integrations": {
+            "frameworks": [
+                "batch/job",
+                "kubeflow.org/mpijob",
+                "ray.io/rayjob",
+                "ray.io/rayservice",
+                "ray.io/raycluster",
+                "jobset.x-k8s.io/jobset",
+                "workload.codeflare.dev/appwrapper",
+                "trainer.kubeflow.org/trainjob",
+                "pod",
+                "deployment",
+                "statefulset",
+                "leaderworkerset.x-k8s.io/leaderworkerset",
+            ]
+        },
+    },
+}
+
+# From 0.19, Kueue always waits for an admitted workload's pods to be Ready: a workload whose pods are not all Ready
+# `timeout` after its admission, or again `recoveryTimeout` after one of them failed, is evicted (its quota freed, its
+# pods deleted) and queued again after a backoff (60 s doubling to 3600 s, with no limit). The Configuration has no
+# switch to turn it off (apis/config/v1beta2/configuration_types.go WaitForPodsReady; defaults.go: 30 minutes, and
+# recoveryTimeout the same when unset @ v0.19.2). The platform writes it out, so that what the cluster does is in the
+# release and the review, not in a default a later Kueue may change. Only training's jobs are Kueue's here (the
+# servers carry no queue-name label), so a server's compile never counts. No training start is measured yet
+# (infra/catalogue/cold_starts.py measures servers): the timeout is Kueue's own default, which a slice's nodes, a
+# multi-GB image and Ray's start fit on a pool whose nodes exist; a recovery may take as long as a first start.
+KUEUE_WAIT_FOR_PODS_READY: dict[str, dict[str, Any]] = {
+    "0.19.2": {
+        "timeout": "30m",
+        "recoveryTimeout": "30m",
+        "blockAdmission": False,
+        "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
     }
 }
 
 # Fair sharing's preemption (Configuration.fairSharing): first preempt only a workload whose queue keeps a share at
 # least the preemptor's after it, then one whose queue's share is above the preemptor's; the set Kueue's chart
-# suggests (values.yaml) and its own docs use (site/content/en/docs/concepts/preemption.md @ v0.17.3; the sets it
-# accepts: pkg/config/validation.go validStrategySets).
+# suggests (values.yaml @ v0.17.3 and v0.19.2) and its own docs use (site/content/en/docs/concepts/preemption.md
+# @ v0.17.3; the sets it accepts: pkg/config/validation.go validStrategySets, the same at v0.19.2).
 KUEUE_FAIR_SHARING = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 
 
@@ -196,7 +254,8 @@ def owner_of(api_version: str) -> str | None:
 
 
 # The namespaces Kueue's webhooks for Pods, Deployments and StatefulSets leave out (the chart's default
-# managedJobsNamespaceSelector); its other webhooks have no namespace selector.
+# managedJobsNamespaceSelector); its other webhooks have no namespace selector at 0.17 and the same one at 0.19, so
+# reading them as intercepting everywhere errs on the side of ordering a release after Kueue's.
 WEBHOOK_EXEMPT_NAMESPACES = {"kueue": ("kube-system", "kueue-system")}
 NAMESPACE_SELECTED_KINDS = frozenset({("", "Pod"), ("apps", "Deployment"), ("apps", "StatefulSet")})
 

@@ -263,7 +263,7 @@ class Team(Model):
     `fairSharing.weight`): a team of weight 3 borrows three times what a team of weight 1 does when both want more
     than is left. Any team's weight turns fair sharing on in Kueue's configuration, for every queue (the others
     weigh 1). From 0.001 to 1000: Kueue reads 0 as an infinite share, the first preempted and never lent anything
-    (apis/kueue/v1beta2/fairsharing_types.go @ v0.17.0)."""
+    (apis/kueue/v1beta2/fairsharing_types.go @ v0.17.0 and v0.19.2)."""
     borrow_training: bool = False
     """May borrow the TPU training slice (its chips, and the CPU and memory of its hosts) while the platform's
     training cluster does not hold it; the training queue takes it back when its cluster returns (Kueue's

@@ -225,7 +225,7 @@ def team_problems(env: Environment) -> list[Problem]:
                     team.preemption.borrow_within_cohort,
                     f"Kueue allows it with its classic preemption only, and {weighted} turns fair sharing on: "
                     "set Never, or remove every team's weight (apis/kueue/v1beta2/clusterqueue_types.go "
-                    "BorrowWithinCohort @ v0.17.0)",
+                    "BorrowWithinCohort @ v0.19.2)",
                 )
             )
         if team.borrow_training and (env.training is None or env.training.queue is None):

@@ -14,7 +14,12 @@ from infra.catalogue.accelerators import Slice
 from infra.catalogue.charts import local_chart_versions
 from infra.catalogue.checkpointing import MTC_FUSE_OPTIONS
 from infra.catalogue.cloud_metrics import COLLECTOR_SERVICE_ACCOUNT, MONITORING_NAMESPACE
-from infra.catalogue.controllers import CONTROLLERS, KUEUE_FAIR_SHARING, KUEUE_MANAGER_CONFIG
+from infra.catalogue.controllers import (
+    CONTROLLERS,
+    KUEUE_FAIR_SHARING,
+    KUEUE_MANAGER_CONFIG,
+    KUEUE_WAIT_FOR_PODS_READY,
+)
 from infra.catalogue.gpudirect import GPU_HOSTS, nccl_env
 from infra.cdk.bindings import helm
 from infra.config import Environment
@@ -340,15 +345,21 @@ def kueue_values(env: Environment) -> dict[str, Any]:
 
 
 def kueue_controller_values(env: Environment) -> dict[str, Any] | None:
-    """The Kueue release's values where a team has a fair-sharing weight: Kueue's Configuration with fair sharing on
-    (the chart takes the whole file as one value). None otherwise: the chart's own Configuration."""
-    if not fair_sharing(env):
-        return None
+    """The Kueue release's values where the platform sets something of Kueue's Configuration (the chart takes the
+    whole file as one value): fair sharing, on where a team has a weight; how long an admitted workload's pods may
+    take to be Ready, at a Kueue that always waits for them (KUEUE_WAIT_FOR_PODS_READY). None otherwise: the chart's
+    own Configuration."""
     version = env.release.controllers["kueue"]
+    settings = {
+        **({"fairSharing": KUEUE_FAIR_SHARING} if fair_sharing(env) else {}),
+        **({"waitForPodsReady": KUEUE_WAIT_FOR_PODS_READY[version]} if version in KUEUE_WAIT_FOR_PODS_READY else {}),
+    }
+    if not settings:
+        return None
     if version not in KUEUE_MANAGER_CONFIG:
         raise KeyError(f"Kueue {version}: its chart's Configuration is not in infra/catalogue/controllers.py "
                        "KUEUE_MANAGER_CONFIG (charts/kueue/values.yaml managerConfig at that version)")  # fmt: skip
-    config = {**KUEUE_MANAGER_CONFIG[version], "fairSharing": KUEUE_FAIR_SHARING}
+    config = {**KUEUE_MANAGER_CONFIG[version], **settings}
     return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config, sort_keys=False)}}
 
 

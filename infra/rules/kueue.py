@@ -60,8 +60,9 @@ def _kueue(objects: list[dict[str, Any]], ctx: ReleaseContext) -> Iterator[Findi
     layer="admission",
     summary="Every flavor of a ClusterQueue resource group lists exactly the group's coveredResources, in order.",
     source=(
-        "kubernetes-sigs/kueue apis/kueue/v1beta1/clusterqueue_types.go CEL validation @ v0.17.3 (each "
-        "flavor's resources must match coveredResources); CRD pinned in infra/charts/crds.yaml"
+        "kubernetes-sigs/kueue @ v0.17.3 and v0.19.2: apis/kueue/v1beta2/clusterqueue_types.go CEL validation (each "
+        "flavor lists as many resources as coveredResources) and pkg/webhooks/clusterqueue_webhook.go (each by the "
+        "name at its place in coveredResources); CRD pinned in infra/charts/crds.yaml"
     ),
     kinds=("ClusterQueue",),
     subject="manifest",
@@ -91,14 +92,16 @@ KUEUE_CLUSTER_QUEUE_DOC = (
     system="Kueue",
     layer="admission",
     summary=(
-        "No LocalQueue of the platform is named `default`: with LocalQueueDefaulting (beta, on by default since "
-        "0.12) Kueue puts every job and pod of its namespace that names no queue in the LocalQueue `default`, so "
+        "No LocalQueue of the platform is named `default`: with LocalQueueDefaulting (on by default since 0.12, "
+        "always on from 0.19) Kueue puts every job and pod of its namespace that names no queue in the LocalQueue "
+        "`default`, so "
         "a team, the training queue or the batch queue called so would take over the namespace's other workloads."
     ),
     source=(
-        "kubernetes-sigs/kueue pkg/features/kube_features.go @ v0.17.0 (LocalQueueDefaulting: Beta, default true "
-        'from 0.12); pkg/controller/constants/constants.go DefaultLocalQueueName = "default"; '
-        "pkg/controller/jobs/pod/pod_webhook.go (the label set on a pod that names none)"
+        "kubernetes-sigs/kueue pkg/features/kube_features.go @ v0.17.0 (LocalQueueDefaulting: on from 0.12, GA "
+        "and locked at 0.17) and @ v0.19.2 (the gate removed: always on); pkg/controller/constants/constants.go "
+        'DefaultLocalQueueName = "default"; pkg/controller/jobs/pod/pod_webhook.go (the label set on a pod that names '
+        "none) @ v0.19.2"
     ),
     subject="environment",
 )
@@ -201,8 +204,15 @@ def _borrow_within(env: Environment) -> Iterator[Finding]:
             )
 
 
-KUEUE_RAYCLUSTER_WEBHOOK = "kubernetes-sigs/kueue @ v0.17.3 pkg/controller/jobs/raycluster/raycluster_webhook.go"
-KUEUE_RAYJOB = "kubernetes-sigs/kueue @ v0.17.3 pkg/controller/jobs/rayjob (rayjob_webhook.go, PodSets)"
+KUEUE_RAYCLUSTER_WEBHOOK = (
+    "kubernetes-sigs/kueue @ v0.17.3 and v0.19.2 pkg/controller/jobs/raycluster/raycluster_webhook.go "
+    "(validateCreate, MaxPodSets) and common.go (a pod set per worker group and the head's)"
+)
+KUEUE_RAYJOB = (
+    "kubernetes-sigs/kueue @ v0.19.2 pkg/controller/jobs/rayjob (rayjob_webhook.go validates the cluster as a "
+    "RayCluster, without the submitter; rayjob_controller.go PodSets adds the submitter's in K8sJobMode) and "
+    "apis/kueue/v1beta2/workload_types.go (PodSets MaxItems: the API server refuses a Workload over it)"
+)
 # The pod sets a Workload holds at the pinned Kueue (infra/catalogue/controllers.py KUEUE_MAX_POD_SETS): a queued
 # RayCluster's are its head's and one per worker group; a queued RayJob's also its submitter's (K8sJobMode).
 PINNED_KUEUE = CONTROLLERS["kueue"].versions[-1]
@@ -221,8 +231,9 @@ def max_worker_groups(kind: str, kueue: str = PINNED_KUEUE) -> int:
         "A RayCluster Kueue admits (kueue.x-k8s.io/queue-name) has at most one worker group fewer than the pinned "
         f"Kueue's Workload holds pod sets (Kueue {PINNED_KUEUE}: {max_worker_groups('RayCluster')}; the head's is "
         f"one), a queued RayJob two fewer ({max_worker_groups('RayJob')}; its submitter's another), none named `head`, "
-        "and "
-        "no in-tree autoscaling (what Kueue reserved, the cluster keeps): Kueue's webhook refuses it otherwise."
+        "and no in-tree autoscaling (what Kueue reserved, the cluster keeps): Kueue's webhook refuses it otherwise; "
+        "a RayJob with one group too many passes the webhook and gets no Workload (the API server refuses it), so "
+        "it stays suspended, never admitted."
     ),
     source=f"{KUEUE_RAYCLUSTER_WEBHOOK} (validateCreate); {KUEUE_RAYJOB}",
     subject="manifest",

@@ -58,13 +58,13 @@ ENVIRONMENT: dict[str, EnvironmentExample] = {
 
 
 MANIFEST: dict[str, ManifestExample] = {
-    # A training cluster of eight slices in dev's queue: one worker group more than a Kueue Workload holds.
+    # A training cluster of 18 slices in dev's queue: one worker group more than a Kueue 0.19 Workload holds.
     "kueue.raycluster-queued-whole": (
         "ray-training",
         lambda o: one_of_kind(o, "RayCluster")["spec"]["workerGroupSpecs"].extend(
-            copy.deepcopy(one_of_kind(o, "RayCluster")["spec"]["workerGroupSpecs"][0]) for _ in range(7)
+            copy.deepcopy(one_of_kind(o, "RayCluster")["spec"]["workerGroupSpecs"][0]) for _ in range(17)
         ),
-        "at most 7 worker groups in a queued RayCluster",
+        "at most 17 worker groups in a queued RayCluster",
     ),
     "kueue.queue-exists-and-covers-resources": (
         "nccl-test",

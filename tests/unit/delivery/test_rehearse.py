@@ -208,3 +208,30 @@ def test_an_admitted_run_costs_the_nodes_its_accelerators_fill_at_list_price() -
         "resourceUsage": {"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": "16"}}]}  # fmt: skip
     node = prices.hourly("a3-megagpu-8g", "us-east5-a", "on-demand")
     assert node and rehearse.pricer(_Cluster())(workload) == pytest.approx(2 * node)  # type: ignore[arg-type]
+
+
+def test_a_provisioning_request_kueue_deletes_before_it_is_granted_is_passed_over_and_any_other_failure_stops() -> None:
+    """Kueue 0.19 deletes the ProvisioningRequest of a workload that no longer needs it, and one can go between the
+    list and the grant (a CI failure: rehearse-local stopped on the NotFound of the NCCL test's request)."""
+    import subprocess
+
+    from infra.localcluster.cluster import ClusterError
+
+    class Cluster:
+        def __init__(self, answer: str) -> None:
+            self.answer, self.patched = answer, []
+
+        def get(self, *args: str) -> dict[str, Any]:
+            return {"items": [{"metadata": {"name": "job-dws-provisioning-1"}}]}
+
+        def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+            self.patched.append(args[2])
+            return subprocess.CompletedProcess(args, 1 if self.answer else 0, "", self.answer)
+
+    granted: set[str] = set()
+    gone = Cluster('Error from server (NotFound): provisioningrequests "job-dws-provisioning-1" not found')
+    rehearse.grant_provisioning(gone, ["ml-gpu"], granted)  # type: ignore[arg-type]
+    assert gone.patched == ["job-dws-provisioning-1"] and granted == {"ml-gpu/job-dws-provisioning-1"}
+    refused = Cluster("Error from server (Forbidden): nope")
+    with pytest.raises(ClusterError, match=r"ml-gpu/job-dws-provisioning-1: Error from server \(Forbidden\)"):
+        rehearse.grant_provisioning(refused, ["ml-gpu"], set())  # type: ignore[arg-type]
