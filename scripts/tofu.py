@@ -41,7 +41,7 @@ from infra.config import ConfigError
 from infra.engine import providers
 from infra.engine.build import BuildError
 from infra.engine.tofu import EngineError, Workspace, plan, tofu
-from infra.localcluster.apply import registry_charts
+from infra.localcluster.apply import as_registry_planned, registry_charts
 from infra.synth.load import load_all, load_named
 from scripts.parser import ArgumentParser, refuse
 from scripts.plan import BaselineError
@@ -145,6 +145,7 @@ def plan_changes(
         engine = Workspace(workspace, before or stack, overrides=registry_charts(before or stack, workspace))
         rounds = settle(engine) if before else 0
         planned = plan_change(engine, stack, registry_charts(stack, workspace)) if before else plan(engine)
+        planned = as_registry_planned(planned, before, stack)
         target = real_plan.write(out, name, planned, stack, before)
         review = review_plan(name, planned, confirmed)
         took = time.monotonic() - started

@@ -366,6 +366,8 @@ DEV_CHANGES: list[tuple[str, str, str, Any]] = [
      lambda b: b.update(description="changed")),
     ("helm_release", "jobset", "a release moved to another namespace", lambda b: b.update(namespace="jobset-2")),
     ("helm_release", "gpu-training", "a release's timeout", lambda b: b.update(timeout=1234)),
+    ("helm_release", "kueue_release", "a controller's version", lambda b: (b.update(version="0.17.3"),
+                                                                   b["postrender"]["args"].__setitem__(2, "0.17.3"))),
     ("kubernetes_network_policy_v1", "network-policies_ml-gpu-default-deny", "a policy's types",
      lambda b: b["spec"].update(policy_types=["Ingress", "Egress"])),
 ]  # fmt: skip
@@ -424,8 +426,14 @@ def test_the_offline_review_plans_each_change_as_the_real_providers_plan_it(
         "a grant's role": "replace", "a firewall port opened": "update", "a network renamed": "replace",
         "a VM template's description": "replace",
         "a release moved to another namespace": "replace", "a release's timeout": "update",
-        "a policy's types": "update",
+        "a controller's version": "update", "a policy's types": "update",
     }  # fmt: skip
+    # A controller's bump (here a rollback) reads as its version moving, with what it does to the CRDs, not as its
+    # chart swapped: the engine plans the charts from local copies named after the version.
+    (bump,) = [
+        c for c in review_plan("platform-dev", planned).changes if changed.get(c.address) == "a controller's version"
+    ]
+    assert "controller kueue 0.19.2 -> 0.17.3 changes the CRDs" in bump.blocked and "swapped" not in bump.blocked
     # What reads a changed value changes with it: the renamed network's subnet, and the A3 Mega pool on it, are
     # replaced, its firewall rule updated; the renamed account's grants replaced, the Kubernetes account that
     # names it updated; the VM group takes its new template.

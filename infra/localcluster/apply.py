@@ -149,7 +149,7 @@ def _absolute_paths(body: dict[str, Any], stack_dir: Path) -> dict[str, Any]:
 
 def registry_charts(stack: dict[str, Any], folder: Path) -> dict[str, Any]:
     """An override of each controller release whose chart comes from an OCI registry: the same chart from the
-    controller's Go module (the one the local cluster runs; Kueue's 0.17.0 stands in for 0.17.3), copied into
+    controller's Go module (the one the local cluster runs), copied into
     `folder` and packaged as the controller's release packages it for the registry: Chart.yaml's version and
     appVersion the release's, and every image of values.yaml at the release's tag, pulled IfNotPresent (a module's
     chart carries placeholders: `tag: main`, which the helm provider would install as is; kubernetes-sigs/kueue
@@ -172,6 +172,22 @@ def registry_charts(stack: dict[str, Any], folder: Path) -> dict[str, Any]:
         (copy / "values.yaml").write_text(yaml.safe_dump(_released_images(values, f"v{version}"), sort_keys=False))
         releases[key] = {"chart": str(copy), "repository": None}
     return {"resource": {"helm_release": releases}} if releases else {}
+
+
+def as_registry_planned(planned: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """`planned` (a plan made with `registry_charts`) as the registry's charts would have been planned: each such
+    release's chart and repository, before and after, the stacks' own (`before`, `after`). The copies' folders are
+    named after the version, so without this a controller's bump reads to the gate as its chart swapped for another
+    (every object the old chart made deleted) rather than as the controller's version moving."""
+    for entry in planned.get("resource_changes") or []:
+        if entry.get("type") != "helm_release":
+            continue
+        for side, stack in (("before", before), ("after", after)):
+            values = (entry.get("change") or {}).get(side)
+            body = ((stack.get("resource") or {}).get("helm_release") or {}).get(entry.get("name"))
+            if values and body and str(body.get("repository", "")).startswith("oci://"):
+                values["chart"], values["repository"] = body["chart"], body["repository"]
+    return planned
 
 
 def _released_images(values: Any, tag: str) -> Any:
