@@ -39,6 +39,7 @@ from typing import Any, overload
 from infra.catalogue import prices
 from infra.catalogue.accelerators import accelerator_for_machine
 from infra.catalogue.cold_starts import PHASES, phases_text
+from infra.catalogue.controllers import PodsReadyWait, pods_ready_wait
 from infra.catalogue.pod_owners import controller_of, template_of
 from infra.config import ConfigError
 from infra.synth.load import load_named
@@ -87,6 +88,9 @@ class Row:
     # A server's last start, from its pods' own timestamps (cold_start_of): node, image and serve seconds; None where
     # no pod of it has become ready. What infra/catalogue/cold_starts.py records.
     cold_start: dict[str, float] | None = None
+    # A queued run's start as Kueue measures it for waitForPodsReady: seconds from its admission to every pod Ready
+    # (its Workload's PodsReady condition, reason Started); None until then, and where Kueue does not wait for pods.
+    pods_ready_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -248,11 +252,41 @@ def _holds(bound: list[dict[str, Any]]) -> str:
     return f"{', '.join(parts)} ({len(bound)} node{'s' if len(bound) != 1 else ''})"
 
 
+def _pods_ready(workload: dict[str, Any], now: datetime, wait: PodsReadyWait | None) -> tuple[float | None, str]:
+    """(seconds from admission to every pod Ready, what Kueue's wait for pods means for it now) from the Workload's
+    PodsReady condition (apis/kueue/v1beta2/workload_types.go: WaitForStart, WaitForRecovery, Started, Recovered)
+    and the environment's waitForPodsReady (`wait`; None: Kueue does not wait for pods)."""
+    if wait is None:
+        return None, ""
+    conditions = _conditions(workload)
+    ready, admitted = conditions.get("PodsReady", {}), _time(conditions.get("Admitted", {}).get("lastTransitionTime"))
+    since = _time(ready.get("lastTransitionTime"))
+    if admitted is None or since is None:
+        return None, ""
+    if ready.get("status") == "True":
+        started = ready.get("reason") == "Started"
+        return (round((since - admitted).total_seconds(), 1) if started else None), ""
+    if ready.get("reason") == "WaitForRecovery":
+        limit, what = wait.recovery_s, "a pod of it stopped being Ready"
+    else:
+        limit, what, since = wait.timeout_s, "admitted", admitted
+    elapsed = max(0, int((now - since).total_seconds()))
+    return None, (
+        f"{what} {elapsed} s ago: Kueue evicts it and queues it again once {limit} s pass without every pod Ready "
+        "(waitForPodsReady)"
+    )
+
+
 def rows(
-    objects: dict[str, list[dict[str, Any]]], nodes: list[dict[str, Any]], now: datetime, teams: Iterable[str] = ()
+    objects: dict[str, list[dict[str, Any]]],
+    nodes: list[dict[str, Any]],
+    now: datetime,
+    teams: Iterable[str] = (),
+    wait: PodsReadyWait | None = None,
 ) -> list[Row]:
     """The rows of the objects read (`objects`: kind -> items, of KINDS and READ) and the cluster's nodes, at `now`;
-    a row in the queue of one of `teams` (each team's queue is named after it) is that team's."""
+    a row in the queue of one of `teams` (each team's queue is named after it) is that team's; `wait`: Kueue's wait
+    for an admitted run's pods, where it has one."""
     teams = set(teams)
     owners = {
         (kind, o["metadata"]["namespace"], o["metadata"]["name"]): o
@@ -294,12 +328,14 @@ def rows(
         held = [accelerator_nodes[n] for n in bound]
         not_ready = [p for p in pods if p not in ready]
         waiting_pod = _pending_reason(not_ready[0]) if not_ready else ""
+        pods_ready_s = None
         if queued is not None:
             state, why, since = _kueue_state(queued)
             queue = (queued.get("spec") or {}).get("queueName")
+            pods_ready_s, waits = _pods_ready(queued, now, wait) if state == "running" else (None, "")
             if state == "running" and (not pods or not_ready):
                 # Admitted: it holds the quota; its pods are not all running yet (or a controller has yet to make them).
-                state, why = "admitted", waiting_pod or "no pod yet"
+                state, why = "admitted", "; ".join(filter(None, (waiting_pod or "no pod yet", waits)))
         else:
             queue = None
             started = sorted(p["status"]["startTime"] for p in pods if (p.get("status") or {}).get("startTime"))
@@ -317,7 +353,7 @@ def rows(
                 kind, namespace, name, queue, team_of(queue, teams), state, why, len(pods), len(ready),
                 _holds(held),
                 tuple(sorted({n["metadata"]["labels"].get(POOL, "") for n in held})), since, per_hour, so_far,
-                _last_start(ready) if kind in SERVERS else None,
+                _last_start(ready) if kind in SERVERS else None, pods_ready_s,
             )
         )  # fmt: skip
     return out
@@ -422,6 +458,8 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
             notes[len(lines) - 1] = (
                 f"last start {sum(row.cold_start.values()):g} s from creation to ready: {phases_text(row.cold_start)}"
             )
+        elif row.pods_ready_s is not None:
+            notes[len(lines) - 1] = f"every pod Ready {row.pods_ready_s:g} s after its admission"
     text = columns(lines, notes)
     total = _sum([r.usd_per_hour for r in found if r.holds])
     by_team = {
@@ -485,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     now = datetime.now(UTC)
     queues = queue_rows(objects.pop("ClusterQueue"), env.teams)
-    found = rows(objects, objects.pop("Node"), now, env.teams)
+    found = rows(objects, objects.pop("Node"), now, env.teams, pods_ready_wait(env.release.controllers.get("kueue")))
     if args.json:
         print(json.dumps({"environment": env.name, "read_at": now.isoformat(timespec="seconds"),
                           "rows": [asdict(r) for r in found], "queues": [asdict(q) for q in queues]},

@@ -378,6 +378,9 @@ def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_hold
                    b["name"] == "train"]  # fmt: skip
         assert holding["usd_per_hour"] == pytest.approx(4 * pool.price.usd_per_hour, abs=0.01)
         assert holding["usd_so_far"] > 0
+        # Kueue 0.19 waits for an admitted workload's pods (waitForPodsReady): its PodsReady condition, Started, says
+        # when every pod was Ready, and the row says how long after the admission that was (KWOK's kubelet: seconds).
+        assert 0 <= holding["pods_ready_s"] < WAIT_S, holding
         assert (waiting["queue"], waiting["state"], waiting["holds"], waiting["usd_so_far"]) == (
             "training",
             "waiting",

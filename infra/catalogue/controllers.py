@@ -238,6 +238,26 @@ KUEUE_WAIT_FOR_PODS_READY: dict[str, dict[str, Any]] = {
 KUEUE_FAIR_SHARING = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 
 
+@dataclass(frozen=True)
+class PodsReadyWait:
+    """Kueue's wait for an admitted workload's pods, in seconds (KUEUE_WAIT_FOR_PODS_READY)."""
+
+    timeout_s: int
+    recovery_s: int
+
+
+def _seconds(duration: str) -> int:
+    """A Go duration of the forms KUEUE_WAIT_FOR_PODS_READY writes (`30m`, `90s`, `2h`) in seconds."""
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+def pods_ready_wait(version: str | None) -> PodsReadyWait | None:
+    """How long Kueue `version` lets an admitted workload's pods take to be Ready, as the platform configures it; None
+    where it does not wait (no Kueue, or one that waits only when told to and is not told)."""
+    wait = KUEUE_WAIT_FOR_PODS_READY.get(version or "")
+    return None if wait is None else PodsReadyWait(_seconds(wait["timeout"]), _seconds(wait["recoveryTimeout"]))
+
+
 def kueue_max_pod_sets(version: str) -> int:
     """The pod sets a Workload holds at Kueue `version`; KeyError naming the table for a version it lacks."""
     if version not in KUEUE_MAX_POD_SETS:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from infra.catalogue import prices
+from infra.catalogue.controllers import PodsReadyWait, pods_ready_wait
 from scripts import status
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -330,3 +331,47 @@ def test_each_queue_says_what_waits_what_it_holds_and_borrows_and_with_fair_shar
     off = status.queue_rows([_cluster_queue("gpu", "8", "0", None, None)])
     assert status.queue_table(off)[1].split() == ["QUEUE", "TEAM", "WAITING", "RESERVING", "ADMITTED", "HOLDS"]
     assert status.queue_table(off)[2].split() == ["gpu", "platform", "2", "3", "1", "a3mega", "nvidia.com/gpu", "8"]
+
+
+WAIT = PodsReadyWait(timeout_s=1800, recovery_s=1800)
+
+
+def _pods_ready(status: str, reason: str, at: str) -> dict[str, str]:
+    return {"type": "PodsReady", "status": status, "reason": reason, "lastTransitionTime": at}
+
+
+def test_a_queued_runs_start_is_kueues_from_admission_to_every_pod_ready_and_a_wait_says_when_kueue_evicts() -> None:
+    """Kueue 0.19 evicts an admitted workload whose pods are not all Ready in waitForPodsReady's time (or again in
+    recoveryTimeout after one failed): the row says how far along that wait it is, and once started, how long its
+    start took, which is what a timeout is set from."""
+    nodes = [_node("system-0", "system", "e2-standard-8"), *_tpu_nodes("train", 4)]
+
+    def row(ready: dict[str, str], workers: list[str | None]) -> status.Row:
+        objects = {
+            "RayCluster": [_raycluster("ray-training-abc")],
+            "Pod": _ray_pods("ray-training-abc", workers),
+            "Workload": [_workload(("RayCluster", "ray-training-abc"), "training", [ADMITTED, ready])],
+        }
+        (found,) = status.rows(objects, nodes, NOW, wait=WAIT)
+        return found
+
+    started = row(_pods_ready("True", "Started", "2026-12-02T10:04:10Z"), [f"train-{i}" for i in range(4)])
+    assert (started.state, started.pods_ready_s) == ("running", 250.0)
+    assert "every pod Ready 250 s after its admission" in status.table([started], NOW)
+    waiting = row(_pods_ready("False", "WaitForStart", "2026-12-02T10:00:00Z"), [None] * 4)
+    assert waiting.state == "admitted" and waiting.pods_ready_s is None
+    assert waiting.why == (
+        "pod ray-training-abc-w0: 0/9 nodes are available: 9 Insufficient tpu.; admitted 7200 s ago: Kueue evicts it "
+        "and queues it again once 1800 s pass without every pod Ready (waitForPodsReady)"
+    )
+    recovering = row(_pods_ready("False", "WaitForRecovery", "2026-12-02T11:58:20Z"), ["train-0", None, None, None])
+    assert "a pod of it stopped being Ready 100 s ago: Kueue evicts it" in recovering.why
+    # A Kueue that does not wait for pods (0.17 as the platform configures it) says nothing of it.
+    assert pods_ready_wait("0.17.3") is None and pods_ready_wait("0.19.2") == WAIT
+    objects = {
+        "RayCluster": [_raycluster("c")],
+        "Pod": _ray_pods("c", [None]),
+        "Workload": [_workload(("RayCluster", "c"), "training", [ADMITTED, _pods_ready("False", "WaitForStart", "x")])],
+    }
+    (quiet,) = status.rows(objects, nodes, NOW)
+    assert "waitForPodsReady" not in quiet.why
