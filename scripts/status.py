@@ -14,8 +14,10 @@ weight and the weighted share Kueue lends and preempts by.
 Read, not modelled: the states are Kueue's conditions and the pods' as the cluster holds them; the prices are the
 review's (infra/catalogue/prices.py) for each node's machine type, location and capacity (its GKE labels: spot,
 flex-start, else standard at the on-demand price). Counted are the nodes with TPUs or GPUs that the row's pods are
-bound to, whole (a TPU or GPU node runs one workload's pod); a share of a CPU node (a Ray head) is not. Goodput
-is not read here: it is in the run's own metrics (docs/training.md).
+bound to, whole (a TPU or GPU node runs one workload's pod); a share of a CPU node (a Ray head) is not. A run that
+records goodput (MaxText with training.goodput: its RayJob or JobSet names where, GOODPUT_WORKLOAD) gets it under its
+row, read from Cloud Monitoring as MaxText last uploaded it (the reader's credentials; refused or unreachable: the
+rows still, and a note why).
 
 The cluster is reached as the deploy reaches it (gcloud's credentials through its DNS endpoint), or through
 PLATFORM_KUBECONFIG (the local cluster's: .cache/cluster-local/kubeconfig).
@@ -31,8 +33,8 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any, overload
 
@@ -63,6 +65,9 @@ SERVERS = ("LeaderWorkerSet", "Deployment")
 READ = {**KINDS, "ReplicaSet": "replicasets.apps", "Pod": "pods", "Workload": "workloads.kueue.x-k8s.io"}
 # Cluster-scoped, read once: Kueue's queues (a team's is named after it).
 CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
+# On a run's RayJob or JobSet (workloads/charts/ray-training, from make train): the name MaxText records its goodput
+# under, Cloud Monitoring's workload_id (infra/catalogue/cloud_metrics.py GOODPUT_METRICS).
+GOODPUT_WORKLOAD = "platform.ml/goodput-workload"
 ACCELERATORS = ("google.com/tpu", "nvidia.com/gpu")
 POOL = "cloud.google.com/gke-nodepool"
 # GKE's provisioning label (infra/derive/gke_nodes.py) -> the capacity type the price table knows.
@@ -91,6 +96,25 @@ class Row:
     # A queued run's start as Kueue measures it for waitForPodsReady: seconds from its admission to every pod Ready
     # (its Workload's PodsReady condition, reason Started); None until then, and where Kueue does not wait for pods.
     pods_ready_s: float | None = None
+    # Where MaxText records the run's goodput (the annotation GOODPUT_WORKLOAD of its RayJob or JobSet), and what
+    # Cloud Monitoring says of it (read_goodput): None where the run records none, or it was not read.
+    goodput_workload: str | None = None
+    goodput: Goodput | None = None
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """A run's goodput as MaxText's ML Goodput Measurement last uploaded it (seconds, since the run first started)."""
+
+    productive_s: float  # compute.googleapis.com/workload/goodput_time, goodput_source TOTAL
+    elapsed_s: float  # compute.googleapis.com/workload/total_elapsed_time, window_type cumulative
+    badput_s: dict[str, float]  # compute.googleapis.com/workload/badput_time by badput_source
+
+    def text(self) -> str:
+        share = f"{self.productive_s / self.elapsed_s:.0%}" if self.elapsed_s else "-"
+        worst = sorted(((s, k) for k, s in self.badput_s.items() if s > 0), reverse=True)[:2]
+        lost = ", ".join(f"{k.lower()} {_age_s(s)}" for s, k in worst)
+        return f"goodput {share} of {_age_s(self.elapsed_s)}" + (f" (most badput: {lost})" if lost else "")
 
 
 @dataclass(frozen=True)
@@ -354,6 +378,7 @@ def rows(
                 _holds(held),
                 tuple(sorted({n["metadata"]["labels"].get(POOL, "") for n in held})), since, per_hour, so_far,
                 _last_start(ready) if kind in SERVERS else None, pods_ready_s,
+                ((obj["metadata"].get("annotations") or {}).get(GOODPUT_WORKLOAD)),
             )
         )  # fmt: skip
     return out
@@ -416,10 +441,11 @@ def _sum(values: list[float | None]) -> float | None:
 
 
 def _age(since: str | None, now: datetime) -> str:
-    if not since:
-        return "-"
-    seconds = int((now - _time(since)).total_seconds())
-    hours, rest = divmod(max(seconds, 0), 3600)
+    return _age_s((now - _time(since)).total_seconds()) if since else "-"
+
+
+def _age_s(seconds: float) -> str:
+    hours, rest = divmod(max(int(seconds), 0), 3600)
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
@@ -452,7 +478,9 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
                 money(row.usd_per_hour if row.holds else None), money(row.usd_so_far),
             )
         )  # fmt: skip
-        if row.why:
+        if row.goodput is not None:
+            notes[len(lines) - 1] = "; ".join(filter(None, (row.why, row.goodput.text())))
+        elif row.why:
             notes[len(lines) - 1] = row.why
         elif row.cold_start:
             notes[len(lines) - 1] = (
@@ -476,6 +504,71 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
     shares = ", ".join(share(t, v) for t, v in by_team.items())
     text.append(f"held now: {money(total)} USD/h ({shares}) at list price ({prices.PRICE_SOURCE})")
     return "\n".join(text)
+
+
+GOODPUT_TIME, BADPUT_TIME, ELAPSED = (
+    f"compute.googleapis.com/workload/{name}" for name in ("goodput_time", "badput_time", "total_elapsed_time")
+)
+
+
+def read_goodput(project: str, workloads: Iterable[str], since: datetime, now: datetime, client: Any = None) -> dict[
+    str, Goodput
+]:  # fmt: skip
+    """Each workload's newest goodput, badput and elapsed time that MaxText uploaded to Cloud Monitoring between
+    `since` and `now` (three reads, every workload at once); a workload with none is left out. `client`: a
+    monitoring_v3.MetricServiceClient (made here with the caller's credentials by default)."""
+    from google.cloud import monitoring_v3
+
+    wanted = sorted(set(workloads))
+    if not wanted:
+        return {}
+    client = client or monitoring_v3.MetricServiceClient()
+    interval = monitoring_v3.TimeInterval(start_time=since, end_time=now)
+    ids = ", ".join(json.dumps(w) for w in wanted)
+    newest: dict[tuple[str, str, str], tuple[datetime, float]] = {}
+    for metric, extra in ((GOODPUT_TIME, ' AND metric.labels.goodput_source = "TOTAL"'), (BADPUT_TIME, ""),
+                          (ELAPSED, ' AND metric.labels.window_type = "cumulative"')):  # fmt: skip
+        found = client.list_time_series(
+            request={
+                "name": f"projects/{project}",
+                "filter": f'metric.type = "{metric}" AND resource.type = "compute.googleapis.com/Workload" AND '
+                f"resource.labels.workload_id = one_of({ids}){extra}",
+                "interval": interval,
+                "view": monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL,
+            }
+        )
+        for series in found:
+            if not series.points:
+                continue
+            point = series.points[0]  # Cloud Monitoring returns a series' points newest first
+            key = (series.resource.labels["workload_id"], metric, series.metric.labels.get("badput_source", ""))
+            at = point.interval.end_time
+            if key not in newest or at > newest[key][0]:
+                newest[key] = (at, point.value.double_value)
+    out = {}
+    for workload in wanted:
+        values = {(m, source): v for (w, m, source), (_, v) in newest.items() if w == workload}
+        if (GOODPUT_TIME, "") in values and (ELAPSED, "") in values:
+            badput = {source: v for (m, source), v in values.items() if m == BADPUT_TIME}
+            out[workload] = Goodput(values[(GOODPUT_TIME, "")], values[(ELAPSED, "")], badput)
+    return out
+
+
+def with_goodput(found: list[Row], project: str, now: datetime, client: Any = None) -> tuple[list[Row], str]:
+    """The rows with their runs' goodput read from Cloud Monitoring, and what to say where it could not be read
+    (the rows as they were: `make status` still shows what runs)."""
+    from google.api_core import exceptions
+    from google.auth import exceptions as auth_exceptions
+
+    runs = [r for r in found if r.goodput_workload]
+    if not runs:
+        return found, ""
+    since = min((_time(r.since) for r in runs if r.since), default=now) - timedelta(hours=1)
+    try:
+        read = read_goodput(project, [r.goodput_workload or "" for r in runs], since, now, client)
+    except (exceptions.GoogleAPIError, auth_exceptions.GoogleAuthError) as err:
+        return found, f"goodput not read from Cloud Monitoring (project {project}): {' '.join(str(err).split())}"
+    return [replace(r, goodput=read.get(r.goodput_workload or "")) for r in found], ""
 
 
 def read(run: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[str]) -> dict[str, list[Any]]:
@@ -524,6 +617,9 @@ def main(argv: list[str] | None = None) -> int:
     now = datetime.now(UTC)
     queues = queue_rows(objects.pop("ClusterQueue"), env.teams)
     found = rows(objects, objects.pop("Node"), now, env.teams, pods_ready_wait(env.release.controllers.get("kueue")))
+    found, unread = with_goodput(found, env.project, now)
+    if unread:
+        print(f"note: {unread}", file=sys.stderr)
     if args.json:
         print(json.dumps({"environment": env.name, "read_at": now.isoformat(timespec="seconds"),
                           "rows": [asdict(r) for r in found], "queues": [asdict(q) for q in queues]},

@@ -36,6 +36,7 @@ from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubec
 from scripts.parser import refuse
 from scripts.training import training_namespace
 from workloads.trainer import __main__ as trainer
+from workloads.trainer.maxtext import GOODPUT_ARGS
 from workloads.trainer.recipes import RecipeError
 
 RELEASE = "ray-training"  # infra/stacks/releases.py: the training release's name (the run's labels carry it)
@@ -55,10 +56,10 @@ def job_name(run_name: str, submission_id: str | None, now: datetime) -> str:
     return name
 
 
-def run_job(env: Environment, name: str, command: list[str]) -> dict[str, Any]:
+def run_job(env: Environment, name: str, command: list[str], goodput: str | None = None) -> dict[str, Any]:
     """The RayJob, or the JobSet (training.launcher: jobset), of one run: the ray-training chart with the deploy's
-    values and the run."""
-    values = with_run(ray_training_values(env), name, command)
+    values and the run (`goodput`: the name MaxText records its goodput under, where it does)."""
+    values = with_run(ray_training_values(env), name, command, goodput)
     (job,) = [o for o in render("ray-training", values, name=RELEASE, namespace=training_namespace(env)) if
               o["kind"] in ("RayJob", "JobSet")]  # fmt: skip
     return job
@@ -70,7 +71,8 @@ def submit(env: Environment, args: Any) -> int:
     try:
         plan = trainer.cluster_plan(args)
         name = job_name(plan["run_name"], args.submission_id, datetime.now(UTC))
-        job = run_job(env, name, trainer.run_command(plan))
+        records = set(GOODPUT_ARGS) <= set(plan.get("maxtext_args") or ())
+        job = run_job(env, name, trainer.run_command(plan), plan["run_name"] if records else None)
     except (RecipeError, ValueError, ChartCheckError) as err:
         return refuse(err, then="nothing was submitted")
     namespace = training_namespace(env)

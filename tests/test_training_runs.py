@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +124,40 @@ def test_a_misspelt_slice_is_refused_with_the_closest_one() -> None:
     assert done.returncode == 2
     assert "environment 'dev' has no slice 'trian'; slices: train, " in done.stderr
     assert done.stderr.rstrip().endswith("did you mean 'train'?")
+
+
+def test_make_train_marks_a_run_that_records_goodput_with_the_name_it_records_it_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MaxText records goodput under the run's name (training.goodput, on by default): `make status` reads it from
+    Cloud Monitoring by the annotation on the run's RayJob. The canary records none, and its RayJob carries none."""
+    import json
+    import subprocess
+    from contextlib import contextmanager
+
+    from scripts.status import GOODPUT_WORKLOAD
+
+    created: list[dict[str, Any]] = []
+
+    @contextmanager
+    def reach(env: Environment) -> Iterator[dict[str, str]]:
+        yield {}
+
+    def kubectl(run_env: dict[str, str]) -> Any:
+        def run(*argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+            created.append(json.loads(stdin))
+            return subprocess.CompletedProcess(argv, 0, "rayjob.ray.io/x", "")
+
+        return run
+
+    monkeypatch.setattr(train, "cluster_env", reach)
+    monkeypatch.setattr(train, "kubectl_in", kubectl)
+    edited = dev_edited(tmp_path, JOBS)
+    monkeypatch.setenv("PLATFORM_ENVIRONMENTS_DIR", str(edited.parent))
+    env = load_environment(edited)
+    for recipe in ("llama3-8b", "canary"):
+        assert train.submit(env, train.trainer.parser().parse_args(["submit", "--env", "dev", "--recipe", recipe])) == 0
+    assert [(j["kind"], (j["metadata"].get("annotations") or {}).get(GOODPUT_WORKLOAD)) for j in created] == [
+        ("RayJob", "llama3-8b-dev"),
+        ("RayJob", None),
+    ]

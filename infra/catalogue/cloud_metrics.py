@@ -115,6 +115,15 @@ GOODPUT_METRICS: dict[str, CloudMetric] = {
             frozenset({"badput_source", "accelerator_type"}),
             GOODPUT_SOURCE,
         ),
+        # The run's time since it started, across its restarts: what goodput_time is a share of.
+        CloudMetric(
+            "compute.googleapis.com/workload/total_elapsed_time",
+            "compute.googleapis.com/Workload",
+            "GAUGE",
+            "DOUBLE",
+            frozenset({"accelerator_type", "window_type"}),
+            GOODPUT_SOURCE,
+        ),
     )
 }
 

@@ -217,11 +217,13 @@ KUEUE_MANAGER_CONFIG: dict[str, dict[str, Any]] = {
 # `timeout` after its admission, or again `recoveryTimeout` after one of them failed, is evicted (its quota freed, its
 # pods deleted) and queued again after a backoff (60 s doubling to 3600 s, with no limit). The Configuration has no
 # switch to turn it off (apis/config/v1beta2/configuration_types.go WaitForPodsReady; defaults.go: 30 minutes, and
-# recoveryTimeout the same when unset @ v0.19.2). The platform writes it out, so that what the cluster does is in the
-# release and the review, not in a default a later Kueue may change. Only training's jobs are Kueue's here (the
-# servers carry no queue-name label), so a server's compile never counts. No training start is measured yet
-# (infra/catalogue/cold_starts.py measures servers): the timeout is Kueue's own default, which a slice's nodes, a
-# multi-GB image and Ray's start fit on a pool whose nodes exist; a recovery may take as long as a first start.
+# recoveryTimeout the same when unset @ v0.19.2); only the feature gate DisableWaitForPodsReady does, deprecated at
+# birth and to be removed in 0.21 (pkg/features/kube_features.go), which the platform leaves alone. The platform
+# writes the wait out, so that what the cluster does is in the release and the review, not in a default a later
+# Kueue may change. Only training's jobs are Kueue's here (the servers carry no queue-name label), so a server's
+# compile never counts. No training start on a real slice is recorded yet (`make status` shows each run's,
+# pods_ready_s): the timeout is Kueue's own default, which a slice's nodes, a multi-GB image and Ray's start fit on a
+# pool whose nodes exist; a recovery may take as long as a first start.
 KUEUE_WAIT_FOR_PODS_READY: dict[str, dict[str, Any]] = {
     "0.19.2": {
         "timeout": "30m",

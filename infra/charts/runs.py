@@ -23,12 +23,13 @@ def runs_as_jobs(values: dict[str, Any]) -> bool:
     return values.get("runs") == "jobs"
 
 
-def with_run(values: dict[str, Any], name: str, command: list[str]) -> dict[str, Any]:
+def with_run(values: dict[str, Any], name: str, command: list[str], goodput: str | None = None) -> dict[str, Any]:
     """The chart's values with one run, `command` in each JobSet pod (launcher jobset) or the RayJob's entrypoint:
-    what `make train` renders."""
+    what `make train` renders; `goodput`: the name MaxText records the run's goodput under, where it records it."""
+    run: dict[str, Any] = {"name": name, **({"goodput": goodput} if goodput else {})}
     if values.get("launcher") == "jobset":
-        return {**values, "run": {"name": name, "command": list(command)}}
-    return {**values, "run": {"name": name, "entrypoint": shlex.join(command)}}
+        return {**values, "run": {**run, "command": list(command)}}
+    return {**values, "run": {**run, "entrypoint": shlex.join(command)}}
 
 
 def made_per_run(rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ against the real Kueue, KubeRay, JobSet and LWS on the local cluster in tests/te
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -375,3 +376,84 @@ def test_a_queued_runs_start_is_kueues_from_admission_to_every_pod_ready_and_a_w
     }
     (quiet,) = status.rows(objects, nodes, NOW)
     assert "waitForPodsReady" not in quiet.why
+
+
+def _series(metric: str, workload: str, value: float, minute: int, **labels: str) -> Any:
+    from google.cloud import monitoring_v3
+
+    return monitoring_v3.TimeSeries(
+        metric={"type": f"compute.googleapis.com/workload/{metric}", "labels": labels},
+        resource={"type": "compute.googleapis.com/Workload", "labels": {"workload_id": workload, "replica_id": "0"}},
+        points=[
+            {"interval": {"end_time": datetime(2026, 12, 2, 11, minute, tzinfo=UTC)}, "value": {"double_value": v}}
+            for v in (value, value / 2)  # newest first, as Cloud Monitoring returns them
+        ],
+    )
+
+
+class _Monitoring:
+    """Answers list_time_series as Cloud Monitoring would, by metric type: what MaxText's goodput monitor uploaded
+    (ml-goodput-measurement 0.2.3 src/monitoring.py: goodput_time by goodput_source, badput_time by badput_source,
+    total_elapsed_time with window_type cumulative, on resource compute.googleapis.com/Workload)."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.error = error
+
+    def list_time_series(self, request: dict[str, Any]) -> list[Any]:
+        self.requests.append(request)
+        if self.error:
+            raise self.error
+        metric = request["filter"].split('"')[1].rsplit("/", 1)[1]
+        return {
+            "goodput_time": [_series("goodput_time", "llama3-8b-dev", 5400.0, 59, goodput_source="TOTAL")],
+            "badput_time": [
+                _series("badput_time", "llama3-8b-dev", 900.0, 59, badput_source="TPU_INITIALIZATION"),
+                _series("badput_time", "llama3-8b-dev", 300.0, 59, badput_source="DATA_LOADING_SYNC"),
+                _series("badput_time", "llama3-8b-dev", 0.0, 59, badput_source="OTHER"),
+            ],
+            "total_elapsed_time": [
+                _series("total_elapsed_time", "llama3-8b-dev", 7200.0, 59, window_type="cumulative")
+            ],
+        }[metric]
+
+
+def test_a_runs_goodput_is_read_from_what_maxtext_uploaded_to_cloud_monitoring_and_said_under_its_row() -> None:
+    """make train marks a run that records goodput with the name MaxText records it under; make status reads the
+    newest goodput, badput and elapsed time of every such run in three reads, and says them under the row."""
+    job = {"metadata": {"name": "run-1", "namespace": "ml-training",
+                        "annotations": {status.GOODPUT_WORKLOAD: "llama3-8b-dev"}}, "spec": {}}  # fmt: skip
+    admitted = _workload(("RayJob", "run-1"), "training", [ADMITTED])
+    objects = {"RayJob": [job], "RayCluster": [_raycluster("run-1-abcde", owner=("RayJob", "run-1"))],
+               "Workload": [admitted]}  # fmt: skip
+    found = status.rows(objects, _tpu_nodes("train", 4), NOW)
+    assert [r.goodput_workload for r in found] == ["llama3-8b-dev"]
+    monitoring = _Monitoring()
+    (row,), unread = status.with_goodput(found, "acme-ml-dev", NOW, monitoring)
+    assert unread == "" and row.goodput == status.Goodput(
+        5400.0, 7200.0, {"TPU_INITIALIZATION": 900.0, "DATA_LOADING_SYNC": 300.0, "OTHER": 0.0}
+    )
+    assert len(monitoring.requests) == 3 and all(r["name"] == "projects/acme-ml-dev" for r in monitoring.requests)
+    assert 'resource.labels.workload_id = one_of("llama3-8b-dev")' in monitoring.requests[0]["filter"]
+    assert "goodput 75% of 2h00m (most badput: tpu_initialization 15m00s, data_loading_sync 5m00s)" in status.table(
+        [row], NOW
+    )
+    assert json.loads(json.dumps(dataclasses.asdict(row)))["goodput"]["productive_s"] == 5400.0
+
+
+def test_goodput_cloud_monitoring_refuses_leaves_the_rows_and_says_why() -> None:
+    from google.api_core import exceptions
+
+    job = {"metadata": {"name": "run-1", "namespace": "ml-training",
+                        "annotations": {status.GOODPUT_WORKLOAD: "llama3-8b-dev"}}, "spec": {}}  # fmt: skip
+    objects = {"RayJob": [job], "Workload": [_workload(("RayJob", "run-1"), "training", [ADMITTED])]}
+    found = status.rows(objects, [], NOW)
+    denied = _Monitoring(exceptions.PermissionDenied("monitoring.timeSeries.list denied"))
+    rows, unread = status.with_goodput(found, "acme-ml-dev", NOW, denied)
+    assert rows == found and unread == (
+        "goodput not read from Cloud Monitoring (project acme-ml-dev): 403 monitoring.timeSeries.list denied"
+    )
+    # A run that records no goodput (the canary) asks Cloud Monitoring nothing.
+    quiet = _Monitoring()
+    plain = [dataclasses.replace(r, goodput_workload=None) for r in found]
+    assert status.with_goodput(plain, "acme-ml-dev", NOW, quiet) == (plain, "") and quiet.requests == []
