@@ -6,7 +6,8 @@ One row per run or server: each object of the environment's namespaces that asks
 queues (a RayCluster or RayJob, a JobSet, a Job, a LeaderWorkerSet, a Deployment). For each: its Kueue queue and
 state (running, waiting and why, reserved while an admission check is pending, evicted and why, paused, finished),
 its pods, the slices it holds (TPU slices of the node's topology, or GPUs) and on which pools, since when, and what
-those accelerator nodes cost per hour at list price and since then.
+those accelerator nodes cost per hour at list price and since then; a waiting run's place in line (Kueue's
+visibility API), an admitted one's wait for its pods against Kueue's timeout (waitForPodsReady).
 Under them, each of Kueue's ClusterQueues: its team, how many workloads wait, reserve quota and run, what it
 holds of each flavor and how much of that is borrowed, and where fair sharing is on (teams.<team>.weight) its
 weight and the weighted share Kueue lends and preempts by.
@@ -68,6 +69,9 @@ CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
 # On a run's RayJob or JobSet (workloads/charts/ray-training, from make train): the name MaxText records its goodput
 # under, Cloud Monitoring's workload_id (infra/catalogue/cloud_metrics.py GOODPUT_METRICS).
 GOODPUT_WORKLOAD = "platform.ml/goodput-workload"
+# Kueue's visibility API (pkg/visibility, on by default: VisibilityOnDemand): each ClusterQueue's waiting workloads in
+# the order it admits them (apis/visibility/v1beta2 PendingWorkloadsSummary; up to 1000 each).
+VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 ACCELERATORS = ("google.com/tpu", "nvidia.com/gpu")
 POOL = "cloud.google.com/gke-nodepool"
 # GKE's provisioning label (infra/derive/gke_nodes.py) -> the capacity type the price table knows.
@@ -100,6 +104,9 @@ class Row:
     # Cloud Monitoring says of it (read_goodput): None where the run records none, or it was not read.
     goodput_workload: str | None = None
     goodput: Goodput | None = None
+    # A waiting run's place in its ClusterQueue as Kueue's visibility API says it (0: the next it admits), of how
+    # many waiting there; None where it does not wait, or the API did not answer.
+    queue_position: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -317,6 +324,14 @@ def rows(
         for kind in (*KINDS, "ReplicaSet")
         for o in objects.get(kind, [])
     }
+    positions = {
+        (item["metadata"]["namespace"], item["metadata"]["name"]): (
+            item["positionInClusterQueue"],
+            len(summary["items"]),
+        )
+        for summary in objects.get("PendingWorkloads", [])
+        for item in summary.get("items") or []
+    }
     workloads: dict[tuple[str, str, str], dict[str, Any]] = {}
     for workload in objects.get("Workload", []):
         owner = controller_of(workload)
@@ -352,10 +367,13 @@ def rows(
         held = [accelerator_nodes[n] for n in bound]
         not_ready = [p for p in pods if p not in ready]
         waiting_pod = _pending_reason(not_ready[0]) if not_ready else ""
-        pods_ready_s = None
+        pods_ready_s, position = None, None
         if queued is not None:
             state, why, since = _kueue_state(queued)
             queue = (queued.get("spec") or {}).get("queueName")
+            if state == "waiting":
+                position = positions.get((queued["metadata"]["namespace"], queued["metadata"]["name"]))
+                why += f" (place {position[0] + 1} of {position[1]} waiting in its ClusterQueue)" if position else ""
             pods_ready_s, waits = _pods_ready(queued, now, wait) if state == "running" else (None, "")
             if state == "running" and (not pods or not_ready):
                 # Admitted: it holds the quota; its pods are not all running yet (or a controller has yet to make them).
@@ -377,8 +395,9 @@ def rows(
                 kind, namespace, name, queue, team_of(queue, teams), state, why, len(pods), len(ready),
                 _holds(held),
                 tuple(sorted({n["metadata"]["labels"].get(POOL, "") for n in held})), since, per_hour, so_far,
-                _last_start(ready) if kind in SERVERS else None, pods_ready_s,
-                ((obj["metadata"].get("annotations") or {}).get(GOODPUT_WORKLOAD)),
+                _last_start(ready) if kind in SERVERS else None, pods_ready_s=pods_ready_s,
+                goodput_workload=(obj["metadata"].get("annotations") or {}).get(GOODPUT_WORKLOAD),
+                queue_position=position,
             )
         )  # fmt: skip
     return out
@@ -596,6 +615,13 @@ def read(run: Callable[..., subprocess.CompletedProcess[str]], namespaces: list[
     if done.returncode and NOT_SERVED not in done.stderr:
         raise Unreachable(" ".join(done.stderr.split()))
     objects["ClusterQueue"] = [] if done.returncode else json.loads(done.stdout).get("items", [])
+    objects["PendingWorkloads"] = []
+    for queue in objects["ClusterQueue"]:
+        done = run("get", "--raw", f"{VISIBILITY}/clusterqueues/{queue['metadata']['name']}/pendingworkloads")
+        if done.returncode:
+            objects["PendingWorkloads"] = [{"unread": " ".join(done.stderr.split())}]
+            break
+        objects["PendingWorkloads"].append({"queue": queue["metadata"]["name"], **json.loads(done.stdout)})
     return objects
 
 
@@ -618,8 +644,10 @@ def main(argv: list[str] | None = None) -> int:
     queues = queue_rows(objects.pop("ClusterQueue"), env.teams)
     found = rows(objects, objects.pop("Node"), now, env.teams, pods_ready_wait(env.release.controllers.get("kueue")))
     found, unread = with_goodput(found, env.project, now)
-    if unread:
-        print(f"note: {unread}", file=sys.stderr)
+    unseen = next((p["unread"] for p in objects["PendingWorkloads"] if "unread" in p), "")
+    for note in (unread, unseen and f"queue positions not read from Kueue's visibility API: {unseen}"):
+        if note:
+            print(f"note: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps({"environment": env.name, "read_at": now.isoformat(timespec="seconds"),
                           "rows": [asdict(r) for r in found], "queues": [asdict(q) for q in queues]},

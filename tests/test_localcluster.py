@@ -388,6 +388,9 @@ def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_hold
             None,
         )
         assert "insufficient unused quota" in waiting["why"]
+        # Its place in line, from Kueue's visibility API: the real API server's aggregator calls Kueue's server at
+        # its pod through dev's firewall (its webhook rule opens 8082) with its front-proxy certificate.
+        assert waiting["queue_position"] == [0, 1] and "(place 1 of 1 waiting in its ClusterQueue)" in waiting["why"]
         # A server's last start, read off its pods' timestamps as on GKE (KWOK's kubelet makes it ready at once):
         # the phases the cold-start catalogue records, adding up to its pod's creation to Ready.
         server = rows["ml-serving/serve-llama70b-vllm"]

@@ -1,6 +1,8 @@
 """The local cluster's keys and certificates: one CA, the API server's serving certificate (for 127.0.0.1 and the
-`kubernetes` Service's names), the service-account signing key, and an admin client certificate
-(system:masters) for the kubeconfig the components and the user share. Made once per cluster folder."""
+`kubernetes` Service's names), the service-account signing key, an admin client certificate (system:masters) for
+the kubeconfig the components and the user share, and the front proxy's client certificate, with which the API
+server's aggregator calls an aggregated API (Kueue's visibility API) on a user's behalf. Made at each start of the
+control plane."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 VALID = datetime.timedelta(days=365)
 SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
 SERVER_IPS = ("127.0.0.1", "10.96.0.1")
+# The name an aggregated API server accepts the user headers of (kube-apiserver --requestheader-allowed-names).
+FRONT_PROXY = "front-proxy-client"
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -108,6 +112,10 @@ def make(folder: Path) -> None:
     admin = _cert(_name("platform-admin", "system:masters"), admin_key, (ca_name, ca_key))
     _write(folder / "admin.key", _pem_key(admin_key))
     _write(folder / "admin.crt", admin.public_bytes(serialization.Encoding.PEM), 0o644)
+    proxy_key = _key()
+    proxy = _cert(_name(FRONT_PROXY), proxy_key, (ca_name, ca_key))
+    _write(folder / "front-proxy-client.key", _pem_key(proxy_key))
+    _write(folder / "front-proxy-client.crt", proxy.public_bytes(serialization.Encoding.PEM), 0o644)
     sa_key = _key()
     _write(folder / "sa.key", _pem_key(sa_key))
     public = sa_key.public_key().public_bytes(

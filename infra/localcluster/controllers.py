@@ -20,13 +20,14 @@ import base64
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,17 @@ class LocalController:
     chart: str  # the chart's folder in that module
     namespace: str
     metrics_certs: str = ""  # a fixed path the controller reads its metrics certificate from, if any
-    # Features off here, each for a server that must be reached through an in-cluster Service (an aggregated
-    # API): nothing in this cluster routes a Service to a process on this machine.
-    feature_gates: dict[str, bool] = field(default_factory=dict)
+    # Its aggregated API's server, where it has one: the fixed folder it reads its serving certificate from (the
+    # chart's Secret mounted there) and the port it listens on, at its pod's address.
+    api_certs: str = ""
+    api_port: int = 0
 
 
 LOCAL_CONTROLLERS = {
     "jobset": LocalController("jobset", "jobset", "sigs.k8s.io/jobset", "charts/jobset", "jobset-system"),
-    # sigs.k8s.io/kueue v0.17.0 cmd/kueue/main.go: metricsCertPath := "/etc/kueue/metrics/certs".
+    # sigs.k8s.io/kueue v0.19.2 cmd/kueue/main.go: metricsCertPath := "/etc/kueue/metrics/certs"; its visibility
+    # API (the pending workloads' positions, the chart's APIService): pkg/visibility/server.go certDir "/visibility"
+    # (tls.crt, tls.key) on Configuration.visibilityServer's port (8082, the chart's Service's targetPort).
     "kueue": LocalController(
         "kueue",
         "kueue",
@@ -69,9 +73,8 @@ LOCAL_CONTROLLERS = {
         "charts/kueue",
         "kueue-system",
         "/etc/kueue/metrics/certs",
-        # Its visibility API (pending workloads, an APIService of the chart): served from /visibility certificates
-        # behind the chart's Service. The workloads' own status says the same here.
-        {"VisibilityOnDemand": False},
+        "/visibility",
+        8082,
     ),
     "lws": LocalController("lws", "cmd", "sigs.k8s.io/lws", "charts/lws", "lws-system"),
 }
@@ -170,15 +173,15 @@ class Controllers:
         config["metrics"] = {**(config.get("metrics") or {}), "bindAddress": "0"}
         config["health"] = {**(config.get("health") or {}), "healthProbeBindAddress": f"127.0.0.1:{free_port()}"}
         config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
-        if controller.feature_gates:
-            config["featureGates"] = {**(config.get("featureGates") or {}), **controller.feature_gates}
+        if controller.api_port:
+            config["visibilityServer"] = {"bindAddress": address, "bindPort": controller.api_port}
         config_file = self.folder / f"{name}-config.yaml"
         config_file.write_text(yaml.safe_dump(config))
         command = [str(program), f"--config={config_file}", f"--kubeconfig={self.kubeconfig}"]
-        if controller.metrics_certs:
-            command = self._with_files(name, {controller.metrics_certs: cert_dir}, command)
+        folders = {path: cert_dir for path in (controller.metrics_certs, controller.api_certs) if path}
+        if folders:
+            command = self._with_files(name, folders, command)
         self.inject_ca(controller.namespace)
-        self.drop_api_services(controller.namespace)
         self._run_until_serving(name, command, pod, address, port)
 
     def serve_adapter(self, pod: dict[str, Any]) -> None:
@@ -281,13 +284,6 @@ class Controllers:
             if patch:
                 self.kubectl("patch", kind, item["metadata"]["name"], "--type=json", "-p", json.dumps(patch))
 
-    def drop_api_services(self, namespace: str, hooks: list[dict[str, Any]] | None = None) -> None:
-        """Remove the aggregated APIs served behind a Service of `namespace` whose server is off here (see
-        `feature_gates`): left, the API server reports them unavailable to every discovery."""
-        for item in self.hooks() if hooks is None else hooks:
-            if item["kind"] == "APIService" and (item["spec"].get("service") or {}).get("namespace") == namespace:
-                self.kubectl("delete", "apiservice", item["metadata"]["name"], "--wait=false")
-
     def stop(self, name: str) -> None:
         pid = alive(self._pid(name))
         if pid is not None:
@@ -302,17 +298,25 @@ class Controllers:
             address.unlink()
 
     def _with_files(self, name: str, folders: dict[str, Path], command: list[str]) -> list[str]:
-        """`command` run where fixed paths under /etc hold `folders` (Kueue reads its metrics certificate from
-        /etc/kueue/metrics/certs whenever its own certificate management is off): in a mount namespace of its own
-        whose /etc is a copy with them added, so nothing of this machine's /etc changes."""
+        """`command` run where fixed paths hold `folders` (Kueue reads its metrics certificate from
+        /etc/kueue/metrics/certs and its visibility server's from /visibility whenever its own certificate management
+        is off): in a mount namespace of its own, whose /etc is a copy with those under it added, and where each
+        other path is the folder mounted there (its empty mount point made once), so nothing of this machine's own
+        files changes."""
         etc = self.folder / f"{name}-etc"
         subprocess.run(["rm", "-rf", str(etc)], check=True)
         subprocess.run(["cp", "-a", "/etc", str(etc)], check=True)
+        script = ""
         for path, source in folders.items():
-            target = etc / Path(path).relative_to("/etc")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["cp", "-a", str(source), str(target)], check=True)
-        script = 'mount --bind "$0" /etc && exec "$@"'
+            if Path(path).is_relative_to("/etc"):
+                target = etc / Path(path).relative_to("/etc")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                subprocess.run(["cp", "-a", str(source), str(target)], check=True)
+            else:
+                script += (
+                    f"mkdir -p {shlex.quote(path)} && mount --bind {shlex.quote(str(source))} {shlex.quote(path)} && "
+                )
+        script += 'mount --bind "$0" /etc && exec "$@"'
         return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, str(etc), *command]
 
     def start_kuberay(self) -> None:
@@ -404,7 +408,6 @@ class Supervisor(threading.Thread):
                 if serving is not None and name in LOCAL_CONTROLLERS:  # what an apply made since it started
                     hooks = self.controllers.hooks() if hooks is None else hooks
                     self.controllers.inject_ca(namespace, hooks)
-                    self.controllers.drop_api_services(namespace, hooks)
 
 
 def _ready(pod: dict[str, Any]) -> bool:

@@ -457,3 +457,46 @@ def test_goodput_cloud_monitoring_refuses_leaves_the_rows_and_says_why() -> None
     quiet = _Monitoring()
     plain = [dataclasses.replace(r, goodput_workload=None) for r in found]
     assert status.with_goodput(plain, "acme-ml-dev", NOW, quiet) == (plain, "") and quiet.requests == []
+
+
+def test_a_waiting_run_says_its_place_in_line_as_kueues_visibility_api_gives_it() -> None:
+    """Kueue's visibility API lists each ClusterQueue's waiting workloads in the order it admits them
+    (apis/visibility/v1beta2 PendingWorkload: positionInClusterQueue from 0); read once per ClusterQueue."""
+    import subprocess
+
+    pending = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient quota"}
+    waiting = _workload(("RayJob", "second"), "training", [pending])
+    summary = {"kind": "PendingWorkloadsSummary", "items": [
+        {"metadata": {"name": "rayjob-third", "namespace": "ml-training"}, "positionInClusterQueue": 0},
+        {"metadata": {"name": waiting["metadata"]["name"], "namespace": "ml-training"}, "positionInClusterQueue": 1},
+    ]}  # fmt: skip
+    calls: list[tuple[str, ...]] = []
+
+    def run(*words: str) -> subprocess.CompletedProcess[str]:
+        calls.append(words)
+        if words[:2] == ("get", "--raw"):
+            return subprocess.CompletedProcess(words, 0, json.dumps(summary), "")
+        items = (
+            [{"kind": "ClusterQueue", "metadata": {"name": "training"}}] if words[1] == status.CLUSTER_QUEUES else []
+        )
+        return subprocess.CompletedProcess(words, 0, json.dumps({"items": items}), "")
+
+    objects = status.read(run, ["ml-training"])
+    assert calls[-1] == ("get", "--raw", f"{status.VISIBILITY}/clusterqueues/training/pendingworkloads")
+    objects |= {"RayJob": [{"metadata": {"name": "second", "namespace": "ml-training"}, "spec": {}}],
+                "Workload": [waiting]}  # fmt: skip
+    (row,) = status.rows(objects, [], NOW)
+    assert (
+        row.queue_position == (1, 2)
+        and row.why == "Pending: insufficient quota (place 2 of 2 waiting in its ClusterQueue)"
+    )
+
+    def refused(*words: str) -> subprocess.CompletedProcess[str]:
+        if words[:2] == ("get", "--raw"):
+            return subprocess.CompletedProcess(
+                words, 1, "", "Error from server (ServiceUnavailable): the server is currently unable"
+            )
+        return run(*words)
+
+    unread = status.read(refused, ["ml-training"])["PendingWorkloads"]
+    assert unread == [{"unread": "Error from server (ServiceUnavailable): the server is currently unable"}]
