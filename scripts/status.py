@@ -47,6 +47,7 @@ from infra.catalogue.pod_owners import controller_of, template_of
 from infra.config import ConfigError
 from infra.synth.load import load_named
 from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl_in
+from scripts.goodput import GOODPUT_WORKLOAD, Goodput, duration, read_goodput
 from scripts.parser import ArgumentParser, refuse
 
 PLATFORM = "platform"
@@ -66,9 +67,6 @@ SERVERS = ("LeaderWorkerSet", "Deployment")
 READ = {**KINDS, "ReplicaSet": "replicasets.apps", "Pod": "pods", "Workload": "workloads.kueue.x-k8s.io"}
 # Cluster-scoped, read once: Kueue's queues (a team's is named after it).
 CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
-# On a run's RayJob or JobSet (workloads/charts/ray-training, from make train): the name MaxText records its goodput
-# under, Cloud Monitoring's workload_id (infra/catalogue/cloud_metrics.py GOODPUT_METRICS).
-GOODPUT_WORKLOAD = "platform.ml/goodput-workload"
 # Kueue's visibility API (pkg/visibility, on by default: VisibilityOnDemand): each ClusterQueue's waiting workloads in
 # the order it admits them (apis/visibility/v1beta2 PendingWorkloadsSummary; up to 1000 each).
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
@@ -107,21 +105,6 @@ class Row:
     # A waiting run's place in its ClusterQueue as Kueue's visibility API says it (0: the next it admits), of how
     # many waiting there; None where it does not wait, or the API did not answer.
     queue_position: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True)
-class Goodput:
-    """A run's goodput as MaxText's ML Goodput Measurement last uploaded it (seconds, since the run first started)."""
-
-    productive_s: float  # compute.googleapis.com/workload/goodput_time, goodput_source TOTAL
-    elapsed_s: float  # compute.googleapis.com/workload/total_elapsed_time, window_type cumulative
-    badput_s: dict[str, float]  # compute.googleapis.com/workload/badput_time by badput_source
-
-    def text(self) -> str:
-        share = f"{self.productive_s / self.elapsed_s:.0%}" if self.elapsed_s else "-"
-        worst = sorted(((s, k) for k, s in self.badput_s.items() if s > 0), reverse=True)[:2]
-        lost = ", ".join(f"{k.lower()} {_age_s(s)}" for s, k in worst)
-        return f"goodput {share} of {_age_s(self.elapsed_s)}" + (f" (most badput: {lost})" if lost else "")
 
 
 @dataclass(frozen=True)
@@ -460,12 +443,7 @@ def _sum(values: list[float | None]) -> float | None:
 
 
 def _age(since: str | None, now: datetime) -> str:
-    return _age_s((now - _time(since)).total_seconds()) if since else "-"
-
-
-def _age_s(seconds: float) -> str:
-    hours, rest = divmod(max(int(seconds), 0), 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+    return duration((now - _time(since)).total_seconds()) if since else "-"
 
 
 def money(value: float | None) -> str:
@@ -523,54 +501,6 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
     shares = ", ".join(share(t, v) for t, v in by_team.items())
     text.append(f"held now: {money(total)} USD/h ({shares}) at list price ({prices.PRICE_SOURCE})")
     return "\n".join(text)
-
-
-GOODPUT_TIME, BADPUT_TIME, ELAPSED = (
-    f"compute.googleapis.com/workload/{name}" for name in ("goodput_time", "badput_time", "total_elapsed_time")
-)
-
-
-def read_goodput(project: str, workloads: Iterable[str], since: datetime, now: datetime, client: Any = None) -> dict[
-    str, Goodput
-]:  # fmt: skip
-    """Each workload's newest goodput, badput and elapsed time that MaxText uploaded to Cloud Monitoring between
-    `since` and `now` (three reads, every workload at once); a workload with none is left out. `client`: a
-    monitoring_v3.MetricServiceClient (made here with the caller's credentials by default)."""
-    from google.cloud import monitoring_v3
-
-    wanted = sorted(set(workloads))
-    if not wanted:
-        return {}
-    client = client or monitoring_v3.MetricServiceClient()
-    interval = monitoring_v3.TimeInterval(start_time=since, end_time=now)
-    ids = ", ".join(json.dumps(w) for w in wanted)
-    newest: dict[tuple[str, str, str], tuple[datetime, float]] = {}
-    for metric, extra in ((GOODPUT_TIME, ' AND metric.labels.goodput_source = "TOTAL"'), (BADPUT_TIME, ""),
-                          (ELAPSED, ' AND metric.labels.window_type = "cumulative"')):  # fmt: skip
-        found = client.list_time_series(
-            request={
-                "name": f"projects/{project}",
-                "filter": f'metric.type = "{metric}" AND resource.type = "compute.googleapis.com/Workload" AND '
-                f"resource.labels.workload_id = one_of({ids}){extra}",
-                "interval": interval,
-                "view": monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL,
-            }
-        )
-        for series in found:
-            if not series.points:
-                continue
-            point = series.points[0]  # Cloud Monitoring returns a series' points newest first
-            key = (series.resource.labels["workload_id"], metric, series.metric.labels.get("badput_source", ""))
-            at = point.interval.end_time
-            if key not in newest or at > newest[key][0]:
-                newest[key] = (at, point.value.double_value)
-    out = {}
-    for workload in wanted:
-        values = {(m, source): v for (w, m, source), (_, v) in newest.items() if w == workload}
-        if (GOODPUT_TIME, "") in values and (ELAPSED, "") in values:
-            badput = {source: v for (m, source), v in values.items() if m == BADPUT_TIME}
-            out[workload] = Goodput(values[(GOODPUT_TIME, "")], values[(ELAPSED, "")], badput)
-    return out
 
 
 def with_goodput(found: list[Row], project: str, now: datetime, client: Any = None) -> tuple[list[Row], str]:

@@ -91,7 +91,7 @@ CONTROLLERS = {
         # charts/kueue/templates/visibility/apiservice_v1beta2.yaml and service.yaml (targetPort 8082) @ v0.17.3 and
         # v0.19.2, rendered whatever the values.
         api_ports=(8082,),
-        # charts/kueue/templates/webhook/manifests.yaml and values.yaml integrations.frameworks @ v0.17.3: Fail
+        # charts/kueue/templates/webhook/manifests.yaml and values.yaml integrations.frameworks @ v0.17.3, v0.19.2: Fail
         # for Jobs, JobSets, LeaderWorkerSets and Ray's kinds in every namespace, and for Pods, Deployments and
         # StatefulSets (frameworks pod, deployment, statefulset are on by default) in every namespace but
         # kube-system and Kueue's own. At v0.19.2 every one of them leaves those two namespaces out (the same file):
@@ -135,82 +135,53 @@ KUEUE_MAX_POD_SETS = {"0.17.3": 8, "0.19.2": 18}
 # the whole file as one value: a release that sets it, to turn fair sharing on or to say how long pods may take to be
 # Ready, writes all of it (tests/test_team_queues.py holds it to the chart of the module the local cluster builds).
 # Keyed by the versions CONTROLLERS["kueue"] pins.
+def _chart_configuration(
+    concurrency: tuple[int, int, int], qps: int, burst: int, frameworks: list[str]
+) -> dict[str, Any]:
+    """The chart's Configuration, what differs between versions given: the Workload, LocalQueue and ClusterQueue
+    reconcilers' concurrency, the API client's qps and burst, and the integrations on."""
+    workloads, local_queues, cluster_queues = concurrency
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": workloads,
+                "LocalQueue.kueue.x-k8s.io": local_queues,
+                "ClusterQueue.kueue.x-k8s.io": cluster_queues,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": qps, "burst": burst},
+        "integrations": {"frameworks": frameworks},
+    }
+
+
+_RAY_AND_JOBS = ["batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice", "ray.io/raycluster",
+                 "jobset.x-k8s.io/jobset"]  # fmt: skip
+_SERVING = ["pod", "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"]
+_KUBEFLOW = ["kubeflow.org/paddlejob", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
+             "kubeflow.org/jaxjob"]  # fmt: skip
 KUEUE_MANAGER_CONFIG: dict[str, dict[str, Any]] = {
-    "0.17.3": {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
-        "webhook": {"port": 9443},
-        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        "controller": {
-            "groupKindConcurrency": {
-                "Job.batch": 5,
-                "Pod": 5,
-                "Workload.kueue.x-k8s.io": 5,
-                "LocalQueue.kueue.x-k8s.io": 1,
-                "ClusterQueue.kueue.x-k8s.io": 1,
-                "ResourceFlavor.kueue.x-k8s.io": 1,
-            }
-        },
-        "clientConnection": {"qps": 50, "burst": 100},
-        "integrations": {
-            "frameworks": [
-                "batch/job",
-                "kubeflow.org/mpijob",
-                "ray.io/rayjob",
-                "ray.io/rayservice",
-                "ray.io/raycluster",
-                "jobset.x-k8s.io/jobset",
-                "trainer.kubeflow.org/trainjob",
-                "kubeflow.org/paddlejob",
-                "kubeflow.org/pytorchjob",
-                "kubeflow.org/tfjob",
-                "kubeflow.org/xgboostjob",
-                "kubeflow.org/jaxjob",
-                "workload.codeflare.dev/appwrapper",
-                "pod",
-                "deployment",
-                "statefulset",
-                "leaderworkerset.x-k8s.io/leaderworkerset",
-            ]
-        },
-    },
-    "0.19.2": {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
-        "webhook": {"port": 9443},
-        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        "controller": {
-            "groupKindConcurrency": {
-                "Job.batch": 5,
-                "Pod": 5,
-                "Workload.kueue.x-k8s.io": 10,
-                "LocalQueue.kueue.x-k8s.io": 5,
-                "ClusterQueue.kueue.x-k8s.io": 5,
-                "ResourceFlavor.kueue.x-k8s.io": 1,
-            }
-        },
-        "clientConnection": {"qps": 300, "burst": 500},
-        "integrations": {
-            "frameworks": [
-                "batch/job",
-                "kubeflow.org/mpijob",
-                "ray.io/rayjob",
-                "ray.io/rayservice",
-                "ray.io/raycluster",
-                "jobset.x-k8s.io/jobset",
-                "workload.codeflare.dev/appwrapper",
-                "trainer.kubeflow.org/trainjob",
-                "pod",
-                "deployment",
-                "statefulset",
-                "leaderworkerset.x-k8s.io/leaderworkerset",
-            ]
-        },
-    },
+    "0.17.3": _chart_configuration(
+        (5, 1, 1),
+        50,
+        100,
+        [*_RAY_AND_JOBS, "trainer.kubeflow.org/trainjob", *_KUBEFLOW, "workload.codeflare.dev/appwrapper", *_SERVING],
+    ),
+    # 0.19: more concurrency and API throughput; Kubeflow's training-operator kinds off (its successor, TrainJob, on).
+    "0.19.2": _chart_configuration(
+        (10, 5, 5),
+        300,
+        500,
+        [*_RAY_AND_JOBS, "workload.codeflare.dev/appwrapper", "trainer.kubeflow.org/trainjob", *_SERVING],
+    ),
 }
 
 # From 0.19, Kueue always waits for an admitted workload's pods to be Ready: a workload whose pods are not all Ready

@@ -122,7 +122,7 @@ def training_queue_values(env: Environment) -> dict[str, Any]:
     resource = slice_.resource_name
     hosts = slice_.hosts
     # The head's flavor holds the head, and where each run is a RayJob its submitter too (Kueue admits the RayJob's
-    # submitter pod with its cluster: kueue pkg/controller/jobs/rayjob addSubmitterPodSet @ v0.17).
+    # submitter pod with its cluster: kueue pkg/controller/jobs/rayjob addSubmitterPodSet @ v0.17 and v0.19.2).
     cpu, memory = millicores(training.head.cpu), mebibytes(training.head.memory)
     if training.runs == "jobs":
         cpu, memory = cpu + millicores(SUBMITTER["cpu"]), memory + mebibytes(SUBMITTER["memory"])

@@ -153,7 +153,7 @@ def registry_charts(stack: dict[str, Any], folder: Path) -> dict[str, Any]:
     `folder` and packaged as the controller's release packages it for the registry: Chart.yaml's version and
     appVersion the release's, and every image of values.yaml at the release's tag, pulled IfNotPresent (a module's
     chart carries placeholders: `tag: main`, which the helm provider would install as is; kubernetes-sigs/kueue
-    hack/helm-chart-package.sh @ v0.17.0, jobset hack/helm-chart-package.sh @ v0.12.0, lws hack/push-chart.sh @
+    hack/helm-chart-package.sh @ v0.19.2, jobset hack/helm-chart-package.sh @ v0.12.0, lws hack/push-chart.sh @
     v0.7.0). The helm provider reads a release's chart at plan time, and no chart registry is reachable here;
     nothing else of the release changes."""
     releases = {}

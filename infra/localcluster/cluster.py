@@ -316,16 +316,7 @@ class Cluster:
                 # port (GKE's control plane dials the pod, over the VPC, through the cluster's firewall); with
                 # no Ready endpoint the call fails, as on GKE while a controller's pod is not Ready.
                 "--enable-aggregator-routing=true",
-                # The aggregator's client certificate, and whom an aggregated API trusts to say who the user is
-                # (https://kubernetes.io/docs/tasks/extend-kubernetes/configure-aggregation-layer/): Kueue's
-                # visibility server authenticates the API server's calls by it, as on GKE.
-                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
-                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-                f"--requestheader-client-ca-file={pki / 'ca.crt'}",
-                f"--requestheader-allowed-names={certs.FRONT_PROXY}",
-                "--requestheader-username-headers=X-Remote-User",
-                "--requestheader-group-headers=X-Remote-Group",
-                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                *_front_proxy_flags(pki),
                 # ... through the cluster's firewall (infra/localcluster/firewall.py).
                 f"--egress-selector-config-file={egress}",
             ],
@@ -424,6 +415,21 @@ def kubectl_binary() -> Path:
 
 def _list(items: list[dict[str, Any]]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+def _front_proxy_flags(pki: Path) -> list[str]:
+    """The aggregator's client certificate, and whom an aggregated API trusts to say who the user is
+    (https://kubernetes.io/docs/tasks/extend-kubernetes/configure-aggregation-layer/): Kueue's visibility server
+    authenticates the API server's calls by it, as on GKE."""
+    return [
+        f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+        f"--requestheader-client-ca-file={pki / 'ca.crt'}",
+        f"--requestheader-allowed-names={certs.FRONT_PROXY}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+    ]
 
 
 def _kubeconfig(server: str, pki: Path) -> str:

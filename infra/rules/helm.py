@@ -171,7 +171,7 @@ def _recoverable(releases: list[tuple[str, dict[str, Any]]], stack: dict[str, An
 WEBHOOK_SOURCE = (
     "https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy "
     "(Fail: an error calling the webhook rejects the request); kubernetes-sigs/kueue charts/kueue/templates/webhook/"
-    "manifests.yaml and values.yaml integrations.frameworks @ v0.17.3; "
+    "manifests.yaml and values.yaml integrations.frameworks @ v0.17.3 and v0.19.2; "
     "https://opentofu.org/docs/cli/commands/apply/ (-parallelism, default 10: what does not depend on each other is "
     "applied at once)"
 )

@@ -188,7 +188,7 @@ def _team_budget(env: Environment) -> Iterator[Finding]:
         "(reclaim_within_cohort not Never): Kueue's webhook refuses the ClusterQueue otherwise."
     ),
     source=(
-        "kubernetes-sigs/kueue pkg/webhooks/clusterqueue_webhook.go validatePreemption @ v0.17.0 "
+        "kubernetes-sigs/kueue pkg/webhooks/clusterqueue_webhook.go validatePreemption @ v0.17.0 and v0.19.2 "
         "('reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never')"
     ),
     subject="environment",
