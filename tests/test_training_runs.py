@@ -79,6 +79,28 @@ def test_a_queued_rayjob_has_room_for_one_worker_group_fewer_than_a_queued_raycl
     assert list(_raycluster_queued([cluster], None)) == []  # type: ignore[arg-type]
 
 
+def test_a_queued_rayjob_that_keeps_its_cluster_or_borrows_another_is_refused_as_kueues_webhook_would(
+    tmp_path: Path,
+) -> None:
+    """Kueue's RayJob webhook (rayjob_webhook.go validateCreate @ v0.19.2): a queued run brings its own cluster and
+    deletes it when it ends. The chart's RayJob does both; an edit that undoes either is refused at plan."""
+    (job,) = [o for o in training_objects(_jobs_env(tmp_path)) if o["kind"] == "RayJob"]
+    assert list(_raycluster_queued([job], None)) == []  # type: ignore[arg-type]
+    keeps = {**job, "spec": {**job["spec"], "shutdownAfterJobFinishes": False}}
+    both = {**job, "spec": {**job["spec"], "clusterSelector": {"ray.io/cluster": "standing"}}}
+    neither = {**job, "spec": {k: v for k, v in job["spec"].items() if k != "rayClusterSpec"}}
+    said = {
+        name: [(f.path, f.message) for f in _raycluster_queued([obj], None)]  # type: ignore[arg-type]
+        for name, obj in (("keeps", keeps), ("both", both), ("neither", neither))
+    }
+    assert said["keeps"] == [("RayJob/run: spec.shutdownAfterJobFinishes", "true: Kueue refuses a queued RayJob whose "
+                              "cluster outlives the run (it would hold the queue's quota)")]  # fmt: skip
+    assert [p for p, _ in said["both"]] == ["RayJob/run: spec.clusterSelector"]
+    assert said["neither"] == [
+        ("RayJob/run: spec.rayClusterSpec", "a queued RayJob needs its own cluster (rayClusterSpec)")
+    ]
+
+
 def test_each_submission_is_a_rayjob_of_its_own_named_as_kuberay_allows() -> None:
     now = datetime(2026, 12, 3, 0, 14, 37, tzinfo=UTC)
     name = train.job_name("llama3-8b-dev", None, now)

@@ -209,9 +209,10 @@ KUEUE_RAYCLUSTER_WEBHOOK = (
     "(validateCreate, MaxPodSets) and common.go (a pod set per worker group and the head's)"
 )
 KUEUE_RAYJOB = (
-    "kubernetes-sigs/kueue @ v0.19.2 pkg/controller/jobs/rayjob (rayjob_webhook.go validates the cluster as a "
-    "RayCluster, without the submitter; rayjob_controller.go PodSets adds the submitter's in K8sJobMode) and "
-    "apis/kueue/v1beta2/workload_types.go (PodSets MaxItems: the API server refuses a Workload over it)"
+    "kubernetes-sigs/kueue @ v0.19.2 pkg/controller/jobs/rayjob (rayjob_webhook.go validateCreate: its own cluster, "
+    "deleted after the run, then the cluster validated as a RayCluster, without the submitter; rayjob_controller.go "
+    "PodSets adds the submitter's in K8sJobMode) and apis/kueue/v1beta2/workload_types.go (PodSets MaxItems: the API "
+    "server refuses a Workload over it)"
 )
 # The pod sets a Workload holds at the pinned Kueue (infra/catalogue/controllers.py KUEUE_MAX_POD_SETS): a queued
 # RayCluster's are its head's and one per worker group; a queued RayJob's also its submitter's (K8sJobMode).
@@ -231,9 +232,10 @@ def max_worker_groups(kind: str, kueue: str = PINNED_KUEUE) -> int:
         "A RayCluster Kueue admits (kueue.x-k8s.io/queue-name) has at most one worker group fewer than the pinned "
         f"Kueue's Workload holds pod sets (Kueue {PINNED_KUEUE}: {max_worker_groups('RayCluster')}; the head's is "
         f"one), a queued RayJob two fewer ({max_worker_groups('RayJob')}; its submitter's another), none named `head`, "
-        "and no in-tree autoscaling (what Kueue reserved, the cluster keeps): Kueue's webhook refuses it otherwise; "
-        "a RayJob with one group too many passes the webhook and gets no Workload (the API server refuses it), so "
-        "it stays suspended, never admitted."
+        "and no in-tree autoscaling (what Kueue reserved, the cluster keeps); a queued RayJob brings its own cluster "
+        "(rayClusterSpec, no clusterSelector) and deletes it when the run ends (shutdownAfterJobFinishes, else it "
+        "holds the queue's quota after the run): Kueue's webhook refuses it otherwise. A RayJob with one group too "
+        "many passes the webhook and gets no Workload (the API server refuses it), so it stays suspended."
     ),
     source=f"{KUEUE_RAYCLUSTER_WEBHOOK} (validateCreate); {KUEUE_RAYJOB}",
     subject="manifest",
@@ -244,6 +246,8 @@ def _raycluster_queued(objects: list[dict[str, Any]], ctx: ReleaseContext) -> It
         if not ((obj.get("metadata") or {}).get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
             continue
         job = obj.get("kind") == "RayJob"
+        if job:
+            yield from _rayjob_queued(obj)
         spec = (obj.get("spec") or {}).get("rayClusterSpec") or {} if job else obj.get("spec") or {}
         at = f"{where(obj)}: spec{'.rayClusterSpec' if job else ''}"
         kueue = ctx.chart_version("kueue") or PINNED_KUEUE if ctx is not None else PINNED_KUEUE
@@ -269,6 +273,19 @@ def _raycluster_queued(objects: list[dict[str, Any]], ctx: ReleaseContext) -> It
                 True,
                 "a Kueue-managed RayCluster may autoscale only as an elastic job (ElasticJobsViaWorkloadSlices)",
             )
+
+
+def _rayjob_queued(job: dict[str, Any]) -> Iterator[Finding]:
+    """What Kueue's RayJob webhook refuses of a queued RayJob before it looks at its cluster (KUEUE_RAYJOB)."""
+    spec, at = job.get("spec") or {}, f"{where(job)}: spec"
+    if spec.get("clusterSelector") and spec.get("rayClusterSpec"):
+        yield Finding(f"{at}.clusterSelector", spec["clusterSelector"], "a queued RayJob brings its own cluster "
+                      "(rayClusterSpec): Kueue refuses one that also selects an existing cluster")  # fmt: skip
+    elif not spec.get("clusterSelector") and not spec.get("rayClusterSpec"):
+        yield Finding(f"{at}.rayClusterSpec", None, "a queued RayJob needs its own cluster (rayClusterSpec)")
+    if spec.get("rayClusterSpec") and spec.get("shutdownAfterJobFinishes") is not True:
+        yield Finding(f"{at}.shutdownAfterJobFinishes", spec.get("shutdownAfterJobFinishes"), "true: Kueue refuses a "
+                      "queued RayJob whose cluster outlives the run (it would hold the queue's quota)")  # fmt: skip
 
 
 @rule(
