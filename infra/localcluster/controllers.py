@@ -73,8 +73,8 @@ LOCAL_CONTROLLERS = {
         "charts/kueue",
         "kueue-system",
         "/etc/kueue/metrics/certs",
-        "/visibility",
-        8082,
+        api_certs="/visibility",
+        api_port=8082,
     ),
     "lws": LocalController("lws", "cmd", "sigs.k8s.io/lws", "charts/lws", "lws-system"),
 }
@@ -301,8 +301,8 @@ class Controllers:
         """`command` run where fixed paths hold `folders` (Kueue reads its metrics certificate from
         /etc/kueue/metrics/certs and its visibility server's from /visibility whenever its own certificate management
         is off): in a mount namespace of its own, whose /etc is a copy with those under it added, and where each
-        other path is the folder mounted there (its empty mount point made once), so nothing of this machine's own
-        files changes."""
+        other path is the folder mounted there. Nothing of this machine's own files changes but that mount point,
+        an empty folder made once."""
         etc = self.folder / f"{name}-etc"
         subprocess.run(["rm", "-rf", str(etc)], check=True)
         subprocess.run(["cp", "-a", "/etc", str(etc)], check=True)
