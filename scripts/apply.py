@@ -203,7 +203,6 @@ def plan_and_gate(
 
 def drift(stack_dir: Path, stack: str, *, env: Environment | None = None) -> int:
     """The `drift` phase: 0 nothing changed outside Terraform, 2 something did (listed), 1 the plan failed."""
-    from infra.constructs.bootstrap import DEPLOYER_ID
     from infra.delivery.audit import who_changed
     from infra.review.drift import report
     from infra.review.model import Change
@@ -237,13 +236,12 @@ def drift(stack_dir: Path, stack: str, *, env: Environment | None = None) -> int
         for e in plan.get("resource_drift") or []
         if isinstance(e, dict)
     }
-    project = env.project if env is not None else None
-    deployer = f"{DEPLOYER_ID}@{project}.iam.gserviceaccount.com"
 
     def who(change: Change) -> str:
-        if project is None:
+        if env is None:
             return "who: not looked up (no environment file for this stack)"
-        return who_changed(project, change.resource_type, before.get(change.address), deployer)
+        deployer = env.delivery_identities.deployer_email
+        return who_changed(env.project, change.resource_type, before.get(change.address), deployer)
 
     code, lines = report(stack, review, who=who)
     print("\n".join(lines))

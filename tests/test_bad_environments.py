@@ -52,6 +52,12 @@ def _sub_all(old: str, new: str) -> Edit:
     return edit
 
 
+def _seed(project: str, number: str) -> Edit:
+    """dev's delivery given a seed project (delivery.seed)."""
+    owner = '    repository_owner_id: "100000001"\n'
+    return _sub(owner, f'{owner}  seed: {{project: {project}, project_number: "{number}"}}\n')
+
+
 def _then(*edits: Edit) -> Edit:
     def edit(text: str) -> str | bytes:
         for e in edits:
@@ -1134,6 +1140,20 @@ SOURCED_EDITS: dict[str, tuple[str, Edit, str, str, str]] = {
         "delivery.github.repository",
         "acme/ml-platform.git",
         "owner/name as GitHub's OIDC token's `repository` claim names it",
+    ),
+    "a seed project that is the environment's own": (
+        "security",
+        _seed("acme-ml-platform-dev", "100000000009"),
+        "delivery.seed.project",
+        "acme-ml-platform-dev",
+        "the environment's own project: a seed project is another one, out of its deployer's reach",
+    ),
+    "a seed project with the environment's own project number": (
+        "security",
+        _seed("acme-ml-platform-seed", "100000000001"),
+        "delivery.seed.project_number",
+        "100000000001",
+        "the number of the environment's own project acme-ml-platform-dev",
     ),
     "half the Internet as the control plane's authorized network": (
         "security",

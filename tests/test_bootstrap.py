@@ -20,7 +20,7 @@ from infra.catalogue.deployer_roles import GRANTABLE_PROJECT_ROLES
 from infra.config import environments_dir
 from infra.constructs.bootstrap import DEPLOYER_ROLES, attribute_condition, deployer_role
 from infra.synth.app import shared_state_buckets, synth_bootstrap
-from infra.synth.load import load_all
+from infra.synth.load import load_all, load_environment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -106,13 +106,13 @@ def test_the_state_bucket_is_versioned_private_kept_and_granted_to_its_environme
             (
                 "roles/storage.objectViewer",
                 "serviceAccount:${google_service_account.bootstrap_planner_"
-                + _id(stack, "google_service_account", "platform-planner")
+                + _id(stack, "google_service_account", env.delivery_identities.planner_id)
                 + ".email}",
             ),
             (
                 "roles/storage.objectAdmin",
                 "serviceAccount:${google_service_account.bootstrap_deployer_"
-                + _id(stack, "google_service_account", "platform-deployer")
+                + _id(stack, "google_service_account", env.delivery_identities.deployer_id)
                 + ".email}",
             ),
         }
@@ -135,12 +135,16 @@ def test_the_planner_reads_and_the_deployer_covers_every_resource_type_of_its_st
         members = _resources(stack, "google_project_iam_member")
         planner = {m["role"] for m in members if "planner" in m["member"]}
         deployer = {m["role"] for m in members if "deployer" in m["member"]}
+        # A planner of a seed project names the environment's project as its calls' quota project (the platform
+        # stack's provider sets user_project_override), which needs serviceusage.services.use there.
+        seeded = {"roles/serviceusage.serviceUsageConsumer"} if env == "prod" else set()
         assert {r for r in planner if r.startswith("roles/")} == {
             "roles/viewer",
             "roles/iam.securityReviewer",
             "roles/container.viewer",
+            *seeded,
         }
-        assert len(planner) == 4, "and the platform's own role of what the gate reads in the cluster"
+        assert len(planner) == 4 + len(seeded), "and the platform's own role of what the gate reads in the cluster"
         assert not any(r.endswith(("admin", "Admin", "owner", "editor")) for r in planner)
         assert "roles/owner" not in deployer and "roles/editor" not in deployer
         # The budget's roles are the billing account's, granted there.
@@ -259,7 +263,10 @@ def test_only_an_approved_prod_job_on_main_becomes_prods_deployer(
     if admitted:
         bound = bindings[claims["environment"]]
         assert ("deployer" if "deployer" in bound else "planner") == as_
-    prefix = "principalSet://iam.googleapis.com/projects/100000000002/locations/global/workloadIdentityPools/github/"
+    # prod's pool is in its seed project (delivery.seed), named for prod.
+    prefix = (
+        "principalSet://iam.googleapis.com/projects/100000000009/locations/global/workloadIdentityPools/github-prod/"
+    )
     assert {b["member"] for b in _resources(stack, "google_service_account_iam_member")} == {
         f"{prefix}attribute.environment/prod",
         f"{prefix}attribute.environment/prod-plan",
@@ -305,3 +312,70 @@ def test_the_deployer_administers_every_bucket_but_the_state_bucket(bootstrap: d
         assert admits(f"{bucket}-models") and admits("projects/_/buckets/acme-ml-platform-dev-checkpoints/objects/a")
         (objects,) = [m for m in _resources(stack, "google_storage_bucket_iam_member") if "deployer" in m["member"]]
         assert objects["role"] == "roles/storage.objectAdmin" and "condition" not in objects
+
+
+def test_prods_deployer_and_planner_live_outside_the_project_the_deployer_administers(
+    bootstrap: dict[str, dict[str, Any]],
+) -> None:
+    """The deployer's roles/iam.serviceAccountAdmin (the stack makes the workload service accounts and binds their
+    Workload Identity) cannot be held by an IAM condition: in its own project it covers the deployer's account, so
+    a merged change could grant anyone token creation on the deployer. prod's seed project holds its planner, its
+    deployer and their federation; every role they hold is on prod's project, none on the seed's."""
+    envs = load_all(environments_dir())
+    prod = envs["prod"]
+    assert prod.delivery is not None and prod.delivery.seed is not None
+    seed = prod.delivery.seed.project
+    stack = bootstrap["bootstrap-prod"]
+    accounts = {a["account_id"]: a["project"] for a in _resources(stack, "google_service_account")}
+    assert accounts == {"planner-prod": seed, "deployer-prod": seed}
+    (pool,) = _resources(stack, "google_iam_workload_identity_pool")
+    (provider,) = _resources(stack, "google_iam_workload_identity_pool_provider")
+    assert (pool["project"], pool["workload_identity_pool_id"]) == (seed, "github-prod")
+    assert provider["project"] == seed
+    # The token exchange and the impersonation are the seed's APIs.
+    assert {a["service"] for a in _resources(stack, "google_project_service") if a["project"] == seed} >= {
+        "sts.googleapis.com",
+        "iamcredentials.googleapis.com",
+    }
+    # Every project role is on prod's project: the deployer's serviceAccountAdmin included, which therefore does not
+    # reach the deployer's own account.
+    grants = _resources(stack, "google_project_iam_member")
+    assert {g["project"] for g in grants} == {prod.project}
+    assert [g for g in grants if g["role"] == "roles/iam.serviceAccountAdmin" and "deployer" in g["member"]]
+    # The state bucket stays in prod's project, out of the deployer's storage.admin by its condition.
+    (state,) = _resources(stack, "google_storage_bucket")
+    assert state["project"] == prod.project
+    # A client-based API charges a service account's calls to the account's project, the seed, where prod's APIs are
+    # not enabled: prod's stack names prod's project as every call's quota project, and its planner may (the
+    # deployer's serviceUsageAdmin carries serviceusage.services.use).
+    for name, quota in (("prod", {"billing_project": prod.project, "user_project_override": True}), ("dev", {})):
+        platform = json.loads((REPO / "tests" / "snapshots" / f"platform-{name}.json").read_text())
+        (main,) = [p for p in platform["provider"]["google"] if "alias" not in p]
+        assert {k: main[k] for k in ("billing_project", "user_project_override") if k in main} == quota
+    planner = {g["role"] for g in grants if "planner" in g["member"]}
+    assert "roles/serviceusage.serviceUsageConsumer" in planner
+    # What the deploy's tools name: the drift audit's own writes, the preflight's planner.
+    assert prod.delivery_identities.deployer_email == f"deployer-prod@{seed}.iam.gserviceaccount.com"
+    assert (
+        envs["dev"].delivery_identities.deployer_email
+        == "platform-deployer@acme-ml-platform-dev.iam.gserviceaccount.com"
+    )
+
+
+def test_an_environment_with_a_seed_project_and_a_name_too_long_for_its_accounts_is_refused(tmp_path: Path) -> None:
+    """deployer-<env> is a service account id: at most 30 characters, so the name at most 21."""
+    from infra.config import ConfigError
+
+    owner_line = '    repository_owner_id: "100000001"\n'
+    path = tmp_path / "research-platform-east.yaml"
+    text = (environments_dir() / "dev.yaml").read_text()
+    path.write_text(
+        text.replace("\nname: dev\n", "\nname: research-platform-east\n", 1).replace(
+            owner_line, owner_line + '  seed: {project: acme-ml-platform-seed, project_number: "100000000009"}\n', 1
+        )
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_environment(path)
+    said = str(refused.value)
+    assert "research-platform-east.yaml" in said and "delivery.seed" in said
+    assert "deployer-research-platform-east" in said and "at most 21" in said

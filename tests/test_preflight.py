@@ -327,6 +327,28 @@ def test_a_planner_without_the_cluster_reader_role_is_named_with_what_it_lacks_a
     assert "apply the bootstrap stack of dev" in err
 
 
+def test_prods_planner_is_looked_up_in_its_seed_project_with_its_quota_role(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """prod's planner is planner-prod of its seed project (delivery.seed); it names prod's project as its calls'
+    quota project, so it also holds serviceUsageConsumer there. Looked up as platform-planner of prod's own project,
+    a correctly bootstrapped prod would read as a planner with no role at all."""
+    _, out, err = _preflight_prod(stack_file(synth_dir, "platform-prod"), capsys)
+    assert (
+        "ok   planner\n    serviceAccount:planner-prod@acme-ml-platform-seed.iam.gserviceaccount.com holds its 5 roles"
+    ) in out, out + err
+
+    def revoke(body: dict[str, Any]) -> None:
+        body["bindings"] = [b for b in body["bindings"] if b["role"] != "roles/serviceusage.serviceUsageConsumer"]
+
+    _edit(cloud, "iam-policy-prod.json", revoke)
+    _, out, err = _preflight_prod(stack_file(synth_dir, "platform-prod"), capsys)
+    assert (
+        "FAIL planner\n    serviceAccount:planner-prod@acme-ml-platform-seed.iam.gserviceaccount.com lacks "
+        "roles/serviceusage.serviceUsageConsumer"
+    ) in err
+
+
 def test_recorded_iam_policies_parse_as_google_iam_policies() -> None:
     from google.iam.v1 import policy_pb2
 

@@ -7,11 +7,27 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import StringConstraints, field_validator
 
-from infra.config.base import Model, Name
+from infra.config.base import Model, Name, ProjectId, ProjectNumber
+
+# The planner's and deployer's service accounts and the GitHub federation's pool, in the environment's own project.
+# In a seed project, which several environments may share, each environment's get its name: planner-<env>,
+# deployer-<env>, github-<env> (DeliveryIdentities).
+PLANNER_ID = "platform-planner"
+DEPLOYER_ID = "platform-deployer"
+POOL_ID = "github"
+# A service account's id is 6-30 characters (https://cloud.google.com/iam/docs/service-accounts-create#creating); a
+# workload identity pool's 4-32, and a deleted pool's id cannot be reused for 30 days
+# (https://cloud.google.com/iam/docs/reference/rest/v1/projects.locations.workloadIdentityPools/create).
+SEEDED_ENV_NAME_MAX = 30 - len("deployer-")
+SEED_SOURCE = (
+    "Google's example foundation keeps its Terraform service accounts in a seed project, terraform-google-modules/"
+    "terraform-example-foundation 0-bootstrap/README.md (Outputs: seed_project_id); docs/delivery.md, step 0"
+)
 
 
 class GitHub(Model):
@@ -36,8 +52,58 @@ class GitHub(Model):
         return value
 
 
+class Seed(Model):
+    """A project of its own for the environment's planner and deployer, their GitHub federation and nothing else,
+    outside the project they administer: Google's example foundation keeps its Terraform service accounts in a seed
+    project ("Project where service accounts and core APIs will be enabled", terraform-google-modules/terraform-
+    example-foundation 0-bootstrap/README.md, Outputs, @ 005550ff).
+
+    Why: the deployer administers the environment's service accounts (roles/iam.serviceAccountAdmin: the platform
+    stack makes them and binds their Workload Identity), and no IAM condition narrows that role (the IAM API is not
+    among the services a resource condition can name). In the same project that covers the deployer's own account,
+    so one merged change could let anyone act as the deployer (roles/iam.serviceAccountTokenCreator on it). In a
+    seed project neither the deployer's account nor the planner's is within its reach. The state bucket stays in the
+    environment's project, held from the deployer's storage.admin by its condition (docs/delivery.md)."""
+
+    project: ProjectId
+    project_number: ProjectNumber
+
+
+@dataclass(frozen=True)
+class DeliveryIdentities:
+    """Where an environment's planner, deployer and federation pool live, and their ids."""
+
+    project: str
+    project_number: str
+    planner_id: str
+    deployer_id: str
+    pool_id: str
+
+    @property
+    def planner_email(self) -> str:
+        return f"{self.planner_id}@{self.project}.iam.gserviceaccount.com"
+
+    @property
+    def deployer_email(self) -> str:
+        return f"{self.deployer_id}@{self.project}.iam.gserviceaccount.com"
+
+
+def delivery_identities(env_name: str, project: str, project_number: str, seed: Seed | None) -> DeliveryIdentities:
+    """In the environment's project: platform-planner, platform-deployer, pool github. In a seed project (shared by
+    environments): planner-<env>, deployer-<env>, pool github-<env>."""
+    if seed is None:
+        return DeliveryIdentities(project, project_number, PLANNER_ID, DEPLOYER_ID, POOL_ID)
+    return DeliveryIdentities(
+        seed.project, seed.project_number, f"planner-{env_name}", f"deployer-{env_name}", f"{POOL_ID}-{env_name}"
+    )
+
+
 class Delivery(Model):
     github: GitHub
+    seed: Seed | None = None
+    """The project that holds this environment's planner, deployer and GitHub federation, outside the one they
+    administer (Seed). Without it they live in the environment's project, where the deployer's serviceAccountAdmin
+    reaches its own account."""
     promotes_from: Name | None = None
     """The environment whose tested images a promotion copies into this one (`make promote FROM=<it> TO=<this>`,
     promote.yml): this environment's bootstrap stack grants its deployer read on that environment's registry, which

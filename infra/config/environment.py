@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from infra.catalogue import prices
+from infra.catalogue.gcp_names import SERVICE_ACCOUNT_ID
 from infra.catalogue.prices import NodePrice
 from infra.config.base import (
     LabelKey,
@@ -20,7 +21,14 @@ from infra.config.base import (
     _CrossReferenceError,
 )
 from infra.config.compute import Cluster, CpuPool, SliceSpec
-from infra.config.delivery import Confirmation, Delivery
+from infra.config.delivery import (
+    SEED_SOURCE,
+    SEEDED_ENV_NAME_MAX,
+    Confirmation,
+    Delivery,
+    DeliveryIdentities,
+    delivery_identities,
+)
 from infra.config.findings import Finding
 from infra.config.identity import Identity, gsa_account_id
 from infra.config.monitoring import Monitoring
@@ -195,6 +203,7 @@ class Environment(Model):
                         f"too long: its Google service account id {gsa_account_id(key)!r} would exceed 30 characters",
                     )
                 )
+        problems += self._seed_problems()
         seen: dict[tuple[str, str], str] = {}
         for key, ident in self.identities.items():
             ksa = (ident.namespace, ident.service_account)
@@ -237,6 +246,51 @@ class Environment(Model):
         if base is None or base not in self.slices:
             return False
         return base == training or self._vllm_on(base, multi_host=True) is not None
+
+    def _seed_problems(self) -> list[Problem]:
+        """A seed project is another project than the environment's, and names this environment's accounts within
+        Google's limits (DeliveryIdentities)."""
+        seed = self.delivery.seed if self.delivery is not None else None
+        if seed is None:
+            return []
+        problems: list[Problem] = []
+        if seed.project == self.project:
+            problems.append(
+                Finding(
+                    ("delivery", "seed", "project"),
+                    seed.project,
+                    "the environment's own project: a seed project is another one, out of its deployer's reach "
+                    f"(or leave seed out) [source: {SEED_SOURCE}]",
+                )
+            )
+        elif seed.project_number == self.project_number:
+            problems.append(
+                Finding(
+                    ("delivery", "seed", "project_number"),
+                    seed.project_number,
+                    f"the number of the environment's own project {self.project}: give {seed.project}'s (its "
+                    "federation's principals are named with it) [source: https://cloud.google.com/iam/docs/"
+                    "principal-identifiers]",
+                )
+            )
+        if len(self.name) > SEEDED_ENV_NAME_MAX:
+            problems.append(
+                Finding(
+                    ("delivery", "seed"),
+                    self.name,
+                    f"in a seed project the deployer's account is deployer-{self.name}, over a service account id's "
+                    f"30 characters: an environment with a seed project has a name of at most {SEEDED_ENV_NAME_MAX} "
+                    f"[source: {SERVICE_ACCOUNT_ID}]",
+                )
+            )
+        return problems
+
+    @property
+    def delivery_identities(self) -> DeliveryIdentities:
+        """Where this environment's planner, deployer and GitHub federation live, and their ids."""
+        return delivery_identities(
+            self.name, self.project, self.project_number, self.delivery.seed if self.delivery is not None else None
+        )
 
     def _pool_name_problems(self) -> list[Problem]:
         """A counted slice's pools (`<key>-<i>`) and a slice's capacity tiers' (`<key>-<type>`) must be node pool

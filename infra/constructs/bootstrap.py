@@ -10,7 +10,8 @@ published layout; this session could not fetch the repository (the fetch tool ha
 is named and nothing was copied. Past it: an environment per project (a state bucket each, so dev's deployer
 cannot read or write prod's state), and a planner beside each deployer, for pull requests.
 
-The federation, per environment (one pool in the environment's project):
+The federation, per environment (one pool, where the environment's accounts are: its project, or its seed project,
+`delivery.seed`, infra/config/delivery.py Seed):
   provider `github`   issuer https://token.actions.githubusercontent.com; admits a token only when its
                       claims say this repository (by name and owner id) and either the `<env>-plan` GitHub
                       environment, or the `<env>` environment on refs/heads/main (ATTRIBUTE_CONDITION).
@@ -39,12 +40,10 @@ from constructs import Construct
 from infra.catalogue.deployer_roles import BILLING_ACCOUNT_ROLES, BILLING_DEPLOYER_ROLE, grant_limit_condition
 from infra.cdk import TerraformResourceLifecycle
 from infra.cdk.bindings import google
+from infra.config.delivery import DeliveryIdentities
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
-POOL_ID = "github"
 PROVIDER_ID = "github"
-PLANNER_ID = "platform-planner"
-DEPLOYER_ID = "platform-deployer"
 
 # The APIs the bootstrap itself calls (IAM, Security Token Service and IAM Credentials for the federation).
 BOOTSTRAP_APIS = (
@@ -54,10 +53,19 @@ BOOTSTRAP_APIS = (
     "storage.googleapis.com",
     "cloudresourcemanager.googleapis.com",
 )
+# What a seed project needs besides (Seed, infra/config/delivery.py): the accounts and the pool live there, so the
+# token exchange (STS) and the impersonation (IAM Credentials) are its APIs.
+SEED_APIS = (
+    "iam.googleapis.com",
+    "iamcredentials.googleapis.com",
+    "sts.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+)
 
 # The planner reads: the project's resources and their IAM policies, the cluster's objects (not its Secrets: Helm's
 # release records, which a plan's refresh reads, are ConfigMaps for that reason, infra/constructs/providers.py).
 PLANNER_ROLES = ("roles/viewer", "roles/iam.securityReviewer", "roles/container.viewer")
+QUOTA_CONSUMER_ROLE = "roles/serviceusage.serviceUsageConsumer"
 # What the gate at the apply reads through the cluster's DNS endpoint as the planner (scripts/apply.py
 # cluster_holds: gcloud container clusters get-credentials --dns-endpoint, then the release records and the CRDs),
 # granted by name in a role of the platform's own: whether roles/container.viewer carries container.clusters.connect
@@ -98,6 +106,14 @@ PROJECT_IAM_ADMIN = "roles/resourcemanager.projectIamAdmin"
 STORAGE_ADMIN = "roles/storage.admin"
 
 
+def planner_roles(*, seeded: bool) -> tuple[str, ...]:
+    """The planner's predefined project roles: PLANNER_ROLES, and where it is a seed project's account
+    (delivery.seed), the right to name the environment's project as its calls' quota project
+    (serviceusage.services.use: the platform stack's provider sets user_project_override there,
+    infra/constructs/providers.py). The deployer has that right in serviceUsageAdmin."""
+    return (*PLANNER_ROLES, QUOTA_CONSUMER_ROLE) if seeded else PLANNER_ROLES
+
+
 def not_the_state_bucket(bucket: str) -> str:
     """The CEL that admits every Cloud Storage resource but the bucket `bucket` and its objects."""
     name = f"projects/_/buckets/{bucket}"
@@ -135,10 +151,10 @@ ATTRIBUTE_MAPPING = {
 }
 
 
-def principal_set(project_number: str, attribute: str, value: str) -> str:
+def principal_set(project_number: str, pool_id: str, attribute: str, value: str) -> str:
     return (
         f"principalSet://iam.googleapis.com/projects/{project_number}/locations/global/"
-        f"workloadIdentityPools/{POOL_ID}/attribute.{attribute}/{value}"
+        f"workloadIdentityPools/{pool_id}/attribute.{attribute}/{value}"
     )
 
 
@@ -152,7 +168,7 @@ class Bootstrap(Construct):
         *,
         env_name: str,
         project: str,
-        project_number: str,
+        identities: DeliveryIdentities,
         region: str,
         state_bucket: str,
         repository: str,
@@ -160,12 +176,24 @@ class Bootstrap(Construct):
         plans_from_main_only: bool = False,
     ) -> None:
         super().__init__(scope, id_)
+        service = google("project_service").ProjectService
         apis = [
-            google("project_service").ProjectService(
-                self, f"api-{api.split('.')[0]}", project=project, service=api, disable_on_destroy=False
-            )
+            service(self, f"api-{api.split('.')[0]}", project=project, service=api, disable_on_destroy=False)
             for api in BOOTSTRAP_APIS
         ]
+        # The accounts and the pool: in the environment's project, or in a seed project of their own.
+        home_apis = apis
+        if identities.project != project:
+            home_apis = [
+                service(
+                    self,
+                    f"seed-api-{api.split('.')[0]}",
+                    project=identities.project,
+                    service=api,
+                    disable_on_destroy=False,
+                )
+                for api in SEED_APIS
+            ]
 
         self.state_bucket_name = state_bucket
         self.state = self._state_bucket(project, state_bucket, region, apis)
@@ -173,21 +201,22 @@ class Bootstrap(Construct):
         self.planner = sa.ServiceAccount(
             self,
             "planner",
-            project=project,
-            account_id=PLANNER_ID,
+            project=identities.project,
+            account_id=identities.planner_id,
             display_name=f"Terraform planner of {env_name} (read-only; pull requests)",
-            depends_on=apis,
+            depends_on=home_apis,
         )
         self.deployer = sa.ServiceAccount(
             self,
             "deployer",
-            project=project,
-            account_id=DEPLOYER_ID,
+            project=identities.project,
+            account_id=identities.deployer_id,
             display_name=f"Terraform deployer of {env_name} (approved jobs on main)",
-            depends_on=apis,
+            depends_on=home_apis,
         )
+        self.planner_project = identities.project
         self._grants(project)
-        self._federation(env_name, project, project_number, repository, repository_owner_id, plans_from_main_only, apis)
+        self._federation(env_name, identities, repository, repository_owner_id, plans_from_main_only, home_apis)
 
     def _state_bucket(self, project: str, name: str, region: str, apis: list[Any]) -> Any:
         """The state bucket: versioned (a bad write can be rolled back), uniform access, never public, kept on
@@ -232,7 +261,7 @@ class Bootstrap(Construct):
             member=f"serviceAccount:{self.deployer.email}",
         )
         project_member = google("project_iam_member").ProjectIamMember
-        for role in PLANNER_ROLES:
+        for role in planner_roles(seeded=self.planner_project != project):
             project_member(
                 self,
                 f"planner-{role.split('/')[1].replace('.', '-')}",
@@ -294,8 +323,7 @@ class Bootstrap(Construct):
     def _federation(
         self,
         env_name: str,
-        project: str,
-        project_number: str,
+        identities: DeliveryIdentities,
         repository: str,
         repository_owner_id: str,
         plans_from_main_only: bool,
@@ -306,15 +334,15 @@ class Bootstrap(Construct):
         self.pool = google("iam_workload_identity_pool").IamWorkloadIdentityPool(
             self,
             "pool",
-            project=project,
-            workload_identity_pool_id=POOL_ID,
+            project=identities.project,
+            workload_identity_pool_id=identities.pool_id,
             display_name="GitHub Actions",
             depends_on=apis,
         )
         self.provider = google("iam_workload_identity_pool_provider").IamWorkloadIdentityPoolProvider(
             self,
             "provider",
-            project=project,
+            project=identities.project,
             workload_identity_pool_id=self.pool.workload_identity_pool_id,
             workload_identity_pool_provider_id=PROVIDER_ID,
             display_name=f"{repository} ({env_name})",
@@ -328,7 +356,7 @@ class Bootstrap(Construct):
             "planner-federation",
             service_account_id=self.planner.name,
             role="roles/iam.workloadIdentityUser",
-            member=principal_set(project_number, "environment", f"{env_name}-plan"),
+            member=principal_set(identities.project_number, identities.pool_id, "environment", f"{env_name}-plan"),
             depends_on=[self.provider],
         )
         sa_member(
@@ -336,6 +364,6 @@ class Bootstrap(Construct):
             "deployer-federation",
             service_account_id=self.deployer.name,
             role="roles/iam.workloadIdentityUser",
-            member=principal_set(project_number, "environment", env_name),
+            member=principal_set(identities.project_number, identities.pool_id, "environment", env_name),
             depends_on=[self.provider],
         )

@@ -45,10 +45,29 @@ class Providers(Construct):
     machine that runs Terraform; nothing is read at synth time and no token is stored in the state.
     """
 
-    def __init__(self, scope: Construct, id_: str, *, project: str, region: str, labels: dict[str, str]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        region: str,
+        labels: dict[str, str],
+        quota_from_project: bool = False,
+    ) -> None:
+        """`quota_from_project`: the planner and deployer are service accounts of another project (delivery.seed),
+        and a client-based API charges a service account's calls to the project it was made in ("Service account:
+        ... the project associated with the service account is used as the quota project",
+        https://cloud.google.com/docs/quotas/set-quota-project), where the environment's APIs are not enabled: every
+        call then names the environment's project as its quota project (user_project_override, billing_project:
+        the provider's guides/provider_reference.html.markdown @ v7.45.0; it needs serviceusage.services.use there,
+        which both hold)."""
         super().__init__(scope, id_)
         self.project, self.region = project, region
-        google("provider").GoogleProvider(self, "google", project=project, region=region, default_labels=labels)
+        quota = {"billing_project": project, "user_project_override": True} if quota_from_project else {}
+        google("provider").GoogleProvider(
+            self, "google", project=project, region=region, default_labels=labels, **quota
+        )
         self._billing: object | None = None
 
     def billing(self) -> object:

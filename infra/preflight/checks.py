@@ -189,9 +189,10 @@ def check_planner(env: Environment, transport: Transport) -> Result:
     """The planner holds what the gate at the apply reads as it (review 10, C5): its project roles and the
     platform's cluster reader role (container.clusters.connect: the release records and CRDs through the cluster's
     DNS endpoint), read from the project's IAM policy (the deployer may read it: projectIamAdmin)."""
-    from infra.constructs.bootstrap import PLANNER_CLUSTER_ROLE_ID, PLANNER_ID, PLANNER_ROLES
+    from infra.constructs.bootstrap import PLANNER_CLUSTER_ROLE_ID, planner_roles
 
-    member = f"serviceAccount:{PLANNER_ID}@{env.project}.iam.gserviceaccount.com"
+    identities = env.delivery_identities
+    member = f"serviceAccount:{identities.planner_email}"
     answer = transport.request(
         "POST", f"{RESOURCE_MANAGER}/projects/{env.project}:getIamPolicy", {"options": {"requestedPolicyVersion": 3}}
     )
@@ -204,7 +205,10 @@ def check_planner(env: Environment, transport: Transport) -> Result:
         for b in answer.body.get("bindings") or []
         if isinstance(b, dict) and member in (b.get("members") or []) and not b.get("condition")
     }
-    wanted = [*PLANNER_ROLES, f"projects/{env.project}/roles/{PLANNER_CLUSTER_ROLE_ID}"]
+    wanted = [
+        *planner_roles(seeded=identities.project != env.project),
+        f"projects/{env.project}/roles/{PLANNER_CLUSTER_ROLE_ID}",
+    ]
     missing = [role for role in wanted if role not in held]
     if not missing:
         return Result("planner", "ok", [f"{member} holds its {len(wanted)} roles (the gate's reads included)"])

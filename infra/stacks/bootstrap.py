@@ -38,7 +38,7 @@ class BootstrapStack(TerraformStack):
             "bootstrap",
             env_name=env.name,
             project=env.project,
-            project_number=env.project_number,
+            identities=env.delivery_identities,
             region=env.region,
             state_bucket=env.state.bucket,
             repository=env.delivery.github.repository,

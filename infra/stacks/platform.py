@@ -39,7 +39,14 @@ class PlatformStack(TerraformStack):
         super().__init__(scope, stack_name(env))
         self.env = env
         GcsBackend(self, bucket=env.state.bucket, prefix=env.state_prefix)
-        providers = Providers(self, "providers", project=env.project, region=env.region, labels=env.labels)
+        providers = Providers(
+            self,
+            "providers",
+            project=env.project,
+            region=env.region,
+            labels=env.labels,
+            quota_from_project=env.delivery_identities.project != env.project,
+        )
         apis = ProjectApis(
             self,
             "apis",
