@@ -42,9 +42,10 @@ from typing import Any, overload
 from infra.catalogue import prices
 from infra.catalogue.accelerators import accelerator_for_machine
 from infra.catalogue.cold_starts import PHASES, phases_text
-from infra.catalogue.controllers import PodsReadyWait, pods_ready_wait
+from infra.catalogue.controllers import PodsReadyWait
 from infra.catalogue.pod_owners import controller_of, template_of
 from infra.config import ConfigError
+from infra.derive.queues import pods_ready_timeout
 from infra.synth.load import load_named
 from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl_in
 from scripts.goodput import GOODPUT_WORKLOAD, Goodput, duration, read_goodput
@@ -572,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     now = datetime.now(UTC)
     queues = queue_rows(objects.pop("ClusterQueue"), env.teams)
-    found = rows(objects, objects.pop("Node"), now, env.teams, pods_ready_wait(env.release.controllers.get("kueue")))
+    timeout = pods_ready_timeout(env)
+    found = rows(objects, objects.pop("Node"), now, env.teams, timeout.wait if timeout is not None else None)
     found, unread = with_goodput(found, env.project, now)
     unseen = next((p["unread"] for p in objects["PendingWorkloads"] if "unread" in p), "")
     for note in (unread, unseen and f"queue positions not read from Kueue's visibility API: {unseen}"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from functools import cached_property
 from typing import Annotated, Literal, Union
 
@@ -148,6 +149,18 @@ CapacitySetting = Annotated[
 ]
 
 
+class QueuedStart(Model):
+    """The slowest measured start of a Kueue-admitted run on a slice: seconds from its admission to every pod Ready
+    (its Workload's PodsReady condition), as `make status ENV=<env>` prints it for each run (pods_ready_s) on the real
+    cluster. Kueue's wait for pods (waitForPodsReady) is set from it (infra/derive/queues.py pods_ready_timeout)."""
+
+    seconds: float = Field(gt=0, le=86_400)
+    measured: date
+    """The day it was read."""
+    source: Annotated[str, StringConstraints(min_length=1)]
+    """Where: the run, the release and the image digest it ran."""
+
+
 class SliceSpec(Model):
     """One accelerator slice as written in the environment file."""
 
@@ -174,6 +187,10 @@ class SliceSpec(Model):
     adds pools and replaces none), trained on together as one multislice job (the training slice)."""
     auto_repair: bool | None = None
     """Default: on, except for flex-start and queued provisioning, whose nodes GKE must not repair."""
+    queued_start: QueuedStart | None = None
+    """Slices Kueue admits runs onto (the training queue's, the batch slices): the slowest measured start of a run
+    on it. Once every such slice has one, Kueue evicts a run whose pods are not all Ready within twice the slowest
+    (at least 10 minutes) instead of its default 30 (infra/derive/queues.py pods_ready_timeout)."""
 
     @property
     def tiers(self) -> list[Capacity]:

@@ -204,6 +204,7 @@ class Environment(Model):
                     )
                 )
         problems += self._seed_problems()
+        problems += self._queued_start_problems()
         seen: dict[tuple[str, str], str] = {}
         for key, ident in self.identities.items():
             ksa = (ident.namespace, ident.service_account)
@@ -284,6 +285,28 @@ class Environment(Model):
                 )
             )
         return problems
+
+    @property
+    def queued_slices(self) -> list[str]:
+        """The slices Kueue admits runs onto: the training queue's slice, and the batch slices (teams borrow these
+        only)."""
+        t = self.training
+        keys = [t.slice] if t is not None and t.queue is not None else []
+        return keys + [k for k in (self.batch.slices if self.batch is not None else []) if k not in keys]
+
+    def _queued_start_problems(self) -> list[Problem]:
+        """A measured start is of a run Kueue admits: on a slice of the training queue or the batch slices."""
+        queued = self.queued_slices
+        return [
+            Finding(
+                ("slices", key, "queued_start"),
+                spec.queued_start.seconds,
+                "no Kueue queue admits runs onto this slice, so no run's start on it sets Kueue's wait; queued "
+                f"slices: {', '.join(queued) or 'none (training.queue, batch.slices)'}",
+            )
+            for key, spec in self.slices.items()
+            if spec.queued_start is not None and key not in queued
+        ]
 
     @property
     def delivery_identities(self) -> DeliveryIdentities:

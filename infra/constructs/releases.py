@@ -25,7 +25,15 @@ from infra.cdk.bindings import helm
 from infra.config import Environment
 from infra.config.training import mebibytes, millicores
 from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
-from infra.derive.queues import COHORT, PRIORITIES, QueueShare, fair_sharing, queue_shares, training_flavors
+from infra.derive.queues import (
+    COHORT,
+    PRIORITIES,
+    QueueShare,
+    fair_sharing,
+    pods_ready_timeout,
+    queue_shares,
+    training_flavors,
+)
 from workloads.constants import CHECKPOINT_MOUNT, MEGASCALE_PORT, MTC_CSI_DRIVER, MTC_MOUNT, RAY_VERSION, TPU_WORKER_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -347,12 +355,17 @@ def kueue_values(env: Environment) -> dict[str, Any]:
 def kueue_controller_values(env: Environment) -> dict[str, Any] | None:
     """The Kueue release's values where the platform sets something of Kueue's Configuration (the chart takes the
     whole file as one value): fair sharing, on where a team has a weight; how long an admitted workload's pods may
-    take to be Ready, at a Kueue that always waits for them (KUEUE_WAIT_FOR_PODS_READY). None otherwise: the chart's
-    own Configuration."""
+    take to be Ready, at a Kueue that always waits for them (KUEUE_WAIT_FOR_PODS_READY, its timeouts from the measured
+    starts where every queued slice has one: pods_ready_timeout). None otherwise: the chart's own Configuration."""
     version = env.release.controllers["kueue"]
+    timeout = pods_ready_timeout(env)
     settings = {
         **({"fairSharing": KUEUE_FAIR_SHARING} if fair_sharing(env) else {}),
-        **({"waitForPodsReady": KUEUE_WAIT_FOR_PODS_READY[version]} if version in KUEUE_WAIT_FOR_PODS_READY else {}),
+        **(
+            {"waitForPodsReady": {**KUEUE_WAIT_FOR_PODS_READY[version], **timeout.durations()}}
+            if timeout is not None
+            else {}
+        ),
     }
     if not settings:
         return None

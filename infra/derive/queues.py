@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from infra.catalogue.controllers import PodsReadyWait, pods_ready_wait
 from infra.config.training import Preemption
 
 if TYPE_CHECKING:
@@ -137,3 +138,52 @@ def training_flavors(env: Environment) -> list[str]:
     if training.launcher == "jobset":
         return [f"{training.queue}-slices"]
     return [f"{training.queue}-{pool}" for pool in env.slices[training.slice].pools(training.slice)]
+
+
+# Kueue's wait for an admitted run's pods, from measured starts: twice the slowest (a start on a real slice varies with
+# the image's cache on the nodes, the nodes' own start and Ray's), and never under 10 minutes.
+START_HEADROOM = 2
+MIN_PODS_READY_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class PodsReadyTimeout:
+    """Kueue's wait for an admitted run's pods as the platform sets it, and why."""
+
+    wait: PodsReadyWait
+    measured: bool  # set from every queued slice's measured start; else Kueue's default
+    why: str
+
+    def durations(self) -> dict[str, str]:
+        """The Configuration's two timeouts, as Go durations in whole minutes where they are (`30m`, `12m`)."""
+        return {"timeout": _duration(self.wait.timeout_s), "recoveryTimeout": _duration(self.wait.recovery_s)}
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
+
+
+def pods_ready_timeout(env: Environment) -> PodsReadyTimeout | None:
+    """How long Kueue lets an admitted run's pods take to be Ready (and again after one fails): START_HEADROOM times
+    the slowest `queued_start` of the queued slices, rounded up to the minute and at least MIN_PODS_READY_TIMEOUT_S,
+    once every queued slice has one; until then Kueue's default, since a slice without a measured start may need all
+    of it. None where the pinned Kueue does not wait for pods."""
+    default = pods_ready_wait(env.release.controllers.get("kueue"))
+    if default is None:
+        return None
+    starts = {k: env.slices[k].queued_start for k in env.queued_slices if k in env.slices}
+    unmeasured = [k for k, start in starts.items() if start is None]
+    if not starts or unmeasured:
+        return PodsReadyTimeout(
+            default, False, f"Kueue's default: no measured start of a run on {', '.join(unmeasured) or 'any slice'}"
+        )
+    slowest_key = max(starts, key=lambda k: starts[k].seconds)  # type: ignore[union-attr]
+    slowest = starts[slowest_key]
+    assert slowest is not None
+    seconds = max(MIN_PODS_READY_TIMEOUT_S, 60 * math.ceil(START_HEADROOM * slowest.seconds / 60))
+    return PodsReadyTimeout(
+        PodsReadyWait(seconds, seconds),
+        True,
+        f"{START_HEADROOM} x the slowest measured start, {slowest.seconds:g} s on {slowest_key} "
+        f"({slowest.measured.isoformat()}), at least {MIN_PODS_READY_TIMEOUT_S // 60} minutes",
+    )

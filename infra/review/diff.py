@@ -27,7 +27,7 @@ from infra.review.model import (
     StackReview,
 )
 from infra.review.monitoring import watching
-from infra.review.queues import team_queues
+from infra.review.queues import pods_ready_wait, team_queues
 
 
 def resources(stack_json: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -222,6 +222,7 @@ def review_stack(
         fallbacks=fallbacks(after),
         engines=engine_args(after),
         queues=team_queues(after),
+        pods_ready_wait=pods_ready_wait(after),
         watching=watching(after),
         confirmed=frozenset(confirmed),
         confirmed_in_change=frozenset(in_change),

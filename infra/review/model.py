@@ -257,6 +257,8 @@ class StackReview:
     engines: list[EngineArgs] = field(default_factory=list)
     # Who can use and borrow what of the batch slices (infra/review/queues.py).
     queues: list[TeamQueue] = field(default_factory=list)
+    # Kueue's wait for an admitted run's pods (waitForPodsReady), as its release writes it; None where it writes none.
+    pods_ready_wait: dict[str, Any] | None = None
     # An offline review whose actions are the real providers' plan of the same change (infra/review/real_plan.py):
     # that plan's file (relative to the plan's folder), and where the offline review's own actions differed from it.
     real_plan: str | None = None

@@ -75,3 +75,16 @@ def _preempts(p: Mapping[str, Any]) -> str:
         f"reclaims its share ({p['reclaimWithinCohort']}); {p['withinClusterQueue']} within; "
         f"while borrowing: {p['borrowWithinCohort']['policy']}"
     )
+
+
+def pods_ready_wait(stack_json: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Kueue's waitForPodsReady as the stack's Kueue release writes it (its Configuration, one value of the chart);
+    None where it writes none."""
+    import yaml
+
+    for _, chart, values in release_values(stack_json):
+        if chart == "kueue":
+            text = ((values.get("managerConfig") or {}).get("controllerManagerConfigYaml")) or ""
+            wait = (yaml.safe_load(text) or {}).get("waitForPodsReady") if text else None
+            return wait if isinstance(wait, dict) else None
+    return None

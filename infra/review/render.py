@@ -250,6 +250,14 @@ def _queues_section(review: StackReview) -> list[str]:
     lenders = {q.queue: q.lends for q in review.queues if q.lends}
     if lenders:
         lines += ["", *(f"The training queue `{name}` lends its slice {lends}." for name, lends in lenders.items())]
+    wait = review.pods_ready_wait
+    if wait is not None:
+        lines += [
+            "",
+            f"Kueue evicts an admitted run whose pods are not all Ready {wait.get('timeout')} after its admission, or "
+            f"{wait.get('recoveryTimeout')} after one of them failed, and queues it again (waitForPodsReady: twice "
+            "the slowest `queued_start` of the queued slices once each has one, else Kueue's default).",
+        ]
     return lines
 
 
