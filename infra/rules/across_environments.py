@@ -137,6 +137,48 @@ def _project_numbers(envs: dict[str, Environment]) -> Iterator[Finding]:
 
 
 @rule(
+    id="iam.seed-project-out-of-every-deployers-reach",
+    system="IAM",
+    layer="apply",
+    summary=(
+        "A seed project (delivery.seed) is no environment's own project: each environment's deployer administers "
+        "the service accounts of its project (roles/iam.serviceAccountAdmin), so a seed that is dev's project puts "
+        "prod's deployer within dev's deployer's reach; and every environment names one seed project by one number."
+    ),
+    source=(
+        "https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/setIamPolicy (grants a "
+        "principal the ability to impersonate the service account); terraform-example-foundation 0-bootstrap (a "
+        "seed project of its own)"
+    ),
+    subject="environments",
+)
+def _seed_projects(envs: dict[str, Environment]) -> Iterator[Finding]:
+    projects = {env.project: name for name, env in envs.items()}
+    numbers: dict[str, tuple[str, str]] = {}
+    for name, env in sorted(envs.items()):
+        seed = env.delivery.seed if env.delivery is not None else None
+        if seed is None:
+            continue
+        where = (name, "delivery", "seed", "project")
+        if seed.project in projects and projects[seed.project] != name:
+            other = projects[seed.project]
+            yield Finding(
+                where,
+                seed.project,
+                f"the project of {other}.yaml, whose deployer administers its service accounts: this environment's "
+                "deployer would be within its reach; give a seed project no environment deploys into",
+            )
+        if seed.project in numbers and numbers[seed.project][1] != seed.project_number:
+            other, number = numbers[seed.project]
+            yield Finding(
+                (name, "delivery", "seed", "project_number"),
+                seed.project_number,
+                f"{other}.yaml gives seed project {seed.project} the number {number}: a project has one number",
+            )
+        numbers.setdefault(seed.project, (name, seed.project_number))
+
+
+@rule(
     id="gce.reservation-not-another-environments",
     system="Compute Engine",
     layer="apply",

@@ -43,6 +43,11 @@ TOGETHER: dict[str, TogetherExample] = {
         "project_number",
         "the number of dev.yaml's project acme-ml-platform-dev, not of acme-ml-platform-prod",
     ),
+    "iam.seed-project-out-of-every-deployers-reach": (
+        lambda d: d["delivery"]["seed"].update(project="acme-ml-platform-dev", project_number="100000000001"),
+        "delivery.seed.project",
+        "the project of dev.yaml, whose deployer administers its service accounts",
+    ),
 }
 
 
@@ -53,3 +58,26 @@ def test_each_rule_fails_on_its_example(rule_id: str, request: pytest.FixtureReq
 
 def test_every_rule_of_the_module_has_a_failing_example() -> None:
     assert_every_rule_has_an_example("across_environments", TOGETHER)
+
+
+def test_two_environments_that_give_one_seed_project_two_numbers_are_refused() -> None:
+    """Their federations' principals are named with the number: one of the two matches no token."""
+    from infra.config import environments_dir
+    from infra.rules.across_environments import _seed_projects
+    from infra.synth.load import load_all
+
+    envs = load_all(environments_dir())
+    prod = envs["prod"]
+    assert prod.delivery is not None and prod.delivery.seed is not None
+    seed = prod.delivery.seed
+    dev = envs["dev"]
+    assert dev.delivery is not None
+    other = seed.model_copy(update={"project_number": "100000000008"})
+    envs["dev"] = dev.model_copy(update={"delivery": dev.delivery.model_copy(update={"seed": other})})
+    assert [(f.path, f.value, f.message) for f in _seed_projects(envs)] == [
+        (
+            ("prod", "delivery", "seed", "project_number"),
+            "100000000009",
+            "dev.yaml gives seed project acme-ml-platform-seed the number 100000000008: a project has one number",
+        )
+    ]
