@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -145,21 +145,27 @@ def losses(ckpt: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in records if "step" in r]  # not a checkpoint's line (`saved`)
 
 
-def dev_edited(tmp_path: Path, *edits: tuple[str, str]) -> Path:
-    """dev.yaml with `edits` (text, replacement; each text must be there), beside the other environments, in
-    `tmp_path`/environments: the path of the edited dev.yaml."""
+def dev_edited(
+    tmp_path: Path,
+    *edits: tuple[str, str],
+    folder: str = "environments",
+    transform: Callable[[str], str] | None = None,
+) -> Path:
+    """dev.yaml with `transform` applied, then `edits` (text, replacement; each text must be there), beside the
+    other environments, in `tmp_path`/`folder`: the path of the edited dev.yaml."""
     from infra.config import ENVIRONMENTS_DIR
 
-    folder = tmp_path / "environments"
-    folder.mkdir()
+    out = tmp_path / folder
+    out.mkdir()
     for path in ENVIRONMENTS_DIR.glob("*.yaml"):
         text = path.read_text()
         if path.stem == "dev":
+            text = transform(text) if transform is not None else text
             for old, new in edits:
                 assert old in text, old
                 text = text.replace(old, new, 1)
-        (folder / path.name).write_text(text)
-    return folder / "dev.yaml"
+        (out / path.name).write_text(text)
+    return out / "dev.yaml"
 
 
 def picker_config(objects: list[dict[str, Any]], release: str) -> dict[str, Any]:

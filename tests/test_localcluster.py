@@ -19,7 +19,7 @@ import yaml
 
 from infra.catalogue import upstream
 from infra.cdk.layout import read_stack
-from infra.config import ENVIRONMENTS_DIR, PLACEHOLDER_DIGEST
+from infra.config import PLACEHOLDER_DIGEST
 from infra.engine import build
 from infra.localcluster import apply, nodes
 from infra.localcluster.cluster import Cluster
@@ -28,7 +28,7 @@ from infra.review.costs import pool_cost
 from infra.rules.run import stack_releases
 from scripts import deploy_local, rehearse, status
 from scripts.cli import main as platform_main
-from tests.helpers import REPO, charts_with_fixed_jetstream_name
+from tests.helpers import REPO, charts_with_fixed_jetstream_name, dev_edited
 from tests.in_process import run_main
 
 
@@ -193,21 +193,16 @@ def _envs(
 ) -> Path:
     """The environments with dev's trainer (`every`: each of its images) at `digest` and each of `edits` (text:
     replacement) made in dev.yaml."""
-    folder = tmp_path / name
-    folder.mkdir()
-    for path in ENVIRONMENTS_DIR.glob("*.yaml"):
-        text = path.read_text()
-        if path.stem == "dev":
-            if digest is not None and every:
-                assert text.count(f"@{PLACEHOLDER_DIGEST}") >= 5
-                text = text.replace(f"@{PLACEHOLDER_DIGEST}", f"@{digest}")
-            elif digest is not None:
-                text = re.sub(r"(/trainer@)" + re.escape(PLACEHOLDER_DIGEST), r"\g<1>" + digest, text)
-            for old, new in (edits or {}).items():
-                assert old in text, old
-                text = text.replace(old, new, 1)
-        (folder / path.name).write_text(text)
-    return folder
+
+    def pinned(text: str) -> str:
+        if digest is not None and every:
+            assert text.count(f"@{PLACEHOLDER_DIGEST}") >= 5
+            return text.replace(f"@{PLACEHOLDER_DIGEST}", f"@{digest}")
+        if digest is not None:
+            return re.sub(r"(/trainer@)" + re.escape(PLACEHOLDER_DIGEST), r"\g<1>" + digest, text)
+        return text
+
+    return dev_edited(tmp_path, *(edits or {}).items(), folder=name, transform=pinned).parent
 
 
 def _ray(cluster: Cluster) -> tuple[dict[str, Any], list[dict[str, Any]]]:
