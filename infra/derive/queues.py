@@ -151,8 +151,7 @@ class PodsReadyTimeout:
     """Kueue's wait for an admitted run's pods as the platform sets it, and why."""
 
     wait: PodsReadyWait
-    measured: bool  # set from every queued slice's measured start; else Kueue's default
-    why: str
+    why: str  # from which measured start, or why Kueue's default
 
     def durations(self) -> dict[str, str]:
         """The Configuration's two timeouts, as Go durations in whole minutes where they are (`30m`, `12m`)."""
@@ -171,19 +170,17 @@ def pods_ready_timeout(env: Environment) -> PodsReadyTimeout | None:
     default = pods_ready_wait(env.release.controllers.get("kueue"))
     if default is None:
         return None
-    starts = {k: env.slices[k].queued_start for k in env.queued_slices if k in env.slices}
-    unmeasured = [k for k, start in starts.items() if start is None]
-    if not starts or unmeasured:
+    keys = [k for k in env.queued_slices if k in env.slices]
+    measured = {k: start for k in keys if (start := env.slices[k].queued_start) is not None}
+    unmeasured = [k for k in keys if k not in measured]
+    if not measured or unmeasured:
         return PodsReadyTimeout(
-            default, False, f"Kueue's default: no measured start of a run on {', '.join(unmeasured) or 'any slice'}"
+            default, f"Kueue's default: no measured start of a run on {', '.join(unmeasured) or 'any slice'}"
         )
-    slowest_key = max(starts, key=lambda k: starts[k].seconds)  # type: ignore[union-attr]
-    slowest = starts[slowest_key]
-    assert slowest is not None
+    slowest_key, slowest = max(measured.items(), key=lambda item: item[1].seconds)
     seconds = max(MIN_PODS_READY_TIMEOUT_S, 60 * math.ceil(START_HEADROOM * slowest.seconds / 60))
     return PodsReadyTimeout(
         PodsReadyWait(seconds, seconds),
-        True,
         f"{START_HEADROOM} x the slowest measured start, {slowest.seconds:g} s on {slowest_key} "
         f"({slowest.measured.isoformat()}), at least {MIN_PODS_READY_TIMEOUT_S // 60} minutes",
     )
