@@ -15,8 +15,8 @@ from pydantic import StringConstraints, field_validator
 from infra.config.base import Model, Name, ProjectId, ProjectNumber
 
 # The planner's and deployer's service accounts and the GitHub federation's pool, in the environment's own project.
-# In a seed project, which several environments may share, each environment's get its name: planner-<env>,
-# deployer-<env>, github-<env> (DeliveryIdentities).
+# In a seed project, which several environments may share, each environment's accounts and pool carry its name:
+# planner-<env>, deployer-<env>, github-<env> (DeliveryIdentities).
 PLANNER_ID = "platform-planner"
 DEPLOYER_ID = "platform-deployer"
 POOL_ID = "github"
