@@ -97,3 +97,17 @@ def test_the_review_says_how_long_kueue_waits_for_a_runs_pods(tmp_path: Path) ->
         "Kueue evicts an admitted run whose pods are not all Ready 24m after its admission, or 24m after one of them "
         "failed, and queues it again"
     ) in said
+
+
+def test_an_environment_without_teams_is_told_kueues_wait_too() -> None:
+    """prod has no teams, so no queue table; its runs are evicted all the same."""
+    import json
+
+    from infra.review import review_stack
+    from infra.review.render import render
+    from tests.helpers import REPO
+
+    prod = json.loads((REPO / "tests" / "snapshots" / "platform-prod.json").read_text())
+    said = render(review_stack("platform-prod", prod, None))
+    assert "## Batch queues" in said and "| queue |" not in said
+    assert "Kueue evicts an admitted run whose pods are not all Ready 30m after its admission" in said

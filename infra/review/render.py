@@ -217,12 +217,27 @@ def _fallback_usd(tiers: list[PoolCost]) -> tuple[float | None, float | None]:
 
 
 def _queues_section(review: StackReview) -> list[str]:
-    """Who can use and borrow what of the batch slices (Kueue, one cohort)."""
+    """Who can use and borrow what of the batch slices (Kueue, one cohort), and how long Kueue waits for a run's
+    pods."""
+    wait = review.pods_ready_wait
+    if not review.queues and wait is None:
+        return []
+    lines = ["", "## Batch queues", *_team_queue_lines(review)]
+    if wait is not None:
+        lines += [
+            "",
+            f"Kueue evicts an admitted run whose pods are not all Ready {wait.get('timeout')} after its admission, or "
+            f"{wait.get('recoveryTimeout')} after one of them failed, and queues it again (waitForPodsReady: twice "
+            "the slowest `queued_start` of the queued slices once each has one, else Kueue's default).",
+        ]
+    return lines
+
+
+def _team_queue_lines(review: StackReview) -> list[str]:
+    """The teams' queues and the platform's: what each is guaranteed, may borrow and lends."""
     if not review.queues:
         return []
     lines = [
-        "",
-        "## Batch queues",
         "",
         "Each team's Kueue queue and the platform's own, in one cohort: guaranteed accelerators of each batch slice",
         "(and of the training slice's pools, where teams may borrow it), and at most how many more each may borrow",
@@ -250,14 +265,6 @@ def _queues_section(review: StackReview) -> list[str]:
     lenders = {q.queue: q.lends for q in review.queues if q.lends}
     if lenders:
         lines += ["", *(f"The training queue `{name}` lends its slice {lends}." for name, lends in lenders.items())]
-    wait = review.pods_ready_wait
-    if wait is not None:
-        lines += [
-            "",
-            f"Kueue evicts an admitted run whose pods are not all Ready {wait.get('timeout')} after its admission, or "
-            f"{wait.get('recoveryTimeout')} after one of them failed, and queues it again (waitForPodsReady: twice "
-            "the slowest `queued_start` of the queued slices once each has one, else Kueue's default).",
-        ]
     return lines
 
 
