@@ -1072,6 +1072,18 @@ FAIR_SHARING = {
     "    borrow_training: true\n": "    borrow_training: true\n    weight: 3\n"
     "  vision:\n    namespace: ml-gpu\n    quota: {a3mega: 0}\n    weight: 1\n",
 }
+# Starts measured on both queued slices (slices.<key>.queued_start): Kueue's wait for a run's pods becomes twice the
+# slowest, 2 x 400 s = 14 minutes, instead of its default 30 (infra/derive/queues.py pods_ready_timeout).
+MEASURED_STARTS = {
+    "    machine_type: ct6e-standard-4t\n    capacity:\n      type: on-demand\n": (
+        "    machine_type: ct6e-standard-4t\n    capacity:\n      type: on-demand\n"
+        "    queued_start: {seconds: 400, measured: 2026-12-05, source: local}\n"
+    ),
+    "    zone: us-east5-a\n    capacity:\n      type: queued\n": (
+        "    zone: us-east5-a\n    capacity:\n      type: queued\n"
+        "    queued_start: {seconds: 250, measured: 2026-12-05, source: local}\n"
+    ),
+}
 
 
 @pytest.mark.slow
@@ -1083,7 +1095,11 @@ def test_jobset_runs_of_maxtext_wait_their_turn_and_each_takes_the_whole_slice(c
     JobSet did from their events, and the JobSets are gone when they end (ttlSecondsAfterFinished: 0). The deploy
     also weighs the teams (FAIR_SHARING: Kueue's fair sharing on), for the fair-sharing test after the rehearsal;
     the training queue's one flavor is within its own quota either way."""
-    edits = {"  queue: training\n": "  queue: training\n  runs: jobs\n  launcher: jobset\n", **FAIR_SHARING}
+    edits = {
+        "  queue: training\n": "  queue: training\n  runs: jobs\n  launcher: jobset\n",
+        **FAIR_SHARING,
+        **MEASURED_STARTS,
+    }
     envs = _envs(cluster_dir, "jobset-runs", edits=edits)
     code, out, err = _deploy(cluster_dir, envs)
     assert code == 0, (out + err)[-4000:]
@@ -1250,6 +1266,13 @@ def test_teams_borrow_by_their_weights_under_the_real_kueues_fair_sharing_and_gi
             queues()["vision"].get("status", {}).get("fairSharing") or {}
         ), describe=lambda: queues()["vision"].get("status"))  # fmt: skip
         assert queues()["research"]["spec"]["fairSharing"] == {"weight": "3"}
+        # The same deploy recorded both queued slices' starts: the Configuration the running Kueue read waits twice
+        # the slowest for a run's pods.
+        running = yaml.safe_load((cluster.folder / "controllers" / "kueue-config.yaml").read_text())
+        assert {k: running["waitForPodsReady"][k] for k in ("timeout", "recoveryTimeout")} == {
+            "timeout": "14m",
+            "recoveryTimeout": "14m",
+        }
         submit("research", 16)
         submit("vision", 8)
         _until("the lent GPUs split 3 to 1", lambda: reserved() == {"research": 14, "vision": 2, "gpu": 0},
