@@ -50,7 +50,8 @@ from infra.derive.queues import queue_shares
 from infra.localcluster.cluster import Cluster, ClusterError
 from infra.synth.load import load_named
 from scripts.parser import ArgumentParser, refuse
-from scripts.status import ACCELERATORS, PLATFORM, _conditions, _kueue_state, _node_price, columns, money
+from scripts.status import ACCELERATORS, _conditions, _kueue_state, _node_price
+from scripts.status_queues import PLATFORM, columns, money
 
 LABEL = "platform.local/rehearsal"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -33,7 +33,7 @@ import math
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -44,14 +44,14 @@ from infra.catalogue.accelerators import accelerator_for_machine
 from infra.catalogue.cold_starts import PHASES, phases_text
 from infra.catalogue.controllers import PodsReadyWait
 from infra.catalogue.pod_owners import controller_of, template_of
-from infra.config import ConfigError
+from infra.config import ConfigError, Environment
 from infra.derive.queues import pods_ready_timeout
 from infra.synth.load import load_named
 from scripts.cluster_access import ToolsMissing, Unreachable, cluster_env, kubectl_in
 from scripts.goodput import GOODPUT_WORKLOAD, Goodput, duration, read_goodput
 from scripts.parser import ArgumentParser, refuse
+from scripts.status_queues import columns, money, queue_rows, queue_table, team_of
 
-PLATFORM = "platform"
 # kubectl's words for a kind the cluster does not serve (its CRD not installed).
 NOT_SERVED = "the server doesn't have a resource type"
 # The kinds a row can be, as `kubectl get` names them; the pods and what they need to be followed to a row.
@@ -106,70 +106,6 @@ class Row:
     # A waiting run's place in its ClusterQueue as Kueue's visibility API says it (0: the next it admits), of how
     # many waiting there; None where it does not wait, or the API did not answer.
     queue_position: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    """One of Kueue's ClusterQueues as its status says it now (apis/kueue/v1beta2/clusterqueue_types.go)."""
-
-    name: str
-    team: str  # as Row.team: the team the queue is named after, else the platform's
-    weight: str | None  # spec.fairSharing.weight where set (Kueue weighs a queue without one 1)
-    waiting: int  # status.pendingWorkloads
-    reserving: int  # status.reservingWorkloads: quota reserved (admitted, or waiting on admission checks)
-    admitted: int  # status.admittedWorkloads
-    holds: tuple[str, ...]  # per flavor and resource reserved: "a3mega nvidia.com/gpu 14 (6 borrowed)"
-    share: int | None  # status.fairSharing.weightedShare: None where fair sharing is off
-
-
-def team_of(queue: str | None, teams: set[str]) -> str:
-    """The team whose queue `queue` is (each team's queue is named after it), else the platform's."""
-    return queue if queue in teams else PLATFORM
-
-
-def queue_rows(queues: list[dict[str, Any]], teams: Iterable[str] = ()) -> list[QueueRow]:
-    """The ClusterQueues read, by name; a queue named after one of `teams` is that team's."""
-    teams = set(teams)
-    out = []
-    for queue in sorted(queues, key=lambda q: q["metadata"]["name"]):
-        name, spec, state = queue["metadata"]["name"], queue.get("spec") or {}, queue.get("status") or {}
-        holds = tuple(
-            f"{flavor['name']} {r['name']} {r['total']}"
-            + (f" ({r['borrowed']} borrowed)" if r.get("borrowed", "0") != "0" else "")
-            for flavor in state.get("flavorsReservation") or []
-            for r in flavor.get("resources") or []
-            if str(r.get("total", "0")) != "0"
-        )
-        fair = state.get("fairSharing")
-        out.append(
-            QueueRow(
-                name, team_of(name, teams), (spec.get("fairSharing") or {}).get("weight"),
-                int(state.get("pendingWorkloads", 0)), int(state.get("reservingWorkloads", 0)),
-                int(state.get("admittedWorkloads", 0)), holds, None if fair is None else int(fair["weightedShare"]),
-            )
-        )  # fmt: skip
-    return out
-
-
-def queue_table(found: list[QueueRow]) -> list[str]:
-    """The queues as lines a person reads, under the rows' table; the weight and share columns only where fair
-    sharing is on (a queue carries a weighted share)."""
-    fair = any(q.share is not None for q in found)
-    header = ("QUEUE", "TEAM", *(("WEIGHT",) if fair else ()), "WAITING", "RESERVING", "ADMITTED", "HOLDS",
-              *(("SHARE",) if fair else ()))  # fmt: skip
-    lines = [header]
-    for q in found:
-        weight = ((q.weight or "1"),) if fair else ()
-        share = (("-" if q.share is None else str(q.share)),) if fair else ()
-        lines.append((q.name, q.team, *weight, str(q.waiting), str(q.reserving), str(q.admitted),
-                      ", ".join(q.holds) or "-", *share))  # fmt: skip
-    said = (
-        "queues (Kueue's ClusterQueues; fair sharing on: a queue's share is what it borrows over what its cohort "
-        "lends, divided by its weight, and Kueue lends to the lowest and preempts the highest)"
-        if fair
-        else "queues (Kueue's ClusterQueues)"
-    )
-    return [said, *columns(lines)]
 
 
 def _accelerated(obj: dict[str, Any]) -> bool:
@@ -447,21 +383,6 @@ def _age(since: str | None, now: datetime) -> str:
     return duration((now - _time(since)).total_seconds()) if since else "-"
 
 
-def money(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f}"
-
-
-def columns(lines: Sequence[tuple[str, ...]], notes: Mapping[int, str] | None = None) -> list[str]:
-    """`lines` (the header first) in aligned columns, each note (line index -> text) on a line under its line."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    out = []
-    for i, line in enumerate(lines):
-        out.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
-        if notes and i in notes:
-            out.append(f"    {notes[i]}")
-    return out
-
-
 def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = None) -> str:
     """The rows as a table a person reads, each row's reason on a line under it; the footer splits what is held now
     by team, beside a team's budget per hour (`budgets`: team -> USD a month) where it has one."""
@@ -502,6 +423,39 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
     shares = ", ".join(share(t, v) for t, v in by_team.items())
     text.append(f"held now: {money(total)} USD/h ({shares}) at list price ({prices.PRICE_SOURCE})")
     return "\n".join(text)
+
+
+def measured_starts(env: Environment, found: list[Row]) -> dict[str, tuple[float, str]]:
+    """Per queued slice (the training queue's, the batch slices), the slowest start of a run on it read now: its
+    seconds from admission to every pod Ready (pods_ready_s) and the run."""
+    slice_of = {pool: key for key in env.queued_slices if key in env.slices for pool in env.slices[key].pools(key)}
+    slowest: dict[str, tuple[float, str]] = {}
+    for row in found:
+        seconds = row.pods_ready_s
+        if seconds is None:
+            continue
+        for key in {slice_of[p] for p in row.pools if p in slice_of}:
+            if key not in slowest or seconds > slowest[key][0]:
+                slowest[key] = (seconds, f"{row.namespace}/{row.name}")
+    return slowest
+
+
+def starts_to_record(env: Environment, measured: dict[str, tuple[float, str]], now: datetime) -> list[str]:
+    """What to add to the environment file for Kueue's wait for pods (slices.<key>.queued_start): each queued
+    slice's start read now that is slower than the one recorded, or that has none."""
+    lines = [
+        f"  slices.{key}.queued_start: {{seconds: {math.ceil(seconds)}, measured: {now:%Y-%m-%d}, "
+        f'source: "make status ENV={env.name}, {run}"}}'
+        for key, (seconds, run) in sorted(measured.items())
+        if (recorded := env.slices[key].queued_start) is None or recorded.seconds < seconds
+    ]
+    if not lines:
+        return []
+    return [
+        f"starts to record in {env.name}.yaml, each the slowest read so far on its slice (Kueue's wait for a run's "
+        "pods is twice the slowest once every queued slice has one: docs/operations.md):",
+        *lines,
+    ]
 
 
 def with_goodput(found: list[Row], project: str, now: datetime, client: Any = None) -> tuple[list[Row], str]:
@@ -582,7 +536,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps({"environment": env.name, "read_at": now.isoformat(timespec="seconds"),
-                          "rows": [asdict(r) for r in found], "queues": [asdict(q) for q in queues]},
+                          "rows": [asdict(r) for r in found], "queues": [asdict(q) for q in queues],
+                          "measured_starts": {k: {"seconds": v[0], "run": v[1]}
+                                              for k, v in measured_starts(env, found).items()}},
                          indent=2))  # fmt: skip
     else:
         print(f"{env.name}: cluster {env.cluster.name}, read {now:%Y-%m-%d %H:%M} UTC")
@@ -590,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         print(table(found, now, budgets))
         if queues:
             print("\n".join(queue_table(queues)))
+        record = starts_to_record(env, measured_starts(env, found), now)
+        if record:
+            print("\n".join(["", *record]))
     return 0
 
 

@@ -228,8 +228,11 @@ def _platform(cluster: Cluster, *argv: str, envs: Path | None = None) -> str:
 
 def _status(cluster: Cluster, envs: Path | None = None) -> dict[str, dict[str, Any]]:
     """`make status ENV=dev JSON=1` against this cluster: its rows by namespace/name."""
-    rows = json.loads(_platform(cluster, "status", "dev", "--json", envs=envs))["rows"]
-    return {f"{r['namespace']}/{r['name']}": r for r in rows}
+    return _rows(json.loads(_platform(cluster, "status", "dev", "--json", envs=envs)))
+
+
+def _rows(shown: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f"{r['namespace']}/{r['name']}": r for r in shown["rows"]}
 
 
 @pytest.fixture(scope="module")
@@ -360,7 +363,8 @@ def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_hold
         assert cluster.get("pods", "-n", "ml-training", "-l", "ray.io/cluster=second")["items"] == []
         # `make status`: the first holds the whole slice (its four hosts, at the review's price of dev's pool
         # `train`), the second waits with Kueue's reason and holds nothing.
-        rows = _status(cluster)
+        shown = json.loads(_platform(cluster, "status", "dev", "--json"))
+        rows = _rows(shown)
         holding, waiting = rows[f"ml-training/{first['metadata']['name']}"], rows["ml-training/second"]
         assert (holding["kind"], holding["queue"], holding["state"], holding["ready"]) == (
             "RayCluster",
@@ -376,6 +380,10 @@ def test_a_second_training_cluster_in_the_queue_waits_whole_while_the_first_hold
         # Kueue 0.19 waits for an admitted workload's pods (waitForPodsReady): its PodsReady condition, Started, says
         # when every pod was Ready, and the row says how long after the admission that was (KWOK's kubelet: seconds).
         assert 0 <= holding["pods_ready_s"] < WAIT_S, holding
+        # ...and that start is what `make status` offers to record for the training slice (slices.train.queued_start).
+        assert shown["measured_starts"] == {
+            "train": {"seconds": holding["pods_ready_s"], "run": f"ml-training/{first['metadata']['name']}"}
+        }
         assert (waiting["queue"], waiting["state"], waiting["holds"], waiting["usd_so_far"]) == (
             "training",
             "waiting",

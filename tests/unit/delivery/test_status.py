@@ -500,3 +500,32 @@ def test_a_waiting_run_says_its_place_in_line_as_kueues_visibility_api_gives_it(
 
     unread = status.read(refused, ["ml-training"])["PendingWorkloads"]
     assert unread == [{"unread": "Error from server (ServiceUnavailable): the server is currently unable"}]
+
+
+def test_status_names_each_queued_slices_slowest_start_to_record_where_it_is_slower_than_the_recorded() -> None:
+    """Kueue's wait for a run's pods is set from each queued slice's recorded start (slices.<key>.queued_start):
+    `make status` names the lines to add, each the slowest run read on its slice, only where it is slower than what
+    the file records (or the file records none)."""
+    from infra.config import environments_dir
+    from infra.config.compute import QueuedStart
+    from infra.synth.load import load_all
+
+    dev = load_all(environments_dir())["dev"]
+
+    def row(name: str, pools: tuple[str, ...], seconds: float | None) -> status.Row:
+        return status.Row("RayJob", "ml-training", name, "training", "platform", "running", "", 4, 4, "", pools,
+                          None, None, None, pods_ready_s=seconds)  # fmt: skip
+
+    found = [row("r1", ("train",), 212.4), row("r2", ("train",), 388.2), row("j1", ("a3mega",), None)]
+    measured = status.measured_starts(dev, found)
+    assert measured == {"train": (388.2, "ml-training/r2")}, "the slowest of the train slice's; j1 has not started"
+    now = datetime(2026, 12, 5, 12, tzinfo=UTC)
+    said = status.starts_to_record(dev, measured, now)
+    assert said[1] == (
+        '  slices.train.queued_start: {seconds: 389, measured: 2026-12-05, source: "make status ENV=dev, '
+        'ml-training/r2"}'
+    )
+    # Already recorded at least as slow: nothing to add.
+    recorded = QueuedStart(seconds=400, measured=now.date(), source="earlier")
+    slices = {**dev.slices, "train": dev.slices["train"].model_copy(update={"queued_start": recorded})}
+    assert status.starts_to_record(dev.model_copy(update={"slices": slices}), measured, now) == []
