@@ -534,11 +534,11 @@ def main(argv: list[str] | None = None) -> int:
     for note in (unread, unseen and f"queue positions not read from Kueue's visibility API: {unseen}"):
         if note:
             print(f"note: {note}", file=sys.stderr)
+    measured = measured_starts(env, found)
     if args.json:
         print(json.dumps({"environment": env.name, "read_at": now.isoformat(timespec="seconds"),
                           "rows": [asdict(r) for r in found], "queues": [asdict(q) for q in queues],
-                          "measured_starts": {k: {"seconds": v[0], "run": v[1]}
-                                              for k, v in measured_starts(env, found).items()}},
+                          "measured_starts": {k: {"seconds": v[0], "run": v[1]} for k, v in measured.items()}},
                          indent=2))  # fmt: skip
     else:
         print(f"{env.name}: cluster {env.cluster.name}, read {now:%Y-%m-%d %H:%M} UTC")
@@ -546,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(found, now, budgets))
         if queues:
             print("\n".join(queue_table(queues)))
-        record = starts_to_record(env, measured_starts(env, found), now)
+        record = starts_to_record(env, measured, now)
         if record:
             print("\n".join(["", *record]))
     return 0

@@ -214,8 +214,7 @@ class Bootstrap(Construct):
             display_name=f"Terraform deployer of {env_name} (approved jobs on main)",
             depends_on=home_apis,
         )
-        self.planner_project = identities.project
-        self._grants(project)
+        self._grants(project, seeded=identities.project != project)
         self._federation(env_name, identities, repository, repository_owner_id, plans_from_main_only, home_apis)
 
     def _state_bucket(self, project: str, name: str, region: str, apis: list[Any]) -> Any:
@@ -243,7 +242,7 @@ class Bootstrap(Construct):
             depends_on=apis,
         )
 
-    def _grants(self, project: str) -> None:
+    def _grants(self, project: str, *, seeded: bool) -> None:
         """The planner's and the deployer's rights: the state bucket's objects, and their project roles."""
         bucket_member = google("storage_bucket_iam_member").StorageBucketIamMember
         bucket_member(
@@ -261,7 +260,7 @@ class Bootstrap(Construct):
             member=f"serviceAccount:{self.deployer.email}",
         )
         project_member = google("project_iam_member").ProjectIamMember
-        for role in planner_roles(seeded=self.planner_project != project):
+        for role in planner_roles(seeded=seeded):
             project_member(
                 self,
                 f"planner-{role.split('/')[1].replace('.', '-')}",

@@ -159,11 +159,10 @@ def _seed_projects(envs: dict[str, Environment]) -> Iterator[Finding]:
         seed = env.delivery.seed if env.delivery is not None else None
         if seed is None:
             continue
-        where = (name, "delivery", "seed", "project")
         if seed.project in projects and projects[seed.project] != name:
             other = projects[seed.project]
             yield Finding(
-                where,
+                (name, "delivery", "seed", "project"),
                 seed.project,
                 f"the project of {other}.yaml, whose deployer administers its service accounts: this environment's "
                 "deployer would be within its reach; give a seed project no environment deploys into",
