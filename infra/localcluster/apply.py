@@ -210,6 +210,7 @@ class LocalApply:
         self.cluster = cluster
         self.controllers = Controllers(cluster)
         self.folder = cluster.folder / "engine" / stack_name
+        self.crds_sent = False  # whether the last gke_crds() sent them
 
     def gke_crds(self) -> list[str]:
         """Apply the CRDs GKE itself installs (see the module doc); their names. Not sent again where the last apply
@@ -237,8 +238,10 @@ class LocalApply:
         digest = hashlib.sha256(text.encode()).hexdigest()
         stamp = self.cluster.folder / CRDS_APPLIED
         recorded = json.loads(stamp.read_text()) if stamp.is_file() else {}
+        self.crds_sent = False
         if recorded.get("digest") == digest and recorded.get("generations") == self.established(names):
             return names
+        self.crds_sent = True
         stamp.unlink(missing_ok=True)
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=text)
         deadline = time.monotonic() + 300
@@ -281,7 +284,8 @@ class LocalApply:
         stack = json.loads((stack_dir / STACK_FILE).read_text())
         config = configuration(stack, stack_dir, self.cluster.kubeconfig)
         crd_names = self.gke_crds()
-        print(f"deploy-local: GKE's own CRDs applied: {len(crd_names)}", file=log)
+        said = "applied" if self.crds_sent else "as the last apply left them (not sent)"
+        print(f"deploy-local: GKE's own CRDs ({len(crd_names)}): {said}", file=log)
         self.controllers.start_kuberay()
         if not self.applied():
             self.cluster.record_baseline()  # what a destroy compares with (infra/localcluster/destroy.py)
