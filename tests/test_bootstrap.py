@@ -135,16 +135,20 @@ def test_the_planner_reads_and_the_deployer_covers_every_resource_type_of_its_st
         members = _resources(stack, "google_project_iam_member")
         planner = {m["role"] for m in members if "planner" in m["member"]}
         deployer = {m["role"] for m in members if "deployer" in m["member"]}
-        # A planner of a seed project names the environment's project as its calls' quota project (the platform
-        # stack's provider sets user_project_override), which needs serviceusage.services.use there.
-        seeded = {"roles/serviceusage.serviceUsageConsumer"} if env == "prod" else set()
+        # Where a google provider of the platform stack names the environment's project as its calls' quota
+        # project (user_project_override: every one where the accounts are a seed's, the billing alias of a budget),
+        # the planner's plan calls through it need serviceusage.services.use there, which roles/viewer lacks.
+        platform = json.loads((REPO / "tests" / "snapshots" / f"platform-{env}.json").read_text())
+        overrides = [p for p in platform["provider"]["google"] if p.get("user_project_override")]
+        assert overrides, f"{env}: both environments have a budget, and prod a seed"
+        consumer = {"roles/serviceusage.serviceUsageConsumer"} if overrides else set()
         assert {r for r in planner if r.startswith("roles/")} == {
             "roles/viewer",
             "roles/iam.securityReviewer",
             "roles/container.viewer",
-            *seeded,
+            *consumer,
         }
-        assert len(planner) == 4 + len(seeded), "and the platform's own role of what the gate reads in the cluster"
+        assert len(planner) == 4 + len(consumer), "and the platform's own role of what the gate reads in the cluster"
         assert not any(r.endswith(("admin", "Admin", "owner", "editor")) for r in planner)
         assert "roles/owner" not in deployer and "roles/editor" not in deployer
         # The budget's roles are the billing account's, granted there.
@@ -156,7 +160,6 @@ def test_the_planner_reads_and_the_deployer_covers_every_resource_type_of_its_st
             ("roles/billing.costsManager", "deployer", "01A2B3-C4D5E6-F7A8B9"),
             ("roles/billing.viewer", "planner", "01A2B3-C4D5E6-F7A8B9"),
         }
-        platform = json.loads((REPO / "tests" / "snapshots" / f"platform-{env}.json").read_text())
         for rtype in platform["resource"]:
             role = deployer_role(rtype)
             assert role is not None, f"{rtype}: no deployer role manages it (DEPLOYER_ROLES)"

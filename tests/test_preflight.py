@@ -322,9 +322,24 @@ def test_a_planner_without_the_cluster_reader_role_is_named_with_what_it_lacks_a
     assert code == 1
     assert (
         "FAIL planner\n    serviceAccount:platform-planner@acme-ml-platform-dev.iam.gserviceaccount.com lacks "
-        f"{role}: the plan jobs cannot read what the gate at the apply reads"
+        f"{role}: the plan jobs' calls that need them are refused (what the gate at the apply reads"
     ) in err
     assert "apply the bootstrap stack of dev" in err
+
+
+def test_a_planner_without_the_quota_role_where_the_budgets_provider_names_the_project_is_named(
+    cloud: Path, synth_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dev's planner is its own project's, but dev has a budget: the platform stack's billing provider names dev's
+    project as its calls' quota project, which needs serviceusage.services.use there (roles/viewer lacks it), so a
+    real plan's refresh of the budget is refused without serviceUsageConsumer."""
+    consumer = "roles/serviceusage.serviceUsageConsumer"
+    _edit(
+        cloud, "iam-policy-dev.json", lambda b: b.update(bindings=[x for x in b["bindings"] if x["role"] != consumer])
+    )
+    code, _, err = _preflight(synth_dir, capsys)
+    assert code == 1
+    assert f"lacks {consumer}: " in err and "the calls that name acme-ml-platform-dev as their quota project" in err
 
 
 def test_prods_planner_is_looked_up_in_its_seed_project_with_its_quota_role(

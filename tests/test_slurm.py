@@ -306,6 +306,19 @@ def test_the_blueprint_takes_its_node_counts_capacity_and_tcpxo_pair_from_the_sl
     assert blueprint(env)["terraform_providers"]["google"]["version"] == GOOGLE_PROVIDER_VERSION
 
 
+def test_a_seed_projects_deployer_names_the_environments_project_as_the_slurm_clusters_quota_project(
+    envs: dict[str, Environment],
+) -> None:
+    """prod's deployer is a seed project's account (delivery.seed): a client-based API charges its calls to the seed,
+    where the cluster's APIs are not enabled, unless the provider names the environment's project, as the platform
+    stack's does. dev's accounts are its own project's: nothing to name."""
+    for name, named in (("prod", True), ("dev", False)):
+        for provider in blueprint(envs[name])["terraform_providers"].values():
+            configuration = provider["configuration"]
+            assert (configuration.get("billing_project") == "$(vars.project_id)") is named, name
+            assert configuration.get("user_project_override", False) is named, name
+
+
 def test_a_reservation_gives_static_nodes_and_spot_gives_spot_vms(tmp_path: Path) -> None:
     text = DEV.replace(
         "    capacity: {type: flex-start, max_run_hours: 24}\n",

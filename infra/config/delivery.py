@@ -78,6 +78,8 @@ class DeliveryIdentities:
     planner_id: str
     deployer_id: str
     pool_id: str
+    seeded: bool = False
+    """Whether they live in a seed project (delivery.seed), not the environment's own."""
 
     @property
     def planner_email(self) -> str:
@@ -94,7 +96,12 @@ def delivery_identities(env_name: str, project: str, project_number: str, seed: 
     if seed is None:
         return DeliveryIdentities(project, project_number, PLANNER_ID, DEPLOYER_ID, POOL_ID)
     return DeliveryIdentities(
-        seed.project, seed.project_number, f"planner-{env_name}", f"deployer-{env_name}", f"{POOL_ID}-{env_name}"
+        seed.project,
+        seed.project_number,
+        f"planner-{env_name}",
+        f"deployer-{env_name}",
+        f"{POOL_ID}-{env_name}",
+        seeded=True,
     )
 
 

@@ -315,6 +315,14 @@ class Environment(Model):
             self.name, self.project, self.project_number, self.delivery.seed if self.delivery is not None else None
         )
 
+    @property
+    def names_its_quota_project(self) -> bool:
+        """Whether a google provider of the platform stack names this project as its calls' quota project
+        (user_project_override, infra/constructs/providers.py): every one where the accounts are a seed's
+        (delivery.seed), the billing alias where there is a budget. The caller needs serviceusage.services.use here,
+        which the planner gets from serviceUsageConsumer (the deployer holds it in serviceUsageAdmin)."""
+        return self.delivery_identities.seeded or self.monitoring.budget is not None
+
     def _pool_name_problems(self) -> list[Problem]:
         """A counted slice's pools (`<key>-<i>`) and a slice's capacity tiers' (`<key>-<type>`) must be node pool
         names no other slice or CPU pool takes, and only the Ray training slice is counted (a multislice job is a

@@ -54,8 +54,11 @@ BOOTSTRAP_APIS = (
     "cloudresourcemanager.googleapis.com",
 )
 # What a seed project needs besides (Seed, infra/config/delivery.py): the accounts and the pool live there, so the
-# token exchange (STS) and the impersonation (IAM Credentials) are its APIs.
+# token exchange (STS) and the impersonation (IAM Credentials) are its APIs; and a call of theirs that names no quota
+# project (gcloud's in make deploy, Cluster Toolkit's validators) is charged to it, Service Usage's included, so
+# Service Usage is enabled there too, as the example foundation's seed does (terraform-google-modules/bootstrap).
 SEED_APIS = (
+    "serviceusage.googleapis.com",
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
     "sts.googleapis.com",
@@ -106,12 +109,12 @@ PROJECT_IAM_ADMIN = "roles/resourcemanager.projectIamAdmin"
 STORAGE_ADMIN = "roles/storage.admin"
 
 
-def planner_roles(*, seeded: bool) -> tuple[str, ...]:
-    """The planner's predefined project roles: PLANNER_ROLES, and where it is a seed project's account
-    (delivery.seed), the right to name the environment's project as its calls' quota project
-    (serviceusage.services.use: the platform stack's provider sets user_project_override there,
-    infra/constructs/providers.py). The deployer has that right in serviceUsageAdmin."""
-    return (*PLANNER_ROLES, QUOTA_CONSUMER_ROLE) if seeded else PLANNER_ROLES
+def planner_roles(*, quota_consumer: bool) -> tuple[str, ...]:
+    """The planner's predefined project roles: PLANNER_ROLES, and where a provider of the platform stack names the
+    environment's project as its calls' quota project (Environment.names_its_quota_project: user_project_override
+    wherever the accounts are a seed's, and on the billing alias), the right to (serviceusage.services.use, which
+    roles/viewer does not carry). The deployer has it in serviceUsageAdmin."""
+    return (*PLANNER_ROLES, QUOTA_CONSUMER_ROLE) if quota_consumer else PLANNER_ROLES
 
 
 def not_the_state_bucket(bucket: str) -> str:
@@ -174,7 +177,9 @@ class Bootstrap(Construct):
         repository: str,
         repository_owner_id: str,
         plans_from_main_only: bool = False,
+        quota_consumer: bool = False,
     ) -> None:
+        """`quota_consumer`: the platform stack names the environment's project as a quota project (planner_roles)."""
         super().__init__(scope, id_)
         service = google("project_service").ProjectService
         apis = [
@@ -183,7 +188,7 @@ class Bootstrap(Construct):
         ]
         # The accounts and the pool: in the environment's project, or in a seed project of their own.
         home_apis = apis
-        if identities.project != project:
+        if identities.seeded:
             home_apis = [
                 service(
                     self,
@@ -214,7 +219,7 @@ class Bootstrap(Construct):
             display_name=f"Terraform deployer of {env_name} (approved jobs on main)",
             depends_on=home_apis,
         )
-        self._grants(project, seeded=identities.project != project)
+        self._grants(project, quota_consumer=quota_consumer)
         self._federation(env_name, identities, repository, repository_owner_id, plans_from_main_only, home_apis)
 
     def _state_bucket(self, project: str, name: str, region: str, apis: list[Any]) -> Any:
@@ -242,7 +247,7 @@ class Bootstrap(Construct):
             depends_on=apis,
         )
 
-    def _grants(self, project: str, *, seeded: bool) -> None:
+    def _grants(self, project: str, *, quota_consumer: bool) -> None:
         """The planner's and the deployer's rights: the state bucket's objects, and their project roles."""
         bucket_member = google("storage_bucket_iam_member").StorageBucketIamMember
         bucket_member(
@@ -260,7 +265,7 @@ class Bootstrap(Construct):
             member=f"serviceAccount:{self.deployer.email}",
         )
         project_member = google("project_iam_member").ProjectIamMember
-        for role in planner_roles(seeded=seeded):
+        for role in planner_roles(quota_consumer=quota_consumer):
             project_member(
                 self,
                 f"planner-{role.split('/')[1].replace('.', '-')}",

@@ -206,7 +206,7 @@ def check_planner(env: Environment, transport: Transport) -> Result:
         if isinstance(b, dict) and member in (b.get("members") or []) and not b.get("condition")
     }
     wanted = [
-        *planner_roles(seeded=identities.project != env.project),
+        *planner_roles(quota_consumer=env.names_its_quota_project),
         f"projects/{env.project}/roles/{PLANNER_CLUSTER_ROLE_ID}",
     ]
     missing = [role for role in wanted if role not in held]
@@ -216,8 +216,9 @@ def check_planner(env: Environment, transport: Transport) -> Result:
         "planner",
         "fail",
         [
-            f"{member} lacks {', '.join(missing)}: the plan jobs cannot read what the gate at the apply reads (every "
-            "release update of a plan is held)",
+            f"{member} lacks {', '.join(missing)}: the plan jobs' calls that need them are refused (what the gate "
+            "at the apply reads, where every release update of a plan is then held; the calls that name "
+            f"{env.project} as their quota project)",
             f"apply the bootstrap stack of {env.name} (cdktf.out/bootstrap/stacks/bootstrap-{env.name}; "
             "docs/delivery.md, the first steps), which grants them",
         ],

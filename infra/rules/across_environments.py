@@ -143,7 +143,8 @@ def _project_numbers(envs: dict[str, Environment]) -> Iterator[Finding]:
     summary=(
         "A seed project (delivery.seed) is no environment's own project: each environment's deployer administers "
         "the service accounts of its project (roles/iam.serviceAccountAdmin), so a seed that is dev's project puts "
-        "prod's deployer within dev's deployer's reach; and every environment names one seed project by one number."
+        "prod's deployer within dev's deployer's reach; and every environment names one seed project by one number, "
+        "no other project's (the federation's principals are named with it: another's matches no token)."
     ),
     source=(
         "https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/setIamPolicy (grants a "
@@ -155,6 +156,8 @@ def _project_numbers(envs: dict[str, Environment]) -> Iterator[Finding]:
 def _seed_projects(envs: dict[str, Environment]) -> Iterator[Finding]:
     projects = {env.project: name for name, env in envs.items()}
     numbers: dict[str, tuple[str, str]] = {}
+    # Each number known so far: whose project it is (an environment's, then each seed as it is read).
+    number_of = {str(env.project_number): (f"{name}.yaml's project", env.project) for name, env in envs.items()}
     for name, env in sorted(envs.items()):
         seed = env.delivery.seed if env.delivery is not None else None
         if seed is None:
@@ -173,6 +176,14 @@ def _seed_projects(envs: dict[str, Environment]) -> Iterator[Finding]:
                 (name, "delivery", "seed", "project_number"),
                 seed.project_number,
                 f"{other}.yaml gives seed project {seed.project} the number {number}: a project has one number",
+            )
+        whose, project = number_of.setdefault(seed.project_number, (f"{name}.yaml's seed project", seed.project))
+        if project != seed.project:
+            yield Finding(
+                (name, "delivery", "seed", "project_number"),
+                seed.project_number,
+                f"the number of {whose} {project}, not of {seed.project}: give the seed's own (gcloud projects "
+                f"describe {seed.project} --format='value(projectNumber)')",
             )
         numbers.setdefault(seed.project, (name, seed.project_number))
 

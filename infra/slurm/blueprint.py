@@ -311,10 +311,16 @@ def blueprint(env: Environment) -> dict[str, Any]:
     """The Cluster Toolkit blueprint of the environment's Slurm cluster."""
     slurm = env.slurm
     assert slurm is not None, f"environment {env.name!r} has no `slurm` section"
-    provider = {
-        "version": GOOGLE_PROVIDER_VERSION,
-        "configuration": {"project": "$(vars.project_id)", "region": "$(vars.region)", "zone": "$(vars.zone)"},
+    configuration: dict[str, Any] = {
+        "project": "$(vars.project_id)",
+        "region": "$(vars.region)",
+        "zone": "$(vars.zone)",
     }
+    if env.delivery_identities.seeded:
+        # The deployer is a seed project's account: its calls name the environment's project as their quota project,
+        # as the platform stack's do (infra/constructs/providers.py).
+        configuration |= {"billing_project": "$(vars.project_id)", "user_project_override": True}
+    provider = {"version": GOOGLE_PROVIDER_VERSION, "configuration": configuration}
     partitions = [m for name, p in slurm.partitions.items() for m in partition_modules(env, name, p)]
     return {
         "blueprint_name": f"platform-{env.name}-slurm",

@@ -44,6 +44,7 @@ class BootstrapStack(TerraformStack):
             repository=env.delivery.github.repository,
             repository_owner_id=env.delivery.github.repository_owner_id,
             plans_from_main_only=env.delivery.pull_request_plans == "offline",
+            quota_consumer=env.names_its_quota_project,
         )
         if source is not None:
             # A promotion copies the source's images into this environment's registry as this deployer

@@ -45,7 +45,7 @@ class PlatformStack(TerraformStack):
             project=env.project,
             region=env.region,
             labels=env.labels,
-            quota_from_project=env.delivery_identities.project != env.project,
+            quota_from_project=env.delivery_identities.seeded,
         )
         apis = ProjectApis(
             self,

@@ -81,3 +81,37 @@ def test_two_environments_that_give_one_seed_project_two_numbers_are_refused() -
             "dev.yaml gives seed project acme-ml-platform-seed the number 100000000008: a project has one number",
         )
     ]
+
+
+def test_a_seed_project_given_another_projects_number_is_refused() -> None:
+    """The federation's principals are named with the seed's number: another project's matches no token, and the
+    GitHub jobs fail only when they first authenticate."""
+    from infra.config import Environment, environments_dir
+    from infra.config.delivery import Seed
+    from infra.rules.across_environments import _seed_projects
+    from infra.synth.load import load_all
+
+    envs = load_all(environments_dir())
+
+    def seeded(name: str, project: str, number: str) -> dict[str, Environment]:
+        env = envs[name]
+        assert env.delivery is not None
+        delivery = env.delivery.model_copy(update={"seed": Seed(project=project, project_number=number)})
+        return {**envs, name: env.model_copy(update={"delivery": delivery})}
+
+    # prod's seed given dev's project's number.
+    assert [(f.path, f.message) for f in _seed_projects(seeded("prod", "acme-ml-platform-seed", "100000000001"))] == [
+        (
+            ("prod", "delivery", "seed", "project_number"),
+            "the number of dev.yaml's project acme-ml-platform-dev, not of acme-ml-platform-seed: give the seed's own "
+            "(gcloud projects describe acme-ml-platform-seed --format='value(projectNumber)')",
+        )
+    ]
+    # dev's seed, another project, given prod's seed's number (dev is read first).
+    found = _seed_projects(seeded("dev", "acme-ml-platform-dev-seed", "100000000009"))
+    assert [(f.path, f.message.split(":")[0]) for f in found] == [
+        (
+            ("prod", "delivery", "seed", "project_number"),
+            "the number of dev.yaml's seed project acme-ml-platform-dev-seed, not of acme-ml-platform-seed",
+        )
+    ]
