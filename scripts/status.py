@@ -33,7 +33,7 @@ import math
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -71,6 +71,9 @@ CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
 # Kueue's visibility API (pkg/visibility, on by default: VisibilityOnDemand): each ClusterQueue's waiting workloads in
 # the order it admits them (apis/visibility/v1beta2 PendingWorkloadsSummary; up to 1000 each).
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+# Kueue's reason for evicting a workload whose pods were not all Ready within its wait
+# (apis/kueue/v1beta2/workload_types.go WorkloadEvictedByPodsReadyTimeout @ v0.19.2).
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
 ACCELERATORS = ("google.com/tpu", "nvidia.com/gpu")
 POOL = "cloud.google.com/gke-nodepool"
 # GKE's provisioning label (infra/derive/gke_nodes.py) -> the capacity type the price table knows.
@@ -440,15 +443,28 @@ def measured_starts(env: Environment, found: list[Row]) -> dict[str, tuple[float
     return slowest
 
 
-def starts_to_record(env: Environment, measured: dict[str, tuple[float, str]], now: datetime) -> list[str]:
+def starts_to_record(env: Environment, measured: dict[str, tuple[float, str]], now: datetime,
+                     found: Sequence[Row] = ()) -> list[str]:  # fmt: skip
     """What to add to the environment file for Kueue's wait for pods (slices.<key>.queued_start): each queued
-    slice's start read now that is slower than the one recorded, or that has none."""
+    slice's start read now that is slower than the one recorded, or that has none; and the runs of `found` that Kueue
+    evicted for not starting within its wait, whose start is never measured (it never ends) and so must be raised by
+    hand, or each retry is evicted again."""
     lines = [
         f"  slices.{key}.queued_start: {{seconds: {math.ceil(seconds)}, measured: {now:%Y-%m-%d}, "
         f'source: "make status ENV={env.name}, {run}"}}'
         for key, (seconds, run) in sorted(measured.items())
         if (recorded := env.slices[key].queued_start) is None or recorded.seconds < seconds
     ]
+    timed_out = [
+        f"{r.namespace}/{r.name}" for r in found if r.state == "evicted" and r.why.startswith(PODS_READY_TIMEOUT)
+    ]
+    timeout = pods_ready_timeout(env)
+    if timed_out and timeout is not None:
+        lines.append(
+            f"  none for {', '.join(timed_out)}: evicted for pods not all Ready within Kueue's wait "
+            f"({timeout.durations()['timeout']}: {timeout.why}); a start that never ends is never measured, so raise "
+            "its slice's queued_start by hand to half the start it needs or more, or Kueue evicts every retry again"
+        )
     if not lines:
         return []
     return [
@@ -546,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(found, now, budgets))
         if queues:
             print("\n".join(queue_table(queues)))
-        record = starts_to_record(env, measured, now)
+        record = starts_to_record(env, measured, now, found)
         if record:
             print("\n".join(["", *record]))
     return 0

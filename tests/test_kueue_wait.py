@@ -95,8 +95,9 @@ def test_the_review_says_how_long_kueue_waits_for_a_runs_pods(tmp_path: Path) ->
     said = render(review_stack("platform-dev", read_stack(tmp_path / "out", "platform-dev"), None))
     assert (
         "Kueue evicts an admitted run whose pods are not all Ready 24m after its admission, or 24m after one of them "
-        "failed, and queues it again"
-    ) in said
+        "failed, and queues it again (waitForPodsReady: 2 x the slowest measured start, 700 s on a3mega (2026-12-05), "
+        "at least 10 minutes)."
+    ) in said, "where the wait comes from, as the release's Configuration says it"
 
 
 def test_an_environment_without_teams_is_told_kueues_wait_too() -> None:
@@ -111,3 +112,4 @@ def test_an_environment_without_teams_is_told_kueues_wait_too() -> None:
     said = render(review_stack("platform-prod", prod, None))
     assert "## Batch queues" in said and "| queue |" not in said
     assert "Kueue evicts an admitted run whose pods are not all Ready 30m after its admission" in said
+    assert "(waitForPodsReady: Kueue's default: no measured start of a run on train, a3mega)" in said

@@ -192,9 +192,9 @@ KUEUE_MANAGER_CONFIG: dict[str, dict[str, Any]] = {
 # birth and to be removed in 0.21 (pkg/features/kube_features.go), which the platform leaves alone. The platform
 # writes the wait out, so that what the cluster does is in the release and the review, not in a default a later
 # Kueue may change. Only training's jobs are Kueue's here (the servers carry no queue-name label), so a server's
-# compile never counts. No training start on a real slice is recorded yet (`make status` shows each run's,
-# pods_ready_s): the timeout is Kueue's own default, which a slice's nodes, a multi-GB image and Ray's start fit on a
-# pool whose nodes exist; a recovery may take as long as a first start.
+# compile never counts. These are Kueue's own values: an environment whose queued slices all record a measured start
+# (slices.<key>.queued_start) gets both timeouts from them instead (infra/derive/queues.py pods_ready_timeout); a
+# recovery may take as long as a first start.
 KUEUE_WAIT_FOR_PODS_READY: dict[str, dict[str, Any]] = {
     "0.19.2": {
         "timeout": "30m",

@@ -158,7 +158,8 @@ class QueuedStart(Model):
     measured: date
     """The day it was read."""
     source: Annotated[str, StringConstraints(min_length=1)]
-    """Where: the run, the release and the image digest it ran."""
+    """Where it was read: the command and the run (`make status` writes `make status ENV=<env>, <namespace>/<run>`);
+    add the image digest it ran where it matters."""
 
 
 class SliceSpec(Model):

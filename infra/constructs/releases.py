@@ -28,6 +28,7 @@ from infra.derive.names import COMPUTE_CLASS_LABEL, compute_class
 from infra.derive.queues import (
     COHORT,
     PRIORITIES,
+    WAIT_WHY,
     QueueShare,
     fair_sharing,
     pods_ready_timeout,
@@ -373,7 +374,8 @@ def kueue_controller_values(env: Environment) -> dict[str, Any] | None:
         raise KeyError(f"Kueue {version}: its chart's Configuration is not in infra/catalogue/controllers.py "
                        "KUEUE_MANAGER_CONFIG (charts/kueue/values.yaml managerConfig at that version)")  # fmt: skip
     config = {**KUEUE_MANAGER_CONFIG[version], **settings}
-    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config, sort_keys=False)}}
+    why = f"{WAIT_WHY}{timeout.why}\n" if timeout is not None else ""
+    return {"managerConfig": {"controllerManagerConfigYaml": why + yaml.safe_dump(config, sort_keys=False)}}
 
 
 def _gpu_pod_values(env: Environment, key: str, nodes: int) -> dict[str, Any]:

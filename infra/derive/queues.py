@@ -144,6 +144,9 @@ def training_flavors(env: Environment) -> list[str]:
 # the image's cache on the nodes, the nodes' own start and Ray's), and never under 10 minutes.
 START_HEADROOM = 2
 MIN_PODS_READY_TIMEOUT_S = 600
+# How the Kueue release's Configuration says where its wait comes from: a YAML comment Kueue ignores, which the plan
+# shows and the review reads (infra/review/queues.py).
+WAIT_WHY = "# waitForPodsReady: "
 
 
 @dataclass(frozen=True)

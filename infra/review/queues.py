@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infra.derive.queues import WAIT_WHY
 from infra.review.model import TeamQueue
 from infra.review.releases import release_values
 
@@ -78,13 +79,16 @@ def _preempts(p: Mapping[str, Any]) -> str:
 
 
 def pods_ready_wait(stack_json: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Kueue's waitForPodsReady as the stack's Kueue release writes it (its Configuration, one value of the chart);
-    None where it writes none."""
+    """Kueue's waitForPodsReady as the stack's Kueue release writes it (its Configuration, one value of the chart),
+    with `why` where the Configuration says where it comes from (WAIT_WHY); None where it writes none."""
     import yaml
 
     for _, chart, values in release_values(stack_json):
         if chart == "kueue":
             text = ((values.get("managerConfig") or {}).get("controllerManagerConfigYaml")) or ""
             wait = (yaml.safe_load(text) or {}).get("waitForPodsReady") if text else None
-            return wait if isinstance(wait, dict) else None
+            if not isinstance(wait, dict):
+                return None
+            why = next((line.removeprefix(WAIT_WHY) for line in text.splitlines() if line.startswith(WAIT_WHY)), None)
+            return {**wait, "why": why} if why else wait
     return None

@@ -227,8 +227,12 @@ def _queues_section(review: StackReview) -> list[str]:
         lines += [
             "",
             f"Kueue evicts an admitted run whose pods are not all Ready {wait.get('timeout')} after its admission, or "
-            f"{wait.get('recoveryTimeout')} after one of them failed, and queues it again (waitForPodsReady: twice "
-            "the slowest `queued_start` of the queued slices once each has one, else Kueue's default).",
+            f"{wait.get('recoveryTimeout')} after one of them failed, and queues it again (waitForPodsReady: "
+            + (
+                wait.get("why")
+                or "twice the slowest `queued_start` of the queued slices once each has one, else Kueue's default"
+            )
+            + ").",
         ]
     return lines
 

@@ -528,4 +528,14 @@ def test_status_names_each_queued_slices_slowest_start_to_record_where_it_is_slo
     # Already recorded at least as slow: nothing to add.
     recorded = QueuedStart(seconds=400, measured=now.date(), source="earlier")
     slices = {**dev.slices, "train": dev.slices["train"].model_copy(update={"queued_start": recorded})}
-    assert status.starts_to_record(dev.model_copy(update={"slices": slices}), measured, now) == []
+    recorded_dev = dev.model_copy(update={"slices": slices})
+    assert status.starts_to_record(recorded_dev, measured, now) == []
+    # A run Kueue evicted for not starting within its wait never ends its start, so none is measured: it is named,
+    # with the wait it exceeded, or each retry would be evicted again with nothing said.
+    evicted = status.Row("RayJob", "ml-training", "r3", "training", "platform", "evicted",
+                         "PodsReadyTimeout: Exceeded the PodsReady timeout ml-training/rayjob-r3-1a2b3", 0, 0, "", (),
+                         None, None, None)  # fmt: skip
+    said = status.starts_to_record(recorded_dev, measured, now, [*found, evicted])
+    assert said[1].startswith("  none for ml-training/r3: evicted for pods not all Ready within Kueue's wait (30m: ")
+    preempted = dataclasses.replace(evicted, why="Preempted: Preempted to accommodate a workload")
+    assert status.starts_to_record(recorded_dev, measured, now, [*found, preempted]) == []
