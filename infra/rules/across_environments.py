@@ -104,7 +104,8 @@ def _project_namespaces(envs: dict[str, Environment]) -> Iterator[Finding]:
     summary=(
         "A project number names one project and a project has one number: two environments of different projects "
         "with one number (prod with dev's: dev's Vertex AI agent granted prod's registry, Workload Identity "
-        "principals that match nothing), or one project with two numbers, are refused."
+        "principals that match nothing), or one project with two numbers, are refused; seed projects "
+        "(delivery.seed) likewise, whose number names their federation's principals."
     ),
     source=(
         "https://cloud.google.com/resource-manager/docs/creating-managing-projects#identifying_projects (the "
@@ -113,27 +114,37 @@ def _project_namespaces(envs: dict[str, Environment]) -> Iterator[Finding]:
     subject="environments",
 )
 def _project_numbers(envs: dict[str, Environment]) -> Iterator[Finding]:
-    by_number: dict[str, tuple[str, str]] = {}
-    by_project: dict[str, tuple[str, str]] = {}
-    for name, env in sorted(envs.items()):
-        number, project = str(env.project_number), env.project
-        if number in by_number and by_number[number][1] != project:
-            other, other_project = by_number[number]
+    by_number: dict[str, tuple[str, str, str]] = {}
+    by_project: dict[str, tuple[str, str, str]] = {}
+    for name, path, what, project, number in _numbered_projects(envs):
+        if number in by_number and by_number[number][2] != project:
+            other, other_what, other_project = by_number[number]
             yield Finding(
-                (name, "project_number"),
+                (name, *path),
                 number,
-                f"the number of {other}.yaml's project {other_project}, not of {project}: give {project}'s own "
+                f"the number of {other}.yaml's {other_what} {other_project}, not of {project}: give {project}'s own "
                 f"(gcloud projects describe {project} --format='value(projectNumber)')",
             )
-        if project in by_project and by_project[project][1] != number:
-            other, other_number = by_project[project]
+        if project in by_project and by_project[project][2] != number:
+            other, other_what, other_number = by_project[project]
             yield Finding(
-                (name, "project_number"),
+                (name, *path),
                 number,
-                f"{other}.yaml gives project {project} the number {other_number}: a project has one number",
+                f"{other}.yaml gives {other_what} {project} the number {other_number}: a project has one number",
             )
-        by_number.setdefault(number, (name, project))
-        by_project.setdefault(project, (name, number))
+        by_number.setdefault(number, (name, what, project))
+        by_project.setdefault(project, (name, what, number))
+
+
+def _numbered_projects(envs: dict[str, Environment]) -> list[tuple[str, tuple[str, ...], str, str, str]]:
+    """(environment, field path, what, project, number): every environment's project, then every seed project."""
+    named = sorted(envs.items())
+    seeds = [(name, env.delivery.seed) for name, env in named if env.delivery is not None]
+    return [(name, ("project_number",), "project", env.project, str(env.project_number)) for name, env in named] + [
+        (name, ("delivery", "seed", "project_number"), "seed project", seed.project, seed.project_number)
+        for name, seed in seeds
+        if seed is not None
+    ]
 
 
 @rule(
@@ -143,8 +154,7 @@ def _project_numbers(envs: dict[str, Environment]) -> Iterator[Finding]:
     summary=(
         "A seed project (delivery.seed) is no environment's own project: each environment's deployer administers "
         "the service accounts of its project (roles/iam.serviceAccountAdmin), so a seed that is dev's project puts "
-        "prod's deployer within dev's deployer's reach; and every environment names one seed project by one number, "
-        "no other project's (the federation's principals are named with it: another's matches no token)."
+        "prod's deployer within dev's deployer's reach."
     ),
     source=(
         "https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/setIamPolicy (grants a "
@@ -155,37 +165,16 @@ def _project_numbers(envs: dict[str, Environment]) -> Iterator[Finding]:
 )
 def _seed_projects(envs: dict[str, Environment]) -> Iterator[Finding]:
     projects = {env.project: name for name, env in envs.items()}
-    numbers: dict[str, tuple[str, str]] = {}
-    # Each number known so far: whose project it is (an environment's, then each seed as it is read).
-    number_of = {str(env.project_number): (f"{name}.yaml's project", env.project) for name, env in envs.items()}
     for name, env in sorted(envs.items()):
         seed = env.delivery.seed if env.delivery is not None else None
-        if seed is None:
-            continue
-        if seed.project in projects and projects[seed.project] != name:
-            other = projects[seed.project]
+        if seed is not None and seed.project in projects and projects[seed.project] != name:
             yield Finding(
                 (name, "delivery", "seed", "project"),
                 seed.project,
-                f"the project of {other}.yaml, whose deployer administers its service accounts: this environment's "
-                "deployer would be within its reach; give a seed project no environment deploys into",
+                f"the project of {projects[seed.project]}.yaml, whose deployer administers its service accounts: "
+                "this environment's deployer would be within its reach; give a seed project no environment deploys "
+                "into",
             )
-        if seed.project in numbers and numbers[seed.project][1] != seed.project_number:
-            other, number = numbers[seed.project]
-            yield Finding(
-                (name, "delivery", "seed", "project_number"),
-                seed.project_number,
-                f"{other}.yaml gives seed project {seed.project} the number {number}: a project has one number",
-            )
-        whose, project = number_of.setdefault(seed.project_number, (f"{name}.yaml's seed project", seed.project))
-        if project != seed.project:
-            yield Finding(
-                (name, "delivery", "seed", "project_number"),
-                seed.project_number,
-                f"the number of {whose} {project}, not of {seed.project}: give the seed's own (gcloud projects "
-                f"describe {seed.project} --format='value(projectNumber)')",
-            )
-        numbers.setdefault(seed.project, (name, seed.project_number))
 
 
 @rule(

@@ -63,7 +63,7 @@ def test_every_rule_of_the_module_has_a_failing_example() -> None:
 def test_two_environments_that_give_one_seed_project_two_numbers_are_refused() -> None:
     """Their federations' principals are named with the number: one of the two matches no token."""
     from infra.config import environments_dir
-    from infra.rules.across_environments import _seed_projects
+    from infra.rules.across_environments import _project_numbers
     from infra.synth.load import load_all
 
     envs = load_all(environments_dir())
@@ -74,7 +74,7 @@ def test_two_environments_that_give_one_seed_project_two_numbers_are_refused() -
     assert dev.delivery is not None
     other = seed.model_copy(update={"project_number": "100000000008"})
     envs["dev"] = dev.model_copy(update={"delivery": dev.delivery.model_copy(update={"seed": other})})
-    assert [(f.path, f.value, f.message) for f in _seed_projects(envs)] == [
+    assert [(f.path, f.value, f.message) for f in _project_numbers(envs)] == [
         (
             ("prod", "delivery", "seed", "project_number"),
             "100000000009",
@@ -88,7 +88,7 @@ def test_a_seed_project_given_another_projects_number_is_refused() -> None:
     GitHub jobs fail only when they first authenticate."""
     from infra.config import Environment, environments_dir
     from infra.config.delivery import Seed
-    from infra.rules.across_environments import _seed_projects
+    from infra.rules.across_environments import _project_numbers
     from infra.synth.load import load_all
 
     envs = load_all(environments_dir())
@@ -100,15 +100,16 @@ def test_a_seed_project_given_another_projects_number_is_refused() -> None:
         return {**envs, name: env.model_copy(update={"delivery": delivery})}
 
     # prod's seed given dev's project's number.
-    assert [(f.path, f.message) for f in _seed_projects(seeded("prod", "acme-ml-platform-seed", "100000000001"))] == [
+    assert [(f.path, f.message) for f in _project_numbers(seeded("prod", "acme-ml-platform-seed", "100000000001"))] == [
         (
             ("prod", "delivery", "seed", "project_number"),
-            "the number of dev.yaml's project acme-ml-platform-dev, not of acme-ml-platform-seed: give the seed's own "
-            "(gcloud projects describe acme-ml-platform-seed --format='value(projectNumber)')",
+            "the number of dev.yaml's project acme-ml-platform-dev, not of acme-ml-platform-seed: give "
+            "acme-ml-platform-seed's own (gcloud projects describe acme-ml-platform-seed "
+            "--format='value(projectNumber)')",
         )
     ]
     # dev's seed, another project, given prod's seed's number (dev is read first).
-    found = _seed_projects(seeded("dev", "acme-ml-platform-dev-seed", "100000000009"))
+    found = _project_numbers(seeded("dev", "acme-ml-platform-dev-seed", "100000000009"))
     assert [(f.path, f.message.split(":")[0]) for f in found] == [
         (
             ("prod", "delivery", "seed", "project_number"),
