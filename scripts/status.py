@@ -431,7 +431,7 @@ def table(found: list[Row], now: datetime, budgets: dict[str, float] | None = No
 def measured_starts(env: Environment, found: list[Row]) -> dict[str, tuple[float, str]]:
     """Per queued slice (the training queue's, the batch slices), the slowest start of a run on it read now: its
     seconds from admission to every pod Ready (pods_ready_s) and the run."""
-    slice_of = {pool: key for key in env.queued_slices if key in env.slices for pool in env.slices[key].pools(key)}
+    slice_of = {pool: key for key in env.queued_slices for pool in env.slices[key].pools(key)}
     slowest: dict[str, tuple[float, str]] = {}
     for row in found:
         seconds = row.pods_ready_s

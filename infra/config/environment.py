@@ -289,10 +289,11 @@ class Environment(Model):
     @property
     def queued_slices(self) -> list[str]:
         """The slices Kueue admits runs onto: the training queue's slice, and the batch slices (teams borrow these
-        only)."""
+        only); of those the file declares (a name it does not is refused on its own)."""
         t = self.training
         keys = [t.slice] if t is not None and t.queue is not None else []
-        return keys + [k for k in (self.batch.slices if self.batch is not None else []) if k not in keys]
+        keys += [k for k in (self.batch.slices if self.batch is not None else []) if k not in keys]
+        return [k for k in keys if k in self.slices]
 
     def _queued_start_problems(self) -> list[Problem]:
         """A measured start is of a run Kueue admits: on a slice of the training queue or the batch slices."""

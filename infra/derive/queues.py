@@ -173,7 +173,7 @@ def pods_ready_timeout(env: Environment) -> PodsReadyTimeout | None:
     default = pods_ready_wait(env.release.controllers.get("kueue"))
     if default is None:
         return None
-    keys = [k for k in env.queued_slices if k in env.slices]
+    keys = env.queued_slices
     measured = {k: start for k in keys if (start := env.slices[k].queued_start) is not None}
     unmeasured = [k for k in keys if k not in measured]
     if not measured or unmeasured:
