@@ -104,15 +104,14 @@ def jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(scope="session")
 def canary_one_slice(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
-    """The canary on one slice of 2 CPU workers x 2 devices (fsdp 4) trained in two `make train-local` runs into
-    one folder: steps 1-2, then 3-8 with a worker killed right after step 3's checkpoint (Ray restarts the group).
-    Its losses are what a run on two slices must reproduce (tests/test_multislice.py); tests/test_trainer.py holds
-    it to resuming. Both modules run in the `ray` group, so on one worker, which makes this once."""
+    """The canary on one slice of 2 CPU workers x 2 devices (fsdp 4) trained by one `make train-local` run of 8
+    steps, a worker killed right after step 3's checkpoint (Ray restarts the group, which resumes from it). Its
+    losses are what a run on two slices must reproduce (tests/test_multislice.py); tests/test_trainer.py holds it to
+    resuming. Both modules run in the `ray` group, so on one worker, which makes this once."""
     ckpt = tmp_path_factory.mktemp("canary-one-slice")
     # A Ray address in the environment (here one nothing answers: TEST-NET-1) is not the private instance's.
-    first, first_err = train_local(ckpt, "--steps", "2", env={"RAY_ADDRESS": "192.0.2.1:6379"})
-    second, second_err = train_local(ckpt, "--steps", "6", "--fail-at-step", "3")
-    return SimpleNamespace(ckpt=ckpt, first=first, second=second, stderr=[first_err, second_err])
+    summary, stderr = train_local(ckpt, "--steps", "8", "--fail-at-step", "3", env={"RAY_ADDRESS": "192.0.2.1:6379"})
+    return SimpleNamespace(ckpt=ckpt, summary=summary, stderr=stderr)
 
 
 @pytest.fixture(scope="session")

@@ -367,7 +367,7 @@ def parser() -> argparse.ArgumentParser:
         help="on several slices, Orbax's emergency checkpointing: a local tier here (a RAM disk on a cluster)",
     )
     local.add_argument("--local-every", type=int, default=1, help="steps between local checkpoints")
-    local.add_argument("--fail-loses-local", action="store_true", help=argparse.SUPPRESS)
+    local.add_argument("--lose-host-at-step", type=int, default=None, help=argparse.SUPPRESS)
     local.add_argument("--compile-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
     local.add_argument(
         "--min-slices",
@@ -457,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                     slices=args.slices,
                     local_checkpoint_dir=args.local_checkpoint_dir,
                     local_every=args.local_every,
-                    fail_loses_local=args.fail_loses_local,
+                    lose_host_at_step=args.lose_host_at_step,
                     compile_delay_s=args.compile_delay_s,
                     min_slices=args.min_slices,
                     lose_slice_at_step=args.lose_slice_at_step,

@@ -213,7 +213,10 @@ def _local_ray_env() -> None:
     JaxTrainer on two cores: 54-75 ms at 15, 50-52 at 0, 49-55 in a plain process; `make bench canary`). And
     Ray Train's controller looks at its workers every 0.5 s, not every 2 s (DEFAULT_HEALTH_CHECK_INTERVAL_S in
     ray/train/v2/_internal/constants.py): a local run's end and a worker's failure are seen sooner (the canary's
-    2 steps: 23 s from start to done at 2 s, 20 s at 0.5)."""
+    2 steps: 23 s from start to done at 2 s, 20 s at 0.5). A RAY_ADDRESS this process was given names another
+    cluster, not the private one, and its children would read it: Ray Train's placement group cleaner asked that
+    address for the controller's state until it timed out, so every local run with RAY_ADDRESS set ended late."""
+    os.environ.pop("RAY_ADDRESS", None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_worker_niceness", "0")
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")

@@ -28,7 +28,7 @@ def run_local(
     slices: int = 1,
     local_checkpoint_dir: str | None = None,
     local_every: int = 1,
-    fail_loses_local: bool = False,
+    lose_host_at_step: int | None = None,
     compile_delay_s: float = 0.0,
     min_slices: int | None = None,
     lose_slice_at_step: int | None = None,
@@ -59,7 +59,7 @@ def run_local(
         checkpoint_every=checkpoint_every,
         local_checkpoint_dir=local,
         local_every=local_every,
-        fail_loses_local=fail_loses_local,
+        lose_host_at_step=lose_host_at_step,
         compile_delay_s=compile_delay_s,
         # The slice given back: the attempt on the slices left trains 2 steps, then waits for the run to grow.
         hold_fewer_after=2 if slice_back_after_s is not None else None,

@@ -52,10 +52,10 @@ class CanaryConfig:
     seed: int = 0
     peak_tflops_per_device: float | None = None
     # Fault injection for tests: the last process (on several slices: every process of the last slice, a lost
-    # slice) exits hard once, right after the checkpoint of this step is written (a marker file makes it once);
-    # with `fail_loses_local`, its local checkpoints go with it (a lost host's RAM disk).
+    # slice) exits hard once, right after the checkpoint of this step is written (a marker file makes it once): a
+    # crash at `fail_at_step`; at `lose_host_at_step` a lost host, whose local checkpoints go with it (its RAM disk).
     fail_at_step: int | None = None
-    fail_loses_local: bool = False
+    lose_host_at_step: int | None = None
     # ... and the last process starts compiling its step this many seconds after the others (a slow host).
     compile_delay_s: float = 0.0
     # ... and an attempt on fewer slices than `slices` (elastic), once it has trained this many steps, waits to be
@@ -227,7 +227,7 @@ def train(config: CanaryConfig, report: Callable[[dict[str, Any]], None] | None 
                 _write_saved(metrics_path, record)
         if report is not None:
             report(record)
-        if config.fail_at_step == done:
+        if done in (config.fail_at_step, config.lose_host_at_step):
             _fail_once(config, done, checkpoint_dir, jax.process_index(), jax.process_count())
         if hold_after is not None and done - start == hold_after:
             time.sleep(HOLD_S)  # stopped by the resize; else trains on
@@ -354,15 +354,15 @@ def _write_saved(metrics_path: Path, record: dict[str, Any]) -> None:
 
 
 def _fail_once(config: CanaryConfig, done: int, checkpoint_dir: Path, process: int, processes: int) -> None:
-    """The injected failure (config.fail_at_step): the processes of the lost slice exit once, leaving a marker so the
-    restarted attempt goes on; with `fail_loses_local`, a process's local checkpoints are lost with it."""
+    """The injected failure (config.fail_at_step, lose_host_at_step): the processes of the lost slice exit once,
+    leaving a marker so the restarted attempt goes on; a lost host's local checkpoints are lost with it."""
     if not _lost(process, processes, config.slices):
         return
     marker = checkpoint_dir / f".failed-at-{done}{f'-process-{process}' * (config.slices > 1)}"
     if marker.exists():
         return
     marker.touch()
-    if config.fail_loses_local and config.local_checkpoint_dir:
+    if done == config.lose_host_at_step and config.local_checkpoint_dir:
         shutil.rmtree(Path(config.local_checkpoint_dir) / f"process-{process}")
     os._exit(17)
 
