@@ -145,6 +145,12 @@ def losses(ckpt: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in records if "step" in r]  # not a checkpoint's line (`saved`)
 
 
+def attempts(ckpt: Path) -> list[dict[str, Any]]:
+    """Each attempt of the runs in `ckpt` as its first process wrote it when it started training (attempts.jsonl):
+    its `start_step` and `slices`."""
+    return [json.loads(line) for line in (ckpt / "attempts.jsonl").read_text().splitlines()]
+
+
 def dev_edited(
     tmp_path: Path,
     *edits: tuple[str, str],

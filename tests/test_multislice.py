@@ -18,7 +18,7 @@ from infra.cdk.layout import read_stack
 from infra.config import ENVIRONMENTS_DIR, ConfigError, parse_environment
 from infra.synth.app import synth
 from infra.synth.load import load_environment
-from tests.helpers import REPO, by_name, losses, of_type, release_values, rendered, train_local
+from tests.helpers import REPO, attempts, by_name, losses, of_type, release_values, rendered, train_local
 from workloads.trainer.compiled import environment_recipes
 from workloads.trainer.launcher import Placement
 from workloads.trainer.maxtext import maxtext_args
@@ -295,7 +295,7 @@ def test_two_slices_train_as_one_and_a_lost_slice_costs_no_step(
     assert saved == ["6", "8"], "the bucket: every 3rd and the last"
     failed = sorted(p.name for p in ckpt.glob(".failed-at-*"))
     assert failed == [f".failed-at-{s}-process-{p}" for s in (4, 7) for p in (2, 3)]
-    starts = [json.loads(line)["start_step"] for line in (ckpt / "attempts.jsonl").read_text().splitlines()]
+    starts = [a["start_step"] for a in attempts(ckpt)]
     assert starts == [0, 4, 6], "from slice 1's local step 4, then from the bucket's 6"
     assert [s for s, _ in losses(ckpt)] == [1, 2, 3, 4, 5, 6, 7, 7, 8], "a step lost, or one redone but the lost host's"
     whole = dict(losses(canary_one_slice.ckpt))
@@ -319,10 +319,10 @@ def test_an_elastic_run_goes_on_with_the_slices_left_and_grows_back_when_the_sli
         "--slices", "2", "--mesh", "data=1,fsdp=2,tensor=1", "--min-slices", "1", "--lose-slice-at-step", "3",
         "--slice-back-after-s", "0", "--max-failures", "2",
     )  # fmt: skip
-    attempts = [json.loads(line) for line in (ckpt / "attempts.jsonl").read_text().splitlines()]
-    assert [a["slices"] for a in attempts] == [2, 1, 2], err[-3000:]
-    assert attempts[1]["start_step"] >= 3, "resumed from a checkpoint of the steps before the loss"
-    assert attempts[2]["start_step"] == attempts[1]["start_step"] + 2, "one slice trained on, and grew from there"
+    made = attempts(ckpt)
+    assert [a["slices"] for a in made] == [2, 1, 2], err[-3000:]
+    assert made[1]["start_step"] >= 3, "resumed from a checkpoint of the steps before the loss"
+    assert made[2]["start_step"] == made[1]["start_step"] + 2, "one slice trained on, and grew from there"
     done = [s for s, _ in losses(ckpt)]
     assert sorted(set(done)) == list(range(1, 11)) and summary["slices"] == 2
     whole = dict(losses(canary_one_slice.ckpt))

@@ -15,7 +15,7 @@ import pytest
 
 from infra.catalogue.accelerators import tpu_slice
 from infra.config import Environment
-from tests.helpers import REPO, losses
+from tests.helpers import REPO, attempts, losses
 from workloads.trainer.goodput import read_records
 from workloads.trainer.launcher import Placement
 from workloads.trainer.maxtext import maxtext_args
@@ -190,8 +190,9 @@ def test_local_jaxtrainer_resumes_and_survives_a_killed_worker(canary_one_slice:
     assert any((run.ckpt / "jax-compilation-cache").iterdir())
 
     assert (run.ckpt / ".failed-at-3").exists(), "the worker was never killed"
-    starts = [json.loads(line)["start_step"] for line in (run.ckpt / "attempts.jsonl").read_text().splitlines()]
-    assert starts == [0, 3], "the restarted group resumed from step 3's checkpoint"
+    assert [a["start_step"] for a in attempts(run.ckpt)] == [0, 3], (
+        "the restarted group resumed from step 3's checkpoint"
+    )
     assert summary["loss_last"] < summary["loss_first"]
     assert [step for step, _ in losses(run.ckpt)] == [1, 2, 3, 4, 5, 6, 7, 8], "a completed step was lost or redone"
     # Goodput over both attempts, and where the rest went: each attempt's startup and compilation, the checkpoints,
