@@ -115,6 +115,21 @@ def test_the_pods_of_what_runs_here_are_running_but_not_ready_until_it_serves() 
     assert conditions["Ready"] == "False" and conditions["ContainersReady"] == "False"
 
 
+def test_a_nodes_heartbeat_is_its_lease_and_its_status_is_written_rarely_as_a_kubelets_is(tmp_path: Path) -> None:
+    """KWOK renews each node's Lease every 10 s (--node-lease-duration-seconds=40), and the config it is given names
+    the node stages of that heartbeat: the status written every 10 to 20 minutes, not also every 20 to 45 s (the
+    stage KWOK v0.7.0 picks when the config names none and leases are on), which sent every node's status to every
+    watcher of nodes."""
+    from infra.localcluster.controllers import SERVED_NAMESPACES
+    from infra.localcluster.stages import write_config
+
+    written = yaml.safe_load_all(write_config(tmp_path / "kwok.yaml", list(SERVED_NAMESPACES)).read_text())
+    nodes_ = {s["metadata"]["name"]: s for s in written if s["spec"]["resourceRef"]["kind"] == "Node"}
+    assert set(nodes_) == {"node-initialize", "node-heartbeat-with-lease"}
+    delay = nodes_["node-heartbeat-with-lease"]["spec"]["delay"]
+    assert delay["durationMilliseconds"] >= 300_000, "a kubelet writes an unchanged status every 5 minutes"
+
+
 def test_the_control_plane_is_stamped_with_its_kubernetes_version() -> None:
     kube = build.components()["kube"]
     flags = " ".join(kube.ldflags())

@@ -129,7 +129,12 @@ class Controllers:
         self.folder = cluster.folder / "controllers"
         self.logs = cluster.logs
         self.series = cluster.metric_series
-        self.kubeconfig, self.pki, self.kubectl = cluster.kubeconfig, cluster.pki, cluster.kubectl
+        self.kubeconfig, self.pki, self.kubectl, self.read = (
+            cluster.kubeconfig,
+            cluster.pki,
+            cluster.kubectl,
+            cluster.read,
+        )
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def _pid(self, name: str) -> Path:
@@ -251,10 +256,11 @@ class Controllers:
         )  # fmt: skip
 
     def hooks(self) -> list[dict[str, Any]]:
-        """Every object a controller's Service may serve for: the admission webhook configurations, the CRDs (a
-        conversion webhook) and the APIServices, in one read."""
-        kinds = "validatingwebhookconfigurations,mutatingwebhookconfigurations,crds,apiservices"
-        items: list[dict[str, Any]] = json.loads(self.kubectl("get", kinds, "-o", "json").stdout)["items"]
+        """Every object that holds a webhook's client configuration (the admission webhook configurations, the
+        CRDs: a conversion webhook), each with its `kind`, in one read of each list."""
+        items = []
+        for path, kind in _HOOK_LISTS.items():
+            items += [{**item, "kind": kind} for item in self.read(path)["items"]]
         return items
 
     def inject_ca(self, namespace: str, hooks: list[dict[str, Any]] | None = None) -> None:
@@ -337,6 +343,12 @@ class Controllers:
         )
 
 
+# Where the API server lists each kind that holds a webhook's client configuration (its items carry no kind).
+_HOOK_LISTS = {
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
+    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions": "CustomResourceDefinition",
+}
 # The resource kubectl patches for each kind that holds a webhook's client configuration.
 _RESOURCE = {
     "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
@@ -382,7 +394,7 @@ class Supervisor(threading.Thread):
             raise ApplyError(f"the local controllers: {self.error}")
 
     def step(self) -> None:
-        pods = self.cluster.get("pods", "--all-namespaces")["items"]
+        pods = self.cluster.read("/api/v1/pods")["items"]
         hooks = None  # read once per step, where a running controller needs it
         for namespace, name in SERVED_NAMESPACES.items():
             mine = [

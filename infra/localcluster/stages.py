@@ -1,4 +1,5 @@
-"""What KWOK does to a pod, as its own default stages do, but for the controllers' pods.
+"""What KWOK does to a node and a pod, as its own stages do, but a node's heartbeat the Lease one (NODE_STAGES) and
+the controllers' pods not Ready until their controller serves.
 
 KWOK stands in for the kubelets: its default stages (sigs.k8s.io/kwok kustomize/stage/pod/fast at the pinned version)
 make every pod Running and Ready at once. On GKE a controller's pod is Ready only once its readiness probe answers,
@@ -26,6 +27,16 @@ from infra.engine.build import components
 KWOK_MODULE = "sigs.k8s.io/kwok"
 DEFAULTS = "kustomize/stage/pod/fast"  # pod-ready.yaml, pod-complete.yaml, pod-delete.yaml
 NOT_READY = "controller-pod-running"
+# A node's stages, as a kubelet's heartbeat goes: its Lease renewed every 10 s (KWOK's --node-lease-duration-seconds)
+# and its status written every 10 to 20 minutes (a kubelet's nodeStatusReportFrequency is 5). KWOK means to use the
+# second stage when it renews leases, but at the pinned v0.7.0 its default is the other way round
+# (pkg/kwok/cmd/root.go: getDefaultNodeStages(NodeLeaseDurationSeconds == 0)): with leases on it writes every
+# node's status every 20 to 45 s as well, each write sent to every watcher of nodes (the scheduler, the controller
+# manager, Kueue, KWOK itself). Named here, the lease stage is the one used.
+NODE_STAGES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+)
 
 
 def _kwok_source() -> Path:
@@ -73,7 +84,15 @@ def pod_stages(controller_namespaces: list[str], source: Path | None = None) -> 
     return [*stages, controllers]
 
 
+def node_stages(source: Path | None = None) -> list[dict[str, Any]]:
+    """KWOK's own node stages for nodes whose heartbeat is a Lease (NODE_STAGES)."""
+    folder = source or _kwok_source()
+    return [yaml.safe_load((folder / name).read_text()) for name in NODE_STAGES]
+
+
 def write_config(path: Path, controller_namespaces: list[str]) -> Path:
-    """KWOK's --config file: the pod stages above (KWOK's node stages stay its defaults)."""
-    path.write_text(yaml.safe_dump_all(pod_stages(controller_namespaces), sort_keys=False))
+    """KWOK's --config file: the node stages of a Lease heartbeat and the pod stages above."""
+    source = _kwok_source()
+    stages = node_stages(source) + pod_stages(controller_namespaces, source)
+    path.write_text(yaml.safe_dump_all(stages, sort_keys=False))
     return path
