@@ -332,7 +332,14 @@ class LocalApply:
             [str(tofu()), action, "-auto-approve", "-no-color", "-input=false"],
             cwd=workspace.folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-        supervisor = Supervisor(self.cluster, on_error=process.terminate)
+
+        def stop(err: Exception) -> None:
+            # Said now: OpenTofu stops once what it started ends, and a release it waits on keeps it up to the
+            # release's timeout (a controller that never serves: minutes with no word of why).
+            print(f"error: the local controllers: {err}; stopping OpenTofu", file=log, flush=True)
+            process.terminate()
+
+        supervisor = Supervisor(self.cluster, on_error=stop)
         supervisor.start()
         try:
             assert process.stdout is not None

@@ -166,10 +166,10 @@ class Cluster:
         every half second while an apply runs. kubectl would be a process each time and decode and print every
         object again: listing the CRDs took 0.9 CPU-s in kubectl and 17 MB of output, this 0.1 (the server's
         own 3 MB). Tried again, like `kubectl`'s reads, up to TRIES times when the server did not answer."""
-        context = self._admin_tls()
+        url, context = f"{self.server()}{path}", self._admin_tls()
         for attempt in range(1, TRIES + 1):
             try:
-                with urllib.request.urlopen(f"{self.server()}{path}", context=context, timeout=60) as answer:
+                with urllib.request.urlopen(url, context=context, timeout=60) as answer:
                     loaded: dict[str, Any] = json.load(answer)
                     return loaded
             except urllib.error.HTTPError as err:

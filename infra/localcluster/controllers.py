@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -368,9 +369,10 @@ class Supervisor(threading.Thread):
     """While an apply or a destroy runs, what the kubelet and the controller's process would do on GKE for the
     controllers' pods: each Running pod of a controller's namespace that is not Ready gets its controller started
     for it (Controllers.serve) and is marked Ready once that serves; a Ready pod whose controller stopped is served
-    again; a controller whose pod is gone stops. The first error stops the watch and is kept in `error`."""
+    again; a controller whose pod is gone stops. The first error stops the watch, goes to `on_error` at once and is
+    kept in `error`."""
 
-    def __init__(self, cluster: Cluster, on_error: Any, interval: float = 0.5) -> None:
+    def __init__(self, cluster: Cluster, on_error: Callable[[Exception], None], interval: float = 0.5) -> None:
         super().__init__(daemon=True)
         self.cluster, self.interval, self.on_error = cluster, interval, on_error
         self.controllers = Controllers(cluster)
@@ -383,7 +385,7 @@ class Supervisor(threading.Thread):
                 self.step()
             except Exception as err:  # kept for the caller, which reports it with the apply's
                 self.error = err
-                self.on_error()  # the apply stops: nothing can be admitted without the controller
+                self.on_error(err)  # the apply stops: nothing can be admitted without the controller
                 return
             self.done.wait(self.interval)
 
