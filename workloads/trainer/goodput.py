@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# One line per attempt beside a run's metrics (a run, or Ray's restart of it), written when it starts training.
+ATTEMPTS_FILE = "attempts.jsonl"
+
 BADPUT = ("startup", "compilation", "checkpoint", "redone", "other")
 
 
@@ -74,7 +77,7 @@ def read_records(path: Path, skipped: list[str] | None = None) -> list[dict[str,
             step = next((r for r in reversed(steps) if r["step"] == record["saved"]), None)
             if step is not None:
                 step.update(checkpoint_s=record.get("checkpoint_s"), time=record.get("time", step.get("time")))
-    starts = [r for r in _lines(path.with_name("attempts.jsonl"), skipped) if r.get("event") == "start"]
+    starts = [r for r in _lines(path.with_name(ATTEMPTS_FILE), skipped) if r.get("event") == "start"]
     if not starts:
         return steps
     return sorted([*steps, *starts], key=lambda r: float(r.get("time") or 0.0))

@@ -206,7 +206,9 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def _trained_on_fewer(metrics: Path) -> bool:
     """Whether an attempt on fewer slices than the first has started and trained a step since."""
-    starts = [r for r in _records(metrics.with_name("attempts.jsonl")) if r.get("event") == "start"]
+    from workloads.trainer.goodput import ATTEMPTS_FILE
+
+    starts = [r for r in _records(metrics.with_name(ATTEMPTS_FILE)) if r.get("event") == "start"]
     fewer = [r for r in starts if r.get("slices", 0) < starts[0].get("slices", 0)]
     return bool(fewer) and any(r.get("time", 0) > fewer[-1]["time"] for r in _records(metrics))
 

@@ -15,11 +15,10 @@ from typing import Any
 
 from workloads.trainer.canary import data
 from workloads.trainer.canary.model import ModelConfig
+from workloads.trainer.goodput import ATTEMPTS_FILE
 
 LOG = logging.getLogger("workloads.trainer.canary")
 METRICS_FILE = "metrics.jsonl"
-# One line per attempt (a run, or Ray's restart of it): when it started.
-ATTEMPTS_FILE = "attempts.jsonl"
 SUMMARY_FILE = "last_run.json"
 # The model's shape, next to its checkpoints, so a server builds the same model.
 MODEL_FILE = "model.json"
