@@ -130,12 +130,8 @@ class Controllers:
         self.folder = cluster.folder / "controllers"
         self.logs = cluster.logs
         self.series = cluster.metric_series
-        self.kubeconfig, self.pki, self.kubectl, self.read = (
-            cluster.kubeconfig,
-            cluster.pki,
-            cluster.kubectl,
-            cluster.read,
-        )
+        self.kubeconfig, self.pki = cluster.kubeconfig, cluster.pki
+        self.kubectl, self.read = cluster.kubectl, cluster.read
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def _pid(self, name: str) -> Path:
