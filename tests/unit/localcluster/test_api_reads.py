@@ -75,3 +75,12 @@ def test_a_failed_read_stops_the_apply_at_once_with_its_error(tmp_path: Path, mo
     assert [str(e) for e in told] == ["GET /api/v1/pods: 403 the server says why"]
     with pytest.raises(ApplyError, match="the local controllers: GET /api/v1/pods: 403"):
         supervisor.stop()
+
+
+def test_a_cluster_with_no_kubeconfig_is_not_asked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the server's not answering is worth another try: a missing kubeconfig fails at once, naming it."""
+    slept: list[float] = []
+    monkeypatch.setattr(cluster_module.time, "sleep", slept.append)
+    with pytest.raises(FileNotFoundError, match="kubeconfig"):
+        Cluster(tmp_path / "gone").read("/api/v1/pods")
+    assert slept == []
