@@ -256,7 +256,7 @@ class Controllers:
         """Every object that holds a webhook's client configuration (the admission webhook configurations, the
         CRDs: a conversion webhook), each with its `kind`, in one read of each list."""
         items = []
-        for path, kind in _HOOK_LISTS.items():
+        for kind, path in _HOOK_LISTS.items():
             items += [{**item, "kind": kind} for item in self.read(path)["items"]]
         return items
 
@@ -266,10 +266,7 @@ class Controllers:
         write its certificate into a Secret for the kubelet to mount). `hooks`: what `hooks()` read, else read now."""
         bundle = base64.b64encode((self.pki / "ca.crt").read_bytes()).decode()
         for item in self.hooks() if hooks is None else hooks:
-            kind = _RESOURCE.get(item["kind"])
-            if kind is None:
-                continue
-            if kind == "crd":
+            if item["kind"] == "CustomResourceDefinition":
                 webhook = (item["spec"].get("conversion") or {}).get("webhook")
                 configs = (
                     [("/spec/conversion/webhook/clientConfig", webhook.get("clientConfig") or {})] if webhook else []
@@ -285,7 +282,8 @@ class Controllers:
                 if (config.get("service") or {}).get("namespace") == namespace and config.get("caBundle") != bundle
             ]
             if patch:
-                self.kubectl("patch", kind, item["metadata"]["name"], "--type=json", "-p", json.dumps(patch))
+                resource = _HOOK_LISTS[item["kind"]].rsplit("/", 1)[1]
+                self.kubectl("patch", resource, item["metadata"]["name"], "--type=json", "-p", json.dumps(patch))
 
     def stop(self, name: str) -> None:
         pid = alive(self._pid(name))
@@ -340,17 +338,12 @@ class Controllers:
         )
 
 
-# Where the API server lists each kind that holds a webhook's client configuration (its items carry no kind).
+# Where the API server lists each kind that holds a webhook's client configuration (its items carry no kind); the
+# list's last part is the resource a patch names.
 _HOOK_LISTS = {
-    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
-    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
-    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions": "CustomResourceDefinition",
-}
-# The resource kubectl patches for each kind that holds a webhook's client configuration.
-_RESOURCE = {
-    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
-    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-    "CustomResourceDefinition": "crd",
+    "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+    "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
 }
 
 
