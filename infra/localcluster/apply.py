@@ -255,14 +255,15 @@ class LocalApply:
     def established(self, names: list[str]) -> dict[str, int] | None:
         """Each CRD of `names` -> its generation, where the API server serves every one (condition Established);
         None while one is missing or not yet served."""
-        # A go-template, not jsonpath: a CRD just applied has no conditions yet, which jsonpath's filter refuses.
-        template = (
-            "{{range .items}}{{.metadata.name}} {{.metadata.generation}} {{range .status.conditions}}"
-            '{{if eq .type "Established"}}{{.status}}{{end}}{{end}}{{"\\n"}}{{end}}'
-        )
-        listed = self.cluster.kubectl("get", "crds", "-o", f"go-template={template}").stdout
-        rows = [line.split() for line in listed.splitlines()]
-        served = {row[0]: int(row[1]) for row in rows if len(row) == 3 and row[2] == "True"}
+        listed = self.cluster.read("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]
+        served = {
+            crd["metadata"]["name"]: int(crd["metadata"]["generation"])
+            for crd in listed
+            if any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in (crd.get("status") or {}).get("conditions") or []
+            )
+        }
         if not set(names) <= served.keys():
             return None
         return {name: served[name] for name in names}
@@ -386,8 +387,7 @@ def recover_interrupted(cluster: Cluster, config: dict[str, Any]) -> list[str]:
     for body in ((config.get("resource") or {}).get("helm_release") or {}).values():
         name, namespace = str(body["name"]), str(body["namespace"])
         selector = f"owner=helm,name={name}"
-        found = cluster.kubectl("get", "configmaps", "-n", namespace, "-l", selector, "-o", "json", check=False)
-        pending = interrupted_record(json.loads(found.stdout)) if found.returncode == 0 else None
+        pending = interrupted_record(cluster.get("configmaps", "-n", namespace, "-l", selector))
         if pending is not None:
             record, status = pending
             cluster.kubectl("delete", "configmap", record, "-n", namespace)

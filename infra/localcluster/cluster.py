@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.engine.build import build_all
-from infra.localcluster import certs, firewall
+from infra.localcluster import certs, discovery, firewall
 
 KUBERNETES_VERSION = "v1.35.4"  # infra/engine/go/kube/go.mod
 SERVICE_RANGE = "10.96.0.0/16"
@@ -41,6 +41,10 @@ NOT_COUNTED = {"events", "events.events.k8s.io", "leases.coordination.k8s.io", "
 
 class ClusterError(RuntimeError):
     """The local cluster could not start or answer: what failed and the log to read."""
+
+
+class NotFound(ClusterError):
+    """The API server has no such object (404)."""
 
 
 def free_port() -> int:
@@ -158,34 +162,88 @@ class Cluster:
         return done
 
     def get(self, *args: str) -> dict[str, Any]:
-        loaded: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
-        return loaded
+        """What `kubectl get <args> -o json` prints, read from the API server in this process (discovery.py: the
+        arguments it takes; kubectl itself for any other)."""
+        wanted = discovery.parse(args)
+        if wanted is None:
+            loaded: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+            return loaded
+        namespace = None if wanted.all_namespaces else wanted.namespace
+        for fresh in (False, True):  # a resource not (or no longer) as discovered: discover again, once
+            known = self._resources(fresh)
+            found = [discovery.resolve(token, known) for token in wanted.tokens]
+            if None in found and not fresh:
+                continue
+            missing = [t for t, r in zip(wanted.tokens, found, strict=True) if r is None]
+            if missing:
+                raise ClusterError(
+                    f"kubectl get {' '.join(args)}: the server doesn't have a resource type {missing[0]!r}"
+                )
+            resources = [r for r in found if r is not None]
+            try:
+                if wanted.name:
+                    return discovery.as_kubectl_shows(self.read(resources[0].path(wanted.name, namespace)))
+                answers = [(r, self.read(r.path(None, namespace) + wanted.query())) for r in resources]
+                return discovery.as_kubectl_prints(answers)
+            except NotFound:
+                if fresh or wanted.name:
+                    raise
+        raise AssertionError("unreachable")
 
-    def read(self, path: str) -> dict[str, Any]:
+    def _resources(self, fresh: bool) -> list[discovery.Resource]:
+        """The API server's resources (discovery.py), discovered once per server and again when `fresh`."""
+        server = self.server()
+        if fresh or server not in _DISCOVERED:
+            accept = {"Accept": discovery.AGGREGATED}
+            _DISCOVERED[server] = discovery.resources(self.read("/api", accept), self.read("/apis", accept))
+        return _DISCOVERED[server]
+
+    def read(self, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
         """GET `path` of the API server (`/api/v1/pods`) as JSON, with the admin's certificate: for what is read
         every half second while an apply runs. kubectl would be a process each time and decode and print every
         object again: listing the CRDs took 0.9 CPU-s in kubectl and 17 MB of output, this 0.1 (the server's
         own 3 MB). Tried again, like `kubectl`'s reads, up to TRIES times when the server did not answer."""
-        url, context = f"{self.server()}{path}", self._admin_tls()
-        for attempt in range(1, TRIES + 1):
+        return self._call("GET", path, None, headers or {})
+
+    def patch(self, path: str, patch: Any, kind: str) -> dict[str, Any]:
+        """PATCH `path` with `patch`, a `json` patch or a `strategic` merge patch (each the same when sent twice, so
+        tried again as `read` is)."""
+        content = {"json": "application/json-patch+json", "strategic": "application/strategic-merge-patch+json"}
+        return self._call("PATCH", path, json.dumps(patch).encode(), {"Content-Type": content[kind]})
+
+    def _call(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> dict[str, Any]:
+        """One request, tried again where kubectl's client tries again: a 503 or no answer up to TRIES times; a 429
+        (the server busy, or a CRD's storage initializing right after it was created) after the server's
+        Retry-After, up to client-go's 10 times."""
+        request = urllib.request.Request(f"{self.server()}{path}", body, headers, method=method)
+        context = self._admin_tls()
+        attempt, busy = 1, 0
+        while True:
             try:
-                with urllib.request.urlopen(url, context=context, timeout=60) as answer:
+                with urllib.request.urlopen(request, context=context, timeout=60) as answer:
                     loaded: dict[str, Any] = json.load(answer)
                     return loaded
             except urllib.error.HTTPError as err:
+                if err.code == 429 and busy < RETRY_AFTER_TRIES:
+                    busy += 1
+                    time.sleep(_retry_after(err))
+                    continue
                 if err.code != 503 or attempt == TRIES:
-                    raise ClusterError(f"GET {path}: {err.code} {err.read().decode(errors='replace').strip()}") from err
+                    said = f"{method} {path}: {err.code} {_message(err.read().decode(errors='replace').strip())}"
+                    raise (NotFound if err.code == 404 else ClusterError)(said) from err
             except OSError as err:  # refused, reset, or no answer within the timeout
                 if attempt == TRIES:
-                    raise ClusterError(f"GET {path}: {err}") from err
+                    raise ClusterError(f"{method} {path}: {err}") from err
             time.sleep(5 * attempt)
-        raise AssertionError("unreachable")
+            attempt += 1
 
     def inventory(self) -> dict[str, dict[str, Any]]:
         """Every object of the cluster but the cluster's own comings and goings (NOT_COUNTED):
         "<kind>[.<group>] <namespace>/<name>" -> its metadata."""
-        listable = self.kubectl("api-resources", "--verbs=list,delete", "-o", "name").stdout.split()
-        items = self.get(",".join(t for t in listable if t not in NOT_COUNTED), "--all-namespaces")["items"]
+        listable = [
+            r for r in self._resources(True) if {"list", "delete"} <= r.verbs and r.qualified not in NOT_COUNTED
+        ]
+        items = discovery.as_kubectl_prints([(r, self.read(r.path())) for r in listable])["items"]
         out = {}
         for item in items:
             group, metadata = item["apiVersion"].rpartition("/")[0], item["metadata"]
@@ -422,9 +480,13 @@ class Cluster:
             print(f"cluster-local: stopped; logs kept in {self.logs}", file=sys.stderr)
 
 
+# The resources each API server (by its address) was found to serve: Cluster._resources.
+_DISCOVERED: dict[str, list[discovery.Resource]] = {}
+
 # kubectl's verbs that may be sent again, and what kubectl says when the API server did not answer in time.
 IDEMPOTENT = frozenset({"get", "apply", "patch", "wait"})
 TRIES = 3
+RETRY_AFTER_TRIES = 10  # client-go's rest client: at most 10 retries of a response that says Retry-After
 _UNANSWERED = (
     "Client.Timeout exceeded",
     "request canceled",
@@ -433,6 +495,21 @@ _UNANSWERED = (
     "the server is currently unable to handle the request",
     "etcdserver: request timed out",
 )
+
+
+def _retry_after(err: urllib.error.HTTPError) -> float:
+    """The seconds the server asked to wait (its Retry-After), 1 if it named none."""
+    said = (err.headers.get("Retry-After") if err.headers else None) or ""
+    with contextlib.suppress(ValueError):
+        return max(1.0, float(said))
+    return 1.0
+
+
+def _message(body: str) -> str:
+    """The API server's words: a Status's message, else the body as it came."""
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(body).get("message") or body)
+    return body
 
 
 def _unanswered(stderr: str) -> bool:

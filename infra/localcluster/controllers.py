@@ -131,7 +131,7 @@ class Controllers:
         self.logs = cluster.logs
         self.series = cluster.metric_series
         self.kubeconfig, self.pki = cluster.kubeconfig, cluster.pki
-        self.kubectl, self.read = cluster.kubectl, cluster.read
+        self.cluster = cluster
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def _pid(self, name: str) -> Path:
@@ -150,7 +150,7 @@ class Controllers:
 
     def _configuration(self, namespace: str) -> dict[str, Any]:
         """The controller's Configuration as its chart installed it (the ConfigMap holding `kind: Configuration`)."""
-        maps = json.loads(self.kubectl("get", "configmaps", "-n", namespace, "-o", "json").stdout)["items"]
+        maps = self.cluster.get("configmaps", "-n", namespace)["items"]
         for item in maps:
             for text in (item.get("data") or {}).values():
                 loaded = yaml.safe_load(text) if "kind: Configuration" in text else None
@@ -212,8 +212,8 @@ class Controllers:
         (self.folder / f"{name}.pod").write_text(pod["metadata"]["uid"])
         cert_dir = self.folder / f"{name}-certs"
         cert_dir.mkdir(exist_ok=True)
-        services = self.kubectl("get", "services", "-n", namespace, "-o", "name").stdout.split()
-        names = tuple(f"{s.split('/', 1)[1]}.{namespace}.svc" for s in services)
+        services = self.cluster.get("services", "-n", namespace)["items"]
+        names = tuple(f"{s['metadata']['name']}.{namespace}.svc" for s in services)
         certs.serving_pair(cert_dir, "tls", self.pki / "ca.crt", self.pki / "ca.key", ips=(address,), dns=names)
         return address, cert_dir
 
@@ -247,17 +247,14 @@ class Controllers:
         statuses = [{**s, "ready": True, "started": True} for s in pod["status"].get("containerStatuses") or []]
         patch = {"status": {"conditions": conditions, "containerStatuses": statuses}}
         meta = pod["metadata"]
-        self.kubectl(
-            "patch", "pod", meta["name"], "-n", meta["namespace"], "--subresource=status", "--type=strategic",
-            "-p", json.dumps(patch),
-        )  # fmt: skip
+        self.cluster.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status", patch, "strategic")
 
     def hooks(self) -> list[dict[str, Any]]:
         """Every object that holds a webhook's client configuration (the admission webhook configurations, the
         CRDs: a conversion webhook), each with its `kind`, in one read of each list."""
         items = []
         for kind, path in _HOOK_LISTS.items():
-            items += [{**item, "kind": kind} for item in self.read(path)["items"]]
+            items += [{**item, "kind": kind} for item in self.cluster.read(path)["items"]]
         return items
 
     def inject_ca(self, namespace: str, hooks: list[dict[str, Any]] | None = None) -> None:
@@ -282,8 +279,7 @@ class Controllers:
                 if (config.get("service") or {}).get("namespace") == namespace and config.get("caBundle") != bundle
             ]
             if patch:
-                resource = _HOOK_LISTS[item["kind"]].rsplit("/", 1)[1]
-                self.kubectl("patch", resource, item["metadata"]["name"], "--type=json", "-p", json.dumps(patch))
+                self.cluster.patch(f"{_HOOK_LISTS[item['kind']]}/{item['metadata']['name']}", patch, "json")
 
     def stop(self, name: str) -> None:
         pid = alive(self._pid(name))
