@@ -82,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("flags", help="every option of `vllm serve`, one per line")
-    sub.add_parser("check", help='{"<name>": {"args", "config", "skip"}} on standard input -> the verdict, last line')
+    checking = sub.add_parser(
+        "check", help='{"<name>": {"args", "config", "skip"}} on standard input -> the verdict, last line'
+    )
+    checking.add_argument(
+        "--describe", action="store_true", help="the verdict with describe.py's description (one import of vLLM)"
+    )
     args = parser.parse_args(argv)
     try:
         known = flags()
@@ -96,8 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         name: check_one(item["args"], item["config"], item.get("skip", []), known) for name, item in request.items()
     }
+    verdict: dict[str, Any] = {"flags": known, "results": results}
+    if args.describe:
+        try:
+            from scripts.vllm_cpu.describe import describe
+        except ImportError:  # run as a script: its directory is on the path
+            from describe import describe  # type: ignore[no-redef]
+        verdict["description"] = describe()
     # vLLM logs to standard output too: the verdict is the last line.
-    print(json.dumps({"flags": known, "results": results}))
+    print(json.dumps(verdict))
     return 0
 
 

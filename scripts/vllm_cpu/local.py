@@ -91,11 +91,11 @@ def build_tiny_model(target: Path) -> Path:
     return target
 
 
-def check(request: dict[str, dict[str, object]]) -> dict[str, object]:
-    """Run scripts/vllm_cpu/check.py `check` with the real vLLM: its verdict (the last line)."""
-    done = subprocess.run(
-        [str(PYTHON), str(CHECK), "check"], input=json.dumps(request), capture_output=True, text=True, timeout=600
-    )
+def check(request: dict[str, dict[str, object]], *, describe: bool = False) -> dict[str, object]:
+    """Run scripts/vllm_cpu/check.py `check` with the real vLLM: its verdict (the last line), with `describe`
+    describe.py's description of the options too (`description`)."""
+    command = [str(PYTHON), str(CHECK), "check", *(["--describe"] if describe else [])]
+    done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
