@@ -1,0 +1,14 @@
+"""The platform's plan-time code: the environments, the stacks, the rules and the review (README.md, "Layers")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# jsii's Node kernel, started by the first import of a CDK package in this process (constructs, cdktn or a
+# provider's bindings), loads the providers' resource modules as a stack uses them, not all of them at once
+# (infra/cdk/lazy_providers.js: a synth of every environment took 5.7 CPU-s, 2.5 with it). Set here, the root of
+# every module that imports one, so that no import order starts the kernel without it; a child process inherits it.
+LAZY_PROVIDERS = Path(__file__).resolve().parent / "cdk" / "lazy_providers.js"
+if str(LAZY_PROVIDERS) not in os.environ.get("NODE_OPTIONS", ""):
+    os.environ["NODE_OPTIONS"] = f'{os.environ.get("NODE_OPTIONS", "")} --require "{LAZY_PROVIDERS}"'.strip()
