@@ -9,6 +9,7 @@ from pathlib import Path
 # provider's bindings), loads the providers' resource modules as a stack uses them, not all of them at once
 # (infra/cdk/lazy_providers.js: a synth of every environment took 5.7 CPU-s, 2.5 with it). Set here, the root of
 # every module that imports one, so that no import order starts the kernel without it; a child process inherits it.
+# The trainer's images copy this file without infra/cdk: there it sets nothing.
 LAZY_PROVIDERS = Path(__file__).resolve().parent / "cdk" / "lazy_providers.js"
-if str(LAZY_PROVIDERS) not in os.environ.get("NODE_OPTIONS", ""):
+if LAZY_PROVIDERS.is_file() and str(LAZY_PROVIDERS) not in os.environ.get("NODE_OPTIONS", ""):
     os.environ["NODE_OPTIONS"] = f'{os.environ.get("NODE_OPTIONS", "")} --require "{LAZY_PROVIDERS}"'.strip()

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -91,3 +92,29 @@ def test_every_resource_module_of_each_pinned_provider_is_loaded_lazily(provider
         )
     )
     assert eager > 0 and said == {"left": 0, "made": eager}
+
+
+def test_the_trainers_image_which_copies_infra_without_its_cdk_gets_no_node_option(tmp_path: Path) -> None:
+    """workloads/trainer/Dockerfile copies infra/__init__.py, not infra/cdk: a Node started there must not be told
+    to require a file that is not there."""
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "__init__.py").write_text(Path(infra.__file__).read_text())
+    env = {k: v for k, v in os.environ.items() if k != "NODE_OPTIONS"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import infra, os; print(os.environ.get('NODE_OPTIONS'))"],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "None"
+    here = subprocess.run(
+        [sys.executable, "-c", "import infra, os; print(os.environ['NODE_OPTIONS'])"],
+        cwd=Path(infra.__file__).parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert here.stdout.strip() == f'--require "{HOOK}"'
