@@ -168,25 +168,25 @@ class Cluster:
         if wanted is None:
             loaded: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
             return loaded
-        namespace = None if wanted.all_namespaces else wanted.namespace
         for fresh in (False, True):  # a resource not (or no longer) as discovered: discover again, once
             known = self._resources(fresh)
             found = [discovery.resolve(token, known) for token in wanted.tokens]
-            if None in found and not fresh:
-                continue
-            missing = [t for t, r in zip(wanted.tokens, found, strict=True) if r is None]
-            if missing:
-                raise ClusterError(
-                    f"kubectl get {' '.join(args)}: the server doesn't have a resource type {missing[0]!r}"
-                )
             resources = [r for r in found if r is not None]
+            if len(resources) < len(found):
+                if fresh:
+                    missing = wanted.tokens[found.index(None)]
+                    raise ClusterError(
+                        f"kubectl get {' '.join(args)}: the server doesn't have a resource type {missing!r}"
+                    )
+                continue
+            namespace = None if wanted.all_namespaces else wanted.namespace
             try:
                 if wanted.name:
                     return discovery.as_kubectl_shows(self.read(resources[0].path(wanted.name, namespace)))
                 answers = [(r, self.read(r.path(None, namespace) + wanted.query())) for r in resources]
                 return discovery.as_kubectl_prints(answers)
             except NotFound:
-                if fresh or wanted.name:
+                if fresh or wanted.name:  # an object not there; or a list's version gone since the discovery
                     raise
         raise AssertionError("unreachable")
 
@@ -199,10 +199,9 @@ class Cluster:
         return _DISCOVERED[server]
 
     def read(self, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
-        """GET `path` of the API server (`/api/v1/pods`) as JSON, with the admin's certificate: for what is read
-        every half second while an apply runs. kubectl would be a process each time and decode and print every
-        object again: listing the CRDs took 0.9 CPU-s in kubectl and 17 MB of output, this 0.1 (the server's
-        own 3 MB). Tried again, like `kubectl`'s reads, up to TRIES times when the server did not answer."""
+        """GET `path` of the API server (`/api/v1/pods`) as JSON, with the admin's certificate (`_call`: when it is
+        asked again). kubectl would be a process each time and decode and print every object again: listing the
+        CRDs took 0.9 CPU-s in kubectl and 17 MB of output, this 0.1 (the server's own 3 MB)."""
         return self._call("GET", path, None, headers or {})
 
     def patch(self, path: str, patch: Any, kind: str) -> dict[str, Any]:

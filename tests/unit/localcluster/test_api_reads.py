@@ -122,6 +122,20 @@ def test_a_resource_installed_since_the_discovery_is_discovered_again(
         _cluster(tmp_path / "again", monkeypatch, [API, APIS, API, APIS])[0].get("nothing")
 
 
+def test_a_list_whose_version_went_since_the_discovery_is_discovered_again_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CRD's served version changed since the discovery (a controller bump): its list answers 404, the resources
+    are discovered again, and the list is asked at the version served now; a second 404 is the answer."""
+    cluster, asked = _cluster(tmp_path, monkeypatch, [API, APIS, 404, API, APIS, {"items": []}])
+    assert cluster.get("workloads.kueue.x-k8s.io", "-A")["items"] == []
+    assert [a.rsplit("/", 1)[-1] for a in asked] == ["api", "apis", "workloads", "api", "apis", "workloads"]
+    cluster, asked = _cluster(tmp_path / "gone", monkeypatch, [API, APIS, 404, API, APIS, 404])
+    with pytest.raises(cluster_module.NotFound):
+        cluster.get("workloads.kueue.x-k8s.io", "-A")
+    assert len(asked) == 6
+
+
 def test_an_object_not_there_is_not_found_in_the_servers_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster, _ = _cluster(tmp_path, monkeypatch, [API, APIS, 404])
     with pytest.raises(cluster_module.NotFound, match="GET /api/v1/namespaces/ml/pods/p: 404 the server says why"):
