@@ -103,9 +103,6 @@ def _prog() -> str:
 def run(name: str, argv: list[str]) -> int:
     """Run command `name` with `argv`; its exit code (argparse's usage error included: 2)."""
     command = COMMANDS[name]
-    # As the Makefile exports it: jsii's banner about Node 20 (the machine's Node, docs/delivery.md) went to the
-    # output of every command that synthesizes, as Python bytes (b'!!...'), when `platform` ran without make.
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     main = importlib.import_module(command.module).main
     try:
         code = main([*command.prefix, *argv])

@@ -16,10 +16,6 @@ from infra.synth.app import synth
 from infra.synth.load import load_all
 from tests.helpers import train_local
 
-# jsii's banner for Node 20 (past end of life) would fill every failure report.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
-
 # `make test` runs the suite on one worker per core and one more (pytest-xdist, --dist loadgroup). Tests of one group
 # run on one worker, one after the other: those that share one machine-wide thing (the one local Slurm; a local Ray
 # cluster and the cores it takes) and the modules whose module-scoped fixture is expensive (built once per worker

@@ -10,13 +10,7 @@ Constructs and stacks import the CDK's classes from here (`from infra.cdk import
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
-
-# jsii prints a framed end-of-life banner on every start under Node 20 (the development and CI machines' Node;
-# 22 or 24 is recommended); `make` silences it (Makefile), and so does every other way in: `python -m
-# scripts.review_example` printed it before its one line of output.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 CDK = "cdktn"
 PROVIDER_PACKAGES = {
