@@ -127,11 +127,8 @@ class Controllers:
     for one of its pods (`<name>.pod`: the pod's uid) at that pod's address (`<name>.address`)."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.folder = cluster.folder / "controllers"
-        self.logs = cluster.logs
-        self.series = cluster.metric_series
-        self.kubeconfig, self.pki = cluster.kubeconfig, cluster.pki
         self.cluster = cluster
+        self.folder = cluster.folder / "controllers"
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def _pid(self, name: str) -> Path:
@@ -146,7 +143,7 @@ class Controllers:
         return pod.read_text() if self.running(name) and pod.is_file() else None
 
     def _start(self, name: str, command: list[str], log: Path) -> None:
-        start_detached(command, log, self._pid(name), {**os.environ, "KUBECONFIG": str(self.kubeconfig)})
+        start_detached(command, log, self._pid(name), {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)})
 
     def _configuration(self, namespace: str) -> dict[str, Any]:
         """The controller's Configuration as its chart installed it (the ConfigMap holding `kind: Configuration`)."""
@@ -179,7 +176,7 @@ class Controllers:
             config["visibilityServer"] = {"bindAddress": address, "bindPort": controller.api_port}
         config_file = self.folder / f"{name}-config.yaml"
         config_file.write_text(yaml.safe_dump(config))
-        command = [str(program), f"--config={config_file}", f"--kubeconfig={self.kubeconfig}"]
+        command = [str(program), f"--config={config_file}", f"--kubeconfig={self.cluster.kubeconfig}"]
         folders = {path: cert_dir for path in (controller.metrics_certs, controller.api_certs) if path}
         if folders:
             command = self._with_files(name, folders, command)
@@ -199,7 +196,12 @@ class Controllers:
             str(port),
             str(cert_dir / "tls.crt"),
         ]
-        command += [str(cert_dir / "tls.key"), str(kubectl_binary()), str(self.kubeconfig), str(self.series)]
+        command += [
+            str(cert_dir / "tls.key"),
+            str(kubectl_binary()),
+            str(self.cluster.kubeconfig),
+            str(self.cluster.metric_series),
+        ]
         self._run_until_serving(ADAPTER, command, pod, address, int(port))
 
     def _take(self, name: str, pod: dict[str, Any]) -> tuple[str, Path]:
@@ -214,14 +216,16 @@ class Controllers:
         cert_dir.mkdir(exist_ok=True)
         services = self.cluster.get("services", "-n", namespace)["items"]
         names = tuple(f"{s['metadata']['name']}.{namespace}.svc" for s in services)
-        certs.serving_pair(cert_dir, "tls", self.pki / "ca.crt", self.pki / "ca.key", ips=(address,), dns=names)
+        certs.serving_pair(
+            cert_dir, "tls", self.cluster.pki / "ca.crt", self.cluster.pki / "ca.key", ips=(address,), dns=names
+        )
         return address, cert_dir
 
     def _run_until_serving(self, name: str, command: list[str], pod: dict[str, Any], address: str, port: int) -> None:
         """Start `command`; once it answers at `address`:`port`, mark `pod` Ready. One that exits first is started
         again after a back-off (1 s, doubling to 10 s), as the kubelet restarts a container: a controller started
         before its release's CRDs are established exits ("no matches for kind"), and does on GKE too."""
-        log = self.logs / f"{name}.log"
+        log = self.cluster.logs / f"{name}.log"
         deadline, backoff = time.monotonic() + 300, 1.0
         self._start(name, command, log)
         while True:
@@ -261,7 +265,7 @@ class Controllers:
         """The cluster's CA as the caBundle of every webhook (admission, and a CRD's conversion) that names a Service
         of `namespace`, as the controller's own certificate management injects its CA on GKE (off here: it would
         write its certificate into a Secret for the kubelet to mount). `hooks`: what `hooks()` read, else read now."""
-        bundle = base64.b64encode((self.pki / "ca.crt").read_bytes()).decode()
+        bundle = base64.b64encode((self.cluster.pki / "ca.crt").read_bytes()).decode()
         for item in self.hooks() if hooks is None else hooks:
             if item["kind"] == "CustomResourceDefinition":
                 webhook = (item["spec"].get("conversion") or {}).get("webhook")
@@ -328,9 +332,9 @@ class Controllers:
                 "--metrics-addr=0",
                 f"--health-probe-bind-address=127.0.0.1:{free_port()}",
                 "--enable-leader-election=false",
-                f"--kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={self.cluster.kubeconfig}",
             ],
-            self.logs / "kuberay.log",
+            self.cluster.logs / "kuberay.log",
         )
 
 
